@@ -1,0 +1,226 @@
+-- autograd.lua: the tape -- nodes recorded by dispatch, backward(), ds.grad, no_grad, sum_to.
+local D = require("ds.dispatch")
+local state = require("ds.state")
+local errors = require("ds.errors")
+local dtype = require("ds.dtype")
+local S = require("ds.shape")
+local Tensor = require("ds.tensor")
+
+local M = {}
+local is_tensor = Tensor.is_tensor
+
+local function requires(x) return is_tensor(x) and rawget(x, "requires_grad") == true end
+
+-- Called by dispatch after every op with a backward rule while grad mode is on.
+function M.maybe_record(def, inputs, attrs, outputs)
+  local any, needs = false, {}
+  for i = 1, #inputs do
+    needs[i] = requires(inputs[i])
+    any = any or needs[i]
+  end
+  if not any then return end
+  local node = { def = def, inputs = inputs, attrs = attrs, outputs = outputs, needs = needs }
+  for i = 1, #outputs do
+    local o = outputs[i]
+    if dtype.is_float[o.dtype] then
+      rawset(o, "requires_grad", true)
+      rawset(o, "_grad_fn", node)
+      rawset(o, "_out_index", i)
+    end
+  end
+end
+
+function M.check_inplace(def, x)
+  if rawget(x, "_grad_fn") == nil then
+    errors.raise(def.name .. "_: in-place op on a leaf tensor that requires grad; wrap it in ds.no_grad or use the out-of-place form")
+  end
+  errors.raise(def.name .. "_: in-place op on a tensor that is part of a graph needing grad; use the out-of-place form")
+end
+
+-- Sum g down to shape (undo broadcasting): leading dims, then dims that were 1.
+function M.sum_to(g, shape)
+  local gs = g._shape
+  if S.equal(gs, shape) then return g end
+  local lead = #gs - #shape
+  local dims = {}
+  for i = 1, #gs do
+    local j = i - lead
+    if j < 1 or (shape[j] == 1 and gs[i] ~= 1) then dims[#dims + 1] = i end
+  end
+  local r = g
+  if #dims > 0 then r = g:sum(dims, true) end
+  if lead > 0 or #dims > 0 then r = r:reshape(shape) end
+  return r
+end
+
+-- topological order of nodes reachable from roots (outputs first)
+local function toposort(roots)
+  local order, seen = {}, {}
+  local function visit(node)
+    if seen[node] then return end
+    seen[node] = true
+    local stack = { { node, 1 } }
+    while #stack > 0 do
+      local top = stack[#stack]
+      local n, i = top[1], top[2]
+      if i > #n.inputs then
+        stack[#stack] = nil
+        order[#order + 1] = n
+      else
+        top[2] = i + 1
+        local child = rawget(n.inputs[i], "_grad_fn")
+        if child and not seen[child] then seen[child] = true; stack[#stack + 1] = { child, 1 } end
+      end
+    end
+  end
+  for _, r in ipairs(roots) do visit(r) end
+  -- order is post-order (inputs before users); reverse for backward
+  local rev = {}
+  for i = #order, 1, -1 do rev[#rev + 1] = order[i] end
+  return rev
+end
+
+local function accumulate(map, key, g)
+  local cur = map[key]
+  map[key] = cur and cur + g or g
+end
+
+-- Core engine: returns grads keyed by tensor for `wanted` (or accumulates into leaves' .grad).
+local function run_backward(outputs, grad_outputs, create_graph, wanted)
+  local grads = {}  -- tensor -> grad
+  local roots = {}
+  for i, y in ipairs(outputs) do
+    if not requires(y) then
+      errors.raise("backward: output " .. i .. " does not require grad (no input of its graph has requires_grad = true)")
+    end
+    local g = grad_outputs and grad_outputs[i]
+    if g == nil then
+      if S.numel(y._shape) ~= 1 then
+        errors.raise("backward: output " .. i .. " has shape " .. S.str(y._shape) .. "; grad can be implicit only for scalar outputs")
+      end
+      g = require("ds.ops.common").functions.ones_like(y)
+    end
+    accumulate(grads, y, g)
+    local fn = rawget(y, "_grad_fn")
+    if fn then roots[#roots + 1] = fn end
+  end
+  local prev = state.grad_enabled
+  state.grad_enabled = create_graph and true or false
+  local ok, err = pcall(function()
+    for _, node in ipairs(toposort(roots)) do
+      local gouts, any = {}, false
+      for i, o in ipairs(node.outputs) do
+        gouts[i] = grads[o]
+        if gouts[i] then any = true end
+        if not (wanted and wanted[o]) then grads[o] = nil end
+      end
+      if any then
+        for i, o in ipairs(node.outputs) do
+          if not gouts[i] and rawget(o, "_grad_fn") == node then gouts[i] = require("ds.ops.common").functions.zeros_like(o) end
+        end
+        local gins = { node.def.backward(node, unpack(gouts, 1, #node.outputs)) }
+        for i, inp in ipairs(node.inputs) do
+          local gi = gins[i]
+          if gi ~= nil and node.needs[i] then
+            if not S.equal(gi._shape, inp._shape) then
+              error(string.format("internal: %s backward gave grad %s for input %d of shape %s", node.def.name,
+                S.str(gi._shape), i, S.str(inp._shape)), 0)
+            end
+            accumulate(grads, inp, gi)
+          end
+        end
+      end
+    end
+  end)
+  state.grad_enabled = prev
+  if not ok then error(err, 0) end
+  return grads
+end
+
+-- y:backward([grad]): accumulate into .grad of leaves that require grad
+function Tensor.backward(y, grad, opts)
+  opts = opts or {}
+  if type(grad) == "table" and not is_tensor(grad) then opts, grad = grad, nil end
+  local grads = run_backward({ y }, { grad }, opts.create_graph)
+  for t, g in pairs(grads) do
+    if rawget(t, "_grad_fn") == nil and requires(t) then
+      if not opts.create_graph then g = g:detach() end
+      local cur = rawget(t, "grad")
+      rawset(t, "grad", cur and cur + g or g)
+    end
+  end
+end
+
+-- ds.grad(outputs, inputs, {grad_outputs =, create_graph =, allow_unused =}) -> list of grads
+function M.grad(outputs, inputs, opts)
+  opts = opts or {}
+  if is_tensor(outputs) then outputs = { outputs } end
+  local single = is_tensor(inputs)
+  if single then inputs = { inputs } end
+  local wanted = {}
+  for i, x in ipairs(inputs) do
+    if not requires(x) then errors.raise("grad: input " .. i .. " does not require grad") end
+    wanted[x] = true
+  end
+  local go = opts.grad_outputs
+  if is_tensor(go) then go = { go } end
+  local grads = run_backward(outputs, go, opts.create_graph, wanted)
+  local out = {}
+  for i, x in ipairs(inputs) do
+    local g = grads[x]
+    if g == nil then
+      if not opts.allow_unused then
+        errors.raise("grad: input " .. i .. " was not used to compute the outputs (pass allow_unused = true)")
+      end
+      g = require("ds.ops.common").functions.zeros_like(x)
+    elseif not opts.create_graph then
+      g = g:detach()
+    end
+    out[i] = g
+  end
+  return out
+end
+
+function M.no_grad(fn, ...)
+  local prev = state.grad_enabled
+  state.grad_enabled = false
+  local res = { pcall(fn, ...) }
+  state.grad_enabled = prev
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
+function M.enable_grad(fn, ...)
+  local prev = state.grad_enabled
+  state.grad_enabled = true
+  local res = { pcall(fn, ...) }
+  state.grad_enabled = prev
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
+function M.set_grad_enabled(on) local prev = state.grad_enabled; state.grad_enabled = on and true or false; return prev end
+function M.is_grad_enabled() return state.grad_enabled end
+
+function Tensor.requires_grad_(x, on)
+  if on == nil then on = true end
+  if on and not dtype.is_float[x.dtype] then
+    errors.raise("requires_grad_: only floating point tensors can require grad (got " .. x.dtype .. ")")
+  end
+  rawset(x, "requires_grad", on and true or false)
+  return x
+end
+
+-- a tensor sharing storage, cut from the tape
+function Tensor.detach(x)
+  local y
+  if x._c then
+    y = Tensor._view(x, x._shape, x:strides(), x:storage_offset())
+  else
+    y = state.trace.detach(x)
+  end
+  return y
+end
+
+D.set_autograd(M)
+return M

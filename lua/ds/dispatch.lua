@@ -1,0 +1,207 @@
+-- dispatch.lua: the op registry and the one call path every op takes (eager, autograd, trace).
+local dsffi = require("ds.ffi")
+local dtype = require("ds.dtype")
+local errors = require("ds.errors")
+local state = require("ds.state")
+local Tensor = require("ds.tensor")
+local ffi, C = dsffi.ffi, dsffi.C
+
+local M = { list = {}, by_name = {} }
+
+local attr_buf_size = 256
+local attr_buf = ffi.new("double[?]", attr_buf_size)
+local tensor_buf = ffi.new("ds_tensor*[16]")
+local is_tensor = Tensor.is_tensor
+
+-- ---- definitions ----
+local ATTR_TYPES = { int = true, float = true, bool = true, dim = true, dims = true, ints = true,
+                     floats = true, enum = true, string = true, dtype = true, any = true }
+
+function M.define(def)
+  assert(type(def.name) == "string", "op needs a name")
+  assert(not M.by_name[def.name], "op defined twice: " .. def.name)
+  assert(def.kind, def.name .. ": op needs a kind")
+  def.attrs = def.attrs or {}
+  def.attr_index = {}
+  for i, a in ipairs(def.attrs) do
+    assert(ATTR_TYPES[a[2]], def.name .. ": unknown attr type " .. tostring(a[2]))
+    def.attr_index[a[1]] = i
+  end
+  def.noutputs = def.noutputs or 1
+  def._kernels = {}
+  M.list[#M.list + 1] = def
+  M.by_name[def.name] = def
+  return def
+end
+
+-- the C kernel name for a dtype, or nil if the op has no kernel
+function M.kernel_name(def, dt)
+  if not def.kernel then return nil end
+  return (def.kernel:gsub("%%s", dt))
+end
+
+function M.kernel(def, dt)
+  local k = def._kernels[dt]
+  if k then return k end
+  if not def.dtypes or not def.dtypes[dt] then
+    local ok = {}
+    for d in pairs(def.dtypes or {}) do ok[#ok + 1] = d end
+    table.sort(ok)
+    errors.raise(string.format("%s: dtype %s not supported (supported: %s)", def.name, dt, table.concat(ok, ", ")))
+  end
+  local p = C.ds_kernel_find(M.kernel_name(def, dt))
+  if p == nil then errors.raise(def.name .. ": kernel " .. M.kernel_name(def, dt) .. " missing from libds") end
+  k = p
+  def._kernels[dt] = k
+  return k
+end
+
+-- ---- attrs ----
+-- Fill defaults and check names/types; returns a fresh table (never the caller's).
+function M.attrs(def, given)
+  local out = {}
+  if given then
+    for k, v in pairs(given) do
+      if not def.attr_index[k] then errors.raise(string.format("%s: unknown option '%s'", def.name, tostring(k))) end
+      out[k] = v
+    end
+  end
+  for _, a in ipairs(def.attrs) do
+    local name, ty, default = a[1], a[2], a[3]
+    local v = out[name]
+    if v == nil then v = default; out[name] = v end
+    if v ~= nil then
+      local tv = type(v)
+      local ok = (ty == "int" or ty == "dim" or ty == "float") and tv == "number"
+        or ty == "bool" and tv == "boolean"
+        or (ty == "dims" or ty == "ints" or ty == "floats") and tv == "table"
+        or (ty == "enum" or ty == "string" or ty == "dtype") and tv == "string"
+        or ty == "any"
+      if not ok and (ty == "int" or ty == "dim" or ty == "float") and tv == "table" and state.trace then ok = true end
+      if not ok then
+        errors.raise(string.format("%s: option '%s' must be %s, got %s", def.name, name, ty, tv))
+      end
+      if ty == "enum" then
+        local found = false
+        for _, e in ipairs(a[4]) do if e == v then found = true end end
+        if not found then
+          errors.raise(string.format("%s: option '%s' must be one of %s, got '%s'", def.name, name, table.concat(a[4], ", "), v))
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- Pack attrs into numbers for the C kernel: dims become 0-based, lists are count-prefixed.
+function M.pack(def, attrs)
+  local vals = def.pack and def.pack(attrs) or nil
+  local n = 0
+  local function put(v)
+    if n >= attr_buf_size then
+      attr_buf_size = attr_buf_size * 2
+      local nb = ffi.new("double[?]", attr_buf_size)
+      ffi.copy(nb, attr_buf, n * 8)
+      attr_buf = nb
+    end
+    attr_buf[n] = v; n = n + 1
+  end
+  if vals then
+    for i = 1, #vals do put(vals[i]) end
+    return attr_buf, n
+  end
+  for _, a in ipairs(def.attrs) do
+    local v, ty = attrs[a[1]], a[2]
+    if ty == "int" or ty == "float" then put(v or 0)
+    elseif ty == "dim" then put((v or 1) - 1)
+    elseif ty == "bool" then put(v and 1 or 0)
+    elseif ty == "dims" then put(#v); for i = 1, #v do put(v[i] - 1) end
+    elseif ty == "ints" or ty == "floats" then put(#v); for i = 1, #v do put(v[i]) end
+    elseif ty == "enum" then
+      for i, e in ipairs(a[4]) do if e == v then put(i - 1) end end
+    end
+  end
+  return attr_buf, n
+end
+
+-- ---- inputs ----
+-- A Lua number operand becomes a 0-d constant tensor of the given dtype.
+function M.scalar(v, dt)
+  local t = Tensor._empty(dt, {}, "scalar")
+  C.ds_write_flat(t._c, ffi.new("double[1]", type(v) == "boolean" and (v and 1 or 0) or v))
+  rawset(t, "_const", v)
+  return t
+end
+
+-- cast a tensor (or number) to dtype dt
+function M.cast(x, dt)
+  if not is_tensor(x) then return M.scalar(x, dt) end
+  if x.dtype == dt then return x end
+  return M.call(M.by_name.astype, { x }, { dtype = dt })
+end
+
+-- ---- the call path ----
+local autograd -- set by autograd.lua (avoids a require cycle)
+function M.set_autograd(a) autograd = a end
+
+-- Run an already-normalized op eagerly: allocate outputs (or use out), call the kernel.
+function M.run_kernel(def, inputs, attrs, metas, out)
+  local outputs = {}
+  if def.view then
+    outputs[1] = def.view(inputs[1], attrs, metas[1])
+    return outputs
+  end
+  for i = 1, def.noutputs do
+    outputs[i] = (i == 1 and out) or Tensor._empty(metas[i].dtype, metas[i].shape, def.name)
+  end
+  local kdt = def.kernel_dtype and def.kernel_dtype(inputs, outputs, attrs) or (inputs[1] and inputs[1].dtype) or outputs[1].dtype
+  local k = M.kernel(def, kdt)
+  local nt = def.noutputs + #inputs
+  local tb = tensor_buf
+  if nt > 16 then tb = ffi.new("ds_tensor*[?]", nt) end
+  for i = 1, def.noutputs do tb[i - 1] = outputs[i]._c end
+  for i = 1, #inputs do tb[def.noutputs + i - 1] = inputs[i]._c end
+  local ab = M.pack(def, attrs)
+  local rc = k(tb, ab)
+  if rc ~= 0 then errors.raise(def.name .. ": " .. dsffi.last_error()) end
+  return outputs
+end
+
+-- inputs: array of tensors/numbers; attrs: user table or nil; out: tensor for in-place/out= forms
+function M.call(def, inputs, attrs, out)
+  attrs = M.attrs(def, attrs)
+  if def.prepare then inputs = def.prepare(inputs, attrs) or inputs end
+  if def.promote then inputs = def.promote(inputs, attrs) end
+  for i = 1, #inputs do
+    if not is_tensor(inputs[i]) then
+      errors.raise(string.format("%s: argument %d must be a tensor, got %s", def.name, i, type(inputs[i])))
+    end
+  end
+  local metas = def.infer(inputs, attrs, def)
+  if metas.shape then metas = { metas } end
+  if out then
+    local m = metas[1]
+    if out.dtype ~= m.dtype then
+      errors.raise(string.format("%s_: result dtype %s cannot be written into a %s tensor", def.name, m.dtype, out.dtype))
+    end
+    if not require("ds.shape").equal(out._shape, m.shape) then
+      errors.raise(string.format("%s_: result shape %s does not match the in-place tensor's %s", def.name,
+        require("ds.shape").str(m.shape), require("ds.shape").str(out._shape)))
+    end
+  end
+  local outputs
+  if state.trace then
+    outputs = state.trace.record(def, inputs, attrs, metas, out)
+  else
+    if out and autograd and state.grad_enabled and rawget(out, "requires_grad") then
+      autograd.check_inplace(def, out)
+    end
+    outputs = M.run_kernel(def, inputs, attrs, metas, out)
+  end
+  if autograd and state.grad_enabled and def.backward then
+    autograd.maybe_record(def, inputs, attrs, outputs)
+  end
+  return unpack(outputs, 1, def.noutputs)
+end
+
+return M

@@ -1,0 +1,117 @@
+-- ops/common.lua: helpers the op families share (promotion rules, shape inference, API generation).
+local dtype = require("ds.dtype")
+local shape = require("ds.shape")
+local errors = require("ds.errors")
+local Tensor = require("ds.tensor")
+local D = require("ds.dispatch")
+
+local M = {}
+local is_tensor = Tensor.is_tensor
+
+local function set(list) local s = {}; for _, v in ipairs(list) do s[v] = true end; return s end
+M.set = set
+M.is_tensor = is_tensor
+M.FLOAT = set { "f32", "f64" }
+M.SIGNED = set { "f32", "f64", "i64", "i32" }
+M.NUMERIC = set { "f32", "f64", "i64", "i32", "u8" }
+M.ALL = set { "f32", "f64", "i64", "i32", "u8", "bool" }
+M.BOOL = set { "bool" }
+
+-- common dtype of operands (tensors strong, Lua numbers weak)
+function M.result_dtype(inputs)
+  local dt
+  for _, x in ipairs(inputs) do
+    if is_tensor(x) then dt = dt and dtype.promote(dt, x.dtype) or x.dtype end
+  end
+  if not dt then
+    dt = "f32"
+    for _, x in ipairs(inputs) do if type(x) == "boolean" then dt = "bool" end end
+  end
+  for _, x in ipairs(inputs) do
+    if type(x) == "number" or type(x) == "boolean" then dt = dtype.with_scalar(dt, x) end
+  end
+  return dt
+end
+
+-- cast every operand to dt (numbers become 0-d constants)
+function M.cast_all(inputs, dt)
+  local out = {}
+  for i, x in ipairs(inputs) do out[i] = D.cast(x, dt) end
+  return out
+end
+
+-- promotion rule builders: map the common dtype to the kernel dtype
+function M.promote_to(map)
+  return function(inputs)
+    local dt = M.result_dtype(inputs)
+    return M.cast_all(inputs, map(dt))
+  end
+end
+M.promote_same = M.promote_to(function(dt) return dt end)
+M.promote_float = M.promote_to(function(dt) return dtype.is_float[dt] and dt or "f32" end)
+M.promote_arith = M.promote_to(function(dt) return dt == "bool" and "i64" or dt end)
+M.promote_bool = M.promote_to(function() return "bool" end)
+
+-- infer: elementwise outputs broadcast all inputs
+function M.infer_broadcast(out_dtype)
+  return function(inputs, attrs, def)
+    local s = inputs[1]._shape
+    for i = 2, #inputs do s = shape.broadcast(s, inputs[i]._shape, def and def.name or "broadcast") end
+    return { shape = s, dtype = out_dtype or inputs[1].dtype }
+  end
+end
+
+-- Generic Lua API for an op: f(inputs..., positional attrs..., [options table]).
+-- def.args names the positional attrs in order; def.ninputs the tensor inputs.
+function M.api(def)
+  local nin = def.ninputs or 1
+  local argnames = def.args or {}
+  local call = D.call
+  if def.variadic then
+    return function(list, ...)
+      if type(list) ~= "table" or is_tensor(list) then
+        errors.raise(def.name .. ": expects a list of tensors as its first argument")
+      end
+      local attrs = M.collect_attrs(def, argnames, 1, ...)
+      return call(def, list, attrs)
+    end
+  end
+  return function(...)
+    local inputs = {}
+    for i = 1, nin do inputs[i] = (select(i, ...)) end
+    return call(def, inputs, M.collect_attrs(def, argnames, nin + 1, ...))
+  end
+end
+
+local function is_options(v)
+  return type(v) == "table" and not is_tensor(v) and v[1] == nil and next(v) ~= nil
+end
+
+function M.collect_attrs(def, argnames, first, ...)
+  local n = select("#", ...)
+  if n < first then return nil end
+  local attrs, k = {}, 0
+  for i = first, n do
+    local v = select(i, ...)
+    if i == n and is_options(v) then
+      for key, val in pairs(v) do attrs[key] = val end
+    elseif v ~= nil then
+      k = k + 1
+      local name = argnames[k]
+      if not name then errors.raise(string.format("%s: too many arguments (%d)", def.name, n)) end
+      attrs[name] = v
+    else
+      k = k + 1
+    end
+  end
+  return attrs
+end
+
+-- register f as ds.<name> and Tensor:<name> (method = false to skip the method)
+M.functions = {}
+function M.export(name, f, opts)
+  M.functions[name] = f
+  if not (opts and opts.method == false) then Tensor[name] = f end
+end
+
+return M

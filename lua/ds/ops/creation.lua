@@ -1,0 +1,194 @@
+-- ops/creation.lua: tensors from Lua values and factories (full, zeros, ones, empty, arange,
+-- linspace, eye, *_like); full/arange are table ops so they trace like any other.
+local C = require("ds.ops.common")
+local D = require("ds.dispatch")
+local S = require("ds.shape")
+local dtype = require("ds.dtype")
+local errors = require("ds.errors")
+local Tensor = require("ds.tensor")
+local dsffi = require("ds.ffi")
+local ffi = dsffi.ffi
+
+local function check_dtype(dt, opname)
+  local n = dtype.normalize(dt or "f32")
+  if not n then errors.raise(string.format("%s: unknown dtype '%s'", opname, tostring(dt))) end
+  return n
+end
+
+D.define {
+  name = "full", kind = "creation", kernel = "ds_fill_%s", dtypes = C.ALL, ninputs = 0,
+  attrs = { { "shape", "ints" }, { "value", "float", 0 }, { "dtype", "dtype", "f32" } },
+  infer = function(_, attrs) return { shape = attrs.shape, dtype = attrs.dtype } end,
+  kernel_dtype = function(_, outputs) return outputs[1].dtype end,
+  pack = function(attrs) return { attrs.value } end,
+}
+
+D.define {
+  name = "arange", kind = "creation", kernel = "ds_arange_%s", dtypes = C.set { "f32", "f64", "i64", "i32" }, ninputs = 0,
+  attrs = { { "start", "float" }, { "step", "float" }, { "length", "int" }, { "dtype", "dtype", "f32" } },
+  infer = function(_, attrs) return { shape = { attrs.length }, dtype = attrs.dtype } end,
+  kernel_dtype = function(_, outputs) return outputs[1].dtype end,
+  pack = function(attrs) return { attrs.start, attrs.step } end,
+}
+
+-- split (sizes..., [opts]) or ({sizes}, [opts])
+local function sizes_and_opts(opname, ...)
+  local n = select("#", ...)
+  local last = n > 0 and select(n, ...) or nil
+  local opts = {}
+  if type(last) == "table" and not Tensor.is_tensor(last) and last[1] == nil and next(last) ~= nil then
+    opts = last; n = n - 1
+  end
+  local first = ...
+  local shape
+  if n >= 1 and type(first) == "table" then
+    shape = {}
+    for i, d in ipairs(first) do shape[i] = d end
+  else
+    shape = {}
+    for i = 1, n do shape[i] = (select(i, ...)) end
+  end
+  for i, d in ipairs(shape) do
+    if not (S.sym and S.sym.is(d)) and (type(d) ~= "number" or d < 0 or d ~= math.floor(d)) then
+      errors.raise(string.format("%s: invalid size %s in dim %d (sizes must be non-negative integers)", opname, tostring(d), i))
+    end
+  end
+  return shape, opts
+end
+C.sizes_and_opts = sizes_and_opts
+
+local full = D.by_name.full
+local function full_of(opname, value)
+  return function(...)
+    local shape, opts = sizes_and_opts(opname, ...)
+    return D.call(full, {}, { shape = shape, value = value, dtype = check_dtype(opts.dtype, opname) })
+  end
+end
+C.export("zeros", full_of("zeros", 0), { method = false })
+C.export("ones", full_of("ones", 1), { method = false })
+C.export("full", function(size, value, opts)
+  if type(size) == "number" then size = { size } end
+  if type(value) ~= "number" and type(value) ~= "boolean" then errors.raise("full: value must be a number") end
+  if type(value) == "boolean" then value = value and 1 or 0 end
+  local shape = sizes_and_opts("full", size)
+  return D.call(full, {}, { shape = shape, value = value, dtype = check_dtype(opts and opts.dtype, "full") })
+end, { method = false })
+C.export("empty", function(...)
+  local shape, opts = sizes_and_opts("empty", ...)
+  local dt = check_dtype(opts.dtype, "empty")
+  if require("ds.state").trace then return D.call(full, {}, { shape = shape, value = 0, dtype = dt }) end
+  return Tensor._empty(dt, shape, "empty")
+end, { method = false })
+
+local function like(value)
+  return function(x, opts)
+    local dt = check_dtype(opts and opts.dtype or x.dtype, "like")
+    return D.call(full, {}, { shape = x._shape, value = value, dtype = dt })
+  end
+end
+C.export("zeros_like", like(0))
+C.export("ones_like", like(1))
+C.export("full_like", function(x, v, opts)
+  return D.call(full, {}, { shape = x._shape, value = v, dtype = check_dtype(opts and opts.dtype or x.dtype, "full_like") })
+end)
+C.export("empty_like", like(0))
+C.export("new_zeros", function(x, ...) local s = sizes_and_opts("new_zeros", ...); return D.call(full, {}, { shape = s, value = 0, dtype = x.dtype }) end)
+
+-- arange(end) | arange(start, end[, step]) [, opts]: end excluded, as in PyTorch
+C.export("arange", function(a, b, c, d)
+  local opts = {}
+  local args = { a, b, c, d }
+  for i = 4, 1, -1 do
+    if type(args[i]) == "table" then opts = args[i]; args[i] = nil; break end
+  end
+  local start, stop, step
+  if args[2] == nil then start, stop, step = 0, args[1], 1 else start, stop, step = args[1], args[2], args[3] or 1 end
+  for _, v in ipairs { start, stop, step } do
+    if type(v) ~= "number" then errors.raise("arange: start, end and step must be numbers") end
+  end
+  if step == 0 then errors.raise("arange: step must be nonzero") end
+  local len = math.ceil((stop - start) / step)
+  if len < 0 then len = 0 end
+  local dt = opts.dtype
+  if not dt then
+    local all_int = start == math.floor(start) and stop == math.floor(stop) and step == math.floor(step)
+    dt = all_int and "i64" or "f32"
+  end
+  return D.call(D.by_name.arange, {}, { start = start, step = step, length = len, dtype = check_dtype(dt, "arange") })
+end, { method = false })
+
+C.export("linspace", function(start, stop, steps, opts)
+  if type(steps) ~= "number" or steps < 0 then errors.raise("linspace: steps must be a non-negative number") end
+  local step = steps > 1 and (stop - start) / (steps - 1) or 0
+  return D.call(D.by_name.arange, {}, { start = start, step = step, length = steps,
+    dtype = check_dtype(opts and opts.dtype, "linspace") })
+end, { method = false })
+
+C.export("eye", function(n, m, opts)
+  if type(m) == "table" then opts, m = m, nil end
+  m = m or n
+  local dt = check_dtype(opts and opts.dtype, "eye")
+  local out = C.functions.zeros(n, m, { dtype = dt })
+  local k = math.min(n, m)
+  if k > 0 then
+    -- the diagonal is a strided view with stride m + 1
+    Tensor._view(out, { k }, { m + 1 }, 0):fill_(1)
+  end
+  return out
+end, { method = false })
+
+-- ds.tensor(nested tables | number | boolean, {dtype = ...})
+local function nested_shape(v, opname)
+  local shape = {}
+  local cur = v
+  while type(cur) == "table" and not Tensor.is_tensor(cur) do
+    shape[#shape + 1] = #cur
+    if #cur == 0 then break end
+    cur = cur[1]
+  end
+  return shape
+end
+
+local function flatten_into(v, shape, depth, out, opname)
+  if depth > #shape then
+    if type(v) == "boolean" then v = v and 1 or 0 end
+    if Tensor.is_tensor(v) then v = v:item() end
+    if type(v) ~= "number" then
+      errors.raise(string.format("%s: expected a number at depth %d, got %s", opname, depth, type(v)))
+    end
+    out[#out + 1] = v
+    return
+  end
+  if type(v) ~= "table" or #v ~= shape[depth] then
+    errors.raise(string.format("%s: ragged nested table (expected %d elements at depth %d, got %s)",
+      opname, shape[depth], depth, type(v) == "table" and tostring(#v) or type(v)))
+  end
+  for i = 1, #v do flatten_into(v[i], shape, depth + 1, out, opname) end
+end
+
+C.export("tensor", function(v, opts)
+  opts = opts or {}
+  if Tensor.is_tensor(v) then return opts.dtype and v:astype(opts.dtype) or v:clone() end
+  local shape = nested_shape(v, "tensor")
+  if #shape > 8 then errors.raise("tensor: at most 8 dims") end
+  local flat = {}
+  flatten_into(v, shape, 1, flat, "tensor")
+  local dt = opts.dtype and check_dtype(opts.dtype, "tensor")
+  if not dt then
+    local first = v
+    while type(first) == "table" do first = first[1] end
+    dt = type(first) == "boolean" and "bool" or "f32"
+  end
+  local t = Tensor._empty(dt, shape, "tensor")
+  local n = #flat
+  if dt == "i64" then
+    local buf = ffi.new("int64_t[?]", n > 0 and n or 1)
+    for i = 1, n do buf[i - 1] = flat[i] end
+    dsffi.C.ds_write_flat_i64(t._c, buf)
+  else
+    local buf = ffi.new("double[?]", n > 0 and n or 1)
+    for i = 1, n do buf[i - 1] = flat[i] end
+    dsffi.C.ds_write_flat(t._c, buf)
+  end
+  return t
+end, { method = false })

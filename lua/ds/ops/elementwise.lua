@@ -1,0 +1,165 @@
+-- ops/elementwise.lua: unary, binary, comparison, logic, where, clamp, cast; with backward rules.
+local C = require("ds.ops.common")
+local D = require("ds.dispatch")
+local dtype = require("ds.dtype")
+local errors = require("ds.errors")
+local F = C.functions -- ds.* functions, resolved at call time (backward uses them)
+
+local function sum_to(g, shape) return require("ds.autograd").sum_to(g, shape) end
+
+local function def_unary(name, dtypes, promote, backward, extra)
+  local def = {
+    name = name, kind = "unary", kernel = "ds_" .. name .. "_%s", dtypes = dtypes, ninputs = 1,
+    promote = promote or C.promote_same, infer = C.infer_broadcast(), backward = backward,
+    elementwise = true,
+  }
+  for k, v in pairs(extra or {}) do def[k] = v end
+  return D.define(def)
+end
+
+local function def_binary(name, dtypes, promote, backward, out_dtype, kernel)
+  return D.define {
+    name = name, kind = "binary", kernel = "ds_" .. (kernel or name) .. "_%s", dtypes = dtypes, ninputs = 2,
+    promote = promote, infer = C.infer_broadcast(out_dtype), backward = backward, elementwise = true,
+  }
+end
+
+-- ---- unary (float math promotes integers to f32, like PyTorch) ----
+local unary = {
+  exp = { C.FLOAT, C.promote_float, function(ctx, g) return g * ctx.outputs[1] end },
+  log = { C.FLOAT, C.promote_float, function(ctx, g) return g / ctx.inputs[1] end },
+  sqrt = { C.FLOAT, C.promote_float, function(ctx, g) return g / (2 * ctx.outputs[1]) end },
+  rsqrt = { C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * (-0.5) * y * y * y end },
+  sin = { C.FLOAT, C.promote_float, function(ctx, g) return g * F.cos(ctx.inputs[1]) end },
+  cos = { C.FLOAT, C.promote_float, function(ctx, g) return -(g * F.sin(ctx.inputs[1])) end },
+  tanh = { C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * (1 - y * y) end },
+  sigmoid = { C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * y * (1 - y) end },
+  silu = { C.FLOAT, C.promote_float, function(ctx, g)
+    local x = ctx.inputs[1]; local s = F.sigmoid(x); return g * s * (1 + x * (1 - s)) end },
+  gelu = { C.FLOAT, C.promote_float, function(ctx, g)
+    local x = ctx.inputs[1]
+    local cdf = 0.5 * (1 + F.erf(x * 0.7071067811865476))
+    local pdf = F.exp(-0.5 * x * x) * 0.3989422804014327
+    return g * (cdf + x * pdf) end },
+  gelu_tanh = { C.FLOAT, C.promote_float, function(ctx, g)
+    local x = ctx.inputs[1]
+    local k = 0.7978845608028654
+    local inner = k * (x + 0.044715 * x * x * x)
+    local t = F.tanh(inner)
+    local dinner = k * (1 + 3 * 0.044715 * x * x)
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner) end },
+  erf = { C.FLOAT, C.promote_float, function(ctx, g)
+    local x = ctx.inputs[1]; return g * 1.1283791670955126 * F.exp(-(x * x)) end },
+  abs = { C.SIGNED, C.promote_arith, function(ctx, g) return g * F.sign(ctx.inputs[1]) end },
+  neg = { C.SIGNED, C.promote_arith, function(ctx, g) return -g end },
+  relu = { C.SIGNED, C.promote_arith, function(ctx, g)
+    return g * F.gt(ctx.inputs[1], 0):astype(g.dtype) end },
+  sign = { C.SIGNED, C.promote_arith, function(ctx, g) return g * 0 end },
+}
+for name, spec in pairs(unary) do def_unary(name, spec[1], spec[2], spec[3]) end
+def_unary("logical_not", C.BOOL, C.promote_bool, nil)
+
+-- ---- binary ----
+local function mul_bw(ctx, g)
+  local a, b = ctx.inputs[1], ctx.inputs[2]
+  return ctx.needs[1] and sum_to(g * b, a._shape) or nil, ctx.needs[2] and sum_to(g * a, b._shape) or nil
+end
+def_binary("add", C.NUMERIC, C.promote_arith, function(ctx, g)
+  return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil, ctx.needs[2] and sum_to(g, ctx.inputs[2]._shape) or nil end)
+def_binary("sub", C.NUMERIC, C.promote_arith, function(ctx, g)
+  return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil, ctx.needs[2] and sum_to(-g, ctx.inputs[2]._shape) or nil end)
+def_binary("mul", C.NUMERIC, C.promote_arith, mul_bw)
+def_binary("div", C.FLOAT, C.promote_float, function(ctx, g)
+  local a, b = ctx.inputs[1], ctx.inputs[2]
+  return ctx.needs[1] and sum_to(g / b, a._shape) or nil,
+         ctx.needs[2] and sum_to(-(g * a) / (b * b), b._shape) or nil end)
+def_binary("floor_divide", C.set { "i64", "i32" }, C.promote_same, nil, nil, "div")
+def_binary("pow", C.SIGNED, C.promote_arith, function(ctx, g)
+  local a, b, y = ctx.inputs[1], ctx.inputs[2], ctx.outputs[1]
+  local ga, gb
+  if ctx.needs[1] then ga = sum_to(g * b * F.pow(a, b - 1), a._shape) end
+  if ctx.needs[2] then
+    local pos = F.gt(a, 0)
+    local loga = F.log(F.where(pos, a, F.ones_like(a)))
+    gb = sum_to(g * y * loga, b._shape)
+  end
+  return ga, gb end)
+local function minmax_bw(pick)
+  return function(ctx, g)
+    local a, b = ctx.inputs[1], ctx.inputs[2]
+    local take_a = pick(a, b):astype(g.dtype)
+    return ctx.needs[1] and sum_to(g * take_a, a._shape) or nil, ctx.needs[2] and sum_to(g * (1 - take_a), b._shape) or nil
+  end
+end
+def_binary("maximum", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.ge(a, b) end))
+def_binary("minimum", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.le(a, b) end))
+for _, name in ipairs { "lt", "le", "gt", "ge", "eq", "ne" } do
+  def_binary(name, C.ALL, C.promote_same, nil, "bool")
+end
+for _, name in ipairs { "logical_and", "logical_or", "logical_xor" } do
+  def_binary(name, C.BOOL, C.promote_bool, nil, "bool")
+end
+
+-- where(cond, a, b): cond bool, a/b promoted together
+D.define {
+  name = "where", kind = "where", kernel = "ds_where_%s", dtypes = C.ALL, ninputs = 3, elementwise = true,
+  promote = function(inputs)
+    local dt = C.result_dtype { inputs[2], inputs[3] }
+    return { D.cast(inputs[1], "bool"), D.cast(inputs[2], dt), D.cast(inputs[3], dt) }
+  end,
+  infer = function(inputs)
+    local s = inputs[1]._shape
+    s = require("ds.shape").broadcast(s, inputs[2]._shape, "where")
+    s = require("ds.shape").broadcast(s, inputs[3]._shape, "where")
+    return { shape = s, dtype = inputs[2].dtype }
+  end,
+  kernel_dtype = function(inputs) return inputs[2].dtype end,
+  backward = function(ctx, g)
+    local c, a, b = ctx.inputs[1], ctx.inputs[2], ctx.inputs[3]
+    local z = F.zeros_like(g)
+    return nil, ctx.needs[2] and sum_to(F.where(c, g, z), a._shape) or nil,
+                ctx.needs[3] and sum_to(F.where(c, z, g), b._shape) or nil
+  end,
+}
+
+-- clamp(x, min, max): absent bounds are -inf/+inf
+D.define {
+  name = "clamp", kind = "unary", kernel = "ds_clamp_%s", dtypes = C.NUMERIC, ninputs = 1, elementwise = true,
+  attrs = { { "min", "float", -math.huge }, { "max", "float", math.huge } }, args = { "min", "max" },
+  promote = function(inputs, attrs)
+    local dt = inputs[1].dtype
+    if not dtype.is_float[dt] and ((attrs.min ~= math.floor(attrs.min) and attrs.min > -math.huge)
+      or (attrs.max ~= math.floor(attrs.max) and attrs.max < math.huge)) then dt = "f32" end
+    return { D.cast(inputs[1], dt == "bool" and "i64" or dt) }
+  end,
+  infer = C.infer_broadcast(),
+  backward = function(ctx, g)
+    local x = ctx.inputs[1]
+    local inside = F.logical_and(F.ge(x, ctx.attrs.min), F.le(x, ctx.attrs.max))
+    return g * inside:astype(g.dtype)
+  end,
+}
+
+-- astype (cast through the copy kernel; also used by dispatch to promote operands)
+D.define {
+  name = "astype", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
+  attrs = { { "dtype", "dtype" } }, args = { "dtype" },
+  prepare = function(inputs, attrs)
+    local dt = dtype.normalize(attrs.dtype)
+    if not dt then errors.raise("astype: unknown dtype '" .. tostring(attrs.dtype) .. "'") end
+    attrs.dtype = dt
+  end,
+  infer = function(inputs, attrs) return { shape = inputs[1]._shape, dtype = attrs.dtype } end,
+  kernel_dtype = function(inputs, outputs) return outputs[1].dtype end,
+  pack = function() return {} end,
+  backward = function(ctx, g)
+    if not dtype.is_float[ctx.inputs[1].dtype] then return nil end
+    return g:astype(ctx.inputs[1].dtype)
+  end,
+}
+-- contiguous copy of a (possibly strided) tensor, same dtype
+D.define {
+  name = "contiguous", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
+  infer = function(inputs) return { shape = inputs[1]._shape, dtype = inputs[1].dtype } end,
+  backward = function(ctx, g) return g end,
+}

@@ -1,0 +1,107 @@
+-- ops/init.lua: loads every op family and generates the Tensor methods, ds.* functions,
+-- in-place variants and operators from the op table.
+local C = require("ds.ops.common")
+local D = require("ds.dispatch")
+local Tensor = require("ds.tensor")
+local errors = require("ds.errors")
+local state = require("ds.state")
+
+require("ds.ops.elementwise")
+require("ds.ops.creation")
+require("ds.ops.movement")
+require("ds.ops.blas")
+for _, family in ipairs { "reduce", "index", "nn", "random" } do
+  local ok, err = pcall(require, "ds.ops." .. family)
+  if not ok and not tostring(err):find("module 'ds.ops." .. family .. "' not found", 1, true) then error(err, 0) end
+end
+
+local F = C.functions
+
+-- every elementwise op: ds.<name>(...), x:<name>(...), and x:<name>_(...) in place
+for _, def in ipairs(D.list) do
+  if def.elementwise and not F[def.name] then
+    local f = C.api(def)
+    C.export(def.name, f)
+  end
+  if def.elementwise and def.name ~= "astype" and def.name ~= "contiguous" then
+    local argnames, nin = def.args or {}, def.ninputs
+    Tensor[def.name .. "_"] = function(x, ...)
+      local inputs = { x }
+      for i = 2, nin do inputs[i] = (select(i - 1, ...)) end
+      return D.call(def, inputs, C.collect_attrs(def, argnames, nin, ...), x)
+    end
+  end
+end
+
+-- fast path for a (tensor op tensor) of one dtype and shape, no grad, not tracing
+local ffi = require("ffi")
+local dsffi = require("ds.ffi")
+local tbuf = ffi.new("ds_tensor*[3]")
+local abuf = ffi.new("double[1]")
+local empty = Tensor._empty
+local function fast_binary(def, slow)
+  local kernels = {}
+  return function(a, b)
+    if type(a) == "table" and type(b) == "table" and not state.trace then
+      local ca, cb = rawget(a, "_c"), rawget(b, "_c")
+      local dt = rawget(a, "dtype")
+      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
+        local sa, sb = a._shape, b._shape
+        local same = sa == sb
+        if not same and #sa == #sb then
+          same = true
+          for i = 1, #sa do if sa[i] ~= sb[i] then same = false; break end end
+        end
+        local k = kernels[dt]
+        if same and k == nil and def.dtypes[dt] then k = D.kernel(def, dt); kernels[dt] = k end
+        if same and k then
+          local out = empty(dt, sa, def.name)
+          tbuf[0] = out._c; tbuf[1] = ca; tbuf[2] = cb
+          if k(tbuf, abuf) ~= 0 then errors.raise(def.name .. ": " .. dsffi.last_error()) end
+          return out
+        end
+      end
+    end
+    return slow(a, b)
+  end
+end
+for _, name in ipairs { "add", "sub", "mul", "div" } do F[name] = fast_binary(D.by_name[name], F[name]); Tensor[name] = F[name] end
+
+local mt = Tensor._mt
+mt.__add = F.add
+mt.__sub = F.sub
+mt.__mul = F.mul
+mt.__div = F.div
+mt.__pow = F.pow
+mt.__unm = function(x) return F.neg(x) end
+mt.__mod = function() errors.raise("%: use ds.fmod / remainder (not implemented)") end
+mt.__concat = function() errors.raise("..: tensors cannot be concatenated as strings; use ds.cat") end
+
+-- Lua's __eq/__lt must give booleans: tensors compare by identity; use x:eq(y), x:lt(y)
+mt.__lt = function() errors.raise("tensor < tensor: use x:lt(y), which gives a bool tensor") end
+mt.__le = function() errors.raise("tensor <= tensor: use x:le(y), which gives a bool tensor") end
+
+Tensor.fill_ = function(x, v)
+  if C.is_tensor(v) then v = v:item() end
+  if type(v) == "boolean" then v = v and 1 or 0 end
+  return D.call(D.by_name.full, {}, { shape = x._shape, value = v, dtype = x.dtype }, x)
+end
+Tensor.zero_ = function(x) return x:fill_(0) end
+Tensor.copy_ = function(x, src)
+  if not C.is_tensor(src) then return x:fill_(src) end
+  if src.dtype ~= x.dtype then src = src:astype(x.dtype) end
+  local S = require("ds.shape")
+  local s = S.broadcast(x._shape, src._shape, "copy_")
+  if not S.equal(s, x._shape) then
+    errors.raise(string.format("copy_: source shape %s does not broadcast to %s", S.str(src._shape), S.str(x._shape)))
+  end
+  return D.call(D.by_name.contiguous_into or D.by_name.contiguous, { src:expand(x._shape) }, nil, x)
+end
+Tensor.float = function(x) return x:astype("f32") end
+Tensor.double = function(x) return x:astype("f64") end
+Tensor.long = function(x) return x:astype("i64") end
+Tensor.int = function(x) return x:astype("i32") end
+Tensor.bool = function(x) return x:astype("bool") end
+Tensor.to = function(x, dt) return x:astype(dt) end
+
+return F

@@ -1,0 +1,300 @@
+-- ops/movement.lua: views that share storage (reshape, transpose, permute, narrow, select,
+-- squeeze, unsqueeze, expand, flatten) -- no kernel, a new stride/offset over the same storage.
+local C = require("ds.ops.common")
+local D = require("ds.dispatch")
+local S = require("ds.shape")
+local errors = require("ds.errors")
+local Tensor = require("ds.tensor")
+local F = C.functions
+
+local function strides_of(x) return x:strides() end
+local function offset_of(x) return x:storage_offset() end
+
+local function def_view(def)
+  def.kind = "view"; def.dtypes = C.ALL; def.ninputs = def.ninputs or 1
+  return D.define(def)
+end
+
+-- reshape: -1 infers one dim; a non-contiguous input is copied first (like torch.reshape)
+local function resolve_shape(x, want, opname)
+  local out, infer_at, known = {}, nil, 1
+  for i, d in ipairs(want) do
+    if d == -1 then
+      if infer_at then errors.raise(opname .. ": only one dim can be -1, got " .. S.str(want)) end
+      infer_at = i
+    elseif type(d) == "number" and (d < 0 or d ~= math.floor(d)) then
+      errors.raise(string.format("%s: invalid size %s in %s", opname, tostring(d), S.str(want)))
+    else
+      known = S.mul(known, d)
+    end
+    out[i] = d
+  end
+  local n = S.numel(x._shape)
+  if infer_at then
+    if S.sym and (type(n) == "table" or type(known) == "table") then
+      out[infer_at] = S.sym.div(n, known, opname)
+    else
+      if known == 0 or n % known ~= 0 then
+        errors.raise(string.format("%s: cannot reshape %s (%d elements) into %s", opname, S.str(x._shape), n, S.str(want)))
+      end
+      out[infer_at] = n / known
+    end
+  elseif not S.same(n, known) then
+    errors.raise(string.format("%s: cannot reshape %s (%s elements) into %s (%s elements)", opname,
+      S.str(x._shape), tostring(n), S.str(want), tostring(known)))
+  end
+  return out
+end
+
+def_view {
+  name = "reshape", attrs = { { "shape", "ints" } },
+  infer = function(inputs, attrs)
+    return { shape = resolve_shape(inputs[1], attrs.shape, "reshape"), dtype = inputs[1].dtype }
+  end,
+  view = function(x, attrs, meta)
+    if not x:is_contiguous() then x = F.contiguous(x) end
+    return Tensor._view(x, meta.shape, S.contiguous_strides(meta.shape), offset_of(x))
+  end,
+  backward = function(ctx, g) return g:reshape(ctx.inputs[1]._shape) end,
+}
+
+def_view {
+  name = "transpose", attrs = { { "dim0", "dim" }, { "dim1", "dim" } }, args = { "dim0", "dim1" },
+  prepare = function(inputs, attrs)
+    local n = #inputs[1]._shape
+    attrs.dim0 = S.dim(attrs.dim0, n, "transpose"); attrs.dim1 = S.dim(attrs.dim1, n, "transpose")
+  end,
+  infer = function(inputs, attrs)
+    local s = {}
+    for i, d in ipairs(inputs[1]._shape) do s[i] = d end
+    s[attrs.dim0], s[attrs.dim1] = s[attrs.dim1], s[attrs.dim0]
+    return { shape = s, dtype = inputs[1].dtype }
+  end,
+  view = function(x, attrs, meta)
+    local st = strides_of(x)
+    st[attrs.dim0], st[attrs.dim1] = st[attrs.dim1], st[attrs.dim0]
+    return Tensor._view(x, meta.shape, st, offset_of(x))
+  end,
+  backward = function(ctx, g) return g:transpose(ctx.attrs.dim0, ctx.attrs.dim1) end,
+}
+
+def_view {
+  name = "permute", attrs = { { "dims", "dims" } },
+  prepare = function(inputs, attrs)
+    local n, seen, dims = #inputs[1]._shape, {}, {}
+    if #attrs.dims ~= n then
+      errors.raise(string.format("permute: %d dims given for a %d-d tensor %s", #attrs.dims, n, S.str(inputs[1]._shape)))
+    end
+    for i, d in ipairs(attrs.dims) do
+      dims[i] = S.dim(d, n, "permute")
+      if seen[dims[i]] then errors.raise("permute: dim " .. d .. " repeated") end
+      seen[dims[i]] = true
+    end
+    attrs.dims = dims
+  end,
+  infer = function(inputs, attrs)
+    local s = {}
+    for i, d in ipairs(attrs.dims) do s[i] = inputs[1]._shape[d] end
+    return { shape = s, dtype = inputs[1].dtype }
+  end,
+  view = function(x, attrs, meta)
+    local st0, st = strides_of(x), {}
+    for i, d in ipairs(attrs.dims) do st[i] = st0[d] end
+    return Tensor._view(x, meta.shape, st, offset_of(x))
+  end,
+  backward = function(ctx, g)
+    local inv = {}
+    for i, d in ipairs(ctx.attrs.dims) do inv[d] = i end
+    return g:permute(inv)
+  end,
+}
+
+-- zeros around g along dim so that it fills [start, start+len) of a dim of size total
+local function pad_along(g, dim, start, total)
+  local parts = {}
+  local len = g._shape[dim]
+  local function zeros_with(n)
+    local s = {}
+    for i, d in ipairs(g._shape) do s[i] = d end
+    s[dim] = n
+    return F.zeros(s, { dtype = g.dtype })
+  end
+  if start > 1 then parts[#parts + 1] = zeros_with(start - 1) end
+  parts[#parts + 1] = g
+  local after = S.sym and type(total) == "table" and S.sym.sub(S.sym.sub(total, start - 1), len) or total - (start - 1) - len
+  if type(after) == "table" or after > 0 then parts[#parts + 1] = zeros_with(after) end
+  if #parts == 1 then return g end
+  return F.cat(parts, dim)
+end
+
+def_view {
+  name = "narrow", attrs = { { "dim", "dim" }, { "start", "int" }, { "length", "int" } }, args = { "dim", "start", "length" },
+  prepare = function(inputs, attrs)
+    local x = inputs[1]
+    attrs.dim = S.dim(attrs.dim, #x._shape, "narrow")
+    local size = x._shape[attrs.dim]
+    if type(size) == "number" then
+      if attrs.start < 0 then attrs.start = size + 1 + attrs.start end
+      if attrs.start < 1 or attrs.length < 0 or attrs.start - 1 + attrs.length > size then
+        errors.raise(string.format("narrow: start %d, length %d out of range for dim %d of size %d (shape %s)",
+          attrs.start, attrs.length, attrs.dim, size, S.str(x._shape)))
+      end
+    end
+  end,
+  infer = function(inputs, attrs)
+    local s = {}
+    for i, d in ipairs(inputs[1]._shape) do s[i] = d end
+    s[attrs.dim] = attrs.length
+    return { shape = s, dtype = inputs[1].dtype }
+  end,
+  view = function(x, attrs, meta)
+    local st = strides_of(x)
+    return Tensor._view(x, meta.shape, st, offset_of(x) + (attrs.start - 1) * st[attrs.dim])
+  end,
+  backward = function(ctx, g)
+    return pad_along(g, ctx.attrs.dim, ctx.attrs.start, ctx.inputs[1]._shape[ctx.attrs.dim])
+  end,
+}
+
+def_view {
+  name = "select", attrs = { { "dim", "dim" }, { "index", "int" } }, args = { "dim", "index" },
+  prepare = function(inputs, attrs)
+    local x = inputs[1]
+    if #x._shape == 0 then errors.raise("select: cannot index a 0-d tensor") end
+    attrs.dim = S.dim(attrs.dim, #x._shape, "select")
+    local size = x._shape[attrs.dim]
+    if type(attrs.index) ~= "number" or attrs.index ~= math.floor(attrs.index) then
+      errors.raise("select: index must be an integer, got " .. tostring(attrs.index))
+    end
+    if type(size) == "number" then
+      if attrs.index < 0 then attrs.index = size + 1 + attrs.index end
+      if attrs.index < 1 or attrs.index > size then
+        errors.raise(string.format("select: index %d out of range for dim %d of size %d (shape %s)",
+          attrs.index, attrs.dim, size, S.str(x._shape)))
+      end
+    end
+  end,
+  infer = function(inputs, attrs)
+    local s = {}
+    for i, d in ipairs(inputs[1]._shape) do if i ~= attrs.dim then s[#s + 1] = d end end
+    return { shape = s, dtype = inputs[1].dtype }
+  end,
+  view = function(x, attrs, meta)
+    local st0, st = strides_of(x), {}
+    for i, v in ipairs(st0) do if i ~= attrs.dim then st[#st + 1] = v end end
+    return Tensor._view(x, meta.shape, st, offset_of(x) + (attrs.index - 1) * st0[attrs.dim])
+  end,
+  backward = function(ctx, g)
+    return pad_along(g:unsqueeze(ctx.attrs.dim), ctx.attrs.dim, ctx.attrs.index, ctx.inputs[1]._shape[ctx.attrs.dim])
+  end,
+}
+
+-- expand: sizes may be -1 (keep); new leading dims allowed
+def_view {
+  name = "expand", attrs = { { "shape", "ints" } },
+  infer = function(inputs, attrs)
+    local x, want = inputs[1], attrs.shape
+    local nx, n = #x._shape, #want
+    if n < nx then errors.raise(string.format("expand: %s has more dims than %s", S.str(x._shape), S.str(want))) end
+    local s = {}
+    for i = 1, n do
+      local j = i - (n - nx)
+      local cur = j >= 1 and x._shape[j] or nil
+      local w = want[i]
+      if w == -1 then
+        if not cur then errors.raise("expand: -1 not allowed for a new leading dim") end
+        s[i] = cur
+      elseif cur == nil or cur == 1 or S.same(cur, w) then s[i] = w
+      else
+        errors.raise(string.format("expand: cannot expand %s to %s (dim %d: %s vs %s)", S.str(x._shape), S.str(want), i, tostring(cur), tostring(w)))
+      end
+    end
+    return { shape = s, dtype = x.dtype }
+  end,
+  view = function(x, attrs, meta)
+    local st0, st = strides_of(x), {}
+    local n, nx = #meta.shape, #x._shape
+    for i = 1, n do
+      local j = i - (n - nx)
+      st[i] = (j >= 1 and x._shape[j] == meta.shape[i]) and st0[j] or 0
+    end
+    return Tensor._view(x, meta.shape, st, offset_of(x))
+  end,
+  backward = function(ctx, g) return require("ds.autograd").sum_to(g, ctx.inputs[1]._shape) end,
+}
+
+-- ---- API: varargs/table shapes and the derived views ----
+local function shape_args(opname, ...)
+  local first = ...
+  if type(first) == "table" and not Tensor.is_tensor(first) then return first end
+  local s = { ... }
+  for i, d in ipairs(s) do
+    if type(d) ~= "number" and not (S.sym and S.sym.is(d)) then
+      errors.raise(string.format("%s: size %d must be a number, got %s", opname, i, type(d)))
+    end
+  end
+  return s
+end
+C.shape_args = shape_args
+
+local reshape = D.by_name.reshape
+C.export("reshape", function(x, ...) return D.call(reshape, { x }, { shape = shape_args("reshape", ...) }) end)
+C.export("view", function(x, ...) return D.call(reshape, { x }, { shape = shape_args("view", ...) }) end)
+C.export("view_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end)
+C.export("reshape_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end)
+C.export("transpose", C.api(D.by_name.transpose))
+C.export("permute", function(x, ...) return D.call(D.by_name.permute, { x }, { dims = shape_args("permute", ...) }) end)
+C.export("narrow", C.api(D.by_name.narrow))
+C.export("select", C.api(D.by_name.select))
+C.export("expand", function(x, ...) return D.call(D.by_name.expand, { x }, { shape = shape_args("expand", ...) }) end)
+C.export("expand_as", function(x, y) return D.call(D.by_name.expand, { x }, { shape = y._shape }) end)
+
+C.export("t", function(x)
+  local n = #x._shape
+  if n > 2 then errors.raise("t: expects a tensor with <= 2 dims, got " .. S.str(x._shape)) end
+  if n < 2 then return x end
+  return x:transpose(1, 2)
+end)
+
+C.export("unsqueeze", function(x, dim)
+  local n = #x._shape
+  local d = S.dim(dim, n, "unsqueeze", true)
+  local s = {}
+  for i = 1, n do s[i] = x._shape[i] end
+  table.insert(s, d, 1)
+  return D.call(reshape, { x }, { shape = s })
+end)
+
+C.export("squeeze", function(x, dim)
+  local s = {}
+  if dim == nil then
+    for _, d in ipairs(x._shape) do if d ~= 1 then s[#s + 1] = d end end
+  else
+    local d = S.dim(dim, #x._shape, "squeeze")
+    for i, v in ipairs(x._shape) do if i ~= d or v ~= 1 then s[#s + 1] = v end end
+  end
+  if #s == #x._shape then return x end
+  return D.call(reshape, { x }, { shape = s })
+end)
+
+-- flatten(start_dim = 1, end_dim = -1)
+C.export("flatten", function(x, start_dim, end_dim)
+  local n = #x._shape
+  if n == 0 then return x:reshape(1) end
+  local a = S.dim(start_dim or 1, n, "flatten")
+  local b = S.dim(end_dim or -1, n, "flatten")
+  if a > b then errors.raise(string.format("flatten: start_dim %d after end_dim %d", a, b)) end
+  local s = {}
+  for i = 1, a - 1 do s[#s + 1] = x._shape[i] end
+  local m = 1
+  for i = a, b do m = S.mul(m, x._shape[i]) end
+  s[#s + 1] = m
+  for i = b + 1, n do s[#s + 1] = x._shape[i] end
+  return D.call(reshape, { x }, { shape = s })
+end)
+
+C.export("contiguous", function(x)
+  if x._c and x:is_contiguous() then return x end
+  return D.call(D.by_name.contiguous, { x })
+end)
+C.export("clone", function(x) return D.call(D.by_name.contiguous, { x }) end)

@@ -1,0 +1,82 @@
+-- shape.lua: shape arithmetic shared by eager dispatch and tracing (dims may be symbolic there).
+local errors = require("ds.errors")
+local M = {}
+
+-- Dims are numbers eagerly; while tracing they may be symbolic objects (ds.sym) that define
+-- __eq-like helpers through M.same / M.mul. Hooks are installed by trace.lua.
+M.sym = nil
+
+function M.same(a, b)
+  if a == b then return true end
+  if M.sym and (type(a) == "table" or type(b) == "table") then return M.sym.same(a, b) end
+  return false
+end
+
+function M.is_one(d) return d == 1 end
+
+function M.mul(a, b)
+  if type(a) == "number" and type(b) == "number" then return a * b end
+  return M.sym.mul(a, b)
+end
+
+function M.numel(shape)
+  local n = 1
+  for i = 1, #shape do n = M.mul(n, shape[i]) end
+  return n
+end
+
+function M.str(shape)
+  local parts = {}
+  for i = 1, #shape do parts[i] = tostring(shape[i]) end
+  return "(" .. table.concat(parts, ",") .. ")"
+end
+
+function M.equal(a, b)
+  if a == b then return true end
+  if #a ~= #b then return false end
+  for i = 1, #a do if not M.same(a[i], b[i]) then return false end end
+  return true
+end
+
+-- NumPy broadcasting of two shapes; opname for the message
+function M.broadcast(a, b, opname)
+  if a == b then return a end
+  local na, nb = #a, #b
+  local n = na > nb and na or nb
+  local out = {}
+  for i = 1, n do
+    local da = a[na - n + i] or 1
+    local db = b[nb - n + i] or 1
+    if M.same(da, db) then out[i] = da
+    elseif da == 1 then out[i] = db
+    elseif db == 1 then out[i] = da
+    else
+      errors.raise(string.format("%s: shapes %s and %s do not broadcast (dim %d: %s vs %s)",
+        opname, M.str(a), M.str(b), i, tostring(da), tostring(db)))
+    end
+  end
+  return out
+end
+
+-- normalize a 1-based dim (negative counts from the end) for a tensor of ndim dims
+function M.dim(d, ndim, opname, allow_end)
+  if type(d) ~= "number" or d ~= math.floor(d) then
+    errors.raise(string.format("%s: dim must be an integer, got %s", opname, tostring(d)))
+  end
+  local hi = allow_end and ndim + 1 or ndim
+  local r = d < 0 and hi + 1 + d or d
+  if r < 1 or r > hi or (ndim == 0 and not allow_end) then
+    if ndim == 0 and (d == 1 or d == -1) and not allow_end then return 1 end
+    errors.raise(string.format("%s: dim %d out of range for a %d-d tensor (valid: %d..%d)",
+      opname, d, ndim, -hi, hi))
+  end
+  return r
+end
+
+function M.contiguous_strides(shape)
+  local st, s = {}, 1
+  for i = #shape, 1, -1 do st[i] = s; s = s * shape[i] end
+  return st
+end
+
+return M

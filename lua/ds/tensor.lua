@@ -1,0 +1,169 @@
+-- tensor.lua: the Tensor type: a Lua table around a C ds_tensor (or an abstract one while tracing).
+local dsffi = require("ds.ffi")
+local dtype = require("ds.dtype")
+local errors = require("ds.errors")
+local ffi, C = dsffi.ffi, dsffi.C
+
+local Tensor = {}          -- methods (filled here and by the op table)
+local mt = { __metatable = "ds.Tensor" }
+Tensor._mt = mt
+
+local shape_buf = ffi.new("int64_t[8]")
+local stride_buf = ffi.new("int64_t[8]")
+local free = C.ds_tensor_free
+
+-- C memory is invisible to the Lua GC: collect when live C bytes outgrow the last baseline.
+local since_check, check_every = 0, 16 * 2 ^ 20
+local baseline = 64 * 2 ^ 20
+local function memory_pressure(bytes)
+  since_check = since_check + bytes
+  if since_check < check_every then return end
+  since_check = 0
+  local live = tonumber(C.ds_mem_live_bytes())
+  if live > baseline then
+    collectgarbage("collect")
+    live = tonumber(C.ds_mem_live_bytes())
+    baseline = math.max(64 * 2 ^ 20, 2 * live)
+  end
+end
+
+local function wrap(c, shape, dt)
+  return setmetatable({ _c = ffi.gc(c, free), _shape = shape, dtype = dt }, mt)
+end
+Tensor._wrap = wrap
+
+-- A new contiguous tensor; shape is a Lua array of non-negative integers (kept, not copied).
+local function empty(dt, shape, opname)
+  local n, numel = #shape, 1
+  if n > 8 then errors.raise(string.format("%s: at most 8 dims, got %d", opname or "empty", n)) end
+  for i = 1, n do
+    local d = shape[i]
+    if type(d) ~= "number" or d < 0 or d ~= math.floor(d) then
+      errors.raise(string.format("%s: invalid size %s in dim %d", opname or "empty", tostring(d), i))
+    end
+    shape_buf[i - 1] = d; numel = numel * d
+  end
+  local c = C.ds_tensor_new(dtype.code[dt], n, shape_buf)
+  if c == nil then
+    errors.raise(string.format("%s: cannot allocate %s tensor of shape %s: %s", opname or "empty", dt,
+      require("ds.shape").str(shape), dsffi.last_error()))
+  end
+  memory_pressure(numel * dtype.size[dt])
+  return wrap(c, shape, dt)
+end
+Tensor._empty = empty
+
+-- A view sharing x's storage (shape/strides Lua arrays, offset in elements from the storage start).
+function Tensor._view(x, shape, strides, offset)
+  local n = #shape
+  for i = 1, n do shape_buf[i - 1] = shape[i]; stride_buf[i - 1] = strides[i] end
+  local c = C.ds_tensor_view(x._c, n, shape_buf, stride_buf, offset)
+  if c == nil then errors.raise("view: " .. dsffi.last_error()) end
+  return wrap(c, shape, x.dtype)
+end
+
+function Tensor.is_tensor(x) return getmetatable(x) == "ds.Tensor" end
+
+local getters = {}
+function getters.shape(x) local s = {}; for i = 1, #x._shape do s[i] = x._shape[i] end; return s end
+function getters.requires_grad() return false end
+function getters.ndim(x) return #x._shape end
+function getters.is_leaf(x) return rawget(x, "_grad_fn") == nil end
+function getters.grad_fn(x) return rawget(x, "_grad_fn") end
+function getters.T(x) return x:t() end
+
+mt.__index = function(x, k)
+  local m = Tensor[k]
+  if m ~= nil then return m end
+  if type(k) == "number" then return x:select(1, k) end
+  local g = getters[k]
+  if g then return g(x) end
+  return nil
+end
+
+mt.__newindex = function(x, k, v)
+  if type(k) == "number" then
+    return x:select(1, k):copy_(v)
+  end
+  if k == "grad" and v ~= nil and not Tensor.is_tensor(v) then
+    errors.raise("grad must be a tensor or nil")
+  end
+  rawset(x, k, v)
+end
+
+-- ---- basic queries ----
+function Tensor.strides(x)
+  local s = {}
+  for i = 1, #x._shape do s[i] = tonumber(x._c.strides[i - 1]) end
+  return s
+end
+function Tensor.stride(x, d) return x:strides()[require("ds.shape").dim(d, #x._shape, "stride")] end
+function Tensor.storage_offset(x) return tonumber(x._c.offset) end
+function Tensor.dim(x) return #x._shape end
+function Tensor.nDimension(x) return #x._shape end
+function Tensor.size(x, d)
+  if d == nil then return x.shape end
+  return x._shape[require("ds.shape").dim(d, #x._shape, "size")]
+end
+function Tensor.numel(x)
+  local n = 1
+  for i = 1, #x._shape do n = n * x._shape[i] end
+  return n
+end
+function Tensor.nelement(x) return x:numel() end
+function Tensor.is_contiguous(x) return C.ds_tensor_is_contiguous(x._c) ~= 0 end
+function Tensor.data_ptr(x) return x._c.data end
+function Tensor.element_size(x) return dtype.size[x.dtype] end
+function Tensor.type(x) return x.dtype end
+function Tensor.is_floating_point(x) return dtype.is_float[x.dtype] == true end
+
+-- all values as a flat Lua array (f64-exact; i64 beyond 2^53 rounds)
+function Tensor._flat(x)
+  local n = x:numel()
+  local buf = ffi.new("double[?]", n > 0 and n or 1)
+  C.ds_read_flat(x._c, buf)
+  local out = {}
+  for i = 1, n do out[i] = buf[i - 1] end
+  return out
+end
+
+local function abstract_read(x, what)
+  errors.raise(string.format("%s: cannot read the value of an abstract tensor while tracing (%s); "
+    .. "use ds.cond / ds.while_loop for data-dependent control flow", what, errors.user_site()))
+end
+Tensor._abstract_read = abstract_read
+
+-- the single value of a one-element tensor, as a Lua number (booleans for bool tensors)
+function Tensor.item(x)
+  if not x._c then abstract_read(x, "item") end
+  if x:numel() ~= 1 then
+    errors.raise(string.format("item: tensor of shape %s has %d elements, item needs exactly 1",
+      require("ds.shape").str(x._shape), x:numel()))
+  end
+  if x.dtype == "i64" then
+    local b = ffi.new("int64_t[1]"); C.ds_read_flat_i64(x._c, b); return tonumber(b[0])
+  end
+  local b = ffi.new("double[1]"); C.ds_read_flat(x._c, b)
+  if x.dtype == "bool" then return b[0] ~= 0 end
+  return b[0]
+end
+
+-- nested Lua tables of numbers (a number for a 0-d tensor)
+function Tensor.totable(x)
+  if not x._c then abstract_read(x, "totable") end
+  local flat = x:_flat()
+  if x.dtype == "bool" then for i = 1, #flat do flat[i] = flat[i] ~= 0 end end
+  local shape = x._shape
+  if #shape == 0 then return flat[1] end
+  local pos = 0
+  local function build(d)
+    local t = {}
+    for i = 1, shape[d] do
+      if d == #shape then pos = pos + 1; t[i] = flat[pos] else t[i] = build(d + 1) end
+    end
+    return t
+  end
+  return build(1)
+end
+
+return Tensor

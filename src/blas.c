@@ -1,0 +1,70 @@
+/* blas.c: matmul on OpenBLAS (the only file that includes cblas.h); batched with broadcasting. */
+#include "internal.h"
+#include <stdlib.h>
+#include <cblas.h>
+
+/* How a (rows, cols) matrix with strides (rs, cs) is passed to BLAS: transposed flag and ld.
+   Returns 0 if it needs a copy (neither stride is 1). */
+static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans, int64_t *ld) {
+  if (cs == 1 && (rs >= cols || rows == 1)) { *trans = 0; *ld = rows == 1 ? (cols > 0 ? cols : 1) : rs; return 1; }
+  if (rs == 1 && (cs >= rows || cols == 1)) { *trans = 1; *ld = cols == 1 ? (rows > 0 ? rows : 1) : cs; return 1; }
+  return 0;
+}
+
+static void gather_matrix(const ds_tensor *t, const char *p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, void *dst) {
+  int64_t es = ds_dtype_size(t->dtype);
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) memcpy((char *)dst + (i * cols + j) * es, p + (i * rs + j * cs) * es, es);
+}
+
+/* out (..., M, N) = a (..., M, K) @ b (..., K, N); batch dims broadcast to out's. */
+static int matmul(ds_tensor *const *t, int dtype) {
+  ds_tensor *o = t[0], *a = t[1], *b = t[2];
+  char s1[128], s2[128], s3[128];
+  DS_CHECK(o && a && b, "matmul: missing operand");
+  DS_CHECK(o->dtype == dtype && a->dtype == dtype && b->dtype == dtype, "matmul: dtypes must all be %s", dtype == DS_F32 ? "f32" : "f64");
+  DS_CHECK(a->ndim >= 2 && b->ndim >= 2 && o->ndim >= 2, "matmul: kernel needs >= 2-D operands");
+  DS_CHECK(ds_is_contig(o), "matmul: output must be contiguous");
+  int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1], N = b->shape[b->ndim - 1];
+  DS_CHECK(b->shape[b->ndim - 2] == K && o->shape[o->ndim - 2] == M && o->shape[o->ndim - 1] == N,
+           "matmul: shapes %s @ %s -> %s do not match", ds_shape_str(a, s1), ds_shape_str(b, s2), ds_shape_str(o, s3));
+  /* batch strides of a and b broadcast against out's batch dims */
+  int nb = o->ndim - 2;
+  int64_t as[DS_MAXDIM] = {0}, bs[DS_MAXDIM] = {0};
+  for (int i = 0; i < nb; i++) {
+    int ja = i - (o->ndim - a->ndim), jb = i - (o->ndim - b->ndim);
+    if (ja >= 0) { DS_CHECK(a->shape[ja] == o->shape[i] || a->shape[ja] == 1, "matmul: batch dims of %s do not broadcast to %s", ds_shape_str(a, s1), ds_shape_str(o, s2)); as[i] = a->shape[ja] == 1 ? 0 : a->strides[ja]; }
+    if (jb >= 0) { DS_CHECK(b->shape[jb] == o->shape[i] || b->shape[jb] == 1, "matmul: batch dims of %s do not broadcast to %s", ds_shape_str(b, s1), ds_shape_str(o, s2)); bs[i] = b->shape[jb] == 1 ? 0 : b->strides[jb]; }
+  }
+  int64_t es = ds_dtype_size(dtype);
+  int64_t ars = a->strides[a->ndim - 2], acs = a->strides[a->ndim - 1];
+  int64_t brs = b->strides[b->ndim - 2], bcs = b->strides[b->ndim - 1];
+  int ta, tb; int64_t lda, ldb;
+  int copy_a = !blas_layout(M, K, ars, acs, &ta, &lda), copy_b = !blas_layout(K, N, brs, bcs, &tb, &ldb);
+  void *tmp_a = NULL, *tmp_b = NULL;
+  if (copy_a) { tmp_a = malloc((size_t)(M * K * es) + 1); ta = 0; lda = K > 0 ? K : 1; }
+  if (copy_b) { tmp_b = malloc((size_t)(K * N * es) + 1); tb = 0; ldb = N > 0 ? N : 1; }
+  if ((copy_a && !tmp_a) || (copy_b && !tmp_b)) { free(tmp_a); free(tmp_b); return ds_fail(DS_ENOMEM, "matmul: out of memory"); }
+  int64_t batches = o->numel / (M * N > 0 ? M * N : 1);
+  if (M * N == 0) batches = 0;
+  for (int64_t bi = 0; bi < batches; bi++) {
+    int64_t rem = bi, ao = 0, bo = 0;
+    for (int i = nb - 1; i >= 0; i--) { int64_t idx = rem % o->shape[i]; rem /= o->shape[i]; ao += idx * as[i]; bo += idx * bs[i]; }
+    const char *pa = (const char *)a->data + ao * es, *pb = (const char *)b->data + bo * es;
+    char *po = (char *)o->data + bi * M * N * es;
+    if (copy_a) { gather_matrix(a, pa, M, K, ars, acs, tmp_a); pa = tmp_a; }
+    if (copy_b) { gather_matrix(b, pb, K, N, brs, bcs, tmp_b); pb = tmp_b; }
+    if (K == 0) { memset(po, 0, (size_t)(M * N * es)); continue; }
+    if (dtype == DS_F32)
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+                  1.0f, (const float *)pa, (int)lda, (const float *)pb, (int)ldb, 0.0f, (float *)po, (int)(N > 0 ? N : 1));
+    else
+      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+                  1.0, (const double *)pa, (int)lda, (const double *)pb, (int)ldb, 0.0, (double *)po, (int)(N > 0 ? N : 1));
+  }
+  free(tmp_a); free(tmp_b);
+  return DS_OK;
+}
+
+int ds_matmul_f32(ds_tensor *const *t, const double *attrs) { (void)attrs; return matmul(t, DS_F32); }
+int ds_matmul_f64(ds_tensor *const *t, const double *attrs) { (void)attrs; return matmul(t, DS_F64); }

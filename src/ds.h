@@ -1,0 +1,70 @@
+/* ds.h: the whole public C API of libds (plain declarations, fed to LuaJIT's ffi.cdef). */
+/* No preprocessor lines below the guard except DS_MAXDIM: lua/ds/ffi.lua strips '#' lines. */
+#ifndef DS_H
+#define DS_H
+#include <stdint.h>
+#include <stddef.h>
+#define DS_MAXDIM 8
+
+/* ---- core types ---------------------------------------------------------------- */
+typedef enum { DS_F32 = 0, DS_F64 = 1, DS_I64 = 2, DS_I32 = 3, DS_U8 = 4, DS_BOOL = 5 } ds_dtype;
+typedef enum { DS_OK = 0, DS_EINVAL = 1, DS_ENOMEM = 2, DS_ERANGE = 3, DS_EIO = 4 } ds_status;
+
+typedef struct ds_storage {
+  void *data;
+  int64_t nbytes;
+  int64_t refcount;
+  int32_t external;        /* 1: memory not owned (mmap, caller buffer); never freed here */
+  int32_t pad;
+} ds_storage;
+
+/* A strided view on a storage. shape/strides in elements; data = storage->data + offset. */
+typedef struct ds_tensor {
+  void *data;
+  ds_storage *storage;
+  int64_t offset;
+  int64_t numel;
+  int32_t dtype;
+  int32_t ndim;
+  int64_t shape[8];
+  int64_t strides[8];
+} ds_tensor;
+
+/* Every kernel has this signature: t = outputs then inputs (count fixed per op),
+   attrs = numbers packed by the op table (dims already 0-based). Returns ds_status. */
+typedef int (*ds_kernel)(ds_tensor *const *t, const double *attrs);
+
+/* ---- errors, memory, threads (core.c, mem.c) ------------------------------------ */
+const char *ds_last_error(void);
+void ds_set_error(const char *msg);
+int64_t ds_dtype_size(int dtype);
+ds_tensor *ds_tensor_new(int dtype, int ndim, const int64_t *shape);
+ds_tensor *ds_tensor_view(const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset);
+ds_tensor *ds_tensor_wrap(void *data, int64_t nbytes, int dtype, int ndim, const int64_t *shape);
+void ds_tensor_free(ds_tensor *t);
+int ds_tensor_is_contiguous(const ds_tensor *t);
+int64_t ds_mem_live_bytes(void);
+int64_t ds_mem_cached_bytes(void);
+int64_t ds_mem_peak_bytes(void);
+void ds_mem_reset_peak(void);
+void ds_mem_empty_cache(void);
+void ds_set_num_threads(int n);
+int ds_get_num_threads(void);
+const char *ds_blas_corename(void);
+const char *ds_blas_config(void);
+int ds_blas_num_threads(void);
+
+/* ---- kernel registry (kernels.c) ---------------------------------------------- */
+/* Every kernel ds_<op>_<dtype> is listed in one src/<family>.def file and found by name here;
+   the op table (lua/ds/ops/<family>.lua) names them, the graph runtime resolves plans by name. */
+ds_kernel ds_kernel_find(const char *name);
+int ds_kernel_count(void);
+const char *ds_kernel_name(int i);
+
+/* ---- element access (core.c): item, totable, printing, tensor from a table --------- */
+int ds_read_flat(const ds_tensor *t, double *out);            /* all elements, row-major */
+int ds_write_flat(ds_tensor *t, const double *in);
+int ds_read_flat_i64(const ds_tensor *t, int64_t *out);       /* exact for i64 */
+int ds_write_flat_i64(ds_tensor *t, const int64_t *in);
+
+#endif

@@ -1,0 +1,114 @@
+/* elementwise_ops.h: the per-element code of every unary/binary op, one inline function each;
+   eager kernels (elementwise.c) and fused chains (fused.c) both call exactly these. */
+#ifndef DS_ELEMENTWISE_OPS_H
+#define DS_ELEMENTWISE_OPS_H
+#include "mathfn.h"
+
+typedef uint8_t ds_bool;
+
+/* ---- unary: float only (f32 uses mathfn.h, f64 uses libm) ---- */
+static inline float el_exp_f32(float x) { return ds_expf(x); }
+static inline double el_exp_f64(double x) { return exp(x); }
+static inline float el_log_f32(float x) { return ds_logf(x); }
+static inline double el_log_f64(double x) { return log(x); }
+static inline float el_sqrt_f32(float x) { return sqrtf(x); }
+static inline double el_sqrt_f64(double x) { return sqrt(x); }
+static inline float el_rsqrt_f32(float x) { return 1.0f / sqrtf(x); }
+static inline double el_rsqrt_f64(double x) { return 1.0 / sqrt(x); }
+static inline float el_sin_f32(float x) { return sinf(x); }
+static inline double el_sin_f64(double x) { return sin(x); }
+static inline float el_cos_f32(float x) { return cosf(x); }
+static inline double el_cos_f64(double x) { return cos(x); }
+static inline float el_tanh_f32(float x) { return ds_tanhf(x); }
+static inline double el_tanh_f64(double x) { return tanh(x); }
+static inline float el_sigmoid_f32(float x) { return 1.0f / (1.0f + ds_expf(-x)); }
+static inline double el_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
+static inline float el_silu_f32(float x) { return x / (1.0f + ds_expf(-x)); }
+static inline double el_silu_f64(double x) { return x / (1.0 + exp(-x)); }
+static inline float el_erf_f32(float x) { return ds_erff(x); }
+static inline double el_erf_f64(double x) { return erf(x); }
+static inline float el_gelu_f32(float x) { return 0.5f * x * (1.0f + ds_erff(x * 0.70710678118654752f)); }
+static inline double el_gelu_f64(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }
+static inline float el_gelu_tanh_f32(float x) {
+  return 0.5f * x * (1.0f + ds_tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+static inline double el_gelu_tanh_f64(double x) {
+  return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
+}
+
+/* ---- unary: all numeric dtypes ---- */
+#define DS_SIGNED_UNARY(T, S) \
+  static inline T el_abs_##S(T x) { return x < 0 ? (T)-x : x; } \
+  static inline T el_neg_##S(T x) { return (T)-x; } \
+  static inline T el_relu_##S(T x) { return x > 0 ? x : (T)0; } \
+  static inline T el_sign_##S(T x) { return (T)((x > 0) - (x < 0)); }
+DS_SIGNED_UNARY(float, f32)
+DS_SIGNED_UNARY(double, f64)
+DS_SIGNED_UNARY(int64_t, i64)
+DS_SIGNED_UNARY(int32_t, i32)
+
+/* ---- binary arithmetic ---- */
+#define DS_ARITH(T, S) \
+  static inline T el_add_##S(T a, T b) { return a + b; } \
+  static inline T el_sub_##S(T a, T b) { return a - b; } \
+  static inline T el_mul_##S(T a, T b) { return a * b; } \
+  static inline T el_maximum_##S(T a, T b) { return (a > b || a != a) ? a : b; } \
+  static inline T el_minimum_##S(T a, T b) { return (a < b || a != a) ? a : b; }
+DS_ARITH(float, f32)
+DS_ARITH(double, f64)
+DS_ARITH(int64_t, i64)
+DS_ARITH(int32_t, i32)
+DS_ARITH(uint8_t, u8)
+/* maximum/minimum propagate NaN like PyTorch (a != a is false for integers) */
+#undef DS_ARITH
+static inline float el_div_f32(float a, float b) { return a / b; }
+static inline double el_div_f64(double a, double b) { return a / b; }
+static inline float el_pow_f32(float a, float b) {
+  return b == 2.0f ? a * a : (b == 1.0f ? a : (b == 0.5f ? sqrtf(a) : powf(a, b)));
+}
+static inline double el_pow_f64(double a, double b) { return pow(a, b); }
+/* integer division floors (Python's //, torch.div rounding_mode="floor"); x / 0 gives 0 */
+#define DS_INT_DIVPOW(T, S) \
+  static inline T el_div_##S(T a, T b) { \
+    if (b == 0) return 0; \
+    if (b == -1) return (T)(0 - (uint64_t)a); \
+    T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; } \
+  static inline T el_pow_##S(T a, T b) { \
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0); \
+    uint64_t r = 1, x = (uint64_t)a; uint64_t e = (uint64_t)b; \
+    while (e) { if (e & 1) r *= x; x *= x; e >>= 1; } return (T)r; }
+DS_INT_DIVPOW(int64_t, i64)
+DS_INT_DIVPOW(int32_t, i32)
+
+/* ---- comparisons (output bool) and logic ---- */
+#define DS_CMP(T, S) \
+  static inline ds_bool el_lt_##S(T a, T b) { return a < b; } \
+  static inline ds_bool el_le_##S(T a, T b) { return a <= b; } \
+  static inline ds_bool el_gt_##S(T a, T b) { return a > b; } \
+  static inline ds_bool el_ge_##S(T a, T b) { return a >= b; } \
+  static inline ds_bool el_eq_##S(T a, T b) { return a == b; } \
+  static inline ds_bool el_ne_##S(T a, T b) { return a != b; }
+DS_CMP(float, f32)
+DS_CMP(double, f64)
+DS_CMP(int64_t, i64)
+DS_CMP(int32_t, i32)
+DS_CMP(uint8_t, u8)
+DS_CMP(uint8_t, bool)
+static inline ds_bool el_logical_and_bool(ds_bool a, ds_bool b) { return a && b; }
+static inline ds_bool el_logical_or_bool(ds_bool a, ds_bool b) { return a || b; }
+static inline ds_bool el_logical_xor_bool(ds_bool a, ds_bool b) { return (a != 0) != (b != 0); }
+static inline ds_bool el_logical_not_bool(ds_bool a) { return !a; }
+
+/* ---- clamp (bounds already in the tensor's dtype) and where ---- */
+#define DS_CLAMP(T, S) static inline T el_clamp_##S(T x, T lo, T hi) { return x < lo ? lo : (x > hi ? hi : x); }
+DS_CLAMP(float, f32)
+DS_CLAMP(double, f64)
+DS_CLAMP(int64_t, i64)
+DS_CLAMP(int32_t, i32)
+DS_CLAMP(uint8_t, u8)
+
+/* ---- casts: float -> integer saturates, NaN -> 0 (C leaves these undefined) ---- */
+static inline int64_t ds_f2i64(double x) { return x != x ? 0 : (x >= 9.2233720368547758e18 ? INT64_MAX : (x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x)); }
+static inline int32_t ds_f2i32(double x) { return x != x ? 0 : (x >= 2147483647.0 ? INT32_MAX : (x <= -2147483648.0 ? INT32_MIN : (int32_t)x)); }
+static inline uint8_t ds_f2u8(double x) { return x != x ? 0 : (x >= 255.0 ? 255 : (x <= 0.0 ? 0 : (uint8_t)x)); }
+#endif

@@ -1,0 +1,37 @@
+/* internal.h: helpers shared by the C engine's files (errors, dtype switch, strided iteration). */
+#ifndef DS_INTERNAL_H
+#define DS_INTERNAL_H
+#include "ds.h"
+#include <stdio.h>
+#include <string.h>
+#include <math.h>
+
+/* Set the thread-local error message and return DS_EINVAL (or the given code). */
+int ds_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define DS_CHECK(cond, ...) do { if (!(cond)) return ds_fail(DS_EINVAL, __VA_ARGS__); } while (0)
+
+/* Work above this many elements is split across OpenMP threads (a parallel region costs ~11 us). */
+#define DS_PAR_MIN 32768
+/* Fixed chunk for deterministic reductions and tiles for fused chains, independent of threads. */
+#define DS_CHUNK 4096
+
+/* Broadcast src (ndim_s dims, right-aligned) to out's shape: strides with 0 on broadcast dims.
+   Returns 0 when shapes are incompatible. */
+int ds_broadcast_strides(const ds_tensor *out, const ds_tensor *src, int64_t *strides);
+
+/* Collapse dims of up to 3 operands sharing one shape so the innermost loop is as long as possible.
+   In: ndim, shape, strides[k][ndim]. Out: new ndim (>= 1). */
+int ds_coalesce(int ndim, int64_t *shape, int nops, int64_t strides[][DS_MAXDIM]);
+
+/* Iterate rows of the innermost dim: for each row call fn(ctx, ptrs, n, inner_strides).
+   Rows are split across threads when the total is large and parallel != 0. */
+typedef void (*ds_row_fn)(void *ctx, char **ptrs, int64_t n, const int64_t *inner);
+void ds_for_rows(int ndim, const int64_t *shape, int nops, char **base, int64_t strides[][DS_MAXDIM],
+                 const int64_t *elsize, ds_row_fn fn, void *ctx, int parallel);
+
+int ds_is_contig(const ds_tensor *t);
+void *ds_mem_alloc(int64_t nbytes, int64_t *rounded);
+void ds_mem_release(void *p, int64_t rounded);
+/* Shapes as text for messages: "(2,3)". buf must hold 128 bytes. */
+const char *ds_shape_str(const ds_tensor *t, char *buf);
+#endif

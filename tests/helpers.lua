@@ -1,0 +1,46 @@
+-- tests/helpers.lua: shared assertions for the specs (close-to, bitwise equality, error text).
+local ds = require("ds")
+local H = {}
+
+-- max |a - b| <= atol + rtol * |b| elementwise; a, b tensors or nested tables/numbers
+function H.close(a, b, rtol, atol)
+  rtol, atol = rtol or 1e-5, atol or 1e-6
+  local ta = ds.is_tensor(a) and a:astype("f64"):reshape(-1):totable() or a
+  local tb = ds.is_tensor(b) and b:astype("f64"):reshape(-1):totable() or b
+  if type(ta) == "number" then ta = { ta } end
+  if type(tb) == "number" then tb = { tb } end
+  assert(#ta == #tb, string.format("length %d vs %d", #ta, #tb))
+  for i = 1, #ta do
+    local x, y = ta[i], tb[i]
+    if not (x ~= x and y ~= y) and not (x == y) then
+      if math.abs(x - y) > atol + rtol * math.abs(y) then
+        error(string.format("element %d: %.9g vs %.9g (rtol %g, atol %g)", i, x, y, rtol, atol), 2)
+      end
+    end
+  end
+  return true
+end
+
+-- bitwise equality of two tensors of the same dtype and shape
+function H.bitwise(a, b)
+  local ffi = require("ffi")
+  assert(a.dtype == b.dtype, "dtype " .. a.dtype .. " vs " .. b.dtype)
+  assert(#a._shape == #b._shape, "rank differs")
+  for i = 1, #a._shape do assert(a._shape[i] == b._shape[i], "shape differs") end
+  local ca, cb = a:contiguous(), b:contiguous()
+  local n = ca:numel() * ca:element_size()
+  return n == 0 or ffi.string(ca:data_ptr(), n) == ffi.string(cb:data_ptr(), n)
+end
+
+-- fn must raise an error whose message contains every pattern (plain find)
+function H.raises(fn, ...)
+  local ok, err = pcall(fn)
+  assert(not ok, "expected an error")
+  err = tostring(err)
+  for _, p in ipairs { ... } do
+    assert(err:find(p, 1, true), "error '" .. err .. "' lacks '" .. p .. "'")
+  end
+  return err
+end
+
+return H
