@@ -8,18 +8,19 @@ LDFLAGS += -shared -fopenmp -Wl,-z,nodelete -L$(BLASDIR) -l:libopenblas.so.0 -Wl
 SRCS    := $(wildcard src/*.c)
 HDRS    := $(wildcard src/*.h src/*.def src/*.inc)
 BUSTED  := busted
+BUILD   ?= build
 DEPS    := luajit2 libluajit2-5.1-dev libopenblas-dev libopenblas0-openmp lua-cjson lua-busted zlib1g-dev dataset-fashion-mnist
 
 .PHONY: all deps test test-asan example bench clean
 
-all: build/libds.so
+all: $(BUILD)/libds.so
 
-build/libds.so: $(SRCS) $(HDRS)
-	@mkdir -p build
+$(BUILD)/libds.so: $(SRCS) $(HDRS)
+	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $(SRCS) -o $@ $(LDFLAGS)
 
-build/asan/libds.so: $(SRCS) $(HDRS)
-	@mkdir -p build/asan
+$(BUILD)/asan/libds.so: $(SRCS) $(HDRS)
+	@mkdir -p $(BUILD)/asan
 	$(CC) -O1 -g -march=$(MARCH) -fsanitize=address,undefined -fno-omit-frame-pointer \
 	  $(filter-out -O3 -march=$(MARCH),$(CFLAGS)) $(SRCS) -o $@ $(LDFLAGS) -fsanitize=address,undefined
 
@@ -35,8 +36,8 @@ deps:
 test: deps all
 	$(BUSTED)
 
-test-asan: deps build/asan/libds.so
-	DS_LIB=build/asan/libds.so ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+test-asan: deps $(BUILD)/asan/libds.so
+	DS_LIB=$(BUILD)/asan/libds.so ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD=$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so) $(BUSTED)
 
 example: deps all
