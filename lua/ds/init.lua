@@ -46,7 +46,7 @@ end
 function ds.empty_cache() collectgarbage("collect"); dsffi.C.ds_mem_empty_cache() end
 
 -- optional layers: each loads if present (they are added issue by issue)
-for _, name in ipairs { "random", "nn", "optim", "data", "io", "trace", "compile", "progress" } do
+for _, name in ipairs { "random", "nn", "optim", "data", "state_file", "io", "trace", "compile", "progress" } do
   local ok, mod = pcall(require, "ds." .. name)
   if ok then
     if type(mod) == "table" and mod.install then mod.install(ds) else ds[name] = mod end
