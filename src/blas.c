@@ -68,3 +68,15 @@ static int matmul(ds_tensor *const *t, int dtype) {
 
 int ds_matmul_f32(ds_tensor *const *t, const double *attrs) { (void)attrs; return matmul(t, DS_F32); }
 int ds_matmul_f64(ds_tensor *const *t, const double *attrs) { (void)attrs; return matmul(t, DS_F64); }
+
+/* ds_gemm_*: plain row-major GEMM for other kernel files (conv), declared in internal.h. */
+void ds_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+              alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+void ds_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
+                 const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+              alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}

@@ -34,4 +34,11 @@ void *ds_mem_alloc(int64_t nbytes, int64_t *rounded);
 void ds_mem_release(void *p, int64_t rounded);
 /* Shapes as text for messages: "(2,3)". buf must hold 128 bytes. */
 const char *ds_shape_str(const ds_tensor *t, char *buf);
+/* Row-major GEMM for kernels outside blas.c (defined there; cblas.h stays in blas.c):
+   C (M,N) = alpha * op(A) (M,K) @ op(B) (K,N) + beta * C; ta/tb nonzero transpose A/B.
+   Inside an OpenMP parallel region OpenBLAS runs it on the calling thread. */
+void ds_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+void ds_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
+                 const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
 #endif
