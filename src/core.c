@@ -71,25 +71,41 @@ ds_tensor *ds_tensor_new(int dtype, int ndim, const int64_t *shape) {
   return t;
 }
 
-ds_tensor *ds_tensor_view(const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset) {
-  ds_tensor *t = tensor_struct();
-  if (!t) { ds_fail(DS_ENOMEM, "out of memory"); return NULL; }
-  if (set_shape(t, src->dtype, ndim, shape) != DS_OK) { ds_tensor_free(t); return NULL; }
+int ds_tensor_view_fill(ds_tensor *t, const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset) {
+  memset(t, 0, sizeof *t);
+  int rc = set_shape(t, src->dtype, ndim, shape);
+  if (rc != DS_OK) return rc;
   int64_t es = ds_dtype_size(src->dtype), lo = offset, hi = offset;
   for (int i = 0; i < ndim; i++) {
     t->strides[i] = strides[i];
     if (shape[i] == 0) { lo = hi = offset; break; }
     if (strides[i] > 0) hi += strides[i] * (shape[i] - 1); else lo += strides[i] * (shape[i] - 1);
   }
-  if (t->numel > 0 && (lo < 0 || (hi + 1) * es > src->storage->nbytes)) {
-    ds_tensor_free(t);
-    ds_fail(DS_ERANGE, "view out of the storage's bounds");
-    return NULL;
-  }
+  if (t->numel > 0 && (lo < 0 || (hi + 1) * es > src->storage->nbytes))
+    return ds_fail(DS_ERANGE, "view out of the storage's bounds");
   t->offset = offset;
-  t->storage = src->storage; t->storage->refcount++;
+  t->storage = src->storage;
   t->data = (char *)t->storage->data + offset * es;
+  return DS_OK;
+}
+
+ds_tensor *ds_tensor_view(const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset) {
+  ds_tensor *t = tensor_struct();
+  if (!t) { ds_fail(DS_ENOMEM, "out of memory"); return NULL; }
+  if (ds_tensor_view_fill(t, src, ndim, shape, strides, offset) != DS_OK) { t->storage = NULL; ds_tensor_free(t); return NULL; }
+  t->storage->refcount++;
   return t;
+}
+
+int ds_tensor_init(ds_tensor *t, ds_storage *s, void *data, int64_t nbytes, int dtype, int ndim, const int64_t *shape) {
+  memset(t, 0, sizeof *t);
+  int rc = set_shape(t, dtype, ndim, shape);
+  if (rc != DS_OK) return rc;
+  if (t->numel * ds_dtype_size(dtype) > nbytes) return ds_fail(DS_ERANGE, "buffer of %lld bytes is too small", (long long)nbytes);
+  contiguous_strides(t);
+  s->data = data; s->nbytes = nbytes; s->refcount = 1; s->external = 1;
+  t->storage = s; t->data = data;
+  return DS_OK;
 }
 
 ds_tensor *ds_tensor_wrap(void *data, int64_t nbytes, int dtype, int ndim, const int64_t *shape) {

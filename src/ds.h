@@ -42,6 +42,10 @@ ds_tensor *ds_tensor_new(int dtype, int ndim, const int64_t *shape);
 ds_tensor *ds_tensor_view(const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset);
 ds_tensor *ds_tensor_wrap(void *data, int64_t nbytes, int dtype, int ndim, const int64_t *shape);
 void ds_tensor_free(ds_tensor *t);
+/* Fill caller-owned structs (Lua keeps them in GC memory, so small tensors need no finalizer):
+   init: contiguous tensor over data (s becomes an external storage); view_fill: a view of src. */
+int ds_tensor_init(ds_tensor *t, ds_storage *s, void *data, int64_t nbytes, int dtype, int ndim, const int64_t *shape);
+int ds_tensor_view_fill(ds_tensor *dst, const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset);
 int ds_tensor_is_contiguous(const ds_tensor *t);
 int64_t ds_mem_live_bytes(void);
 int64_t ds_mem_cached_bytes(void);
@@ -66,5 +70,16 @@ int ds_read_flat(const ds_tensor *t, double *out);            /* all elements, r
 int ds_write_flat(ds_tensor *t, const double *in);
 int ds_read_flat_i64(const ds_tensor *t, int64_t *out);       /* exact for i64 */
 int ds_write_flat_i64(ds_tensor *t, const int64_t *in);
+
+/* ---- data files (dataio.c) ---- */
+/* An IDX file (gzip or plain) as a new contiguous tensor (element types u8, i32, f32, f64);
+   NULL on error, ds_last_error() names the file and what is wrong. */
+ds_tensor *ds_idx_read(const char *path);
+/* out[i] = src[idx[i]] along dim 1 (idx 0-based, n of them); both contiguous, same dtype. */
+int ds_data_gather_rows(ds_tensor *out, const ds_tensor *src, const int64_t *idx, int64_t n);
+/* out = a permutation of 0..n-1 drawn from seed (Fisher-Yates over splitmix64). */
+int ds_data_permutation(int64_t *out, int64_t n, uint64_t seed);
+double ds_clock_seconds(void);   /* monotonic wall clock, for progress bars and benchmarks */
+int ds_isatty(int fd);
 
 #endif

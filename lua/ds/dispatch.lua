@@ -58,7 +58,9 @@ end
 
 -- ---- attrs ----
 -- Fill defaults and check names/types; returns a fresh table (never the caller's).
+local NO_ATTRS = setmetatable({}, { __newindex = function() error("internal: attrs of an op without attrs are read-only", 2) end })
 function M.attrs(def, given)
+  if given == nil and #def.attrs == 0 then return NO_ATTRS end
   local out = {}
   if given then
     for k, v in pairs(given) do
@@ -95,6 +97,7 @@ end
 
 -- Pack attrs into numbers for the C kernel: dims become 0-based, lists are count-prefixed.
 function M.pack(def, attrs)
+  if attrs == NO_ATTRS then return attr_buf, 0 end
   local vals = def.pack and def.pack(attrs) or nil
   local n = 0
   local function put(v)

@@ -43,8 +43,12 @@ end
 -- promotion rule builders: map the common dtype to the kernel dtype
 function M.promote_to(map)
   return function(inputs)
-    local dt = M.result_dtype(inputs)
-    return M.cast_all(inputs, map(dt))
+    local dt = map(M.result_dtype(inputs))
+    for i = 1, #inputs do
+      local x = inputs[i]
+      if not (type(x) == "table" and rawget(x, "dtype") == dt) then return M.cast_all(inputs, dt) end
+    end
+    return inputs
   end
 end
 M.promote_same = M.promote_to(function(dt) return dt end)

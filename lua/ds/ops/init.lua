@@ -67,6 +67,59 @@ local function fast_binary(def, slow)
 end
 for _, name in ipairs { "add", "sub", "mul", "div" } do F[name] = fast_binary(D.by_name[name], F[name]); Tensor[name] = F[name] end
 
+-- in-place forms (x:add_(y)) of the same-shape, same-dtype case
+local function fast_binary_inplace(def, slow)
+  local kernels = {}
+  return function(a, b)
+    if type(b) == "table" and not state.trace then
+      local ca, cb, dt = rawget(a, "_c"), rawget(b, "_c"), rawget(a, "dtype")
+      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
+        local sa, sb = a._shape, b._shape
+        local same = sa == sb
+        if not same and #sa == #sb then
+          same = true
+          for i = 1, #sa do if sa[i] ~= sb[i] then same = false; break end end
+        end
+        local k = kernels[dt]
+        if same and k == nil and def.dtypes[dt] then k = D.kernel(def, dt); kernels[dt] = k end
+        if same and k then
+          tbuf[0] = ca; tbuf[1] = ca; tbuf[2] = cb
+          if k(tbuf, abuf) ~= 0 then errors.raise(def.name .. "_: " .. dsffi.last_error()) end
+          return a
+        end
+      end
+    end
+    return slow(a, b)
+  end
+end
+for _, name in ipairs { "add", "sub", "mul", "div" } do
+  Tensor[name .. "_"] = fast_binary_inplace(D.by_name[name], Tensor[name .. "_"])
+end
+
+-- fast path for an attr-less unary op on a concrete tensor of a kernel dtype, no grad, not tracing
+local function fast_unary(def, slow)
+  local kernels = {}
+  return function(a, ...)
+    if type(a) == "table" and select("#", ...) == 0 and not state.trace then
+      local ca, dt = rawget(a, "_c"), rawget(a, "dtype")
+      if ca and def.dtypes[dt] and not (state.grad_enabled and rawget(a, "requires_grad")) then
+        local k = kernels[dt]
+        if k == nil then k = D.kernel(def, dt); kernels[dt] = k end
+        local out = empty(dt, a._shape, def.name)
+        tbuf[0] = out._c; tbuf[1] = ca
+        if k(tbuf, abuf) ~= 0 then errors.raise(def.name .. ": " .. dsffi.last_error()) end
+        return out
+      end
+    end
+    return slow(a, ...)
+  end
+end
+for _, def in ipairs(D.list) do
+  if def.kind == "unary" and def.elementwise and #def.attrs == 0 and def.name ~= "contiguous" then
+    F[def.name] = fast_unary(def, F[def.name]); Tensor[def.name] = F[def.name]
+  end
+end
+
 local mt = Tensor._mt
 mt.__add = F.add
 mt.__sub = F.sub
