@@ -20,6 +20,15 @@ ds.grad = autograd.grad
 ds.set_printoptions = print_.set_printoptions
 function ds.executing_eagerly() return state.trace == nil end
 
+-- wall-clock seconds from a monotonic clock (os.clock is CPU time, summed over threads)
+dsffi.ffi.cdef [[ struct ds_timespec { long tv_sec; long tv_nsec; };
+                  int clock_gettime(int clk, struct ds_timespec *ts); ]]
+local ts = dsffi.ffi.new("struct ds_timespec")
+function ds.clock()
+  dsffi.ffi.C.clock_gettime(1, ts)
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+
 -- engine facts: threads, BLAS core type, memory
 function ds.set_num_threads(n) dsffi.C.ds_set_num_threads(n) end
 function ds.get_num_threads() return dsffi.C.ds_get_num_threads() end
