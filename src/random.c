@@ -1,0 +1,157 @@
+/* random.c: counter-based random numbers (Philox4x32-10): uniform, normal, integers.
+   Every kernel's LAST input is the generator state, an i64 tensor {seed, offset}. Element i of the
+   output is a pure function of (seed, offset + i / per), per = values drawn from one 128-bit Philox
+   block, so results do not depend on the thread count; the kernel then advances offset in place by
+   the number of blocks it used. Eager and a compiled graph thus draw the same stream. */
+#include "internal.h"
+#include <stdint.h>
+#include <omp.h>
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+/* One Philox4x32-10 block: counter (ctr, 0) under key (seed) -> 4 random 32-bit words. */
+static inline void philox(uint64_t seed, uint64_t ctr, uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0, hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+    k0 += PHILOX_W0; k1 += PHILOX_W1;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+enum { GEN_UNIFORM, GEN_NORMAL, GEN_INT };
+
+typedef struct {
+  int kind, dtype, per;       /* per: values per Philox block */
+  uint64_t seed, offset;
+  double a, b;                /* uniform: low, high; normal: mean, std */
+  int64_t low;                /* integers: low + [0, range) */
+  uint64_t range;
+} gen;
+
+static inline double u53(uint32_t hi, uint32_t lo) {      /* [0, 1) with 53 random bits */
+  return (double)((((uint64_t)hi << 32) | lo) >> 11) * 0x1p-53;
+}
+static inline double u24(uint32_t x) { return (double)(x >> 8) * 0x1p-24; } /* [0, 1), exact in f32 */
+
+/* The values of one block: doubles in d (floats) or integers in iv. */
+static void block(const gen *g, uint64_t ctr, double d[4], int64_t iv[4]) {
+  uint32_t w[4];
+  philox(g->seed, ctr, w);
+  if (g->kind == GEN_UNIFORM) {
+    if (g->per == 4) for (int j = 0; j < 4; j++) d[j] = u24(w[j]);
+    else { d[0] = u53(w[0], w[1]); d[1] = u53(w[2], w[3]); }
+    for (int j = 0; j < g->per; j++) d[j] = g->a + (g->b - g->a) * d[j];
+  } else if (g->kind == GEN_NORMAL) { /* Box-Muller: u1 in (0, 1] so log never sees 0 */
+    double u[4]; int pairs;
+    if (g->per == 4) { for (int j = 0; j < 4; j++) u[j] = u24(w[j]); pairs = 2; }
+    else { u[0] = u53(w[0], w[1]); u[1] = u53(w[2], w[3]); pairs = 1; }
+    for (int p = 0; p < pairs; p++) {
+      double r = sqrt(-2.0 * log(1.0 - u[2 * p])), th = 6.283185307179586 * u[2 * p + 1];
+      d[2 * p] = g->a + g->b * (r * cos(th));
+      d[2 * p + 1] = g->a + g->b * (r * sin(th));
+    }
+  } else { /* integers: the high 64 bits of r * range (Lemire), range <= 2^64 */
+    for (int j = 0; j < 2; j++) {
+      uint64_t r = ((uint64_t)w[2 * j] << 32) | w[2 * j + 1];
+      uint64_t k = (uint64_t)(((unsigned __int128)r * g->range) >> 64);
+      iv[j] = (int64_t)((uint64_t)g->low + k);
+    }
+  }
+}
+
+/* Byte offset of flat (row-major) element i in a possibly strided tensor. */
+static int64_t elem_offset(const ds_tensor *o, int64_t i) {
+  int64_t off = 0;
+  for (int d = o->ndim - 1; d >= 0; d--) { off += (i % o->shape[d]) * o->strides[d]; i /= o->shape[d]; }
+  return off;
+}
+
+static void store(const gen *g, ds_tensor *o, int contig, int64_t i, double d, int64_t iv) {
+  int64_t k = contig ? i : elem_offset(o, i);
+  switch (o->dtype) {
+    case DS_F32: ((float *)o->data)[k] = g->kind == GEN_INT ? (float)iv : (float)d; break;
+    case DS_F64: ((double *)o->data)[k] = g->kind == GEN_INT ? (double)iv : d; break;
+    case DS_I64: ((int64_t *)o->data)[k] = iv; break;
+    case DS_I32: ((int32_t *)o->data)[k] = (int32_t)iv; break;
+  }
+}
+
+/* Elements of blocks [b0, b1). */
+static void fill_blocks(const gen *g, ds_tensor *o, int contig, int64_t b0, int64_t b1) {
+  double d[4] = {0}; int64_t iv[4] = {0};
+  for (int64_t b = b0; b < b1; b++) {
+    block(g, g->offset + (uint64_t)b, d, iv);
+    for (int j = 0; j < g->per; j++) {
+      int64_t i = b * g->per + j;
+      if (i >= o->numel) break;
+      store(g, o, contig, i, d[j], iv[j]);
+    }
+  }
+}
+
+/* t[0] = output, t[1] = state {seed, offset} (i64, 2 elements), advanced in place. */
+static int run(ds_tensor *const *t, const char *op, gen *g, int dtype) {
+  ds_tensor *o = t[0], *s = t[1];
+  static const char *dtname[] = {"f32", "f64", "i64", "i32", "u8", "bool"};
+  DS_CHECK(o && s, "%s: missing operand", op);
+  DS_CHECK(o->dtype == dtype, "%s: output has dtype %s, kernel expects %s", op, dtname[o->dtype], dtname[dtype]);
+  DS_CHECK(s->dtype == DS_I64 && s->ndim == 1 && s->numel == 2,
+           "%s: generator state must be an i64 tensor of shape (2) {seed, offset}", op);
+  DS_CHECK(s->storage != o->storage, "%s: output and generator state share storage", op);
+  int64_t *st = (int64_t *)s->data, sstride = s->strides[0];
+  g->seed = (uint64_t)st[0]; g->offset = (uint64_t)st[sstride];
+  g->dtype = dtype;
+  int64_t n = o->numel, nblocks = (n + g->per - 1) / g->per;
+  int contig = ds_is_contig(o);
+  if (n >= DS_PAR_MIN) {
+    #pragma omp parallel
+    {
+      int nt = omp_get_num_threads(), id = omp_get_thread_num();
+      fill_blocks(g, o, contig, nblocks * id / nt, nblocks * (id + 1) / nt);
+    }
+  } else fill_blocks(g, o, contig, 0, nblocks);
+  st[sstride] = (int64_t)(g->offset + (uint64_t)nblocks);
+  return DS_OK;
+}
+
+/* rand: attrs = {low, high}: uniform in [low, high) */
+static int uniform(ds_tensor *const *t, const double *attrs, int dtype) {
+  DS_CHECK(isfinite(attrs[0]) && isfinite(attrs[1]) && attrs[0] <= attrs[1],
+           "rand: bounds must be finite with low <= high, got [%g, %g)", attrs[0], attrs[1]);
+  gen g = { .kind = GEN_UNIFORM, .per = dtype == DS_F32 ? 4 : 2, .a = attrs[0], .b = attrs[1] };
+  return run(t, "rand", &g, dtype);
+}
+/* randn: attrs = {mean, std} */
+static int normal(ds_tensor *const *t, const double *attrs, int dtype) {
+  DS_CHECK(isfinite(attrs[0]) && isfinite(attrs[1]) && attrs[1] >= 0,
+           "randn: mean and std must be finite with std >= 0, got mean %g, std %g", attrs[0], attrs[1]);
+  gen g = { .kind = GEN_NORMAL, .per = dtype == DS_F32 ? 4 : 2, .a = attrs[0], .b = attrs[1] };
+  return run(t, "randn", &g, dtype);
+}
+/* randint: attrs = {low, high}: integers in [low, high) */
+static int integers(ds_tensor *const *t, const double *attrs, int dtype) {
+  double lo = attrs[0], hi = attrs[1];
+  DS_CHECK(lo == floor(lo) && hi == floor(hi) && lo < hi && lo >= -0x1p63 && hi <= 0x1p63,
+           "randint: needs integer bounds low < high within i64, got [%g, %g)", lo, hi);
+  double lim = dtype == DS_I32 ? 0x1p31 : dtype == DS_F32 ? 0x1p24 : dtype == DS_F64 ? 0x1p53 : 0x1p63;
+  DS_CHECK(lo >= -lim && hi <= lim, "randint: bounds [%g, %g) do not fit the output dtype", lo, hi);
+  gen g = { .kind = GEN_INT, .per = 2, .low = (int64_t)lo };
+  g.range = hi - lo >= 0x1p64 ? UINT64_MAX : (uint64_t)(hi - lo);
+  return run(t, "randint", &g, dtype);
+}
+
+int ds_rand_f32(ds_tensor *const *t, const double *attrs) { return uniform(t, attrs, DS_F32); }
+int ds_rand_f64(ds_tensor *const *t, const double *attrs) { return uniform(t, attrs, DS_F64); }
+int ds_randn_f32(ds_tensor *const *t, const double *attrs) { return normal(t, attrs, DS_F32); }
+int ds_randn_f64(ds_tensor *const *t, const double *attrs) { return normal(t, attrs, DS_F64); }
+int ds_randint_i64(ds_tensor *const *t, const double *attrs) { return integers(t, attrs, DS_I64); }
+int ds_randint_i32(ds_tensor *const *t, const double *attrs) { return integers(t, attrs, DS_I32); }
+int ds_randint_f32(ds_tensor *const *t, const double *attrs) { return integers(t, attrs, DS_F32); }
+int ds_randint_f64(ds_tensor *const *t, const double *attrs) { return integers(t, attrs, DS_F64); }
