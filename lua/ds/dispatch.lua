@@ -166,7 +166,10 @@ function M.run_kernel(def, inputs, attrs, metas, out)
   for i = 1, #inputs do tb[def.noutputs + i - 1] = inputs[i]._c end
   local ab = M.pack(def, attrs)
   local rc = k(tb, ab)
-  if rc ~= 0 then errors.raise(def.name .. ": " .. dsffi.last_error()) end
+  if rc ~= 0 then
+    local msg = dsffi.last_error() -- kernels name their op; do not say it twice
+    errors.raise(msg:sub(1, #def.name + 2) == def.name .. ": " and msg or def.name .. ": " .. msg)
+  end
   return outputs
 end
 
