@@ -1,0 +1,45 @@
+-- optim/adam.lua: Adam and AdamW (torch 1.13 formulas, bias correction included), one fused
+-- update kernel per parameter; state per parameter: step (f32), exp_avg, exp_avg_sq.
+local Optimizer = require("ds.optim.optimizer")
+local D = require("ds.dispatch")
+local errors = require("ds.errors")
+local F = require("ds.ops.common").functions
+
+local update = D.by_name.adam_update
+
+local function check_group(g, name)
+  if g.lr < 0 then errors.raise(name .. ": invalid lr " .. g.lr) end
+  if g.eps < 0 then errors.raise(name .. ": invalid eps " .. g.eps) end
+  if type(g.betas) ~= "table" or not (g.betas[1] >= 0 and g.betas[1] < 1 and g.betas[2] >= 0 and g.betas[2] < 1) then
+    errors.raise(name .. ": betas must be {beta1, beta2} in [0, 1)")
+  end
+  if g.weight_decay < 0 then errors.raise(name .. ": invalid weight_decay " .. g.weight_decay) end
+  if g.amsgrad then errors.raise(name .. ": amsgrad is not supported") end
+end
+
+local function step(self)
+  local decoupled = self.decoupled
+  for _, g in ipairs(self.param_groups) do
+    local attrs = { lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps, weight_decay = g.weight_decay,
+                    decoupled = decoupled }
+    for _, p in ipairs(g.params) do
+      local grad = Optimizer.grad_of(p)
+      if grad then
+        local st = self.state[p]
+        if not st then
+          st = { step = F.zeros({}), exp_avg = F.zeros_like(p), exp_avg_sq = F.zeros_like(p) }
+          self.state[p] = st
+        end
+        D.call(update, { p, grad, st.exp_avg, st.exp_avg_sq, st.step }, attrs)
+      end
+    end
+  end
+end
+
+local Adam = Optimizer:extend("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, amsgrad = false })
+Adam.check_group, Adam.step, Adam.decoupled = check_group, step, false
+
+local AdamW = Optimizer:extend("AdamW", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2, amsgrad = false })
+AdamW.check_group, AdamW.step, AdamW.decoupled = check_group, step, true
+
+return { Adam = Adam, AdamW = AdamW }

@@ -1,0 +1,159 @@
+-- optim/optimizer.lua: the Optimizer base: param groups, per-parameter state, zero_grad,
+-- state_dict / load_state_dict (PyTorch's layout, 1-based parameter indices).
+local Tensor = require("ds.tensor")
+local errors = require("ds.errors")
+local F = require("ds.ops.common").functions
+
+local Optimizer = {}
+Optimizer.__index = Optimizer
+
+-- a subclass with its own defaults; Class(params, opts) builds an instance
+function Optimizer:extend(name, defaults)
+  local cls = setmetatable({ name = name, defaults = defaults }, { __index = self, __call = function(c, ...) return c.new(c, ...) end })
+  cls.__index = cls
+  cls.__tostring = self.__tostring
+  return cls
+end
+
+local function check_params(list, name)
+  if type(list) ~= "table" then errors.raise(name .. ": params must be a list of tensors or of param groups") end
+  for i, p in ipairs(list) do
+    if not Tensor.is_tensor(p) then errors.raise(string.format("%s: param %d is a %s, not a tensor", name, i, type(p))) end
+    if not rawget(p, "requires_grad") then errors.raise(string.format("%s: param %d %s does not require grad", name, i, require("ds.shape").str(p._shape))) end
+    if rawget(p, "_grad_fn") then errors.raise(string.format("%s: param %d is not a leaf tensor", name, i)) end
+  end
+end
+
+-- params: list of tensors, or list of groups {params = {...}, lr = ...}; opts: defaults overrides
+function Optimizer.new(cls, params, opts)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if cls.defaults[k] == nil then errors.raise(string.format("%s: unknown option '%s'", cls.name, tostring(k))) end
+  end
+  local self = setmetatable({ param_groups = {}, state = {} }, cls)
+  if type(params) ~= "table" or #params == 0 then errors.raise(cls.name .. ": got an empty parameter list") end
+  local groups = Tensor.is_tensor(params[1]) and { { params = params } } or params
+  local seen = {}
+  for gi, g in ipairs(groups) do
+    if type(g) ~= "table" or Tensor.is_tensor(g) or g.params == nil then
+      errors.raise(string.format("%s: param group %d must be a table with a params list", cls.name, gi))
+    end
+    check_params(g.params, cls.name)
+    local group = { params = {} }
+    for i, p in ipairs(g.params) do
+      if seen[p] then errors.raise(string.format("%s: a parameter appears twice (group %d, index %d)", cls.name, gi, i)) end
+      seen[p] = true
+      group.params[i] = p
+    end
+    for k, v in pairs(cls.defaults) do
+      local val = g[k]; if val == nil then val = opts[k] end; if val == nil then val = v end
+      group[k] = val
+    end
+    for k in pairs(g) do
+      if k ~= "params" and cls.defaults[k] == nil then errors.raise(string.format("%s: unknown group option '%s'", cls.name, tostring(k))) end
+    end
+    if cls.check_group then cls.check_group(group, cls.name) end
+    self.param_groups[gi] = group
+  end
+  return self
+end
+
+-- drop every gradient (PyTorch's set_to_none = true)
+function Optimizer:zero_grad()
+  for _, g in ipairs(self.param_groups) do
+    for _, p in ipairs(g.params) do rawset(p, "grad", nil) end
+  end
+end
+
+-- the update kernels need a contiguous grad of the parameter's dtype
+function Optimizer.grad_of(p)
+  local g = rawget(p, "grad")
+  if g == nil then return nil end
+  if g.dtype ~= p.dtype then g = g:astype(p.dtype) end
+  return F.contiguous(g)
+end
+
+-- {state = {[i] = {name = tensor...}}, param_groups = {{lr = ..., params = {i...}}}} with i counting
+-- parameters across groups from 1; tensors are copies
+function Optimizer:state_dict()
+  local sd = { state = {}, param_groups = {} }
+  local idx = 0
+  for gi, g in ipairs(self.param_groups) do
+    local pg = { params = {} }
+    for k, v in pairs(g) do if k ~= "params" then pg[k] = v end end
+    for _, p in ipairs(g.params) do
+      idx = idx + 1
+      pg.params[#pg.params + 1] = idx
+      local st = self.state[p]
+      if st then
+        local copy = {}
+        for k, v in pairs(st) do copy[k] = Tensor.is_tensor(v) and v:clone() or v end
+        sd.state[idx] = copy
+      end
+    end
+    sd.param_groups[gi] = pg
+  end
+  return sd
+end
+
+function Optimizer:load_state_dict(sd)
+  local name = self.name
+  if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
+    errors.raise(name .. ".load_state_dict: expects {state = ..., param_groups = ...}")
+  end
+  if #sd.param_groups ~= #self.param_groups then
+    errors.raise(string.format("%s.load_state_dict: %d param groups given, optimizer has %d", name, #sd.param_groups, #self.param_groups))
+  end
+  local by_index, idx = {}, 0
+  for gi, g in ipairs(self.param_groups) do
+    local pg = sd.param_groups[gi]
+    if #pg.params ~= #g.params then
+      errors.raise(string.format("%s.load_state_dict: group %d has %d params, optimizer's has %d", name, gi, #pg.params, #g.params))
+    end
+    for i, p in ipairs(g.params) do idx = idx + 1; by_index[pg.params[i]] = p end
+  end
+  local new_state = {}
+  for i, st in pairs(sd.state) do
+    local p = by_index[i]
+    if not p then errors.raise(string.format("%s.load_state_dict: state for parameter %s, which no group lists", name, tostring(i))) end
+    local copy = {}
+    for k, v in pairs(st) do
+      if Tensor.is_tensor(v) then
+        if k ~= "step" and not require("ds.shape").equal(v._shape, p._shape) then
+          errors.raise(string.format("%s.load_state_dict: state '%s' of parameter %d has shape %s, parameter has %s", name, k, i,
+            require("ds.shape").str(v._shape), require("ds.shape").str(p._shape)))
+        end
+        v = v:astype(k == "step" and "f32" or p.dtype):clone()
+      end
+      copy[k] = v
+    end
+    new_state[p] = copy
+  end
+  for gi, g in ipairs(self.param_groups) do
+    for k, v in pairs(sd.param_groups[gi]) do if k ~= "params" then g[k] = v end end
+  end
+  self.state = new_state
+end
+
+function Optimizer:__tostring()
+  local lines = { self.name .. " (" }
+  for gi, g in ipairs(self.param_groups) do
+    lines[#lines + 1] = string.format("Parameter Group %d", gi - 1)
+    local keys = {}
+    for k in pairs(g) do if k ~= "params" then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local v = g[k]
+      if type(v) == "table" then
+        local parts = {}
+        for i, x in ipairs(v) do parts[i] = tostring(x) end
+        v = "(" .. table.concat(parts, ", ") .. ")"
+      end
+      lines[#lines + 1] = "    " .. k .. ": " .. tostring(v)
+    end
+  end
+  lines[#lines + 1] = ")"
+  return table.concat(lines, "\n")
+end
+
+return Optimizer

@@ -1,0 +1,42 @@
+-- optim/sgd.lua: SGD with momentum, dampening, Nesterov and weight decay (torch 1.13 formulas),
+-- one fused update kernel per parameter.
+local Optimizer = require("ds.optim.optimizer")
+local D = require("ds.dispatch")
+local errors = require("ds.errors")
+local F = require("ds.ops.common").functions
+
+local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false })
+
+function SGD.check_group(g)
+  if g.lr < 0 then errors.raise("SGD: invalid lr " .. g.lr) end
+  if g.momentum < 0 then errors.raise("SGD: invalid momentum " .. g.momentum) end
+  if g.weight_decay < 0 then errors.raise("SGD: invalid weight_decay " .. g.weight_decay) end
+  if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
+    errors.raise("SGD: nesterov needs momentum > 0 and dampening = 0")
+  end
+end
+
+local plain, with_momentum = D.by_name.sgd_update, D.by_name.sgd_momentum_update
+
+function SGD:step()
+  for _, g in ipairs(self.param_groups) do
+    for _, p in ipairs(g.params) do
+      local grad = Optimizer.grad_of(p)
+      if grad then
+        if g.momentum == 0 then
+          D.call(plain, { p, grad }, { lr = g.lr, weight_decay = g.weight_decay })
+        else
+          local st = self.state[p]
+          if not st then
+            st = { momentum_buffer = F.zeros_like(p), step = F.zeros({}) }
+            self.state[p] = st
+          end
+          D.call(with_momentum, { p, grad, st.momentum_buffer, st.step }, { lr = g.lr, momentum = g.momentum,
+            dampening = g.dampening, weight_decay = g.weight_decay, nesterov = g.nesterov })
+        end
+      end
+    end
+  end
+end
+
+return SGD

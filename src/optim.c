@@ -1,0 +1,94 @@
+/* optim.c: fused optimizer updates, one kernel call per parameter tensor, updating state in place.
+   Formulas follow torch 1.13's single-tensor paths (same operation order, scalars rounded to the
+   tensor dtype as PyTorch does), so results match torch.optim to rounding. No outputs: every
+   kernel writes into its inputs (the op table lists them in `mutates`). */
+#include "internal.h"
+
+/* param, grad and each state tensor: same dtype and shape, contiguous (grads are made contiguous
+   by the Lua side); the step counter is a 1-element f32 tensor. */
+static int check_operands(ds_tensor *const *t, int n, int dtype, const char *op) {
+  char b1[128], b2[128];
+  for (int k = 0; k < n; k++) {
+    DS_CHECK(t[k], "%s: operand %d missing", op, k + 1);
+    DS_CHECK(t[k]->dtype == dtype, "%s: operand %d has the wrong dtype", op, k + 1);
+    DS_CHECK(t[k]->numel == t[0]->numel, "%s: operand %d has shape %s, parameter has %s", op, k + 1,
+             ds_shape_str(t[k], b1), ds_shape_str(t[0], b2));
+    DS_CHECK(ds_is_contig(t[k]), "%s: operand %d must be contiguous", op, k + 1);
+  }
+  for (int k = 0; k < n; k++)
+    for (int j = 0; j < k; j++)
+      DS_CHECK(k == 1 || j == 1 || t[k]->data != t[j]->data, "%s: operands %d and %d share memory", op, j + 1, k + 1);
+  return DS_OK;
+}
+
+static int check_step(const ds_tensor *s, const char *op) {
+  DS_CHECK(s && s->dtype == DS_F32 && s->numel == 1, "%s: step counter must be a 1-element f32 tensor", op);
+  return DS_OK;
+}
+
+/* sgd: param, grad; attrs = lr, weight_decay.  p -= lr * (g + wd * p) */
+#define SGD(S, T, D) \
+  int ds_sgd_update_##S(ds_tensor *const *t, const double *attrs) { \
+    int rc = check_operands(t, 2, D, "sgd_update"); if (rc) return rc; \
+    T *p = t[0]->data; const T *g = t[1]->data; \
+    const T lr_neg = (T)(-attrs[0]), wd = (T)attrs[1]; const int64_t n = t[0]->numel; \
+    _Pragma("omp parallel for schedule(static) if (n > DS_PAR_MIN)") \
+    for (int64_t i = 0; i < n; i++) { \
+      T d = g[i]; \
+      if (wd != 0) d = d + wd * p[i]; \
+      p[i] = p[i] + lr_neg * d; \
+    } \
+    return DS_OK; }
+
+/* sgd with momentum: param, grad, buf, step; attrs = lr, momentum, dampening, weight_decay, nesterov.
+   The first step (step == 0) sets buf = d as torch does; step is incremented. */
+#define SGD_MOMENTUM(S, T, D) \
+  int ds_sgd_momentum_update_##S(ds_tensor *const *t, const double *attrs) { \
+    int rc = check_operands(t, 3, D, "sgd_momentum_update"); if (rc) return rc; \
+    if ((rc = check_step(t[3], "sgd_momentum_update"))) return rc; \
+    T *p = t[0]->data, *buf = t[2]->data; const T *g = t[1]->data; float *step = t[3]->data; \
+    const T lr_neg = (T)(-attrs[0]), mom = (T)attrs[1], damp1 = (T)(1 - attrs[2]), wd = (T)attrs[3]; \
+    const int nesterov = attrs[4] != 0, first = *step == 0; const int64_t n = t[0]->numel; \
+    _Pragma("omp parallel for schedule(static) if (n > DS_PAR_MIN)") \
+    for (int64_t i = 0; i < n; i++) { \
+      T d = g[i]; \
+      if (wd != 0) d = d + wd * p[i]; \
+      T b = first ? d : buf[i] * mom + damp1 * d; \
+      buf[i] = b; \
+      if (nesterov) d = d + mom * b; else d = b; \
+      p[i] = p[i] + lr_neg * d; \
+    } \
+    *step = *step + 1; \
+    return DS_OK; }
+
+/* adam / adamw: param, grad, exp_avg, exp_avg_sq, step; attrs = lr, beta1, beta2, eps, weight_decay,
+   decoupled (1: AdamW's p *= 1 - lr * wd; 0: Adam's g += wd * p). step is incremented first. */
+#define ADAM(S, T, D, SQRT) \
+  int ds_adam_update_##S(ds_tensor *const *t, const double *attrs) { \
+    int rc = check_operands(t, 4, D, "adam_update"); if (rc) return rc; \
+    if ((rc = check_step(t[4], "adam_update"))) return rc; \
+    T *p = t[0]->data, *m = t[2]->data, *v = t[3]->data; const T *g = t[1]->data; float *stepp = t[4]->data; \
+    const double lr = attrs[0], beta1 = attrs[1], beta2 = attrs[2], eps = attrs[3], wdd = attrs[4]; \
+    const int decoupled = attrs[5] != 0; \
+    *stepp = *stepp + 1; \
+    const double step = *stepp; \
+    const double bc1 = 1 - pow(beta1, step), bc2 = 1 - pow(beta2, step); \
+    const T step_size_neg = (T)(-(lr / bc1)), bc2_sqrt = (T)sqrt(bc2); \
+    const T b1 = (T)beta1, b2 = (T)beta2, a1 = (T)(1 - beta1), a2 = (T)(1 - beta2), e = (T)eps; \
+    const T wd = (T)wdd, shrink = (T)(1 - lr * wdd); \
+    const int64_t n = t[0]->numel; \
+    _Pragma("omp parallel for schedule(static) if (n > DS_PAR_MIN)") \
+    for (int64_t i = 0; i < n; i++) { \
+      T gi = g[i], pi = p[i]; \
+      if (decoupled) pi = pi * shrink; else if (wd != 0) gi = gi + wd * pi; \
+      T mi = m[i] * b1; mi = mi + a1 * gi; \
+      T vi = v[i] * b2; vi = vi + a2 * gi * gi; \
+      T denom = SQRT(vi) / bc2_sqrt + e; \
+      m[i] = mi; v[i] = vi; \
+      p[i] = pi + step_size_neg * mi / denom; \
+    } \
+    return DS_OK; }
+
+SGD(f32, float, DS_F32) SGD(f64, double, DS_F64)
+SGD_MOMENTUM(f32, float, DS_F32) SGD_MOMENTUM(f64, double, DS_F64)
+ADAM(f32, float, DS_F32, sqrtf) ADAM(f64, double, DS_F64, sqrt)
