@@ -1,10 +1,9 @@
 /* dataio.c: data files and loaders: IDX reading through zlib, row gathering for batches,
-   seeded permutations for shuffling, a monotonic clock and isatty for progress bars. */
+   seeded permutations for shuffling, isatty for progress bars. */
 #include "internal.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -132,11 +131,5 @@ int ds_data_permutation(int64_t *out, int64_t n, uint64_t seed) {
   return DS_OK;
 }
 
-/* ---- progress bars and timing ---- */
-double ds_clock_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
+/* ---- progress bars ---- */
 int ds_isatty(int fd) { return isatty(fd); }

@@ -79,7 +79,6 @@ ds_tensor *ds_idx_read(const char *path);
 int ds_data_gather_rows(ds_tensor *out, const ds_tensor *src, const int64_t *idx, int64_t n);
 /* out = a permutation of 0..n-1 drawn from seed (Fisher-Yates over splitmix64). */
 int ds_data_permutation(int64_t *out, int64_t n, uint64_t seed);
-double ds_clock_seconds(void);   /* monotonic wall clock, for progress bars and benchmarks */
-int ds_isatty(int fd);
+int ds_isatty(int fd);   /* for progress bars: redraw a line on a terminal, plain lines otherwise */
 
 #endif

@@ -5,7 +5,6 @@
 -- M.write(path, tensors, metadata) / M.read(path) -> tensors, metadata are reused by ds.save for graphs.
 local ffi = require("ffi")
 local cjson = require("cjson.safe")
-local dsffi = require("ds.ffi")
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 
@@ -90,7 +89,8 @@ function M.write(path, named, metadata)
   local header = header_json(path, names, tensors, metadata)
   local dir = path:match("^(.*)/[^/]*$") or "."
   tmp_count = tmp_count + 1
-  local tmp = string.format("%s/.%s.%.0f-%d.tmp", dir, path:match("([^/]*)$"), dsffi.C.ds_clock_seconds() * 1e9, tmp_count)
+  local unique = string.format("%d-%s-%d", os.time(), tostring({}):match("0x(%x+)") or "", tmp_count)
+  local tmp = string.format("%s/.%s.%s.tmp", dir, path:match("([^/]*)$"), unique)
   local f, err = io.open(tmp, "wb")
   if not f then fail(path, "cannot write: " .. tostring(err)) end
   local ok, werr = f:write(u64le(#header), header)
