@@ -9,9 +9,12 @@ SRCS    := $(wildcard src/*.c)
 HDRS    := $(wildcard src/*.h src/*.def src/*.inc)
 BUSTED  := busted
 BUILD   ?= build
-DEPS    := luajit2 libluajit2-5.1-dev libopenblas-dev libopenblas0-openmp lua-cjson lua-busted zlib1g-dev dataset-fashion-mnist
+DEPS    := gcc libc6-dev luajit2 libluajit2-5.1-dev libopenblas-dev libopenblas0-openmp lua-cjson lua-busted \
+           zlib1g-dev dataset-fashion-mnist luarocks
+DS_LIB_PATH = $(abspath $(BUILD))/libds.so
+ASAN_LIB_PATH = $(abspath $(BUILD))/asan/libds.so
 
-.PHONY: all deps test test-asan example bench clean
+.PHONY: all deps test test-asan example bench install clean
 
 all: $(BUILD)/libds.so
 
@@ -26,25 +29,36 @@ $(BUILD)/asan/libds.so: $(SRCS) $(HDRS)
 
 # Install missing Debian packages (idempotent; as root or through sudo).
 deps:
-	@missing=""; for p in $(DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(DEPS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
+# The whole suite; its last line is "N passed, N failed" (tools/busted_summary.lua).
 test: deps all
-	$(BUSTED)
+	DS_LIB=$(DS_LIB_PATH) $(BUSTED)
 
+# The whole suite on an AddressSanitizer + UBSan build (LuaJIT itself is not instrumented: preload the runtimes).
 test-asan: deps $(BUILD)/asan/libds.so
-	DS_LIB=$(BUILD)/asan/libds.so ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	DS_LIB=$(ASAN_LIB_PATH) ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD=$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so) $(BUSTED)
 
 example: deps all
-	luajit examples/tour.lua
+	DS_LIB=$(DS_LIB_PATH) luajit examples/tour.lua
 
+# Small-op latency and GEMM against OpenBLAS and PyTorch; writes bench/RESULTS.md.
 bench: deps all
-	luajit bench/run.lua
+	DS_LIB=$(DS_LIB_PATH) luajit bench/run.lua
+
+# Used by `luarocks make rocks/ds-scm-1.rockspec`: lua/ds with ds.h and libds.so next to its files.
+INST_LUADIR ?= /usr/local/share/lua/5.1
+install: all
+	mkdir -p $(INST_LUADIR)
+	cp -r lua/ds $(INST_LUADIR)/
+	cp src/ds.h $(BUILD)/libds.so $(INST_LUADIR)/ds/
 
 clean:
 	rm -rf build
