@@ -81,4 +81,23 @@ int ds_data_gather_rows(ds_tensor *out, const ds_tensor *src, const int64_t *idx
 int ds_data_permutation(int64_t *out, int64_t n, uint64_t seed);
 int ds_isatty(int fd);   /* for progress bars: redraw a line on a terminal, plain lines otherwise */
 
+/* ---- plan runtime (runtime.c) ---- */
+/* A plan: buffers (views into one arena, bound external tensors, or views of those) and steps
+   (a registry kernel on buffer ids, outputs then inputs, with packed attrs), run in C in order.
+   Built by lua/ds/compile.lua (or src/model.c); every call validates and returns -1/NULL or a ds_status. */
+typedef struct ds_plan ds_plan;
+enum { DS_BUF_ARENA = 0, DS_BUF_EXTERNAL = 1, DS_BUF_VIEW = 2 };
+ds_plan *ds_plan_new(int64_t arena_bytes);
+void ds_plan_free(ds_plan *p);
+int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, const int64_t *shape,
+                       const int64_t *strides, int64_t offset);
+int ds_plan_add_step(ds_plan *p, const char *kernel, int nbuf, const int *bufs, int nattrs, const double *attrs);
+int ds_plan_bind(ds_plan *p, int buffer, const ds_tensor *t);
+int ds_plan_run(ds_plan *p);
+int64_t ds_plan_arena_bytes(const ds_plan *p);
+int ds_plan_num_steps(const ds_plan *p);
+int ds_plan_num_buffers(const ds_plan *p);
+/* fused.c: checks a fused/epilogue program against its operands' dtypes (run by ds_plan_add_step) */
+int ds_fused_validate(const char *kernel, int nbuf, const int *dtypes, int nattrs, const double *attrs);
+
 #endif

@@ -1,0 +1,222 @@
+/* runtime.c: the plan runtime -- buffers (arena views, bound externals, views) and kernel steps run in C. */
+#include "internal.h"
+#include <stdlib.h>
+
+#define ATTR_PAD 64      /* zeros after each step's attrs: a kernel reading a fixed index never reads past */
+
+typedef struct {
+  int kind, base;        /* DS_BUF_ARENA / EXTERNAL / VIEW; base buffer of a view */
+  int64_t offset;        /* arena: bytes; view: elements from the base's data */
+  ds_tensor t;           /* shape, strides, dtype; data resolved per run */
+  int bound;             /* external: bound to a tensor (stays bound until rebound) */
+} buffer;
+
+typedef struct {
+  ds_kernel fn;
+  int nbuf, *bufs;       /* outputs then inputs */
+  ds_tensor **targs;     /* nbuf + 1 (NULL-terminated), resolved at finalize */
+  double *attrs;         /* nattrs + ATTR_PAD */
+  int nattrs;
+  char name[64];
+} step;
+
+struct ds_plan {
+  int64_t arena_bytes;
+  char *arena;
+  ds_storage arena_storage;
+  buffer *bufs; int nbufs, capbufs;
+  step *steps; int nsteps, capsteps;
+  int ready;
+};
+
+static int grow(void **p, int *cap, int need, size_t elsize) {
+  if (need <= *cap) return 1;
+  int nc = *cap ? *cap * 2 : 16;
+  while (nc < need) nc *= 2;
+  void *q = realloc(*p, (size_t)nc * elsize);
+  if (!q) return 0;
+  *p = q; *cap = nc;
+  return 1;
+}
+
+ds_plan *ds_plan_new(int64_t arena_bytes) {
+  if (arena_bytes < 0 || arena_bytes > (INT64_C(1) << 40)) { ds_fail(DS_EINVAL, "plan: arena size %lld out of range", (long long)arena_bytes); return NULL; }
+  ds_plan *p = calloc(1, sizeof *p);
+  if (!p) { ds_fail(DS_ENOMEM, "plan: out of memory"); return NULL; }
+  p->arena_bytes = arena_bytes;
+  return p;
+}
+
+void ds_plan_free(ds_plan *p) {
+  if (!p) return;
+  for (int i = 0; i < p->nsteps; i++) { free(p->steps[i].bufs); free(p->steps[i].targs); free(p->steps[i].attrs); }
+  free(p->steps); free(p->bufs); free(p->arena); free(p);
+}
+
+/* lowest and highest element touched by a strided view (relative to its data), numel > 0 */
+static void extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t *lo, int64_t *hi) {
+  *lo = 0; *hi = 0;
+  for (int i = 0; i < ndim; i++) {
+    if (strides[i] > 0) *hi += strides[i] * (shape[i] - 1); else *lo += strides[i] * (shape[i] - 1);
+  }
+}
+
+static int check_shape(int dtype, int ndim, const int64_t *shape, int64_t *numel) {
+  if (dtype < 0 || dtype > DS_BOOL) return ds_fail(DS_EINVAL, "plan: unknown dtype code %d", dtype);
+  if (ndim < 0 || ndim > DS_MAXDIM) return ds_fail(DS_EINVAL, "plan: %d dims (at most %d)", ndim, DS_MAXDIM);
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0 || shape[i] > (INT64_C(1) << 40)) return ds_fail(DS_EINVAL, "plan: size %lld in dim %d out of range", (long long)shape[i], i + 1);
+    if (shape[i] > 0 && n > (INT64_C(1) << 40) / shape[i]) return ds_fail(DS_EINVAL, "plan: buffer too large");
+    n *= shape[i];
+  }
+  *numel = n;
+  return DS_OK;
+}
+
+/* kind: DS_BUF_ARENA (offset in bytes into the arena), DS_BUF_EXTERNAL (bound per run, contiguous),
+   DS_BUF_VIEW (of buffer base, offset in elements; base must be an arena or external buffer).
+   strides may be NULL (contiguous). Returns the buffer id, or -1 with ds_last_error set. */
+int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, const int64_t *shape,
+                       const int64_t *strides, int64_t offset) {
+  if (!p) { ds_fail(DS_EINVAL, "plan: NULL plan"); return -1; }
+  int64_t numel = 0;
+  if (check_shape(dtype, ndim, shape, &numel) != DS_OK) return -1;
+  buffer b; memset(&b, 0, sizeof b);
+  b.kind = kind; b.base = -1; b.offset = offset;
+  b.t.dtype = dtype; b.t.ndim = ndim; b.t.numel = numel;
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    b.t.shape[i] = shape[i];
+    b.t.strides[i] = strides ? strides[i] : s;
+    s *= shape[i];
+  }
+  int64_t lo, hi, es = ds_dtype_size(dtype);
+  extent(ndim, b.t.shape, b.t.strides, &lo, &hi);
+  if (kind == DS_BUF_ARENA) {
+    if (numel > 0 && (offset < 0 || offset % es != 0 || lo < 0 || offset + (hi + 1) * es > p->arena_bytes)) {
+      ds_fail(DS_ERANGE, "plan: arena buffer at byte %lld (%lld elements of %lld bytes) lies outside the %lld-byte arena",
+              (long long)offset, (long long)(hi + 1), (long long)es, (long long)p->arena_bytes);
+      return -1;
+    }
+  } else if (kind == DS_BUF_EXTERNAL) {
+    if (strides && !ds_is_contig(&b.t)) { ds_fail(DS_EINVAL, "plan: external buffers are contiguous"); return -1; }
+  } else if (kind == DS_BUF_VIEW) {
+    if (base < 0 || base >= p->nbufs || p->bufs[base].kind == DS_BUF_VIEW) {
+      ds_fail(DS_EINVAL, "plan: view base %d is not an arena or external buffer", base); return -1;
+    }
+    const buffer *bb = &p->bufs[base];
+    if (bb->t.dtype != dtype) { ds_fail(DS_EINVAL, "plan: view dtype differs from its base's"); return -1; }
+    int64_t blo, bhi;
+    extent(bb->t.ndim, bb->t.shape, bb->t.strides, &blo, &bhi);
+    if (numel > 0 && (bb->t.numel == 0 || offset + lo < blo || offset + hi > bhi)) {
+      ds_fail(DS_ERANGE, "plan: view (elements %lld..%lld) outside its base buffer %d (elements %lld..%lld)",
+              (long long)(offset + lo), (long long)(offset + hi), base, (long long)blo, (long long)bhi);
+      return -1;
+    }
+    b.base = base;
+  } else { ds_fail(DS_EINVAL, "plan: unknown buffer kind %d", kind); return -1; }
+  if (!grow((void **)&p->bufs, &p->capbufs, p->nbufs + 1, sizeof(buffer))) { ds_fail(DS_ENOMEM, "plan: out of memory"); return -1; }
+  p->bufs[p->nbufs] = b;
+  p->ready = 0;
+  return p->nbufs++;
+}
+
+/* A step runs kernel `name` (a registry name, e.g. "ds_add_f32") on buffers bufs (outputs then inputs).
+   Returns the step index, or -1. */
+int ds_plan_add_step(ds_plan *p, const char *name, int nbuf, const int *bufs, int nattrs, const double *attrs) {
+  if (!p || !name) { ds_fail(DS_EINVAL, "plan: NULL argument"); return -1; }
+  ds_kernel fn = ds_kernel_find(name);
+  if (!fn) { ds_fail(DS_EINVAL, "plan: unknown kernel '%.64s'", name); return -1; }
+  if (nbuf < 1 || nbuf > 256) { ds_fail(DS_EINVAL, "plan: step %s has %d operands", name, nbuf); return -1; }
+  if (nattrs < 0 || nattrs > (1 << 20)) { ds_fail(DS_EINVAL, "plan: step %s has %d attrs", name, nattrs); return -1; }
+  int dtypes[256];
+  for (int i = 0; i < nbuf; i++) {
+    if (bufs[i] < 0 || bufs[i] >= p->nbufs) { ds_fail(DS_EINVAL, "plan: step %s operand %d names buffer %d (plan has %d)", name, i, bufs[i], p->nbufs); return -1; }
+    dtypes[i] = p->bufs[bufs[i]].t.dtype;
+  }
+  if (strncmp(name, "ds_fused", 8) == 0 || strstr(name, "_ep_")) {
+    if (ds_fused_validate(name, nbuf, dtypes, nattrs, attrs) != DS_OK) return -1;
+  }
+  if (!grow((void **)&p->steps, &p->capsteps, p->nsteps + 1, sizeof(step))) { ds_fail(DS_ENOMEM, "plan: out of memory"); return -1; }
+  step s; memset(&s, 0, sizeof s);
+  s.fn = fn; s.nbuf = nbuf; s.nattrs = nattrs;
+  snprintf(s.name, sizeof s.name, "%s", name);
+  s.bufs = malloc(sizeof(int) * (size_t)nbuf);
+  s.attrs = calloc((size_t)(nattrs + ATTR_PAD), sizeof(double));
+  if (!s.bufs || !s.attrs) { free(s.bufs); free(s.attrs); ds_fail(DS_ENOMEM, "plan: out of memory"); return -1; }
+  memcpy(s.bufs, bufs, sizeof(int) * (size_t)nbuf);
+  if (nattrs) memcpy(s.attrs, attrs, sizeof(double) * (size_t)nattrs);
+  p->steps[p->nsteps] = s;
+  p->ready = 0;
+  return p->nsteps++;
+}
+
+/* Bind an external buffer to a tensor for the next runs: same dtype and shape, contiguous. */
+int ds_plan_bind(ds_plan *p, int id, const ds_tensor *t) {
+  if (!p || !t) return ds_fail(DS_EINVAL, "plan: NULL argument");
+  if (id < 0 || id >= p->nbufs || p->bufs[id].kind != DS_BUF_EXTERNAL) return ds_fail(DS_EINVAL, "plan: buffer %d is not external", id);
+  buffer *b = &p->bufs[id];
+  char s1[128], s2[128];
+  if (t->dtype != b->t.dtype || t->ndim != b->t.ndim) goto mismatch;
+  for (int i = 0; i < t->ndim; i++) if (t->shape[i] != b->t.shape[i]) goto mismatch;
+  if (!ds_is_contig(t)) return ds_fail(DS_EINVAL, "plan: tensor bound to buffer %d is not contiguous", id);
+  b->t.data = t->data; b->t.storage = t->storage; b->t.offset = t->offset;
+  b->bound = 1;
+  return DS_OK;
+mismatch:
+  return ds_fail(DS_EINVAL, "plan: buffer %d expects dtype code %d shape %s, got dtype code %d shape %s", id,
+                 b->t.dtype, ds_shape_str(&b->t, s1), t->dtype, ds_shape_str(t, s2));
+}
+
+static int finalize(ds_plan *p) {
+  if (!p->arena && p->arena_bytes > 0) {
+    if (posix_memalign((void **)&p->arena, 64, (size_t)p->arena_bytes) != 0) { p->arena = NULL; return ds_fail(DS_ENOMEM, "plan: cannot allocate a %lld-byte arena", (long long)p->arena_bytes); }
+    p->arena_storage.data = p->arena; p->arena_storage.nbytes = p->arena_bytes;
+    p->arena_storage.refcount = 1; p->arena_storage.external = 1;
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    step *s = &p->steps[i];
+    if (!s->targs) {
+      s->targs = calloc((size_t)s->nbuf + 1, sizeof(ds_tensor *));
+      if (!s->targs) return ds_fail(DS_ENOMEM, "plan: out of memory");
+    }
+    for (int k = 0; k < s->nbuf; k++) s->targs[k] = &p->bufs[s->bufs[k]].t;
+    s->targs[s->nbuf] = NULL;
+  }
+  p->ready = 1;
+  return DS_OK;
+}
+
+/* Resolve every buffer's data pointer (externals must be bound), then run the steps in order. */
+int ds_plan_run(ds_plan *p) {
+  if (!p) return ds_fail(DS_EINVAL, "plan: NULL plan");
+  if (!p->ready) { int rc = finalize(p); if (rc) return rc; }
+  for (int i = 0; i < p->nbufs; i++) {
+    buffer *b = &p->bufs[i];
+    if (b->kind == DS_BUF_ARENA) {
+      b->t.data = p->arena + b->offset; b->t.storage = &p->arena_storage; b->t.offset = b->offset / ds_dtype_size(b->t.dtype);
+    } else if (b->kind == DS_BUF_EXTERNAL) {
+      if (!b->bound) return ds_fail(DS_EINVAL, "plan: external buffer %d was not bound", i);
+    } else {
+      const buffer *bb = &p->bufs[b->base];
+      b->t.storage = bb->t.storage; b->t.offset = bb->t.offset + b->offset;
+      b->t.data = (char *)bb->t.data + b->offset * ds_dtype_size(b->t.dtype);
+    }
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    step *s = &p->steps[i];
+    int rc = s->fn(s->targs, s->attrs);
+    if (rc != DS_OK) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "step %d (%s): %s", i + 1, s->name, ds_last_error());
+      ds_set_error(msg);
+      return rc;
+    }
+  }
+  return DS_OK;
+}
+
+int64_t ds_plan_arena_bytes(const ds_plan *p) { return p ? p->arena_bytes : 0; }
+int ds_plan_num_steps(const ds_plan *p) { return p ? p->nsteps : 0; }
+int ds_plan_num_buffers(const ds_plan *p) { return p ? p->nbufs : 0; }
