@@ -150,7 +150,6 @@ local scatter_add = D.define {
   end,
   promote = function(inputs)
     local dt = C.result_dtype { inputs[1], inputs[3] }
-    if dt == "bool" or dt == "u8" then dt = "i64" end
     return { D.cast(inputs[1], dt), inputs[2], D.cast(inputs[3], dt) }
   end,
   infer = function(inputs) return { shape = inputs[1]._shape, dtype = inputs[1].dtype } end,
