@@ -82,6 +82,9 @@ ds_tensor *ds_idx_read(const char *path) {
   got = gz_read_all(f, &extra, 1);
   if (got < 0) return idx_fail(f, t, DS_EIO, path, "corrupted compressed data at the end");
   if (got > 0) return idx_fail(f, t, DS_EINVAL, path, "trailing bytes after the %lld data bytes the header announces", (long long)nbytes);
+  int zerr = Z_OK;
+  gzerror(f, &zerr);
+  if (zerr != Z_OK) return idx_fail(f, t, DS_EINVAL, path, "truncated gzip stream (no end-of-stream trailer)");
   gzclose(f);
   if (width > 1) swap_bytes(t->data, t->numel, width);
   return t;
