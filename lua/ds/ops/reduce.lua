@@ -1,0 +1,293 @@
+-- ops/reduce.lua: reductions (sum, mean, prod, var, std, max/min, amax/amin, argmax/argmin,
+-- logsumexp, all/any), softmax, log_softmax and cumsum; with backward rules written in ds ops.
+--
+-- Dtypes (PyTorch's rules): sum/prod of integers or bools give i64; mean/var/std of an integer
+-- tensor is an error (as in torch: convert with x:astype("f32") first); logsumexp, softmax and
+-- log_softmax promote integers to f32; max/min/amax/amin keep the dtype; argmax/argmin and the
+-- indices of max/min are i64 and 1-based; all/any give bool.
+-- Reduced dims are a number, a list ({1, 3}) or nil (all dims); keepdim keeps them as size 1.
+local C = require("ds.ops.common")
+local D = require("ds.dispatch")
+local S = require("ds.shape")
+local dtype = require("ds.dtype")
+local errors = require("ds.errors")
+local F = C.functions
+
+local is_tensor = C.is_tensor
+
+-- ---- shapes ----
+local function where_of(name, x) return name .. " of " .. S.str(x._shape) end
+
+-- nil -> every dim; else sorted unique positive dims (a 0-d tensor accepts 1/-1 and has none)
+local function norm_dims(dims, x, name)
+  local n = #x._shape
+  local out, seen = {}, {}
+  if dims == nil or #dims == 0 then
+    for i = 1, n do out[i] = i end
+    return out
+  end
+  for _, d in ipairs(dims) do
+    local r = S.dim(d, n, where_of(name, x))
+    if seen[r] then errors.raise(string.format("%s: dim %d repeated in the dims list", where_of(name, x), d)) end
+    seen[r] = true
+    if n > 0 then out[#out + 1] = r end
+  end
+  table.sort(out)
+  return out
+end
+
+local function is_reduced(dims)
+  local set = {}
+  for _, d in ipairs(dims) do set[d] = true end
+  return set
+end
+
+-- x_shape with the reduced dims dropped (or kept as 1)
+local function reduced_shape(shape, dims, keepdim)
+  local red, out = is_reduced(dims), {}
+  for i, s in ipairs(shape) do
+    if not red[i] then out[#out + 1] = s elseif keepdim then out[#out + 1] = 1 end
+  end
+  return out
+end
+
+-- a reduced result (or its grad) reshaped so that it broadcasts against the input
+local function unreduce(t, x, attrs)
+  if attrs.keepdim then return t end
+  return t:reshape(reduced_shape(x._shape, attrs.dims, true))
+end
+
+-- number of reduced elements: a Lua number, or a tensor when a dim is symbolic (tracing)
+local function count(x, dims)
+  local n = 1
+  for _, d in ipairs(dims) do
+    if type(x._shape[d]) ~= "number" then return F.ones_like(x):sum(dims, true) end
+    n = n * x._shape[d]
+  end
+  return n
+end
+
+-- ---- definitions ----
+local function floats_only(name)
+  return function(inputs)
+    local dt = inputs[1].dtype
+    if not dtype.is_float[dt] then
+      errors.raise(string.format("%s: input has dtype %s; %s needs floating point (as in torch), use x:astype(\"f32\")",
+        name, dt, name))
+    end
+    return inputs
+  end
+end
+
+local function int_to_i64(dt) return dtype.is_float[dt] and dt or "i64" end
+local function same(dt) return dt end
+
+-- o: dtypes, out (dtype map), promote, nonempty, extra attrs, noutputs, backward
+local function def_reduce(name, o)
+  local attrs = { { "dims", "dims" }, { "keepdim", "bool", false } }
+  for _, a in ipairs(o.extra or {}) do attrs[#attrs + 1] = a end
+  return D.define {
+    name = name, kind = "reduce", kernel = "ds_" .. name .. "_%s", dtypes = o.dtypes, ninputs = 1,
+    noutputs = o.noutputs, attrs = attrs, args = { "dims", "keepdim" },
+    prepare = function(inputs, a)
+      if not is_tensor(inputs[1]) then errors.raise(name .. ": expects a tensor, got " .. type(inputs[1])) end
+      a.dims = norm_dims(a.dims, inputs[1], name)
+    end,
+    promote = o.promote,
+    -- x: (..., R, ...) -> reduced shape
+    infer = function(inputs, a)
+      local x = inputs[1]
+      if o.nonempty then
+        for _, d in ipairs(a.dims) do
+          if x._shape[d] == 0 then
+            errors.raise(string.format("%s: cannot reduce over dim %d of size 0", where_of(name, x), d))
+          end
+        end
+      end
+      local s = reduced_shape(x._shape, a.dims, a.keepdim)
+      local dt = (o.out or same)(x.dtype)
+      if o.noutputs == 2 then return { { shape = s, dtype = dt }, { shape = s, dtype = "i64" } } end
+      return { shape = s, dtype = dt }
+    end,
+    backward = o.backward,
+  }
+end
+
+-- grad of a sum: broadcast back over the reduced dims
+local function sum_bw(ctx, g)
+  local x = ctx.inputs[1]
+  return unreduce(g, x, ctx.attrs):expand(x._shape)
+end
+
+def_reduce("sum", { dtypes = C.ALL, out = int_to_i64, backward = sum_bw })
+def_reduce("mean", { dtypes = C.FLOAT, promote = floats_only("mean"),
+  backward = function(ctx, g)
+    local x = ctx.inputs[1]
+    return (unreduce(g, x, ctx.attrs) / count(x, ctx.attrs.dims)):expand(x._shape)
+  end })
+-- d prod / dx = prod / x: inf/nan where x is 0 (the exact zero-aware rule is not implemented)
+def_reduce("prod", { dtypes = C.ALL, out = int_to_i64,
+  backward = function(ctx, g)
+    local x, y = ctx.inputs[1], ctx.outputs[1]
+    return unreduce(g, x, ctx.attrs) * unreduce(y, x, ctx.attrs) / x
+  end })
+
+-- var/std: divisor max(0, N - correction); correction 1 (default) is the unbiased estimate
+local function var_bw(is_std)
+  return function(ctx, g)
+    local x, a = ctx.inputs[1], ctx.attrs
+    local dev = x - x:mean(a.dims, true)
+    local den = count(x, a.dims) - a.correction
+    if is_std then return unreduce(g, x, a) * dev / (unreduce(ctx.outputs[1], x, a) * den) end
+    return unreduce(g, x, a) * 2 * dev / den
+  end
+end
+def_reduce("var", { dtypes = C.FLOAT, promote = floats_only("var"), extra = { { "correction", "float", 1 } },
+  backward = var_bw(false) })
+def_reduce("std", { dtypes = C.FLOAT, promote = floats_only("std"), extra = { { "correction", "float", 1 } },
+  backward = var_bw(true) })
+
+-- amax/amin: the grad is shared evenly by the elements equal to the result (as in torch)
+local function extreme_bw(ctx, g)
+  local x, a = ctx.inputs[1], ctx.attrs
+  local mask = F.eq(x, unreduce(ctx.outputs[1], x, a)):astype(g.dtype)
+  return unreduce(g, x, a) * mask / mask:sum(a.dims, true)
+end
+def_reduce("amax", { dtypes = C.ALL, nonempty = true, backward = extreme_bw })
+def_reduce("amin", { dtypes = C.ALL, nonempty = true, backward = extreme_bw })
+
+-- max/min over one dim -> values, indices (1-based): the grad goes to the index's position
+local function indexed_bw(ctx, g)
+  local x, a = ctx.inputs[1], ctx.attrs
+  local gk = unreduce(g, x, a)
+  if #a.dims == 0 then return gk:reshape(x._shape) end
+  local d, n = a.dims[1], #x._shape
+  local pos_shape = {}
+  for i = 1, n do pos_shape[i] = i == d and x._shape[d] or 1 end
+  local pos = F.arange(1, x._shape[d] + 1, { dtype = "i64" }):reshape(pos_shape)
+  local hit = F.eq(pos, unreduce(ctx.outputs[2], x, a))
+  return F.where(hit, gk, F.zeros_like(gk))
+end
+def_reduce("max", { dtypes = C.ALL, nonempty = true, noutputs = 2, backward = indexed_bw })
+def_reduce("min", { dtypes = C.ALL, nonempty = true, noutputs = 2, backward = indexed_bw })
+def_reduce("argmax", { dtypes = C.ALL, nonempty = true, out = function() return "i64" end })
+def_reduce("argmin", { dtypes = C.ALL, nonempty = true, out = function() return "i64" end })
+def_reduce("all", { dtypes = C.ALL, out = function() return "bool" end })
+def_reduce("any", { dtypes = C.ALL, out = function() return "bool" end })
+
+-- logsumexp: max-shifted in the kernel; grad = g * exp(x - lse)
+def_reduce("logsumexp", { dtypes = C.FLOAT, promote = C.promote_float,
+  backward = function(ctx, g)
+    local x, a = ctx.inputs[1], ctx.attrs
+    return unreduce(g, x, a) * F.exp(x - unreduce(ctx.outputs[1], x, a))
+  end })
+
+-- ---- along one dim: softmax, log_softmax, cumsum (same shape out) ----
+local function def_along(name, o)
+  local attrs = { { "dim", "dim" } }
+  for _, a in ipairs(o.extra or {}) do attrs[#attrs + 1] = a end
+  return D.define {
+    name = name, kind = "reduce", kernel = "ds_" .. name .. "_%s", dtypes = o.dtypes, ninputs = 1,
+    attrs = attrs, args = { "dim" },
+    prepare = function(inputs, a)
+      local x = inputs[1]
+      if not is_tensor(x) then errors.raise(name .. ": expects a tensor, got " .. type(x)) end
+      if a.dim == nil then errors.raise(where_of(name, x) .. ": dim is required") end
+      a.dim = S.dim(a.dim, #x._shape, where_of(name, x))
+    end,
+    promote = o.promote,
+    -- x: (...) -> (...)
+    infer = function(inputs) return { shape = inputs[1]._shape, dtype = (o.out or same)(inputs[1].dtype) } end,
+    backward = o.backward,
+  }
+end
+
+def_along("softmax", { dtypes = C.FLOAT, promote = C.promote_float,
+  backward = function(ctx, g)
+    local y = ctx.outputs[1]
+    return y * (g - (g * y):sum(ctx.attrs.dim, true))
+  end })
+def_along("log_softmax", { dtypes = C.FLOAT, promote = C.promote_float,
+  backward = function(ctx, g)
+    return g - F.exp(ctx.outputs[1]) * g:sum(ctx.attrs.dim, true)
+  end })
+-- cumsum (reverse = true sums from the end); the grad of one direction is the other
+def_along("cumsum", { dtypes = C.ALL, out = int_to_i64, extra = { { "reverse", "bool", false } },
+  backward = function(ctx, g)
+    return D.call(D.by_name.cumsum, { g }, { dim = ctx.attrs.dim, reverse = not ctx.attrs.reverse })
+  end })
+
+-- ---- API ----
+local function is_options(v)
+  return type(v) == "table" and not is_tensor(v) and v[1] == nil and next(v) ~= nil
+end
+
+-- (dims, keepdim, opts) in any of the forms: (), (2), (2, true), ({1, 2}, true), ({dim =, keepdim =, ...}),
+-- (2, {correction = 0}), (2, true, {...}); returns an attrs table for D.call
+local function reduce_attrs(name, a, b, c)
+  local opts
+  if is_options(a) then opts, a, b = a, nil, nil
+  elseif is_options(b) then opts, b = b, nil
+  elseif is_options(c) then opts = c end
+  local attrs = {}
+  for k, v in pairs(opts or {}) do attrs[k] = v end
+  local dims = a
+  if attrs.dim ~= nil then dims = attrs.dim; attrs.dim = nil end
+  if type(dims) == "number" then dims = { dims }
+  elseif dims ~= nil and (type(dims) ~= "table" or is_tensor(dims)) then
+    errors.raise(string.format("%s: dim must be a number or a list of numbers, got %s", name, type(dims)))
+  end
+  attrs.dims = dims
+  if attrs.keepdim == nil then attrs.keepdim = b end
+  if attrs.keepdim ~= nil and type(attrs.keepdim) ~= "boolean" then
+    errors.raise(string.format("%s: keepdim must be a boolean, got %s", name, type(attrs.keepdim)))
+  end
+  if attrs.unbiased ~= nil then
+    attrs.correction = attrs.unbiased and 1 or 0
+    attrs.unbiased = nil
+  end
+  return attrs
+end
+
+for _, name in ipairs { "sum", "mean", "prod", "var", "std", "amax", "amin", "logsumexp", "all", "any" } do
+  local def = D.by_name[name]
+  C.export(name, function(x, a, b, c) return D.call(def, { x }, reduce_attrs(name, a, b, c)) end)
+end
+
+local function single_dim(name, attrs)
+  if attrs.dims and #attrs.dims ~= 1 then
+    errors.raise(string.format("%s: expects one dim, got %d (use amax/amin for several)", name, #attrs.dims))
+  end
+  return attrs
+end
+
+-- x:max() -> the largest value (0-d); x:max(dim[, keepdim]) -> values, indices; x:max(y) -> maximum
+for _, name in ipairs { "max", "min" } do
+  local def, all_def, pair = D.by_name[name], D.by_name["a" .. name], name == "max" and "maximum" or "minimum"
+  C.export(name, function(x, a, b, c)
+    if is_tensor(a) then return F[pair](x, a) end
+    local attrs = single_dim(name, reduce_attrs(name, a, b, c))
+    if attrs.dims == nil then return D.call(all_def, { x }, attrs) end
+    return D.call(def, { x }, attrs)
+  end)
+end
+
+-- argmax(x) -> flat index (0-d i64); argmax(x, dim[, keepdim]) -> indices along dim, 1-based
+for _, name in ipairs { "argmax", "argmin" } do
+  local def = D.by_name[name]
+  C.export(name, function(x, a, b, c) return D.call(def, { x }, single_dim(name, reduce_attrs(name, a, b, c))) end)
+end
+
+-- softmax(x, dim) / log_softmax(x, dim) / cumsum(x, dim[, {reverse = true}]), or {dim = ...}
+local function along_attrs(a, b)
+  local attrs = {}
+  local opts = is_options(a) and a or (is_options(b) and b or nil)
+  for k, v in pairs(opts or {}) do attrs[k] = v end
+  if not is_options(a) then attrs.dim = attrs.dim or a end
+  return attrs
+end
+for _, name in ipairs { "softmax", "log_softmax", "cumsum" } do
+  local def = D.by_name[name]
+  C.export(name, function(x, a, b) return D.call(def, { x }, along_attrs(a, b)) end)
+end
+

@@ -1,0 +1,477 @@
+/* reduce.c: reductions (sum, mean, prod, var, std, amax/amin, max/min with indices, argmax/argmin,
+   logsumexp, all/any), softmax, log_softmax and cumsum; results do not depend on the thread count. */
+#include "internal.h"
+#include "mathfn.h"
+#include <stdlib.h>
+#include <omp.h>
+
+static const char *dtname[] = {"f32", "f64", "i64", "i32", "u8", "bool"};
+
+/* ==== the reduction plan ========================================================================
+   x's dims split into kept dims (one output element each, row-major = the output's order) and
+   reduced dims, each group coalesced. Every output folds its R reduced elements in flat row-major
+   order, in fixed blocks of DS_CHUNK: inside a block elements fold in a fixed order (16 lanes
+   over a contiguous run), block partials then merge in block order. Threads take whole
+   (output, block) items, so the bits never depend on how many threads ran. */
+typedef struct {
+  int64_t nout, R;
+  int nk, nr;
+  int64_t ksh[DS_MAXDIM], kst[DS_MAXDIM]; /* kept dims: sizes, strides in x (elements) */
+  int64_t rsh[DS_MAXDIM], rst[DS_MAXDIM]; /* reduced dims */
+} rplan;
+
+static void plan_push(int *n, int64_t *sh, int64_t *st, int64_t size, int64_t stride) {
+  if (*n > 0 && st[*n - 1] == stride * size) { sh[*n - 1] *= size; st[*n - 1] = stride; return; }
+  sh[*n] = size; st[*n] = stride; (*n)++;
+}
+
+static void make_plan(const ds_tensor *x, const int *mask, rplan *p) {
+  p->nk = p->nr = 0; p->nout = 1; p->R = 1;
+  for (int d = 0; d < x->ndim; d++) {
+    int64_t s = x->shape[d];
+    if (mask[d]) p->R *= s; else p->nout *= s;
+    if (s == 1) continue;
+    if (mask[d]) plan_push(&p->nr, p->rsh, p->rst, s, x->strides[d]);
+    else plan_push(&p->nk, p->ksh, p->kst, s, x->strides[d]);
+  }
+  if (p->nk == 0) { p->nk = 1; p->ksh[0] = 1; p->kst[0] = 0; }
+  if (p->nr == 0) { p->nr = 1; p->rsh[0] = 1; p->rst[0] = 0; }
+}
+
+/* offset in x (elements) of the first element of output o, over kept dims [0, nk) */
+static int64_t kept_offset(const rplan *p, int nk, int64_t o) {
+  int64_t off = 0;
+  for (int i = nk - 1; i >= 0; i--) { off += (o % p->ksh[i]) * p->kst[i]; o /= p->ksh[i]; }
+  return off;
+}
+
+/* ==== fold descriptors: how one op folds elements into its accumulator ======================== */
+/* run: fold n elements x[0], x[s], ... (flat reduced index of the first: r) into *acc;
+   cols: fold x[0..w) into acc[0..w) (w outputs side by side); c: per-output constant(s) or NULL;
+   merge: acc = acc (+) part. Accumulators are at most 16 bytes. */
+typedef void (*run_fn)(const char *x, int64_t n, int64_t s, int64_t r, const void *c, void *acc);
+typedef void (*cols_fn)(const char *x, int64_t w, int64_t r, const void *c, void *acc);
+typedef void (*merge_fn)(void *acc, const void *part);
+typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge; const void *init; } rdesc;
+
+#define LANES 16
+#define FOLD(NAME, T, A, INIT, MAP, COMB) \
+  static const A init_##NAME = INIT; \
+  static void run_##NAME(const char *xp, int64_t n, int64_t s, int64_t r, const void *cp, void *ap) { \
+    const T *x = (const T *)xp; A c = cp ? *(const A *)cp : (A)0, acc = *(A *)ap; (void)r; (void)c; \
+    if (s == 1 && n >= LANES) { \
+      A l[LANES]; int64_t i = 0; \
+      for (int k = 0; k < LANES; k++) l[k] = INIT; \
+      for (; i + LANES <= n; i += LANES) \
+        for (int k = 0; k < LANES; k++) l[k] = COMB(l[k], MAP(x[i + k], c)); \
+      for (int k = 0; i < n; i++, k++) l[k] = COMB(l[k], MAP(x[i], c)); \
+      for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = COMB(l[k], l[k + w]); \
+      acc = COMB(acc, l[0]); \
+    } else for (int64_t i = 0; i < n; i++) acc = COMB(acc, MAP(x[i * s], c)); \
+    *(A *)ap = acc; } \
+  static void cols_##NAME(const char *xp, int64_t w, int64_t r, const void *cp, void *ap) { \
+    const T *x = (const T *)xp; const A *c = (const A *)cp; A *acc = (A *)ap; (void)r; \
+    if (c) for (int64_t j = 0; j < w; j++) acc[j] = COMB(acc[j], MAP(x[j], c[j])); \
+    else for (int64_t j = 0; j < w; j++) acc[j] = COMB(acc[j], MAP(x[j], (A)0)); } \
+  static void merge_##NAME(void *ap, const void *pp) { *(A *)ap = COMB(*(A *)ap, *(const A *)pp); } \
+  static const rdesc desc_##NAME = {sizeof(T), sizeof(A), run_##NAME, cols_##NAME, merge_##NAME, &init_##NAME};
+
+/* value + flat reduced index; ties keep the first, NaN beats numbers (PyTorch's max/argmax) */
+#define ARGFOLD(NAME, T, INITV, BETTER) \
+  typedef struct { T v; int64_t i; } arg_##NAME; \
+  static const arg_##NAME init_##NAME = {INITV, -1}; \
+  static void run_##NAME(const char *xp, int64_t n, int64_t s, int64_t r, const void *cp, void *ap) { \
+    const T *x = (const T *)xp; arg_##NAME a = *(arg_##NAME *)ap; (void)cp; \
+    for (int64_t k = 0; k < n; k++) { T v = x[k * s]; if (a.i < 0 || BETTER(v, a.v)) { a.v = v; a.i = r + k; } } \
+    *(arg_##NAME *)ap = a; } \
+  static void cols_##NAME(const char *xp, int64_t w, int64_t r, const void *cp, void *ap) { \
+    const T *x = (const T *)xp; arg_##NAME *a = (arg_##NAME *)ap; (void)cp; \
+    for (int64_t j = 0; j < w; j++) if (a[j].i < 0 || BETTER(x[j], a[j].v)) { a[j].v = x[j]; a[j].i = r; } } \
+  static void merge_##NAME(void *ap, const void *pp) { \
+    arg_##NAME *a = ap; const arg_##NAME *p = pp; \
+    if (p->i >= 0 && (a->i < 0 || BETTER(p->v, a->v))) *a = *p; } \
+  static const rdesc desc_##NAME = {sizeof(T), sizeof(arg_##NAME), run_##NAME, cols_##NAME, merge_##NAME, &init_##NAME};
+
+/* ==== the driver ================================================================================ */
+#define TILE 256 /* outputs folded side by side by cols */
+
+static void fold_range(const rdesc *d, const rplan *p, const char *x0, int64_t r0, int64_t r1, const void *c, void *acc) {
+  int nr = p->nr; int64_t idx[DS_MAXDIM], rem = r0;
+  for (int i = nr - 1; i >= 0; i--) { idx[i] = rem % p->rsh[i]; rem /= p->rsh[i]; }
+  for (int64_t r = r0; r < r1;) {
+    int64_t off = 0;
+    for (int i = 0; i < nr; i++) off += idx[i] * p->rst[i];
+    int64_t n = p->rsh[nr - 1] - idx[nr - 1];
+    if (n > r1 - r) n = r1 - r;
+    d->run(x0 + off * d->esize, n, p->rst[nr - 1], r, c, acc);
+    r += n; idx[nr - 1] += n;
+    for (int i = nr - 1; i > 0 && idx[i] >= p->rsh[i]; i--) { idx[i] = 0; idx[i - 1]++; }
+  }
+}
+
+static void cols_range(const rdesc *d, const rplan *p, const char *x0, int64_t w, int64_t r0, int64_t r1, const void *c, void *acc) {
+  int nr = p->nr; int64_t idx[DS_MAXDIM], rem = r0, off = 0;
+  for (int i = nr - 1; i >= 0; i--) { idx[i] = rem % p->rsh[i]; rem /= p->rsh[i]; off += idx[i] * p->rst[i]; }
+  for (int64_t r = r0; r < r1; r++) {
+    d->cols(x0 + off * d->esize, w, r, c, acc);
+    idx[nr - 1]++; off += p->rst[nr - 1];
+    if (idx[nr - 1] >= p->rsh[nr - 1]) {
+      for (int i = nr - 1; i > 0 && idx[i] >= p->rsh[i]; i--) { idx[i] = 0; idx[i - 1]++; }
+      off = 0;
+      for (int i = 0; i < nr; i++) off += idx[i] * p->rst[i];
+    }
+  }
+}
+
+typedef struct {
+  const rdesc *d; const rplan *p; const char *x; const void *cbuf; char *part;
+  int64_t nb, w, ntile; int cols;
+} exec_ctx;
+
+/* one work item: block b of output o, or of a tile of up to TILE side-by-side outputs */
+static void exec_item(const exec_ctx *e, int64_t it) {
+  const rdesc *d = e->d; const rplan *p = e->p;
+  int64_t nb = e->nb, as = d->asize, R = p->R;
+  int64_t b = it % nb, r0 = b * DS_CHUNK, r1 = r0 + DS_CHUNK < R ? r0 + DS_CHUNK : R;
+  const char *cbuf = e->cbuf;
+  if (!e->cols) {
+    int64_t o = it / nb;
+    char *a = e->part + (o * nb + b) * as;
+    memcpy(a, d->init, as);
+    fold_range(d, p, e->x + kept_offset(p, p->nk, o) * d->esize, r0, r1, cbuf ? cbuf + o * as : NULL, a);
+    return;
+  }
+  int64_t w = e->w, t = (it / nb) % e->ntile, q = it / (nb * e->ntile), j0 = t * TILE;
+  int64_t tw = w - j0 < TILE ? w - j0 : TILE, o0 = q * w + j0;
+  int64_t tile[TILE * 2]; /* 16 bytes per accumulator at most, 8-byte aligned */
+  char *tp = (char *)tile;
+  for (int64_t j = 0; j < tw; j++) memcpy(tp + j * as, d->init, as);
+  const char *x0 = e->x + (kept_offset(p, p->nk - 1, q) + j0) * d->esize;
+  cols_range(d, p, x0, tw, r0, r1, cbuf ? cbuf + o0 * as : NULL, tp);
+  for (int64_t j = 0; j < tw; j++) memcpy(e->part + ((o0 + j) * nb + b) * as, tp + j * as, as);
+}
+
+/* acc[o] (nout accumulators of d->asize bytes) = fold of output o's reduced elements;
+   cbuf: nout per-output constants (same size as an accumulator) or NULL */
+static int reduce_exec(const rdesc *d, const rplan *p, const ds_tensor *x, const void *cbuf, char *acc) {
+  int64_t nout = p->nout, R = p->R, as = d->asize;
+  if (nout == 0) return DS_OK;
+  int64_t nb = R > DS_CHUNK ? (R + DS_CHUNK - 1) / DS_CHUNK : 1;
+  int64_t w = p->ksh[p->nk - 1];
+  int cols = p->kst[p->nk - 1] == 1 && w >= 8 && !(p->nr == 1 && p->rst[0] == 1);
+  int64_t ntile = cols ? (w + TILE - 1) / TILE : 1;
+  int64_t nitems = cols ? (nout / w) * ntile * nb : nout * nb;
+  char *part = acc;
+  if (nb > 1) {
+    part = malloc((size_t)(nout * nb * as));
+    if (!part) return ds_fail(DS_ENOMEM, "reduce: cannot allocate %lld partial sums", (long long)(nout * nb));
+  }
+  exec_ctx e = {d, p, x->data, cbuf, part, nb, w, ntile, cols};
+  if (nout * R >= DS_PAR_MIN && nitems > 1 && omp_get_max_threads() > 1) {
+    #pragma omp parallel for schedule(static)
+    for (int64_t it = 0; it < nitems; it++) exec_item(&e, it);
+  } else {
+    for (int64_t it = 0; it < nitems; it++) exec_item(&e, it);
+  }
+  if (nb > 1) {
+    for (int64_t o = 0; o < nout; o++) {
+      char *a = acc + o * as;
+      memcpy(a, d->init, as);
+      for (int64_t b = 0; b < nb; b++) d->merge(a, part + (o * nb + b) * as);
+    }
+    free(part);
+  }
+  return DS_OK;
+}
+
+/* ==== checking a kernel call ====================================================================
+   attrs = {ndims, dims... (0-based), keepdim, extra...}; t = outputs then x. */
+typedef struct { int mask[DS_MAXDIM]; int keepdim; const double *extra; rplan plan; } rcall;
+
+static int check_call(const char *op, ds_tensor *const *t, int nouts, int in_dt, const int *out_dt, const double *attrs, rcall *rc) {
+  const ds_tensor *x = t[nouts];
+  if (!x || x->dtype != in_dt)
+    return ds_fail(DS_EINVAL, "%s: input has dtype %s, kernel expects %s", op, x ? dtname[x->dtype] : "none", dtname[in_dt]);
+  char b1[128], b2[128];
+  double nd = attrs[0];
+  if (nd != floor(nd) || nd < 0 || nd > x->ndim)
+    return ds_fail(DS_EINVAL, "%s: bad dim count %g for input %s", op, nd, ds_shape_str(x, b1));
+  memset(rc->mask, 0, sizeof rc->mask);
+  for (int i = 0; i < (int)nd; i++) {
+    double d = attrs[1 + i];
+    if (d != floor(d) || d < 0 || d >= x->ndim || rc->mask[(int)d])
+      return ds_fail(DS_EINVAL, "%s: bad or repeated dim %g for input %s", op, d + 1, ds_shape_str(x, b1));
+    rc->mask[(int)d] = 1;
+  }
+  rc->keepdim = attrs[1 + (int)nd] != 0;
+  rc->extra = attrs + 2 + (int)nd;
+  int64_t want[DS_MAXDIM]; int wn = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    if (!rc->mask[d]) want[wn++] = x->shape[d];
+    else if (rc->keepdim) want[wn++] = 1;
+  }
+  for (int k = 0; k < nouts; k++) {
+    const ds_tensor *o = t[k];
+    if (!o || o->dtype != out_dt[k] || !ds_is_contig(o))
+      return ds_fail(DS_EINVAL, "%s: output %d must be a contiguous %s tensor", op, k + 1, dtname[out_dt[k]]);
+    int ok = o->ndim == wn;
+    for (int d = 0; ok && d < wn; d++) ok = o->shape[d] == want[d];
+    if (!ok) return ds_fail(DS_EINVAL, "%s: output shape %s does not match input %s reduced", op, ds_shape_str(o, b1), ds_shape_str(x, b2));
+  }
+  make_plan(x, rc->mask, &rc->plan);
+  return DS_OK;
+}
+
+/* run one fold into a temporary accumulator array; the caller frees *acc */
+static int fold_all(const rdesc *d, const rcall *rc, const ds_tensor *x, const void *cbuf, char **acc) {
+  *acc = malloc((size_t)((rc->plan.nout ? rc->plan.nout : 1) * d->asize));
+  if (!*acc) return ds_fail(DS_ENOMEM, "reduce: out of memory");
+  int r = reduce_exec(d, &rc->plan, x, cbuf, *acc);
+  if (r != DS_OK) { free(*acc); *acc = NULL; }
+  return r;
+}
+
+/* ==== folds per op and dtype ==================================================================== */
+/* Floats accumulate in double (f32 too); integers and bools sum/multiply in 64-bit wrapping
+   arithmetic (unsigned inside, so overflow is defined) and give i64, like PyTorch. */
+#define ADD(a, b) ((a) + (b))
+#define MUL(a, b) ((a) * (b))
+#define AND(a, b) ((a) & (b))
+#define OR(a, b) ((a) | (b))
+#define MAXN(a, b) (((b) > (a) || (b) != (b)) ? (b) : (a))
+#define MINN(a, b) (((b) < (a) || (b) != (b)) ? (b) : (a))
+#define TO_D(x, c) ((double)(x))
+#define TO_U64(x, c) ((uint64_t)(int64_t)(x))
+#define SQDEV(x, c) (((double)(x) - (c)) * ((double)(x) - (c)))
+#define EXPDEV_F32(x, c) ((double)ds_expf((x) - (float)(c)))
+#define EXPDEV_F64(x, c) exp((x) - (c))
+#define SAME(x, c) (x)
+#define NONZERO(x, c) ((uint8_t)((x) != 0))
+#define BETTER_MAX(v, a) ((v) > (a) || ((v) != (v) && (a) == (a)))
+#define BETTER_MIN(v, a) ((v) < (a) || ((v) != (v) && (a) == (a)))
+
+FOLD(sum_f32, float, double, 0.0, TO_D, ADD) FOLD(sum_f64, double, double, 0.0, TO_D, ADD)
+FOLD(sum_i64, int64_t, uint64_t, 0, TO_U64, ADD) FOLD(sum_i32, int32_t, uint64_t, 0, TO_U64, ADD)
+FOLD(sum_u8, uint8_t, uint64_t, 0, TO_U64, ADD) FOLD(sum_bool, uint8_t, uint64_t, 0, TO_U64, ADD)
+FOLD(prod_f32, float, double, 1.0, TO_D, MUL) FOLD(prod_f64, double, double, 1.0, TO_D, MUL)
+FOLD(prod_i64, int64_t, uint64_t, 1, TO_U64, MUL) FOLD(prod_i32, int32_t, uint64_t, 1, TO_U64, MUL)
+FOLD(prod_u8, uint8_t, uint64_t, 1, TO_U64, MUL) FOLD(prod_bool, uint8_t, uint64_t, 1, TO_U64, MUL)
+FOLD(sqdev_f32, float, double, 0.0, SQDEV, ADD) FOLD(sqdev_f64, double, double, 0.0, SQDEV, ADD)
+FOLD(expdev_f32, float, double, 0.0, EXPDEV_F32, ADD) FOLD(expdev_f64, double, double, 0.0, EXPDEV_F64, ADD)
+FOLD(amax_f32, float, float, -INFINITY, SAME, MAXN) FOLD(amax_f64, double, double, -INFINITY, SAME, MAXN)
+FOLD(amax_i64, int64_t, int64_t, INT64_MIN, SAME, MAXN) FOLD(amax_i32, int32_t, int32_t, INT32_MIN, SAME, MAXN)
+FOLD(amax_u8, uint8_t, uint8_t, 0, SAME, MAXN) FOLD(amax_bool, uint8_t, uint8_t, 0, SAME, MAXN)
+FOLD(amin_f32, float, float, INFINITY, SAME, MINN) FOLD(amin_f64, double, double, INFINITY, SAME, MINN)
+FOLD(amin_i64, int64_t, int64_t, INT64_MAX, SAME, MINN) FOLD(amin_i32, int32_t, int32_t, INT32_MAX, SAME, MINN)
+FOLD(amin_u8, uint8_t, uint8_t, 255, SAME, MINN) FOLD(amin_bool, uint8_t, uint8_t, 1, SAME, MINN)
+FOLD(all_f32, float, uint8_t, 1, NONZERO, AND) FOLD(all_f64, double, uint8_t, 1, NONZERO, AND)
+FOLD(all_i64, int64_t, uint8_t, 1, NONZERO, AND) FOLD(all_i32, int32_t, uint8_t, 1, NONZERO, AND)
+FOLD(all_u8, uint8_t, uint8_t, 1, NONZERO, AND) FOLD(all_bool, uint8_t, uint8_t, 1, NONZERO, AND)
+FOLD(any_f32, float, uint8_t, 0, NONZERO, OR) FOLD(any_f64, double, uint8_t, 0, NONZERO, OR)
+FOLD(any_i64, int64_t, uint8_t, 0, NONZERO, OR) FOLD(any_i32, int32_t, uint8_t, 0, NONZERO, OR)
+FOLD(any_u8, uint8_t, uint8_t, 0, NONZERO, OR) FOLD(any_bool, uint8_t, uint8_t, 0, NONZERO, OR)
+ARGFOLD(argmax_f32, float, 0, BETTER_MAX) ARGFOLD(argmax_f64, double, 0, BETTER_MAX)
+ARGFOLD(argmax_i64, int64_t, 0, BETTER_MAX) ARGFOLD(argmax_i32, int32_t, 0, BETTER_MAX)
+ARGFOLD(argmax_u8, uint8_t, 0, BETTER_MAX) ARGFOLD(argmax_bool, uint8_t, 0, BETTER_MAX)
+ARGFOLD(argmin_f32, float, 0, BETTER_MIN) ARGFOLD(argmin_f64, double, 0, BETTER_MIN)
+ARGFOLD(argmin_i64, int64_t, 0, BETTER_MIN) ARGFOLD(argmin_i32, int32_t, 0, BETTER_MIN)
+ARGFOLD(argmin_u8, uint8_t, 0, BETTER_MIN) ARGFOLD(argmin_bool, uint8_t, 0, BETTER_MIN)
+
+/* ==== reduction kernels ========================================================================= */
+/* sum/prod: f32 -> f32, f64 -> f64, integers and bool -> i64 */
+#define SUMLIKE(OP, S, T, D, TO, DO) \
+  int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
+    static const int odt[1] = {DO}; rcall rc; char *acc; \
+    int r = check_call(#OP, t, 1, D, odt, attrs, &rc); if (r) return r; \
+    if ((r = fold_all(&desc_##OP##_##S, &rc, t[1], NULL, &acc))) return r; \
+    TO *o = t[0]->data; \
+    for (int64_t i = 0; i < rc.plan.nout; i++) o[i] = (TO)((const __typeof__(init_##OP##_##S) *)acc)[i]; \
+    free(acc); return DS_OK; }
+#define SUMLIKE_ALL(OP) \
+  SUMLIKE(OP, f32, float, DS_F32, float, DS_F32) SUMLIKE(OP, f64, double, DS_F64, double, DS_F64) \
+  SUMLIKE(OP, i64, int64_t, DS_I64, int64_t, DS_I64) SUMLIKE(OP, i32, int32_t, DS_I32, int64_t, DS_I64) \
+  SUMLIKE(OP, u8, uint8_t, DS_U8, int64_t, DS_I64) SUMLIKE(OP, bool, uint8_t, DS_BOOL, int64_t, DS_I64)
+SUMLIKE_ALL(sum) SUMLIKE_ALL(prod)
+
+/* amax/amin keep the dtype; all/any give bool */
+#define SAMEOUT(OP, S, T, D, DO, EMPTY_OK) \
+  int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
+    static const int odt[1] = {DO}; rcall rc; char *acc; \
+    int r = check_call(#OP, t, 1, D, odt, attrs, &rc); if (r) return r; \
+    if (!(EMPTY_OK) && rc.plan.R == 0 && rc.plan.nout > 0) \
+      return ds_fail(DS_EINVAL, #OP ": cannot reduce over an empty dim"); \
+    if ((r = fold_all(&desc_##OP##_##S, &rc, t[1], NULL, &acc))) return r; \
+    memcpy(t[0]->data, acc, (size_t)(rc.plan.nout * desc_##OP##_##S.asize)); \
+    free(acc); return DS_OK; }
+#define SAMEOUT_ALL(OP, BOOLOUT) \
+  SAMEOUT(OP, f32, float, DS_F32, BOOLOUT ? DS_BOOL : DS_F32, BOOLOUT) SAMEOUT(OP, f64, double, DS_F64, BOOLOUT ? DS_BOOL : DS_F64, BOOLOUT) \
+  SAMEOUT(OP, i64, int64_t, DS_I64, BOOLOUT ? DS_BOOL : DS_I64, BOOLOUT) SAMEOUT(OP, i32, int32_t, DS_I32, BOOLOUT ? DS_BOOL : DS_I32, BOOLOUT) \
+  SAMEOUT(OP, u8, uint8_t, DS_U8, BOOLOUT ? DS_BOOL : DS_U8, BOOLOUT) SAMEOUT(OP, bool, uint8_t, DS_BOOL, DS_BOOL, BOOLOUT)
+SAMEOUT_ALL(amax, 0) SAMEOUT_ALL(amin, 0) SAMEOUT_ALL(all, 1) SAMEOUT_ALL(any, 1)
+
+/* mean, var, std, logsumexp: floats only. var/std: extra[0] = correction (1 = unbiased);
+   two passes (mean, then squared deviations), divisor max(0, R - correction).
+   logsumexp: shift by the max (0 when it is infinite), log of the sum of exps, shift back. */
+#define FLOATRED(S, T, D) \
+  int ds_mean_##S(ds_tensor *const *t, const double *attrs) { \
+    static const int odt[1] = {D}; rcall rc; char *acc; \
+    int r = check_call("mean", t, 1, D, odt, attrs, &rc); if (r) return r; \
+    if ((r = fold_all(&desc_sum_##S, &rc, t[1], NULL, &acc))) return r; \
+    T *o = t[0]->data; const double *a = (const double *)acc; \
+    for (int64_t i = 0; i < rc.plan.nout; i++) o[i] = (T)(a[i] / (double)rc.plan.R); \
+    free(acc); return DS_OK; } \
+  static int var_##S(const char *op, ds_tensor *const *t, const double *attrs, int take_sqrt) { \
+    static const int odt[1] = {D}; rcall rc; char *mean, *acc; \
+    int r = check_call(op, t, 1, D, odt, attrs, &rc); if (r) return r; \
+    if ((r = fold_all(&desc_sum_##S, &rc, t[1], NULL, &mean))) return r; \
+    double *m = (double *)mean; \
+    for (int64_t i = 0; i < rc.plan.nout; i++) m[i] /= (double)rc.plan.R; \
+    r = fold_all(&desc_sqdev_##S, &rc, t[1], mean, &acc); free(mean); if (r) return r; \
+    double den = (double)rc.plan.R - rc.extra[0]; if (den < 0) den = 0; \
+    T *o = t[0]->data; const double *a = (const double *)acc; \
+    for (int64_t i = 0; i < rc.plan.nout; i++) o[i] = (T)(take_sqrt ? sqrt(a[i] / den) : a[i] / den); \
+    free(acc); return DS_OK; } \
+  int ds_var_##S(ds_tensor *const *t, const double *attrs) { return var_##S("var", t, attrs, 0); } \
+  int ds_std_##S(ds_tensor *const *t, const double *attrs) { return var_##S("std", t, attrs, 1); } \
+  int ds_logsumexp_##S(ds_tensor *const *t, const double *attrs) { \
+    static const int odt[1] = {D}; rcall rc; char *mx, *acc; \
+    int r = check_call("logsumexp", t, 1, D, odt, attrs, &rc); if (r) return r; \
+    if ((r = fold_all(&desc_amax_##S, &rc, t[1], NULL, &mx))) return r; \
+    double *c = malloc((size_t)((rc.plan.nout ? rc.plan.nout : 1) * sizeof(double))); \
+    if (!c) { free(mx); return ds_fail(DS_ENOMEM, "logsumexp: out of memory"); } \
+    for (int64_t i = 0; i < rc.plan.nout; i++) { double v = ((const T *)mx)[i]; c[i] = isinf(v) ? 0.0 : v; } \
+    free(mx); \
+    r = fold_all(&desc_expdev_##S, &rc, t[1], c, &acc); if (r) { free(c); return r; } \
+    T *o = t[0]->data; const double *a = (const double *)acc; \
+    for (int64_t i = 0; i < rc.plan.nout; i++) o[i] = (T)(log(a[i]) + c[i]); \
+    free(c); free(acc); return DS_OK; }
+FLOATRED(f32, float, DS_F32) FLOATRED(f64, double, DS_F64)
+
+/* max/min over dims with indices: t = values, indices (i64, 1-based), x; argmax/argmin: t = indices, x.
+   The index is the flat row-major position among the reduced dims (the dim's index for one dim). */
+#define ARGRED(OP, S, T, D) \
+  int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
+    static const int odt[2] = {D, DS_I64}; rcall rc; char *acc; \
+    int r = check_call(#OP, t, 2, D, odt, attrs, &rc); if (r) return r; \
+    if (rc.plan.R == 0 && rc.plan.nout > 0) return ds_fail(DS_EINVAL, #OP ": cannot reduce over an empty dim"); \
+    if ((r = fold_all(&desc_arg##OP##_##S, &rc, t[2], NULL, &acc))) return r; \
+    T *v = t[0]->data; int64_t *ix = t[1]->data; const arg_arg##OP##_##S *a = (const void *)acc; \
+    for (int64_t i = 0; i < rc.plan.nout; i++) { v[i] = a[i].v; ix[i] = a[i].i + 1; } \
+    free(acc); return DS_OK; } \
+  int ds_arg##OP##_##S(ds_tensor *const *t, const double *attrs) { \
+    static const int odt[1] = {DS_I64}; rcall rc; char *acc; \
+    int r = check_call("arg" #OP, t, 1, D, odt, attrs, &rc); if (r) return r; \
+    if (rc.plan.R == 0 && rc.plan.nout > 0) return ds_fail(DS_EINVAL, "arg" #OP ": cannot reduce over an empty dim"); \
+    if ((r = fold_all(&desc_arg##OP##_##S, &rc, t[1], NULL, &acc))) return r; \
+    int64_t *ix = t[0]->data; const arg_arg##OP##_##S *a = (const void *)acc; \
+    for (int64_t i = 0; i < rc.plan.nout; i++) ix[i] = a[i].i + 1; \
+    free(acc); return DS_OK; }
+#define ARGRED_ALL(OP) \
+  ARGRED(OP, f32, float, DS_F32) ARGRED(OP, f64, double, DS_F64) ARGRED(OP, i64, int64_t, DS_I64) \
+  ARGRED(OP, i32, int32_t, DS_I32) ARGRED(OP, u8, uint8_t, DS_U8) ARGRED(OP, bool, uint8_t, DS_BOOL)
+ARGRED_ALL(max) ARGRED_ALL(min)
+
+/* ==== line ops: softmax, log_softmax, cumsum along one dim ======================================
+   A line is the dim's elements for one index of the other dims; lines are split across threads
+   whole. y is contiguous with x's shape. attrs[0] = dim (0-based). */
+typedef void (*line_fn)(const char *x, int64_t xs, char *y, int64_t ys, int64_t n, const double *attrs, char *scratch);
+
+typedef struct {
+  const ds_tensor *x; ds_tensor *y; line_fn fn; const double *attrs;
+  int dim; int64_t n, xs, ys, es_x, es_y, scratch_bytes;
+} lines_ctx;
+
+/* lines [l0, l1); returns 1 when scratch memory was not available */
+static int run_lines(const lines_ctx *c, int64_t l0, int64_t l1) {
+  const ds_tensor *x = c->x, *y = c->y;
+  char *scratch = c->scratch_bytes ? malloc((size_t)c->scratch_bytes) : NULL;
+  if (c->scratch_bytes && !scratch) return 1;
+  for (int64_t l = l0; l < l1; l++) {
+    int64_t rem = l, xo = 0, yo = 0;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+      if (d == c->dim) continue;
+      int64_t i = rem % x->shape[d]; rem /= x->shape[d];
+      xo += i * x->strides[d]; yo += i * y->strides[d];
+    }
+    c->fn((const char *)x->data + xo * c->es_x, c->xs, (char *)y->data + yo * c->es_y, c->ys, c->n, c->attrs, scratch);
+  }
+  free(scratch);
+  return 0;
+}
+
+static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt, int64_t scratch_per_el,
+                     line_fn fn, const double *attrs) {
+  ds_tensor *y = t[0]; const ds_tensor *x = t[1];
+  char b1[128], b2[128];
+  if (!x || !y || x->dtype != in_dt || y->dtype != out_dt || !ds_is_contig(y))
+    return ds_fail(DS_EINVAL, "%s: expects a %s input and a contiguous %s output", op, dtname[in_dt], dtname[out_dt]);
+  int ok = x->ndim == y->ndim;
+  for (int d = 0; ok && d < x->ndim; d++) ok = x->shape[d] == y->shape[d];
+  if (!ok) return ds_fail(DS_EINVAL, "%s: output %s does not match input %s", op, ds_shape_str(y, b1), ds_shape_str(x, b2));
+  double dd = attrs[0];
+  int nd = x->ndim ? x->ndim : 1;
+  if (dd != floor(dd) || dd < 0 || dd >= nd) return ds_fail(DS_EINVAL, "%s: dim %g out of range for %s", op, dd + 1, ds_shape_str(x, b1));
+  if (x->numel == 0) return DS_OK;
+  int dim = (int)dd;
+  int64_t n = x->ndim ? x->shape[dim] : 1, xs = x->ndim ? x->strides[dim] : 0, ys = x->ndim ? y->strides[dim] : 0;
+  int64_t nlines = x->numel / n, es_x = ds_dtype_size(in_dt), es_y = ds_dtype_size(out_dt);
+  lines_ctx c = {x, y, fn, attrs, dim, n, xs, ys, es_x, es_y,
+                 (xs == 1 && ys == 1) ? 0 : n * scratch_per_el};
+  int failed = 0;
+  if (x->numel >= DS_PAR_MIN && nlines > 1 && omp_get_max_threads() > 1) {
+    #pragma omp parallel reduction(|:failed)
+    {
+      int nt = omp_get_num_threads(), id = omp_get_thread_num();
+      failed |= run_lines(&c, nlines * id / nt, nlines * (id + 1) / nt);
+    }
+  } else {
+    failed = run_lines(&c, 0, nlines);
+  }
+  return failed ? ds_fail(DS_ENOMEM, "%s: out of memory", op) : DS_OK;
+}
+
+/* softmax over one contiguous line: max, exps, sum (16 lanes), then scale (or x - max - log sum).
+   Strided lines are gathered into scratch first, so every layout gives the same bits. */
+#define SOFTMAX(S, T, EXP, LOG) \
+  static void softmax_core_##S(const T *x, T *y, int64_t n, int logsm) { \
+    T l[LANES]; int64_t i = 0; \
+    for (int k = 0; k < LANES; k++) l[k] = -INFINITY; \
+    for (; i + LANES <= n; i += LANES) for (int k = 0; k < LANES; k++) l[k] = MAXN(l[k], x[i + k]); \
+    for (int k = 0; i < n; i++, k++) l[k] = MAXN(l[k], x[i]); \
+    for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = MAXN(l[k], l[k + w]); \
+    T m = l[0]; \
+    for (i = 0; i < n; i++) y[i] = EXP(x[i] - m); \
+    for (int k = 0; k < LANES; k++) l[k] = 0; \
+    for (i = 0; i + LANES <= n; i += LANES) for (int k = 0; k < LANES; k++) l[k] += y[i + k]; \
+    for (int k = 0; i < n; i++, k++) l[k] += y[i]; \
+    for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] += l[k + w]; \
+    T s = l[0]; \
+    if (logsm) { T ls = LOG(s); for (i = 0; i < n; i++) y[i] = (x[i] - m) - ls; } \
+    else for (i = 0; i < n; i++) y[i] = y[i] / s; } \
+  static void softmax_line_##S(const char *xp, int64_t xs, char *yp, int64_t ys, int64_t n, const double *attrs, char *scratch) { \
+    int logsm = attrs[1] != 0; \
+    if (xs == 1 && ys == 1) { softmax_core_##S((const T *)xp, (T *)yp, n, logsm); return; } \
+    const T *x = (const T *)xp; T *y = (T *)yp, *a = (T *)scratch, *b = a + n; \
+    for (int64_t i = 0; i < n; i++) a[i] = x[i * xs]; \
+    softmax_core_##S(a, b, n, logsm); \
+    for (int64_t i = 0; i < n; i++) y[i * ys] = b[i]; } \
+  int ds_softmax_##S(ds_tensor *const *t, const double *attrs) { \
+    double a[2] = {attrs[0], 0}; return for_lines("softmax", t, D_##S, D_##S, 2 * sizeof(T), softmax_line_##S, a); } \
+  int ds_log_softmax_##S(ds_tensor *const *t, const double *attrs) { \
+    double a[2] = {attrs[0], 1}; return for_lines("log_softmax", t, D_##S, D_##S, 2 * sizeof(T), softmax_line_##S, a); }
+#define D_f32 DS_F32
+#define D_f64 DS_F64
+SOFTMAX(f32, float, ds_expf, ds_logf) SOFTMAX(f64, double, exp, log)
+
+/* cumsum: attrs = {dim, reverse}; floats accumulate in double (as PyTorch's CPU kernel),
+   integers and bools in wrapping 64-bit and give i64 */
+#define CUMSUM(S, T, D, A, TO, DO) \
+  static void cumsum_line_##S(const char *xp, int64_t xs, char *yp, int64_t ys, int64_t n, const double *attrs, char *scratch) { \
+    const T *x = (const T *)xp; TO *y = (TO *)yp; A acc = 0; (void)scratch; \
+    if (attrs[1] != 0) for (int64_t i = n - 1; i >= 0; i--) { acc += (A)x[i * xs]; y[i * ys] = (TO)acc; } \
+    else for (int64_t i = 0; i < n; i++) { acc += (A)x[i * xs]; y[i * ys] = (TO)acc; } } \
+  int ds_cumsum_##S(ds_tensor *const *t, const double *attrs) { \
+    return for_lines("cumsum", t, DO, D, 0, cumsum_line_##S, attrs); }
+CUMSUM(f32, float, DS_F32, double, float, DS_F32) CUMSUM(f64, double, DS_F64, double, double, DS_F64)
+CUMSUM(i64, int64_t, DS_I64, uint64_t, int64_t, DS_I64) CUMSUM(i32, int32_t, DS_I32, uint64_t, int64_t, DS_I64)
+CUMSUM(u8, uint8_t, DS_U8, uint64_t, int64_t, DS_I64) CUMSUM(bool, uint8_t, DS_BOOL, uint64_t, int64_t, DS_I64)
