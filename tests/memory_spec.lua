@@ -1,0 +1,101 @@
+-- tests/memory_spec.lua: flat RSS over long loops of temporaries, C live bytes back to baseline, threads and BLAS info.
+local ds = require("ds")
+
+local page = 4096
+local function rss_bytes()
+  local f = assert(io.open("/proc/self/statm"))
+  local _, resident = f:read("*n", "*n")
+  f:close()
+  return resident * page
+end
+
+local function settle()
+  collectgarbage("collect"); collectgarbage("collect")
+end
+
+describe("memory", function()
+  it("100k iterations of small temporaries keep the RSS flat", function()
+    local a, b = ds.ones(10, 10), ds.rand(10, 10)
+    local function step() local c = (a + b) * b - 1; return c:relu() end
+    for _ = 1, 10000 do step() end              -- warm-up: caches, JIT traces, GC pace
+    settle()
+    local before = rss_bytes()
+    for _ = 1, 100000 do step() end
+    settle()
+    local growth = rss_bytes() - before
+    assert.is_true(growth < 8 * 2 ^ 20, string.format("RSS grew by %.1f MiB", growth / 2 ^ 20))
+  end)
+
+  it("large temporaries (600 MiB in total) are collected as C memory grows", function()
+    local x = ds.ones(512, 512)                  -- 1 MiB: C memory, invisible to the Lua GC
+    for _ = 1, 50 do local _ = x * 2 end
+    settle()
+    local before = rss_bytes()
+    for _ = 1, 300 do local _ = x * 2 + 1 end    -- 2 MiB of C memory per iteration
+    local growth = rss_bytes() - before
+    assert.is_true(growth < 160 * 2 ^ 20, string.format("RSS grew by %.1f MiB", growth / 2 ^ 20))
+  end)
+
+  it("live C bytes return to the baseline once temporaries are collected", function()
+    settle()
+    local base = ds.memory().live_bytes
+    do
+      local keep = {}
+      for i = 1, 100 do keep[i] = ds.zeros(200, 100 + i) end   -- > 64 KiB each: C storage
+      local v = keep[50]:reshape(-1):narrow(1, 1, 10)
+      assert.is_true(ds.memory().live_bytes > base + 100 * 200 * 100 * 4)
+      keep = nil; v = nil
+    end
+    settle()
+    assert.equal(base, ds.memory().live_bytes)
+    assert.is_true(ds.memory().peak_bytes >= base)
+    ds.empty_cache()
+    assert.equal(0, ds.memory().cached_bytes)
+  end)
+end)
+
+describe("threads and BLAS", function()
+  it("ds.info() names the BLAS core type and the thread counts", function()
+    local info = ds.info()
+    assert.is_string(info.blas_core)
+    assert.is_true(#info.blas_core > 0)
+    assert.is_true(info.threads >= 1)
+    assert.is_true(info.blas_threads >= 1)
+    assert.truthy(info.blas_config:find("OpenBLAS", 1, true))
+  end)
+
+  it("set_num_threads drives OpenMP and OpenBLAS together", function()
+    local n0 = ds.get_num_threads()
+    ds.set_num_threads(1)
+    assert.equal(1, ds.get_num_threads())
+    assert.equal(1, ds.info().blas_threads)
+    ds.set_num_threads(2)
+    assert.equal(2, ds.get_num_threads())
+    assert.equal(2, ds.info().blas_threads)
+    ds.set_num_threads(n0)
+  end)
+
+  it("large elementwise results are identical with 1 and 2 threads", function()
+    local n0 = ds.get_num_threads()
+    ds.manual_seed(1)
+    local x = ds.randn(300, 1000)
+    ds.set_num_threads(1)
+    local a = (x * 3 + 1):tanh():exp()
+    ds.set_num_threads(2)
+    local b = (x * 3 + 1):tanh():exp()
+    ds.set_num_threads(n0)
+    assert.is_true(require("helpers").bitwise(a, b))
+  end)
+
+  it("respects OPENBLAS_CORETYPE when the user sets it", function()
+    local lib = ds.info().library
+    for _, core in ipairs { "Haswell", "SkylakeX" } do
+      local cmd = string.format("OPENBLAS_CORETYPE=%s DS_LIB='%s' LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' "
+        .. "luajit -e 'io.write(require(\"ds\").info().blas_core)'", core, lib)
+      local p = assert(io.popen(cmd))
+      local out = p:read("*a")
+      p:close()
+      assert.equal(core:lower(), out:lower())
+    end
+  end)
+end)
