@@ -1,0 +1,35 @@
+-- nn/embedding.lua: Embedding (weight ~ N(0, 1), the padding_idx row zero and without gradient).
+local Module = require("ds.nn.module")
+local F = require("ds.nn.functional")
+local init = require("ds.nn.init_weights")
+local ops = require("ds.ops.common").functions
+local autograd = require("ds.autograd")
+local errors = require("ds.errors")
+
+-- ids: (...) i64 1-based -> (..., embedding_dim); opts: padding_idx (1-based, negative from the end), dtype
+local Embedding = Module:extend("Embedding")
+function Embedding:init(num_embeddings, embedding_dim, opts)
+  if type(num_embeddings) ~= "number" or type(embedding_dim) ~= "number" then
+    errors.raise("Embedding: expects Embedding(num_embeddings, embedding_dim, [opts])")
+  end
+  opts = opts or {}
+  local p = opts.padding_idx
+  if p ~= nil then
+    if p < 0 then p = num_embeddings + 1 + p end
+    if p < 1 or p > num_embeddings then
+      errors.raise(string.format("Embedding: padding_idx %d out of range for %d embeddings", opts.padding_idx, num_embeddings))
+    end
+  end
+  self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, p
+  local w = init.normal_(ops.empty(num_embeddings, embedding_dim, { dtype = opts.dtype or "f32" }))
+  if p then autograd.no_grad(function() w:select(1, p):fill_(0) end) end
+  self.weight = Module.Parameter(w)
+end
+function Embedding:forward(ids) return F.embedding(ids, self.weight, self.padding_idx) end
+function Embedding:extra_repr()
+  local s = string.format("%d, %d", self.num_embeddings, self.embedding_dim)
+  if self.padding_idx then s = s .. ", padding_idx=" .. self.padding_idx end
+  return s
+end
+
+return { Embedding = Embedding }

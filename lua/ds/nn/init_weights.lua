@@ -1,0 +1,71 @@
+-- nn/init_weights.lua: ds.nn.init: in-place initializers (PyTorch's names and formulas), run
+-- without recording gradients.
+local errors = require("ds.errors")
+local autograd = require("ds.autograd")
+
+local M = {}
+
+local function fill(t, fn)
+  autograd.no_grad(fn)
+  return t
+end
+
+-- weight (out, in, k...) -> fan_in = in * prod(k), fan_out = out * prod(k)
+function M.calculate_fan_in_and_fan_out(t)
+  local s = t._shape
+  if #s < 2 then errors.raise("init: fan in/out needs a tensor with >= 2 dims, got " .. require("ds.shape").str(s)) end
+  local field = 1
+  for i = 3, #s do field = field * s[i] end
+  return s[2] * field, s[1] * field
+end
+
+function M.calculate_gain(nonlinearity, param)
+  if nonlinearity == "linear" or nonlinearity == "sigmoid" or nonlinearity:match("^conv") then return 1 end
+  if nonlinearity == "tanh" then return 5 / 3 end
+  if nonlinearity == "relu" then return math.sqrt(2) end
+  if nonlinearity == "leaky_relu" then
+    local a = param or 0.01
+    return math.sqrt(2 / (1 + a * a))
+  end
+  if nonlinearity == "selu" then return 3 / 4 end
+  errors.raise("calculate_gain: unsupported nonlinearity '" .. tostring(nonlinearity) .. "'")
+end
+
+function M.uniform_(t, a, b) return fill(t, function() t:uniform_(a or 0, b or 1) end) end
+function M.normal_(t, mean, std) return fill(t, function() t:normal_(mean or 0, std or 1) end) end
+function M.constant_(t, v) return fill(t, function() t:fill_(v) end) end
+function M.zeros_(t) return M.constant_(t, 0) end
+function M.ones_(t) return M.constant_(t, 1) end
+
+function M.xavier_uniform_(t, gain)
+  local fi, fo = M.calculate_fan_in_and_fan_out(t)
+  local a = (gain or 1) * math.sqrt(6 / (fi + fo))
+  return M.uniform_(t, -a, a)
+end
+function M.xavier_normal_(t, gain)
+  local fi, fo = M.calculate_fan_in_and_fan_out(t)
+  return M.normal_(t, 0, (gain or 1) * math.sqrt(2 / (fi + fo)))
+end
+
+-- opts: a (leaky_relu slope, default 0), mode "fan_in" | "fan_out", nonlinearity (default leaky_relu)
+local function kaiming_std(t, opts)
+  opts = opts or {}
+  local fi, fo = M.calculate_fan_in_and_fan_out(t)
+  local fan = (opts.mode or "fan_in") == "fan_in" and fi or fo
+  return M.calculate_gain(opts.nonlinearity or "leaky_relu", opts.a or 0) / math.sqrt(fan)
+end
+function M.kaiming_uniform_(t, opts)
+  local bound = math.sqrt(3) * kaiming_std(t, opts)
+  return M.uniform_(t, -bound, bound)
+end
+function M.kaiming_normal_(t, opts) return M.normal_(t, 0, kaiming_std(t, opts)) end
+
+-- PyTorch's default for Linear/Conv: weight kaiming_uniform(a = sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+function M.default_weight_(w) return M.kaiming_uniform_(w, { a = math.sqrt(5) }) end
+function M.default_bias_(b, w)
+  local fi = M.calculate_fan_in_and_fan_out(w)
+  local bound = fi > 0 and 1 / math.sqrt(fi) or 0
+  return M.uniform_(b, -bound, bound)
+end
+
+return M

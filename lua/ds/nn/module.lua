@@ -1,0 +1,279 @@
+-- nn/module.lua: the Module class: subclasses by Module:extend("Name"), submodules, parameters and
+-- buffers registered by assignment (in assignment order), PyTorch-style dotted names, train/eval,
+-- state_dict / load_state_dict, and a tree-shaped tostring.
+local Tensor = require("ds.tensor")
+local errors = require("ds.errors")
+local S = require("ds.shape")
+local autograd = require("ds.autograd")
+
+local is_tensor = Tensor.is_tensor
+
+local Module = { _name = "Module", _is_module = true }
+Module.__index = Module
+
+local function is_module(v)
+  return type(v) == "table" and not is_tensor(v) and v._is_module == true
+end
+Module.is_module = is_module
+
+-- a Parameter is a leaf tensor that requires grad, marked so that it stays a parameter when frozen
+local function Parameter(t, requires_grad)
+  if not is_tensor(t) then errors.raise("Parameter: expects a tensor, got " .. type(t)) end
+  if rawget(t, "_grad_fn") then t = t:detach() end
+  rawset(t, "_param", true)
+  if requires_grad == false then rawset(t, "requires_grad", false) else t:requires_grad_(true) end
+  return t
+end
+Module.Parameter = Parameter
+
+local function is_param(t)
+  return rawget(t, "_param") == true or (rawget(t, "requires_grad") == true and rawget(t, "_grad_fn") == nil)
+end
+
+-- assignment of a tensor or module to a new key records the key (registration order = naming order)
+local function newindex(self, k, v)
+  rawset(self, k, v)
+  if v ~= nil and (is_tensor(v) or is_module(v)) then
+    local known = rawget(self, "_known")
+    if known and not known[k] then
+      known[k] = true
+      local order = rawget(self, "_order")
+      order[#order + 1] = k
+    end
+  end
+end
+
+local function call(self, ...) return self:forward(...) end
+
+local function construct(cls, ...)
+  local obj = setmetatable({ _order = {}, _known = {}, _buffers = {}, training = true }, cls)
+  obj:init(...)
+  return obj
+end
+
+-- Module:extend("Name") -> a class; Class(...) builds an instance and calls its init(...)
+function Module:extend(name)
+  if type(name) ~= "string" then errors.raise("Module:extend: expects a class name") end
+  local cls = setmetatable({}, { __index = self, __call = construct, __tostring = function() return "class " .. name end })
+  cls.__index = cls
+  cls.__newindex = newindex
+  cls.__call = call
+  cls.__tostring = self.__tostring
+  cls._name = name
+  cls.super = self
+  return cls
+end
+
+function Module:init() end
+
+function Module:forward()
+  errors.raise(self._name .. ": forward is not implemented")
+end
+
+-- ---- registration ----
+function Module:register_buffer(name, t, persistent)
+  if t ~= nil and not is_tensor(t) then errors.raise(self._name .. ".register_buffer: '" .. tostring(name) .. "' must be a tensor or nil") end
+  rawget(self, "_buffers")[name] = persistent == false and "nonpersistent" or "persistent"
+  local known = rawget(self, "_known")
+  if not known[name] then
+    known[name] = true
+    local order = rawget(self, "_order"); order[#order + 1] = name
+  end
+  rawset(self, name, t)
+end
+
+function Module:register_parameter(name, p)
+  if p ~= nil then p = Parameter(p) end
+  self[name] = p
+end
+
+function Module:add_module(name, m)
+  if m ~= nil and not is_module(m) then errors.raise(self._name .. ".add_module: '" .. tostring(name) .. "' is not a module") end
+  self[name] = m
+end
+
+-- own entries in registration order: kind is "module", "param" or "buffer"
+local function own(self, kind)
+  local out = {}
+  local buffers = rawget(self, "_buffers")
+  for _, k in ipairs(rawget(self, "_order")) do
+    local v = rawget(self, k)
+    if v ~= nil then
+      local kv
+      if is_module(v) then kv = "module"
+      elseif buffers[k] then kv = "buffer"
+      elseif is_param(v) then kv = "param" end
+      if kv == kind then out[#out + 1] = { tostring(k), v, buffers[k] } end
+    end
+  end
+  return out
+end
+
+local function iterator(list)
+  local i = 0
+  return function()
+    i = i + 1
+    local e = list[i]
+    if e then return e[1], e[2] end
+  end
+end
+
+-- {name, module} pairs in pre-order, self first with name "" (each module once)
+local function module_list(self)
+  local out, seen = {}, {}
+  local function visit(m, prefix)
+    if seen[m] then return end
+    seen[m] = true
+    out[#out + 1] = { prefix, m }
+    for _, e in ipairs(own(m, "module")) do visit(e[2], prefix == "" and e[1] or prefix .. "." .. e[1]) end
+  end
+  visit(self, "")
+  return out
+end
+
+local function member_list(self, kind, persistent_only)
+  local out, seen = {}, {}
+  for _, me in ipairs(module_list(self)) do
+    local prefix, m = me[1], me[2]
+    for _, e in ipairs(own(m, kind)) do
+      if not seen[e[2]] and not (persistent_only and e[3] == "nonpersistent") then
+        seen[e[2]] = true
+        out[#out + 1] = { prefix == "" and e[1] or prefix .. "." .. e[1], e[2] }
+      end
+    end
+  end
+  return out
+end
+
+-- for name, p in model:named_parameters() do ... end  (names like "fc.weight", "1.bias")
+function Module:named_parameters() return iterator(member_list(self, "param")) end
+function Module:named_buffers() return iterator(member_list(self, "buffer")) end
+function Module:named_children() return iterator(own(self, "module")) end
+function Module:named_modules() return iterator(module_list(self)) end
+
+local function values(list)
+  local out = {}
+  for i, e in ipairs(list) do out[i] = e[2] end
+  return out
+end
+-- lists (arrays)
+function Module:parameters() return values(member_list(self, "param")) end
+function Module:buffers() return values(member_list(self, "buffer")) end
+function Module:children() return values(own(self, "module")) end
+function Module:modules() return values(module_list(self)) end
+
+-- ---- modes, grads ----
+function Module:train(mode)
+  if mode == nil then mode = true end
+  for _, m in ipairs(self:modules()) do rawset(m, "training", mode and true or false) end
+  return self
+end
+function Module:eval() return self:train(false) end
+
+function Module:zero_grad()
+  for _, p in ipairs(self:parameters()) do rawset(p, "grad", nil) end
+end
+
+function Module:requires_grad_(on)
+  for _, p in ipairs(self:parameters()) do p:requires_grad_(on ~= false) end
+  return self
+end
+
+-- fn(module) on every submodule, then on self
+function Module:apply(fn)
+  for _, c in ipairs(self:children()) do c:apply(fn) end
+  fn(self)
+  return self
+end
+
+-- convert floating parameters and buffers to dtype, in place (do it before building an optimizer)
+function Module:astype(dt)
+  for _, m in ipairs(self:modules()) do
+    for _, kind in ipairs { "param", "buffer" } do
+      for _, e in ipairs(own(m, kind)) do
+        local t = e[2]
+        if t.dtype ~= dt and (t.dtype == "f32" or t.dtype == "f64") then
+          local key = tonumber(e[1]) or e[1]
+          local nt = autograd.no_grad(function() return t:astype(dt) end)
+          if kind == "param" then nt = Parameter(nt, rawget(t, "requires_grad") == true) end
+          rawset(m, key, nt)
+        end
+      end
+    end
+  end
+  return self
+end
+function Module:double() return self:astype("f64") end
+function Module:float() return self:astype("f32") end
+
+-- ---- state ----
+-- {name = tensor} of parameters and persistent buffers (detached, sharing storage)
+function Module:state_dict()
+  local sd = {}
+  for _, e in ipairs(member_list(self, "param")) do sd[e[1]] = e[2]:detach() end
+  for _, e in ipairs(member_list(self, "buffer", true)) do sd[e[1]] = e[2]:detach() end
+  return sd
+end
+
+local function sorted_keys(t)
+  local ks = {}
+  for k in pairs(t) do ks[#ks + 1] = k end
+  table.sort(ks)
+  return ks
+end
+
+-- copy values from sd into the parameters and buffers; opts.strict (default true) refuses missing
+-- and unexpected keys; a shape mismatch is always an error. Returns {missing_keys, unexpected_keys}.
+function Module:load_state_dict(sd, opts)
+  local strict = not (opts and opts.strict == false)
+  if type(sd) ~= "table" then errors.raise(self._name .. ".load_state_dict: expects a table of tensors") end
+  local targets = {}
+  for _, e in ipairs(member_list(self, "param")) do targets[e[1]] = e[2] end
+  for _, e in ipairs(member_list(self, "buffer", true)) do targets[e[1]] = e[2] end
+  local missing, unexpected, mismatched = {}, {}, {}
+  for _, k in ipairs(sorted_keys(targets)) do if sd[k] == nil then missing[#missing + 1] = k end end
+  for _, k in ipairs(sorted_keys(sd)) do
+    local v, t = sd[k], targets[k]
+    if t == nil then unexpected[#unexpected + 1] = tostring(k)
+    elseif not is_tensor(v) then mismatched[#mismatched + 1] = string.format("%s: expected a tensor, got %s", k, type(v))
+    elseif not S.equal(v._shape, t._shape) then
+      mismatched[#mismatched + 1] = string.format("%s: checkpoint shape %s, model shape %s", k, S.str(v._shape), S.str(t._shape))
+    end
+  end
+  local problems = {}
+  if #mismatched > 0 then problems[#problems + 1] = "size mismatch for " .. table.concat(mismatched, "; ") end
+  if strict and #missing > 0 then problems[#problems + 1] = "missing keys: " .. table.concat(missing, ", ") end
+  if strict and #unexpected > 0 then problems[#problems + 1] = "unexpected keys: " .. table.concat(unexpected, ", ") end
+  if #problems > 0 then
+    errors.raise(string.format("load_state_dict for %s: %s", self._name, table.concat(problems, "; ")))
+  end
+  autograd.no_grad(function()
+    for k, v in pairs(sd) do
+      local t = targets[k]
+      if t then t:copy_(v) end
+    end
+  end)
+  return { missing_keys = missing, unexpected_keys = unexpected }
+end
+
+-- ---- printing ----
+function Module:extra_repr() return "" end
+
+local function indent(s)
+  return (s:gsub("\n", "\n  "))
+end
+
+function Module:__tostring()
+  local kids = own(self, "module")
+  local head = self._name .. "(" .. self:extra_repr()
+  if #kids == 0 then return head .. ")" end
+  local lines = { head }
+  for _, e in ipairs(kids) do lines[#lines + 1] = "  (" .. e[1] .. "): " .. indent(tostring(e[2])) end
+  lines[#lines + 1] = ")"
+  return table.concat(lines, "\n")
+end
+
+Module.__newindex = newindex
+Module.__call = call
+
+return Module
