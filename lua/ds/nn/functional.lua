@@ -25,37 +25,11 @@ function F.linear(x, w, b)
   return y
 end
 
--- padding "same" (odd kernels, stride 1) and "valid" become numbers
-local function conv_padding(w, opts)
-  local pad = opts.padding
-  if pad == "valid" then return 0 end
-  if pad ~= "same" then return pad end
-  local d = opts.dilation or 1
-  local dh, dw = type(d) == "table" and d[1] or d, type(d) == "table" and d[2] or d
-  local s = opts.stride or 1
-  if s ~= 1 and not (type(s) == "table" and s[1] == 1 and s[2] == 1) then
-    errors.raise("conv2d: padding 'same' needs stride 1")
-  end
-  local kh, kw = w._shape[3], w._shape[4]
-  local th, tw = dh * (kh - 1), dw * (kw - 1)
-  if th % 2 ~= 0 or tw % 2 ~= 0 then
-    errors.raise(string.format("conv2d: padding 'same' needs an even total padding, kernel %dx%d, dilation %dx%d", kh, kw, dh, dw))
-  end
-  return { th / 2, tw / 2 }
-end
-
 -- x: (N,C,H,W), w: (OC,C/groups,KH,KW), b: (OC) -> (N,OC,OH,OW); opts stride, padding (number, pair,
 -- "same" or "valid"), dilation, groups
 function F.conv2d(x, w, b, opts)
   if is_tensor(opts) or (opts == nil and type(b) == "table" and not is_tensor(b)) then
     errors.raise("conv2d: call as F.conv2d(x, w, b, {stride =, padding =, dilation =, groups =})")
-  end
-  opts = opts or {}
-  if opts.padding ~= nil and type(opts.padding) == "string" then
-    local o = {}
-    for k, v in pairs(opts) do o[k] = v end
-    o.padding = conv_padding(w, opts)
-    opts = o
   end
   return ops.conv2d(x, w, b, opts)
 end
@@ -76,7 +50,7 @@ function F.gelu(x, opts)
 end
 function F.softmax(x, dim) return ops.softmax(x, dim or -1) end
 function F.log_softmax(x, dim) return ops.log_softmax(x, dim or -1) end
-function F.dropout(x, p, training) return ops.dropout(x, p == nil and 0.5 or p, training ~= false) end
+function F.dropout(x, p, training) return require("ds.random").dropout(x, p == nil and 0.5 or p, training ~= false) end
 
 -- x: (..., *normalized_shape)
 function F.layer_norm(x, normalized_shape, w, b, eps)
