@@ -1,0 +1,100 @@
+-- examples/lenet_fashion_mnist.lua: LeNet-5 trained eagerly on Fashion-MNIST (the TensorFlow article's recipe:
+-- Adam 1e-3, batch 256, 5 epochs, seed 22). Prints per epoch the train loss, test accuracy and seconds.
+--   luajit examples/lenet_fashion_mnist.lua [--epochs N] [--limit N batches per epoch] [--out weights.safetensors]
+--                                           [--threads N] [--quiet]
+local ds = require("ds")
+local nn, F = ds.nn, ds.nn.functional
+
+local function parse_args(argv)
+  local opts = { epochs = 5, limit = nil, out = nil, threads = nil, quiet = false }
+  local i = 1
+  while i <= #argv do
+    local a = argv[i]
+    if a == "--epochs" or a == "--limit" or a == "--threads" then
+      local v = tonumber(argv[i + 1])
+      if not v or v < 1 or v ~= math.floor(v) then error(a .. " needs a positive integer", 0) end
+      opts[a:sub(3)] = v; i = i + 2
+    elseif a == "--out" then
+      opts.out = argv[i + 1] or error("--out needs a path", 0); i = i + 2
+    elseif a == "--quiet" then
+      opts.quiet = true; i = i + 1
+    else
+      error("unknown argument " .. a .. " (--epochs N, --limit N, --out PATH, --threads N, --quiet)", 0)
+    end
+  end
+  return opts
+end
+
+-- LeNet-5: x (N,1,28,28) -> logits (N,10)
+local LeNet = nn.Module:extend("LeNet")
+function LeNet:init()
+  self.features = nn.Sequential(
+    nn.Conv2d(1, 6, 5, { padding = "same" }), nn.ReLU(), nn.MaxPool2d(2),   -- (N,6,14,14)
+    nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2))                        -- (N,16,5,5)
+  self.classifier = nn.Sequential(
+    nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+end
+function LeNet:forward(x) return self.classifier(self.features(x)) end
+
+-- u8 images (N,28,28) -> f32 (N,1,28,28) scaled to [0,1]
+local function scale(x, y) return (x:astype("f32") * (1 / 255)):unsqueeze(2), y end
+
+-- fraction of test images classified correctly
+local function accuracy(model, loader)
+  model:eval()
+  local correct, total = 0, 0
+  ds.no_grad(function()
+    for x, y in loader:iter() do
+      correct = correct + model(x):argmax(-1):eq(y):sum():item()
+      total = total + y:size(1)
+    end
+  end)
+  model:train()
+  return correct / total
+end
+
+local function main(argv)
+  local opts = parse_args(argv)
+  if opts.threads then ds.set_num_threads(opts.threads) end
+  ds.manual_seed(22)
+  local train = ds.data.fashion_mnist { split = "train" }
+  local test = ds.data.fashion_mnist { split = "test" }
+  local train_loader = ds.data.DataLoader(train, { batch_size = 256, shuffle = true, transform = scale })
+  local test_loader = ds.data.DataLoader(test, { batch_size = 1000, transform = scale })
+  local model = LeNet()
+  local opt = ds.optim.Adam(model:parameters(), { lr = 1e-3 })
+  local info = ds.info()
+  print(string.format("LeNet-5 on Fashion-MNIST: %d train / %d test images, %d threads, BLAS core %s",
+    train:len(), test:len(), info.threads, info.blas_core))
+  local nbatches = opts.limit and math.min(opts.limit, train_loader:len()) or train_loader:len()
+  local results = {}
+  for epoch = 1, opts.epochs do
+    local bar = ds.progress.bar { total = nbatches, desc = string.format("epoch %d/%d", epoch, opts.epochs),
+                                  unit = "batch", out = opts.quiet and { write = function() end } or io.stdout }
+    local t0 = ds.clock()
+    for i, x, y in train_loader:batches() do
+      local loss = F.cross_entropy(model(x), y)
+      opt:zero_grad()
+      loss:backward()
+      opt:step()
+      bar:update(1, { loss = loss:item() })
+      if i == nbatches then break end
+    end
+    local seconds = ds.clock() - t0
+    local loss = bar:close().loss
+    local acc = accuracy(model, test_loader)
+    results[epoch] = { loss = loss, accuracy = acc, seconds = seconds }
+    print(string.format("epoch %d/%d  train loss %.4f  test accuracy %.4f  %.2f s", epoch, opts.epochs, loss, acc, seconds))
+  end
+  if opts.out then
+    ds.save_state(model:state_dict(), opts.out)
+    print("saved the trained weights to " .. opts.out)
+  end
+  return results
+end
+
+-- run as a script; `require`d (tests, benchmarks) it returns its parts
+if arg and arg[0] and arg[0]:match("lenet_fashion_mnist%.lua$") then
+  main(arg)
+end
+return { LeNet = LeNet, scale = scale, accuracy = accuracy, main = main, parse_args = parse_args }
