@@ -1,0 +1,151 @@
+-- tests/optim_spec.lua: SGD/Adam/AdamW steps and LR schedules against torch.optim (fixtures from
+-- gen_nn_module_fixtures.py), state_dict round trips, the update ops' table entries and C checks.
+local ds = require("ds")
+local H = require("helpers")
+local cjson = require("cjson")
+local D = require("ds.dispatch")
+
+local function read_json(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return cjson.decode(s)
+end
+local fixtures = read_json("tests/fixtures/nn_module_optim.json")
+
+local function T(e) return ds.tensor(e.data, { dtype = e.dtype }):reshape(e.shape) end
+
+local classes = {
+  sgd = "SGD", sgd_wd = "SGD", sgd_momentum = "SGD", sgd_nesterov = "SGD",
+  adam = "Adam", adam_wd = "Adam", adamw = "AdamW",
+}
+
+local function build(case)
+  local params = {}
+  for i, e in ipairs(case.params) do params[i] = T(e):requires_grad_() end
+  local opts = {}
+  for k, v in pairs(case.opts) do opts[k] = v end
+  return params, ds.optim[classes[case.name]](params, opts)
+end
+
+describe("optimizers match torch.optim step by step", function()
+  for _, case in ipairs(fixtures.optimizers) do
+    it(case.name, function()
+      local params, opt = build(case)
+      for s, grads in ipairs(case.grads) do
+        for i, g in ipairs(grads) do params[i].grad = T(g) end
+        opt:step()
+        for i, p in ipairs(params) do H.close(p, T(case.steps[s][i]), 1e-5, 1e-6) end
+      end
+      local st = opt:state_dict().state
+      for idx, entries in pairs(case.final_state) do
+        for k, e in pairs(entries) do H.close(st[tonumber(idx)][k], T(e), 1e-5, 1e-6) end
+      end
+    end)
+  end
+
+  it("state_dict / load_state_dict resume to the same trajectory", function()
+    local case = fixtures.optimizers[5] -- adam
+    local pa, oa = build(case)
+    for s = 1, 2 do
+      for i, g in ipairs(case.grads[s]) do pa[i].grad = T(g) end
+      oa:step()
+    end
+    local pb, ob = build(case)
+    for i, p in ipairs(pb) do ds.no_grad(function() p:copy_(pa[i]) end) end
+    ob:load_state_dict(oa:state_dict())
+    for s = 3, 5 do
+      for i, g in ipairs(case.grads[s]) do pa[i].grad = T(g); pb[i].grad = T(g) end
+      oa:step(); ob:step()
+    end
+    for i = 1, #pa do assert(H.bitwise(pa[i], pb[i])) end
+    H.close(pb[1], T(case.steps[5][1]), 1e-5, 1e-6)
+  end)
+
+  it("zero_grad clears grads and params without grads are skipped", function()
+    local p = ds.ones(3):requires_grad_()
+    local q = ds.ones(2):requires_grad_()
+    local opt = ds.optim.SGD({ p, q }, { lr = 0.5 })
+    p.grad = ds.ones(3)
+    opt:step()
+    assert.same({ 0.5, 0.5, 0.5 }, p:totable())
+    assert.same({ 1, 1 }, q:totable())
+    opt:zero_grad()
+    assert.is_nil(p.grad)
+  end)
+
+  it("param groups take their own options", function()
+    local a, b = ds.ones(2):requires_grad_(), ds.ones(2):requires_grad_()
+    local opt = ds.optim.SGD({ { params = { a } }, { params = { b }, lr = 0.1 } }, { lr = 1 })
+    a.grad, b.grad = ds.ones(2), ds.ones(2)
+    opt:step()
+    assert.same({ 0, 0 }, a:totable())
+    H.close(b, { 0.9, 0.9 })
+  end)
+
+  it("a non-contiguous grad is accepted", function()
+    local p = ds.zeros(2, 3):requires_grad_()
+    local opt = ds.optim.SGD({ p }, { lr = 1 })
+    p.grad = ds.tensor({ { 1, 2 }, { 3, 4 }, { 5, 6 } }):t()
+    opt:step()
+    assert.same({ { -1, -3, -5 }, { -2, -4, -6 } }, p:totable())
+  end)
+
+  it("rejects bad options and parameters clearly", function()
+    local p = ds.ones(2):requires_grad_()
+    H.raises(function() ds.optim.Adam({ p }, { learning_rate = 1 }) end, "Adam", "learning_rate")
+    H.raises(function() ds.optim.SGD({ ds.ones(2) }, {}) end, "SGD", "does not require grad")
+    H.raises(function() ds.optim.SGD({ p }, { nesterov = true }) end, "nesterov")
+    H.raises(function() ds.optim.Adam({}, {}) end, "empty")
+  end)
+end)
+
+describe("learning-rate schedulers match torch", function()
+  local makers = {
+    step_lr = function(opt) return ds.optim.StepLR(opt, { step_size = 2, gamma = 0.5 }) end,
+    cosine = function(opt) return ds.optim.CosineAnnealingLR(opt, { T_max = 4, eta_min = 0.001 }) end,
+  }
+  for _, case in ipairs(fixtures.schedulers) do
+    it(case.name, function()
+      local opt = ds.optim.SGD({ ds.zeros(1):requires_grad_() }, { lr = 0.1 })
+      local sched = makers[case.name](opt)
+      assert.equal(case.lrs[1], opt.param_groups[1].lr)
+      for i = 2, #case.lrs do
+        opt:step()
+        sched:step()
+        assert.equal(case.lrs[i], opt.param_groups[1].lr)
+        assert.equal(case.lrs[i], sched:get_last_lr()[1])
+      end
+    end)
+  end
+end)
+
+describe("update ops", function()
+  it("are op-table entries of kind update that name the inputs they write", function()
+    for _, name in ipairs { "sgd_update", "sgd_momentum_update", "adam_update" } do
+      local def = D.by_name[name]
+      assert.equal("update", def.kind)
+      assert.equal(0, def.noutputs)
+      assert.equal(1, def.mutates[1])
+      for _, dt in ipairs { "f32", "f64" } do assert.truthy(D.kernel(def, dt)) end
+    end
+    assert.same({ 1, 3, 4, 5 }, D.by_name.adam_update.mutates)
+  end)
+  it("check shapes in Lua and in C", function()
+    local p, g = ds.zeros(3), ds.zeros(4)
+    H.raises(function() ds.adam_update(p, g, ds.zeros(3), ds.zeros(3), ds.zeros({}), { lr = 1 }) end, "adam_update", "(4)", "(3)")
+    H.raises(function() ds.adam_update(p, ds.zeros(3), ds.zeros(3), ds.zeros(3), ds.zeros(2), { lr = 1 }) end, "step counter")
+    local k = D.kernel(D.by_name.adam_update, "f32")
+    local ffi = require("ffi")
+    local tb = ffi.new("ds_tensor*[5]", { p._c, g._c, p._c, p._c, ds.zeros({})._c })
+    assert.are_not.equal(0, k(tb, ffi.new("double[6]")))
+    assert.truthy(ffi.string(require("ds.ffi").C.ds_last_error()):find("adam_update"))
+  end)
+  it("run in f64 too", function()
+    local p = ds.ones(2, { dtype = "f64" }):requires_grad_()
+    local opt = ds.optim.AdamW({ p }, { lr = 0.1, weight_decay = 0 })
+    p.grad = ds.ones(2, { dtype = "f64" })
+    opt:step()
+    H.close(p, { 0.9 + 1e-9, 0.9 + 1e-9 }, 0, 1e-14) -- 1 - 0.1 * 1 / (1 + eps)
+  end)
+end)
