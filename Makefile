@@ -13,6 +13,10 @@ DEPS    := gcc libc6-dev luajit2 libluajit2-5.1-dev libopenblas-dev libopenblas0
            zlib1g-dev dataset-fashion-mnist luarocks
 DS_LIB_PATH = $(abspath $(BUILD))/libds.so
 ASAN_LIB_PATH = $(abspath $(BUILD))/asan/libds.so
+RUN_LUA = DS_LIB=$(DS_LIB_PATH) LUA_PATH="./lua/?.lua;./lua/?/init.lua;;" luajit
+# Benchmarks use OpenBLAS's AVX-512 kernels unless the user chose a core type (same for ds and PyTorch).
+OPENBLAS_CORETYPE ?= SkylakeX
+BENCH_THREADS ?= 2
 
 .PHONY: all deps test test-asan example bench install clean
 
@@ -50,11 +54,12 @@ test-asan: deps $(BUILD)/asan/libds.so
 	  LD_PRELOAD=$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so) $(BUSTED)
 
 example: deps all
-	DS_LIB=$(DS_LIB_PATH) luajit examples/tour.lua
+	$(RUN_LUA) examples/tour.lua
 
 # Small-op latency and GEMM against OpenBLAS and PyTorch; writes bench/RESULTS.md.
 bench: deps all
-	DS_LIB=$(DS_LIB_PATH) luajit bench/run.lua
+	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
+	  $(RUN_LUA) bench/run.lua $(BENCH_THREADS)
 
 # Used by `luarocks make rocks/ds-scm-1.rockspec`: lua/ds with ds.h and libds.so next to its files.
 INST_LUADIR ?= /usr/local/share/lua/5.1
