@@ -8,6 +8,7 @@ typedef struct {
   int kind, base;        /* DS_BUF_ARENA / EXTERNAL / VIEW; base buffer of a view */
   int64_t offset;        /* arena: bytes; view: elements from the base's data */
   ds_tensor t;           /* shape, strides, dtype; data resolved per run */
+  ds_storage st;         /* arena buffers: their own storage over their bytes (kernels compare storages) */
   int bound;             /* external: bound to a tensor (stays bound until rebound) */
 } buffer;
 
@@ -23,7 +24,6 @@ typedef struct {
 struct ds_plan {
   int64_t arena_bytes;
   char *arena;
-  ds_storage arena_storage;
   buffer *bufs; int nbufs, capbufs;
   step *steps; int nsteps, capsteps;
   int ready;
@@ -172,8 +172,6 @@ mismatch:
 static int finalize(ds_plan *p) {
   if (!p->arena && p->arena_bytes > 0) {
     if (posix_memalign((void **)&p->arena, 64, (size_t)p->arena_bytes) != 0) { p->arena = NULL; return ds_fail(DS_ENOMEM, "plan: cannot allocate a %lld-byte arena", (long long)p->arena_bytes); }
-    p->arena_storage.data = p->arena; p->arena_storage.nbytes = p->arena_bytes;
-    p->arena_storage.refcount = 1; p->arena_storage.external = 1;
   }
   for (int i = 0; i < p->nsteps; i++) {
     step *s = &p->steps[i];
@@ -195,7 +193,9 @@ int ds_plan_run(ds_plan *p) {
   for (int i = 0; i < p->nbufs; i++) {
     buffer *b = &p->bufs[i];
     if (b->kind == DS_BUF_ARENA) {
-      b->t.data = p->arena + b->offset; b->t.storage = &p->arena_storage; b->t.offset = b->offset / ds_dtype_size(b->t.dtype);
+      b->st.data = p->arena + b->offset; b->st.nbytes = p->arena_bytes - b->offset;
+      b->st.refcount = 1; b->st.external = 1;
+      b->t.data = b->st.data; b->t.storage = &b->st; b->t.offset = 0;
     } else if (b->kind == DS_BUF_EXTERNAL) {
       if (!b->bound) return ds_fail(DS_EINVAL, "plan: external buffer %d was not bound", i);
     } else {

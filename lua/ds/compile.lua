@@ -1,0 +1,301 @@
+-- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, fuse, epilogue) -> one C plan per
+-- concrete input-shape binding (memory planned, cached) -> a callable that runs every kernel in C.
+local ffi = require("ffi")
+local dsffi = require("ds.ffi")
+local S = require("ds.shape")
+local sym = require("ds.sym")
+local Tensor = require("ds.tensor")
+local errors = require("ds.errors")
+local IR = require("ds.passes.ir")
+local lower = require("ds.passes.lower")
+local memplan = require("ds.passes.memplan")
+local C = dsffi.C
+
+local M = {}
+
+local PASSES = {
+  { "dce", require("ds.passes.dce") },
+  { "cse", require("ds.passes.cse") },
+  { "fold", require("ds.passes.fold") },
+  { "dce", require("ds.passes.dce") },
+}
+local LATE = {
+  { "fuse", require("ds.passes.fuse").run },
+  { "epilogue", require("ds.passes.epilogue") },
+}
+
+-- ---- graph (ds.Graph, see graph.lua) -> IR ----
+function M.from_graph(g)
+  local ir = IR.new()
+  for id, v in ipairs(g.values) do
+    ir.values[id] = { id = id, shape = v.shape, dtype = v.dtype, kind = v.kind, name = v.name }
+  end
+  ir.next_id = #g.values + 1
+  ir.name = g.name
+  ir.training = g.training
+  ir.args = g.args
+  for i, inp in ipairs(g.inputs) do
+    ir.inputs[i] = inp.value
+    ir.specs[i] = { name = inp.name, shape = ir.values[inp.value].shape, dtype = ir.values[inp.value].dtype }
+    ir.values[inp.value].index = i
+  end
+  for i, s in ipairs(g.state) do
+    ir.state[i] = { name = s.name, tensor = s.tensor, value = s.value }
+    ir.values[s.value].index = i
+  end
+  for i, c in ipairs(g.constants) do
+    ir.consts[i] = { name = "c" .. c.value, tensor = c.tensor, value = c.value }
+    ir.values[c.value].index = i
+  end
+  for i, node in ipairs(g.nodes) do
+    local n = { op = node.op, def = node.def, inputs = { unpack(node.inputs) }, outputs = { unpack(node.outputs) },
+                attrs = node.attrs, line = node.source }
+    for k, id in ipairs(n.outputs) do ir.values[id].node = n; ir.values[id].index = k end
+    ir.nodes[i] = n
+  end
+  ir.outputs = { unpack(g.outputs) }
+  for i, w in ipairs(g.state_writes) do ir.state_writes[i] = { state = w.state, value = w.value } end
+  ir.grad_writes = {}
+  for i, w in ipairs(g.grad_writes or {}) do
+    ir.grad_writes[i] = { state = w.state, value = w.value, into_existing = w.into_existing }
+  end
+  return ir
+end
+
+-- grad writes keep their values alive through the passes (they are outputs of a kind)
+local function with_grad_outputs(ir, fn)
+  local n = #ir.outputs
+  for _, w in ipairs(ir.grad_writes or {}) do if w.value then ir.outputs[#ir.outputs + 1] = w.value end end
+  local _, count = fn(ir)
+  local k = n
+  for _, w in ipairs(ir.grad_writes or {}) do
+    if w.value then k = k + 1; w.value = ir.outputs[k] end
+  end
+  for i = #ir.outputs, n + 1, -1 do ir.outputs[i] = nil end
+  return count
+end
+
+-- early passes (the result is what ds.save writes), then fusion on a copy
+function M.optimize(ir, opts)
+  opts = opts or {}
+  local stats = {}
+  for _, p in ipairs(PASSES) do
+    if opts[p[1]] ~= false then stats[p[1]] = (stats[p[1]] or 0) + with_grad_outputs(ir, p[2]) end
+  end
+  local base = IR.copy(ir)
+  base.grad_writes = ir.grad_writes
+  local late = IR.copy(ir)
+  late.grad_writes = ir.grad_writes
+  for _, p in ipairs(LATE) do
+    if opts[p[1]] ~= false then stats[p[1]] = with_grad_outputs(late, p[2]) end
+  end
+  return base, late, stats
+end
+
+-- ---- the compiled callable ----
+local Compiled = {}
+Compiled.__index = Compiled
+
+-- symbol bindings from the actual inputs (errors name the input, dim and spec)
+local function bind(ir, args)
+  if #args ~= #ir.inputs then
+    errors.raise(string.format("compiled %s: expects %d tensor inputs, got %d", ir.name or "graph", #ir.inputs, #args))
+  end
+  local env, deferred = {}, {}
+  for i, id in ipairs(ir.inputs) do
+    local t, v, spec = args[i], ir.values[id], ir.specs[i]
+    local name = spec.name or ("input " .. i)
+    if not Tensor.is_tensor(t) or not rawget(t, "_c") then
+      errors.raise(string.format("compiled %s: input %d (%s) must be a tensor, got %s", ir.name or "graph", i, name, type(t)))
+    end
+    if t.dtype ~= v.dtype or #t._shape ~= #v.shape then
+      errors.raise(string.format("compiled %s: input %d (%s) must be %s %s, got %s %s", ir.name or "graph", i, name,
+        v.dtype, S.str(v.shape), t.dtype, S.str(t._shape)))
+    end
+    for d, want in ipairs(v.shape) do
+      local got = t._shape[d]
+      local sname = sym.symbol_name(want)
+      if type(want) == "number" then
+        if got ~= want then
+          errors.raise(string.format("compiled %s: input %d (%s) has shape %s, its spec is %s (dim %d must be %d)",
+            ir.name or "graph", i, name, S.str(t._shape), S.str(v.shape), d, want))
+        end
+      elseif sname then
+        if env[sname] == nil then env[sname] = got
+        elseif env[sname] ~= got then
+          errors.raise(string.format("compiled %s: input %d (%s) dim %d is %d, but dim '%s' is %d",
+            ir.name or "graph", i, name, d, got, sname, env[sname]))
+        end
+      else
+        deferred[#deferred + 1] = { i, d, want, got, name }
+      end
+    end
+  end
+  for _, c in ipairs(deferred) do
+    local ok, val = pcall(sym.eval, c[3], env)
+    if not ok or val ~= c[4] then
+      errors.raise(string.format("compiled %s: input %d (%s) dim %d is %d, its spec says %s", ir.name or "graph",
+        c[1], c[5], c[2], c[4], tostring(c[3])))
+    end
+  end
+  return env
+end
+
+local function env_key(env)
+  local names = {}
+  for k in pairs(env) do names[#names + 1] = k end
+  table.sort(names)
+  for i, k in ipairs(names) do names[i] = k .. "=" .. env[k] end
+  return table.concat(names, ",")
+end
+
+-- the plan for one binding: lowered steps, memory plan, C plan with constants bound
+function Compiled:plan_for(env)
+  local key = env_key(env)
+  local p = self._plans[key]
+  if p then return p end
+  local L = lower.build(self.ir, env)
+  local arena, eager, stats = memplan(L)
+  local plan = lower.emit(L, arena)
+  p = { plan = plan, L = L, arena_bytes = arena, eager_bytes = eager, stats = stats, inputs = {}, state = {},
+        outputs = {}, keep = {} }
+  for _, r in ipairs(L.roots) do
+    if r.kind == "const" then
+      local t = self.ir.consts[r.index].tensor:contiguous()
+      p.keep[#p.keep + 1] = t
+      if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then errors.raise("compile: constant: " .. dsffi.last_error()) end
+    elseif r.kind == "input" then p.inputs[r.index] = r
+    elseif r.kind == "state" then p.state[r.index] = r
+    elseif r.kind == "output" and r.index then p.outputs[r.index] = r
+    end
+  end
+  self._plans[key] = p
+  self._nplans = self._nplans + 1
+  return p
+end
+
+local function bind_buffer(plan, r, t, what)
+  if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then errors.raise("compiled graph: " .. what .. ": " .. dsffi.last_error()) end
+end
+
+-- run on the tensor inputs (in the graph's input order); returns the outputs as a list
+function Compiled:run(args)
+  local ir = self.ir
+  local env = bind(ir, args)
+  local p = self:plan_for(env)
+  self._last_plan = p
+  local plan = p.plan
+  local keep = {}
+  for i, r in pairs(p.inputs) do
+    local x = args[i]
+    if not x:is_contiguous() then x = x:contiguous() end
+    keep[i] = x
+    bind_buffer(plan, r, x, "input " .. i)
+  end
+  for i, r in pairs(p.state) do
+    local t = ir.state[i].tensor
+    if not t:is_contiguous() then
+      errors.raise("compiled graph: state " .. ir.state[i].name .. " is not contiguous; call :contiguous() on it before tracing")
+    end
+    bind_buffer(plan, r, t, "state " .. ir.state[i].name)
+  end
+  local outs = {}
+  for i, r in ipairs(p.outputs) do
+    outs[i] = Tensor._empty(r.dtype, r.shape, "compiled graph")
+    bind_buffer(plan, r, outs[i], "output " .. i)
+  end
+  local grads = {}
+  for k, g in ipairs(p.L.grads) do
+    if g.root then
+      grads[k] = Tensor._empty(g.root.dtype, g.root.shape, "compiled graph")
+      bind_buffer(plan, g.root, grads[k], "gradient")
+    end
+  end
+  if C.ds_plan_run(plan) ~= 0 then errors.raise("compiled " .. (ir.name or "graph") .. ": " .. dsffi.last_error()) end
+  for k, g in ipairs(p.L.grads) do
+    local t = ir.state[g.state].tensor
+    local v = grads[k]
+    local cur = rawget(t, "grad")
+    if v and g.into_existing and cur and rawget(cur, "_c") and S.equal(cur._shape, v._shape) and cur.dtype == v.dtype then
+      cur:copy_(v)
+    else
+      rawset(t, "grad", v)
+    end
+  end
+  return outs
+end
+
+function Compiled:__call(...)
+  local n = select("#", ...)
+  local argv = { ... }
+  local ir = self.ir
+  local tensors = argv
+  if ir.args and n == #ir.args and n ~= #ir.inputs then
+    tensors = {}
+    for k, a in ipairs(ir.args) do
+      if a.input then tensors[a.input] = argv[k]
+      elseif argv[k] ~= a.value then
+        errors.raise(string.format("compiled %s: argument %d was traced as %s, got %s", ir.name or "graph", k,
+          tostring(a.value), tostring(argv[k])))
+      end
+    end
+  end
+  return unpack(self:run(tensors), 1, #ir.outputs)
+end
+
+-- {arena_bytes, eager_bytes} of the most recent plan (or of the plan for the given env)
+function Compiled:memory(env)
+  local p
+  if env then p = self:plan_for(env) else p = self._last_plan end
+  if not p then
+    for _, q in pairs(self._plans) do p = q end
+  end
+  if not p then
+    if sym.contains(self.ir.specs) then
+      errors.raise("memory: the graph has dynamic dims; call it once (or pass {dim = size}) to plan its memory")
+    end
+    p = self:plan_for({})
+  end
+  return { arena_bytes = p.arena_bytes, eager_bytes = p.eager_bytes, inplace = p.stats.inplace }
+end
+
+function Compiled:plan_count() return self._nplans end
+
+function Compiled:__tostring()
+  local s = self.stats
+  return string.format("compiled %s (dce %d, cse %d, fold %d, fuse %d, epilogue %d)\n%s", self.ir.name or "graph",
+    s.dce or 0, s.cse or 0, s.fold or 0, s.fuse or 0, s.epilogue or 0, IR.tostring(self.ir))
+end
+
+-- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, fuse, epilogue = false to skip}
+function M.from_ir(ir, opts)
+  local base, late, stats = M.optimize(ir, opts)
+  return setmetatable({ base = base, ir = late, stats = stats, opts = opts or {}, _plans = {}, _nplans = 0 }, Compiled)
+end
+
+function M.compile_graph(graph, opts)
+  return M.from_ir(M.from_graph(graph), opts)
+end
+
+function M.is_compiled(x) return getmetatable(x) == Compiled end
+
+-- ds.compile(graph_or_fn_or_module, specs, opts)
+function M.compile(ds, target, specs, opts)
+  local Graph = require("ds.graph")
+  if Graph.is_graph(target) then return M.compile_graph(target, specs or opts) end
+  if type(specs) ~= "table" or specs[1] == nil and next(specs) ~= nil and not specs.shape then
+    errors.raise("compile: give a graph, or a function/module and a list of specs (ds.spec)")
+  end
+  if not ds.trace then errors.raise("compile: tracing is not available (ds.trace missing)") end
+  return M.compile_graph(ds.trace(target, specs), opts)
+end
+
+function M.install(ds)
+  local lazy = ds.compile
+  ds.compile_graph = M.compile_graph
+  ds._compile_impl = function(target, specs, opts) return M.compile(ds, target, specs, opts) end
+  if not lazy then ds.compile = function(target, specs, opts) return M.compile(ds, target, specs, opts) end end
+  ds.is_compiled = M.is_compiled
+end
+
+return M

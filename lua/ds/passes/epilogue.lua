@@ -1,0 +1,55 @@
+-- passes/epilogue.lua: matmul epilogues: a matmul whose only consumer is an elementwise chain (a fused
+-- node or one fusible node) of the same shape and dtype becomes `matmul_ep`: the same matmul kernel,
+-- then the chain applied in place to its cache-hot output -- the same float ops in the same order.
+local D = require("ds.dispatch")
+local S = require("ds.shape")
+local fuse = require("ds.passes.fuse")
+
+if not D.by_name.matmul_ep then
+  D.define { name = "matmul_ep", kind = "fused", kernel = "ds_matmul_ep_%s", dtypes = require("ds.ops.common").FLOAT,
+             internal = true }
+end
+
+return function(ir)
+  local users, graph_use = {}, {}
+  for _, node in ipairs(ir.nodes) do
+    for _, id in ipairs(node.inputs) do users[id] = (users[id] or 0) + 1 end
+  end
+  for _, id in ipairs(ir.outputs) do graph_use[id] = true end
+  for _, w in ipairs(ir.state_writes) do graph_use[w.value] = true end
+  local consumer = {}
+  for _, node in ipairs(ir.nodes) do
+    for _, id in ipairs(node.inputs) do consumer[id] = node end
+  end
+  local replaced, nodes, count = {}, {}, 0
+  for _, mm in ipairs(ir.nodes) do
+    local out = mm.outputs[1]
+    local ep = consumer[out]
+    local v = ir.values[out]
+    if mm.op == "matmul" and not graph_use[out] and users[out] == 1 and ep and not replaced[ep]
+      and (ep.program or fuse.fusible(ir, ep)) and #ep.outputs == 1 then
+      local ov = ir.values[ep.outputs[1]]
+      if ov.dtype == v.dtype and S.equal(ov.shape, v.shape) then
+        -- the matmul output becomes input 1 of the program (the kernel's own output, read in place)
+        local prog2 = fuse.program(ir, ep.program and ep.program.members or { ep },
+          function(id) return id == ep.outputs[1] end, { out })
+        local inputs = { mm.inputs[1], mm.inputs[2] }
+        for k = 2, #prog2.inputs do inputs[#inputs + 1] = prog2.inputs[k] end
+        local node = { op = "matmul_ep", def = D.by_name.matmul_ep, inputs = inputs, outputs = { ep.outputs[1] },
+                       attrs = {}, program = prog2, line = mm.line }
+        ir.values[ep.outputs[1]].node = node
+        ir.values[out] = nil
+        replaced[ep] = node
+        replaced[mm] = false
+        count = count + 1
+      end
+    end
+  end
+  for _, node in ipairs(ir.nodes) do
+    local r = replaced[node]
+    if r == nil then nodes[#nodes + 1] = node elseif r then nodes[#nodes + 1] = r end
+  end
+  -- the epilogue node sits at the consumer's position: every input of both nodes exists by then
+  ir.nodes = nodes
+  return ir, count
+end

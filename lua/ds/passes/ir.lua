@@ -1,0 +1,177 @@
+-- passes/ir.lua: the IR the passes rewrite (values + nodes in topological order), its printer and helpers.
+-- ir = { values = {[id] = value}, nodes = {node...}, inputs = {id...}, specs = {spec...},
+--        state = {{name, tensor, value}...}, consts = {{name, tensor, value}...}, outputs = {id...},
+--        state_writes = {{state = index into ir.state, value = id}...}, next_id }
+-- value = { id, shape, dtype, kind = "input"|"state"|"const"|"node", node = producer, index = output slot }
+-- node  = { op, def, inputs = {id...}, attrs, outputs = {id...}, line, program = fused chain (fuse pass) }
+local S = require("ds.shape")
+
+local M = {}
+
+function M.new()
+  return { values = {}, nodes = {}, inputs = {}, specs = {}, state = {}, consts = {}, outputs = {},
+           state_writes = {}, next_id = 1 }
+end
+
+function M.value(ir, shape, dtype, kind)
+  local v = { id = ir.next_id, shape = shape, dtype = dtype, kind = kind }
+  ir.values[v.id] = v
+  ir.next_id = ir.next_id + 1
+  return v
+end
+
+function M.add_input(ir, shape, dtype, spec)
+  local v = M.value(ir, shape, dtype, "input")
+  ir.inputs[#ir.inputs + 1] = v.id
+  ir.specs[#ir.specs + 1] = spec or { shape = shape, dtype = dtype, name = "x" .. #ir.inputs }
+  v.index = #ir.inputs
+  return v.id
+end
+
+function M.add_state(ir, name, tensor)
+  local v = M.value(ir, tensor._shape, tensor.dtype, "state")
+  ir.state[#ir.state + 1] = { name = name, tensor = tensor, value = v.id }
+  v.index = #ir.state
+  return v.id
+end
+
+function M.add_const(ir, tensor, name)
+  local v = M.value(ir, tensor._shape, tensor.dtype, "const")
+  ir.consts[#ir.consts + 1] = { name = name or ("const" .. (#ir.consts + 1)), tensor = tensor, value = v.id }
+  v.index = #ir.consts
+  return v.id
+end
+
+-- append a node; metas = {{shape, dtype}...}; returns the output ids
+function M.add_node(ir, def, inputs, attrs, metas, line)
+  local node = { op = def.name, def = def, inputs = inputs, attrs = attrs or {}, outputs = {}, line = line }
+  for i, m in ipairs(metas) do
+    local v = M.value(ir, m.shape, m.dtype, "node")
+    v.node = node; v.index = i
+    node.outputs[i] = v.id
+  end
+  ir.nodes[#ir.nodes + 1] = node
+  return node.outputs
+end
+
+-- node has effects beyond its outputs (mutates an input, prints, ...): never removed or merged
+function M.has_effects(node)
+  local def = node.def
+  return def.mutates ~= nil or def.side_effects == true or def.kind == "random" or def.kind == "print"
+end
+
+-- number of uses of each value (node inputs, graph outputs, state writes)
+function M.uses(ir)
+  local n = {}
+  for _, node in ipairs(ir.nodes) do
+    for _, id in ipairs(node.inputs) do n[id] = (n[id] or 0) + 1 end
+  end
+  for _, id in ipairs(ir.outputs) do n[id] = (n[id] or 0) + 1 end
+  for _, w in ipairs(ir.state_writes) do n[w.value] = (n[w.value] or 0) + 1 end
+  return n
+end
+
+-- replace every use of value a by value b
+function M.replace_uses(ir, a, b)
+  for _, node in ipairs(ir.nodes) do
+    for i, id in ipairs(node.inputs) do if id == a then node.inputs[i] = b end end
+  end
+  for i, id in ipairs(ir.outputs) do if id == a then ir.outputs[i] = b end end
+  for _, w in ipairs(ir.state_writes) do if w.value == a then w.value = b end end
+end
+
+-- a stable text for an attr value (tables, symbolic dims, numbers)
+local function attr_str(v)
+  if type(v) == "table" and getmetatable(v) == nil then
+    local parts = {}
+    for i, x in ipairs(v) do parts[i] = attr_str(x) end
+    local keys = {}
+    for k in pairs(v) do if type(k) ~= "number" then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. attr_str(v[k]) end
+    return "{" .. table.concat(parts, ",") .. "}"
+  elseif type(v) == "number" then
+    if v ~= v then return "nan" end
+    return string.format("%.17g", v)
+  end
+  return tostring(v)
+end
+M.attr_str = attr_str
+
+function M.attrs_str(node)
+  local keys = {}
+  for k in pairs(node.attrs) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. attr_str(node.attrs[k]) end
+  return table.concat(parts, ", ")
+end
+
+local function vtype(v) return v.dtype .. S.str(v.shape) end
+
+function M.tostring(ir)
+  local lines, ins = {}, {}
+  for i, id in ipairs(ir.inputs) do
+    ins[i] = string.format("%%%d: %s", id, vtype(ir.values[id]))
+  end
+  lines[1] = "graph(" .. table.concat(ins, ", ") .. ")"
+  for _, s in ipairs(ir.state) do
+    lines[#lines + 1] = string.format("  state %%%d = %s %s", s.value, s.name, vtype(ir.values[s.value]))
+  end
+  for _, c in ipairs(ir.consts) do
+    lines[#lines + 1] = string.format("  const %%%d = %s %s", c.value, c.name, vtype(ir.values[c.value]))
+  end
+  for _, node in ipairs(ir.nodes) do
+    local outs, args = {}, {}
+    for i, id in ipairs(node.outputs) do outs[i] = "%" .. id end
+    for i, id in ipairs(node.inputs) do args[i] = "%" .. id end
+    local a = M.attrs_str(node)
+    local body = node.program and M.program_str(node) or (node.op .. "(" .. table.concat(args, ", ")
+      .. (a ~= "" and (#args > 0 and ", " or "") .. a or "") .. ")")
+    lines[#lines + 1] = string.format("  %s = %s  %s%s", table.concat(outs, ", "), body,
+      vtype(ir.values[node.outputs[1]]), node.line and ("  -- " .. node.line) or "")
+  end
+  for _, w in ipairs(ir.state_writes) do
+    lines[#lines + 1] = string.format("  %s <- %%%d", ir.state[w.state].name, w.value)
+  end
+  local outs = {}
+  for i, id in ipairs(ir.outputs) do outs[i] = "%" .. id end
+  lines[#lines + 1] = "  return " .. table.concat(outs, ", ")
+  return table.concat(lines, "\n")
+end
+
+-- fused node body: "fused[add, relu](%1, %2)"
+function M.program_str(node)
+  local ops, args = {}, {}
+  for i, step in ipairs(node.program.steps) do ops[i] = step.op end
+  for i, id in ipairs(node.inputs) do args[i] = "%" .. id end
+  return string.format("%s[%s](%s)", node.op, table.concat(ops, ", "), table.concat(args, ", "))
+end
+
+-- a shallow structural copy (values and nodes copied; tensors shared)
+function M.copy(ir)
+  local out = M.new()
+  out.next_id = ir.next_id
+  for id, v in pairs(ir.values) do
+    local c = {}
+    for k, x in pairs(v) do c[k] = x end
+    out.values[id] = c
+  end
+  for i, node in ipairs(ir.nodes) do
+    local c = {}
+    for k, x in pairs(node) do c[k] = x end
+    c.inputs = { unpack(node.inputs) }
+    c.outputs = { unpack(node.outputs) }
+    out.nodes[i] = c
+    for _, id in ipairs(c.outputs) do out.values[id].node = c end
+  end
+  out.inputs = { unpack(ir.inputs) }
+  out.specs, out.name, out.args, out.training, out.grad_writes = ir.specs, ir.name, ir.args, ir.training, ir.grad_writes
+  for i, s in ipairs(ir.state) do out.state[i] = { name = s.name, tensor = s.tensor, value = s.value } end
+  for i, c in ipairs(ir.consts) do out.consts[i] = { name = c.name, tensor = c.tensor, value = c.value } end
+  out.outputs = { unpack(ir.outputs) }
+  for i, w in ipairs(ir.state_writes) do out.state_writes[i] = { state = w.state, value = w.value } end
+  return out
+end
+
+return M

@@ -1,0 +1,225 @@
+-- passes/lower.lua: the IR at one concrete shape binding -> steps over buffer layouts (lower.build),
+-- and those steps + a memory plan -> a C plan (lower.emit) that runs every kernel without Lua.
+-- A layout is {root, offset, strides, shape, dtype}: root = where the memory comes from
+-- (graph input, state, constant, output, or an arena slot placed by passes/memplan.lua).
+local D = require("ds.dispatch")
+local S = require("ds.shape")
+local sym = require("ds.sym")
+local Tensor = require("ds.tensor")
+local errors = require("ds.errors")
+local fuse = require("ds.passes.fuse")
+local dsffi = require("ds.ffi")
+local dtype = require("ds.dtype")
+local ffi, C = dsffi.ffi, dsffi.C
+
+local M = {}
+
+local function contiguous_strides(shape)
+  local st, s = {}, 1
+  for i = #shape, 1, -1 do st[i] = s; s = s * shape[i] end
+  return st
+end
+M.contiguous_strides = contiguous_strides
+
+local function numel(shape)
+  local n = 1
+  for i = 1, #shape do n = n * shape[i] end
+  return n
+end
+M.numel = numel
+
+local function is_contiguous(shape, strides)
+  local s = 1
+  for i = #shape, 1, -1 do
+    if shape[i] ~= 1 and strides[i] ~= s then return false end
+    s = s * shape[i]
+  end
+  return true
+end
+
+-- ---- view layouts: run the op's own `view` rule on a stand-in that records strides/offset ----
+local Fake = {}
+Fake.__index = Fake
+function Fake:strides() local s = {}; for i, v in ipairs(self.layout.strides) do s[i] = v end; return s end
+function Fake:storage_offset() return self.layout.offset end
+function Fake:is_contiguous() return is_contiguous(self._shape, self.layout.strides) end
+function Fake:contiguous() return self end
+
+local function view_layout(def, layout, attrs, meta)
+  local x = setmetatable({ _shape = layout.shape, dtype = layout.dtype, layout = layout }, Fake)
+  local real_view = Tensor._view
+  local result
+  Tensor._view = function(base, shape, strides, offset)
+    return setmetatable({ _shape = shape, dtype = base.dtype,
+      layout = { root = base.layout.root, offset = offset, strides = strides, shape = shape, dtype = base.dtype } }, Fake)
+  end
+  local ok, err = pcall(function() result = def.view(x, attrs, meta) end)
+  Tensor._view = real_view
+  if not ok then error(err, 0) end
+  return result.layout
+end
+
+local function fake_tensor(l) return { dtype = l.dtype, _shape = l.shape } end
+
+-- Build steps for env (symbol bindings). Returns
+-- { roots = {r = {kind, index, dtype, shape}}, steps = {{kernel, outs, ins, attrs, inplace_ok, op}},
+--   outputs = {layout...}, writes = {{state, layout}}, grads = {{state, layout}} }
+function M.build(ir, env)
+  local L = { roots = {}, steps = {}, outputs = {}, writes = {}, grads = {} }
+  local lay = {}
+  local function shape_of(id) return sym.subst(ir.values[id].shape, env) end
+  local function new_root(kind, index, dt, shape)
+    local r = { kind = kind, index = index, dtype = dt, shape = shape, id = #L.roots + 1 }
+    L.roots[#L.roots + 1] = r
+    return { root = r, offset = 0, strides = contiguous_strides(shape), shape = shape, dtype = dt }
+  end
+  for i, id in ipairs(ir.inputs) do lay[id] = new_root("input", i, ir.values[id].dtype, shape_of(id)) end
+  for i, s in ipairs(ir.state) do lay[s.value] = new_root("state", i, ir.values[s.value].dtype, shape_of(s.value)) end
+  for i, c in ipairs(ir.consts) do lay[c.value] = new_root("const", i, ir.values[c.value].dtype, shape_of(c.value)) end
+  local function step(kernel, outs, ins, attrs, node, inplace_ok)
+    L.steps[#L.steps + 1] = { kernel = kernel, outs = outs, ins = ins, attrs = attrs or {}, op = node and node.op or "copy",
+                              line = node and node.line, inplace_ok = inplace_ok }
+  end
+  local function copy_to(dst, src)
+    step("ds_copy_" .. dst.dtype, { dst }, { src }, {}, nil, true)
+  end
+
+  for _, node in ipairs(ir.nodes) do
+    local def = node.def
+    local attrs = sym.subst(node.attrs, env)
+    local ins = {}
+    for i, id in ipairs(node.inputs) do
+      ins[i] = lay[id]
+      if not ins[i] then errors.raise(string.format("compile: %s reads value %%%d before it is computed", node.op, id)) end
+    end
+    if node.program then
+      local outs = {}
+      for i, id in ipairs(node.outputs) do
+        outs[i] = new_root("arena", nil, ir.values[id].dtype, shape_of(id)); lay[id] = outs[i]
+      end
+      local kernel = node.op == "matmul_ep" and ("ds_matmul_ep_" .. outs[1].dtype) or ("ds_fused_" .. outs[1].dtype)
+      step(kernel, outs, ins, fuse.pack(node.program), node, node.op == "fused")
+    elseif def.view then
+      local x = ins[1]
+      if def.name == "reshape" and not is_contiguous(x.shape, x.strides) then
+        local c = new_root("arena", nil, x.dtype, x.shape)
+        copy_to(c, x)
+        x = c
+      end
+      local id = node.outputs[1]
+      lay[id] = view_layout(def, x, attrs, { shape = shape_of(id), dtype = ir.values[id].dtype })
+    elseif def.run then
+      errors.raise(string.format("compile: %s (%s) runs Lua code per call and cannot be compiled into a plan yet",
+        node.op, node.line or "?"))
+    elseif def.kernel then
+      local nout = def.noutputs
+      local outs = {}
+      for i = 1, nout do
+        local id = node.outputs[i]
+        outs[i] = new_root("arena", nil, ir.values[id].dtype, shape_of(id)); lay[id] = outs[i]
+      end
+      -- a mutated input: the kernel updates a copy, which is the node's extra output
+      if def.mutates then
+        for k, j in ipairs(def.mutates) do
+          local id = node.outputs[nout + k]
+          local c = new_root("arena", nil, ir.values[id].dtype, shape_of(id))
+          copy_to(c, ins[j])
+          ins[j] = c
+          lay[id] = c
+        end
+      end
+      local fo = {}
+      for i = 1, nout do fo[i] = fake_tensor(outs[i]) end
+      local fi = {}
+      for i = 1, #ins do fi[i] = fake_tensor(ins[i]) end
+      local kdt = def.kernel_dtype and def.kernel_dtype(fi, fo, attrs) or (ins[1] and ins[1].dtype) or outs[1].dtype
+      if not def.dtypes[kdt] then errors.raise(string.format("compile: %s has no %s kernel", node.op, kdt)) end
+      local buf, n = D.pack(def, attrs)
+      local packed = {}
+      for i = 1, n do packed[i] = buf[i - 1] end
+      step(D.kernel_name(def, kdt), outs, ins, packed, node, def.elementwise == true)
+    else
+      errors.raise(string.format("compile: op %s has neither a kernel nor a view rule", node.op))
+    end
+  end
+  -- graph outputs: fresh tensors per call; a computed root is written there directly, anything else copied
+  local claimed = {}
+  for i, id in ipairs(ir.outputs) do
+    local l = lay[id]
+    if l.root.kind == "arena" and not claimed[l.root] and l.offset == 0 and is_contiguous(l.shape, l.strides)
+      and numel(l.shape) == numel(l.root.shape) then
+      l.root.kind = "output"; l.root.index = i; claimed[l.root] = true
+      L.outputs[i] = { root = l.root, shape = l.shape }
+    else
+      local o = new_root("output", i, l.dtype, l.shape)
+      copy_to(o, l)
+      L.outputs[i] = { root = o.root, shape = l.shape }
+    end
+  end
+  for _, w in ipairs(ir.state_writes) do
+    local l, target = lay[w.value], lay[ir.state[w.state].value]
+    if l.root ~= target.root then L.writes[#L.writes + 1] = { target = target, src = l } end
+  end
+  for _, w in ipairs(ir.grad_writes or {}) do
+    if w.value then
+      local l = lay[w.value]
+      local o = new_root("output", nil, l.dtype, l.shape)
+      copy_to(o, l)
+      L.grads[#L.grads + 1] = { state = w.state, root = o.root, into_existing = w.into_existing }
+    else
+      L.grads[#L.grads + 1] = { state = w.state }
+    end
+  end
+  -- state writes last: every read of the old values is done by then
+  for _, w in ipairs(L.writes) do copy_to(w.target, w.src) end
+  return L
+end
+
+-- ---- emit the C plan ----
+local i64buf = ffi.new("int64_t[8]")
+local st_buf = ffi.new("int64_t[8]")
+
+local function check(rc, what)
+  if rc < 0 then errors.raise("compile: " .. what .. ": " .. dsffi.last_error()) end
+  return rc
+end
+
+-- L after memplan (roots of kind "arena" have .offset); returns plan (ffi, gc'd) and the buffer id
+-- of every external root (root.buffer)
+function M.emit(L, arena_bytes)
+  local plan = C.ds_plan_new(arena_bytes)
+  if plan == nil then errors.raise("compile: " .. dsffi.last_error()) end
+  plan = ffi.gc(plan, C.ds_plan_free)
+  for _, r in ipairs(L.roots) do
+    local shape = r.shape
+    for i = 1, #shape do i64buf[i - 1] = shape[i] end
+    if r.kind == "arena" then
+      r.buffer = check(C.ds_plan_add_buffer(plan, C.DS_BUF_ARENA, -1, dtype.code[r.dtype], #shape, i64buf, nil, r.offset), "arena buffer")
+    else
+      r.buffer = check(C.ds_plan_add_buffer(plan, C.DS_BUF_EXTERNAL, -1, dtype.code[r.dtype], #shape, i64buf, nil, 0), "external buffer")
+    end
+  end
+  local views = {}
+  local function buffer_of(l)
+    local r = l.root
+    if l.offset == 0 and S.equal(l.shape, r.shape) and is_contiguous(l.shape, l.strides) then return r.buffer end
+    local key = r.id .. ":" .. l.offset .. ":" .. table.concat(l.shape, ",") .. ":" .. table.concat(l.strides, ",")
+    local b = views[key]
+    if b then return b end
+    for i = 1, #l.shape do i64buf[i - 1] = l.shape[i]; st_buf[i - 1] = l.strides[i] end
+    b = check(C.ds_plan_add_buffer(plan, C.DS_BUF_VIEW, r.buffer, dtype.code[l.dtype], #l.shape, i64buf, st_buf, l.offset), "view buffer")
+    views[key] = b
+    return b
+  end
+  for _, s in ipairs(L.steps) do
+    local ids = {}
+    for _, l in ipairs(s.outs) do ids[#ids + 1] = buffer_of(l) end
+    for _, l in ipairs(s.ins) do ids[#ids + 1] = buffer_of(l) end
+    local b = ffi.new("int[?]", #ids, ids)
+    local a = ffi.new("double[?]", #s.attrs + 1, s.attrs)
+    check(C.ds_plan_add_step(plan, s.kernel, #ids, b, #s.attrs, a), s.op .. " (" .. (s.line or "?") .. ")")
+  end
+  return plan
+end
+
+return M

@@ -1,0 +1,239 @@
+-- compile_spec.lua: ds.compile: compiled == eager bit for bit for every op in the op table and for
+-- fusion patterns; dynamic dims (one plan per shape); memory plan; state writes; errors.
+local ds = require("ds")
+local H = require("helpers")
+local D = require("ds.dispatch")
+local compile = require("ds.compile")
+
+local function t(shape, dt, lo, hi)
+  local x = ds.rand(shape, { dtype = dt == "f64" and "f64" or "f32" })
+  x = x * ((hi or 2) - (lo or -2)) + (lo or -2)
+  if dt and dt ~= "f32" and dt ~= "f64" then x = x:astype(dt) end
+  return x
+end
+local function ids(shape, n) return (ds.rand(shape) * n):astype("i64") + 1 end
+
+-- run fn eagerly and compiled (traced with its arguments as specs); every output bitwise equal
+-- (eager runs on clones: update ops write into their arguments)
+local function parity(fn, args, opts)
+  local copies = {}
+  for i, a in ipairs(args) do copies[i] = a:clone() end
+  ds.manual_seed(7)
+  local eager = { fn(unpack(copies)) }
+  local cg = ds.compile(fn, args, opts)
+  ds.manual_seed(7)
+  local got = { cg(unpack(args)) }
+  assert.are.equal(#eager, #got)
+  for i = 1, #eager do
+    assert(H.bitwise(got[i], eager[i]), "output " .. i .. " differs")
+  end
+  return cg
+end
+
+-- one row per op of the op table: a function using it and its arguments
+local x34, x234 = function() return t({ 3, 4 }) end, function() return t({ 2, 3, 4 }) end
+local cases = {
+  full = { function(x) return x + ds.full({ 3, 4 }, 2.5) end, x34 },
+  arange = { function(x) return x + ds.arange(1, 5) end, x34 },
+  reshape = { function(x) return x:t():reshape(2, 6) * 2 end, x34 },
+  transpose = { function(x) return x:transpose(1, 3) + 1 end, x234 },
+  permute = { function(x) return x:permute(3, 1, 2) * 3 end, x234 },
+  narrow = { function(x) return x:narrow(2, 2, 2) - 1 end, x34 },
+  select = { function(x) return x:select(2, 3) / 2 end, x234 },
+  expand = { function(x) return x:reshape(3, 1, 4):expand(3, 2, 4) + 0 end, x34 },
+  matmul = { function(a, b) return a:matmul(b) end, function() return t({ 2, 3, 4 }), t({ 4, 5 }) end },
+  cat = { function(a, b) return ds.cat({ a, b }, 2) end, function() return t({ 3, 4 }), t({ 3, 2 }) end },
+  gather = { function(x, i) return ds.gather(x, 2, i) end, function() return t({ 3, 4 }), ids({ 3, 2 }, 4) end },
+  scatter_add = { function(x, i, s) return ds.scatter_add(x, 2, i, s) end,
+                  function() return t({ 3, 4 }), ids({ 3, 2 }, 4), t({ 3, 2 }) end },
+  index_select = { function(x, i) return ds.index_select(x, 1, i) end, function() return t({ 3, 4 }), ids({ 5 }, 3) end },
+  index_add = { function(x, i, s) return ds.index_add(x, 1, i, s) end,
+                function() return t({ 3, 4 }), ids({ 5 }, 3), t({ 5, 4 }) end },
+  one_hot = { function(i) return ds.one_hot(i, 5) end, function() return ids({ 4 }, 5) end },
+  embedding = { function(i, w) return ds.embedding(i, w) end, function() return ids({ 2, 3 }, 6), t({ 6, 4 }) end },
+  conv2d = { function(x, w, b) return ds.conv2d(x, w, b, { padding = 1 }) end,
+             function() return t({ 2, 3, 6, 6 }), t({ 4, 3, 3, 3 }), t({ 4 }) end },
+  max_pool2d = { function(x) return ds.max_pool2d(x, 2) end, function() return t({ 2, 3, 6, 6 }) end },
+  avg_pool2d = { function(x) return ds.avg_pool2d(x, 2) end, function() return t({ 2, 3, 6, 6 }) end },
+  layer_norm = { function(x, w, b) return ds.layer_norm(x, { 4 }, w, b) end, function() return x234(), t({ 4 }), t({ 4 }) end },
+  rand = { function(x) return x + ds.rand(3, 4) end, x34 },
+  randn = { function(x) return x + ds.randn(3, 4) end, x34 },
+  randint = { function(x) return x + ds.randint(0, 10, { 3, 4 }):astype("f32") end, x34 },
+  sgd_update = { function(p, g) ds.sgd_update(p, g, { lr = 0.1 }); return p end, function() return t({ 3, 4 }), t({ 3, 4 }) end },
+  sgd_momentum_update = { function(p, g, m, s) ds.sgd_momentum_update(p, g, m, s, { lr = 0.1, momentum = 0.9 }); return p, m, s end,
+    function() return t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }), ds.tensor({ 1 }) end },
+  adam_update = { function(p, g, m, v, s) ds.adam_update(p, g, m, v, s, { lr = 1e-3 }); return p, m, v, s end,
+    function() return t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }, "f32", 0, 1), ds.tensor({ 2 }) end },
+}
+-- reductions (dim 2) and softmax-likes
+for _, name in ipairs { "sum", "mean", "prod", "var", "std", "amax", "amin", "logsumexp", "max", "min", "argmax", "argmin", "cumsum", "softmax", "log_softmax" } do
+  cases[name] = { function(x) return ds[name](x, 2) end, x34 }
+end
+cases.all = { function(x) return ds.all(x:gt(0), 2) end, x34 }
+cases.any = { function(x) return ds.any(x:gt(0), 2) end, x34 }
+-- backward kernels are reached through ds.grad inside the traced function
+local function grads_of(f, n)
+  return function(...)
+    local args = { ... }
+    for i = 1, n do args[i] = args[i]:requires_grad_() end
+    local y = f(unpack(args))
+    local want = {}
+    for i = 1, n do want[i] = args[i] end
+    return unpack(ds.grad((y * y):sum(), want))
+  end
+end
+cases.conv2d_backward_input = { grads_of(function(x, w, b) return ds.conv2d(x, w, b, { padding = 1 }) end, 3), cases.conv2d[2] }
+cases.conv2d_backward_weight = cases.conv2d_backward_input
+cases.conv2d_backward_bias = cases.conv2d_backward_input
+cases.max_pool2d_backward = { grads_of(function(x) return ds.max_pool2d(x, 2) end, 1), cases.max_pool2d[2] }
+cases.avg_pool2d_backward = { grads_of(function(x) return ds.avg_pool2d(x, 2) end, 1), cases.avg_pool2d[2] }
+cases.layer_norm_backward = { grads_of(function(x, w, b) return ds.layer_norm(x, { 4 }, w, b) end, 3), cases.layer_norm[2] }
+
+-- elementwise ops: each dtype the op supports, with a broadcast operand
+local function elementwise_case(def)
+  return function()
+    for dt in pairs(def.dtypes) do
+      local lo, hi = -3, 3
+      if def.name == "log" or def.name == "sqrt" or def.name == "rsqrt" or def.name == "pow" then lo = 0.1 end
+      if dt == "u8" or dt == "bool" then lo = 0 end
+      if def.name == "floor_divide" or (def.name == "div" and dt ~= "f32" and dt ~= "f64") then lo = 1 end
+      local function arg(shape) return dt == "bool" and t(shape, "f32"):gt(0) or t(shape, dt, lo, hi) end
+      local args
+      if def.name == "where" then args = { t({ 3, 4 }):gt(0), arg({ 3, 4 }), arg({ 4 }) }
+      elseif def.kind == "binary" then args = { arg({ 3, 4 }), arg({ 4 }) }
+      else args = { arg({ 3, 4 }) } end
+      local fn
+      if def.name == "astype" then fn = function(a) return a:astype(dt == "f32" and "i32" or "f32") end
+      elseif def.name == "clamp" then fn = function(a) return a:clamp(-1, 1) end
+      elseif def.name == "contiguous" then fn = function(a) return a:t():contiguous() end
+      else fn = function(...) return ds[def.name](...) end end
+      parity(fn, args)
+      -- and inside a fused chain (a second op after it)
+      if def.name ~= "astype" and def.name ~= "contiguous" then
+        parity(function(...) local y = fn(...); return ds.where(y:eq(y), y, y), fn(...) end, args)
+      end
+    end
+  end
+end
+
+describe("compile: every op of the op table", function()
+  for _, def in ipairs(D.list) do
+    if not def.internal then
+      it(def.name .. " compiled equals eager bitwise", function()
+        if def.elementwise then return elementwise_case(def)() end
+        if def.run then return pending("control node " .. def.name .. " runs Lua per call: compiled plans reject it") end
+        local case = cases[def.name]
+        assert(case, "no compile test row for op " .. def.name .. " (add one to tests/compile_spec.lua)")
+        parity(case[1], { case[2]() })
+      end)
+    end
+  end
+end)
+
+describe("compile: fusion", function()
+  it("fuses a chain into one step and keeps it bitwise", function()
+    local f = function(x, b) return ((x * 2 + b):relu() - 1):exp():tanh() end
+    local cg = parity(f, { t({ 64, 300 }), t({ 300 }) })
+    assert.are.equal(1, cg.stats.fuse)
+    assert.truthy(tostring(cg):find("fused[mul, add, relu, sub, exp, tanh]", 1, true))
+  end)
+  it("large tensors (parallel tiles), strided and broadcast operands", function()
+    parity(function(x, y, s) return (x:t() * y + s):sigmoid() * x:t() end, { t({ 300, 200 }), t({ 200, 1 }), t({}) })
+  end)
+  it("where/clamp/cast/compare chains", function()
+    parity(function(x, y)
+      local m = x:gt(y)
+      return ds.where(m, x, y):clamp(-0.5, 0.5):astype("f64") * 3, m:astype("f32") + x
+    end, { t({ 5, 7 }), t({ 7 }) })
+  end)
+  it("intermediate values used outside the chain become extra outputs", function()
+    local cg = parity(function(x) local a = x * 3; local b = a:exp(); return b + a, a:sum() end, { t({ 4, 5 }) })
+    assert.truthy(tostring(cg):find("fused", 1, true))
+  end)
+  it("matmul + bias + gelu becomes a matmul epilogue", function()
+    local cg = parity(function(x, w, b) return (x:matmul(w) + b):gelu() end, { t({ 8, 16 }), t({ 16, 32 }), t({ 32 }) })
+    assert.are.equal(1, cg.stats.epilogue)
+    assert.truthy(tostring(cg):find("matmul_ep", 1, true))
+  end)
+  it("a long chain of 10 adds", function()
+    parity(function(x, y)
+      local z = x
+      for _ = 1, 10 do z = z + y end
+      return z
+    end, { t({ 33, 1000 }), t({ 1000 }) })
+  end)
+  it("f64 and integer chains", function()
+    parity(function(x) return (x * 2 + 1):abs():sqrt() end, { t({ 6, 5 }, "f64") })
+    parity(function(x) return (x * 3 + 1):maximum(x) - 2 end, { t({ 6, 5 }, "i64") })
+  end)
+end)
+
+describe("compile: dynamic dims and plans", function()
+  it("one plan per concrete shape, each bitwise equal to eager", function()
+    local f = function(x, b) return (x:matmul(x:t()) + b):softmax(-1) end
+    local cg = ds.compile(f, { ds.spec({ "n", 8 }, "f32", "x"), ds.spec({ 1 }, "f32", "b") })
+    for _, n in ipairs { 3, 5, 3, 1 } do
+      local x, b = t({ n, 8 }), t({ 1 })
+      assert(H.bitwise(cg(x, b), f(x, b)))
+    end
+    assert.are.equal(3, cg:plan_count())
+  end)
+  it("rejects inputs that do not match the specs, naming the input", function()
+    local cg = ds.compile(function(x, y) return x + y end, { ds.spec({ "n", 3 }, "f32", "x"), ds.spec({ "n", 3 }, "f32", "y") })
+    H.raises(function() cg(t({ 2, 3 }), t({ 4, 3 })) end, "y", "dim 1")
+    H.raises(function() cg(t({ 2, 4 }), t({ 2, 3 })) end, "x", "(2,4)")
+    H.raises(function() cg(t({ 2, 3 }, "f64"), t({ 2, 3 })) end, "x", "f64")
+  end)
+  it("non-contiguous inputs are accepted", function()
+    local f = function(x) return x * 2 end
+    local cg = ds.compile(f, { ds.spec({ 4, 3 }, "f32", "x") })
+    local x = t({ 3, 4 }):t()
+    assert(H.bitwise(cg(x), f(x)))
+  end)
+end)
+
+describe("compile: memory plan", function()
+  it("reuses buffers: the arena is smaller than the unplanned sum", function()
+    local f = function(x, w)
+      local h = x
+      for _ = 1, 6 do h = h:matmul(w):tanh():softmax(-1) end
+      return h
+    end
+    local cg = parity(f, { t({ 32, 64 }), t({ 64, 64 }) })
+    local m = cg:memory()
+    assert.truthy(m.arena_bytes > 0)
+    assert.truthy(m.arena_bytes <= 0.5 * m.eager_bytes, m.arena_bytes .. " vs " .. m.eager_bytes)
+  end)
+  it("no allocations per run after the first (live bytes flat apart from the outputs)", function()
+    local f = function(x) return (x:matmul(x:t()) * 2):softmax(-1):sum() end
+    local cg = ds.compile(f, { ds.spec({ 16, 16 }, "f32", "x") })
+    local x = t({ 16, 16 })
+    cg(x)
+    collectgarbage("collect")
+    local before = ds.memory().live_bytes
+    for _ = 1, 20 do local y = cg(x); y = nil end
+    collectgarbage("collect")
+    assert.are.equal(before, ds.memory().live_bytes)
+  end)
+end)
+
+describe("compile: state", function()
+  it("reads parameters by reference and applies state writes", function()
+    local w = t({ 4, 4 })
+    local f = function(x) w:add_(x); return w * 2 end
+    local cg = ds.compile(f, { ds.spec({ 4, 4 }, "f32", "x") })
+    local x = t({ 4, 4 })
+    local w0 = w:clone()
+    local out = cg(x)
+    assert(H.bitwise(w, w0 + x))
+    assert(H.bitwise(out, (w0 + x) * 2))
+  end)
+  it("random ops advance the generator like eager", function()
+    local f = function(x) return ds.dropout and ds.dropout(x, 0.5, true) or x + ds.rand(x.shape) end
+    local cg = ds.compile(f, { ds.spec({ 8, 8 }, "f32", "x") })
+    local x = t({ 8, 8 })
+    ds.manual_seed(3); local e1, e2 = f(x), f(x)
+    ds.manual_seed(3); local c1, c2 = cg(x), cg(x)
+    assert(H.bitwise(c1, e1)); assert(H.bitwise(c2, e2))
+  end)
+end)
