@@ -130,6 +130,8 @@ end
 -- ---- inputs ----
 -- A Lua number operand becomes a 0-d constant tensor of the given dtype.
 function M.scalar(v, dt)
+  -- a symbolic dim (while tracing) is a 0-d node whose value is known when the graph runs
+  if type(v) == "table" and state.trace then return M.call(M.by_name.full, {}, { shape = {}, value = v, dtype = dt }) end
   local t = Tensor._empty(dt, {}, "scalar")
   C.ds_write_flat(t._c, ffi.new("double[1]", type(v) == "boolean" and (v and 1 or 0) or v))
   rawset(t, "_const", v)

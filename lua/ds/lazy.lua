@@ -1,0 +1,225 @@
+-- lazy.lua: ds.compile(fn) without specs: trace once per argument signature and reuse the graph
+-- (tf.function's cache); counts traces, warns once when retracing is frequent, {strict = true} forbids it.
+-- A signature is the dtype and shape of each tensor argument, the value of each Lua number/string/boolean,
+-- the identity of other tables, and the train/eval mode of modules (the argument, self, or upvalues).
+local S = require("ds.shape")
+local errors = require("ds.errors")
+local state = require("ds.state")
+local Tensor = require("ds.tensor")
+local T = require("ds.trace")
+local Graph = require("ds.graph")
+
+local M = { warn_after = 5 }
+local is_tensor = Tensor.is_tensor
+local ds -- set by install
+
+-- where warnings go (tests replace it)
+function M.warn(msg) io.stderr:write("ds warning: ", msg, "\n") end
+
+local Lazy = {}
+Lazy.__index = Lazy
+
+local function describe(v)
+  local tv = type(v)
+  if is_tensor(v) then return "tensor " .. v.dtype .. " " .. S.str(v._shape) end
+  if tv == "number" then return string.format("number %.17g", v) end
+  if tv == "string" then return string.format("string %q", v) end
+  if tv == "boolean" or tv == "nil" then return tv .. " " .. tostring(v) end
+  if T.is_module(v) then
+    return string.format("module %s %s (%s)", rawget(getmetatable(v) or {}, "_name") or "?", tostring(v):match("0x%x+") or "",
+      v.training == false and "eval" or "train")
+  end
+  return tv .. " " .. tostring(v)
+end
+
+local function param_names(fn, skip_self)
+  local names = {}
+  for i = 1, 32 do
+    local n = debug.getlocal(fn, i + (skip_self and 1 or 0))
+    if not n or n:sub(1, 1) == "(" then break end
+    names[i] = n
+  end
+  return names
+end
+
+-- modules the function sees through its upvalues (their mode is part of the signature)
+local function upvalue_modules(fn)
+  local out = {}
+  local i = 1
+  while true do
+    local n, v = debug.getupvalue(fn, i)
+    if not n then break end
+    if T.is_module(v) then out[#out + 1] = { n, v } end
+    i = i + 1
+  end
+  return out
+end
+
+-- target: function or module; opts: {strict =, warn_after =, name =, specs =}
+function M.new(target, opts)
+  opts = opts or {}
+  local is_mod = T.is_module(target)
+  local fn = is_mod and target.forward or target
+  local info = debug.getinfo(fn, "S")
+  local self = setmetatable({
+    target = target, opts = opts, cache = {}, count = 0, warned = false, is_module = is_mod,
+    modules = is_mod and { { "self", target } } or upvalue_modules(fn),
+    arg_names = param_names(fn, is_mod),
+    name = opts.name or (is_mod and (rawget(getmetatable(target), "_name") or "module"))
+      or ((info.short_src or "?"):match("([^/]*)$"):gsub("%.lua$", "") .. ":" .. (info.linedefined or 0)),
+  }, Lazy)
+  if opts.specs then self:trace_specs(opts.specs) end
+  return self
+end
+
+function Lazy:arg_name(i) return self.arg_names[i] or ("arg" .. i) end
+
+function Lazy:signature(args, n)
+  local parts = { "n=" .. n }
+  for i = 1, n do parts[#parts + 1] = describe(args[i]) end
+  for _, m in ipairs(self.modules) do parts[#parts + 1] = m[1] .. " " .. (m[2].training == false and "eval" or "train") end
+  return table.concat(parts, "|"), parts
+end
+
+-- what changed from the previous trace's signature, in words
+function Lazy:what_changed(prev, parts)
+  if not prev then return "first trace" end
+  if prev[1] ~= parts[1] then
+    return string.format("called with %s arguments instead of %s", parts[1]:sub(3), prev[1]:sub(3))
+  end
+  local n = tonumber(parts[1]:sub(3))
+  for i = 2, #parts do
+    if prev[i] ~= parts[i] then
+      if i - 1 <= n then
+        return string.format("argument %d (%s) changed from %s to %s", i - 1, self:arg_name(i - 1), prev[i], parts[i])
+      end
+      return string.format("module mode changed: %s -> %s", prev[i], parts[i])
+    end
+  end
+  return "same signature"
+end
+
+-- graphs with host nodes (ds.print, cond, while_loop: def.run) run in the graph runner until the compiler
+-- takes them; everything else goes through the ds.compile_graph hook when the compiler installed it
+local function has_host_nodes(g)
+  for _, node in ipairs(g.nodes) do if node.def.run then return true end end
+  return false
+end
+local function compile_graph(g)
+  if ds and ds.compile_graph and not has_host_nodes(g) then return ds.compile_graph(g) end
+  return g
+end
+
+function Lazy:specs_for(args, n)
+  local specs = { n = n }
+  for i = 1, n do
+    local a = args[i]
+    specs[i] = is_tensor(a) and T.spec(a.shape, a.dtype, self:arg_name(i)) or a
+  end
+  return specs
+end
+
+function Lazy:trace_with(specs)
+  return T.trace(self.target, specs, { name = self.name })
+end
+
+function Lazy:trace_specs(specs)
+  local named = { n = specs.n or table.maxn(specs) }
+  for i = 1, named.n do
+    local s = specs[i]
+    if T.is_spec(s) and not s.name then s = T.spec(s.shape, s.dtype, self:arg_name(i)) end
+    named[i] = s
+  end
+  local g = self:trace_with(named)
+  self.count = 1
+  self.fixed = { graph = g, run = compile_graph(g) }
+end
+
+function Lazy:retrace(key, parts, args, n)
+  if self.count >= 1 and self.opts.strict then
+    errors.raise(string.format("compile %s: strict function would retrace: %s", self.name,
+      self:what_changed(self.last_parts, parts)))
+  end
+  local g = self:trace_with(self:specs_for(args, n))
+  local entry = { graph = g, run = compile_graph(g), parts = parts }
+  self.cache[key] = entry
+  self.count = self.count + 1
+  local limit = self.opts.warn_after or M.warn_after
+  if self.count >= limit and not self.warned then
+    self.warned = true
+    M.warn(string.format("compiled function %s has been traced %d times; the last retrace: %s. Each new tensor "
+      .. "shape/dtype, Lua number/string value or module mode makes a new graph: pass numbers as tensors, or give "
+      .. "specs with dynamic dims (ds.compile(fn, {ds.spec({\"batch\", ...})}))", self.name, self.count,
+      self:what_changed(self.last_parts, parts)))
+  end
+  self.last_parts = parts
+  return entry
+end
+
+function Lazy:__call(...)
+  if state.trace then
+    if self.is_module then return self.target:forward(...) end
+    return self.target(...)
+  end
+  local n = select("#", ...)
+  local args = { ... }
+  local entry = self.fixed
+  if not entry then
+    local key, parts = self:signature(args, n)
+    entry = self.cache[key] or self:retrace(key, parts, args, n)
+  end
+  local tensors = {}
+  for i = 1, n do if is_tensor(args[i]) then tensors[#tensors + 1] = args[i] end end
+  return entry.run(unpack(tensors))
+end
+
+function Lazy:trace_count() return self.count end
+
+-- the graphs traced so far (one per signature)
+function Lazy:graphs()
+  if self.fixed then return { self.fixed.graph } end
+  local out = {}
+  for _, e in pairs(self.cache) do out[#out + 1] = e.graph end
+  return out
+end
+
+-- the graph for these arguments (tracing it if needed)
+function Lazy:graph_for(...)
+  if self.fixed then return self.fixed.graph end
+  local n = select("#", ...)
+  local args = { ... }
+  local key, parts = self:signature(args, n)
+  return (self.cache[key] or self:retrace(key, parts, args, n)).graph
+end
+
+function Lazy:__tostring()
+  return string.format("compiled %s (%d trace%s)", self.name, self.count, self.count == 1 and "" or "s")
+end
+
+local function is_spec_list(t)
+  if type(t) ~= "table" or is_tensor(t) or T.is_spec(t) then return T.is_spec(t) end
+  return t[1] ~= nil or (t.n ~= nil and t.n > 0)
+end
+
+-- ds.compile(fn_or_module[, opts]) is lazy (this file); ds.compile(graph | fn_or_module, specs[, opts]) goes to
+-- ds._compile_impl when the compiler installs one, else traces once with the specs.
+function M.compile(target, specs_or_opts, opts)
+  local callable = type(target) == "function" or T.is_module(target)
+  if callable and not is_spec_list(specs_or_opts) then return M.new(target, specs_or_opts) end
+  if ds._compile_impl then return ds._compile_impl(target, specs_or_opts, opts) end
+  if Graph.is_graph(target) then return compile_graph(target) end
+  if not callable then errors.raise("compile: expects a function, a module or a graph, got " .. type(target)) end
+  local specs = T.is_spec(specs_or_opts) and { specs_or_opts } or specs_or_opts
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.specs = specs
+  return M.new(target, o)
+end
+
+function M.install(d)
+  ds = d
+  d.compile = M.compile
+  d.Lazy = Lazy
+end
+
+return M

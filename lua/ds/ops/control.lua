@@ -1,0 +1,87 @@
+-- ops/control.lua: op-table entries of the graph-level control nodes (cond, while_loop, print).
+-- They have no kernel: the graph runner calls def.run(node, inputs, env, attrs); attrs hold sub-graphs.
+-- Their Lua API (ds.cond, ds.while_loop, ds.print) lives in ds/control.lua.
+local D = require("ds.dispatch")
+local state = require("ds.state")
+local errors = require("ds.errors")
+
+-- the Lua truth of a one-element predicate tensor (bool, or nonzero)
+local function truth(t, opname)
+  if t:numel() ~= 1 then
+    errors.raise(string.format("%s: predicate must have one element, got shape %s", opname,
+      require("ds.shape").str(t._shape)))
+  end
+  local v = t:item()
+  return v == true or (type(v) == "number" and v ~= 0)
+end
+
+local function copy(env)
+  local e = {}
+  for k, v in pairs(env) do e[k] = v end
+  return e
+end
+
+-- record the same node again in the active trace (a graph holding it is being inlined)
+local function replay(node, ins)
+  local outs = state.trace.record(node.def, ins, node.attrs, node.metas, nil)
+  local a = node.attrs
+  for j, k in ipairs(a.written or {}) do state.trace.rebind_outer(ins[a.first_capture + k - 1], outs[a.nresults + j]) end
+  if state.grad_enabled and node.def.backward then
+    require("ds.autograd").maybe_record(node.def, ins, node.attrs, outs)
+  end
+  return outs
+end
+
+-- inputs: pred, operands..., captures...; outputs: results..., updated captures...
+D.define {
+  name = "cond", kind = "control", noutputs = 0,
+  attrs = { { "then_graph", "any" }, { "else_graph", "any" }, { "nresults", "int" }, { "first_capture", "int" },
+            { "written", "ints", {} } },
+  run = function(node, ins, env, attrs)
+    local g = truth(ins[1], "cond") and attrs.then_graph or attrs.else_graph
+    return (g:run({ unpack(ins, 2) }, copy(env), true))
+  end,
+  replay = replay,
+  backward = function(ctx, ...)
+    return require("ds.control").cond_backward(ctx, ...)
+  end,
+  sample = function() return require("ds.control").sample("cond") end,
+}
+
+-- inputs: loop vars..., captures...; outputs: final vars..., updated captures...
+D.define {
+  name = "while_loop", kind = "control", noutputs = 0,
+  attrs = { { "cond_graph", "any" }, { "body_graph", "any" }, { "nresults", "int" }, { "first_capture", "int" },
+            { "written", "ints", {} } },
+  run = function(node, ins, env, attrs)
+    local n = attrs.nresults
+    local vars, caps = { unpack(ins, 1, n) }, { unpack(ins, n + 1) }
+    local function args()
+      local a = {}
+      for i = 1, n do a[i] = vars[i] end
+      for k = 1, #caps do a[n + k] = caps[k] end
+      return a
+    end
+    while truth(attrs.cond_graph:run(args(), copy(env), true)[1], "while_loop") do
+      local outs = attrs.body_graph:run(args(), copy(env), true)
+      for i = 1, n do vars[i] = outs[i] end
+      for j, k in ipairs(attrs.written) do caps[k] = outs[n + j] end
+    end
+    for j, k in ipairs(attrs.written) do vars[n + j] = caps[k] end
+    return vars
+  end,
+  replay = replay,
+  sample = function() return require("ds.control").sample("while_loop") end,
+}
+
+-- prints its tensors (and the literal text between them) every time the graph runs
+D.define {
+  name = "print", kind = "control", noutputs = 0, side_effects = true,
+  attrs = { { "parts", "any" } },
+  run = function(node, ins, env, attrs)
+    require("ds.control").emit(attrs.parts, ins)
+    return {}
+  end,
+  replay = replay,
+  sample = function() return require("ds.control").sample("print") end,
+}

@@ -1,0 +1,188 @@
+-- sym.lua: symbolic dims for tracing -- integer polynomials over named dims ("batch", "batch*10", "n-2").
+-- A symbolic dim is an interned object: equal expressions are the same Lua object, so `a == b` and
+-- shape.same work by identity. Expressions that reduce to a constant are plain Lua numbers.
+local errors = require("ds.errors")
+
+local M = {}
+local Sym = { __metatable = "ds.sym" }
+Sym.__index = Sym
+
+local interned = setmetatable({}, { __mode = "v" })
+
+local function is_sym(v) return getmetatable(v) == "ds.sym" end
+M.is = is_sym
+
+-- a monomial is a sorted list of names, keyed "a*b*b"; the constant monomial is ""
+local function mono_key(names) return table.concat(names, "*") end
+local function mono_names(key)
+  local names = {}
+  if key ~= "" then for n in key:gmatch("[^*]+") do names[#names + 1] = n end end
+  return names
+end
+
+-- terms: {[monomial key] = integer coefficient} -> number or interned Sym
+local function make(terms)
+  local keys = {}
+  for k, c in pairs(terms) do if c ~= 0 then keys[#keys + 1] = k end end
+  if #keys == 0 then return 0 end
+  if #keys == 1 and keys[1] == "" then return terms[""] end
+  -- canonical order: higher degree first, then by name; the constant last
+  table.sort(keys, function(a, b)
+    if (a == "") ~= (b == "") then return b == "" end
+    local na, nb = #mono_names(a), #mono_names(b)
+    if na ~= nb then return na > nb end
+    return a < b
+  end)
+  local parts = {}
+  for i, k in ipairs(keys) do
+    local c = terms[k]
+    local body
+    if k == "" then body = tostring(math.abs(c))
+    elseif math.abs(c) == 1 then body = k
+    else body = math.abs(c) .. "*" .. k end
+    if i == 1 then parts[1] = (c < 0 and "-" or "") .. body
+    else parts[#parts + 1] = (c < 0 and "-" or "+") .. body end
+  end
+  local text = table.concat(parts)
+  local s = interned[text]
+  if s then return s end
+  local own = {}
+  for _, k in ipairs(keys) do own[k] = terms[k] end
+  s = setmetatable({ terms = own, text = text }, Sym)
+  interned[text] = s
+  return s
+end
+
+local function terms_of(v)
+  if is_sym(v) then return v.terms end
+  if type(v) ~= "number" or v ~= math.floor(v) then
+    errors.raise("symbolic dim arithmetic: expected an integer or a symbolic dim, got " .. tostring(v))
+  end
+  return { [""] = v }
+end
+
+-- a named dim (a single symbol)
+function M.named(name)
+  assert(type(name) == "string" and name ~= "" and not name:find("[*+%- ]"), "bad symbolic dim name: " .. tostring(name))
+  return make({ [name] = 1 })
+end
+
+-- the name of a plain symbol (coefficient 1, degree 1), or nil for compound expressions
+function M.symbol_name(v)
+  if not is_sym(v) then return nil end
+  local k, c = next(v.terms)
+  if next(v.terms, k) == nil and c == 1 and k ~= "" and not k:find("*", 1, true) then return k end
+  return nil
+end
+
+function M.add(a, b)
+  local ta, tb, out = terms_of(a), terms_of(b), {}
+  for k, c in pairs(ta) do out[k] = c end
+  for k, c in pairs(tb) do out[k] = (out[k] or 0) + c end
+  return make(out)
+end
+
+function M.sub(a, b)
+  local ta, tb, out = terms_of(a), terms_of(b), {}
+  for k, c in pairs(ta) do out[k] = c end
+  for k, c in pairs(tb) do out[k] = (out[k] or 0) - c end
+  return make(out)
+end
+
+function M.mul(a, b)
+  if type(a) == "number" and type(b) == "number" then return a * b end
+  local ta, tb, out = terms_of(a), terms_of(b), {}
+  for ka, ca in pairs(ta) do
+    for kb, cb in pairs(tb) do
+      local names = mono_names(ka)
+      for _, n in ipairs(mono_names(kb)) do names[#names + 1] = n end
+      table.sort(names)
+      local k = mono_key(names)
+      out[k] = (out[k] or 0) + ca * cb
+    end
+  end
+  return make(out)
+end
+
+-- exact division by a number or a single-term expression; anything else is an error naming the op
+function M.div(a, b, opname)
+  local ta, tb = terms_of(a), terms_of(b)
+  local kb, cb = next(tb)
+  local function fail()
+    errors.raise(string.format("%s: cannot divide symbolic size %s by %s exactly", opname or "symbolic dim",
+      tostring(a), tostring(b)))
+  end
+  if cb == nil or next(tb, kb) ~= nil or cb == 0 then fail() end
+  local div_names = mono_names(kb)
+  local out = {}
+  for k, c in pairs(ta) do
+    if c % cb ~= 0 then fail() end
+    local names, left = mono_names(k), {}
+    local need = {}
+    for _, n in ipairs(div_names) do need[n] = (need[n] or 0) + 1 end
+    for _, n in ipairs(names) do
+      if need[n] and need[n] > 0 then need[n] = need[n] - 1 else left[#left + 1] = n end
+    end
+    for _, r in pairs(need) do if r > 0 then fail() end end
+    out[mono_key(left)] = c / cb
+  end
+  return make(out)
+end
+
+-- two dims are the same when their canonical forms are (interning makes that identity)
+function M.same(a, b) return a == b end
+
+-- the value of a dim given bindings {name = number}
+function M.eval(v, env)
+  if not is_sym(v) then return v end
+  local total = 0
+  for k, c in pairs(v.terms) do
+    local p = c
+    for _, n in ipairs(mono_names(k)) do
+      local x = env[n]
+      if x == nil then error("symbolic dim '" .. n .. "' has no value (no input bound it)", 0) end
+      p = p * x
+    end
+    total = total + p
+  end
+  return total
+end
+
+-- deep copy of attrs/shapes with every symbolic dim replaced by its value (Graphs and tensors kept)
+function M.subst(v, env)
+  if is_sym(v) then return M.eval(v, env) end
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = M.subst(x, env) end
+  return out
+end
+
+-- does a (nested, plain) table contain a symbolic dim?
+function M.contains(v)
+  if is_sym(v) then return true end
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return false end
+  for _, x in pairs(v) do if M.contains(x) then return true end end
+  return false
+end
+
+-- ---- Lua operators: arithmetic with numbers and other dims; tensors delegate to tensor ops ----
+local function tensor_op(name, a, b)
+  local T = require("ds.tensor")
+  if T.is_tensor(a) or T.is_tensor(b) then return require("ds.ops.common").functions[name](a, b) end
+  return nil
+end
+Sym.__add = function(a, b) return tensor_op("add", a, b) or M.add(a, b) end
+Sym.__sub = function(a, b) return tensor_op("sub", a, b) or M.sub(a, b) end
+Sym.__mul = function(a, b) return tensor_op("mul", a, b) or M.mul(a, b) end
+Sym.__div = function(a, b) return tensor_op("div", a, b) or M.div(a, b, "/") end
+Sym.__unm = function(a) return M.mul(a, -1) end
+Sym.__tostring = function(s) return s.text end
+Sym.__concat = function(a, b) return tostring(a) .. tostring(b) end
+local function no_compare(a, b)
+  errors.raise(string.format("cannot compare symbolic dims %s and %s while tracing (the value is only known "
+    .. "when the graph runs); use a spec with a fixed size, or ds.cond on tensors", tostring(a), tostring(b)))
+end
+Sym.__lt = no_compare
+Sym.__le = no_compare
+
+return M
