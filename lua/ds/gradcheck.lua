@@ -123,9 +123,9 @@ function M.gradcheck(fn, inputs, opts)
     for e, p in ipairs(ptrs) do
       local orig = p[0]
       p[0] = orig + eps
-      local fp = autograd.no_grad(function() return project(float_outputs(fn, inputs), vs) end)
+      local fp = project(float_outputs(fn, inputs), vs)
       p[0] = orig - eps
-      local fm = autograd.no_grad(function() return project(float_outputs(fn, inputs), vs) end)
+      local fm = project(float_outputs(fn, inputs), vs)
       p[0] = orig
       local num = (fp - fm) / (2 * eps)
       local ana = analytic[j][e]
