@@ -156,6 +156,7 @@ static void exec_item(const exec_ctx *e, int64_t it) {
 static int reduce_exec(const rdesc *d, const rplan *p, const ds_tensor *x, const void *cbuf, char *acc) {
   int64_t nout = p->nout, R = p->R, as = d->asize;
   if (nout == 0) return DS_OK;
+  if (R == 0) { for (int64_t o = 0; o < nout; o++) memcpy(acc + o * as, d->init, as); return DS_OK; }
   int64_t nb = R > DS_CHUNK ? (R + DS_CHUNK - 1) / DS_CHUNK : 1;
   int64_t w = p->ksh[p->nk - 1];
   int cols = p->kst[p->nk - 1] == 1 && w >= 8 && !(p->nr == 1 && p->rst[0] == 1);
