@@ -1,0 +1,431 @@
+-- io.lua: ds.save(compiled, "dir/name") -> name.json (the graph as data) + name.safetensors (state and
+-- constants); ds.load("dir/name") -> a compiled callable, without the model's code. Loading validates
+-- everything (format, ops, attrs, ids, shapes, checksum) and answers bad files with clear errors.
+-- docs/FORMAT.md documents both files.
+local ffi = require("ffi")
+local cjson = require("cjson.safe")
+local D = require("ds.dispatch")
+local S = require("ds.shape")
+local sym = require("ds.sym")
+local dtype = require("ds.dtype")
+local errors = require("ds.errors")
+local Tensor = require("ds.tensor")
+local IR = require("ds.passes.ir")
+
+local M = { FORMAT = "ds-graph", FORMAT_VERSION = 1, MAX_JSON_BYTES = 256 * 2 ^ 20 }
+
+-- ---- checksum: CRC-32 (zlib's) of the whole params file ----
+pcall(ffi.cdef, "unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len);")
+local zlib = ffi.load("libz.so.1")
+local function crc32(ptr, n)
+  local c, off = zlib.crc32(0, nil, 0), 0
+  while off < n do
+    local k = math.min(n - off, 2 ^ 30)
+    c = zlib.crc32(c, ffi.cast("const unsigned char *", ptr) + off, k)
+    off = off + k
+  end
+  return string.format("%08x", tonumber(c))
+end
+M.crc32 = crc32
+
+-- ---- JSON writer (exact doubles: %.17g; inf/nan as {"$float": "inf"}; sorted keys) ----
+local function encode(v, out)
+  local tv = type(v)
+  if tv == "number" then
+    if v ~= v then out[#out + 1] = '{"$float":"nan"}'
+    elseif v == math.huge then out[#out + 1] = '{"$float":"inf"}'
+    elseif v == -math.huge then out[#out + 1] = '{"$float":"-inf"}'
+    elseif v == math.floor(v) and math.abs(v) < 2 ^ 53 then out[#out + 1] = string.format("%d", v)
+    else out[#out + 1] = string.format("%.17g", v) end
+  elseif tv == "string" then out[#out + 1] = cjson.encode(v)
+  elseif tv == "boolean" then out[#out + 1] = tostring(v)
+  elseif sym.is(v) then out[#out + 1] = '{"$dim":' .. cjson.encode(tostring(v)) .. "}"
+  elseif tv == "table" and getmetatable(v) == nil then
+    if next(v) == nil or v[1] ~= nil then
+      out[#out + 1] = "["
+      for i = 1, #v do
+        if i > 1 then out[#out + 1] = "," end
+        encode(v[i], out)
+      end
+      out[#out + 1] = "]"
+    else
+      local keys = {}
+      for k in pairs(v) do
+        if type(k) ~= "string" then errors.raise("save: cannot write a table mixing list and named entries") end
+        keys[#keys + 1] = k
+      end
+      table.sort(keys)
+      out[#out + 1] = "{"
+      for i, k in ipairs(keys) do
+        if i > 1 then out[#out + 1] = "," end
+        out[#out + 1] = cjson.encode(k) .. ":"
+        encode(v[k], out)
+      end
+      out[#out + 1] = "}"
+    end
+  else
+    errors.raise("save: cannot write a " .. (Tensor.is_tensor(v) and "tensor" or tv) .. " attribute into the graph file")
+  end
+end
+
+local function json_text(v)
+  local out = {}
+  encode(v, out)
+  return table.concat(out)
+end
+
+-- dims: numbers, or symbolic dims as their expression text ("batch", "10*batch", "n-2")
+local function dims_out(shape)
+  local s = {}
+  for i, d in ipairs(shape) do s[i] = type(d) == "number" and d or tostring(d) end
+  return s
+end
+
+local function atomic_write(path, text)
+  local dir = path:match("^(.*)/[^/]*$") or "."
+  local tmp = string.format("%s/.%s.%d.%s.tmp", dir, path:match("([^/]*)$"), os.time(), tostring({}):match("0x(%x+)") or "0")
+  local f, err = io.open(tmp, "wb")
+  if not f then errors.raise("save: cannot write " .. path .. ": " .. tostring(err)) end
+  local ok, werr = f:write(text)
+  local closed, cerr = f:close()
+  if not ok or not closed then os.remove(tmp); errors.raise("save: write of " .. path .. " failed: " .. tostring(werr or cerr)) end
+  local renamed, rerr = os.rename(tmp, path)
+  if not renamed then os.remove(tmp); errors.raise("save: cannot rename into " .. path .. ": " .. tostring(rerr)) end
+end
+
+local function read_file(path, what, limit)
+  local f, err = io.open(path, "rb")
+  if not f then errors.raise(string.format("load: cannot open %s %s: %s", what, path, tostring(err))) end
+  local size = f:seek("end")
+  if limit and size > limit then f:close(); errors.raise(string.format("load: %s %s is %d bytes (limit %d)", what, path, size, limit)) end
+  f:seek("set", 0)
+  local s = f:read("*a") or ""
+  f:close()
+  return s
+end
+
+-- ---- save ----
+function M.save(compiled, path)
+  local compile = require("ds.compile")
+  if type(path) ~= "string" or path == "" then errors.raise("save: path must be a non-empty string like \"dir/name\"") end
+  if require("ds.graph").is_graph(compiled) then compiled = compile.compile_graph(compiled) end
+  if not compile.is_compiled(compiled) then errors.raise("save: expects a compiled graph (ds.compile) or a ds.Graph") end
+  local ir = compiled.base
+  local base = path:gsub("%.json$", "")
+  local tensors = {}
+  local doc = {
+    format = M.FORMAT, format_version = M.FORMAT_VERSION, ds_version = require("ds").version,
+    name = ir.name or "graph", inputs = {}, state = {}, constants = {}, nodes = {}, outputs = {},
+    state_writes = {}, grad_writes = {},
+  }
+  for i, id in ipairs(ir.inputs) do
+    local v, spec = ir.values[id], ir.specs[i]
+    doc.inputs[i] = { name = spec.name or ("x" .. i), value = id, dtype = v.dtype, shape = dims_out(v.shape) }
+  end
+  if ir.args then
+    local args, ok = {}, true
+    for k, a in ipairs(ir.args) do
+      if a.input then args[k] = { input = a.input }
+      elseif type(a.value) == "number" or type(a.value) == "string" or type(a.value) == "boolean" then args[k] = { value = a.value }
+      else ok = false end
+    end
+    if ok and #args > 0 then doc.args = args end
+  end
+  for i, s in ipairs(ir.state) do
+    local v = ir.values[s.value]
+    if tensors[s.name] then errors.raise("save: two state tensors are named " .. s.name) end
+    tensors[s.name] = s.tensor
+    doc.state[i] = { name = s.name, value = s.value, dtype = v.dtype, shape = dims_out(v.shape) }
+  end
+  for i, c in ipairs(ir.consts) do
+    local name = "const." .. c.value
+    if tensors[name] then errors.raise("save: a state tensor is named " .. name .. ", which names a constant") end
+    tensors[name] = c.tensor
+    local v = ir.values[c.value]
+    doc.constants[i] = { name = name, value = c.value, dtype = v.dtype, shape = dims_out(v.shape) }
+  end
+  for i, node in ipairs(ir.nodes) do
+    if node.def.run then errors.raise(string.format("save: %s (%s) runs Lua code and cannot be saved", node.op, node.line or "?")) end
+    local outs = {}
+    for k, id in ipairs(node.outputs) do
+      local v = ir.values[id]
+      outs[k] = { value = id, dtype = v.dtype, shape = dims_out(v.shape) }
+    end
+    local attrs = {}
+    for k, a in pairs(node.attrs) do attrs[k] = a end
+    doc.nodes[i] = { op = node.op, inputs = node.inputs, attrs = attrs, outputs = outs, source = node.line }
+  end
+  doc.outputs = ir.outputs
+  for i, w in ipairs(ir.state_writes) do doc.state_writes[i] = { state = w.state, value = w.value } end
+  for i, w in ipairs(ir.grad_writes or {}) do
+    doc.grad_writes[i] = { state = w.state, value = w.value or false, into_existing = w.into_existing or false }
+  end
+  if ir.training ~= nil then doc.training = ir.training end
+  -- params first (the graph file names its checksum), each through a temporary file + rename
+  local params = base .. ".safetensors"
+  require("ds.state_file").write(params, tensors, { format = M.FORMAT, graph = (base:match("([^/]*)$")) })
+  local bytes = read_file(params, "params file")
+  doc.params = { file = params:match("([^/]*)$"), bytes = #bytes, crc32 = crc32(bytes, #bytes) }
+  atomic_write(base .. ".json", json_text(doc) .. "\n")
+  return base
+end
+
+-- ---- load: every field checked; errors name the file and the node ----
+local function loader(path)
+  local L = { path = path }
+  function L.fail(msg) errors.raise(string.format("load %s: %s", path, msg)) end
+  return L
+end
+
+local function is_int(v) return type(v) == "number" and v == math.floor(v) and v >= 0 and v < 2 ^ 53 end
+
+-- "10*batch-2" -> a symbolic dim (or number)
+local function parse_dim(L, text, where)
+  if type(text) == "number" then
+    if not is_int(text) then L.fail(where .. ": dim " .. text .. " is not a non-negative integer") end
+    return text
+  end
+  if type(text) ~= "string" or #text == 0 or #text > 200 or not text:match("^[%w_#*+%-]+$") then
+    L.fail(where .. ": bad dim " .. tostring(text))
+  end
+  local total = 0
+  local s = text:sub(1, 1) == "-" and text or ("+" .. text)
+  local pos = 1
+  while pos <= #s do
+    local sign, term, nxt = s:match("^([+-])([^+-]+)()", pos)
+    if not sign then L.fail(where .. ": bad dim expression " .. text) end
+    local t = sign == "-" and -1 or 1
+    for f in term:gmatch("[^*]+") do
+      if f:match("^%d+$") then t = sym.mul(t, tonumber(f))
+      elseif f:match("^[%a_][%w_#]*$") then t = sym.mul(t, sym.named(f))
+      else L.fail(where .. ": bad factor '" .. f .. "' in dim " .. text) end
+    end
+    if term:sub(-1) == "*" or term:sub(1, 1) == "*" or term:find("**", 1, true) then L.fail(where .. ": bad dim expression " .. text) end
+    total = sym.add(total, t)
+    pos = nxt
+  end
+  return total
+end
+
+local function parse_shape(L, shape, where)
+  if type(shape) ~= "table" or #shape > 8 then L.fail(where .. ": shape must be a list of at most 8 dims") end
+  for k in pairs(shape) do if not is_int(k) or k < 1 or k > #shape then L.fail(where .. ": shape is not a list") end end
+  local out = {}
+  for i, d in ipairs(shape) do out[i] = parse_dim(L, d, where) end
+  return out
+end
+
+local function parse_dtype(L, dt, where)
+  if type(dt) ~= "string" or not dtype.code[dt] then L.fail(where .. ": unknown dtype " .. tostring(dt)) end
+  return dt
+end
+
+-- attr values from JSON: {"$float": "inf"}, {"$dim": "batch"}, lists and objects
+local function attr_in(L, v, where)
+  if type(v) == "table" then
+    if v["$float"] ~= nil then
+      local m = { inf = math.huge, ["-inf"] = -math.huge, nan = 0 / 0 }
+      if m[v["$float"]] == nil then L.fail(where .. ": bad $float " .. tostring(v["$float"])) end
+      return m[v["$float"]]
+    end
+    if v["$dim"] ~= nil then return parse_dim(L, v["$dim"], where) end
+    local out = {}
+    for k, x in pairs(v) do out[k] = attr_in(L, x, where) end
+    return out
+  end
+  if v == cjson.null then L.fail(where .. ": null attribute") end
+  return v
+end
+
+local function check_keys(L, obj, allowed, where)
+  if type(obj) ~= "table" then L.fail(where .. " must be a JSON object") end
+  for k in pairs(obj) do
+    if not allowed[k] then L.fail(string.format("%s: unknown field '%s'", where, tostring(k))) end
+  end
+end
+
+local function list(L, v, where)
+  if v == nil then return {} end
+  if type(v) ~= "table" then L.fail(where .. " must be a list") end
+  for k in pairs(v) do if not is_int(k) or k < 1 or k > #v then L.fail(where .. " must be a list") end end
+  return v
+end
+
+local function set(t) local s = {}; for _, k in ipairs(t) do s[k] = true end; return s end
+local TOP = set { "format", "format_version", "ds_version", "name", "params", "inputs", "args", "state", "constants",
+                  "nodes", "outputs", "state_writes", "grad_writes", "training" }
+
+-- the graph document + tensors -> IR (values defined once, before use; ops, attrs and shapes as the op table says)
+local function build_ir(L, doc, tensors)
+  local ir = IR.new()
+  ir.name = type(doc.name) == "string" and doc.name or "graph"
+  local defined = {}
+  local function define(id, shape, dt, kind, where)
+    if not is_int(id) or id < 1 or id > 2 ^ 31 then L.fail(where .. ": value id " .. tostring(id) .. " is not a positive integer") end
+    if defined[id] then L.fail(string.format("%s: value %%%d is defined twice", where, id)) end
+    defined[id] = true
+    ir.values[id] = { id = id, shape = shape, dtype = dt, kind = kind }
+    if id >= ir.next_id then ir.next_id = id + 1 end
+    return ir.values[id]
+  end
+  local function use(id, where)
+    if not is_int(id) or not defined[id] then L.fail(string.format("%s: value %s is used before it is defined", where, tostring(id))) end
+    return id
+  end
+  local function tensor_for(name, dt, shape, where)
+    local t = tensors[name]
+    if not t then L.fail(string.format("%s: tensor '%s' is missing from the params file", where, tostring(name))) end
+    tensors[name] = nil
+    if t.dtype ~= dt or not S.equal(t._shape, shape) then
+      L.fail(string.format("%s: params file has '%s' as %s %s, the graph says %s %s", where, name, t.dtype,
+        S.str(t._shape), dt, S.str(shape)))
+    end
+    return t
+  end
+  for i, inp in ipairs(list(L, doc.inputs, "inputs")) do
+    local where = "input " .. i
+    check_keys(L, inp, set { "name", "value", "dtype", "shape" }, where)
+    local v = define(inp.value, parse_shape(L, inp.shape, where), parse_dtype(L, inp.dtype, where), "input", where)
+    v.index = i
+    ir.inputs[i] = inp.value
+    ir.specs[i] = { name = type(inp.name) == "string" and inp.name or ("x" .. i), shape = v.shape, dtype = v.dtype }
+  end
+  for i, s in ipairs(list(L, doc.state, "state")) do
+    local where = "state " .. i
+    check_keys(L, s, set { "name", "value", "dtype", "shape" }, where)
+    local shape = parse_shape(L, s.shape, where)
+    if sym.contains(shape) then L.fail(where .. ": state shapes are concrete") end
+    local v = define(s.value, shape, parse_dtype(L, s.dtype, where), "state", where)
+    v.index = i
+    ir.state[i] = { name = s.name, tensor = tensor_for(s.name, v.dtype, shape, where), value = s.value }
+  end
+  for i, c in ipairs(list(L, doc.constants, "constants")) do
+    local where = "constant " .. i
+    check_keys(L, c, set { "name", "value", "dtype", "shape" }, where)
+    local shape = parse_shape(L, c.shape, where)
+    if sym.contains(shape) then L.fail(where .. ": constant shapes are concrete") end
+    local v = define(c.value, shape, parse_dtype(L, c.dtype, where), "const", where)
+    v.index = i
+    ir.consts[i] = { name = c.name, tensor = tensor_for(c.name, v.dtype, shape, where), value = c.value }
+  end
+  for name in pairs(tensors) do L.fail("params file holds tensor '" .. name .. "' that the graph does not name") end
+  for i, n in ipairs(list(L, doc.nodes, "nodes")) do
+    local where = string.format("node %d", i)
+    check_keys(L, n, set { "op", "inputs", "attrs", "outputs", "source" }, where)
+    local def = type(n.op) == "string" and D.by_name[n.op] or nil
+    if not def or def.internal then L.fail(string.format("%s: unknown op '%s'", where, tostring(n.op))) end
+    where = string.format("node %d (%s%s)", i, n.op, type(n.source) == "string" and (", " .. n.source) or "")
+    if def.run or not (def.kernel or def.view) then L.fail(where .. ": op cannot run in a compiled graph") end
+    local inputs = {}
+    for k, id in ipairs(list(L, n.inputs, where .. " inputs")) do inputs[k] = use(id, where) end
+    local ninputs = def.ninputs
+    if not def.variadic and ninputs and #inputs ~= ninputs then
+      L.fail(string.format("%s: %d inputs, the op takes %d", where, #inputs, ninputs))
+    end
+    -- attrs: names and types from the op table's schema
+    local given = attr_in(L, n.attrs or {}, where)
+    if type(given) ~= "table" then L.fail(where .. ": attrs must be an object") end
+    local ok, attrs = pcall(D.attrs, def, given)
+    if not ok then L.fail(where .. ": " .. tostring(attrs)) end
+    -- outputs as the op's shape inference says, for these inputs and attrs
+    local fake = {}
+    for k, id in ipairs(inputs) do fake[k] = { dtype = ir.values[id].dtype, _shape = ir.values[id].shape } end
+    local ok2, metas = pcall(def.infer, fake, attrs, def)
+    if not ok2 or type(metas) ~= "table" then L.fail(where .. ": inputs and attrs do not fit the op: " .. tostring(metas)) end
+    if metas.shape then metas = { metas } end
+    local mut = def.mutates or {}
+    local outs = list(L, n.outputs, where .. " outputs")
+    if #outs ~= def.noutputs + #mut then
+      L.fail(string.format("%s: %d outputs, the op gives %d", where, #outs, def.noutputs + #mut))
+    end
+    for k, j in ipairs(mut) do
+      local src = ir.values[inputs[j]]
+      if not src then L.fail(where .. ": mutated input missing") end
+      metas[def.noutputs + k] = { shape = src.shape, dtype = src.dtype }
+    end
+    local node = { op = n.op, def = def, inputs = inputs, attrs = attrs, outputs = {},
+                   line = type(n.source) == "string" and n.source or nil }
+    for k, o in ipairs(outs) do
+      local ow = where .. " output " .. k
+      check_keys(L, o, set { "value", "dtype", "shape" }, ow)
+      local shape, dt = parse_shape(L, o.shape, ow), parse_dtype(L, o.dtype, ow)
+      local m = metas[k]
+      if type(m) ~= "table" or m.dtype ~= dt or type(m.shape) ~= "table" or not S.equal(m.shape, shape) then
+        L.fail(string.format("%s: is %s %s, the op gives %s %s", ow, dt, S.str(shape),
+          type(m) == "table" and tostring(m.dtype) or "?", type(m) == "table" and type(m.shape) == "table" and S.str(m.shape) or "?"))
+      end
+      local v = define(o.value, shape, dt, "node", ow)
+      v.node = node; v.index = k
+      node.outputs[k] = o.value
+    end
+    if def.kernel then
+      local fo, fi = {}, {}
+      for k, id in ipairs(node.outputs) do fo[k] = { dtype = ir.values[id].dtype, _shape = ir.values[id].shape } end
+      local kdt = def.kernel_dtype and def.kernel_dtype(fake, fo, attrs) or (fake[1] and fake[1].dtype) or fo[1].dtype
+      if not def.dtypes[kdt] then L.fail(string.format("%s: no %s kernel", where, tostring(kdt))) end
+    end
+    ir.nodes[i] = node
+  end
+  for k, id in ipairs(list(L, doc.outputs, "outputs")) do ir.outputs[k] = use(id, "output " .. k) end
+  for k, w in ipairs(list(L, doc.state_writes, "state_writes")) do
+    check_keys(L, w, set { "state", "value" }, "state write " .. k)
+    if not is_int(w.state) or not ir.state[w.state] then L.fail("state write " .. k .. ": no state " .. tostring(w.state)) end
+    local v, s = ir.values[use(w.value, "state write " .. k)], ir.values[ir.state[w.state].value]
+    if v.dtype ~= s.dtype or not S.equal(v.shape, s.shape) then L.fail("state write " .. k .. ": value does not match the state's shape") end
+    ir.state_writes[k] = { state = w.state, value = w.value }
+  end
+  ir.grad_writes = {}
+  for k, w in ipairs(list(L, doc.grad_writes, "grad_writes")) do
+    check_keys(L, w, set { "state", "value", "into_existing" }, "grad write " .. k)
+    if not is_int(w.state) or not ir.state[w.state] then L.fail("grad write " .. k .. ": no state " .. tostring(w.state)) end
+    ir.grad_writes[k] = { state = w.state, value = w.value and use(w.value, "grad write " .. k) or false,
+                          into_existing = w.into_existing == true }
+  end
+  if doc.args ~= nil then
+    ir.args = {}
+    for k, a in ipairs(list(L, doc.args, "args")) do
+      check_keys(L, a, set { "input", "value" }, "arg " .. k)
+      if a.input ~= nil and not (is_int(a.input) and ir.inputs[a.input]) then L.fail("arg " .. k .. ": no input " .. tostring(a.input)) end
+      ir.args[k] = { input = a.input, value = a.value }
+    end
+  end
+  if type(doc.training) == "boolean" then ir.training = doc.training end
+  return ir
+end
+
+function M.load(path, opts)
+  if type(path) ~= "string" or path == "" then errors.raise("load: path must be a non-empty string like \"dir/name\"") end
+  local base = path:gsub("%.json$", "")
+  local L = loader(base .. ".json")
+  local text = read_file(base .. ".json", "graph file", M.MAX_JSON_BYTES)
+  local doc, jerr = cjson.decode(text)
+  if type(doc) ~= "table" then L.fail("not valid JSON (" .. tostring(jerr or "not an object") .. ")") end
+  check_keys(L, doc, TOP, "the graph file")
+  if doc.format ~= M.FORMAT then L.fail("not a ds graph file (format is " .. tostring(doc.format) .. ")") end
+  if doc.format_version ~= M.FORMAT_VERSION then
+    L.fail(string.format("format version %s is not supported (this ds reads version %d)", tostring(doc.format_version), M.FORMAT_VERSION))
+  end
+  local p = doc.params
+  check_keys(L, p, set { "file", "bytes", "crc32" }, "params")
+  if type(p.file) ~= "string" or p.file:find("/", 1, true) or p.file:sub(1, 1) == "." then L.fail("params.file must be a file name next to the graph file") end
+  local dir = base:match("^(.*)/[^/]*$")
+  local params = (dir and (dir .. "/") or "") .. p.file
+  local bytes = read_file(params, "params file")
+  if #bytes ~= p.bytes then L.fail(string.format("params file %s has %d bytes, the graph file says %s (truncated or replaced?)", params, #bytes, tostring(p.bytes))) end
+  if crc32(bytes, #bytes) ~= p.crc32 then L.fail("params file " .. params .. " does not match its checksum (corrupted or replaced)") end
+  bytes = nil
+  local tensors = require("ds.state_file").read(params)
+  local ir = build_ir(L, doc, tensors)
+  local compile = require("ds.compile")
+  local cg = compile.from_ir(ir, opts)
+  cg.loaded_from = base
+  cg.format_version = doc.format_version
+  return cg
+end
+
+function M.install(ds)
+  ds.save = M.save
+  ds.load = M.load
+end
+
+return M

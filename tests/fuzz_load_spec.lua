@@ -1,0 +1,94 @@
+-- fuzz_load_spec.lua: random mutations of saved graph/params files: ds.load (and running what loads)
+-- either works or raises a Lua error -- never crashes the process.
+local ds = require("ds")
+local cjson = require("cjson")
+local nn = ds.nn
+
+local dir = os.tmpname()
+os.remove(dir)
+os.execute("mkdir -p " .. dir)
+local base = dir .. "/fz"
+
+local function read(path) local f = assert(io.open(path, "rb")); local s = f:read("*a"); f:close(); return s end
+local function write(path, s) local f = assert(io.open(path, "wb")); f:write(s); f:close() end
+
+-- a small deterministic generator (independent of math.random's state)
+local seed = 12345
+local function rnd(n)
+  seed = (seed * 1103515245 + 12345) % 2147483648
+  return seed % n + 1
+end
+
+local function try_load_and_run(x)
+  local ok, m = pcall(ds.load, base)
+  if not ok then
+    assert.are.equal("string", type(m))
+    return "error"
+  end
+  local ok2, err = pcall(function() return m(x) end)
+  assert(ok2 or type(err) == "string")
+  return ok2 and "ran" or "error"
+end
+
+describe("fuzz: ds.load on mutated files", function()
+  local json, params
+  local x = ds.randn(3, 8)
+  setup(function()
+    ds.manual_seed(5)
+    local net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.LayerNorm(16), nn.Linear(16, 4))
+    net:eval()
+    ds.save(ds.compile(net, { ds.spec({ "batch", 8 }, "f32", "x") }), base)
+    json, params = read(base .. ".json"), read(base .. ".safetensors")
+  end)
+  teardown(function() write(base .. ".json", json); write(base .. ".safetensors", params) end)
+
+  it("byte flips, truncations and insertions in either file", function()
+    local outcomes = {}
+    for _ = 1, 100 do
+      local j, p = json, params
+      local target = rnd(2)
+      local s = target == 1 and j or p
+      local kind, pos = rnd(3), rnd(#s)
+      if kind == 1 then s = s:sub(1, pos - 1) .. string.char(rnd(256) - 1) .. s:sub(pos + 1)
+      elseif kind == 2 then s = s:sub(1, pos)
+      else s = s:sub(1, pos) .. string.char(rnd(256) - 1) .. s:sub(pos + 1) end
+      if target == 1 then j = s else p = s end
+      write(base .. ".json", j); write(base .. ".safetensors", p)
+      local r = try_load_and_run(x)
+      outcomes[r] = (outcomes[r] or 0) + 1
+    end
+    assert.truthy((outcomes.error or 0) > 0)
+  end)
+
+  it("structural edits of the graph document (numbers, ids, lists, fields)", function()
+    local weird = { -1, 0, 1, 2, 7, 1e300, -1e300, 2 ^ 53, 0.5, "x", true, {}, { 1, 2 }, cjson.null }
+    local outcomes = {}
+    for _ = 1, 200 do
+      local doc = cjson.decode(json)
+      -- collect every (table, key) slot
+      local slots = {}
+      local function walk(t)
+        for k, v in pairs(t) do
+          slots[#slots + 1] = { t, k }
+          if type(v) == "table" then walk(v) end
+        end
+      end
+      walk(doc)
+      for _ = 1, rnd(3) do
+        local slot = slots[rnd(#slots)]
+        local r = rnd(10)
+        if r == 1 then slot[1][slot[2]] = nil
+        elseif r == 2 and type(slot[1][slot[2]]) == "number" then slot[1][slot[2]] = slot[1][slot[2]] + rnd(5) - 3
+        else slot[1][slot[2]] = weird[rnd(#weird)] end
+      end
+      local ok, text = pcall(cjson.encode, doc)
+      if ok then
+        write(base .. ".json", text); write(base .. ".safetensors", params)
+        local res = try_load_and_run(x)
+        outcomes[res] = (outcomes[res] or 0) + 1
+      end
+    end
+    if os.getenv("DS_FUZZ_VERBOSE") then print("structural", outcomes.ran, outcomes.error) end
+    assert.truthy((outcomes.error or 0) > 0)
+  end)
+end)

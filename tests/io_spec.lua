@@ -1,0 +1,125 @@
+-- io_spec.lua: ds.save / ds.load: round trips bit for bit (also in a fresh process without the model
+-- code), atomic writes, and clear errors for truncated, corrupted and hand-edited files.
+local ds = require("ds")
+local H = require("helpers")
+local cjson = require("cjson")
+local nn = ds.nn
+
+local dir = os.tmpname()
+os.remove(dir)
+os.execute("mkdir -p " .. dir)
+
+local function read(path) local f = assert(io.open(path, "rb")); local s = f:read("*a"); f:close(); return s end
+local function write(path, s) local f = assert(io.open(path, "wb")); f:write(s); f:close() end
+
+local function mlp()
+  ds.manual_seed(1)
+  local net = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+  net:eval()
+  return net
+end
+
+describe("io: save/load round trip", function()
+  it("a module with a dynamic batch dim: loaded == compiled == eager, bitwise", function()
+    local net = mlp()
+    local cg = ds.compile(net, { ds.spec({ "batch", 8 }, "f32", "x") })
+    ds.save(cg, dir .. "/mlp")
+    local m = ds.load(dir .. "/mlp")
+    for _, b in ipairs { 1, 5 } do
+      local x = ds.randn(b, 8)
+      local want = net(x)
+      assert(H.bitwise(cg(x), want))
+      assert(H.bitwise(m(x), want))
+    end
+    assert.truthy(tostring(m):find("matmul_ep", 1, true))
+  end)
+
+  it("constants, several outputs, integer inputs and views survive", function()
+    local w = ds.randn(6, 4)
+    local f = function(ids, x)
+      local e = ds.embedding(ids, w)
+      return (e:transpose(1, 2) * 2.5):sum(1), x:narrow(2, 2, 2):clamp(-0.5, math.huge)
+    end
+    local ids, x = ds.tensor({ 1, 3, 6 }):astype("i64"), ds.randn(3, 4)
+    local cg = ds.compile(f, { ids, x })
+    ds.save(cg, dir .. "/multi")
+    local m = ds.load(dir .. "/multi")
+    local a1, a2 = m(ids, x)
+    local b1, b2 = f(ids, x)
+    assert(H.bitwise(a1, b1)); assert(H.bitwise(a2, b2))
+  end)
+
+  it("runs in a fresh process that never saw the model code", function()
+    local net = mlp()
+    ds.save(ds.compile(net, { ds.spec({ "batch", 8 }, "f32", "x") }), dir .. "/fresh")
+    local x = ds.randn(3, 8)
+    ds.save_state({ x = x }, dir .. "/fresh_in.safetensors")
+    local script = string.format([[
+      local ds = require("ds")
+      local m = ds.load(%q)
+      local x = ds.load_state(%q).x
+      ds.save_state({ y = m(x) }, %q)
+    ]], dir .. "/fresh", dir .. "/fresh_in.safetensors", dir .. "/fresh_out.safetensors")
+    write(dir .. "/fresh.lua", script)
+    local ok = os.execute(string.format("LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' luajit %s", dir .. "/fresh.lua"))
+    assert.truthy(ok == 0 or ok == true)
+    local y = ds.load_state(dir .. "/fresh_out.safetensors").y
+    assert(H.bitwise(y, net(x)))
+  end)
+
+  it("writes through temporary files and leaves no temporaries behind", function()
+    ds.save(ds.compile(mlp(), { ds.spec({ 2, 8 }, "f32", "x") }), dir .. "/atomic")
+    local p = io.popen("ls -a " .. dir)
+    local names = p:read("*a"); p:close()
+    assert.falsy(names:find("%.tmp"))
+    local doc = cjson.decode(read(dir .. "/atomic.json"))
+    assert.are.equal(1, doc.format_version)
+    assert.are.equal("atomic.safetensors", doc.params.file)
+    assert.truthy(#doc.nodes > 0 and doc.nodes[1].source)
+  end)
+end)
+
+describe("io: bad files give clear errors", function()
+  local base = dir .. "/bad"
+  local json, params
+  setup(function()
+    ds.save(ds.compile(mlp(), { ds.spec({ "batch", 8 }, "f32", "x") }), base)
+    json, params = read(base .. ".json"), read(base .. ".safetensors")
+  end)
+  local function with(j, p, ...)
+    write(base .. ".json", j); write(base .. ".safetensors", p)
+    local err = H.raises(function() ds.load(base) end, ...)
+    write(base .. ".json", json); write(base .. ".safetensors", params)
+    return err
+  end
+  local function edit(fn)
+    local doc = cjson.decode(json)
+    fn(doc)
+    return cjson.encode(doc)
+  end
+
+  it("missing files", function()
+    H.raises(function() ds.load(dir .. "/nothing_here") end, "cannot open", "nothing_here.json")
+  end)
+  it("truncated graph file and truncated params", function()
+    with(json:sub(1, 100), params, "not valid JSON")
+    with(json, params:sub(1, #params - 10), "bytes", "truncated")
+  end)
+  it("corrupted params (checksum)", function()
+    local p = params:sub(1, 200) .. string.char((params:byte(201) + 1) % 256) .. params:sub(202)
+    with(json, p, "checksum")
+  end)
+  it("format version and unknown ops", function()
+    with(edit(function(d) d.format_version = 99 end), params, "format version 99", "reads version 1")
+    with(edit(function(d) d.nodes[2].op = "frobnicate" end), params, "node 2", "unknown op 'frobnicate'")
+  end)
+  it("hand-edited attrs, shapes, ids", function()
+    with(edit(function(d) d.nodes[1].attrs.dim0 = "x" end), params, "node 1 (transpose", "dim0")
+    with(edit(function(d) d.nodes[1].attrs.bogus = 1 end), params, "unknown option 'bogus'")
+    with(edit(function(d) d.nodes[2].outputs[1].shape = { "batch", 17 } end), params, "node 2 (matmul", "the op gives")
+    with(edit(function(d) d.nodes[2].inputs = { 1, 999 } end), params, "node 2", "used before it is defined")
+    with(edit(function(d) d.outputs = { 12345 } end), params, "output 1", "used before it is defined")
+    with(edit(function(d) d.state[1].shape = { 3, 3 } end), params, "state 1", "params file has")
+    with(edit(function(d) d.inputs[1].shape = { "batch**", 8 } end), params, "input 1", "dim")
+  end)
+end)
