@@ -2,14 +2,9 @@
 -- attrs are concrete) runs once, now, through the same kernel, and its outputs become constants.
 local IR = require("ds.passes.ir")
 local D = require("ds.dispatch")
+local sym = require("ds.sym")
 
-local function concrete(x)
-  local t = type(x)
-  if t == "number" or t == "string" or t == "boolean" or t == "nil" then return true end
-  if t ~= "table" or getmetatable(x) ~= nil then return false end
-  for _, v in pairs(x) do if not concrete(v) then return false end end
-  return true
-end
+local function concrete(x) return not sym.contains(x) end
 
 return function(ir)
   local nodes, folded = {}, 0
