@@ -3,7 +3,7 @@ CC      ?= cc
 MARCH   ?= x86-64-v3
 BLASDIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 CFLAGS  ?= -O3 -march=$(MARCH)
-CFLAGS  += -std=gnu11 -fPIC -fopenmp -ffp-contract=off -fno-math-errno -Wall -Wextra -Wno-unused-parameter -Isrc
+CFLAGS  += -std=gnu11 -fPIC -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math -Wall -Wextra -Wno-unused-parameter -Isrc
 LDFLAGS += -shared -fopenmp -Wl,-z,nodelete -L$(BLASDIR) -l:libopenblas.so.0 -Wl,-rpath,$(BLASDIR) -lz -lm
 SRCS    := $(wildcard src/*.c)
 HDRS    := $(wildcard src/*.h src/*.def src/*.inc)
@@ -70,3 +70,12 @@ install: all
 
 clean:
 	rm -rf build
+
+# Render the graph traced by examples/simple_net.lua to SVG with Graphviz (Debian's graphviz package).
+.PHONY: graph-demo
+graph-demo: all
+	@command -v dot >/dev/null || { echo "graph-demo needs Graphviz's dot: apt-get install graphviz"; exit 1; }
+	@mkdir -p $(BUILD)/graph-demo
+	$(RUN_LUA) examples/simple_net.lua --dot $(BUILD)/graph-demo/simple_net.dot
+	dot -Tsvg $(BUILD)/graph-demo/simple_net.dot -o $(BUILD)/graph-demo/simple_net.svg
+	@echo "SVG: $(BUILD)/graph-demo/simple_net.svg"
