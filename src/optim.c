@@ -4,8 +4,8 @@
    kernel writes into its inputs (the op table lists them in `mutates`). */
 #include "internal.h"
 
-/* param, grad and each state tensor: same dtype and shape, contiguous (grads are made contiguous
-   by the Lua side); the step counter is a 1-element f32 tensor. */
+/* param and state tensors: same dtype and numel, contiguous; grad: the parameter's dtype and shape,
+   any strides (a weight grad is often a transposed view); the step counter: a 1-element f32 tensor. */
 static int check_operands(ds_tensor *const *t, int n, int dtype, const char *op) {
   char b1[128], b2[128];
   for (int k = 0; k < n; k++) {
@@ -13,13 +13,39 @@ static int check_operands(ds_tensor *const *t, int n, int dtype, const char *op)
     DS_CHECK(t[k]->dtype == dtype, "%s: operand %d has the wrong dtype", op, k + 1);
     DS_CHECK(t[k]->numel == t[0]->numel, "%s: operand %d has shape %s, parameter has %s", op, k + 1,
              ds_shape_str(t[k], b1), ds_shape_str(t[0], b2));
-    DS_CHECK(ds_is_contig(t[k]), "%s: operand %d must be contiguous", op, k + 1);
+    DS_CHECK(k == 1 || ds_is_contig(t[k]), "%s: operand %d must be contiguous", op, k + 1);
   }
-  for (int k = 0; k < n; k++)
+  if (!ds_is_contig(t[1])) {
+    int same = t[1]->ndim == t[0]->ndim;
+    for (int d = 0; same && d < t[0]->ndim; d++) same = t[1]->shape[d] == t[0]->shape[d];
+    DS_CHECK(same, "%s: grad shape %s differs from parameter shape %s", op, ds_shape_str(t[1], b1), ds_shape_str(t[0], b2));
+  }
+  for (int k = 2; k < n; k++)
     for (int j = 0; j < k; j++)
-      DS_CHECK(k == 1 || j == 1 || t[k]->data != t[j]->data, "%s: operands %d and %d share memory", op, j + 1, k + 1);
+      DS_CHECK(j == 1 || t[k]->data != t[j]->data, "%s: operands %d and %d share memory", op, j + 1, k + 1);
   return DS_OK;
 }
+
+/* element offset of row r (all dims but the last) of a strided tensor */
+static int64_t row_offset(const ds_tensor *t, int64_t r) {
+  int64_t off = 0;
+  for (int d = t->ndim - 2; d >= 0; d--) { off += (r % t->shape[d]) * t->strides[d]; r /= t->shape[d]; }
+  return off;
+}
+
+/* run the body (the macro's last argument) for every element i of the parameter (row-major), with gk the grad's element offset */
+#define FOR_EACH(n, gt, ...) \
+  if (ds_is_contig(gt)) { \
+    _Pragma("omp parallel for schedule(static) if (n > DS_PAR_MIN)") \
+    for (int64_t i = 0; i < n; i++) { const int64_t gk = i; __VA_ARGS__ } \
+  } else if (n > 0) { \
+    const int64_t inner = (gt)->shape[(gt)->ndim - 1], gs = (gt)->strides[(gt)->ndim - 1], rows = n / inner; \
+    _Pragma("omp parallel for schedule(static) if (n > DS_PAR_MIN)") \
+    for (int64_t r = 0; r < rows; r++) { \
+      const int64_t base = row_offset(gt, r); \
+      for (int64_t j = 0; j < inner; j++) { const int64_t i = r * inner + j, gk = base + j * gs; __VA_ARGS__ } \
+    } \
+  }
 
 static int check_step(const ds_tensor *s, const char *op) {
   DS_CHECK(s && s->dtype == DS_F32 && s->numel == 1, "%s: step counter must be a 1-element f32 tensor", op);
@@ -32,12 +58,11 @@ static int check_step(const ds_tensor *s, const char *op) {
     int rc = check_operands(t, 2, D, "sgd_update"); if (rc) return rc; \
     T *p = t[0]->data; const T *g = t[1]->data; \
     const T lr_neg = (T)(-attrs[0]), wd = (T)attrs[1]; const int64_t n = t[0]->numel; \
-    _Pragma("omp parallel for schedule(static) if (n > DS_PAR_MIN)") \
-    for (int64_t i = 0; i < n; i++) { \
-      T d = g[i]; \
+    FOR_EACH(n, t[1], { \
+      T d = g[gk]; \
       if (wd != 0) d = d + wd * p[i]; \
       p[i] = p[i] + lr_neg * d; \
-    } \
+    }) \
     return DS_OK; }
 
 /* sgd with momentum: param, grad, buf, step; attrs = lr, momentum, dampening, weight_decay, nesterov.
@@ -49,15 +74,14 @@ static int check_step(const ds_tensor *s, const char *op) {
     T *p = t[0]->data, *buf = t[2]->data; const T *g = t[1]->data; float *step = t[3]->data; \
     const T lr_neg = (T)(-attrs[0]), mom = (T)attrs[1], damp1 = (T)(1 - attrs[2]), wd = (T)attrs[3]; \
     const int nesterov = attrs[4] != 0, first = *step == 0; const int64_t n = t[0]->numel; \
-    _Pragma("omp parallel for schedule(static) if (n > DS_PAR_MIN)") \
-    for (int64_t i = 0; i < n; i++) { \
-      T d = g[i]; \
+    FOR_EACH(n, t[1], { \
+      T d = g[gk]; \
       if (wd != 0) d = d + wd * p[i]; \
       T b = first ? d : buf[i] * mom + damp1 * d; \
       buf[i] = b; \
       if (nesterov) d = d + mom * b; else d = b; \
       p[i] = p[i] + lr_neg * d; \
-    } \
+    }) \
     *step = *step + 1; \
     return DS_OK; }
 
@@ -77,16 +101,15 @@ static int check_step(const ds_tensor *s, const char *op) {
     const T b1 = (T)beta1, b2 = (T)beta2, a1 = (T)(1 - beta1), a2 = (T)(1 - beta2), e = (T)eps; \
     const T wd = (T)wdd, shrink = (T)(1 - lr * wdd); \
     const int64_t n = t[0]->numel; \
-    _Pragma("omp parallel for schedule(static) if (n > DS_PAR_MIN)") \
-    for (int64_t i = 0; i < n; i++) { \
-      T gi = g[i], pi = p[i]; \
+    FOR_EACH(n, t[1], { \
+      T gi = g[gk], pi = p[i]; \
       if (decoupled) pi = pi * shrink; else if (wd != 0) gi = gi + wd * pi; \
       T mi = m[i] * b1; mi = mi + a1 * gi; \
       T vi = v[i] * b2; vi = vi + a2 * gi * gi; \
       T denom = SQRT(vi) / bc2_sqrt + e; \
       m[i] = mi; v[i] = vi; \
       p[i] = pi + step_size_neg * mi / denom; \
-    } \
+    }) \
     return DS_OK; }
 
 SGD(f32, float, DS_F32) SGD(f64, double, DS_F64)

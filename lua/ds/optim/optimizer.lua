@@ -2,7 +2,6 @@
 -- state_dict / load_state_dict (PyTorch's layout, 1-based parameter indices).
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
-local F = require("ds.ops.common").functions
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
@@ -65,12 +64,11 @@ function Optimizer:zero_grad()
   end
 end
 
--- the update kernels need a contiguous grad of the parameter's dtype
+-- the update kernels take a grad of the parameter's dtype, with any strides
 function Optimizer.grad_of(p)
   local g = rawget(p, "grad")
-  if g == nil then return nil end
-  if g.dtype ~= p.dtype then g = g:astype(p.dtype) end
-  return F.contiguous(g)
+  if g ~= nil and g.dtype ~= p.dtype then g = g:astype(p.dtype) end
+  return g
 end
 
 -- {state = {[i] = {name = tensor...}}, param_groups = {{lr = ..., params = {i...}}}} with i counting
