@@ -298,6 +298,8 @@ local function build_ir(L, doc, tensors)
     local v = define(s.value, shape, parse_dtype(L, s.dtype, where), "state", where)
     v.index = i
     ir.state[i] = { name = s.name, tensor = tensor_for(s.name, v.dtype, shape, where), value = s.value }
+    -- the generator state binds to this process's generator, so ds.manual_seed drives loaded graphs as eager code
+    if s.name == "rng_state" then ir.state[i].tensor = require("ds.random").state() end
   end
   for i, c in ipairs(list(L, doc.constants, "constants")) do
     local where = "constant " .. i
