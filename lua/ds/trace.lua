@@ -58,8 +58,9 @@ local ds_prefix = debug.getinfo(1, "S").source:match("^(@.*/)[^/]*$") or "@"
 
 local function clean_path(p) return (p:gsub("%.%_[%w_]+", ""):gsub("^%.", "")) end
 
--- visit(tensor, path, table, key) for every tensor reachable from roots {{name, value}...}
-local function walk(roots, visit)
+-- visit(tensor, path, table, key) for every tensor reachable from roots {{name, value}...};
+-- on_table(t, path) for every table; key_name(tensor) names tensors used as table keys
+local function walk(roots, visit, on_table, key_name)
   local seen, count = {}, 0
   local sk = skip_set()
   local function go(v, path, depth, holder, key)
@@ -70,10 +71,11 @@ local function walk(roots, visit)
     count = count + 1
     if tv == "table" then
       if sym.is(v) or Graph.is_graph(v) or M.is_spec(v) then return end
+      if on_table then on_table(v, path) end
       for k, x in pairs(v) do
         local kt = type(k)
         local ks = (kt == "string" and ("." .. k)) or (kt == "number" and ("." .. k))
-          or (is_tensor(k) and "[" .. (rawget(k, "_name") or "tensor") .. "]") or nil
+          or (is_tensor(k) and "[" .. (key_name and key_name(k) or "tensor") .. "]") or nil
         if ks then go(x, path .. ks, depth + 1, v, k) end
       end
     else
@@ -408,7 +410,7 @@ function Tracer:lift_escaped()
       end
     end
     rawset(holder, key, c)
-  end)
+  end, nil, function(k) return self.names[k] or "tensor" end)
   if next(lifted) then
     local kept = {}
     for _, node in ipairs(g.nodes) do if not node.lifted then kept[#kept + 1] = node end end
@@ -515,16 +517,22 @@ function M.trace(target, specs, opts)
   tr.written_order = {}
   tr.roots = { { "", module or target } }
   -- names and grads of every tensor the function can reach, before it runs
-  local named = {}
-  if module and module.named_parameters then
-    for n, p in module:named_parameters() do named[p] = n end
-    for n, b in module:named_buffers() do named[b] = n end
-  end
+  -- (parameters and buffers are named as their modules name them: "fc.weight", "net.0.bias")
+  local named, by_module = {}, {}
   walk(tr.roots, function(t, path)
     if rawget(t, "_c") == nil then return end
     if tr.grad_before[t] == nil then tr.grad_before[t] = { rawget(t, "grad") } end
     if not named[t] then named[t] = clean_path(path) end
+  end, function(v, path)
+    if v._is_module == true and v.named_parameters then
+      local prefix = clean_path(path)
+      prefix = prefix == "" and "" or prefix .. "."
+      for _, it in ipairs { v:named_parameters(), v:named_buffers() } do
+        for n, p in it do if not by_module[p] then by_module[p] = prefix .. n end end
+      end
+    end
   end)
+  for t, n in pairs(by_module) do named[t] = n end
   tr.names = named
   local nargs = specs.n or table.maxn(specs)
   local args = M.bind_args(tr, specs, nargs)

@@ -41,7 +41,7 @@ local function sizes_and_opts(opname, ...)
   end
   local first = ...
   local shape
-  if n >= 1 and type(first) == "table" then
+  if n >= 1 and type(first) == "table" and not (S.sym and S.sym.is(first)) then
     shape = {}
     for i, d in ipairs(first) do shape[i] = d end
   else

@@ -226,7 +226,7 @@ def_view {
 -- ---- API: varargs/table shapes and the derived views ----
 local function shape_args(opname, ...)
   local first = ...
-  if type(first) == "table" and not Tensor.is_tensor(first) then return first end
+  if type(first) == "table" and not Tensor.is_tensor(first) and not (S.sym and S.sym.is(first)) then return first end
   local s = { ... }
   for i, d in ipairs(s) do
     if type(d) ~= "number" and not (S.sym and S.sym.is(d)) then
