@@ -28,6 +28,7 @@ def lua_key(k):
 def layer_case(name, module, inputs, train=False, after_eval_input=None):
     """inputs: list of tensors (float ones get gradients) or ("ids", tensor) / ("kwarg", name, tensor)."""
     module.train(train)
+    module.zero_grad(set_to_none=True)
     sd = {lua_key(k): enc(v) for k, v in module.state_dict().items()}
     args, kwargs, float_inputs = [], {}, []
     for x in inputs:
@@ -112,6 +113,8 @@ def layers():
     x = torch.randn(2, 5, 8)
     kpm = torch.tensor([[False, False, False, True, True], [False, False, False, False, False]])
     cases.append(layer_case("mha_self", mha, [x, x, x, ("kwarg", "key_padding_mask", kpm)]))
+    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
+    cases.append(layer_case("mha_causal", mha, [x, x, x, ("kwarg", "attn_mask", causal)]))
     mha2 = nn.MultiheadAttention(8, 4)
     with torch.no_grad():
         mha2.in_proj_bias.uniform_(-0.3, 0.3)

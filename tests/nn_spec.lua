@@ -48,6 +48,7 @@ local builders = {
   embedding = function() return nn.Embedding(10, 4, { padding_idx = 3 }) end,
   sequential = function() return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)) end,
   mha_self = function() return nn.MultiheadAttention(8, 2, { batch_first = true }) end,
+  mha_causal = function() return nn.MultiheadAttention(8, 2, { batch_first = true }) end,
   mha_cross = function() return nn.MultiheadAttention(8, 4) end,
   transformer_layer = function()
     return nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0, activation = "gelu", batch_first = true })
@@ -56,7 +57,7 @@ local builders = {
 
 local function run(case, m, inputs, kwargs)
   if case.name:match("^mha") then
-    return m(inputs[1], inputs[2], inputs[3], { key_padding_mask = kwargs.key_padding_mask })
+    return m(inputs[1], inputs[2], inputs[3], { key_padding_mask = kwargs.key_padding_mask, attn_mask = kwargs.attn_mask })
   elseif case.name == "transformer_layer" then
     return m(inputs[1], { src_key_padding_mask = kwargs.src_key_padding_mask })
   end
