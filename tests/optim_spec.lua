@@ -120,6 +120,23 @@ describe("learning-rate schedulers match torch", function()
   end
 end)
 
+describe("scheduler state", function()
+  it("state_dict / load_state_dict resume the schedule", function()
+    local function make()
+      local opt = ds.optim.SGD({ ds.zeros(1):requires_grad_() }, { lr = 0.1 })
+      return opt, ds.optim.CosineAnnealingLR(opt, { T_max = 5 })
+    end
+    local oa, sa = make()
+    for _ = 1, 3 do sa:step() end
+    local ob, sb = make()
+    sb:load_state_dict(sa:state_dict())
+    ob.param_groups[1].lr = oa.param_groups[1].lr
+    for _ = 1, 4 do sa:step(); sb:step() end
+    assert.equal(oa.param_groups[1].lr, ob.param_groups[1].lr)
+    assert.equal(7, sb.last_epoch)
+  end)
+end)
+
 describe("update ops", function()
   it("are op-table entries of kind update that name the inputs they write", function()
     for _, name in ipairs { "sgd_update", "sgd_momentum_update", "adam_update" } do
