@@ -204,6 +204,21 @@ describe("random ops in graphs", function()
     end
     assert.is_false(same(t[1], t2[1]), "the generator advances between runs")
   end)
+  it("random ops inside a loop body advance the same stream (the generator is loop-carried)", function()
+    local function f(n)
+      local _, acc = ds.while_loop(function(i) return i:lt(n) end,
+        function(i, acc) ds.print("iteration", i); return i + 1, acc + ds.rand(2) end, { ds.tensor(0), ds.zeros(2) })
+      return acc, ds.randn(3)
+    end
+    local g = ds.trace(f, { ds.spec({}) })
+    ds.manual_seed(5)
+    local out_e, ea, eb = quiet(f, ds.tensor(3))
+    ds.manual_seed(5)
+    local out_t, ta, tb = quiet(g, ds.tensor(3))
+    assert.is_true(same(ea, ta) and same(eb, tb))
+    assert.equal(out_e, out_t)
+    assert.truthy(out_t:find("iteration tensor(2.)", 1, true))
+  end)
 end)
 
 describe("honest errors", function()

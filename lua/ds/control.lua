@@ -59,6 +59,7 @@ local function trace_child(parent, registry, fn, operands, nops, name)
 end
 
 -- every child gets an input per capture (in registry order) and an output per updated capture
+-- (except a loop's cond_fn, which only reads)
 local function seal(registry, children)
   local written = {}
   for k = 1, #registry.list do
@@ -69,8 +70,10 @@ local function seal(registry, children)
     for k = 1, #registry.list do
       g.inputs[#g.inputs + 1] = { name = "capture" .. k, value = tr:capture_input(k) }
     end
-    for _, k in ipairs(written) do
-      g.outputs[#g.outputs + 1] = tr.bound[registry.list[k]] or tr:capture_input(k)
+    if not c.reads_only then
+      for _, k in ipairs(written) do
+        g.outputs[#g.outputs + 1] = tr.bound[registry.list[k]] or tr:capture_input(k)
+      end
     end
     g:finalize()
   end
@@ -215,6 +218,7 @@ function M.while_loop(cond_fn, body_fn, init)
   for k in pairs(c.tracer.cap_written) do
     errors.raise("while_loop: cond_fn updates " .. (registry.list[k] and (rawget(registry.list[k], "_name") or "a tensor") or "a tensor") .. " in place")
   end
+  c.reads_only = true
   local written = seal(registry, { c, b })
   local inputs = {}
   for i = 1, n do inputs[i] = init[i] end

@@ -18,16 +18,23 @@
                       output per mutated input: the updated value (the runner updates a copy).
                       A node whose def has `run` (kind "control": cond, while_loop, print) is executed by
                       def.run(node, inputs, env) in Lua; its attrs may hold sub-graphs (Graph objects) and
-                      its outputs count is #node.outputs. def.side_effect marks nodes that must never be
-                      removed (print).
+                      its outputs count is #node.outputs; def.replay(node, inputs) records it again when a
+                      graph holding it is inlined into another trace. def.side_effects marks nodes that must
+                      never be removed (print).
   graph.outputs       {v...}  the returned tensors
   graph.state_writes  {{state = i, value = v}...}  after a run, state[i].tensor receives value v (in place)
   graph.grad_writes   {{state = i, value = v | false}...}  after a run, state[i].tensor.grad is set to value v
                       (copied into the existing .grad when it was a tensor when traced), false clears it
   graph.training      train/eval mode of the traced module (nil for plain functions)
 
-  Sub-graphs (cond branches, loop bodies) use the same layout; their inputs are the operands followed by
-  captured outer values, their outputs the results followed by the new values of captures they update.
+  Sub-graphs (cond branches, loop bodies) use the same layout without state; their inputs are the tensor
+  operands followed by captured outer values (attrs.first_capture is the node input of capture 1), their
+  outputs the results followed by the new values of the captures listed in attrs.written (a loop's cond
+  graph returns its predicate only). The node's outputs are the results followed by those updated captures.
+
+  Running: g(...) binds named dims from the inputs (env), substitutes them into dynamic nodes' attrs and
+  metas (cached per binding), runs each node with dispatch.run_kernel (the eager kernels) and frees values
+  after their last use; then applies state writes and grad writes. Inside a trace, g(...) is inlined.
 ]]
 local D = require("ds.dispatch")
 local S = require("ds.shape")
