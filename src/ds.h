@@ -94,6 +94,8 @@ int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, cons
 int ds_plan_add_step(ds_plan *p, const char *kernel, int nbuf, const int *bufs, int nattrs, const double *attrs);
 int ds_plan_bind(ds_plan *p, int buffer, const ds_tensor *t);
 int ds_plan_run(ds_plan *p);
+int ds_plan_run_range(ds_plan *p, int first, int last);   /* steps [first, last), 0-based */
+const ds_tensor *ds_plan_buffer(ds_plan *p, int buffer); /* a buffer as resolved for the current run */
 int64_t ds_plan_arena_bytes(const ds_plan *p);
 int ds_plan_num_steps(const ds_plan *p);
 int ds_plan_num_buffers(const ds_plan *p);

@@ -186,26 +186,36 @@ static int finalize(ds_plan *p) {
   return DS_OK;
 }
 
-/* Resolve every buffer's data pointer (externals must be bound), then run the steps in order. */
-int ds_plan_run(ds_plan *p) {
-  if (!p) return ds_fail(DS_EINVAL, "plan: NULL plan");
-  if (!p->ready) { int rc = finalize(p); if (rc) return rc; }
+/* Resolve every buffer's data pointer (arena slots, bound externals, views of those). */
+static void resolve(ds_plan *p) {
   for (int i = 0; i < p->nbufs; i++) {
     buffer *b = &p->bufs[i];
     if (b->kind == DS_BUF_ARENA) {
       b->st.data = p->arena + b->offset; b->st.nbytes = p->arena_bytes - b->offset;
       b->st.refcount = 1; b->st.external = 1;
-      b->t.data = b->st.data; b->t.storage = &b->st; b->t.offset = 0;
-    } else if (b->kind == DS_BUF_EXTERNAL) {
-      if (!b->bound) return ds_fail(DS_EINVAL, "plan: external buffer %d was not bound", i);
-    } else {
+      b->t.data = b->st.data; b->t.storage = &b->st; b->t.offset = 0; b->bound = 1;
+    } else if (b->kind == DS_BUF_VIEW) {
       const buffer *bb = &p->bufs[b->base];
+      b->bound = bb->bound;
       b->t.storage = bb->t.storage; b->t.offset = bb->t.offset + b->offset;
-      b->t.data = (char *)bb->t.data + b->offset * ds_dtype_size(b->t.dtype);
+      b->t.data = bb->bound ? (char *)bb->t.data + b->offset * ds_dtype_size(b->t.dtype) : NULL;
     }
   }
-  for (int i = 0; i < p->nsteps; i++) {
+}
+
+/* Run steps [first, last) (0-based); every external a step touches must be bound. */
+int ds_plan_run_range(ds_plan *p, int first, int last) {
+  if (!p) return ds_fail(DS_EINVAL, "plan: NULL plan");
+  if (first < 0 || last > p->nsteps || first > last) return ds_fail(DS_EINVAL, "plan: step range %d..%d outside 0..%d", first, last, p->nsteps);
+  if (!p->ready) { int rc = finalize(p); if (rc) return rc; }
+  resolve(p);
+  for (int i = first; i < last; i++) {
     step *s = &p->steps[i];
+    for (int k = 0; k < s->nbuf; k++) {
+      const buffer *b = &p->bufs[s->bufs[k]];
+      if (!b->bound)
+        return ds_fail(DS_EINVAL, "plan: step %d (%s) uses external buffer %d, which was not bound", i + 1, s->name, s->bufs[k]);
+    }
     int rc = s->fn(s->targs, s->attrs);
     if (rc != DS_OK) {
       char msg[512];
@@ -215,6 +225,16 @@ int ds_plan_run(ds_plan *p) {
     }
   }
   return DS_OK;
+}
+
+int ds_plan_run(ds_plan *p) { return ds_plan_run_range(p, 0, p ? p->nsteps : 0); }
+
+/* The tensor struct of buffer id as the last run resolved it (for a Lua step between ranges to read). */
+const ds_tensor *ds_plan_buffer(ds_plan *p, int id) {
+  if (!p || id < 0 || id >= p->nbufs) { ds_fail(DS_EINVAL, "plan: no buffer %d", id); return NULL; }
+  if (!p->ready && finalize(p) != DS_OK) return NULL;
+  resolve(p);
+  return &p->bufs[id].t;
 }
 
 int64_t ds_plan_arena_bytes(const ds_plan *p) { return p ? p->arena_bytes : 0; }

@@ -156,8 +156,8 @@ function Compiled:plan_for(env)
   if p then return p end
   local L = lower.build(self.ir, env)
   local arena, eager, stats = memplan(L)
-  local plan = lower.emit(L, arena)
-  p = { plan = plan, L = L, arena_bytes = arena, eager_bytes = eager, stats = stats, inputs = {}, state = {},
+  local plan, segments = lower.emit(L, arena)
+  p = { plan = plan, segments = segments, L = L, arena_bytes = arena, eager_bytes = eager, stats = stats, inputs = {}, state = {},
         outputs = {}, keep = {} }
   for _, r in ipairs(L.roots) do
     if r.kind == "const" then
@@ -176,6 +176,33 @@ end
 
 local function bind_buffer(plan, r, t, what)
   if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then errors.raise("compiled graph: " .. what .. ": " .. dsffi.last_error()) end
+end
+
+local tbuf2 = ffi.new("ds_tensor*[2]")
+local function copy_kernel(dt) return require("ds.dispatch").kernel(require("ds.dispatch").by_name.contiguous, dt) end
+
+-- a control node between C ranges: its inputs copied out of the plan's buffers, its results bound back
+local function run_lua_step(plan, s, env, keep)
+  local ins = {}
+  for k, l in ipairs(s.ins) do
+    local src = C.ds_plan_buffer(plan, s.in_buffers[k])
+    if src == nil then errors.raise("compiled graph: " .. dsffi.last_error()) end
+    local t = Tensor._empty(l.dtype, l.shape, s.op)
+    tbuf2[0] = t._c; tbuf2[1] = ffi.cast("ds_tensor *", src)
+    if copy_kernel(l.dtype)(tbuf2, nil) ~= 0 then errors.raise("compiled graph: " .. dsffi.last_error()) end
+    ins[k] = t
+  end
+  local outs = s.lua.def.run(s.lua, ins, env, s.attrs)
+  for k, r in ipairs(s.outs) do
+    local t = outs[k]
+    if not Tensor.is_tensor(t) or t.dtype ~= r.dtype or not S.equal(t._shape, r.shape) then
+      errors.raise(string.format("compiled graph: %s (%s) result %d is not a %s %s tensor", s.op, s.line or "?", k,
+        r.dtype, S.str(r.shape)))
+    end
+    if not t:is_contiguous() then t = t:contiguous() end
+    keep[#keep + 1] = t
+    bind_buffer(plan, r.root, t, s.op .. " result")
+  end
 end
 
 -- run on the tensor inputs (in the graph's input order); returns the outputs as a list
@@ -211,7 +238,12 @@ function Compiled:run(args)
       bind_buffer(plan, g.root, grads[k], "gradient")
     end
   end
-  if C.ds_plan_run(plan) ~= 0 then errors.raise("compiled " .. (ir.name or "graph") .. ": " .. dsffi.last_error()) end
+  for _, seg in ipairs(p.segments) do
+    if C.ds_plan_run_range(plan, seg.from, seg.to) ~= 0 then
+      errors.raise("compiled " .. (ir.name or "graph") .. ": " .. dsffi.last_error())
+    end
+    if seg.lua then run_lua_step(plan, seg.lua, env, keep) end
+  end
   for k, g in ipairs(p.L.grads) do
     local t = ir.state[g.state].tensor
     local v = grads[k]

@@ -1,5 +1,5 @@
 -- passes/cse.lua: common subexpression elimination: a node with the same op, inputs and attrs as an
--- earlier one reuses its outputs (nodes with effects are never merged).
+-- earlier one reuses its outputs (nodes with effects and control nodes are never merged).
 local IR = require("ds.passes.ir")
 
 return function(ir)
@@ -8,7 +8,7 @@ return function(ir)
   for _, node in ipairs(ir.nodes) do
     for i, id in ipairs(node.inputs) do node.inputs[i] = r(id) end
     local key
-    if not IR.has_effects(node) then
+    if not IR.has_effects(node) and not node.def.run then
       key = node.op .. "(" .. table.concat(node.inputs, ",") .. ")" .. IR.attrs_str(node)
     end
     local prev = key and seen[key]

@@ -57,7 +57,7 @@ end
 -- node has effects beyond its outputs (mutates an input, prints, ...): never removed or merged
 function M.has_effects(node)
   local def = node.def
-  return def.mutates ~= nil or def.side_effects == true or def.kind == "random" or def.kind == "print"
+  return def.mutates ~= nil or def.side_effects == true or def.side_effect == true or def.kind == "random"
 end
 
 -- number of uses of each value (node inputs, graph outputs, state writes)

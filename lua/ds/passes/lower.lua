@@ -109,8 +109,13 @@ function M.build(ir, env)
       local id = node.outputs[1]
       lay[id] = view_layout(def, x, attrs, { shape = shape_of(id), dtype = ir.values[id].dtype })
     elseif def.run then
-      errors.raise(string.format("compile: %s (%s) runs Lua code per call and cannot be compiled into a plan yet",
-        node.op, node.line or "?"))
+      -- a control node (cond, while_loop, print) runs in Lua between two ranges of C steps;
+      -- its results come back as tensors bound to external buffers
+      local outs = {}
+      for i, id in ipairs(node.outputs) do
+        outs[i] = new_root("lua", nil, ir.values[id].dtype, shape_of(id)); lay[id] = outs[i]
+      end
+      L.steps[#L.steps + 1] = { lua = node, outs = outs, ins = ins, attrs = attrs, op = node.op, line = node.line }
     elseif def.kernel then
       local nout = def.noutputs
       local outs = {}
@@ -211,15 +216,26 @@ function M.emit(L, arena_bytes)
     views[key] = b
     return b
   end
+  -- segments: C steps [from, to) then (optionally) one Lua step
+  local segments, nc, from = {}, 0, 0
   for _, s in ipairs(L.steps) do
-    local ids = {}
-    for _, l in ipairs(s.outs) do ids[#ids + 1] = buffer_of(l) end
-    for _, l in ipairs(s.ins) do ids[#ids + 1] = buffer_of(l) end
-    local b = ffi.new("int[?]", #ids, ids)
-    local a = ffi.new("double[?]", #s.attrs + 1, s.attrs)
-    check(C.ds_plan_add_step(plan, s.kernel, #ids, b, #s.attrs, a), s.op .. " (" .. (s.line or "?") .. ")")
+    if s.lua then
+      s.in_buffers = {}
+      for k, l in ipairs(s.ins) do s.in_buffers[k] = buffer_of(l) end
+      segments[#segments + 1] = { from = from, to = nc, lua = s }
+      from = nc
+    else
+      local ids = {}
+      for _, l in ipairs(s.outs) do ids[#ids + 1] = buffer_of(l) end
+      for _, l in ipairs(s.ins) do ids[#ids + 1] = buffer_of(l) end
+      local b = ffi.new("int[?]", #ids, ids)
+      local a = ffi.new("double[?]", #s.attrs + 1, s.attrs)
+      check(C.ds_plan_add_step(plan, s.kernel, #ids, b, #s.attrs, a), s.op .. " (" .. (s.line or "?") .. ")")
+      nc = nc + 1
+    end
   end
-  return plan
+  segments[#segments + 1] = { from = from, to = nc }
+  return plan, segments
 end
 
 return M
