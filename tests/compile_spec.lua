@@ -240,3 +240,37 @@ describe("compile: state", function()
     assert(H.bitwise(c1, e1)); assert(H.bitwise(c2, e2))
   end)
 end)
+
+describe("compile: training step", function()
+  it("forward + backward + Adam (with dropout) compiles; losses and weights equal eager bitwise", function()
+    local nn, F = ds.nn, ds.nn.functional
+    local function make()
+      ds.manual_seed(1)
+      local net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
+      return net, ds.optim.Adam(net:parameters(), { lr = 1e-2 })
+    end
+    local function step_fn(net, opt)
+      return function(x, y)
+        opt:zero_grad()
+        local loss = F.cross_entropy(net(x), y)
+        loss:backward()
+        opt:step()
+        return loss
+      end
+    end
+    local xs, ys = {}, {}
+    ds.manual_seed(9)
+    for i = 1, 4 do xs[i] = ds.randn(4, 8); ys[i] = (ds.rand(4) * 3):astype("i64") + 1 end
+    local n1, o1 = make()
+    local eager = step_fn(n1, o1)
+    ds.manual_seed(2)
+    local losses = {}
+    for i = 1, 4 do losses[i] = eager(xs[i], ys[i]) end
+    local n2, o2 = make()
+    local compiled = ds.compile(step_fn(n2, o2), { xs[1], ys[1] })
+    ds.manual_seed(2)
+    for i = 1, 4 do assert(H.bitwise(compiled(xs[i], ys[i]), losses[i]), "loss " .. i) end
+    local w2 = n2:state_dict()
+    for k, p in pairs(n1:state_dict()) do assert(H.bitwise(w2[k], p), k) end
+  end)
+end)
