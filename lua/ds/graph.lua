@@ -23,6 +23,8 @@
                       never be removed (print).
   graph.outputs       {v...}  the returned tensors
   graph.state_writes  {{state = i, value = v}...}  after a run, state[i].tensor receives value v (in place)
+  graph.input_writes  {{input = i, value = v}...}  after a run, the caller's input tensor i receives value v
+                      (the traced function updated an input in place)
   graph.grad_writes   {{state = i, value = v | false}...}  after a run, state[i].tensor.grad is set to value v
                       (copied into the existing .grad when it was a tensor when traced), false clears it
   graph.training      train/eval mode of the traced module (nil for plain functions)
@@ -45,12 +47,11 @@ local Tensor = require("ds.tensor")
 
 local Graph = {}
 Graph.__index = Graph
-Graph.__metatable = nil
 local is_tensor = Tensor.is_tensor
 
 function Graph.new(name)
   return setmetatable({ name = name or "graph", values = {}, inputs = {}, args = {}, state = {}, constants = {},
-    nodes = {}, outputs = {}, state_writes = {}, grad_writes = {}, _plans = {} }, Graph)
+    nodes = {}, outputs = {}, state_writes = {}, input_writes = {}, grad_writes = {}, _plans = {} }, Graph)
 end
 
 function Graph.is_graph(g) return getmetatable(g) == Graph end
@@ -72,6 +73,7 @@ function Graph:finalize()
   local keep = {}
   for _, v in ipairs(self.outputs) do keep[v] = true end
   for _, w in ipairs(self.state_writes) do keep[w.value] = true end
+  for _, w in ipairs(self.input_writes) do keep[w.value] = true end
   for _, w in ipairs(self.grad_writes) do if w.value then keep[w.value] = true end end
   -- frees[i]: values whose last reader is node i (dropped after it runs, so memory follows liveness)
   self._frees = {}
@@ -149,6 +151,9 @@ function Graph:_lines(lines, indent)
   lines[#lines + 1] = ind .. "return " .. table.concat(outs, ", ")
   for _, w in ipairs(self.state_writes) do
     lines[#lines + 1] = string.format("%sstate %s <- %s", ind, self.state[w.state].name, vname(w.value))
+  end
+  for _, w in ipairs(self.input_writes) do
+    lines[#lines + 1] = string.format("%sinput %s <- %s", ind, self.inputs[w.input].name, vname(w.value))
   end
   for _, w in ipairs(self.grad_writes) do
     lines[#lines + 1] = string.format("%sstate %s.grad <- %s", ind, self.state[w.state].name, w.value and vname(w.value) or "nil")
@@ -322,17 +327,18 @@ function Graph:run(args, env, skip_writes)
   if not ok then error(err, 0) end
   local results = {}
   for i, v in ipairs(self.outputs) do results[i] = vals[v] end
-  if not skip_writes then self:apply_writes(vals) end
+  if not skip_writes then self:apply_writes(vals, args) end
   return results, vals
 end
 
--- copy written values into the state tensors; set .grad fields
-function Graph:apply_writes(vals)
+-- copy written values into the state tensors (and updated inputs into the caller's); set .grad fields
+function Graph:apply_writes(vals, args)
   local copy = D.by_name.contiguous
-  for _, w in ipairs(self.state_writes) do
-    local t, v = self.state[w.state].tensor, vals[w.value]
+  local function write(t, v)
     if v ~= t then D.run_kernel(copy, { v }, {}, { { shape = t._shape, dtype = t.dtype } }, t) end
   end
+  for _, w in ipairs(self.state_writes) do write(self.state[w.state].tensor, vals[w.value]) end
+  for _, w in ipairs(self.input_writes) do write(args[w.input], vals[w.value]) end
   for _, w in ipairs(self.grad_writes) do
     local t = self.state[w.state].tensor
     local v = w.value and vals[w.value] or nil

@@ -32,15 +32,6 @@ local function describe(v)
   return tv .. " " .. tostring(v)
 end
 
-local function param_names(fn, skip_self)
-  local names = {}
-  for i = 1, 32 do
-    local n = debug.getlocal(fn, i + (skip_self and 1 or 0))
-    if not n or n:sub(1, 1) == "(" then break end
-    names[i] = n
-  end
-  return names
-end
 
 -- modules the function sees through its upvalues (their mode is part of the signature)
 local function upvalue_modules(fn)
@@ -64,7 +55,7 @@ function M.new(target, opts)
   local self = setmetatable({
     target = target, opts = opts, cache = {}, count = 0, warned = false, is_module = is_mod,
     modules = is_mod and { { "self", target } } or upvalue_modules(fn),
-    arg_names = param_names(fn, is_mod),
+    arg_names = T.param_names(fn, is_mod),
     name = opts.name or (is_mod and (rawget(getmetatable(target), "_name") or "module"))
       or ((info.short_src or "?"):match("([^/]*)$"):gsub("%.lua$", "") .. ":" .. (info.linedefined or 0)),
   }, Lazy)

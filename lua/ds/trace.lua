@@ -451,6 +451,11 @@ function Tracer:finish_root(results, nres)
     g.grad_writes[#g.grad_writes + 1] = w
     rawset(x, "grad", before)
   end
+  -- inputs updated in place are written back into the caller's tensors
+  for i, x in ipairs(self.input_objects) do
+    local now = rawget(x, "_vid")
+    if now ~= g.inputs[i].value then g.input_writes[#g.input_writes + 1] = { input = i, value = now } end
+  end
   self:lift_escaped()
   for _, x in ipairs(self.written_order) do
     local i = self.state_ix[x]
@@ -470,14 +475,15 @@ M.is_module = is_module
 
 -- input values for args: specs become abstract inputs, tensors are taken as specs of themselves,
 -- other Lua values are passed through as constants
-function M.bind_args(tr, specs, nargs)
+function M.bind_args(tr, specs, nargs, names)
   local g = tr.graph
   local args = {}
   for k = 1, nargs do
     local s = specs[k]
-    if is_tensor(s) then s = M.spec(s.shape, s.dtype, "arg" .. k) end
+    local default_name = names and names[k] or ("arg" .. k)
+    if is_tensor(s) then s = M.spec(s.shape, s.dtype, default_name) end
     if M.is_spec(s) then
-      local name = s.name or ("arg" .. k)
+      local name = s.name or default_name
       local shape = {}
       for i, d in ipairs(s.shape) do
         if type(d) == "string" then shape[i] = sym.named(d)
@@ -488,12 +494,25 @@ function M.bind_args(tr, specs, nargs)
       g.inputs[#g.inputs + 1] = { name = name, value = v, spec = s }
       g.args[k] = { input = #g.inputs }
       args[k] = tr:abstract(v, name)
+      tr.input_objects[#g.inputs] = args[k]
     else
       g.args[k] = { value = s }
       args[k] = s
     end
   end
   return args
+end
+
+-- the parameter names of a Lua function (for naming inputs whose spec has no name)
+function M.param_names(fn, skip_self)
+  local names = {}
+  if type(fn) ~= "function" then return names end
+  for i = 1, 32 do
+    local n = debug.getlocal(fn, i + (skip_self and 1 or 0))
+    if not n or n:sub(1, 1) == "(" then break end
+    names[i] = n
+  end
+  return names
 end
 
 -- ds.trace(fn_or_module, specs, opts) -> ds.Graph
@@ -515,6 +534,7 @@ function M.trace(target, specs, opts)
   if module then g.training = module.training ~= false end
   local tr = new_tracer(g, nil, nil)
   tr.written_order = {}
+  tr.input_objects = {}
   tr.roots = { { "", module or target } }
   -- names and grads of every tensor the function can reach, before it runs
   -- (parameters and buffers are named as their modules name them: "fc.weight", "net.0.bias")
@@ -535,7 +555,7 @@ function M.trace(target, specs, opts)
   for t, n in pairs(by_module) do named[t] = n end
   tr.names = named
   local nargs = specs.n or table.maxn(specs)
-  local args = M.bind_args(tr, specs, nargs)
+  local args = M.bind_args(tr, specs, nargs, M.param_names(module and module.forward or target, module ~= nil))
   local res = M.run_traced(tr, fn, args, nargs)
   if not res[1] then
     tr:undo_grads()
