@@ -239,6 +239,12 @@ describe("honest errors", function()
     H.raises(function() ds.trace(function(x, y) if x < y then return x end return y end, { ds.spec({}), ds.spec({}) }) end,
       "x:lt(y)", "ds.cond", "trace_spec.lua")
   end)
+  it("storage queries (strides, data_ptr, ...) on abstract tensors are errors, not crashes", function()
+    for _, m in ipairs { "strides", "is_contiguous", "data_ptr", "storage_offset" } do
+      H.raises(function() ds.trace(function(x) return x[m](x) end, { ds.spec({ 2 }) }) end, m, "abstract", "trace_spec.lua")
+    end
+    assert.same({ 1 }, ds.zeros(2):strides())
+  end)
   it("tostring of an abstract tensor shows name, shape and dtype", function()
     local seen
     ds.trace(function(x) seen = tostring(x); return x end, { ds.spec({ "batch", 3 }, "f64", "images") })

@@ -349,13 +349,25 @@ local function traced_compare(what)
 end
 local traced_lt, traced_le = traced_compare("tensor < tensor"), traced_compare("tensor <= tensor")
 
+-- Tensor methods that read an abstract tensor's (missing) storage raise the honest error while tracing
+local STORAGE_METHODS = { "strides", "stride", "storage_offset", "is_contiguous", "data_ptr", "_flat" }
+local guarded = {}
+for _, name in ipairs(STORAGE_METHODS) do
+  local raw = Tensor[name]
+  guarded[name] = function(x, ...)
+    if rawget(x, "_c") == nil then Tensor._abstract_read(x, name) end
+    return raw(x, ...)
+  end
+end
+
 -- run fn(...) with tracer tr active; returns ok, results (packed)
 function M.run_traced(tr, fn, args, nargs)
   local prev = state.trace
-  local saved = { tonumber = _G.tonumber, lt = mt.__lt, le = mt.__le }
+  local saved = { tonumber = _G.tonumber, lt = mt.__lt, le = mt.__le, methods = {} }
   state.trace = tr
   _G.tonumber = traced_tonumber
   mt.__lt, mt.__le = traced_lt, traced_le
+  for name, f in pairs(guarded) do saved.methods[name] = Tensor[name]; Tensor[name] = f end
   local res = { xpcall(function() return fn(unpack(args, 1, nargs)) end, function(e)
     if type(e) == "string" then
       local site = errors.user_site()
@@ -366,6 +378,7 @@ function M.run_traced(tr, fn, args, nargs)
   state.trace = prev
   _G.tonumber = saved.tonumber
   mt.__lt, mt.__le = saved.lt, saved.le
+  for name, f in pairs(saved.methods) do Tensor[name] = f end
   return res
 end
 
