@@ -42,42 +42,75 @@ static void window(int64_t o, int64_t s, int64_t p, int64_t k, int64_t n, int64_
 }
 
 #define POOL_KERNELS(T, S, DT)                                                                                         \
-  /* out, idx (i64, 1-based flat index in the plane), x */                                                            \
-  int ds_max_pool2d_##S(ds_tensor *const *t, const double *attrs) {                                                   \
-    const char *op = "max_pool2d";                                                                                    \
-    pgeom g;                                                                                                          \
-    int rc = make_pgeom(&g, attrs, op, t[2], t[0], DT);                                                               \
-    if (rc) return rc;                                                                                                \
-    DS_CHECK(t[1] && t[1]->dtype == DS_I64 && t[1]->numel == t[0]->numel && ds_is_contig(t[1]),                       \
-             "%s: indices must be a contiguous i64 tensor like the output", op);                                      \
-    const T *xp = t[2]->data;                                                                                         \
-    T *op_ = t[0]->data;                                                                                              \
-    int64_t *ip = t[1]->data;                                                                                         \
-    _Pragma("omp parallel for schedule(static) if (t[2]->numel > DS_PAR_MIN)")                                        \
-    for (int64_t p = 0; p < g.P; p++) {                                                                               \
-      const T *x = xp + p * g.H * g.W;                                                                                \
-      T *o = op_ + p * g.OH * g.OW;                                                                                   \
-      int64_t *ix = ip + p * g.OH * g.OW;                                                                             \
-      for (int64_t oh = 0; oh < g.OH; oh++) {                                                                         \
-        int64_t h0, h1;                                                                                               \
-        window(oh, g.sh, g.ph, g.kh, g.H, &h0, &h1);                                                                  \
-        for (int64_t ow = 0; ow < g.OW; ow++) {                                                                       \
-          int64_t w0, w1;                                                                                             \
-          window(ow, g.sw, g.pw, g.kw, g.W, &w0, &w1);                                                                \
-          int64_t best = h0 * g.W + w0;                                                                               \
-          T m = x[best];                                                                                              \
-          for (int64_t h = h0; h < h1; h++)                                                                           \
-            for (int64_t w = w0; w < w1; w++) {                                                                       \
-              T v = x[h * g.W + w];                                                                                   \
-              if (v > m || (v != v && m == m)) { m = v; best = h * g.W + w; }                                         \
-            }                                                                                                         \
-          o[oh * g.OW + ow] = m;                                                                                      \
-          ix[oh * g.OW + ow] = best + 1;                                                                              \
-        }                                                                                                             \
-      }                                                                                                               \
-    }                                                                                                                 \
-    return DS_OK;                                                                                                     \
-  }                                                                                                                   \
+  /* one plane: any window; NaN wins (the last NaN of a window, like PyTorch) */                                        \
+  static void maxpool_plane_##S(const T *x, T *o, int64_t *ix, const pgeom *g) {                                        \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                                            \
+      int64_t h0, h1;                                                                                                   \
+      window(oh, g->sh, g->ph, g->kh, g->H, &h0, &h1);                                                                  \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                                          \
+        int64_t w0, w1;                                                                                                 \
+        window(ow, g->sw, g->pw, g->kw, g->W, &w0, &w1);                                                                \
+        int64_t best = h0 * g->W + w0;                                                                                  \
+        T m = x[best];                                                                                                  \
+        int nan = 0;                                                                                                    \
+        for (int64_t h = h0; h < h1; h++)                                                                               \
+          for (int64_t w = w0; w < w1; w++) { /* one compare, selects: no unpredictable branch */                       \
+            T v = x[h * g->W + w];                                                                                      \
+            int gt = v > m;                                                                                             \
+            best = gt ? h * g->W + w : best;                                                                            \
+            m = gt ? v : m;                                                                                             \
+            nan |= v != v;                                                                                              \
+          }                                                                                                             \
+        if (nan)                                                                                                        \
+          for (int64_t h = h0; h < h1; h++)                                                                             \
+            for (int64_t w = w0; w < w1; w++)                                                                           \
+              if (x[h * g->W + w] != x[h * g->W + w]) { m = x[h * g->W + w]; best = h * g->W + w; }                     \
+        o[oh * g->OW + ow] = m;                                                                                         \
+        ix[oh * g->OW + ow] = best + 1;                                                                                 \
+      }                                                                                                                 \
+    }                                                                                                                   \
+  }                                                                                                                     \
+  /* one plane, 2x2 windows at stride 2 without padding; returns 0 (plane left to the general code) on NaN */           \
+  static int maxpool2x2_plane_##S(const T *x, T *o, int64_t *ix, const pgeom *g) {                                      \
+    int nan = 0;                                                                                                        \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                                            \
+      const T *r0 = x + 2 * oh * g->W, *r1 = r0 + g->W;                                                                 \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                                          \
+        T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];                                       \
+        int64_t i = 2 * oh * g->W + 2 * ow, best = i;                                                                   \
+        T m = a;                                                                                                        \
+        int64_t k; /* index selects as masks: GCC would branch on them otherwise */                                     \
+        k = -(int64_t)(b > m); best = (best & ~k) | ((i + 1) & k); m = b > m ? b : m;                                   \
+        k = -(int64_t)(c > m); best = (best & ~k) | ((i + g->W) & k); m = c > m ? c : m;                                \
+        k = -(int64_t)(d > m); best = (best & ~k) | ((i + g->W + 1) & k); m = d > m ? d : m;                            \
+        nan |= (a != a) | (b != b) | (c != c) | (d != d);                                                               \
+        o[oh * g->OW + ow] = m;                                                                                         \
+        ix[oh * g->OW + ow] = best + 1;                                                                                 \
+      }                                                                                                                 \
+    }                                                                                                                   \
+    return !nan;                                                                                                        \
+  }                                                                                                                     \
+  /* out, idx (i64, 1-based flat index in the plane), x */                                                              \
+  int ds_max_pool2d_##S(ds_tensor *const *t, const double *attrs) {                                                     \
+    const char *op = "max_pool2d";                                                                                      \
+    pgeom g;                                                                                                            \
+    int rc = make_pgeom(&g, attrs, op, t[2], t[0], DT);                                                                 \
+    if (rc) return rc;                                                                                                  \
+    DS_CHECK(t[1] && t[1]->dtype == DS_I64 && t[1]->numel == t[0]->numel && ds_is_contig(t[1]),                         \
+             "%s: indices must be a contiguous i64 tensor like the output", op);                                        \
+    const T *xp = t[2]->data;                                                                                           \
+    T *op_ = t[0]->data;                                                                                                \
+    int64_t *ip = t[1]->data;                                                                                           \
+    int two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;                               \
+    _Pragma("omp parallel for schedule(static) if (t[2]->numel > DS_PAR_MIN)")                                          \
+    for (int64_t p = 0; p < g.P; p++) {                                                                                 \
+      const T *x = xp + p * g.H * g.W;                                                                                  \
+      T *o = op_ + p * g.OH * g.OW;                                                                                     \
+      int64_t *ix = ip + p * g.OH * g.OW;                                                                               \
+      if (!two || !maxpool2x2_plane_##S(x, o, ix, &g)) maxpool_plane_##S(x, o, ix, &g);                                 \
+    }                                                                                                                   \
+    return DS_OK;                                                                                                       \
+  }                                                                                                                     \
   /* gx (N,C,H,W), g (N,C,OH,OW), idx; attrs as forward */                                                            \
   int ds_max_pool2d_backward_##S(ds_tensor *const *t, const double *attrs) {                                          \
     const char *op = "max_pool2d_backward";                                                                           \
