@@ -90,14 +90,9 @@ function Lazy:what_changed(prev, parts)
   return "same signature"
 end
 
--- graphs with host nodes (ds.print, cond, while_loop: def.run) run in the graph runner until the compiler
--- takes them; everything else goes through the ds.compile_graph hook when the compiler installed it
-local function has_host_nodes(g)
-  for _, node in ipairs(g.nodes) do if node.def.run then return true end end
-  return false
-end
+-- the compiler's hook when it is installed, else the graph runs as traced
 local function compile_graph(g)
-  if ds and ds.compile_graph and not has_host_nodes(g) then return ds.compile_graph(g) end
+  if ds and ds.compile_graph then return ds.compile_graph(g) end
   return g
 end
 
