@@ -46,6 +46,13 @@ local function trace_child(parent, registry, fn, operands, nops, name)
   end
   local res = T.run_traced(tr, fn, args, nops)
   if not res[1] then error(res[2], 0) end
+  for i = 1, nops do
+    local a = args[i]
+    if is_tensor(a) and rawget(a, "_vid") ~= rawget(a, "_origin") then
+      errors.raise(string.format("%s: operand %d is updated in place inside the function; return the new value "
+        .. "instead (%s)", name, i, errors.user_site()))
+    end
+  end
   local outs = {}
   for i = 2, table.maxn(res) do
     local r = res[i]
