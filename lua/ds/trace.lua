@@ -329,6 +329,12 @@ function Tracer:inline_(g, args)
     local t = g.state[w.state].tensor
     if vals[w.value] ~= t then self:rebind(t, self:value_of(vals[w.value])) end
   end
+  for _, w in ipairs(g.input_writes) do self:rebind(args[w.input], self:value_of(vals[w.value])) end
+  for _, w in ipairs(g.grad_writes) do
+    local t = g.state[w.state].tensor
+    self:value_of(t)
+    rawset(t, "grad", w.value and vals[w.value] or nil)
+  end
   local res = {}
   for i, v in ipairs(g.outputs) do res[i] = vals[v] end
   return unpack(res, 1, #g.outputs)
