@@ -12,17 +12,24 @@
 #define PHILOX_W0 0x9E3779B9u
 #define PHILOX_W1 0xBB67AE85u
 
-/* One Philox4x32-10 block: counter (ctr, 0) under key (seed) -> 4 random 32-bit words. */
-static inline void philox(uint64_t seed, uint64_t ctr, uint32_t out[4]) {
-  uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
+/* Philox4x32-10 on blocks ctr0 .. ctr0 + TILE - 1 (counter (ctr, 0) under key seed): w[k][j] is word k of
+   block j. Written lane-parallel so the compiler vectorizes the 32x32->64 products. */
+#define TILE 64
+static void philox_tile(uint64_t seed, uint64_t ctr0, uint32_t w[4][TILE]) {
+  uint32_t *c0 = w[0], *c1 = w[1], *c2 = w[2], *c3 = w[3];
+  for (int j = 0; j < TILE; j++) {
+    uint64_t c = ctr0 + (uint64_t)j;
+    c0[j] = (uint32_t)c; c1[j] = (uint32_t)(c >> 32); c2[j] = 0; c3[j] = 0;
+  }
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   for (int r = 0; r < 10; r++) {
-    uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
-    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0, hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+    for (int j = 0; j < TILE; j++) {
+      uint64_t p0 = (uint64_t)PHILOX_M0 * c0[j], p1 = (uint64_t)PHILOX_M1 * c2[j];
+      uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[j] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3[j] ^ k1;
+      c1[j] = (uint32_t)p1; c3[j] = (uint32_t)p0; c0[j] = n0; c2[j] = n2;
+    }
     k0 += PHILOX_W0; k1 += PHILOX_W1;
   }
-  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
 enum { GEN_UNIFORM, GEN_NORMAL, GEN_INT };
@@ -40,59 +47,68 @@ static inline double u53(uint32_t hi, uint32_t lo) {      /* [0, 1) with 53 rand
 }
 static inline double u24(uint32_t x) { return (double)(x >> 8) * 0x1p-24; } /* [0, 1), exact in f32 */
 
-/* The values of one block: doubles in d (floats) or integers in iv. */
-static void block(const gen *g, uint64_t ctr, double d[4], int64_t iv[4]) {
-  uint32_t w[4];
-  philox(g->seed, ctr, w);
+/* The values of TILE blocks from block b, in element order (element j*per + k comes from block j):
+   doubles in d (floats) or integers in iv. */
+static void tile_values(const gen *g, uint64_t b, double *d, int64_t *iv) {
+  uint32_t w[4][TILE];
+  philox_tile(g->seed, g->offset + b, w);
   if (g->kind == GEN_UNIFORM) {
-    if (g->per == 4) for (int j = 0; j < 4; j++) d[j] = u24(w[j]);
-    else { d[0] = u53(w[0], w[1]); d[1] = u53(w[2], w[3]); }
-    for (int j = 0; j < g->per; j++) d[j] = g->a + (g->b - g->a) * d[j];
+    double lo = g->a, scale = g->b - g->a;
+    if (g->per == 4) for (int j = 0; j < TILE; j++) for (int k = 0; k < 4; k++) d[4 * j + k] = lo + scale * u24(w[k][j]);
+    else for (int j = 0; j < TILE; j++) {
+      d[2 * j] = lo + scale * u53(w[0][j], w[1][j]);
+      d[2 * j + 1] = lo + scale * u53(w[2][j], w[3][j]);
+    }
   } else if (g->kind == GEN_NORMAL) { /* Box-Muller: u1 in (0, 1] so log never sees 0 */
-    double u[4]; int pairs;
-    if (g->per == 4) { for (int j = 0; j < 4; j++) u[j] = u24(w[j]); pairs = 2; }
-    else { u[0] = u53(w[0], w[1]); u[1] = u53(w[2], w[3]); pairs = 1; }
-    for (int p = 0; p < pairs; p++) {
-      double r = sqrt(-2.0 * log(1.0 - u[2 * p])), th = 6.283185307179586 * u[2 * p + 1];
-      d[2 * p] = g->a + g->b * (r * cos(th));
-      d[2 * p + 1] = g->a + g->b * (r * sin(th));
+    for (int j = 0; j < TILE; j++) {
+      double u[4]; int pairs;
+      if (g->per == 4) { for (int k = 0; k < 4; k++) u[k] = u24(w[k][j]); pairs = 2; }
+      else { u[0] = u53(w[0][j], w[1][j]); u[1] = u53(w[2][j], w[3][j]); pairs = 1; }
+      for (int p = 0; p < pairs; p++) {
+        double r = sqrt(-2.0 * log(1.0 - u[2 * p])), th = 6.283185307179586 * u[2 * p + 1];
+        d[g->per * j + 2 * p] = g->a + g->b * (r * cos(th));
+        d[g->per * j + 2 * p + 1] = g->a + g->b * (r * sin(th));
+      }
     }
   } else { /* integers: the high 64 bits of r * range (Lemire), range <= 2^64 */
-    for (int j = 0; j < 2; j++) {
-      uint64_t r = ((uint64_t)w[2 * j] << 32) | w[2 * j + 1];
-      uint64_t k = (uint64_t)(((unsigned __int128)r * g->range) >> 64);
-      iv[j] = (int64_t)((uint64_t)g->low + k);
-    }
+    for (int j = 0; j < TILE; j++)
+      for (int k = 0; k < 2; k++) {
+        uint64_t r = ((uint64_t)w[2 * k][j] << 32) | w[2 * k + 1][j];
+        uint64_t v = (uint64_t)(((unsigned __int128)r * g->range) >> 64);
+        iv[2 * j + k] = (int64_t)((uint64_t)g->low + v);
+      }
   }
 }
 
-/* Byte offset of flat (row-major) element i in a possibly strided tensor. */
+/* Element offset of flat (row-major) element i in a possibly strided tensor. */
 static int64_t elem_offset(const ds_tensor *o, int64_t i) {
   int64_t off = 0;
   for (int d = o->ndim - 1; d >= 0; d--) { off += (i % o->shape[d]) * o->strides[d]; i /= o->shape[d]; }
   return off;
 }
 
-static void store(const gen *g, ds_tensor *o, int contig, int64_t i, double d, int64_t iv) {
-  int64_t k = contig ? i : elem_offset(o, i);
-  switch (o->dtype) {
-    case DS_F32: ((float *)o->data)[k] = g->kind == GEN_INT ? (float)iv : (float)d; break;
-    case DS_F64: ((double *)o->data)[k] = g->kind == GEN_INT ? (double)iv : d; break;
-    case DS_I64: ((int64_t *)o->data)[k] = iv; break;
-    case DS_I32: ((int32_t *)o->data)[k] = (int32_t)iv; break;
+/* Write n values (flat elements i0 ..) into o. */
+static void store(const gen *g, ds_tensor *o, int contig, int64_t i0, int64_t n, const double *d, const int64_t *iv) {
+  int ints = g->kind == GEN_INT;
+  for (int64_t k = 0; k < n; k++) {
+    int64_t e = contig ? i0 + k : elem_offset(o, i0 + k);
+    switch (o->dtype) {
+      case DS_F32: ((float *)o->data)[e] = ints ? (float)iv[k] : (float)d[k]; break;
+      case DS_F64: ((double *)o->data)[e] = ints ? (double)iv[k] : d[k]; break;
+      case DS_I64: ((int64_t *)o->data)[e] = iv[k]; break;
+      case DS_I32: ((int32_t *)o->data)[e] = (int32_t)iv[k]; break;
+    }
   }
 }
 
 /* Elements of blocks [b0, b1). */
 static void fill_blocks(const gen *g, ds_tensor *o, int contig, int64_t b0, int64_t b1) {
-  double d[4] = {0}; int64_t iv[4] = {0};
-  for (int64_t b = b0; b < b1; b++) {
-    block(g, g->offset + (uint64_t)b, d, iv);
-    for (int j = 0; j < g->per; j++) {
-      int64_t i = b * g->per + j;
-      if (i >= o->numel) break;
-      store(g, o, contig, i, d[j], iv[j]);
-    }
+  double d[4 * TILE]; int64_t iv[4 * TILE];
+  for (int64_t b = b0; b < b1; b += TILE) {
+    tile_values(g, (uint64_t)b, d, iv);
+    int64_t i0 = b * g->per, end = (b + TILE < b1 ? b + TILE : b1) * g->per;
+    if (end > o->numel) end = o->numel;
+    store(g, o, contig, i0, end - i0, d, iv);
   }
 }
 
