@@ -25,7 +25,8 @@ local function parse_args(argv)
   return opts
 end
 
--- LeNet-5: x (N,1,28,28) -> logits (N,10)
+-- LeNet-5: x (N,1,28,28) -> logits (N,10), initialized with Keras' defaults as in the article
+-- (Glorot-uniform weights, zero biases; PyTorch's defaults reach ~0.855 after 5 epochs, these ~0.87)
 local LeNet = nn.Module:extend("LeNet")
 function LeNet:init()
   self.features = nn.Sequential(
@@ -33,6 +34,9 @@ function LeNet:init()
     nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2))                        -- (N,16,5,5)
   self.classifier = nn.Sequential(
     nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+  for name, p in self:named_parameters() do
+    if name:match("weight$") then nn.init.xavier_uniform_(p) else nn.init.zeros_(p) end
+  end
 end
 function LeNet:forward(x) return self.classifier(self.features(x)) end
 
