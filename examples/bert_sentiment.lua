@@ -44,7 +44,7 @@ function Bert:init(cfg)
   self.position = nn.Embedding(cfg.max_len, cfg.hidden)
   self.emb_norm = nn.LayerNorm(cfg.hidden, { eps = 1e-12 })
   self.layers = nn.Sequential()
-  for i = 1, cfg.layers do self.layers:add(Layer(cfg)) end
+  for i = 1, cfg.layers do self.layers:append(Layer(cfg)) end
   self.pooler = nn.Linear(cfg.hidden, cfg.hidden)
   self.classifier = nn.Linear(cfg.hidden, cfg.labels)
 end
