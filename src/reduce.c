@@ -54,6 +54,7 @@ typedef void (*cols_fn)(const char *x, int64_t w, int64_t r, const void *c, void
 typedef void (*merge_fn)(void *acc, const void *part);
 typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge; const void *init; } rdesc;
 
+/* 16 independent lanes (omp simd: each lane is its own accumulator, nothing is reassociated) */
 #define LANES 16
 #define FOLD(NAME, T, A, INIT, MAP, COMB) \
   static const A init_##NAME = INIT; \
@@ -62,8 +63,8 @@ typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge;
     if (s == 1 && n >= LANES) { \
       A l[LANES]; int64_t i = 0; \
       for (int k = 0; k < LANES; k++) l[k] = INIT; \
-      for (; i + LANES <= n; i += LANES) \
-        for (int k = 0; k < LANES; k++) l[k] = COMB(l[k], MAP(x[i + k], c)); \
+      for (; i + LANES <= n; i += LANES) { \
+        _Pragma("omp simd") for (int k = 0; k < LANES; k++) l[k] = COMB(l[k], MAP(x[i + k], c)); } \
       for (int k = 0; i < n; i++, k++) l[k] = COMB(l[k], MAP(x[i], c)); \
       for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = COMB(l[k], l[k + w]); \
       acc = COMB(acc, l[0]); \
@@ -239,8 +240,8 @@ static int fold_all(const rdesc *d, const rcall *rc, const ds_tensor *x, const v
 #define MUL(a, b) ((a) * (b))
 #define AND(a, b) ((a) & (b))
 #define OR(a, b) ((a) | (b))
-#define MAXN(a, b) (((b) > (a) || (b) != (b)) ? (b) : (a))
-#define MINN(a, b) (((b) < (a) || (b) != (b)) ? (b) : (a))
+#define MAXN(a, b) ((((b) > (a)) | ((b) != (b))) ? (b) : (a))
+#define MINN(a, b) ((((b) < (a)) | ((b) != (b))) ? (b) : (a))
 #define TO_D(x, c) ((double)(x))
 #define TO_U64(x, c) ((uint64_t)(int64_t)(x))
 #define SQDEV(x, c) (((double)(x) - (c)) * ((double)(x) - (c)))
@@ -437,13 +438,13 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
   static void softmax_core_##S(const T *x, T *y, int64_t n, int logsm) { \
     T l[LANES]; int64_t i = 0; \
     for (int k = 0; k < LANES; k++) l[k] = -INFINITY; \
-    for (; i + LANES <= n; i += LANES) for (int k = 0; k < LANES; k++) l[k] = MAXN(l[k], x[i + k]); \
+    for (; i + LANES <= n; i += LANES) { _Pragma("omp simd") for (int k = 0; k < LANES; k++) l[k] = MAXN(l[k], x[i + k]); } \
     for (int k = 0; i < n; i++, k++) l[k] = MAXN(l[k], x[i]); \
     for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = MAXN(l[k], l[k + w]); \
     T m = l[0]; \
     for (i = 0; i < n; i++) y[i] = EXP(x[i] - m); \
     for (int k = 0; k < LANES; k++) l[k] = 0; \
-    for (i = 0; i + LANES <= n; i += LANES) for (int k = 0; k < LANES; k++) l[k] += y[i + k]; \
+    for (i = 0; i + LANES <= n; i += LANES) { _Pragma("omp simd") for (int k = 0; k < LANES; k++) l[k] += y[i + k]; } \
     for (int k = 0; i < n; i++, k++) l[k] += y[i]; \
     for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] += l[k + w]; \
     T s = l[0]; \

@@ -18,16 +18,34 @@ local is_tensor = C.is_tensor
 -- ---- shapes ----
 local function where_of(name, x) return name .. " of " .. S.str(x._shape) end
 
--- nil -> every dim; else sorted unique positive dims (a 0-d tensor accepts 1/-1 and has none)
+-- a 1-based dim (negative from the end); the message (built only on error) names op and shape
+local function dim_of(d, x, name)
+  local n = #x._shape
+  if type(d) == "number" and n > 0 then
+    local r = d < 0 and n + 1 + d or d
+    if r >= 1 and r <= n and r == math.floor(r) then return r end
+  end
+  return S.dim(d, n, where_of(name, x))
+end
+
+-- the list {1..n}, shared (attrs are never modified in place)
+local all_dims = {}
+for n = 0, 8 do
+  all_dims[n] = {}
+  for i = 1, n do all_dims[n][i] = i end
+end
+
+-- nil or {} -> every dim; else sorted unique positive dims (a 0-d tensor accepts 1/-1 and has none)
 local function norm_dims(dims, x, name)
   local n = #x._shape
-  local out, seen = {}, {}
-  if dims == nil or #dims == 0 then
-    for i = 1, n do out[i] = i end
-    return out
+  if dims == nil or #dims == 0 then return all_dims[n] end
+  if #dims == 1 then
+    local r = dim_of(dims[1], x, name)
+    return n > 0 and { r } or all_dims[0]
   end
+  local out, seen = {}, {}
   for _, d in ipairs(dims) do
-    local r = S.dim(d, n, where_of(name, x))
+    local r = dim_of(d, x, name)
     if seen[r] then errors.raise(string.format("%s: dim %d repeated in the dims list", where_of(name, x), d)) end
     seen[r] = true
     if n > 0 then out[#out + 1] = r end
@@ -36,17 +54,16 @@ local function norm_dims(dims, x, name)
   return out
 end
 
-local function is_reduced(dims)
-  local set = {}
-  for _, d in ipairs(dims) do set[d] = true end
-  return set
-end
-
--- x_shape with the reduced dims dropped (or kept as 1)
+-- x_shape with the reduced dims (sorted) dropped, or kept as 1
 local function reduced_shape(shape, dims, keepdim)
-  local red, out = is_reduced(dims), {}
+  local out, j = {}, 1
   for i, s in ipairs(shape) do
-    if not red[i] then out[#out + 1] = s elseif keepdim then out[#out + 1] = 1 end
+    if dims[j] == i then
+      j = j + 1
+      if keepdim then out[#out + 1] = 1 end
+    else
+      out[#out + 1] = s
+    end
   end
   return out
 end
@@ -193,7 +210,7 @@ local function def_along(name, o)
       local x = inputs[1]
       if not is_tensor(x) then errors.raise(name .. ": expects a tensor, got " .. type(x)) end
       if a.dim == nil then errors.raise(where_of(name, x) .. ": dim is required") end
-      a.dim = S.dim(a.dim, #x._shape, where_of(name, x))
+      a.dim = dim_of(a.dim, x, name)
     end,
     promote = o.promote,
     -- x: (...) -> (...)
@@ -230,7 +247,7 @@ local function reduce_attrs(name, a, b, c)
   elseif is_options(b) then opts, b = b, nil
   elseif is_options(c) then opts = c end
   local attrs = {}
-  for k, v in pairs(opts or {}) do attrs[k] = v end
+  if opts then for k, v in pairs(opts) do attrs[k] = v end end
   local dims = a
   if attrs.dim ~= nil then dims = attrs.dim; attrs.dim = nil end
   if type(dims) == "number" then dims = { dims }
@@ -280,9 +297,10 @@ end
 
 -- softmax(x, dim) / log_softmax(x, dim) / cumsum(x, dim[, {reverse = true}]), or {dim = ...}
 local function along_attrs(a, b)
+  if not is_options(a) and b == nil then return { dim = a } end
   local attrs = {}
   local opts = is_options(a) and a or (is_options(b) and b or nil)
-  for k, v in pairs(opts or {}) do attrs[k] = v end
+  if opts then for k, v in pairs(opts) do attrs[k] = v end end
   if not is_options(a) then attrs.dim = attrs.dim or a end
   return attrs
 end
