@@ -96,19 +96,21 @@ function M.attrs(def, given)
 end
 
 -- Pack attrs into numbers for the C kernel: dims become 0-based, lists are count-prefixed.
+-- (put is not a closure inside pack: creating one per call stops LuaJIT from compiling the call path)
+local n = 0
+local function put(v)
+  if n >= attr_buf_size then
+    attr_buf_size = attr_buf_size * 2
+    local nb = ffi.new("double[?]", attr_buf_size)
+    ffi.copy(nb, attr_buf, n * 8)
+    attr_buf = nb
+  end
+  attr_buf[n] = v; n = n + 1
+end
 function M.pack(def, attrs)
   if attrs == NO_ATTRS then return attr_buf, 0 end
   local vals = def.pack and def.pack(attrs) or nil
-  local n = 0
-  local function put(v)
-    if n >= attr_buf_size then
-      attr_buf_size = attr_buf_size * 2
-      local nb = ffi.new("double[?]", attr_buf_size)
-      ffi.copy(nb, attr_buf, n * 8)
-      attr_buf = nb
-    end
-    attr_buf[n] = v; n = n + 1
-  end
+  n = 0
   if vals then
     for i = 1, #vals do put(vals[i]) end
     return attr_buf, n
