@@ -70,7 +70,7 @@ describe("symbolic dims", function()
     end, "reshape", "cannot divide")
     H.raises(function()
       ds.trace(function(x) if x:size(1) > 3 then return x end return x end, { ds.spec({ "batch" }) })
-    end, "trace_spec.lua")
+    end, "trace_spec.lua", "symbolic", "ds.cond")
   end)
 end)
 

@@ -378,6 +378,10 @@ function M.run_traced(tr, fn, args, nargs)
     if type(e) == "string" then
       local site = errors.user_site()
       if site ~= "?" and not e:find(site, 1, true) then e = e .. "\n  (while tracing, at " .. site .. ")" end
+      if e:find("attempt to compare", 1, true) then
+        e = e .. "\n  (while tracing, dims named in specs are symbolic and tensors are abstract: their values exist "
+          .. "only when the graph runs; use ds.cond / ds.while_loop, or a spec with a fixed size)"
+      end
     end
     return e
   end) }
