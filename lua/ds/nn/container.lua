@@ -1,4 +1,4 @@
--- nn/container.lua: Sequential (seq[1], #seq; parameters named "1.weight", ...), ModuleList, Flatten.
+-- nn/container.lua: Sequential (seq[1], #seq, append/add; parameters named "1.weight", ...), ModuleList, Flatten.
 local Module = require("ds.nn.module")
 local errors = require("ds.errors")
 
@@ -24,6 +24,7 @@ function Sequential:append(m)
   self[#self + 1] = m
   return self
 end
+Sequential.add = Sequential.append -- Torch7's name
 M.Sequential = Sequential
 
 -- a list of modules registered as children "1", "2", ...; no forward of its own
@@ -35,6 +36,7 @@ function ModuleList:init(list)
   end
 end
 ModuleList.append = Sequential.append
+ModuleList.add = Sequential.append
 M.ModuleList = ModuleList
 
 -- x: (d1, ..., dn) -> dims start_dim..end_dim merged (default 2..-1: keep the batch dim)
