@@ -561,18 +561,19 @@ function M.trace(target, specs, opts)
   tr.roots = { { "", module or target } }
   -- names and grads of every tensor the function can reach, before it runs
   -- (parameters and buffers are named as their modules name them: "fc.weight", "net.0.bias")
-  local named, by_module = {}, {}
+  local named, by_module, covered = {}, {}, {}
   walk(tr.roots, function(t, path)
     if rawget(t, "_c") == nil then return end
     if tr.grad_before[t] == nil then tr.grad_before[t] = { rawget(t, "grad") } end
     if not named[t] then named[t] = clean_path(path) end
   end, function(v, path)
-    if v._is_module == true and v.named_parameters then
+    if v._is_module == true and v.named_parameters and not covered[v] then
       local prefix = clean_path(path)
       prefix = prefix == "" and "" or prefix .. "."
       for _, it in ipairs { v:named_parameters(), v:named_buffers() } do
         for n, p in it do if not by_module[p] then by_module[p] = prefix .. n end end
       end
+      for _, sub in ipairs(v:modules()) do covered[sub] = true end
     end
   end)
   for t, n in pairs(by_module) do named[t] = n end
