@@ -18,7 +18,7 @@ local function check_params(list, name)
   if type(list) ~= "table" then errors.raise(name .. ": params must be a list of tensors or of param groups") end
   for i, p in ipairs(list) do
     if not Tensor.is_tensor(p) then errors.raise(string.format("%s: param %d is a %s, not a tensor", name, i, type(p))) end
-    if not rawget(p, "requires_grad") then errors.raise(string.format("%s: param %d %s does not require grad", name, i, require("ds.shape").str(p._shape))) end
+    if p.dtype ~= "f32" and p.dtype ~= "f64" then errors.raise(string.format("%s: param %d is %s; only floating point tensors can be optimized", name, i, p.dtype)) end
     if rawget(p, "_grad_fn") then errors.raise(string.format("%s: param %d is not a leaf tensor", name, i)) end
   end
 end
