@@ -21,13 +21,17 @@ describe("memory", function()
   it("100k iterations of small temporaries keep the RSS flat", function()
     local a, b = ds.ones(10, 10), ds.rand(10, 10)
     local function step() local c = (a + b) * b - 1; return c:relu() end
-    for _ = 1, 10000 do step() end              -- warm-up: caches, JIT traces, GC pace
-    settle()
-    local before = rss_bytes()
-    for _ = 1, 100000 do step() end
-    settle()
-    local growth = rss_bytes() - before
-    assert.is_true(growth < 8 * 2 ^ 20 + slack, string.format("RSS grew by %.1f MiB", growth / 2 ^ 20))
+    for _ = 1, 20000 do step() end              -- warm-up: caches, JIT traces, GC pace
+    -- small tensors are Lua GC memory: RSS saw-tooths up to the collector's high-water mark (which
+    -- depends on what else the process holds), then stays there unless something leaks
+    local rss = {}
+    for round = 1, 10 do
+      for _ = 1, 10000 do step() end
+      rss[round] = rss_bytes()
+    end
+    local early = math.max(rss[1], rss[2], rss[3])
+    local growth = rss[10] - early
+    assert.is_true(growth < 4 * 2 ^ 20 + slack, string.format("RSS grew by %.1f MiB", growth / 2 ^ 20))
   end)
 
   it("large temporaries (600 MiB in total) are collected as C memory grows", function()
