@@ -265,9 +265,10 @@ end
 
 function Module:__tostring()
   local kids = own(self, "module")
-  local head = self._name .. "(" .. self:extra_repr()
-  if #kids == 0 then return head .. ")" end
-  local lines = { head }
+  local extra = self:extra_repr()
+  if #kids == 0 then return self._name .. "(" .. extra .. ")" end
+  local lines = { self._name .. "(" }
+  if extra ~= "" then lines[2] = "  " .. indent(extra) end
   for _, e in ipairs(kids) do lines[#lines + 1] = "  (" .. e[1] .. "): " .. indent(tostring(e[2])) end
   lines[#lines + 1] = ")"
   return table.concat(lines, "\n")
