@@ -36,7 +36,7 @@ describe("symbolic dims", function()
       local r = z:reshape(n, 3, 1):flatten(1)        -- (3*batch)
       local back = r:reshape(-1, 3)                  -- (batch,3) from (3*batch)
       local c = ds.cat({ back, z }, 1)               -- (2*batch,3)
-      return c:sum(2), c:mean(1), x:flatten():reshape(n, -1) / n
+      return c:sum(2), c:mean(1), x:flatten():reshape(n, -1) / n, n * y
     end
     local g = ds.trace(f, specs)
     local text = tostring(g)

@@ -166,10 +166,16 @@ function M.contains(v)
 end
 
 -- ---- Lua operators: arithmetic with numbers and other dims; tensors delegate to tensor ops ----
+-- a dim meeting a tensor becomes a 0-d node of the tensor's dtype (an integer: a weak scalar)
 local function tensor_op(name, a, b)
   local T = require("ds.tensor")
-  if T.is_tensor(a) or T.is_tensor(b) then return require("ds.ops.common").functions[name](a, b) end
-  return nil
+  local t = T.is_tensor(a) and a or T.is_tensor(b) and b or nil
+  if not t then return nil end
+  local dt = t.dtype == "bool" and "i64" or t.dtype
+  local D = require("ds.dispatch")
+  if is_sym(a) then a = D.scalar(a, dt) end
+  if is_sym(b) then b = D.scalar(b, dt) end
+  return require("ds.ops.common").functions[name](a, b)
 end
 Sym.__add = function(a, b) return tensor_op("add", a, b) or M.add(a, b) end
 Sym.__sub = function(a, b) return tensor_op("sub", a, b) or M.sub(a, b) end
