@@ -10,7 +10,7 @@ local dtype = require("ds.dtype")
 local Tensor = require("ds.tensor")
 local Graph = require("ds.graph")
 
-local M = { Graph = Graph }
+local M = {}
 local is_tensor = Tensor.is_tensor
 local mt = Tensor._mt
 
@@ -149,7 +149,7 @@ function Tracer:check_fresh(x)
 end
 
 function Tracer:state_name(x)
-  local n = self.names[x] or (self.parent == nil and self.root_names and self.root_names[x])
+  local n = self.names[x]
   if n and n ~= "" then return n end
   local rnd = package.loaded["ds.random"]
   if type(rnd) == "table" and rnd.state and rnd.state() == x then return "rng_state" end
