@@ -88,10 +88,10 @@ static int ws_take(workspace *w, int64_t per, int nthreads) {
 static void *ws_thread(const workspace *w) { return w->base ? w->base + w->per * omp_get_thread_num() : NULL; }
 static void ws_give(workspace *w) { if (w->base) ds_mem_release(w->base, w->rounded); }
 
-/* Images per chunk: the column buffer of a chunk stays near 256 KB. From the shapes only, so results
+/* Images per chunk: the column buffer of a chunk stays near 128 KB. From the shapes only, so results
    do not depend on the thread count. */
 static int64_t chunk_images(const geom *g, int64_t es) {
-  int64_t per = g->ckk * g->L * es, nb = per > 0 ? (256 * 1024) / per : 64;
+  int64_t per = g->ckk * g->L * es, nb = per > 0 ? (128 * 1024) / per : 64;
   if (nb < 1) nb = 1;
   if (nb > 64) nb = 64;
   return nb;
@@ -284,7 +284,7 @@ int ds_conv2d_backward_input_##S(ds_tensor *const *t, const double *attrs) {    
   return DS_OK;                                                                                                                                \
 }                                                                                                                                              \
 /* gw (OC,C/G,KH,KW) from g (N,OC,OH,OW) and x (N,C,H,W); attrs: conv attrs, KH, KW.                                                           \
-   Per chunk and group: dY rows (OCg, nb*L) @ col^T; chunks are added to gw in chunk order. */                                                 \
+   Per chunk and group: col @ dY rows^T (OCg, nb*L); chunks are added to gw in chunk order. */                                                 \
 int ds_conv2d_backward_weight_##S(ds_tensor *const *t, const double *attrs) {                                                                  \
   const char *op = "conv2d_backward_weight";                                                                                                   \
   ds_tensor *gw = t[0], *gy = t[1], *x = t[2];                                                                                                 \
@@ -316,10 +316,14 @@ int ds_conv2d_backward_weight_##S(ds_tensor *const *t, const double *attrs) {   
       for (int64_t gi = 0; gi < g.G; gi++) {                                                                                                   \
         for (int64_t j = 0; j < m; j++) cols_##S(xp + ((n0 + j) * g.C + gi * g.Cg) * g.hw, col + j * g.L, ld, &g, xpad);                       \
         to_rows_##S(gp + (n0 * g.OC + gi * g.OCg) * g.ohw, rows, m, &g);                                                                       \
-        ds_gemm_##S(0, 1, g.OCg, g.ckk, ld, 1, rows, ld, col, ld, 0, part + gi * g.OCg * g.ckk, g.ckk);                                        \
+        /* gw_g^T (ckk, OCg) = col @ rows^T: the long side as M runs faster in OpenBLAS than (OCg, ckk) */                                     \
+        ds_gemm_##S(0, 1, g.ckk, g.OCg, ld, 1, col, ld, rows, ld, 0, part + gi * g.OCg * g.ckk, g.OCg);                                        \
       }                                                                                                                                        \
       _Pragma("omp ordered")                                                                                                                   \
-      for (int64_t i = 0; i < wsz; i++) wp[i] += part[i];                                                                                      \
+      for (int64_t gi = 0; gi < g.G; gi++)                                                                                                     \
+        for (int64_t oc = 0; oc < g.OCg; oc++)                                                                                                 \
+          for (int64_t r = 0; r < g.ckk; r++)                                                                                                  \
+            wp[(gi * g.OCg + oc) * g.ckk + r] += part[(gi * g.ckk + r) * g.OCg + oc];                                                          \
     }                                                                                                                                          \
   }                                                                                                                                            \
   ws_give(&ws);                                                                                                                                \
