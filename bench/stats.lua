@@ -10,13 +10,18 @@ function M.median(xs)
   return n % 2 == 1 and s[(n + 1) / 2] or (s[n / 2] + s[n / 2 + 1]) / 2
 end
 
+-- The timing loop is compiled afresh for every case: a loop shared by several closures gets side
+-- traces (or falls back to the interpreter) in LuaJIT, which would slow down the cases timed later.
+local LOOP = "local fn, n = ...; for _ = 1, n do fn() end"
+
 -- median over samples of the mean time of one call (in microseconds), after a warm-up
 function M.median_per_call_us(fn, iters, samples)
-  for _ = 1, math.floor(iters / 10) do fn() end
+  local loop = assert(loadstring(LOOP, "=timing loop"))
+  loop(fn, math.floor(iters / 10))
   local times = {}
   for s = 1, samples do
     local t0 = ds.clock()
-    for _ = 1, iters do fn() end
+    loop(fn, iters)
     times[s] = (ds.clock() - t0) / iters * 1e6
   end
   return M.median(times)
