@@ -121,6 +121,34 @@ describe("learning-rate schedulers match torch", function()
   end
 end)
 
+describe("a compiled train step", function()
+  it("records the fused updates as state writes and equals eager bitwise", function()
+    local nn, F = ds.nn, ds.F
+    local function make()
+      ds.manual_seed(1)
+      local model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+      return model, ds.optim.Adam(model:parameters(), { lr = 1e-2 })
+    end
+    local function step(m, o)
+      return function(x, y)
+        o:zero_grad()
+        local loss = F.cross_entropy(m(x), y)
+        loss:backward()
+        o:step()
+        return loss
+      end
+    end
+    local x, y = ds.randn(16, 4), ds.randint(1, 4, { 16 })
+    local m1, o1 = make()
+    local m2, o2 = make()
+    local eager = step(m1, o1)
+    local compiled = ds.compile(step(m2, o2), { ds.spec({ 16, 4 }, "f32", "x"), ds.spec({ 16 }, "i64", "y") })
+    for _ = 1, 3 do assert(H.bitwise(eager(x, y), compiled(x, y))) end
+    for i, p in ipairs(m1:parameters()) do assert(H.bitwise(p, m2:parameters()[i])) end
+    assert.equal(3, o2.state[m2[1].weight].step:item())
+  end)
+end)
+
 describe("scheduler state", function()
   it("state_dict / load_state_dict resume the schedule", function()
     local function make()
