@@ -79,3 +79,9 @@ graph-demo: all
 	$(RUN_LUA) examples/simple_net.lua --dot $(BUILD)/graph-demo/simple_net.dot
 	dot -Tsvg $(BUILD)/graph-demo/simple_net.dot -o $(BUILD)/graph-demo/simple_net.svg
 	@echo "SVG: $(BUILD)/graph-demo/simple_net.svg"
+
+# C embedding example: run a graph saved by ds.save with no Lua (src/model.c, docs/FORMAT.md)
+.PHONY: embed
+embed: $(BUILD)/predict
+$(BUILD)/predict: examples/embed/predict.c src/ds.h $(BUILD)/libds.so
+	$(CC) -O2 -std=gnu11 -Wall -Wextra -Isrc examples/embed/predict.c -o $@ -L$(BUILD) -l:libds.so -Wl,-rpath,$(abspath $(BUILD))

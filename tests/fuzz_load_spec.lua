@@ -37,7 +37,9 @@ describe("fuzz: ds.load on mutated files", function()
     ds.manual_seed(5)
     local net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.LayerNorm(16), nn.Linear(16, 4))
     net:eval()
-    ds.save(ds.compile(net, { ds.spec({ "batch", 8 }, "f32", "x") }), base)
+    local cg = ds.compile(net, { ds.spec({ "batch", 8 }, "f32", "x") })
+    cg(x)
+    ds.save(cg, base)
     json, params = read(base .. ".json"), read(base .. ".safetensors")
   end)
   teardown(function() write(base .. ".json", json); write(base .. ".safetensors", params) end)
@@ -89,6 +91,43 @@ describe("fuzz: ds.load on mutated files", function()
       end
     end
     if os.getenv("DS_FUZZ_VERBOSE") then print("structural", outcomes.ran, outcomes.error) end
+    assert.truthy((outcomes.error or 0) > 0)
+  end)
+
+  it("the C loader (ds_model_load) on mutated plan files", function()
+    local ffi = require("ffi")
+    local C = require("ds.ffi").C
+    local plan = read(base .. ".plan")
+    write(base .. ".json", json); write(base .. ".safetensors", params)
+    local outcomes = {}
+    for _ = 1, 300 do
+      local s, pos = plan, rnd(#plan)
+      local kind = rnd(4)
+      if kind == 1 then s = s:sub(1, pos - 1) .. string.char(rnd(256) - 1) .. s:sub(pos + 1)
+      elseif kind == 2 then s = s:sub(1, pos)
+      elseif kind == 3 then
+        -- a plausible small integer in an aligned 4-byte field
+        local at = (pos - 1) - (pos - 1) % 4
+        s = s:sub(1, at) .. ffi.string(ffi.new("int32_t[1]", rnd(40) - 8), 4) .. s:sub(at + 5)
+      else
+        local at = (pos - 1) - (pos - 1) % 8
+        s = s:sub(1, at) .. ffi.string(ffi.new("int64_t[1]", rnd(5000) - 100), 8) .. s:sub(at + 9)
+      end
+      write(base .. ".plan", s)
+      local m = C.ds_model_load(base)
+      if m == nil then
+        outcomes.error = (outcomes.error or 0) + 1
+      else
+        local out = ds.empty(3, 4)
+        local ins = ffi.new("const ds_tensor*[1]", { x._c })
+        local outs = ffi.new("ds_tensor*[1]", { out._c })
+        local rc = C.ds_model_run(m, ins, outs)
+        outcomes[rc == 0 and "ran" or "error"] = (outcomes[rc == 0 and "ran" or "error"] or 0) + 1
+        C.ds_model_free(m)
+      end
+    end
+    write(base .. ".plan", plan)
+    if os.getenv("DS_FUZZ_VERBOSE") then print("plan", outcomes.ran, outcomes.error) end
     assert.truthy((outcomes.error or 0) > 0)
   end)
 end)

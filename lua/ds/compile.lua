@@ -156,8 +156,8 @@ function Compiled:plan_for(env)
   if p then return p end
   local L = lower.build(self.ir, env)
   local arena, eager, stats = memplan(L)
-  local plan, segments = lower.emit(L, arena)
-  p = { plan = plan, segments = segments, L = L, arena_bytes = arena, eager_bytes = eager, stats = stats, inputs = {}, state = {},
+  local plan, segments, log = lower.emit(L, arena)
+  p = { plan = plan, segments = segments, log = log, env = env, L = L, arena_bytes = arena, eager_bytes = eager, stats = stats, inputs = {}, state = {},
         outputs = {}, keep = {} }
   for _, r in ipairs(L.roots) do
     if r.kind == "const" then

@@ -104,6 +104,73 @@ local function read_file(path, what, limit)
   return s
 end
 
+-- ---- name.plan: the lowered plan of one shape binding, for src/model.c (C only, no JSON) ----
+pcall(ffi.cdef, [[
+typedef struct { char magic[8]; uint32_t version, nbuffers, nsteps, ninputs, noutputs, params_crc32;
+                 int64_t arena_bytes, params_bytes; } ds_planfile_header;
+typedef struct { int32_t kind, base, dtype, ndim, role, index, has_strides, pad;
+                 int64_t offset, data_offset, data_bytes; int64_t shape[8], strides[8]; } ds_planfile_buffer;
+typedef struct { char kernel[64]; int32_t nbuf, nattrs; } ds_planfile_step;
+]])
+local ROLE = { arena = 0, input = 1, output = 2, state = 3, const = 4, view = 5 }
+M.PLAN_MAGIC = "DSPLAN01"
+
+-- the safetensors data offsets (absolute in the file) of each tensor name
+local function params_offsets(bytes)
+  local n = 0
+  for i = 8, 1, -1 do n = n * 256 + bytes:byte(i) end
+  local header = cjson.decode(bytes:sub(9, 8 + n))
+  local out = {}
+  for name, e in pairs(header) do
+    if name ~= "__metadata__" then out[name] = { 8 + n + e.data_offsets[1], e.data_offsets[2] - e.data_offsets[1] } end
+  end
+  return out
+end
+
+-- returns the plan file's bytes, or nil and why there is none
+local function plan_bytes(compiled, ir, names, offsets, params_size, params_crc)
+  local p = compiled._last_plan
+  if not p then
+    if sym.contains(ir.specs) then return nil, "dynamic dims and no call yet" end
+    p = compiled:plan_for({})
+  end
+  local log = p.log
+  for _, seg in ipairs(p.segments) do if seg.lua then return nil, "control nodes run Lua" end end
+  if #p.L.grads > 0 then return nil, "gradient writes" end
+  local parts = {}
+  local h = ffi.new("ds_planfile_header")
+  ffi.copy(h.magic, M.PLAN_MAGIC, 8)
+  h.version = 1; h.nbuffers = #log.buffers; h.nsteps = #log.steps
+  h.ninputs = #ir.inputs; h.noutputs = #ir.outputs
+  h.arena_bytes = log.arena_bytes; h.params_bytes = params_size; h.params_crc32 = tonumber(params_crc, 16)
+  parts[1] = ffi.string(h, ffi.sizeof(h))
+  for _, b in ipairs(log.buffers) do
+    local r = ffi.new("ds_planfile_buffer")
+    r.kind = b.kind; r.base = b.base; r.dtype = dtype.code[b.dtype]; r.ndim = #b.shape
+    r.role = ROLE[b.role] or errors.raise("save: plan buffer role " .. b.role)
+    r.index = b.index or 0; r.offset = b.offset
+    for i, d in ipairs(b.shape) do r.shape[i - 1] = d end
+    if b.strides then r.has_strides = 1; for i, d in ipairs(b.strides) do r.strides[i - 1] = d end end
+    if b.role == "state" or b.role == "const" then
+      local name = names[b.role][b.index]
+      local o = offsets[name]
+      r.data_offset, r.data_bytes = o[1], o[2]
+    end
+    parts[#parts + 1] = ffi.string(r, ffi.sizeof(r))
+  end
+  for _, st in ipairs(log.steps) do
+    local r = ffi.new("ds_planfile_step")
+    ffi.copy(r.kernel, st.kernel, math.min(#st.kernel, 63))
+    r.nbuf = #st.buffers; r.nattrs = #st.attrs
+    parts[#parts + 1] = ffi.string(r, ffi.sizeof(r))
+    parts[#parts + 1] = ffi.string(ffi.new("int32_t[?]", #st.buffers, st.buffers), 4 * #st.buffers)
+    if #st.attrs > 0 then parts[#parts + 1] = ffi.string(ffi.new("double[?]", #st.attrs, st.attrs), 8 * #st.attrs) end
+  end
+  local env = {}
+  for k, v in pairs(p.env) do env[k] = v end
+  return table.concat(parts), env
+end
+
 -- ---- save ----
 function M.save(compiled, path)
   local compile = require("ds.compile")
@@ -166,6 +233,15 @@ function M.save(compiled, path)
   require("ds.state_file").write(params, tensors, { format = M.FORMAT, graph = (base:match("([^/]*)$")) })
   local bytes = read_file(params, "params file")
   doc.params = { file = params:match("([^/]*)$"), bytes = #bytes, crc32 = crc32(bytes, #bytes) }
+  local names = { state = {}, const = {} }
+  for i, st in ipairs(ir.state) do names.state[i] = st.name end
+  for i, c in ipairs(ir.consts) do names.const[i] = "const." .. c.value end
+  -- the plan is lowered from the fused IR, whose states/constants are the same as the saved IR's
+  local plan, binding = plan_bytes(compiled, compiled.ir, names, params_offsets(bytes), #bytes, doc.params.crc32)
+  if plan then
+    atomic_write(base .. ".plan", plan)
+    doc.plan = { file = (base .. ".plan"):match("([^/]*)$"), bytes = #plan, binding = binding }
+  end
   atomic_write(base .. ".json", json_text(doc) .. "\n")
   return base
 end
@@ -253,7 +329,7 @@ end
 
 local function set(t) local s = {}; for _, k in ipairs(t) do s[k] = true end; return s end
 local TOP = set { "format", "format_version", "ds_version", "name", "params", "inputs", "args", "state", "constants",
-                  "nodes", "outputs", "state_writes", "grad_writes", "training" }
+                  "nodes", "outputs", "state_writes", "grad_writes", "training", "plan" }
 
 -- the graph document + tensors -> IR (values defined once, before use; ops, attrs and shapes as the op table says)
 local function build_ir(L, doc, tensors)

@@ -189,19 +189,28 @@ local function check(rc, what)
   return rc
 end
 
--- L after memplan (roots of kind "arena" have .offset); returns plan (ffi, gc'd) and the buffer id
--- of every external root (root.buffer)
+-- L after memplan (roots of kind "arena" have .offset); returns the plan (ffi, gc'd), its segments, and
+-- a log of the buffers and steps added (what ds.save writes as name.plan for the C-only loader).
+-- Every root gets root.buffer, its buffer id.
 function M.emit(L, arena_bytes)
   local plan = C.ds_plan_new(arena_bytes)
   if plan == nil then errors.raise("compile: " .. dsffi.last_error()) end
   plan = ffi.gc(plan, C.ds_plan_free)
-  for _, r in ipairs(L.roots) do
-    local shape = r.shape
+  local log = { arena_bytes = arena_bytes, buffers = {}, steps = {} }
+  local function add_buffer(kind, base, dt, shape, strides, offset, role, index)
     for i = 1, #shape do i64buf[i - 1] = shape[i] end
+    if strides then for i = 1, #strides do st_buf[i - 1] = strides[i] end end
+    local id = check(C.ds_plan_add_buffer(plan, kind, base, dtype.code[dt], #shape, i64buf, strides and st_buf or nil, offset),
+      role .. " buffer")
+    log.buffers[id + 1] = { kind = tonumber(kind), base = base, dtype = dt, shape = shape, strides = strides,
+                            offset = offset, role = role, index = index }
+    return id
+  end
+  for _, r in ipairs(L.roots) do
     if r.kind == "arena" then
-      r.buffer = check(C.ds_plan_add_buffer(plan, C.DS_BUF_ARENA, -1, dtype.code[r.dtype], #shape, i64buf, nil, r.offset), "arena buffer")
+      r.buffer = add_buffer(C.DS_BUF_ARENA, -1, r.dtype, r.shape, nil, r.offset, "arena")
     else
-      r.buffer = check(C.ds_plan_add_buffer(plan, C.DS_BUF_EXTERNAL, -1, dtype.code[r.dtype], #shape, i64buf, nil, 0), "external buffer")
+      r.buffer = add_buffer(C.DS_BUF_EXTERNAL, -1, r.dtype, r.shape, nil, 0, r.kind, r.index)
     end
   end
   local views = {}
@@ -211,8 +220,7 @@ function M.emit(L, arena_bytes)
     local key = r.id .. ":" .. l.offset .. ":" .. table.concat(l.shape, ",") .. ":" .. table.concat(l.strides, ",")
     local b = views[key]
     if b then return b end
-    for i = 1, #l.shape do i64buf[i - 1] = l.shape[i]; st_buf[i - 1] = l.strides[i] end
-    b = check(C.ds_plan_add_buffer(plan, C.DS_BUF_VIEW, r.buffer, dtype.code[l.dtype], #l.shape, i64buf, st_buf, l.offset), "view buffer")
+    b = add_buffer(C.DS_BUF_VIEW, r.buffer, l.dtype, l.shape, l.strides, l.offset, "view")
     views[key] = b
     return b
   end
@@ -231,11 +239,12 @@ function M.emit(L, arena_bytes)
       local b = ffi.new("int[?]", #ids, ids)
       local a = ffi.new("double[?]", #s.attrs + 1, s.attrs)
       check(C.ds_plan_add_step(plan, s.kernel, #ids, b, #s.attrs, a), s.op .. " (" .. (s.line or "?") .. ")")
+      log.steps[#log.steps + 1] = { kernel = s.kernel, buffers = ids, attrs = s.attrs }
       nc = nc + 1
     end
   end
   segments[#segments + 1] = { from = from, to = nc }
-  return plan, segments
+  return plan, segments, log
 end
 
 return M
