@@ -131,6 +131,11 @@ case("mean", [70, 300], "f32", {})
 case("var", [2, 9000], "f64", {"dims": [2]})
 case("logsumexp", [300, 40], "f64", {"dims": [1]}, transpose=[1, 2])
 case("sum", [300, 40], "i32", {"dims": [1, 2]})
+# columns side by side over several blocks (the kernel's strided "cols" path)
+case("sum", [5000, 20], "f32", {"dims": [1]})
+case("mean", [4500, 10], "f64", {"dims": [1], "keepdim": True})
+case("amax", [5000, 12], "f32", {"dims": [1]})
+case("var", [30, 200], "f32", {"dims": [1]})
 
 for op in ["max", "min", "argmax", "argmin"]:
     for dt in ["f32", "f64", "i64", "i32", "u8"]:
@@ -141,6 +146,7 @@ for op in ["max", "min", "argmax", "argmin"]:
         case(op, [5, 6], dt, {"dims": [2]}, transpose=[1, 2], distinct=True)
     case(op, [2, 5000], "f32", {"dims": [2]}, distinct=True)
     case(op, [2, 5000], "f64", {}, distinct=True)
+    case(op, [9000, 10], "f64", {"dims": [1]})  # ties (values repeat every 10007): the first index wins
 
 for op in ["softmax", "log_softmax"]:
     for dt in FLOATS:
