@@ -40,7 +40,7 @@ static inline double el_gelu_tanh_f64(double x) {
 #define DS_SIGNED_UNARY(T, S) \
   static inline T el_abs_##S(T x) { return x < 0 ? (T)-x : x; } \
   static inline T el_neg_##S(T x) { return (T)-x; } \
-  static inline T el_relu_##S(T x) { return x > 0 ? x : (T)0; } \
+  static inline T el_relu_##S(T x) { return x < 0 ? (T)0 : x; /* NaN stays NaN, as in PyTorch */ } \
   static inline T el_sign_##S(T x) { return (T)((x > 0) - (x < 0)); }
 DS_SIGNED_UNARY(float, f32)
 DS_SIGNED_UNARY(double, f64)
