@@ -181,7 +181,15 @@ end
 function M.call(def, inputs, attrs, out)
   attrs = M.attrs(def, attrs)
   if def.prepare then inputs = def.prepare(inputs, attrs) or inputs end
-  if def.promote then inputs = def.promote(inputs, attrs) end
+  if def.promote then
+    for i = 1, #inputs do -- numbers become constants in promote; anything else is a user error
+      local x = inputs[i]
+      if type(x) ~= "number" and type(x) ~= "boolean" and not is_tensor(x) and getmetatable(x) ~= "ds.sym" then
+        errors.raise(string.format("%s: argument %d must be a tensor or a number, got %s", def.name, i, type(x)))
+      end
+    end
+    inputs = def.promote(inputs, attrs)
+  end
   for i = 1, #inputs do
     if not is_tensor(inputs[i]) then
       errors.raise(string.format("%s: argument %d must be a tensor, got %s", def.name, i, type(inputs[i])))
