@@ -258,6 +258,7 @@ describe("Module API", function()
     for _, p in ipairs(net:parameters()) do assert.equal("f64", p.dtype); assert.is_true(p.requires_grad) end
     assert.equal("f64", net.count.dtype)
     assert.equal("f64", net(ds.randn(2, 4, { dtype = "f64" })).dtype)
+    assert.equal("f32", net:to("f32").fc.weight.dtype)
   end)
   it("a module without forward says so", function()
     local Empty = nn.Module:extend("Empty")

@@ -203,6 +203,7 @@ function Module:astype(dt)
   end
   return self
 end
+Module.to = Module.astype
 function Module:double() return self:astype("f64") end
 function Module:float() return self:astype("f32") end
 
