@@ -15,6 +15,21 @@ M.alias = { float = "f32", float32 = "f32", double = "f64", float64 = "f64", lon
 -- A Lua number is a "weak" scalar: it never widens a tensor's dtype within its category
 -- (int tensor + 2 stays int, f32 tensor + 2.5 stays f32), but a fractional number
 -- turns an integer or bool tensor into f32.
+-- How ops use it (tests/elementwise_spec.lua checks every pair against torch.result_type):
+--   * two tensors: the higher rank wins (u8 + i32 -> i32, i64 + f32 -> f32, f32 + f64 -> f64).
+--   * a 0-d tensor counts as a full tensor (PyTorch treats it as weak: f32 (3,) + f64 0-d is
+--     f32 there, f64 here); only Lua numbers are weak.
+--   * arithmetic on bool tensors computes in i64 (PyTorch keeps bool + bool as bool).
+--   * float math (exp, log, sin, sigmoid, gelu, ..., and `/`) turns integer and bool inputs
+--     into f32; floor_divide is for i64/i32 only.
+--   * comparisons promote both sides to the common dtype, then give bool; logical_and/or/xor/not
+--     cast their inputs to bool (nonzero is true).
+--   * where(c, a, b): c becomes bool, a and b promote together; clamp on an integer tensor
+--     with a fractional bound gives f32; cat promotes across all its inputs.
+--   * index tensors (gather, index_select, embedding ids, one_hot labels) are i64; other
+--     integer dtypes are widened, floats and bools refused.
+--   * float -> integer casts truncate toward zero and saturate at the target's range, NaN
+--     gives 0 (C leaves these undefined); integer -> integer casts wrap, like PyTorch.
 local rank = { bool = 0, u8 = 1, i32 = 2, i64 = 3, f32 = 4, f64 = 5 }
 M.rank = rank
 
