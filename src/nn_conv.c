@@ -284,7 +284,7 @@ int ds_conv2d_backward_input_##S(ds_tensor *const *t, const double *attrs) {    
   return DS_OK;                                                                                                                                \
 }                                                                                                                                              \
 /* gw (OC,C/G,KH,KW) from g (N,OC,OH,OW) and x (N,C,H,W); attrs: conv attrs, KH, KW.                                                           \
-   Per chunk and group: col @ dY rows^T (OCg, nb*L); chunks are added to gw in chunk order. */                                                 \
+   Per chunk and group: col @ dY rows^T (OCg, nb*L), summed over fixed runs of chunks, runs added in order. */                                 \
 int ds_conv2d_backward_weight_##S(ds_tensor *const *t, const double *attrs) {                                                                  \
   const char *op = "conv2d_backward_weight";                                                                                                   \
   ds_tensor *gw = t[0], *gy = t[1], *x = t[2];                                                                                                 \
@@ -303,29 +303,39 @@ int ds_conv2d_backward_weight_##S(ds_tensor *const *t, const double *attrs) {   
   const T *gp = gy->data, *xp = x->data;                                                                                                       \
   T *wp = gw->data;                                                                                                                            \
   int64_t wsz = g.OC * g.ckk;                                                                                                                  \
-  memset(wp, 0, (size_t)wsz * sizeof(T));                                                                                                      \
   int64_t nb = chunk_images(&g, sizeof(T)), nch = g.N == 0 ? 0 : (g.N + nb - 1) / nb, cl = g.ckk * nb * g.L;                                   \
-  int par = worth_parallel(&g) && nch > 1, nt = par ? omp_get_max_threads() : 1;                                                               \
+  /* P partial sums, each over a fixed run of chunks in order (no thread hand-offs), then added in order */                                    \
+  int64_t P = nch < 16 ? nch : 16, prounded = 0;                                                                                               \
+  int par = worth_parallel(&g) && P > 1, nt = par ? omp_get_max_threads() : 1;                                                                 \
+  T *part = P > 0 ? ds_mem_alloc(P * wsz * (int64_t)sizeof(T), &prounded) : NULL;                                                              \
   workspace ws;                                                                                                                                \
-  if (!ws_take(&ws, (cl + g.OCg * nb * g.L + g.xpad + wsz) * (int64_t)sizeof(T), nt))                                                          \
+  if ((P > 0 && !part) || !ws_take(&ws, (cl + g.OCg * nb * g.L + g.xpad) * (int64_t)sizeof(T), nt)) {                                          \
+    if (part) ds_mem_release(part, prounded);                                                                                                  \
     return ds_fail(DS_ENOMEM, "%s: out of memory for the column buffer", op);                                                                  \
+  }                                                                                                                                            \
   _Pragma("omp parallel num_threads(nt) if (par)") {                                                                                           \
-    T *col = ws_thread(&ws), *rows = col + cl, *xpad = rows + g.OCg * nb * g.L, *part = xpad + g.xpad;                                         \
-    _Pragma("omp for ordered schedule(static, 1)") for (int64_t c = 0; c < nch; c++) {                                                         \
-      int64_t n0 = c * nb, m = n0 + nb <= g.N ? nb : g.N - n0, ld = m * g.L;                                                                   \
-      for (int64_t gi = 0; gi < g.G; gi++) {                                                                                                   \
-        for (int64_t j = 0; j < m; j++) cols_##S(xp + ((n0 + j) * g.C + gi * g.Cg) * g.hw, col + j * g.L, ld, &g, xpad);                       \
-        to_rows_##S(gp + (n0 * g.OC + gi * g.OCg) * g.ohw, rows, m, &g);                                                                       \
-        /* gw_g^T (ckk, OCg) = col @ rows^T: the long side as M runs faster in OpenBLAS than (OCg, ckk) */                                     \
-        ds_gemm_##S(0, 1, g.ckk, g.OCg, ld, 1, col, ld, rows, ld, 0, part + gi * g.OCg * g.ckk, g.OCg);                                        \
+    T *col = ws_thread(&ws), *rows = col + cl, *xpad = rows + g.OCg * nb * g.L;                                                                \
+    _Pragma("omp for schedule(static)") for (int64_t s = 0; s < P; s++) {                                                                      \
+      T *acc = part + s * wsz; /* G blocks of gw_g^T (ckk, OCg) */                                                                             \
+      for (int64_t c = s * nch / P; c < (s + 1) * nch / P; c++) {                                                                              \
+        int64_t n0 = c * nb, m = n0 + nb <= g.N ? nb : g.N - n0, ld = m * g.L;                                                                 \
+        for (int64_t gi = 0; gi < g.G; gi++) {                                                                                                 \
+          for (int64_t j = 0; j < m; j++) cols_##S(xp + ((n0 + j) * g.C + gi * g.Cg) * g.hw, col + j * g.L, ld, &g, xpad);                     \
+          to_rows_##S(gp + (n0 * g.OC + gi * g.OCg) * g.ohw, rows, m, &g);                                                                     \
+          /* col @ rows^T: the long side as M runs faster in OpenBLAS than rows @ col^T */                                                     \
+          ds_gemm_##S(0, 1, g.ckk, g.OCg, ld, 1, col, ld, rows, ld, c == s * nch / P ? 0 : 1, acc + gi * g.OCg * g.ckk, g.OCg);                \
+        }                                                                                                                                      \
       }                                                                                                                                        \
-      _Pragma("omp ordered")                                                                                                                   \
-      for (int64_t gi = 0; gi < g.G; gi++)                                                                                                     \
-        for (int64_t oc = 0; oc < g.OCg; oc++)                                                                                                 \
-          for (int64_t r = 0; r < g.ckk; r++)                                                                                                  \
-            wp[(gi * g.OCg + oc) * g.ckk + r] += part[(gi * g.ckk + r) * g.OCg + oc];                                                          \
     }                                                                                                                                          \
   }                                                                                                                                            \
+  for (int64_t gi = 0; gi < g.G; gi++)                                                                                                         \
+    for (int64_t oc = 0; oc < g.OCg; oc++)                                                                                                     \
+      for (int64_t r = 0; r < g.ckk; r++) {                                                                                                    \
+        T v = 0;                                                                                                                               \
+        for (int64_t s = 0; s < P; s++) v += part[s * wsz + (gi * g.ckk + r) * g.OCg + oc];                                                    \
+        wp[(gi * g.OCg + oc) * g.ckk + r] = v;                                                                                                 \
+      }                                                                                                                                        \
+  if (part) ds_mem_release(part, prounded);                                                                                                    \
   ws_give(&ws);                                                                                                                                \
   return DS_OK;                                                                                                                                \
 }                                                                                                                                              \
