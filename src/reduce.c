@@ -442,10 +442,10 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
     for (int k = 0; i < n; i++, k++) l[k] = MAXN(l[k], x[i]); \
     for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = MAXN(l[k], l[k + w]); \
     T m = l[0]; \
-    for (i = 0; i < n; i++) y[i] = EXP(x[i] - m); \
     for (int k = 0; k < LANES; k++) l[k] = 0; \
-    for (i = 0; i + LANES <= n; i += LANES) { _Pragma("omp simd") for (int k = 0; k < LANES; k++) l[k] += y[i + k]; } \
-    for (int k = 0; i < n; i++, k++) l[k] += y[i]; \
+    for (i = 0; i + LANES <= n; i += LANES) { \
+      _Pragma("omp simd") for (int k = 0; k < LANES; k++) { T e = EXP(x[i + k] - m); y[i + k] = e; l[k] += e; } } \
+    for (int k = 0; i < n; i++, k++) { T e = EXP(x[i] - m); y[i] = e; l[k] += e; } \
     for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] += l[k + w]; \
     T s = l[0]; \
     if (logsm) { T ls = LOG(s); for (i = 0; i < n; i++) y[i] = (x[i] - m) - ls; } \
