@@ -174,6 +174,8 @@ function Compiled:plan_for(env)
   return p
 end
 
+local EMPTY = {}
+
 local function bind_buffer(plan, r, t, what)
   if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then errors.raise("compiled graph: " .. what .. ": " .. dsffi.last_error()) end
 end
@@ -205,48 +207,75 @@ local function run_lua_step(plan, s, env, keep)
   end
 end
 
+-- a graph without dynamic dims has one plan: inputs need only a dtype/shape check
+local function static_ok(ir, args)
+  if #args ~= #ir.inputs then return false end
+  for i, id in ipairs(ir.inputs) do
+    local t, v = args[i], ir.values[id]
+    if type(t) ~= "table" or not rawget(t, "_c") or t.dtype ~= v.dtype then return false end
+    local a, b = t._shape, v.shape
+    if #a ~= #b then return false end
+    for d = 1, #b do if a[d] ~= b[d] then return false end end
+  end
+  return true
+end
+
+local function fail_bind(plan, what, i)
+  errors.raise(string.format("compiled graph: %s %s: %s", what, tostring(i), dsffi.last_error()))
+end
+
 -- run on the tensor inputs (in the graph's input order); returns the outputs as a list
 function Compiled:run(args)
   local ir = self.ir
-  local env = bind(ir, args)
-  local p = self:plan_for(env)
+  local p, env
+  if self._static and static_ok(ir, args) then
+    p, env = self._static, EMPTY
+  else
+    env = bind(ir, args)
+    p = self:plan_for(env)
+    if not self._dynamic then self._static = p end
+  end
   self._last_plan = p
   local plan = p.plan
   local keep = {}
-  for i, r in pairs(p.inputs) do
+  for i, r in ipairs(p.inputs) do
     local x = args[i]
-    if not x:is_contiguous() then x = x:contiguous() end
+    if C.ds_tensor_is_contiguous(x._c) == 0 then x = x:contiguous() end
     keep[i] = x
-    bind_buffer(plan, r, x, "input " .. i)
+    if C.ds_plan_bind(plan, r.buffer, x._c) ~= 0 then fail_bind(plan, "input", i) end
   end
-  for i, r in pairs(p.state) do
-    local t = ir.state[i].tensor
-    if not t:is_contiguous() then
-      errors.raise("compiled graph: state " .. ir.state[i].name .. " is not contiguous; call :contiguous() on it before tracing")
-    end
-    bind_buffer(plan, r, t, "state " .. ir.state[i].name)
+  local state = ir.state
+  for i, r in ipairs(p.state) do
+    local t = state[i].tensor
+    if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then fail_bind(plan, "state", state[i].name) end
   end
   local outs = {}
   for i, r in ipairs(p.outputs) do
-    outs[i] = Tensor._empty(r.dtype, r.shape, "compiled graph")
-    bind_buffer(plan, r, outs[i], "output " .. i)
+    local o = Tensor._empty(r.dtype, r.shape, "compiled graph")
+    outs[i] = o
+    if C.ds_plan_bind(plan, r.buffer, o._c) ~= 0 then fail_bind(plan, "output", i) end
   end
-  local grads = {}
-  for k, g in ipairs(p.L.grads) do
+  local grads = p.L.grads
+  local gvals = {}
+  for k = 1, #grads do
+    local g = grads[k]
     if g.root then
-      grads[k] = Tensor._empty(g.root.dtype, g.root.shape, "compiled graph")
-      bind_buffer(plan, g.root, grads[k], "gradient")
+      gvals[k] = Tensor._empty(g.root.dtype, g.root.shape, "compiled graph")
+      bind_buffer(plan, g.root, gvals[k], "gradient")
     end
   end
-  for _, seg in ipairs(p.segments) do
+  local segs = p.segments
+  for k = 1, #segs do
+    local seg = segs[k]
     if C.ds_plan_run_range(plan, seg.from, seg.to) ~= 0 then
       errors.raise("compiled " .. (ir.name or "graph") .. ": " .. dsffi.last_error())
     end
     if seg.lua then run_lua_step(plan, seg.lua, env, keep) end
   end
-  for k, g in ipairs(p.L.grads) do
-    local t = ir.state[g.state].tensor
-    local v = grads[k]
+  for k = 1, #grads do
+    local g = grads[k]
+    local t = state[g.state].tensor
+    local v = gvals[k]
     local cur = rawget(t, "grad")
     if v and g.into_existing and cur and rawget(cur, "_c") and S.equal(cur._shape, v._shape) and cur.dtype == v.dtype then
       cur:copy_(v)
@@ -302,7 +331,8 @@ end
 -- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, fuse, epilogue = false to skip}
 function M.from_ir(ir, opts)
   local base, late, stats = M.optimize(ir, opts)
-  return setmetatable({ base = base, ir = late, stats = stats, opts = opts or {}, _plans = {}, _nplans = 0 }, Compiled)
+  return setmetatable({ base = base, ir = late, stats = stats, opts = opts or {}, _plans = {}, _nplans = 0,
+                        _dynamic = sym.contains(late.specs) }, Compiled)
 end
 
 function M.compile_graph(graph, opts)
