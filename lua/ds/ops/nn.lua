@@ -4,6 +4,7 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local state = require("ds.state")
 local F = C.functions
 
 local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
@@ -335,6 +336,8 @@ local function norm_size(xs, ns, op)
   return d
 end
 
+-- the fast backward (one kernel: gx, gw, gb); never recorded for a second derivative, since with
+-- create_graph the backward below uses ds ops instead
 local ln_bw = D.define {
   name = "layer_norm_backward", kind = "nn", kernel = "ds_layer_norm_backward_%s", dtypes = C.FLOAT, ninputs = 5, noutputs = 3,
   attrs = { { "normalized_shape", "ints" } },
@@ -344,10 +347,23 @@ local ln_bw = D.define {
     local dt = inputs[1].dtype
     return { { shape = inputs[2]._shape, dtype = dt }, { shape = a.normalized_shape, dtype = dt }, { shape = a.normalized_shape, dtype = dt } }
   end,
-  backward = function()
-    raise("layer_norm_backward: second-order gradients of layer_norm need create_graph support, which it does not have")
-  end,
 }
+
+-- the same grads written with ds ops (differentiable again): x (..., *ns), w (ns), g like x
+local function layer_norm_grads(x, w, g, ns, eps)
+  local n, k = #x._shape, #ns
+  local dims, lead = {}, {}
+  for i = n - k + 1, n do dims[#dims + 1] = i end
+  for i = 1, n - k do lead[#lead + 1] = i end
+  local xc = x - x:mean(dims, true)
+  local rstd = F.rsqrt((xc * xc):mean(dims, true) + eps)
+  local xhat = xc * rstd
+  local gh = g * w
+  local gx = rstd * (gh - gh:mean(dims, true) - xhat * (gh * xhat):mean(dims, true))
+  local gw, gb = g * xhat, g
+  if #lead > 0 then gw, gb = gw:sum(lead), gb:sum(lead) end
+  return gx, gw, gb
+end
 
 D.define {
   name = "layer_norm", kind = "nn", kernel = "ds_layer_norm_%s", dtypes = C.FLOAT, ninputs = 3, noutputs = 3,
@@ -367,9 +383,11 @@ D.define {
     local dt = inputs[1].dtype
     return { { shape = xs, dtype = dt }, { shape = ss, dtype = dt }, { shape = ss, dtype = dt } }
   end,
+  -- grads of mean and rstd (internal outputs) are ignored
   backward = function(ctx, g)
-    local x, w = ctx.inputs[1], ctx.inputs[2]
-    local gx, gw, gb = D.call(ln_bw, { g, x, ctx.outputs[2], ctx.outputs[3], w }, { normalized_shape = ctx.attrs.normalized_shape })
+    local x, w, a = ctx.inputs[1], ctx.inputs[2], ctx.attrs
+    if state.grad_enabled then return layer_norm_grads(x, w, g, a.normalized_shape, a.eps) end
+    local gx, gw, gb = D.call(ln_bw, { g, x, ctx.outputs[2], ctx.outputs[3], w }, { normalized_shape = a.normalized_shape })
     return gx, gw, gb
   end,
 }
@@ -412,7 +430,11 @@ C.export("batch_norm", function(x, running_mean, running_var, weight, bias, trai
       end
       require("ds.autograd").no_grad(function()
         if running_mean then running_mean:mul_(1 - momentum):add_(mean:detach():reshape(ch) * momentum) end
-        if running_var then running_var:mul_(1 - momentum):add_(var:detach():reshape(ch) * (momentum * count / (count - 1))) end
+        if running_var then
+          -- unbiased: var * n / (n - 1); n is a tensor when the batch dim is symbolic (tracing)
+          local n = type(count) == "number" and count or F.ones_like(x):sum(dims, true)
+          running_var:mul_(1 - momentum):add_((var:detach() * (momentum * n / (n - 1))):reshape(ch))
+        end
       end)
     end
     y = d * F.rsqrt(var + eps)
