@@ -52,11 +52,15 @@ static int64_t kept_offset(const rplan *p, int nk, int64_t o) {
 typedef void (*run_fn)(const char *x, int64_t n, int64_t s, int64_t r, const void *c, void *acc);
 typedef void (*cols_fn)(const char *x, int64_t w, int64_t r, const void *c, void *acc);
 typedef void (*merge_fn)(void *acc, const void *part);
-typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge; const void *init; } rdesc;
+/* par_min: the element count from which a fold is worth a parallel region (~11 us) */
+typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge; const void *init; int64_t par_min; } rdesc;
+/* a vectorized add/max fold runs ~0.1 ns per element: only large ones go parallel */
+#define CHEAP_PAR_MIN (8 * DS_PAR_MIN)
 
 /* 16 independent lanes (omp simd: each lane is its own accumulator, nothing is reassociated) */
 #define LANES 16
-#define FOLD(NAME, T, A, INIT, MAP, COMB) \
+#define FOLD(NAME, T, A, INIT, MAP, COMB) FOLDP(NAME, T, A, INIT, MAP, COMB, CHEAP_PAR_MIN)
+#define FOLDP(NAME, T, A, INIT, MAP, COMB, PAR_MIN) \
   static const A init_##NAME = INIT; \
   static void run_##NAME(const char *xp, int64_t n, int64_t s, int64_t r, const void *cp, void *ap) { \
     const T *x = (const T *)xp; A c = cp ? *(const A *)cp : (A)0, acc = *(A *)ap; (void)r; (void)c; \
@@ -75,7 +79,7 @@ typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge;
     if (c) for (int64_t j = 0; j < w; j++) acc[j] = COMB(acc[j], MAP(x[j], c[j])); \
     else for (int64_t j = 0; j < w; j++) acc[j] = COMB(acc[j], MAP(x[j], (A)0)); } \
   static void merge_##NAME(void *ap, const void *pp) { *(A *)ap = COMB(*(A *)ap, *(const A *)pp); } \
-  static const rdesc desc_##NAME = {sizeof(T), sizeof(A), run_##NAME, cols_##NAME, merge_##NAME, &init_##NAME};
+  static const rdesc desc_##NAME = {sizeof(T), sizeof(A), run_##NAME, cols_##NAME, merge_##NAME, &init_##NAME, PAR_MIN};
 
 /* value + flat reduced index; ties keep the first, NaN beats numbers (PyTorch's max/argmax) */
 #define ARGFOLD(NAME, T, INITV, BETTER) \
@@ -91,7 +95,7 @@ typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge;
   static void merge_##NAME(void *ap, const void *pp) { \
     arg_##NAME *a = ap; const arg_##NAME *p = pp; \
     if (p->i >= 0 && (a->i < 0 || BETTER(p->v, a->v))) *a = *p; } \
-  static const rdesc desc_##NAME = {sizeof(T), sizeof(arg_##NAME), run_##NAME, cols_##NAME, merge_##NAME, &init_##NAME};
+  static const rdesc desc_##NAME = {sizeof(T), sizeof(arg_##NAME), run_##NAME, cols_##NAME, merge_##NAME, &init_##NAME, DS_PAR_MIN};
 
 /* ==== the driver ================================================================================ */
 #define TILE 256 /* outputs folded side by side by cols */
@@ -169,7 +173,7 @@ static int reduce_exec(const rdesc *d, const rplan *p, const ds_tensor *x, const
     if (!part) return ds_fail(DS_ENOMEM, "reduce: cannot allocate %lld partial sums", (long long)(nout * nb));
   }
   exec_ctx e = {d, p, x->data, cbuf, part, nb, w, ntile, cols};
-  if (nout * R >= DS_PAR_MIN && nitems > 1 && omp_get_max_threads() > 1) {
+  if (nout * R >= d->par_min && nitems > 1 && omp_get_max_threads() > 1) {
     #pragma omp parallel for schedule(static)
     for (int64_t it = 0; it < nitems; it++) exec_item(&e, it);
   } else {
@@ -259,7 +263,7 @@ FOLD(prod_f32, float, double, 1.0, TO_D, MUL) FOLD(prod_f64, double, double, 1.0
 FOLD(prod_i64, int64_t, uint64_t, 1, TO_U64, MUL) FOLD(prod_i32, int32_t, uint64_t, 1, TO_U64, MUL)
 FOLD(prod_u8, uint8_t, uint64_t, 1, TO_U64, MUL) FOLD(prod_bool, uint8_t, uint64_t, 1, TO_U64, MUL)
 FOLD(sqdev_f32, float, double, 0.0, SQDEV, ADD) FOLD(sqdev_f64, double, double, 0.0, SQDEV, ADD)
-FOLD(expdev_f32, float, double, 0.0, EXPDEV_F32, ADD) FOLD(expdev_f64, double, double, 0.0, EXPDEV_F64, ADD)
+FOLDP(expdev_f32, float, double, 0.0, EXPDEV_F32, ADD, DS_PAR_MIN) FOLDP(expdev_f64, double, double, 0.0, EXPDEV_F64, ADD, DS_PAR_MIN)
 FOLD(amax_f32, float, float, -INFINITY, SAME, MAXN) FOLD(amax_f64, double, double, -INFINITY, SAME, MAXN)
 FOLD(amax_i64, int64_t, int64_t, INT64_MIN, SAME, MAXN) FOLD(amax_i32, int32_t, int32_t, INT32_MIN, SAME, MAXN)
 FOLD(amax_u8, uint8_t, uint8_t, 0, SAME, MAXN) FOLD(amax_bool, uint8_t, uint8_t, 0, SAME, MAXN)
