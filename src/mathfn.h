@@ -12,7 +12,7 @@ static inline int32_t ds_f32_to_bits(float f) { int32_t i; memcpy(&i, &f, 4); re
 /* Cephes expf: range reduction by ln2 in two parts, degree-6 polynomial. ~1 ulp, subnormal
    results included (down to 2^-150, below which exp rounds to 0). */
 static inline float ds_expf(float x) {
-  float xc = x < -103.972077f ? -103.972077f : (x > 88.72283f ? 88.72283f : x);
+  float xc = x < -103.972077f ? -103.972077f : (x > 88.72283f ? 88.72283f : (x == x ? x : 0.0f)); /* NaN: no UB in the int cast */
   float k = floorf(xc * 1.44269504088896341f + 0.5f);
   float r = xc - k * 0.693359375f;
   r = r - k * -2.12194440e-4f;
