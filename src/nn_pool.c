@@ -70,22 +70,30 @@ static void window(int64_t o, int64_t s, int64_t p, int64_t k, int64_t n, int64_
       }                                                                                                                 \
     }                                                                                                                   \
   }                                                                                                                     \
-  /* one plane, 2x2 windows at stride 2 without padding; returns 0 (plane left to the general code) on NaN */           \
+  /* one plane, 2x2 windows at stride 2 without padding; returns 0 (plane left to the general code) on NaN.             \
+     The winner of each window is kept as a code 0..3 first, so both loops vectorize. */                                \
   static int maxpool2x2_plane_##S(const T *x, T *o, int64_t *ix, const pgeom *g) {                                      \
     int nan = 0;                                                                                                        \
+    int32_t code[64];                                                                                                   \
     for (int64_t oh = 0; oh < g->OH; oh++) {                                                                            \
       const T *r0 = x + 2 * oh * g->W, *r1 = r0 + g->W;                                                                 \
-      for (int64_t ow = 0; ow < g->OW; ow++) {                                                                          \
-        T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];                                       \
-        int64_t i = 2 * oh * g->W + 2 * ow, best = i;                                                                   \
-        T m = a;                                                                                                        \
-        int64_t k; /* index selects as masks: GCC would branch on them otherwise */                                     \
-        k = -(int64_t)(b > m); best = (best & ~k) | ((i + 1) & k); m = b > m ? b : m;                                   \
-        k = -(int64_t)(c > m); best = (best & ~k) | ((i + g->W) & k); m = c > m ? c : m;                                \
-        k = -(int64_t)(d > m); best = (best & ~k) | ((i + g->W + 1) & k); m = d > m ? d : m;                            \
-        nan |= (a != a) | (b != b) | (c != c) | (d != d);                                                               \
-        o[oh * g->OW + ow] = m;                                                                                         \
-        ix[oh * g->OW + ow] = best + 1;                                                                                 \
+      for (int64_t o0 = 0; o0 < g->OW; o0 += 64) {                                                                      \
+        int64_t n = g->OW - o0 < 64 ? g->OW - o0 : 64;                                                                  \
+        const T *a0 = r0 + 2 * o0, *a1 = r1 + 2 * o0;                                                                   \
+        T *oo = o + oh * g->OW + o0;                                                                                    \
+        for (int64_t i = 0; i < n; i++) {                                                                               \
+          T a = a0[2 * i], b = a0[2 * i + 1], c = a1[2 * i], d = a1[2 * i + 1];                                         \
+          T m = a;                                                                                                      \
+          int32_t k = 0;                                                                                                \
+          k = b > m ? 1 : k; m = b > m ? b : m;                                                                         \
+          k = c > m ? 2 : k; m = c > m ? c : m;                                                                         \
+          k = d > m ? 3 : k; m = d > m ? d : m;                                                                         \
+          nan |= (a != a) | (b != b) | (c != c) | (d != d);                                                             \
+          oo[i] = m;                                                                                                    \
+          code[i] = k;                                                                                                  \
+        }                                                                                                               \
+        int64_t *io = ix + oh * g->OW + o0, base = 2 * oh * g->W + 2 * o0 + 1;                                          \
+        for (int64_t i = 0; i < n; i++) io[i] = base + 2 * i + (code[i] & 1) + (code[i] >> 1) * g->W;                   \
       }                                                                                                                 \
     }                                                                                                                   \
     return !nan;                                                                                                        \
