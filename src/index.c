@@ -85,6 +85,7 @@ static int same_view(const ds_tensor *a, const ds_tensor *b) {
 static void copy_into(ds_tensor *o, const ds_tensor *x) {
   if (same_view(o, x)) return;
   int64_t es = ds_dtype_size(o->dtype);
+  if (ds_is_contig(o) && ds_is_contig(x)) { if (o->numel) memmove(o->data, x->data, o->numel * es); return; }
   walk w; walk_init(&w, o->ndim, o->shape, 2);
   walk_operand(&w, 0, o, -1); walk_operand(&w, 1, x, -1);
   for (int64_t i = 0; i < o->numel; i++, walk_next(&w)) copy_el((char *)o->data + w.off[0], (const char *)x->data + w.off[1], es);
