@@ -145,6 +145,45 @@ describe("index ops on views and odd shapes", function()
   end)
 end)
 
+describe("index ops traced, compiled, saved", function()
+  local i64 = function(t) return ds.tensor(t, { dtype = "i64" }) end
+  it("cat along a symbolic dim gives a symbolic size", function()
+    local g = ds.trace(function(x, y) return ds.cat({ x, y }, 1) end,
+      { ds.spec({ "n", 3 }, "f32", "x"), ds.spec({ 2, 3 }, "f32", "y") })
+    assert.matches("(n+2,3)", tostring(g), 1, true)
+    for _, n in ipairs { 1, 4 } do
+      local x, y = ds.randn(n, 3), ds.randn(2, 3)
+      assert.is_true(H.bitwise(g(x, y), ds.cat({ x, y }, 1)))
+    end
+  end)
+  it("compiled graphs equal eager bitwise and check indices in C", function()
+    local w = ds.randn(10, 4)
+    local function fn(x, ix, ids, m)
+      local a = ds.cat({ x:gather(2, ix), x }, 2):index_select(1, i64({ 2, 1 }))
+      local e = ds.embedding(ids, w)
+      return ds.stack({ a:masked_fill(m, 0), a }, 1), e, ds.one_hot(ids, 10, { dtype = "f32" })
+    end
+    local f = ds.compile(fn)
+    local x, ix, ids, m = ds.randn(2, 3), i64({ { 3 }, { 1 } }), i64({ { 1, 10 }, { 3, 3 } }), ds.tensor({ true, false, true, false })
+    local got, want = { f(x, ix, ids, m) }, { fn(x, ix, ids, m) }
+    for k = 1, 3 do assert.is_true(H.bitwise(got[k], want[k]), "output " .. k) end
+    H.raises(function() f(x, i64({ { 4 }, { 1 } }), ids, m) end, "gather", "index 4", "size 3")
+    H.raises(function() f(x, ix, i64({ { 11, 1 }, { 1, 1 } }), m) end, "embedding", "id 11")
+  end)
+  it("a saved graph with cat and gather loads and runs", function()
+    local cg = ds.compile(function(x, ix) return ds.cat({ x, x:gather(1, ix) }, 1) end,
+      { ds.spec({ 2, 3 }, "f64", "x"), ds.spec({ 1, 3 }, "i64", "ix") })
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir))
+    ds.save(cg, dir .. "/catgather")
+    local m = ds.load(dir .. "/catgather")
+    local x, ix = ds.randn(2, 3, { dtype = "f64" }), i64({ { 2, 1, 2 } })
+    assert.is_true(H.bitwise(m(x, ix), ds.cat({ x, x:gather(1, ix) }, 1)))
+    os.execute("rm -rf " .. dir)
+  end)
+end)
+
 describe("index op errors", function()
   local x = ds.zeros(2, 3)
   local i64 = function(t) return ds.tensor(t, { dtype = "i64" }) end
