@@ -69,9 +69,9 @@ typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge;
       for (int k = 0; k < LANES; k++) l[k] = INIT; \
       for (; i + LANES <= n; i += LANES) { \
         _Pragma("omp simd") for (int k = 0; k < LANES; k++) l[k] = COMB(l[k], MAP(x[i + k], c)); } \
-      for (int k = 0; i < n; i++, k++) l[k] = COMB(l[k], MAP(x[i], c)); \
       for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = COMB(l[k], l[k + w]); \
       acc = COMB(acc, l[0]); \
+      for (; i < n; i++) acc = COMB(acc, MAP(x[i], c)); \
     } else for (int64_t i = 0; i < n; i++) acc = COMB(acc, MAP(x[i * s], c)); \
     *(A *)ap = acc; } \
   static void cols_##NAME(const char *xp, int64_t w, int64_t r, const void *cp, void *ap) { \
@@ -436,22 +436,29 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
   return failed ? ds_fail(DS_ENOMEM, "%s: out of memory", op) : DS_OK;
 }
 
-/* softmax over one contiguous line: max, exps, sum (16 lanes), then scale (or x - max - log sum).
+/* softmax over one contiguous line (n >= 1): max, exps and their sum (16 lanes, then the tail in
+   order), then scale (or x - max - log sum).
    Strided lines are gathered into scratch first, so every layout gives the same bits. */
 #define SOFTMAX(S, T, EXP, LOG) \
   static void softmax_core_##S(const T *x, T *y, int64_t n, int logsm) { \
-    T l[LANES]; int64_t i = 0; \
-    for (int k = 0; k < LANES; k++) l[k] = -INFINITY; \
-    for (; i + LANES <= n; i += LANES) { _Pragma("omp simd") for (int k = 0; k < LANES; k++) l[k] = MAXN(l[k], x[i + k]); } \
-    for (int k = 0; i < n; i++, k++) l[k] = MAXN(l[k], x[i]); \
-    for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = MAXN(l[k], l[k + w]); \
-    T m = l[0]; \
-    for (int k = 0; k < LANES; k++) l[k] = 0; \
-    for (i = 0; i + LANES <= n; i += LANES) { \
-      _Pragma("omp simd") for (int k = 0; k < LANES; k++) { T e = EXP(x[i + k] - m); y[i + k] = e; l[k] += e; } } \
-    for (int k = 0; i < n; i++, k++) { T e = EXP(x[i] - m); y[i] = e; l[k] += e; } \
-    for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] += l[k + w]; \
-    T s = l[0]; \
+    T l[LANES], m = x[0], s = 0; int64_t i = 0; \
+    if (n >= LANES) { \
+      for (int k = 0; k < LANES; k++) l[k] = x[k]; \
+      for (i = LANES; i + LANES <= n; i += LANES) { \
+        _Pragma("omp simd") for (int k = 0; k < LANES; k++) l[k] = MAXN(l[k], x[i + k]); } \
+      for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = MAXN(l[k], l[k + w]); \
+      m = l[0]; \
+    } \
+    for (; i < n; i++) m = MAXN(m, x[i]); \
+    i = 0; \
+    if (n >= LANES) { \
+      for (int k = 0; k < LANES; k++) l[k] = 0; \
+      for (; i + LANES <= n; i += LANES) { \
+        _Pragma("omp simd") for (int k = 0; k < LANES; k++) { T e = EXP(x[i + k] - m); y[i + k] = e; l[k] += e; } } \
+      for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] += l[k + w]; \
+      s = l[0]; \
+    } \
+    for (; i < n; i++) { T e = EXP(x[i] - m); y[i] = e; s += e; } \
     if (logsm) { T ls = LOG(s); for (i = 0; i < n; i++) y[i] = (x[i] - m) - ls; } \
     else for (i = 0; i < n; i++) y[i] = y[i] / s; } \
   static void softmax_line_##S(const char *xp, int64_t xs, char *yp, int64_t ys, int64_t n, const double *attrs, char *scratch) { \
