@@ -93,6 +93,28 @@ describe("elementwise ops against PyTorch", function()
   end
 end)
 
+describe("fixture coverage", function()
+  it("every elementwise op of the table has PyTorch cases for each of its dtypes", function()
+    local seen = {}
+    for _, c in ipairs(doc.cases) do
+      local first = c.inputs[c.op == "where" and 2 or 1]      -- where's first input is the condition
+      local dt = first.tensor and first.tensor.dtype
+      seen[c.op] = seen[c.op] or {}
+      if dt then seen[c.op][dt] = true end
+    end
+    local missing = {}
+    for _, def in ipairs(require("ds.dispatch").list) do
+      if def.elementwise and def.name ~= "contiguous" then
+        for dt in pairs(def.dtypes) do
+          if not (seen[def.name] and seen[def.name][dt]) then missing[#missing + 1] = def.name .. ":" .. dt end
+        end
+      end
+    end
+    table.sort(missing)
+    assert.same({}, missing)
+  end)
+end)
+
 describe("dtype promotion", function()
   it("tensor with tensor follows PyTorch, except bool arithmetic, which computes in i64", function()
     for _, r in ipairs(doc.promotion) do
