@@ -278,4 +278,61 @@ describe("nn op errors", function()
     rc, msg = call("ds_avg_pool2d_f64", { ds.empty(1, 1, 1, 1), ds.randn(1, 1, 2, 2) }, { 2, 2, 1, 1, 0, 0, 1 })
     assert.is_true(rc ~= 0 and msg:find("f64", 1, true) ~= nil, msg)
   end)
+  it("C kernels survive near-miss shapes and attrs (each call succeeds or reports an error)", function()
+    local ffi = require("ffi")
+    local C = require("ds.ffi").C
+    local seed = 12345
+    local function rnd(n) seed = (seed * 1103515245 + 12345) % 2147483648; return math.floor(seed / 65536) % n end
+    -- consistent operands for one kernel from a random conv geometry; then maybe one size or attr is off
+    local function case()
+      local G = 1 + rnd(2)
+      local N, Cg, OCg, H, W = rnd(3), 1 + rnd(2), 1 + rnd(2), 1 + rnd(6), 1 + rnd(6)
+      local K, s, p, d = 1 + rnd(3), 1 + rnd(2), rnd(2), 1 + rnd(2)
+      local C_, OC = Cg * G, OCg * G
+      local OH = math.floor((H + 2 * p - (K - 1) * d - 1) / s) + 1
+      local OW = math.floor((W + 2 * p - (K - 1) * d - 1) / s) + 1
+      local PK, PS, PP = 1 + rnd(3), 1 + rnd(2), rnd(2)
+      local POH = math.floor((H + 2 * PP - PK) / PS) + 1
+      local POW = math.floor((W + 2 * PP - PK) / PS) + 1
+      local conv = { s, s, p, p, d, d, G }
+      local x, gy, w = { N, C_, H, W }, { N, OC, OH, OW }, { OC, Cg, K, K }
+      local pool, py = { PK, PK, PS, PS, PP, PP, 1 }, { N, C_, POH, POW }
+      local R, D = 1 + rnd(4), 1 + rnd(5)
+      local list = {
+        { "ds_conv2d_f32", { gy, x, w, { OC } }, conv },
+        { "ds_conv2d_backward_input_f32", { x, gy, w }, { s, s, p, p, d, d, G, H, W } },
+        { "ds_conv2d_backward_weight_f32", { w, gy, x }, { s, s, p, p, d, d, G, K, K } },
+        { "ds_conv2d_backward_bias_f32", { { OC }, gy }, {} },
+        { "ds_max_pool2d_f32", { py, py, x }, pool, 2 },
+        { "ds_max_pool2d_backward_f32", { x, py, py }, pool, 3 },
+        { "ds_avg_pool2d_f32", { py, x }, pool },
+        { "ds_avg_pool2d_backward_f32", { x, py }, pool },
+        { "ds_layer_norm_f32", { { R, D }, { R }, { R }, { R, D }, { D }, { D } }, { D, 1e-5 } },
+        { "ds_layer_norm_backward_f32", { { R, D }, { D }, { D }, { R, D }, { R, D }, { R }, { R }, { D } }, { D } },
+      }
+      local k = list[rnd(#list) + 1]
+      local shapes, attrs = k[2], k[3]
+      if rnd(2) == 0 and #attrs > 0 then attrs[rnd(#attrs) + 1] = rnd(5) - 1 end
+      if rnd(2) == 0 then local sh = shapes[rnd(#shapes) + 1]; sh[rnd(#sh) + 1] = rnd(5) end
+      local ts = {}
+      for i, sh in ipairs(shapes) do
+        local ok = true
+        for _, v in ipairs(sh) do if v < 0 then ok = false end end
+        if not ok then return nil end
+        ts[i] = i == k[4] and ds.ones(sh, { dtype = "i64" }) or ds.randn(sh)
+      end
+      return k[1], ts, attrs
+    end
+    local ran, failed = 0, 0
+    for _ = 1, 600 do
+      local name, ts, attrs = case()
+      if name then
+        local tb = ffi.new("ds_tensor*[?]", #ts)
+        for i, t in ipairs(ts) do tb[i - 1] = t._c end
+        local rc = C.ds_kernel_find(name)(tb, ffi.new("double[?]", #attrs + 1, attrs))
+        if rc == 0 then ran = ran + 1 else failed = failed + 1 end
+      end
+    end
+    assert.is_true(ran > 100 and failed > 100, ran .. " ran, " .. failed .. " refused")
+  end)
 end)
