@@ -460,7 +460,7 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
     } \
     for (; i < n; i++) { T e = EXP(x[i] - m); y[i] = e; s += e; } \
     if (logsm) { T ls = LOG(s); for (i = 0; i < n; i++) y[i] = (x[i] - m) - ls; } \
-    else for (i = 0; i < n; i++) y[i] = y[i] / s; } \
+    else { T r = 1 / s; for (i = 0; i < n; i++) y[i] = y[i] * r; } } \
   static void softmax_line_##S(const char *xp, int64_t xs, char *yp, int64_t ys, int64_t n, const double *attrs, char *scratch) { \
     int logsm = attrs[1] != 0; \
     if (xs == 1 && ys == 1) { softmax_core_##S((const T *)xp, (T *)yp, n, logsm); return; } \
