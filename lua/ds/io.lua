@@ -9,6 +9,7 @@ local S = require("ds.shape")
 local sym = require("ds.sym")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
+local state = require("ds.state")
 local Tensor = require("ds.tensor")
 local IR = require("ds.passes.ir")
 
@@ -403,7 +404,11 @@ local function build_ir(L, doc, tensors)
     -- attrs: names and types from the op table's schema
     local given = attr_in(L, n.attrs or {}, where)
     if type(given) ~= "table" then L.fail(where .. ": attrs must be an object") end
+    -- symbolic sizes ({"$dim": ...}) are accepted where ints are, as while tracing
+    local prev = state.trace
+    state.trace = state.trace or {}
     local ok, attrs = pcall(D.attrs, def, given)
+    state.trace = prev
     if not ok then L.fail(where .. ": " .. tostring(attrs)) end
     -- outputs as the op's shape inference says, for these inputs and attrs
     local fake = {}

@@ -88,7 +88,7 @@ function M.api(def)
 end
 
 local function is_options(v)
-  return type(v) == "table" and not is_tensor(v) and v[1] == nil and next(v) ~= nil
+  return type(v) == "table" and getmetatable(v) == nil and v[1] == nil and next(v) ~= nil
 end
 
 function M.collect_attrs(def, argnames, first, ...)

@@ -135,7 +135,7 @@ def_view {
     local size = x._shape[attrs.dim]
     if type(size) == "number" then
       if attrs.start < 0 then attrs.start = size + 1 + attrs.start end
-      if attrs.start < 1 or attrs.length < 0 or attrs.start - 1 + attrs.length > size then
+      if attrs.start < 1 or (type(attrs.length) == "number" and (attrs.length < 0 or attrs.start - 1 + attrs.length > size)) then
         errors.raise(string.format("narrow: start %d, length %d out of range for dim %d of size %d (shape %s)",
           attrs.start, attrs.length, attrs.dim, size, S.str(x._shape)))
       end
