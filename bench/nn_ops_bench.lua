@@ -1,23 +1,26 @@
 -- bench/nn_ops_bench.lua: LeNet-5's conv/pool layers at batch 256 (forward, forward+backward), ds vs PyTorch, ms (median).
--- usage: luajit bench/nn_ops_bench.lua [--threads N] [--reps N]   (runs bench/torch/nn_ops.py for the torch column)
+-- usage: luajit bench/nn_ops_bench.lua [--threads N] [--reps N] [--cpu]   (runs bench/torch/nn_ops.py for the torch column)
+-- --cpu times process CPU time instead of wall time (both sides): steadier on a shared machine, meaningful with 1 thread.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 local ds = require("ds")
 local cjson = require("cjson")
 
-local threads, reps = 2, 15
+local threads, reps, cpu = 2, 15, false
 for i = 1, #arg do
   if arg[i] == "--threads" then threads = tonumber(arg[i + 1]) end
   if arg[i] == "--reps" then reps = tonumber(arg[i + 1]) end
+  if arg[i] == "--cpu" then cpu = true end
 end
+local clock = cpu and os.clock or ds.clock
 ds.set_num_threads(threads)
 
 local function ms(fn)
   fn()
   local t = {}
   for i = 1, reps do
-    local t0 = ds.clock()
+    local t0 = clock()
     fn()
-    t[i] = (ds.clock() - t0) * 1e3
+    t[i] = (clock() - t0) * 1e3
   end
   table.sort(t)
   return t[math.floor((reps + 1) / 2)]
@@ -57,12 +60,13 @@ add("lenet conv stack fwd+bwd", ms(function()
   y:backward(ds.ones_like(y))
 end))
 
-local p = io.popen(string.format("/usr/bin/python3 bench/torch/nn_ops.py --threads %d --reps %d", threads, reps))
+local p = io.popen(string.format("/usr/bin/python3 bench/torch/nn_ops.py --threads %d --reps %d%s", threads, reps, cpu and " --cpu" or ""))
 local torch = cjson.decode(p:read("*a"))
 p:close()
 
 local info = ds.info()
-print(string.format("LeNet-5 conv/pool layers, batch 256, %d threads, OpenBLAS core %s (median of %d, ms)", threads, info.blas_core, reps))
+print(string.format("LeNet-5 conv/pool layers, batch 256, %d threads, OpenBLAS core %s (median of %d, ms of %s time)", threads,
+  info.blas_core, reps, cpu and "CPU" or "wall"))
 print(string.format("%-28s %9s %9s %7s", "", "ds", "torch", "ratio"))
 for _, name in ipairs(order) do
   print(string.format("%-28s %9.3f %9.3f %7.2f", name, res[name], torch[name], res[name] / torch[name]))
