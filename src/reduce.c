@@ -156,6 +156,25 @@ static void exec_item(const exec_ctx *e, int64_t it) {
   for (int64_t j = 0; j < tw; j++) memcpy(e->part + ((o0 + j) * nb + b) * as, tp + j * as, as);
 }
 
+/* outputs [o0, o1) whole (one block each): the kept-dims odometer avoids a division per output */
+static void exec_outputs(const exec_ctx *e, int64_t o0, int64_t o1) {
+  const rdesc *d = e->d; const rplan *p = e->p;
+  int64_t as = d->asize, idx[DS_MAXDIM], off = 0, rem = o0;
+  for (int i = p->nk - 1; i >= 0; i--) { idx[i] = rem % p->ksh[i]; rem /= p->ksh[i]; off += idx[i] * p->kst[i]; }
+  for (int64_t o = o0; o < o1; o++) {
+    char *a = e->part + o * as;
+    const char *xo = e->x + off * d->esize, *c = e->cbuf ? (const char *)e->cbuf + o * as : NULL;
+    memcpy(a, d->init, as);
+    if (p->nr == 1) d->run(xo, p->R, p->rst[0], 0, c, a);
+    else fold_range(d, p, xo, 0, p->R, c, a);
+    for (int i = p->nk - 1; i >= 0; i--) {
+      off += p->kst[i];
+      if (++idx[i] < p->ksh[i]) break;
+      off -= idx[i] * p->kst[i]; idx[i] = 0;
+    }
+  }
+}
+
 /* acc[o] (nout accumulators of d->asize bytes) = fold of output o's reduced elements;
    cbuf: nout per-output constants (same size as an accumulator) or NULL */
 static int reduce_exec(const rdesc *d, const rplan *p, const ds_tensor *x, const void *cbuf, char *acc) {
@@ -173,7 +192,18 @@ static int reduce_exec(const rdesc *d, const rplan *p, const ds_tensor *x, const
     if (!part) return ds_fail(DS_ENOMEM, "reduce: cannot allocate %lld partial sums", (long long)(nout * nb));
   }
   exec_ctx e = {d, p, x->data, cbuf, part, nb, w, ntile, cols};
-  if (nout * R >= d->par_min && nitems > 1 && omp_get_max_threads() > 1) {
+  int par = nout * R >= d->par_min && nitems > 1 && omp_get_max_threads() > 1;
+  if (!cols && nb == 1) {
+    if (par) {
+      #pragma omp parallel
+      {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        exec_outputs(&e, nout * id / nt, nout * (id + 1) / nt);
+      }
+    } else {
+      exec_outputs(&e, 0, nout);
+    }
+  } else if (par) {
     #pragma omp parallel for schedule(static)
     for (int64_t it = 0; it < nitems; it++) exec_item(&e, it);
   } else {
