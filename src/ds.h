@@ -113,5 +113,9 @@ const ds_tensor *ds_model_input_spec(const ds_model *m, int i);    /* 0-based; d
 const ds_tensor *ds_model_output_spec(const ds_model *m, int i);
 int ds_model_run(ds_model *m, const ds_tensor *const *inputs, ds_tensor *const *outputs);
 void ds_model_free(ds_model *m);
+/* files for loaders: CRC-32 (zlib's), and a whole file mapped copy-on-write (pages shared until written) */
+uint32_t ds_crc32(const void *p, int64_t n);
+void *ds_file_map(const char *path, int64_t *size);
+void ds_file_unmap(void *p, int64_t size);
 
 #endif

@@ -3,6 +3,10 @@
 #include "internal.h"
 #include <stdlib.h>
 #include <zlib.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 typedef struct { char magic[8]; uint32_t version, nbuffers, nsteps, ninputs, noutputs, params_crc32;
                  int64_t arena_bytes, params_bytes; } file_header;
@@ -18,6 +22,29 @@ struct ds_model {
   ds_tensor *in_spec, *out_spec; /* dtype and shape of each (data NULL) */
   ds_tensor **owned;          /* state and constant tensors (copied out of the params file) */
 };
+
+uint32_t ds_crc32(const void *p, int64_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (int64_t off = 0; off < n; off += (1 << 30)) {
+    int64_t k = n - off < (1 << 30) ? n - off : (1 << 30);
+    crc = crc32(crc, (const Bytef *)p + off, (uInt)k);
+  }
+  return (uint32_t)crc;
+}
+
+/* Map a whole file copy-on-write: pages are shared between processes until written. */
+void *ds_file_map(const char *path, int64_t *size) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) { ds_fail(DS_EIO, "cannot open %s", path); return NULL; }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); ds_fail(DS_EIO, "%s is not a regular file", path); return NULL; }
+  *size = st.st_size;
+  void *p = mmap(NULL, st.st_size > 0 ? (size_t)st.st_size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) { ds_fail(DS_EIO, "cannot map %s", path); return NULL; }
+  return p;
+}
+void ds_file_unmap(void *p, int64_t size) { if (p) munmap(p, size > 0 ? (size_t)size : 1); }
 
 static char *read_all(const char *path, int64_t *size, int64_t limit) {
   FILE *f = fopen(path, "rb");
@@ -69,12 +96,7 @@ ds_model *ds_model_load(const char *path) {
   params = read_all(fname, &xsize, (int64_t)1 << 40);
   if (!params) goto fail;
   if (xsize != h.params_bytes) FAIL("model: %s has %lld bytes, the plan expects %lld (replaced or truncated?)", fname, (long long)xsize, (long long)h.params_bytes);
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (int64_t off = 0; off < xsize; off += (1 << 30)) {
-    int64_t k = xsize - off < (1 << 30) ? xsize - off : (1 << 30);
-    crc = crc32(crc, (const Bytef *)params + off, (uInt)k);
-  }
-  if ((uint32_t)crc != h.params_crc32) FAIL("model: %s does not match the plan's checksum", fname);
+  if (ds_crc32(params, xsize) != h.params_crc32) FAIL("model: %s does not match the plan's checksum", fname);
   m->plan = ds_plan_new(h.arena_bytes);
   if (!m->plan) goto fail;
   m->ninputs = (int)h.ninputs; m->noutputs = (int)h.noutputs;

@@ -16,17 +16,8 @@ local IR = require("ds.passes.ir")
 local M = { FORMAT = "ds-graph", FORMAT_VERSION = 1, MAX_JSON_BYTES = 256 * 2 ^ 20 }
 
 -- ---- checksum: CRC-32 (zlib's) of the whole params file ----
-pcall(ffi.cdef, "unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len);")
-local zlib = ffi.load("libz.so.1")
-local function crc32(ptr, n)
-  local c, off = zlib.crc32(0, nil, 0), 0
-  while off < n do
-    local k = math.min(n - off, 2 ^ 30)
-    c = zlib.crc32(c, ffi.cast("const unsigned char *", ptr) + off, k)
-    off = off + k
-  end
-  return string.format("%08x", tonumber(c))
-end
+local C = require("ds.ffi").C
+local function crc32(ptr, n) return string.format("%08x", tonumber(C.ds_crc32(ptr, n))) end
 M.crc32 = crc32
 
 -- ---- JSON writer (exact doubles: %.17g; inf/nan as {"$float": "inf"}; sorted keys) ----
@@ -248,6 +239,7 @@ function M.save(compiled, path)
 end
 
 -- ---- load: every field checked; errors name the file and the node ----
+local map_params
 local function loader(path)
   local L = { path = path }
   function L.fail(msg) errors.raise(string.format("load %s: %s", path, msg)) end
@@ -476,6 +468,66 @@ local function build_ir(L, doc, tensors)
   return ir
 end
 
+-- The params file, mapped copy-on-write (worker processes share its pages): size, checksum, then the
+-- safetensors header; tensors are views of the mapping (copied when misaligned for their dtype).
+local from_st = require("ds.state_file").dtype_from_safetensors
+local size_box = ffi.new("int64_t[1]")
+map_params = function(L, path, p)
+  local base = C.ds_file_map(path, size_box)
+  if base == nil then L.fail("params file: " .. require("ds.ffi").last_error()) end
+  local size = tonumber(size_box[0])
+  local map = ffi.gc(ffi.cast("uint8_t *", base), function(q) C.ds_file_unmap(q, size) end)
+  if size ~= p.bytes then
+    L.fail(string.format("params file %s has %d bytes, the graph file says %s (truncated or replaced?)", path, size, tostring(p.bytes)))
+  end
+  if crc32(map, size) ~= p.crc32 then L.fail("params file " .. path .. " does not match its checksum (corrupted or replaced)") end
+  if size < 8 then L.fail("params file " .. path .. " is truncated") end
+  local n = 0
+  for i = 7, 0, -1 do n = n * 256 + map[i] end
+  if n > size - 8 then L.fail("params file " .. path .. ": header length beyond the end of the file") end
+  local header = cjson.decode(ffi.string(map + 8, n))
+  if type(header) ~= "table" then L.fail("params file " .. path .. ": header is not a JSON object") end
+  local data, data_len = map + 8 + n, size - 8 - n
+  local tensors, spans = {}, {}
+  for name, e in pairs(header) do
+    if name ~= "__metadata__" then
+      local where = "params file tensor '" .. tostring(name) .. "'"
+      if type(e) ~= "table" then L.fail(where .. ": not an object") end
+      local dt = from_st[e.dtype]
+      if not dt then L.fail(where .. ": unknown dtype " .. tostring(e.dtype)) end
+      local shape = parse_shape(L, e.shape, where)
+      if sym.contains(shape) then L.fail(where .. ": symbolic shape") end
+      local off = e.data_offsets
+      if type(off) ~= "table" or not is_int(off[1]) or not is_int(off[2]) or off[2] < off[1] or off[2] > data_len then
+        L.fail(where .. ": data_offsets out of range")
+      end
+      local numel = 1
+      for _, d in ipairs(shape) do numel = numel * d end
+      local nbytes = off[2] - off[1]
+      if numel * dtype.size[dt] ~= nbytes then L.fail(where .. ": shape and data_offsets disagree") end
+      spans[#spans + 1] = { off[1], off[2], name }
+      local t
+      local ptr = data + off[1]
+      if nbytes > 0 and tonumber(ffi.cast("uintptr_t", ptr)) % dtype.size[dt] == 0 then
+        local sb = ffi.new("int64_t[8]", shape)
+        local c = C.ds_tensor_wrap(ptr, nbytes, dtype.code[dt], #shape, sb)
+        if c == nil then L.fail(where .. ": " .. require("ds.ffi").last_error()) end
+        t = Tensor._wrap(c, shape, dt)
+        rawset(t, "_mapping", map)
+      else
+        t = Tensor._empty(dt, shape, "load")
+        if nbytes > 0 then ffi.copy(t:data_ptr(), ptr, nbytes) end
+      end
+      tensors[name] = t
+    end
+  end
+  table.sort(spans, function(a, b) return a[1] < b[1] end)
+  for i = 2, #spans do
+    if spans[i][1] < spans[i - 1][2] then L.fail("params file tensors '" .. spans[i - 1][3] .. "' and '" .. spans[i][3] .. "' overlap") end
+  end
+  return tensors
+end
+
 function M.load(path, opts)
   if type(path) ~= "string" or path == "" then errors.raise("load: path must be a non-empty string like \"dir/name\"") end
   local base = path:gsub("%.json$", "")
@@ -493,11 +545,7 @@ function M.load(path, opts)
   if type(p.file) ~= "string" or p.file:find("/", 1, true) or p.file:sub(1, 1) == "." then L.fail("params.file must be a file name next to the graph file") end
   local dir = base:match("^(.*)/[^/]*$")
   local params = (dir and (dir .. "/") or "") .. p.file
-  local bytes = read_file(params, "params file")
-  if #bytes ~= p.bytes then L.fail(string.format("params file %s has %d bytes, the graph file says %s (truncated or replaced?)", params, #bytes, tostring(p.bytes))) end
-  if crc32(bytes, #bytes) ~= p.crc32 then L.fail("params file " .. params .. " does not match its checksum (corrupted or replaced)") end
-  bytes = nil
-  local tensors = require("ds.state_file").read(params)
+  local tensors = map_params(L, params, p)
   local ir = build_ir(L, doc, tensors)
   local compile = require("ds.compile")
   local cg = compile.from_ir(ir, opts)
