@@ -422,14 +422,21 @@ static int run_lines(const lines_ctx *c, int64_t l0, int64_t l1) {
   const ds_tensor *x = c->x, *y = c->y;
   char *scratch = c->scratch_bytes ? malloc((size_t)c->scratch_bytes) : NULL;
   if (c->scratch_bytes && !scratch) return 1;
+  /* odometer over the other dims (idx[c->dim] stays 0), started at line l0 */
+  int64_t idx[DS_MAXDIM] = {0}, rem = l0, xo = 0, yo = 0;
+  for (int d = x->ndim - 1; d >= 0; d--) {
+    if (d == c->dim) continue;
+    idx[d] = rem % x->shape[d]; rem /= x->shape[d];
+    xo += idx[d] * x->strides[d]; yo += idx[d] * y->strides[d];
+  }
   for (int64_t l = l0; l < l1; l++) {
-    int64_t rem = l, xo = 0, yo = 0;
+    c->fn((const char *)x->data + xo * c->es_x, c->xs, (char *)y->data + yo * c->es_y, c->ys, c->n, c->attrs, scratch);
     for (int d = x->ndim - 1; d >= 0; d--) {
       if (d == c->dim) continue;
-      int64_t i = rem % x->shape[d]; rem /= x->shape[d];
-      xo += i * x->strides[d]; yo += i * y->strides[d];
+      xo += x->strides[d]; yo += y->strides[d];
+      if (++idx[d] < x->shape[d]) break;
+      xo -= idx[d] * x->strides[d]; yo -= idx[d] * y->strides[d]; idx[d] = 0;
     }
-    c->fn((const char *)x->data + xo * c->es_x, c->xs, (char *)y->data + yo * c->es_y, c->ys, c->n, c->attrs, scratch);
   }
   free(scratch);
   return 0;
