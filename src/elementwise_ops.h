@@ -37,28 +37,36 @@ static inline double el_gelu_tanh_f64(double x) {
 }
 
 /* ---- unary: all numeric dtypes ---- */
-#define DS_SIGNED_UNARY(T, S) \
-  static inline T el_abs_##S(T x) { return x < 0 ? (T)-x : x; } \
-  static inline T el_neg_##S(T x) { return (T)-x; } \
-  static inline T el_relu_##S(T x) { return x < 0 ? (T)0 : x; /* NaN stays NaN, as in PyTorch */ } \
+/* NEG: float negation, or integer negation that wraps (INT64_MIN stays INT64_MIN, as in PyTorch) */
+#define DS_SIGNED_UNARY(T, S, NEG) \
+  static inline T el_neg_##S(T x) { return NEG(x); } \
+  static inline T el_relu_##S(T x) { return x < 0 ? (T)0 : x; /* NaN and -0.0 stay, as in PyTorch */ } \
   static inline T el_sign_##S(T x) { return (T)((x > 0) - (x < 0)); }
-DS_SIGNED_UNARY(float, f32)
-DS_SIGNED_UNARY(double, f64)
-DS_SIGNED_UNARY(int64_t, i64)
-DS_SIGNED_UNARY(int32_t, i32)
+#define DS_NEG_F(x) (-(x))
+#define DS_NEG_I64(x) ((int64_t)(0 - (uint64_t)(x)))
+#define DS_NEG_I32(x) ((int32_t)(0u - (uint32_t)(x)))
+DS_SIGNED_UNARY(float, f32, DS_NEG_F)
+DS_SIGNED_UNARY(double, f64, DS_NEG_F)
+DS_SIGNED_UNARY(int64_t, i64, DS_NEG_I64)
+DS_SIGNED_UNARY(int32_t, i32, DS_NEG_I32)
+static inline float el_abs_f32(float x) { return fabsf(x); } /* abs(-0.0) is +0.0 */
+static inline double el_abs_f64(double x) { return fabs(x); }
+static inline int64_t el_abs_i64(int64_t x) { return x < 0 ? DS_NEG_I64(x) : x; }
+static inline int32_t el_abs_i32(int32_t x) { return x < 0 ? DS_NEG_I32(x) : x; }
 
 /* ---- binary arithmetic ---- */
-#define DS_ARITH(T, S) \
-  static inline T el_add_##S(T a, T b) { return a + b; } \
-  static inline T el_sub_##S(T a, T b) { return a - b; } \
-  static inline T el_mul_##S(T a, T b) { return a * b; } \
+/* W: the type + - * compute in; unsigned for integers, so overflow wraps (as in PyTorch) instead of being UB */
+#define DS_ARITH(T, S, W) \
+  static inline T el_add_##S(T a, T b) { return (T)((W)a + (W)b); } \
+  static inline T el_sub_##S(T a, T b) { return (T)((W)a - (W)b); } \
+  static inline T el_mul_##S(T a, T b) { return (T)((W)a * (W)b); } \
   static inline T el_maximum_##S(T a, T b) { return (a > b || a != a) ? a : b; } \
   static inline T el_minimum_##S(T a, T b) { return (a < b || a != a) ? a : b; }
-DS_ARITH(float, f32)
-DS_ARITH(double, f64)
-DS_ARITH(int64_t, i64)
-DS_ARITH(int32_t, i32)
-DS_ARITH(uint8_t, u8)
+DS_ARITH(float, f32, float)
+DS_ARITH(double, f64, double)
+DS_ARITH(int64_t, i64, uint64_t)
+DS_ARITH(int32_t, i32, uint32_t)
+DS_ARITH(uint8_t, u8, uint32_t)
 /* maximum/minimum propagate NaN like PyTorch (a != a is false for integers) */
 #undef DS_ARITH
 static inline float el_div_f32(float a, float b) { return a / b; }
@@ -100,7 +108,8 @@ static inline ds_bool el_logical_xor_bool(ds_bool a, ds_bool b) { return (a != 0
 static inline ds_bool el_logical_not_bool(ds_bool a) { return !a; }
 
 /* ---- clamp (bounds already in the tensor's dtype) and where ---- */
-#define DS_CLAMP(T, S) static inline T el_clamp_##S(T x, T lo, T hi) { return x < lo ? lo : (x > hi ? hi : x); }
+/* min(max(x, lo), hi) as in PyTorch: hi wins when lo > hi; NaN stays NaN */
+#define DS_CLAMP(T, S) static inline T el_clamp_##S(T x, T lo, T hi) { T y = x < lo ? lo : x; return y > hi ? hi : y; }
 DS_CLAMP(float, f32)
 DS_CLAMP(double, f64)
 DS_CLAMP(int64_t, i64)

@@ -181,6 +181,22 @@ describe("strided views and threads", function()
   end)
 end)
 
+describe("edge values behave as in PyTorch", function()
+  it("signed zeros, integer wrap-around, clamp with min > max", function()
+    local z = ds.tensor({ -0.0 })
+    assert.equal(math.huge, 1 / ds.abs(z):item())            -- abs(-0.) = +0.
+    assert.equal(-math.huge, 1 / ds.relu(z):item())          -- relu(-0.) = -0.
+    local big = ds.tensor({ -2 ^ 63, 2 ^ 62 }, { dtype = "i64" })
+    assert.same({ -2 ^ 63, -2 ^ 62 }, ds.neg(big):totable())  -- -INT64_MIN wraps to itself
+    assert.same({ -2 ^ 63, 2 ^ 62 }, ds.abs(big):totable())
+    assert.same({ 0, -2 ^ 63 }, (big + big):totable())
+    local i32 = ds.tensor({ 2 ^ 31 - 1 }, { dtype = "i32" })
+    assert.same({ -2 ^ 31 }, (i32 + 1):totable())
+    assert.same({ 4, 4, 4 }, ds.clamp(ds.tensor({ 0, 5, 10 }), 6, 4):totable())
+    assert.same({ 4, 4 }, ds.clamp(ds.tensor({ 0, 10 }, { dtype = "i64" }), 6, 4):totable())
+  end)
+end)
+
 describe("in-place forms", function()
   local function fresh() return ds.tensor({ { 0.5, -1.5, 2 }, { 3, -0.25, 1 } }) end
   it("unary, binary and clamp in place equal the out-of-place result and return x", function()
