@@ -1,5 +1,5 @@
--- ops/nn.lua: conv2d, max_pool2d, avg_pool2d, layer_norm (C kernels, backward made of backward-kernel ops)
--- and batch_norm (composite of ds ops; updates running stats in place).
+-- ops/nn.lua: conv2d, max_pool2d, avg_pool2d, layer_norm (C kernels; backward made of backward-kernel ops,
+-- differentiable again except max_pool2d's) and batch_norm (composite of ds ops; running stats in place).
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
