@@ -145,6 +145,85 @@ describe("index ops on views and odd shapes", function()
   end)
 end)
 
+describe("index ops on random shapes against naive Lua loops", function()
+  -- nested-table access and an odometer over a shape
+  local function at(t, ix) for _, i in ipairs(ix) do t = t[i] end; return t end
+  local function each(shape, fn)
+    local n = 1
+    for _, d in ipairs(shape) do n = n * d end
+    local ix = {}
+    for d = 1, #shape do ix[d] = 1 end
+    for _ = 1, n do
+      fn(ix)
+      for d = #shape, 1, -1 do
+        ix[d] = ix[d] + 1
+        if ix[d] <= shape[d] then break end
+        ix[d] = 1
+      end
+    end
+  end
+  local seed = 12345
+  local function rand(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
+  local function random_case()
+    local nd = rand(3)
+    local shape = {}
+    for d = 1, nd do shape[d] = rand(4) end
+    local x = ds.randn(shape, { dtype = "f64" })
+    if nd >= 2 and rand(2) == 1 then x = x:transpose(1, nd):contiguous():transpose(1, nd) end -- strided
+    return x, shape, nd, rand(nd)
+  end
+  it("gather and scatter_add", function()
+    for _ = 1, 40 do
+      local x, shape, nd, dim = random_case()
+      local ishape = {}
+      for d = 1, nd do ishape[d] = d == dim and rand(5) or rand(shape[d]) end
+      local flat = {}
+      each(ishape, function() flat[#flat + 1] = rand(shape[dim]) end)
+      local ix = ds.tensor(flat, { dtype = "i64" }):reshape(ishape)
+      local y, xt, it_ = x:gather(dim, ix):totable(), x:totable(), ix:totable()
+      local src = ds.randn(ishape, { dtype = "f64" })
+      local s, st = ds.scatter_add(x, dim, ix, src):totable(), src:totable()
+      local want = x:totable()
+      each(ishape, function(p)
+        local q = {}
+        for d = 1, nd do q[d] = p[d] end
+        q[dim] = at(it_, p)
+        assert.equal(at(xt, q), at(y, p))
+        local row = want
+        for d = 1, nd - 1 do row = row[q[d]] end
+        row[q[nd]] = row[q[nd]] + at(st, p)
+      end)
+      H.close(ds.tensor(s), ds.tensor(want), 1e-12, 1e-12)
+    end
+  end)
+  it("index_select and index_add", function()
+    for _ = 1, 40 do
+      local x, shape, nd, dim = random_case()
+      local m = rand(5) - 1
+      local flat = {}
+      for k = 1, m do flat[k] = rand(shape[dim]) end
+      local ix = m > 0 and ds.tensor(flat, { dtype = "i64" }) or ds.tensor({ 1 }, { dtype = "i64" }):narrow(1, 1, 0)
+      local y = x:index_select(dim, ix)
+      local oshape = x.shape
+      oshape[dim] = m
+      assert.same(oshape, y.shape)
+      local yt, xt = y:totable(), x:totable()
+      each(oshape, function(p)
+        local q = {}
+        for d = 1, nd do q[d] = p[d] end
+        q[dim] = flat[p[dim]]
+        assert.equal(at(xt, q), at(yt, p))
+      end)
+      local back = ds.index_add(ds.zeros_like(x), dim, ix, y)
+      local counts = ds.zeros(shape[dim], { dtype = "f64" })
+      for k = 1, m do counts[flat[k]] = counts[flat[k]]:item() + 1 end
+      local cshape = {}
+      for d = 1, nd do cshape[d] = d == dim and shape[d] or 1 end
+      H.close(back, x * counts:reshape(cshape), 1e-12, 1e-12)
+    end
+  end)
+end)
+
 describe("index ops traced, compiled, saved", function()
   local i64 = function(t) return ds.tensor(t, { dtype = "i64" }) end
   it("cat along a symbolic dim gives a symbolic size", function()
