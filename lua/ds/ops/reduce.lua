@@ -130,17 +130,18 @@ local function def_reduce(name, o)
   }
 end
 
--- grad of a sum: broadcast back over the reduced dims
+-- grad of a sum: broadcast back over the reduced dims, materialized (an expanded view could end up
+-- as a leaf's .grad, where an in-place update such as grad:mul_(s) would hit each element many times)
+local function expand_back(gk, x) return F.contiguous(gk:expand(x._shape)) end
 local function sum_bw(ctx, g)
-  local x = ctx.inputs[1]
-  return unreduce(g, x, ctx.attrs):expand(x._shape)
+  return expand_back(unreduce(g, ctx.inputs[1], ctx.attrs), ctx.inputs[1])
 end
 
 def_reduce("sum", { dtypes = C.ALL, out = int_to_i64, backward = sum_bw })
 def_reduce("mean", { dtypes = C.FLOAT, promote = floats_only("mean"),
   backward = function(ctx, g)
     local x = ctx.inputs[1]
-    return (unreduce(g, x, ctx.attrs) / count(x, ctx.attrs.dims)):expand(x._shape)
+    return expand_back(unreduce(g, x, ctx.attrs) / count(x, ctx.attrs.dims), x)
   end })
 -- d prod / dx = prod / x: inf/nan where x is 0 (the exact zero-aware rule is not implemented)
 def_reduce("prod", { dtypes = C.ALL, out = int_to_i64,
