@@ -160,6 +160,7 @@ local scatter_add = D.define {
 C.export("scatter_add", function(x, dim, index, src)
   return D.call(scatter_add, { x, index, src }, { dim = dim })
 end)
+Tensor.scatter_add_ = function(x, dim, index, src) return D.call(scatter_add, { x, index, src }, { dim = dim }, x) end
 
 -- 1-D (or 0-d) index for index_select / index_add
 local function index_1d(ix, opname)
@@ -218,6 +219,7 @@ local index_add = D.define {
   end,
 }
 C.export("index_add", function(x, dim, index, src) return D.call(index_add, { x, index, src }, { dim = dim }) end)
+Tensor.index_add_ = function(x, dim, index, src) return D.call(index_add, { x, index, src }, { dim = dim }, x) end
 
 -- ---- masked_fill(x, mask, value): where mask (bool, broadcast to x) is true, value; else x ----
 -- written with where, so its gradient flows to x (and to value when it is a tensor)
