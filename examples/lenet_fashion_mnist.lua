@@ -1,12 +1,13 @@
 -- examples/lenet_fashion_mnist.lua: LeNet-5 trained eagerly on Fashion-MNIST (the TensorFlow article's recipe:
 -- Adam 1e-3, batch 256, 5 epochs, seed 22). Prints per epoch the train loss, test accuracy and seconds.
 --   luajit examples/lenet_fashion_mnist.lua [--epochs N] [--limit N batches per epoch] [--out weights.safetensors]
---                                           [--threads N] [--quiet]
+--                                           [--threads N] [--quiet] [--compile]
+-- --compile trains with ds.compile'd steps (forward, backward and Adam in one C plan; same numbers).
 local ds = require("ds")
 local nn, F = ds.nn, ds.nn.functional
 
 local function parse_args(argv)
-  local opts = { epochs = 5, limit = nil, out = nil, threads = nil, quiet = false }
+  local opts = { epochs = 5, limit = nil, out = nil, threads = nil, quiet = false, compile = false }
   local i = 1
   while i <= #argv do
     local a = argv[i]
@@ -18,8 +19,10 @@ local function parse_args(argv)
       opts.out = argv[i + 1] or error("--out needs a path", 0); i = i + 2
     elseif a == "--quiet" then
       opts.quiet = true; i = i + 1
+    elseif a == "--compile" then
+      opts.compile = true; i = i + 1
     else
-      error("unknown argument " .. a .. " (--epochs N, --limit N, --out PATH, --threads N, --quiet)", 0)
+      error("unknown argument " .. a .. " (--epochs N, --limit N, --out PATH, --threads N, --quiet, --compile)", 0)
     end
   end
   return opts
@@ -71,16 +74,23 @@ local function main(argv)
   print(string.format("LeNet-5 on Fashion-MNIST: %d train / %d test images, %d threads, BLAS core %s",
     train:len(), test:len(), info.threads, info.blas_core))
   local nbatches = opts.limit and math.min(opts.limit, train_loader:len()) or train_loader:len()
+  local function train_step(x, y)
+    local loss = F.cross_entropy(model(x), y)
+    opt:zero_grad()
+    loss:backward()
+    opt:step()
+    return loss
+  end
+  if opts.compile then   -- one plan per batch size (the last batch of an epoch is smaller)
+    train_step = ds.compile(train_step, { ds.spec({ "batch", 1, 28, 28 }, "f32", "x"), ds.spec({ "batch" }, "i64", "y") })
+  end
   local results = {}
   for epoch = 1, opts.epochs do
     local bar = ds.progress.bar { total = nbatches, desc = string.format("epoch %d/%d", epoch, opts.epochs),
                                   unit = "batch", out = opts.quiet and { write = function() end } or io.stdout }
     local t0 = ds.clock()
     for i, x, y in train_loader:batches() do
-      local loss = F.cross_entropy(model(x), y)
-      opt:zero_grad()
-      loss:backward()
-      opt:step()
+      local loss = train_step(x, y)
       bar:update(1, { loss = loss:item() })
       if i == nbatches then break end
     end
@@ -88,7 +98,8 @@ local function main(argv)
     local loss = bar:close().loss
     local acc = accuracy(model, test_loader)
     results[epoch] = { loss = loss, accuracy = acc, seconds = seconds }
-    print(string.format("epoch %d/%d  train loss %.4f  test accuracy %.4f  %.2f s", epoch, opts.epochs, loss, acc, seconds))
+    print(string.format("epoch %d/%d  train loss %.4f  test accuracy %.4f  %.2f s%s", epoch, opts.epochs, loss, acc, seconds,
+      opts.compile and " (compiled)" or ""))
   end
   if opts.out then
     ds.save_state(model:state_dict(), opts.out)

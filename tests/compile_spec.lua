@@ -274,3 +274,34 @@ describe("compile: training step", function()
     for k, p in pairs(n1:state_dict()) do assert(H.bitwise(w2[k], p), k) end
   end)
 end)
+
+describe("compile: LeNet-5 training (examples/lenet_fashion_mnist.lua --compile)", function()
+  it("three compiled Adam steps (conv, pool, linear) equal eager bitwise, with a smaller last batch", function()
+    local LeNet = dofile("examples/lenet_fashion_mnist.lua").LeNet
+    local F = ds.nn.functional
+    local function run(compiled)
+      ds.manual_seed(22)
+      local model = LeNet()
+      local opt = ds.optim.Adam(model:parameters(), { lr = 1e-3 })
+      local step = function(x, y)
+        local loss = F.cross_entropy(model(x), y)
+        opt:zero_grad(); loss:backward(); opt:step()
+        return loss
+      end
+      if compiled then
+        step = ds.compile(step, { ds.spec({ "batch", 1, 28, 28 }, "f32", "x"), ds.spec({ "batch" }, "i64", "y") })
+      end
+      ds.manual_seed(5)
+      local losses = {}
+      for i, n in ipairs { 16, 16, 7 } do
+        local x, y = ds.rand(n, 1, 28, 28), (ds.rand(n) * 10):astype("i64") + 1
+        losses[i] = step(x, y)
+      end
+      return losses, model:state_dict()
+    end
+    local le, we = run(false)
+    local lc, wc = run(true)
+    for i = 1, 3 do assert(H.bitwise(lc[i], le[i]), "loss " .. i) end
+    for k, p in pairs(we) do assert(H.bitwise(wc[k], p), k) end
+  end)
+end)
