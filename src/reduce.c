@@ -59,25 +59,27 @@ typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge;
 
 /* 16 independent lanes (omp simd: each lane is its own accumulator, nothing is reassociated) */
 #define LANES 16
-#define FOLD(NAME, T, A, INIT, MAP, COMB) FOLDP(NAME, T, A, INIT, MAP, COMB, CHEAP_PAR_MIN)
-#define FOLDP(NAME, T, A, INIT, MAP, COMB, PAR_MIN) \
+#define FOLD(NAME, T, A, INIT, MAP, COMB) FOLDL(NAME, T, A, A, INIT, MAP, COMB, CHEAP_PAR_MIN)
+/* L: the lanes' type. f32 sums use float lanes inside a contiguous run (at most DS_CHUNK long),
+   each run's total then joins the double accumulator */
+#define FOLDL(NAME, T, A, L, INIT, MAP, COMB, PAR_MIN) \
   static const A init_##NAME = INIT; \
   static void run_##NAME(const char *xp, int64_t n, int64_t s, int64_t r, const void *cp, void *ap) { \
     const T *x = (const T *)xp; A c = cp ? *(const A *)cp : (A)0, acc = *(A *)ap; (void)r; (void)c; \
     if (s == 1 && n >= LANES) { \
-      A l[LANES]; int64_t i = 0; \
-      for (int k = 0; k < LANES; k++) l[k] = INIT; \
+      L l[LANES]; int64_t i = 0; \
+      for (int k = 0; k < LANES; k++) l[k] = (L)(INIT); \
       for (; i + LANES <= n; i += LANES) { \
         _Pragma("omp simd") for (int k = 0; k < LANES; k++) l[k] = COMB(l[k], MAP(x[i + k], c)); } \
       for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = COMB(l[k], l[k + w]); \
-      acc = COMB(acc, l[0]); \
-      for (; i < n; i++) acc = COMB(acc, MAP(x[i], c)); \
-    } else for (int64_t i = 0; i < n; i++) acc = COMB(acc, MAP(x[i * s], c)); \
+      acc = COMB(acc, (A)l[0]); \
+      for (; i < n; i++) acc = COMB(acc, (A)MAP(x[i], c)); \
+    } else for (int64_t i = 0; i < n; i++) acc = COMB(acc, (A)MAP(x[i * s], c)); \
     *(A *)ap = acc; } \
   static void cols_##NAME(const char *xp, int64_t w, int64_t r, const void *cp, void *ap) { \
     const T *x = (const T *)xp; const A *c = (const A *)cp; A *acc = (A *)ap; (void)r; \
-    if (c) for (int64_t j = 0; j < w; j++) acc[j] = COMB(acc[j], MAP(x[j], c[j])); \
-    else for (int64_t j = 0; j < w; j++) acc[j] = COMB(acc[j], MAP(x[j], (A)0)); } \
+    if (c) for (int64_t j = 0; j < w; j++) acc[j] = COMB(acc[j], (A)MAP(x[j], c[j])); \
+    else for (int64_t j = 0; j < w; j++) acc[j] = COMB(acc[j], (A)MAP(x[j], (A)0)); } \
   static void merge_##NAME(void *ap, const void *pp) { *(A *)ap = COMB(*(A *)ap, *(const A *)pp); } \
   static const rdesc desc_##NAME = {sizeof(T), sizeof(A), run_##NAME, cols_##NAME, merge_##NAME, &init_##NAME, PAR_MIN};
 
@@ -268,8 +270,9 @@ static int fold_all(const rdesc *d, const rcall *rc, const ds_tensor *x, const v
 }
 
 /* ==== folds per op and dtype ==================================================================== */
-/* Floats accumulate in double (f32 too); integers and bools sum/multiply in 64-bit wrapping
-   arithmetic (unsigned inside, so overflow is defined) and give i64, like PyTorch. */
+/* Floats accumulate in double (f32 too, but for its float lanes within one run of <= DS_CHUNK);
+   integers and bools sum/multiply in 64-bit wrapping arithmetic (unsigned inside, so overflow is
+   defined) and give i64, like PyTorch. */
 #define ADD(a, b) ((a) + (b))
 #define MUL(a, b) ((a) * (b))
 #define AND(a, b) ((a) & (b))
@@ -278,22 +281,24 @@ static int fold_all(const rdesc *d, const rcall *rc, const ds_tensor *x, const v
 #define MINN(a, b) ((((b) < (a)) | ((b) != (b))) ? (b) : (a))
 #define TO_D(x, c) ((double)(x))
 #define TO_U64(x, c) ((uint64_t)(int64_t)(x))
-#define SQDEV(x, c) (((double)(x) - (c)) * ((double)(x) - (c)))
-#define EXPDEV_F32(x, c) ((double)ds_expf((x) - (float)(c)))
+#define SQDEV_F32(x, c) (((x) - (float)(c)) * ((x) - (float)(c)))
+#define SQDEV_F64(x, c) (((x) - (c)) * ((x) - (c)))
+#define EXPDEV_F32(x, c) ds_expf((x) - (float)(c))
 #define EXPDEV_F64(x, c) exp((x) - (c))
 #define SAME(x, c) (x)
 #define NONZERO(x, c) ((uint8_t)((x) != 0))
 #define BETTER_MAX(v, a) ((v) > (a) || ((v) != (v) && (a) == (a)))
 #define BETTER_MIN(v, a) ((v) < (a) || ((v) != (v) && (a) == (a)))
 
-FOLD(sum_f32, float, double, 0.0, TO_D, ADD) FOLD(sum_f64, double, double, 0.0, TO_D, ADD)
+FOLDL(sum_f32, float, double, float, 0.0, SAME, ADD, CHEAP_PAR_MIN) FOLD(sum_f64, double, double, 0.0, SAME, ADD)
 FOLD(sum_i64, int64_t, uint64_t, 0, TO_U64, ADD) FOLD(sum_i32, int32_t, uint64_t, 0, TO_U64, ADD)
 FOLD(sum_u8, uint8_t, uint64_t, 0, TO_U64, ADD) FOLD(sum_bool, uint8_t, uint64_t, 0, TO_U64, ADD)
 FOLD(prod_f32, float, double, 1.0, TO_D, MUL) FOLD(prod_f64, double, double, 1.0, TO_D, MUL)
 FOLD(prod_i64, int64_t, uint64_t, 1, TO_U64, MUL) FOLD(prod_i32, int32_t, uint64_t, 1, TO_U64, MUL)
 FOLD(prod_u8, uint8_t, uint64_t, 1, TO_U64, MUL) FOLD(prod_bool, uint8_t, uint64_t, 1, TO_U64, MUL)
-FOLD(sqdev_f32, float, double, 0.0, SQDEV, ADD) FOLD(sqdev_f64, double, double, 0.0, SQDEV, ADD)
-FOLDP(expdev_f32, float, double, 0.0, EXPDEV_F32, ADD, DS_PAR_MIN) FOLDP(expdev_f64, double, double, 0.0, EXPDEV_F64, ADD, DS_PAR_MIN)
+FOLDL(sqdev_f32, float, double, float, 0.0, SQDEV_F32, ADD, CHEAP_PAR_MIN) FOLD(sqdev_f64, double, double, 0.0, SQDEV_F64, ADD)
+FOLDL(expdev_f32, float, double, float, 0.0, EXPDEV_F32, ADD, DS_PAR_MIN)
+FOLDL(expdev_f64, double, double, double, 0.0, EXPDEV_F64, ADD, DS_PAR_MIN)
 FOLD(amax_f32, float, float, -INFINITY, SAME, MAXN) FOLD(amax_f64, double, double, -INFINITY, SAME, MAXN)
 FOLD(amax_i64, int64_t, int64_t, INT64_MIN, SAME, MAXN) FOLD(amax_i32, int32_t, int32_t, INT32_MIN, SAME, MAXN)
 FOLD(amax_u8, uint8_t, uint8_t, 0, SAME, MAXN) FOLD(amax_bool, uint8_t, uint8_t, 0, SAME, MAXN)
