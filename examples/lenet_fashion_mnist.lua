@@ -7,7 +7,7 @@ local ds = require("ds")
 local nn, F = ds.nn, ds.nn.functional
 
 local function parse_args(argv)
-  local opts = { epochs = 5, limit = nil, out = nil, threads = nil, quiet = false, compile = false }
+  local opts = { epochs = 5, limit = nil, out = nil, threads = nil, quiet = false, compile = nil }
   local i = 1
   while i <= #argv do
     local a = argv[i]
