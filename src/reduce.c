@@ -481,6 +481,7 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
 /* softmax over one contiguous line (n >= 1): max, exps and their sum (16 lanes, then the tail in
    order), then scale (or x - max - log sum).
    Strided lines are gathered into scratch first, so every layout gives the same bits. */
+#define EXP_LANES 8
 #define SOFTMAX(S, T, EXP, LOG) \
   static void softmax_core_##S(const T *x, T *y, int64_t n, int logsm) { \
     T l[LANES], m = x[0], s = 0; int64_t i = 0; \
@@ -493,11 +494,11 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
     } \
     for (; i < n; i++) m = MAXN(m, x[i]); \
     i = 0; \
-    if (n >= LANES) { \
-      for (int k = 0; k < LANES; k++) l[k] = 0; \
-      for (; i + LANES <= n; i += LANES) { \
-        _Pragma("omp simd") for (int k = 0; k < LANES; k++) { T e = EXP(x[i + k] - m); y[i + k] = e; l[k] += e; } } \
-      for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] += l[k + w]; \
+    if (n >= EXP_LANES) { /* fewer lanes here: the inlined exp needs the registers */ \
+      for (int k = 0; k < EXP_LANES; k++) l[k] = 0; \
+      for (; i + EXP_LANES <= n; i += EXP_LANES) { \
+        _Pragma("omp simd") for (int k = 0; k < EXP_LANES; k++) { T e = EXP(x[i + k] - m); y[i + k] = e; l[k] += e; } } \
+      for (int w = EXP_LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] += l[k + w]; \
       s = l[0]; \
     } \
     for (; i < n; i++) { T e = EXP(x[i] - m); y[i] = e; s += e; } \
