@@ -478,8 +478,8 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
   return failed ? ds_fail(DS_ENOMEM, "%s: out of memory", op) : DS_OK;
 }
 
-/* softmax over one contiguous line (n >= 1): max, exps and their sum (16 lanes, then the tail in
-   order), then scale (or x - max - log sum).
+/* softmax over one contiguous line (n >= 1): max (16 lanes), exps and their sum (8 lanes, then
+   the tail in order), then scale by 1 / sum (or x - max - log sum).
    Strided lines are gathered into scratch first, so every layout gives the same bits. */
 #define EXP_LANES 8
 #define SOFTMAX(S, T, EXP, LOG) \
