@@ -179,10 +179,15 @@ local function indexed_bw(ctx, g)
   local x, a = ctx.inputs[1], ctx.attrs
   local gk = unreduce(g, x, a)
   if #a.dims == 0 then return gk:reshape(x._shape) end
-  local d, n = a.dims[1], #x._shape
-  local pos_shape = {}
-  for i = 1, n do pos_shape[i] = i == d and x._shape[d] or 1 end
-  local pos = F.arange(1, x._shape[d] + 1, { dtype = "i64" }):reshape(pos_shape)
+  local d, size = a.dims[1], x._shape[a.dims[1]]
+  local pos -- 1..size along dim d (a symbolic size while tracing: a cumsum of ones)
+  if type(size) == "number" then
+    local pos_shape = {}
+    for i = 1, #x._shape do pos_shape[i] = i == d and size or 1 end
+    pos = F.arange(1, size + 1, { dtype = "i64" }):reshape(pos_shape)
+  else
+    pos = F.ones_like(x, { dtype = "i64" }):cumsum(d)
+  end
   local hit = F.eq(pos, unreduce(ctx.outputs[2], x, a))
   return F.where(hit, gk, F.zeros_like(gk))
 end
