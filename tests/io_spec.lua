@@ -67,6 +67,17 @@ describe("io: save/load round trip", function()
     assert(H.bitwise(y, net(x)))
   end)
 
+  it("a lazily compiled function (no specs) saves its one traced graph", function()
+    local f = function(x) return (x * 2):exp():sum(1) end
+    local lazy = ds.compile(f)
+    local x = ds.randn(3, 4)
+    lazy(x)
+    ds.save(lazy, dir .. "/lazy")
+    assert(H.bitwise(ds.load(dir .. "/lazy")(x), f(x)))
+    lazy(ds.randn(5, 4))
+    H.raises(function() ds.save(lazy, dir .. "/lazy2") end, "traced 2 times")
+  end)
+
   it("writes through temporary files and leaves no temporaries behind", function()
     ds.save(ds.compile(mlp(), { ds.spec({ 2, 8 }, "f32", "x") }), dir .. "/atomic")
     local p = io.popen("ls -a " .. dir)

@@ -168,6 +168,18 @@ function M.save(compiled, path)
   local compile = require("ds.compile")
   if type(path) ~= "string" or path == "" then errors.raise("save: path must be a non-empty string like \"dir/name\"") end
   if require("ds.graph").is_graph(compiled) then compiled = compile.compile_graph(compiled) end
+  local Lazy = require("ds").Lazy
+  if Lazy and getmetatable(compiled) == Lazy then
+    -- ds.compile(fn) without specs: one traced signature can be saved
+    local entries = {}
+    if compiled.fixed then entries[1] = compiled.fixed end
+    for _, e in pairs(compiled.cache) do entries[#entries + 1] = e end
+    if #entries ~= 1 then
+      errors.raise(string.format("save: %s was traced %d times (one graph per signature); save one with "
+        .. "ds.compile(fn, specs)", tostring(compiled), #entries))
+    end
+    compiled = entries[1].run
+  end
   if not compile.is_compiled(compiled) then errors.raise("save: expects a compiled graph (ds.compile) or a ds.Graph") end
   local ir = compiled.base
   local base = path:gsub("%.json$", "")
