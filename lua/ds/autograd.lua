@@ -145,6 +145,8 @@ function Tensor.backward(y, grad, opts)
   for t, g in pairs(grads) do
     if rawget(t, "_grad_fn") == nil and requires(t) then
       if not opts.create_graph then g = g:detach() end
+      -- a leaf's .grad owns its memory (like PyTorch): never an expanded or aliased view
+      if rawget(g, "_c") and (rawget(g, "_base") or not g:is_contiguous()) then g = g:clone() end
       local cur = rawget(t, "grad")
       rawset(t, "grad", cur and cur + g or g)
     end
