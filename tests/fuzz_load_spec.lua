@@ -8,6 +8,7 @@ local dir = os.tmpname()
 os.remove(dir)
 os.execute("mkdir -p " .. dir)
 local base = dir .. "/fz"
+local SCALE = tonumber(os.getenv("DS_FUZZ_SCALE")) or 1   -- DS_FUZZ_SCALE=20 for a longer run
 
 local function read(path) local f = assert(io.open(path, "rb")); local s = f:read("*a"); f:close(); return s end
 local function write(path, s) local f = assert(io.open(path, "wb")); f:write(s); f:close() end
@@ -46,7 +47,7 @@ describe("fuzz: ds.load on mutated files", function()
 
   it("byte flips, truncations and insertions in either file", function()
     local outcomes = {}
-    for _ = 1, 150 do
+    for _ = 1, 150 * SCALE do
       local j, p = json, params
       local target = rnd(2)
       local s = target == 1 and j or p
@@ -73,7 +74,7 @@ describe("fuzz: ds.load on mutated files", function()
   it("structural edits of the graph document (numbers, ids, lists, fields)", function()
     local weird = { -1, 0, 1, 2, 7, 1e300, -1e300, 2 ^ 53, 0.5, "x", true, {}, { 1, 2 }, cjson.null }
     local outcomes = {}
-    for _ = 1, 200 do
+    for _ = 1, 200 * SCALE do
       local doc = cjson.decode(json)
       -- collect every (table, key) slot
       local slots = {}
@@ -108,7 +109,7 @@ describe("fuzz: ds.load on mutated files", function()
     local plan = read(base .. ".plan")
     write(base .. ".json", json); write(base .. ".safetensors", params)
     local outcomes = {}
-    for _ = 1, 300 do
+    for _ = 1, 300 * SCALE do
       local s, pos = plan, rnd(#plan)
       local kind = rnd(4)
       if kind == 1 then s = s:sub(1, pos - 1) .. string.char(rnd(256) - 1) .. s:sub(pos + 1)
