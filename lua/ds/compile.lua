@@ -304,7 +304,9 @@ function Compiled:__call(...)
   return unpack(self:run(tensors), 1, #ir.outputs)
 end
 
--- {arena_bytes, eager_bytes} of the most recent plan (or of the plan for the given env)
+-- {arena_bytes, eager_bytes, inplace} of the most recent plan (or of the plan for env, e.g. {batch = 1}):
+-- arena_bytes is the one buffer every intermediate lives in; eager_bytes what running the same graph
+-- unplanned allocates (every intermediate and output its own buffer, as eager execution does)
 function Compiled:memory(env)
   local p
   if env then p = self:plan_for(env) else p = self._last_plan end
