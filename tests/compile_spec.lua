@@ -305,3 +305,33 @@ describe("compile: LeNet-5 training (examples/lenet_fashion_mnist.lua --compile)
     for k, p in pairs(we) do assert(H.bitwise(wc[k], p), k) end
   end)
 end)
+
+describe("compile: the BERT-style classifier (examples/bert_sentiment.lua, small sizes)", function()
+  it("compiled and loaded equal eager bitwise, padded and with a dynamic length", function()
+    local bert = dofile("examples/bert_sentiment.lua")
+    local cfg = { vocab = 50, hidden = 32, layers = 2, heads = 4, ffn = 64, max_len = 16, labels = 6 }
+    ds.manual_seed(4)
+    local model = bert.Bert(cfg)
+    model:eval()
+    local function sample(len, total)
+      local ids = (ds.rand(1, total) * 40):astype("i64") + 5
+      local mask = ds.zeros(1, total)
+      mask:narrow(2, 1, len):fill_(1)
+      return ids, mask
+    end
+    local padded = ds.compile(model, { ds.spec({ 1, 16 }, "i64", "ids"), ds.spec({ 1, 16 }, "f32", "mask") })
+    local dynamic = ds.compile(model, { ds.spec({ 1, "seq" }, "i64", "ids"), ds.spec({ 1, "seq" }, "f32", "mask") })
+    local path = os.tmpname()
+    ds.save(dynamic, path)
+    local loaded = ds.load(path)
+    for _, len in ipairs { 3, 9, 16 } do
+      local ids, mask = sample(len, 16)
+      assert(H.bitwise(padded(ids, mask), model(ids, mask)))
+      local ids2, mask2 = ids:narrow(2, 1, len):contiguous(), mask:narrow(2, 1, len):contiguous()
+      local want = model(ids2, mask2)
+      assert(H.bitwise(dynamic(ids2, mask2), want))
+      assert(H.bitwise(loaded(ids2, mask2), want))
+    end
+    assert.truthy(padded:memory().arena_bytes <= 0.5 * padded:memory().eager_bytes)
+  end)
+end)
