@@ -66,6 +66,27 @@ local function json_text(v)
   return table.concat(out)
 end
 
+-- the graph document: one top-level field per line, one node per line (readable, diffable)
+local function doc_text(doc)
+  local keys = {}
+  for k in pairs(doc) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local lines = {}
+  for i, k in ipairs(keys) do
+    local v = doc[k]
+    local text
+    if k == "nodes" and #v > 0 then
+      local items = {}
+      for j, n in ipairs(v) do items[j] = "  " .. json_text(n) end
+      text = "[\n" .. table.concat(items, ",\n") .. "\n ]"
+    else
+      text = json_text(v)
+    end
+    lines[i] = " " .. cjson.encode(k) .. ": " .. text
+  end
+  return "{\n" .. table.concat(lines, ",\n") .. "\n}\n"
+end
+
 -- dims: numbers, or symbolic dims as their expression text ("batch", "10*batch", "n-2")
 local function dims_out(shape)
   local s = {}
@@ -246,7 +267,7 @@ function M.save(compiled, path)
     atomic_write(base .. ".plan", plan)
     doc.plan = { file = (base .. ".plan"):match("([^/]*)$"), bytes = #plan, binding = binding }
   end
-  atomic_write(base .. ".json", json_text(doc) .. "\n")
+  atomic_write(base .. ".json", doc_text(doc))
   return base
 end
 
