@@ -13,71 +13,10 @@ function M.new()
            state_writes = {}, next_id = 1 }
 end
 
-function M.value(ir, shape, dtype, kind)
-  local v = { id = ir.next_id, shape = shape, dtype = dtype, kind = kind }
-  ir.values[v.id] = v
-  ir.next_id = ir.next_id + 1
-  return v
-end
-
-function M.add_input(ir, shape, dtype, spec)
-  local v = M.value(ir, shape, dtype, "input")
-  ir.inputs[#ir.inputs + 1] = v.id
-  ir.specs[#ir.specs + 1] = spec or { shape = shape, dtype = dtype, name = "x" .. #ir.inputs }
-  v.index = #ir.inputs
-  return v.id
-end
-
-function M.add_state(ir, name, tensor)
-  local v = M.value(ir, tensor._shape, tensor.dtype, "state")
-  ir.state[#ir.state + 1] = { name = name, tensor = tensor, value = v.id }
-  v.index = #ir.state
-  return v.id
-end
-
-function M.add_const(ir, tensor, name)
-  local v = M.value(ir, tensor._shape, tensor.dtype, "const")
-  ir.consts[#ir.consts + 1] = { name = name or ("const" .. (#ir.consts + 1)), tensor = tensor, value = v.id }
-  v.index = #ir.consts
-  return v.id
-end
-
--- append a node; metas = {{shape, dtype}...}; returns the output ids
-function M.add_node(ir, def, inputs, attrs, metas, line)
-  local node = { op = def.name, def = def, inputs = inputs, attrs = attrs or {}, outputs = {}, line = line }
-  for i, m in ipairs(metas) do
-    local v = M.value(ir, m.shape, m.dtype, "node")
-    v.node = node; v.index = i
-    node.outputs[i] = v.id
-  end
-  ir.nodes[#ir.nodes + 1] = node
-  return node.outputs
-end
-
 -- node has effects beyond its outputs (mutates an input, prints, ...): never removed or merged
 function M.has_effects(node)
   local def = node.def
   return def.mutates ~= nil or def.side_effects == true or def.side_effect == true or def.kind == "random"
-end
-
--- number of uses of each value (node inputs, graph outputs, state writes)
-function M.uses(ir)
-  local n = {}
-  for _, node in ipairs(ir.nodes) do
-    for _, id in ipairs(node.inputs) do n[id] = (n[id] or 0) + 1 end
-  end
-  for _, id in ipairs(ir.outputs) do n[id] = (n[id] or 0) + 1 end
-  for _, w in ipairs(ir.state_writes) do n[w.value] = (n[w.value] or 0) + 1 end
-  return n
-end
-
--- replace every use of value a by value b
-function M.replace_uses(ir, a, b)
-  for _, node in ipairs(ir.nodes) do
-    for i, id in ipairs(node.inputs) do if id == a then node.inputs[i] = b end end
-  end
-  for i, id in ipairs(ir.outputs) do if id == a then ir.outputs[i] = b end end
-  for _, w in ipairs(ir.state_writes) do if w.value == a then w.value = b end end
 end
 
 -- a stable text for an attr value (tables, symbolic dims, numbers)
