@@ -84,7 +84,24 @@ function M.build(ir, env)
     step("ds_copy_" .. dst.dtype, { dst }, { src }, {}, nil, true)
   end
 
-  for _, node in ipairs(ir.nodes) do
+  -- a state value updated by an op that writes its input (optimizer steps, the random generator) can be
+  -- updated in place when nothing reads the old value afterwards and the update is written back to it
+  local last_read, kept = {}, {}
+  for i, node in ipairs(ir.nodes) do
+    for _, id in ipairs(node.inputs) do last_read[id] = i end
+  end
+  for _, id in ipairs(ir.outputs) do kept[id] = true end
+  for _, w in ipairs(ir.grad_writes or {}) do if w.value then kept[w.value] = true end end
+  local written_back = {}
+  for _, w in ipairs(ir.state_writes) do written_back[w.value] = ir.state[w.state].value end
+  local function in_place(node, pos, j, out_id)
+    local id = node.inputs[j]
+    if written_back[out_id] ~= id or ir.values[id].kind ~= "state" or kept[id] or last_read[id] ~= pos then return false end
+    for k, other in ipairs(node.inputs) do if k ~= j and other == id then return false end end
+    return true
+  end
+
+  for pos, node in ipairs(ir.nodes) do
     local def = node.def
     local attrs = sym.subst(node.attrs, env)
     local ins = {}
@@ -127,10 +144,14 @@ function M.build(ir, env)
       if def.mutates then
         for k, j in ipairs(def.mutates) do
           local id = node.outputs[nout + k]
-          local c = new_root("arena", nil, ir.values[id].dtype, shape_of(id))
-          copy_to(c, ins[j])
-          ins[j] = c
-          lay[id] = c
+          if in_place(node, pos, j, id) then
+            lay[id] = ins[j]
+          else
+            local c = new_root("arena", nil, ir.values[id].dtype, shape_of(id))
+            copy_to(c, ins[j])
+            ins[j] = c
+            lay[id] = c
+          end
         end
       end
       local fo = {}
