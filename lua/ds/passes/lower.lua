@@ -86,19 +86,24 @@ function M.build(ir, env)
 
   -- a state value updated by an op that writes its input (optimizer steps, the random generator) can be
   -- updated in place when nothing reads the old value afterwards and the update is written back to it
-  local last_read, kept = {}, {}
+  -- (views share memory with their input: a value's group is the value it is a view of)
+  local group, last_read, kept = {}, {}, {}
+  local function g(id) return group[id] or id end
   for i, node in ipairs(ir.nodes) do
-    for _, id in ipairs(node.inputs) do last_read[id] = i end
+    for _, id in ipairs(node.inputs) do last_read[g(id)] = i end
+    if node.def.view then group[node.outputs[1]] = g(node.inputs[1]) end
   end
-  for _, id in ipairs(ir.outputs) do kept[id] = true end
-  for _, w in ipairs(ir.grad_writes or {}) do if w.value then kept[w.value] = true end end
+  for _, id in ipairs(ir.outputs) do kept[g(id)] = true end
+  for _, w in ipairs(ir.grad_writes or {}) do if w.value then kept[g(w.value)] = true end end
   local written_back = {}
   for _, w in ipairs(ir.state_writes) do written_back[w.value] = ir.state[w.state].value end
   local function in_place(node, pos, j, out_id)
     local id = node.inputs[j]
-    if written_back[out_id] ~= id or ir.values[id].kind ~= "state" or kept[id] or last_read[id] ~= pos then return false end
-    for k, other in ipairs(node.inputs) do if k ~= j and other == id then return false end end
-    return true
+    local v = ir.values[id]
+    if kept[g(id)] or last_read[g(id)] ~= pos then return false end
+    for k, other in ipairs(node.inputs) do if k ~= j and g(other) == g(id) then return false end end
+    if v.kind == "state" then return written_back[out_id] == id end
+    return v.kind == "node" and g(id) == id
   end
 
   for pos, node in ipairs(ir.nodes) do
@@ -144,7 +149,7 @@ function M.build(ir, env)
       if def.mutates then
         for k, j in ipairs(def.mutates) do
           local id = node.outputs[nout + k]
-          if in_place(node, pos, j, id) then
+          if in_place(node, pos, j, id) and (ins[j].root.kind == "arena" or ins[j].root.kind == "state") then
             lay[id] = ins[j]
           else
             local c = new_root("arena", nil, ir.values[id].dtype, shape_of(id))
