@@ -1,5 +1,11 @@
 -- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, fuse, epilogue) -> one C plan per
 -- concrete input-shape binding (memory planned, cached) -> a callable that runs every kernel in C.
+-- Pipeline: M.from_graph (ds.Graph -> the passes' IR, passes/ir.lua) -> M.optimize (passes/dce, cse,
+-- fold; then fuse and epilogue on a copy, so ds.save can write the unfused graph) -> per binding of the
+-- symbolic dims: passes/lower.build (steps over buffer layouts) -> passes/memplan (in-place reuse,
+-- arena offsets) -> passes/lower.emit (the C plan of src/runtime.c). Control nodes (cond, while_loop,
+-- print) run in Lua between ranges of C steps. Every step calls a registry kernel, the eager ones or
+-- src/fused.c's (which run the eager per-element code), so compiled results equal eager bit for bit.
 local ffi = require("ffi")
 local dsffi = require("ds.ffi")
 local S = require("ds.shape")
