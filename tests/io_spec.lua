@@ -78,6 +78,30 @@ describe("io: save/load round trip", function()
     H.raises(function() ds.save(lazy, dir .. "/lazy2") end, "traced 2 times")
   end)
 
+  it("control flow (cond, while_loop, print) is saved with its sub-graphs", function()
+    local w = ds.randn(4)
+    local f = function(x, n)
+      local y = ds.cond(x:sum():gt(0), function(a) return a * w end, function(a) return a - w end, x)
+      local i, acc = ds.while_loop(function(k, a) return k:lt(n) end, function(k, a) return k + 1, a * 0.5 + 1 end,
+        { ds.tensor(0), y })
+      return acc, i
+    end
+    local x, n = ds.randn(3, 4), ds.tensor(3)
+    local cg = ds.compile(f, { x, n })
+    ds.save(cg, dir .. "/control")
+    local m = ds.load(dir .. "/control")
+    for _, sign in ipairs { 1, -1 } do
+      local xs = x:abs() * sign
+      local a1, i1 = m(xs, n)
+      local a2, i2 = f(xs, n)
+      assert(H.bitwise(a1, a2)); assert(H.bitwise(i1, i2))
+    end
+    local doc = cjson.decode(read(dir .. "/control.json"))
+    local found = false
+    for _, node in ipairs(doc.nodes) do if node.op == "cond" and node.attrs.then_graph["$graph"] then found = true end end
+    assert.truthy(found)
+  end)
+
   it("writes through temporary files and leaves no temporaries behind", function()
     ds.save(ds.compile(mlp(), { ds.spec({ 2, 8 }, "f32", "x") }), dir .. "/atomic")
     local p = io.popen("ls -a " .. dir)

@@ -32,6 +32,10 @@ local function encode(v, out)
   elseif tv == "string" then out[#out + 1] = cjson.encode(v)
   elseif tv == "boolean" then out[#out + 1] = tostring(v)
   elseif sym.is(v) then out[#out + 1] = '{"$dim":' .. cjson.encode(tostring(v)) .. "}"
+  elseif require("ds.graph").is_graph(v) then
+    out[#out + 1] = '{"$graph":'
+    encode(M.subgraph_doc(v), out)
+    out[#out + 1] = "}"
   elseif tv == "table" and getmetatable(v) == nil then
     if next(v) == nil or v[1] ~= nil then
       out[#out + 1] = "["
@@ -184,6 +188,34 @@ local function plan_bytes(compiled, ir, names, offsets, params_size, params_crc)
   return table.concat(parts), env
 end
 
+-- a node as the graph file holds it (values: the id -> {shape, dtype} table of its graph)
+local function node_doc(node, values, source)
+  local outs = {}
+  for k, id in ipairs(node.outputs) do
+    local v = values[id]
+    outs[k] = { value = id, dtype = v.dtype, shape = dims_out(v.shape) }
+  end
+  local attrs = {}
+  for k, a in pairs(node.attrs) do attrs[k] = a end
+  return { op = node.op, inputs = node.inputs, attrs = attrs, outputs = outs, source = source }
+end
+
+-- a sub-graph (cond branch, loop body; graph.lua's layout): inputs, 0-d constants inline, nodes, outputs
+function M.subgraph_doc(g)
+  local doc = { name = g.name, inputs = {}, constants = {}, nodes = {}, outputs = g.outputs }
+  if #g.state > 0 or #g.state_writes > 0 then errors.raise("save: sub-graph " .. g.name .. " has state") end
+  for i, inp in ipairs(g.inputs) do
+    local v = g.values[inp.value]
+    doc.inputs[i] = { name = inp.name, value = inp.value, dtype = v.dtype, shape = dims_out(v.shape) }
+  end
+  for i, c in ipairs(g.constants) do
+    if type(c.number) ~= "number" and type(c.number) ~= "boolean" then errors.raise("save: sub-graph constant is not a number") end
+    doc.constants[i] = { value = c.value, number = c.number, dtype = c.dtype }
+  end
+  for i, node in ipairs(g.nodes) do doc.nodes[i] = node_doc(node, g.values, node.source) end
+  return doc
+end
+
 -- ---- save ----
 function M.save(compiled, path)
   local compile = require("ds.compile")
@@ -236,17 +268,7 @@ function M.save(compiled, path)
     local v = ir.values[c.value]
     doc.constants[i] = { name = name, value = c.value, dtype = v.dtype, shape = dims_out(v.shape) }
   end
-  for i, node in ipairs(ir.nodes) do
-    if node.def.run then errors.raise(string.format("save: %s (%s) runs Lua code and cannot be saved", node.op, node.line or "?")) end
-    local outs = {}
-    for k, id in ipairs(node.outputs) do
-      local v = ir.values[id]
-      outs[k] = { value = id, dtype = v.dtype, shape = dims_out(v.shape) }
-    end
-    local attrs = {}
-    for k, a in pairs(node.attrs) do attrs[k] = a end
-    doc.nodes[i] = { op = node.op, inputs = node.inputs, attrs = attrs, outputs = outs, source = node.line }
-  end
+  for i, node in ipairs(ir.nodes) do doc.nodes[i] = node_doc(node, ir.values, node.line) end
   doc.outputs = ir.outputs
   for i, w in ipairs(ir.state_writes) do doc.state_writes[i] = { state = w.state, value = w.value } end
   for i, w in ipairs(ir.grad_writes or {}) do
@@ -322,7 +344,8 @@ local function parse_dtype(L, dt, where)
   return dt
 end
 
--- attr values from JSON: {"$float": "inf"}, {"$dim": "batch"}, lists and objects
+local load_subgraph
+-- attr values from JSON: {"$float": "inf"}, {"$dim": "batch"}, {"$graph": ...}, lists and objects
 local function attr_in(L, v, where)
   if type(v) == "table" then
     if v["$float"] ~= nil then
@@ -331,6 +354,7 @@ local function attr_in(L, v, where)
       return m[v["$float"]]
     end
     if v["$dim"] ~= nil then return parse_dim(L, v["$dim"], where) end
+    if v["$graph"] ~= nil then return load_subgraph(L, v["$graph"], where .. " sub-graph") end
     local out = {}
     for k, x in pairs(v) do out[k] = attr_in(L, x, where) end
     return out
@@ -356,6 +380,116 @@ end
 local function set(t) local s = {}; for _, k in ipairs(t) do s[k] = true end; return s end
 local TOP = set { "format", "format_version", "ds_version", "name", "params", "inputs", "args", "state", "constants",
                   "nodes", "outputs", "state_writes", "grad_writes", "training", "plan" }
+
+-- One node of a graph document: op known, inputs defined, attrs as the op's schema says, outputs as its
+-- shape inference gives (control nodes: as many as their sub-graphs give; checked again when they run).
+local function load_node(L, n, where, values, define, use)
+  check_keys(L, n, set { "op", "inputs", "attrs", "outputs", "source" }, where)
+  local def = type(n.op) == "string" and D.by_name[n.op] or nil
+  if not def or def.internal then L.fail(string.format("%s: unknown op '%s'", where, tostring(n.op))) end
+  where = string.format("%s (%s%s)", where, n.op, type(n.source) == "string" and (", " .. n.source) or "")
+  if not (def.kernel or def.view or def.run) then L.fail(where .. ": op cannot run in a compiled graph") end
+  local inputs = {}
+  for k, id in ipairs(list(L, n.inputs, where .. " inputs")) do inputs[k] = use(id, where) end
+  local ninputs = def.ninputs
+  if not def.variadic and not def.run and ninputs and #inputs ~= ninputs then
+    L.fail(string.format("%s: %d inputs, the op takes %d", where, #inputs, ninputs))
+  end
+  -- attrs: names and types from the op table's schema
+  local given = attr_in(L, n.attrs or {}, where)
+  if type(given) ~= "table" then L.fail(where .. ": attrs must be an object") end
+  -- symbolic sizes ({"$dim": ...}) are accepted where ints are, as while tracing
+  local prev = state.trace
+  state.trace = state.trace or {}
+  local ok, attrs = pcall(D.attrs, def, given)
+  state.trace = prev
+  if not ok then L.fail(where .. ": " .. tostring(attrs)) end
+  local fake = {}
+  for k, id in ipairs(inputs) do fake[k] = { dtype = values[id].dtype, _shape = values[id].shape } end
+  local outs = list(L, n.outputs, where .. " outputs")
+  local metas
+  if def.run then
+    local nres = attrs.nresults
+    if def.name ~= "print" and (type(nres) ~= "number" or #outs ~= nres + #(attrs.written or {})) then
+      L.fail(where .. ": output count does not match nresults and written")
+    end
+    for _, key in ipairs { "then_graph", "else_graph", "cond_graph", "body_graph" } do
+      if def.attr_index[key] and not require("ds.graph").is_graph(attrs[key]) then L.fail(where .. ": " .. key .. " must be a graph") end
+    end
+  else
+    -- outputs as the op's shape inference says, for these inputs and attrs
+    local ok2
+    ok2, metas = pcall(def.infer, fake, attrs, def)
+    if not ok2 or type(metas) ~= "table" then L.fail(where .. ": inputs and attrs do not fit the op: " .. tostring(metas)) end
+    if metas.shape then metas = { metas } end
+    local mut = def.mutates or {}
+    if #outs ~= def.noutputs + #mut then
+      L.fail(string.format("%s: %d outputs, the op gives %d", where, #outs, def.noutputs + #mut))
+    end
+    for k, j in ipairs(mut) do
+      local src = values[inputs[j]]
+      if not src then L.fail(where .. ": mutated input missing") end
+      metas[def.noutputs + k] = { shape = src.shape, dtype = src.dtype }
+    end
+  end
+  local node = { op = n.op, def = def, inputs = inputs, attrs = attrs, outputs = {},
+                 source = type(n.source) == "string" and n.source or nil }
+  for k, o in ipairs(outs) do
+    local ow = where .. " output " .. k
+    check_keys(L, o, set { "value", "dtype", "shape" }, ow)
+    local shape, dt = parse_shape(L, o.shape, ow), parse_dtype(L, o.dtype, ow)
+    local m = metas and metas[k]
+    if metas and (type(m) ~= "table" or m.dtype ~= dt or type(m.shape) ~= "table" or not S.equal(m.shape, shape)) then
+      L.fail(string.format("%s: is %s %s, the op gives %s %s", ow, dt, S.str(shape),
+        type(m) == "table" and tostring(m.dtype) or "?", type(m) == "table" and type(m.shape) == "table" and S.str(m.shape) or "?"))
+    end
+    define(o.value, shape, dt, "node", ow)
+    node.outputs[k] = o.value
+  end
+  if def.kernel then
+    local fo = {}
+    for k, id in ipairs(node.outputs) do fo[k] = { dtype = values[id].dtype, _shape = values[id].shape } end
+    local kdt = def.kernel_dtype and def.kernel_dtype(fake, fo, attrs) or (fake[1] and fake[1].dtype) or fo[1].dtype
+    if not def.dtypes[kdt] then L.fail(string.format("%s: no %s kernel", where, tostring(kdt))) end
+  end
+  return node
+end
+
+-- a sub-graph document -> a ds.Graph (values local to it; checked like the top level)
+load_subgraph = function(L, doc, where)
+  local Graph = require("ds.graph")
+  check_keys(L, doc, set { "name", "inputs", "constants", "nodes", "outputs" }, where)
+  local g = Graph.new(type(doc.name) == "string" and doc.name or "subgraph")
+  local function define(id, shape, dt, kind, w)
+    if not is_int(id) or id < 1 or id > 2 ^ 31 then L.fail(w .. ": value id " .. tostring(id) .. " is not a positive integer") end
+    if g.values[id] then L.fail(string.format("%s: value %%%d is defined twice", w, id)) end
+    g.values[id] = { shape = shape, dtype = dt, kind = kind }
+    return g.values[id]
+  end
+  local function use(id, w)
+    if not is_int(id) or not g.values[id] then L.fail(string.format("%s: value %s is used before it is defined", w, tostring(id))) end
+    return id
+  end
+  for i, inp in ipairs(list(L, doc.inputs, where .. " inputs")) do
+    local w = where .. " input " .. i
+    check_keys(L, inp, set { "name", "value", "dtype", "shape" }, w)
+    define(inp.value, parse_shape(L, inp.shape, w), parse_dtype(L, inp.dtype, w), "input", w)
+    g.inputs[i] = { name = type(inp.name) == "string" and inp.name or ("x" .. i), value = inp.value }
+  end
+  for i, c in ipairs(list(L, doc.constants, where .. " constants")) do
+    local w = where .. " constant " .. i
+    check_keys(L, c, set { "value", "number", "dtype" }, w)
+    local dt = parse_dtype(L, c.dtype, w)
+    if type(c.number) ~= "number" and type(c.number) ~= "boolean" then L.fail(w .. ": number missing") end
+    define(c.value, {}, dt, "const", w)
+    g.constants[i] = { value = c.value, number = c.number, dtype = dt, tensor = D.scalar(c.number, dt) }
+  end
+  for i, n in ipairs(list(L, doc.nodes, where .. " nodes")) do
+    g.nodes[i] = load_node(L, n, string.format("%s node %d", where, i), g.values, define, use)
+  end
+  for k, id in ipairs(list(L, doc.outputs, where .. " outputs")) do g.outputs[k] = use(id, where .. " output " .. k) end
+  return g:finalize()
+end
 
 -- the graph document + tensors -> IR (values defined once, before use; ops, attrs and shapes as the op table says)
 local function build_ir(L, doc, tensors)
@@ -414,64 +548,9 @@ local function build_ir(L, doc, tensors)
   end
   for name in pairs(tensors) do L.fail("params file holds tensor '" .. name .. "' that the graph does not name") end
   for i, n in ipairs(list(L, doc.nodes, "nodes")) do
-    local where = string.format("node %d", i)
-    check_keys(L, n, set { "op", "inputs", "attrs", "outputs", "source" }, where)
-    local def = type(n.op) == "string" and D.by_name[n.op] or nil
-    if not def or def.internal then L.fail(string.format("%s: unknown op '%s'", where, tostring(n.op))) end
-    where = string.format("node %d (%s%s)", i, n.op, type(n.source) == "string" and (", " .. n.source) or "")
-    if def.run or not (def.kernel or def.view) then L.fail(where .. ": op cannot run in a compiled graph") end
-    local inputs = {}
-    for k, id in ipairs(list(L, n.inputs, where .. " inputs")) do inputs[k] = use(id, where) end
-    local ninputs = def.ninputs
-    if not def.variadic and ninputs and #inputs ~= ninputs then
-      L.fail(string.format("%s: %d inputs, the op takes %d", where, #inputs, ninputs))
-    end
-    -- attrs: names and types from the op table's schema
-    local given = attr_in(L, n.attrs or {}, where)
-    if type(given) ~= "table" then L.fail(where .. ": attrs must be an object") end
-    -- symbolic sizes ({"$dim": ...}) are accepted where ints are, as while tracing
-    local prev = state.trace
-    state.trace = state.trace or {}
-    local ok, attrs = pcall(D.attrs, def, given)
-    state.trace = prev
-    if not ok then L.fail(where .. ": " .. tostring(attrs)) end
-    -- outputs as the op's shape inference says, for these inputs and attrs
-    local fake = {}
-    for k, id in ipairs(inputs) do fake[k] = { dtype = ir.values[id].dtype, _shape = ir.values[id].shape } end
-    local ok2, metas = pcall(def.infer, fake, attrs, def)
-    if not ok2 or type(metas) ~= "table" then L.fail(where .. ": inputs and attrs do not fit the op: " .. tostring(metas)) end
-    if metas.shape then metas = { metas } end
-    local mut = def.mutates or {}
-    local outs = list(L, n.outputs, where .. " outputs")
-    if #outs ~= def.noutputs + #mut then
-      L.fail(string.format("%s: %d outputs, the op gives %d", where, #outs, def.noutputs + #mut))
-    end
-    for k, j in ipairs(mut) do
-      local src = ir.values[inputs[j]]
-      if not src then L.fail(where .. ": mutated input missing") end
-      metas[def.noutputs + k] = { shape = src.shape, dtype = src.dtype }
-    end
-    local node = { op = n.op, def = def, inputs = inputs, attrs = attrs, outputs = {},
-                   line = type(n.source) == "string" and n.source or nil }
-    for k, o in ipairs(outs) do
-      local ow = where .. " output " .. k
-      check_keys(L, o, set { "value", "dtype", "shape" }, ow)
-      local shape, dt = parse_shape(L, o.shape, ow), parse_dtype(L, o.dtype, ow)
-      local m = metas[k]
-      if type(m) ~= "table" or m.dtype ~= dt or type(m.shape) ~= "table" or not S.equal(m.shape, shape) then
-        L.fail(string.format("%s: is %s %s, the op gives %s %s", ow, dt, S.str(shape),
-          type(m) == "table" and tostring(m.dtype) or "?", type(m) == "table" and type(m.shape) == "table" and S.str(m.shape) or "?"))
-      end
-      local v = define(o.value, shape, dt, "node", ow)
-      v.node = node; v.index = k
-      node.outputs[k] = o.value
-    end
-    if def.kernel then
-      local fo, fi = {}, {}
-      for k, id in ipairs(node.outputs) do fo[k] = { dtype = ir.values[id].dtype, _shape = ir.values[id].shape } end
-      local kdt = def.kernel_dtype and def.kernel_dtype(fake, fo, attrs) or (fake[1] and fake[1].dtype) or fo[1].dtype
-      if not def.dtypes[kdt] then L.fail(string.format("%s: no %s kernel", where, tostring(kdt))) end
-    end
+    local node = load_node(L, n, string.format("node %d", i), ir.values, define, use)
+    node.line = node.source
+    for k, id in ipairs(node.outputs) do ir.values[id].node = node; ir.values[id].index = k end
     ir.nodes[i] = node
   end
   for k, id in ipairs(list(L, doc.outputs, "outputs")) do ir.outputs[k] = use(id, "output " .. k) end
