@@ -71,11 +71,12 @@ describe("fuzz: ds.load on mutated files", function()
     assert.truthy((outcomes.error or 0) > 0)
   end)
 
-  it("structural edits of the graph document (numbers, ids, lists, fields)", function()
+  -- random edits of a saved graph document; returns how many loads ran / raised
+  local function structural(doc_json, params_bytes, path, run, n)
     local weird = { -1, 0, 1, 2, 7, 1e300, -1e300, 2 ^ 53, 0.5, "x", true, {}, { 1, 2 }, cjson.null }
     local outcomes = {}
-    for _ = 1, 200 * SCALE do
-      local doc = cjson.decode(json)
+    for _ = 1, n do
+      local doc = cjson.decode(doc_json)
       -- collect every (table, key) slot
       local slots = {}
       local function walk(t)
@@ -94,13 +95,43 @@ describe("fuzz: ds.load on mutated files", function()
       end
       local ok, text = pcall(cjson.encode, doc)
       if ok then
-        write(base .. ".json", text); write(base .. ".safetensors", params)
-        local res = try_load_and_run(x)
+        write(path .. ".json", text); write(path .. ".safetensors", params_bytes)
+        local loaded, m = pcall(ds.load, path)
+        local res = "error"
+        if loaded then
+          local ran, err = pcall(run, m)
+          assert(ran or type(err) == "string")
+          res = ran and "ran" or "error"
+        else
+          assert.are.equal("string", type(m))
+        end
         outcomes[res] = (outcomes[res] or 0) + 1
       end
     end
+    write(path .. ".json", doc_json); write(path .. ".safetensors", params_bytes)
+    return outcomes
+  end
+
+  it("structural edits of the graph document (numbers, ids, lists, fields)", function()
+    local outcomes = structural(json, params, base, function(m) return m(x) end, 200 * SCALE)
     if os.getenv("DS_FUZZ_VERBOSE") then print("structural", outcomes.ran, outcomes.error) end
     assert.truthy((outcomes.error or 0) > 0)
+  end)
+
+  it("structural edits of a graph with control flow (sub-graphs of cond and while_loop)", function()
+    local f = function(a, k)
+      local y = ds.cond(a:sum():gt(0), function(u) return u * 2 end, function(u) return u - 1 end, a)
+      local _, acc = ds.while_loop(function(i, v) return i:lt(k) end, function(i, v) return i + 1, v * 0.5 end,
+        { ds.tensor(0), y })
+      return acc
+    end
+    local a, k = ds.randn(3, 4), ds.tensor(2)
+    local path = dir .. "/fzc"
+    ds.save(ds.compile(f, { a, k }), path)
+    local outcomes = structural(read(path .. ".json"), read(path .. ".safetensors"), path,
+      function(m) return m(a, k) end, 200 * SCALE)
+    if os.getenv("DS_FUZZ_VERBOSE") then print("control", outcomes.ran, outcomes.error) end
+    assert.truthy((outcomes.error or 0) > 0 and (outcomes.ran or 0) > 0)
   end)
 
   it("the C loader (ds_model_load) on mutated plan files", function()
