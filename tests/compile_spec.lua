@@ -187,6 +187,14 @@ describe("compile: dynamic dims and plans", function()
     H.raises(function() cg(t({ 2, 4 }), t({ 2, 3 })) end, "x", "(2,4)")
     H.raises(function() cg(t({ 2, 3 }, "f64"), t({ 2, 3 })) end, "x", "f64")
   end)
+  it("options: passes can be switched off (results unchanged); unknown options are errors", function()
+    local f = function(x) return (x * 2):exp() + x:exp() end
+    local x = t({ 3, 4 })
+    for _, opts in ipairs { { fuse = false }, { cse = false, fold = false }, { epilogue = false, dce = false } } do
+      assert(H.bitwise(ds.compile(f, { x }, opts)(x), f(x)))
+    end
+    H.raises(function() ds.compile(f, { x }, { fusion = false }) end, "unknown option 'fusion'")
+  end)
   it("non-contiguous inputs are accepted", function()
     local f = function(x) return x * 2 end
     local cg = ds.compile(f, { ds.spec({ 4, 3 }, "f32", "x") })

@@ -336,8 +336,16 @@ function Compiled:__tostring()
     s.dce or 0, s.cse or 0, s.fold or 0, s.fuse or 0, s.epilogue or 0, IR.tostring(self.ir))
 end
 
+local OPTIONS = { dce = true, cse = true, fold = true, fuse = true, epilogue = true }
+
 -- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, fuse, epilogue = false to skip}
 function M.from_ir(ir, opts)
+  for k, v in pairs(opts or {}) do
+    if not OPTIONS[k] then
+      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, fuse, epilogue)", tostring(k)))
+    end
+    if type(v) ~= "boolean" then errors.raise(string.format("compile: option '%s' must be a boolean", k)) end
+  end
   local base, late, stats = M.optimize(ir, opts)
   return setmetatable({ base = base, ir = late, stats = stats, opts = opts or {}, _plans = {}, _nplans = 0,
                         _dynamic = sym.contains(late.specs) }, Compiled)
