@@ -332,8 +332,11 @@ function Compiled:plan_count() return self._nplans end
 
 function Compiled:__tostring()
   local s = self.stats
-  return string.format("compiled %s (dce %d, cse %d, fold %d, fuse %d, epilogue %d)\n%s", self.ir.name or "graph",
-    s.dce or 0, s.cse or 0, s.fold or 0, s.fuse or 0, s.epilogue or 0, IR.tostring(self.ir))
+  local p = self._last_plan
+  local plan = p and string.format("\nplan: %d C steps, %d buffers, arena %d bytes (unplanned %d)",
+    C.ds_plan_num_steps(p.plan), C.ds_plan_num_buffers(p.plan), p.arena_bytes, p.eager_bytes) or ""
+  return string.format("compiled %s (dce %d, cse %d, fold %d, fuse %d, epilogue %d)\n%s%s", self.ir.name or "graph",
+    s.dce or 0, s.cse or 0, s.fold or 0, s.fuse or 0, s.epilogue or 0, IR.tostring(self.ir), plan)
 end
 
 local OPTIONS = { dce = true, cse = true, fold = true, fuse = true, epilogue = true }
