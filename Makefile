@@ -10,7 +10,7 @@ HDRS    := $(wildcard src/*.h src/*.def src/*.inc)
 BUSTED  := busted
 BUILD   ?= build
 DEPS    := gcc libc6-dev luajit2 libluajit2-5.1-dev libopenblas-dev libopenblas0-openmp lua-cjson lua-busted \
-           zlib1g-dev dataset-fashion-mnist luarocks
+           zlib1g-dev dataset-fashion-mnist luarocks python3 nginx libnginx-mod-http-lua curl wrk graphviz
 DS_LIB_PATH = $(abspath $(BUILD))/libds.so
 ASAN_LIB_PATH = $(abspath $(BUILD))/asan/libds.so
 RUN_LUA = DS_LIB=$(DS_LIB_PATH) LUA_PATH="./lua/?.lua;./lua/?/init.lua;;" luajit
@@ -85,3 +85,16 @@ graph-demo: all
 embed: $(BUILD)/predict
 $(BUILD)/predict: examples/embed/predict.c src/ds.h $(BUILD)/libds.so
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Isrc examples/embed/predict.c -o $@ -L$(BUILD) -l:libds.so -Wl,-rpath,$(abspath $(BUILD))
+
+# Serve the saved LeNet-5 and BERT-style models over HTTP with nginx + its Lua module (examples/serve/).
+SERVE_PORT ?= 8089
+SERVE_DIR  ?= $(BUILD)/serve
+.PHONY: serve serve-models serve-test
+serve-models: deps all
+	@mkdir -p $(SERVE_DIR)
+	$(RUN_LUA) examples/serve/export_models.lua $(SERVE_DIR)/models
+serve: serve-models
+	@echo "serving on http://127.0.0.1:$(SERVE_PORT) (/predict, /predict/bert, /health); Ctrl-C stops"
+	examples/serve/serve.sh $(SERVE_DIR)/nginx $(SERVE_PORT) $(SERVE_DIR)/models foreground
+serve-test: deps all
+	$(BUSTED) tests/serve_spec.lua

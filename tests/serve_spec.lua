@@ -1,0 +1,124 @@
+-- tests/serve_spec.lua: nginx + Lua module serving ds.save'd models: predict, health, bad requests,
+-- a missing model (503), hot reload with HUP under load, stop by pid. Skipped without nginx's Lua module.
+local ds = require("ds")
+local cjson = require("cjson")
+
+local MODULE = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
+local have = io.open(MODULE) and os.execute("command -v nginx >/dev/null && command -v curl >/dev/null") == 0
+local describe_or_skip = have and describe or pending
+
+local root = io.popen("pwd"):read("*l")
+local dir = os.tmpname(); os.remove(dir); os.execute("mkdir -p " .. dir)
+local port = 20000 + math.floor((os.time() + tonumber(tostring({}):match("0x(%x+)"), 16)) % 20000)
+local prefix = dir .. "/nginx"
+
+local function sh(cmd) local p = io.popen(cmd .. " 2>&1"); local s = p:read("*a"); p:close(); return s end
+local function request(method, path, body)
+  local f = dir .. "/body"
+  local h = io.open(f, "wb"); h:write(body or ""); h:close()
+  local out = sh(string.format("curl -s -o %s/resp -w '%%{http_code}' -X %s --data-binary @%s http://127.0.0.1:%d%s",
+    dir, method, f, port, path))
+  local r = io.open(dir .. "/resp"):read("*a")
+  return tonumber(out), cjson.decode(r)
+end
+local function image(v)
+  local t = {}
+  for r = 1, 28 do t[r] = {}; for c = 1, 28 do t[r][c] = v or (r * c) % 256 end end
+  return cjson.encode { image = t }
+end
+local function serve(cmd) return sh(string.format("%s/examples/serve/serve.sh %s %d %s %s", root, prefix, port, dir .. "/models", cmd)) end
+local function wait_up()
+  for _ = 1, 50 do
+    if sh(string.format("curl -s -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/health", port)) == "200" then return true end
+    os.execute("sleep 0.1")
+  end
+  return false
+end
+
+describe_or_skip("serving with nginx", function()
+  setup(function()
+    assert(os.execute(string.format("cd %s && luajit examples/serve/export_models.lua %s/models --train-batches 5 >/dev/null", root, dir)) == 0)
+    serve("start")
+    assert(wait_up(), "nginx did not come up: " .. sh("cat " .. prefix .. "/logs/error.log"))
+  end)
+  teardown(function()
+    serve("stop")
+    os.execute("sleep 0.3; rm -rf " .. dir)
+  end)
+
+  it("answers /health with each model's name, format version and input specs", function()
+    local code, h = request("GET", "/health")
+    assert.equal(200, code)
+    assert.equal("ok", h.status)
+    assert.equal(1, h.models.lenet.format_version)
+    assert.same({ "batch", 1, 28, 28 }, h.models.lenet.inputs[1].shape)
+    assert.same({ 1, "seq" }, h.models.bert.inputs[1].shape)
+  end)
+
+  it("predicts an image like ds.load does in this process", function()
+    local code, r = request("POST", "/predict", image())
+    assert.equal(200, code)
+    local m = ds.load(dir .. "/models/lenet")
+    local x = ds.tensor(cjson.decode(image()).image):reshape(1, 1, 28, 28) / 255
+    local p = m(x):reshape(-1):totable()
+    assert.equal(10, #r.probs)
+    for i = 1, 10 do assert.is_true(math.abs(p[i] - r.probs[i]) < 1e-12) end
+    local best = 1
+    for i = 2, 10 do if p[i] > p[best] then best = i end end
+    assert.equal(best, r.class)
+  end)
+
+  it("classifies text with the BERT-style model", function()
+    local code, r = request("POST", "/predict/bert", cjson.encode { text = "今天的天气真好" })
+    assert.equal(200, code)
+    assert.equal(6, #r.probs)
+    assert.is_string(r.label)
+  end)
+
+  it("answers bad requests with 400 and a JSON error naming the problem, and keeps serving", function()
+    local cases = {
+      { "not json at all", "not JSON" }, { "[1,2,3", "not JSON" }, { "{}", "missing field 'image'" },
+      { '{"image": 5}', "must be an array" }, { '{"image": [1,2,3]}', "28x28 or 784" },
+      { image(300), "0..255" }, { image():gsub("%d+", '"a"', 1), "0..255" }, { "", "empty body" },
+      { '{"image": [[1]]}', "28x28 or 784" }, { string.rep("[", 5000), "not JSON" },
+    }
+    for _, c in ipairs(cases) do
+      local code, r = request("POST", "/predict", c[1])
+      assert.equal(400, code)
+      assert.truthy(r.error:find(c[2], 1, true), r.error .. " lacks " .. c[2])
+    end
+    local code, r = request("POST", "/predict/bert", '{"text": 7}')
+    assert.equal(400, code); assert.truthy(r.error:find("'text' must be a string", 1, true))
+    code = request("GET", "/predict")
+    assert.equal(400, code)
+    code = request("POST", "/predict/nosuch", "{}")
+    assert.equal(404, code)
+    assert.equal(200, (request("POST", "/predict", image())))
+  end)
+
+  it("reports a corrupted model in /health, answers 503 for it, and reloads on HUP without dropping requests", function()
+    local _, before = request("POST", "/predict", image())
+    -- corrupt bert, retrain lenet differently, then HUP while requests are in flight
+    local f = io.open(dir .. "/models/bert.safetensors", "r+b"); f:seek("set", 1000); f:write("garbage"); f:close()
+    assert(os.execute(string.format("cd %s && luajit examples/serve/export_models.lua %s/new --train-batches 15 >/dev/null", root, dir)) == 0)
+    os.execute(string.format("mv %s/new/lenet.safetensors %s/models/lenet.safetensors && mv %s/new/lenet.json %s/models/lenet.json", dir, dir, dir, dir))
+    local img = io.open(dir .. "/img", "wb"); img:write(image()); img:close()
+    local load = io.popen(string.format("for i in $(seq 1 300); do curl -s -o /dev/null -w '%%{http_code}\\n' -X POST --data-binary @%s/img http://127.0.0.1:%d/predict; done", dir, port))
+    os.execute("sleep 0.2")
+    os.execute("kill -HUP $(cat " .. prefix .. "/logs/nginx.pid)")
+    local codes = load:read("*a"); load:close()
+    for code in codes:gmatch("%d+") do assert.equal("200", code) end
+    assert(wait_up())
+    os.execute("sleep 0.5")
+    local code, h = request("GET", "/health")
+    assert.equal(200, code)
+    assert.equal("degraded", h.status)
+    assert.is_false(h.models.bert.ok)
+    assert.truthy(h.models.bert.error:find("checksum", 1, true) or h.models.bert.error:find("corrupt", 1, true))
+    local c503, r = request("POST", "/predict/bert", cjson.encode { text = "hi" })
+    assert.equal(503, c503)
+    assert.truthy(r.error:find("unavailable", 1, true))
+    local _, after = request("POST", "/predict", image())
+    assert.are_not.same(before.probs, after.probs)
+  end)
+end)
