@@ -181,7 +181,11 @@ C.export("tensor", function(v, opts)
   end
   local t = Tensor._empty(dt, shape, "tensor")
   local n = #flat
-  if dt == "i64" then
+  if dt == "f32" or dt == "f64" then
+    -- a fresh tensor is contiguous: store straight into its memory
+    local p = ffi.cast(dtype.ctype[dt] .. "*", t._c.data)
+    for i = 1, n do p[i - 1] = flat[i] end
+  elseif dt == "i64" then
     local buf = ffi.new("int64_t[?]", n > 0 and n or 1)
     for i = 1, n do buf[i - 1] = flat[i] end
     dsffi.C.ds_write_flat_i64(t._c, buf)
