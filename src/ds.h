@@ -103,14 +103,17 @@ int ds_plan_num_buffers(const ds_plan *p);
 int ds_fused_validate(const char *kernel, int nbuf, const int *dtypes, int nattrs, const double *attrs);
 
 /* model.c: the C embedding API. ds_model_load("dir/name") reads name.plan + name.safetensors (written by
-   ds.save; docs/FORMAT.md); ds_model_run binds contiguous input/output tensors of the specs' dtypes and
-   shapes and runs the plan. NULL / nonzero on error, with ds_last_error. */
+   ds.save; docs/FORMAT.md): one plan per input-shape binding saved. ds_model_run picks the plan whose input
+   shapes match and runs it on contiguous input/output tensors (outputs of that plan's output specs).
+   NULL / nonzero / -1 on error, with ds_last_error. */
 typedef struct ds_model ds_model;
 ds_model *ds_model_load(const char *path);
 int ds_model_num_inputs(const ds_model *m);
 int ds_model_num_outputs(const ds_model *m);
-const ds_tensor *ds_model_input_spec(const ds_model *m, int i);    /* 0-based; dtype and shape, no data */
-const ds_tensor *ds_model_output_spec(const ds_model *m, int i);
+int ds_model_num_plans(const ds_model *m);
+const ds_tensor *ds_model_input_spec(const ds_model *m, int plan, int i);   /* 0-based; dtype, shape, no data */
+const ds_tensor *ds_model_output_spec(const ds_model *m, int plan, int i);
+int ds_model_find_plan(const ds_model *m, const ds_tensor *const *inputs);  /* the plan for these shapes, or -1 */
 int ds_model_run(ds_model *m, const ds_tensor *const *inputs, ds_tensor *const *outputs);
 void ds_model_free(ds_model *m);
 /* files for loaders: CRC-32 (zlib's), and a whole file mapped copy-on-write (pages shared until written) */

@@ -118,12 +118,11 @@ describe("fuzz: ds.load on mutated files", function()
     assert.truthy((outcomes.error or 0) > 0)
   end)
 
-  it("structural edits of a graph with control flow (sub-graphs of cond and while_loop)", function()
+  -- (a while_loop is left out: an edited loop may legitimately never end)
+  it("structural edits of a graph with control flow (the sub-graphs of a cond)", function()
     local f = function(a, k)
-      local y = ds.cond(a:sum():gt(0), function(u) return u * 2 end, function(u) return u - 1 end, a)
-      local _, acc = ds.while_loop(function(i, v) return i:lt(k) end, function(i, v) return i + 1, v * 0.5 end,
-        { ds.tensor(0), y })
-      return acc
+      local y = ds.cond(a:sum():gt(0), function(u) return (u * 2):exp() end, function(u) return u - k end, a)
+      return y * 3
     end
     local a, k = ds.randn(3, 4), ds.tensor(2)
     local path = dir .. "/fzc"

@@ -1,8 +1,9 @@
 /* predict.c: run a graph saved by ds.save from C, with no Lua: the C embedding API of libds.
    usage: predict dir/name input1.raw [input2.raw ...] [-o output.raw]
-   Each input file holds the raw little-endian values of one input (its dtype and shape are the
-   model's, printed on a mismatch); the first output is printed (up to 16 values) and, with -o,
-   written raw. Build: make embed (-> $(BUILD)/predict). */
+   Each input file holds the raw little-endian values of one input; the plan (one per input shape the
+   model was saved with) whose input sizes match the files runs (the shapes are printed when none does);
+   the first output is printed (up to 16 values) and, with -o, written raw.
+   Build: make embed (-> $(BUILD)/predict). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,31 +38,41 @@ int main(int argc, char **argv) {
   if (argc < 2) { fprintf(stderr, "usage: %s dir/name input1.raw [...] [-o output.raw]\n", argv[0]); return 2; }
   ds_model *m = ds_model_load(argv[1]);
   if (!m) { fprintf(stderr, "predict: %s\n", ds_last_error()); return 1; }
-  int nin = ds_model_num_inputs(m), nout = ds_model_num_outputs(m);
-  if (nfiles != nin) {
-    fprintf(stderr, "predict: the model takes %d inputs, %d files given:\n", nin, nfiles);
-    for (int i = 0; i < nin; i++) print_spec("input", i, ds_model_input_spec(m, i));
+  int nin = ds_model_num_inputs(m), nout = ds_model_num_outputs(m), nplans = ds_model_num_plans(m);
+  /* the plan (one per input shape the model was saved with) whose input sizes match the files */
+  int plan = -1;
+  for (int k = 0; k < nplans && plan < 0 && nfiles == nin; k++) {
+    int ok = 1;
+    for (int i = 0; i < nin && ok; i++) {
+      const ds_tensor *s = ds_model_input_spec(m, k, i);
+      FILE *f = fopen(files[i], "rb");
+      long size = -1;
+      if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+      if (f) fclose(f);
+      ok = size == (long)(s->numel * ds_dtype_size(s->dtype));
+    }
+    if (ok) plan = k;
+  }
+  if (plan < 0) {
+    fprintf(stderr, "predict: the model takes %d inputs (%d files given) of one of these shapes:\n", nin, nfiles);
+    for (int k = 0; k < nplans; k++)
+      for (int i = 0; i < nin; i++) print_spec("input", i, ds_model_input_spec(m, k, i));
     ds_model_free(m);
     return 2;
   }
   ds_tensor *in[64], *out[64];
   int rc = 1;
   for (int i = 0; i < nin; i++) {
-    const ds_tensor *s = ds_model_input_spec(m, i);
+    const ds_tensor *s = ds_model_input_spec(m, plan, i);
     in[i] = ds_tensor_new(s->dtype, s->ndim, s->shape);
     int64_t bytes = s->numel * ds_dtype_size(s->dtype);
     FILE *f = fopen(files[i], "rb");
     size_t got = f ? fread(in[i]->data, 1, (size_t)bytes, f) : 0;
-    int extra = f ? fgetc(f) != EOF : 0;
     if (f) fclose(f);
-    if (!f || (int64_t)got != bytes || extra) {
-      fprintf(stderr, "predict: %s must hold exactly %lld bytes for\n", files[i], (long long)bytes);
-      print_spec("input", i, s);
-      return 2;
-    }
+    if ((int64_t)got != bytes) { fprintf(stderr, "predict: cannot read %s\n", files[i]); return 2; }
   }
   for (int i = 0; i < nout; i++) {
-    const ds_tensor *s = ds_model_output_spec(m, i);
+    const ds_tensor *s = ds_model_output_spec(m, plan, i);
     out[i] = ds_tensor_new(s->dtype, s->ndim, s->shape);
   }
   if (ds_model_run(m, (const ds_tensor *const *)in, out) != 0) {

@@ -144,16 +144,9 @@ local function params_offsets(bytes)
   return out
 end
 
--- returns the plan file's bytes, or nil and why there is none
-local function plan_bytes(compiled, ir, names, offsets, params_size, params_crc)
-  local p = compiled._last_plan
-  if not p then
-    if sym.contains(ir.specs) then return nil, "dynamic dims and no call yet" end
-    p = compiled:plan_for({})
-  end
+-- one plan as a record of the plan file
+local function plan_record(p, ir, names, offsets, params_size, params_crc)
   local log = p.log
-  for _, seg in ipairs(p.segments) do if seg.lua then return nil, "control nodes run Lua" end end
-  if #p.L.grads > 0 then return nil, "gradient writes" end
   local parts = {}
   local h = ffi.new("ds_planfile_header")
   ffi.copy(h.magic, M.PLAN_MAGIC, 8)
@@ -169,8 +162,7 @@ local function plan_bytes(compiled, ir, names, offsets, params_size, params_crc)
     for i, d in ipairs(b.shape) do r.shape[i - 1] = d end
     if b.strides then r.has_strides = 1; for i, d in ipairs(b.strides) do r.strides[i - 1] = d end end
     if b.role == "state" or b.role == "const" then
-      local name = names[b.role][b.index]
-      local o = offsets[name]
+      local o = offsets[names[b.role][b.index]]
       r.data_offset, r.data_bytes = o[1], o[2]
     end
     parts[#parts + 1] = ffi.string(r, ffi.sizeof(r))
@@ -183,9 +175,31 @@ local function plan_bytes(compiled, ir, names, offsets, params_size, params_crc)
     parts[#parts + 1] = ffi.string(ffi.new("int32_t[?]", #st.buffers, st.buffers), 4 * #st.buffers)
     if #st.attrs > 0 then parts[#parts + 1] = ffi.string(ffi.new("double[?]", #st.attrs, st.attrs), 8 * #st.attrs) end
   end
-  local env = {}
-  for k, v in pairs(p.env) do env[k] = v end
-  return table.concat(parts), env
+  return table.concat(parts)
+end
+
+-- The plan file: one record per shape binding planned so far (the only one for concrete specs), so a C
+-- program can run every input shape the model was called with. Returns bytes and the bindings, or nil.
+local function plan_bytes(compiled, ir, names, offsets, params_size, params_crc)
+  local keys = {}
+  for k in pairs(compiled._plans) do keys[#keys + 1] = k end
+  if #keys == 0 then
+    if sym.contains(ir.specs) then return nil end
+    compiled:plan_for({})
+    keys[1] = next(compiled._plans)
+  end
+  table.sort(keys)
+  local records, bindings = {}, {}
+  for i, k in ipairs(keys) do
+    local p = compiled._plans[k]
+    for _, seg in ipairs(p.segments) do if seg.lua then return nil end end
+    if #p.L.grads > 0 then return nil end
+    records[i] = plan_record(p, ir, names, offsets, params_size, params_crc)
+    local env = {}
+    for name, v in pairs(p.env) do env[name] = v end
+    bindings[i] = env
+  end
+  return table.concat(records), bindings
 end
 
 -- a node as the graph file holds it (values: the id -> {shape, dtype} table of its graph)
@@ -284,10 +298,10 @@ function M.save(compiled, path)
   for i, st in ipairs(ir.state) do names.state[i] = st.name end
   for i, c in ipairs(ir.consts) do names.const[i] = "const." .. c.value end
   -- the plan is lowered from the fused IR, whose states/constants are the same as the saved IR's
-  local plan, binding = plan_bytes(compiled, compiled.ir, names, params_offsets(bytes), #bytes, doc.params.crc32)
+  local plan, bindings = plan_bytes(compiled, compiled.ir, names, params_offsets(bytes), #bytes, doc.params.crc32)
   if plan then
     atomic_write(base .. ".plan", plan)
-    doc.plan = { file = (base .. ".plan"):match("([^/]*)$"), bytes = #plan, binding = binding }
+    doc.plan = { file = (base .. ".plan"):match("([^/]*)$"), bytes = #plan, bindings = bindings }
   end
   atomic_write(base .. ".json", doc_text(doc))
   return base
