@@ -195,6 +195,13 @@ describe("compile: dynamic dims and plans", function()
     end
     H.raises(function() ds.compile(f, { x }, { fusion = false }) end, "unknown option 'fusion'")
   end)
+  it("a compiled graph called inside another traced function becomes part of its graph", function()
+    local inner = ds.compile(function(x) return (x * 2):exp() end, { ds.spec({ 3 }, "f32", "x") })
+    local outer = function(x) return inner(x + 1) - 1 end
+    local cg = ds.compile(outer, { ds.spec({ 3 }, "f32", "x") })
+    local x = t({ 3 })
+    assert(H.bitwise(cg(x), outer(x)))
+  end)
   it("non-contiguous inputs are accepted", function()
     local f = function(x) return x * 2 end
     local cg = ds.compile(f, { ds.spec({ 4, 3 }, "f32", "x") })

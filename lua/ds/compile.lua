@@ -307,6 +307,12 @@ function Compiled:__call(...)
       end
     end
   end
+  local state = require("ds.state")
+  if state.trace then
+    -- called while tracing another function: its graph becomes part of that trace
+    if not self.graph then errors.raise("compiled " .. (ir.name or "graph") .. ": a loaded graph cannot be called while tracing") end
+    return state.trace.inline(self.graph, tensors)
+  end
   return unpack(self:run(tensors), 1, #ir.outputs)
 end
 
@@ -355,7 +361,9 @@ function M.from_ir(ir, opts)
 end
 
 function M.compile_graph(graph, opts)
-  return M.from_ir(M.from_graph(graph), opts)
+  local cg = M.from_ir(M.from_graph(graph), opts)
+  cg.graph = graph
+  return cg
 end
 
 function M.is_compiled(x) return getmetatable(x) == Compiled end
