@@ -37,7 +37,13 @@ static int matmul(ds_tensor *const *t, int dtype) {
     if (jb >= 0) { DS_CHECK(b->shape[jb] == o->shape[i] || b->shape[jb] == 1, "matmul: batch dims of %s do not broadcast to %s", ds_shape_str(b, s1), ds_shape_str(o, s2)); bs[i] = b->shape[jb] == 1 ? 0 : b->strides[jb]; }
   }
   int64_t es = ds_dtype_size(dtype);
-  int64_t ars = a->strides[a->ndim - 2], acs = a->strides[a->ndim - 1];
+  int64_t batches = (M * N == 0) ? 0 : o->numel / (M * N);
+  /* (..., M, K) @ (K, N) with a contiguous and b shared by every batch: one GEMM over all rows */
+  int b_shared = 1;
+  for (int i = 0; i < nb; i++) if (bs[i] != 0) b_shared = 0;
+  int folded = nb > 0 && batches > 1 && b_shared && ds_is_contig(a) && a->numel == batches * M * K;
+  if (folded) { M *= batches; batches = 1; }
+  int64_t ars = folded ? K : a->strides[a->ndim - 2], acs = folded ? 1 : a->strides[a->ndim - 1];
   int64_t brs = b->strides[b->ndim - 2], bcs = b->strides[b->ndim - 1];
   int ta, tb; int64_t lda, ldb;
   int copy_a = !blas_layout(M, K, ars, acs, &ta, &lda), copy_b = !blas_layout(K, N, brs, bcs, &tb, &ldb);
@@ -45,8 +51,6 @@ static int matmul(ds_tensor *const *t, int dtype) {
   if (copy_a) { tmp_a = malloc((size_t)(M * K * es) + 1); ta = 0; lda = K > 0 ? K : 1; }
   if (copy_b) { tmp_b = malloc((size_t)(K * N * es) + 1); tb = 0; ldb = N > 0 ? N : 1; }
   if ((copy_a && !tmp_a) || (copy_b && !tmp_b)) { free(tmp_a); free(tmp_b); return ds_fail(DS_ENOMEM, "matmul: out of memory"); }
-  int64_t batches = o->numel / (M * N > 0 ? M * N : 1);
-  if (M * N == 0) batches = 0;
   for (int64_t bi = 0; bi < batches; bi++) {
     int64_t rem = bi, ao = 0, bo = 0;
     for (int i = nb - 1; i >= 0; i--) { int64_t idx = rem % o->shape[i]; rem /= o->shape[i]; ao += idx * as[i]; bo += idx * bs[i]; }
