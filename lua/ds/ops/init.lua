@@ -150,6 +150,14 @@ Tensor.copy_ = function(x, src)
   end
   return D.call(D.by_name.contiguous_into or D.by_name.contiguous, { src:expand(x._shape) }, nil, x)
 end
+-- torch.equal: same shape and every element equal (NaN is unequal to itself, like PyTorch)
+F.equal = function(a, b)
+  if not (C.is_tensor(a) and C.is_tensor(b)) then errors.raise("equal: both arguments must be tensors") end
+  if not require("ds.shape").equal(a._shape, b._shape) then return false end
+  return a:eq(b):all():item()
+end
+Tensor.equal = F.equal
+
 Tensor.float = function(x) return x:astype("f32") end
 Tensor.double = function(x) return x:astype("f64") end
 Tensor.long = function(x) return x:astype("i64") end
