@@ -37,26 +37,40 @@ local tensor_ptr = ffi.typeof("ds_tensor*")
 local view_ct = ffi.typeof("ds_tensor")
 
 local function wrap(c, shape, dt)
-  return setmetatable({ _c = ffi.gc(c, free), _shape = shape, dtype = dt }, mt)
+  local t = setmetatable({ _c = ffi.gc(c, free), _shape = shape, dtype = dt }, mt)
+  return t -- not a tail call: LuaJIT counts tail calls against a trace's unroll limit (15)
 end
 Tensor._wrap = wrap
+
+-- check size i of shape, store it in shape_buf; returns numel * size
+local function put_dim(shape, i, numel, opname)
+  local d = shape[i]
+  if type(d) ~= "number" or d < 0 or d ~= math.floor(d) then
+    errors.raise(string.format("%s: invalid size %s in dim %d", opname or "empty", tostring(d), i))
+  end
+  shape_buf[i - 1] = d
+  return numel * d
+end
 
 -- A new contiguous tensor; shape is a Lua array of non-negative integers (kept, not copied).
 local function empty(dt, shape, opname)
   local n, numel = #shape, 1
   if n > 8 then errors.raise(string.format("%s: at most 8 dims, got %d", opname or "empty", n)) end
-  for i = 1, n do
-    local d = shape[i]
-    if type(d) ~= "number" or d < 0 or d ~= math.floor(d) then
-      errors.raise(string.format("%s: invalid size %s in dim %d", opname or "empty", tostring(d), i))
-    end
-    shape_buf[i - 1] = d; numel = numel * d
-  end
+  -- unrolled: LuaJIT unrolls at most 15 inner-loop entries per trace, and a chain of ops is one trace
+  if n >= 1 then numel = put_dim(shape, 1, numel, opname)
+  if n >= 2 then numel = put_dim(shape, 2, numel, opname)
+  if n >= 3 then numel = put_dim(shape, 3, numel, opname)
+  if n >= 4 then numel = put_dim(shape, 4, numel, opname)
+  if n >= 5 then numel = put_dim(shape, 5, numel, opname)
+  if n >= 6 then numel = put_dim(shape, 6, numel, opname)
+  if n >= 7 then numel = put_dim(shape, 7, numel, opname)
+  if n >= 8 then numel = put_dim(shape, 8, numel, opname) end end end end end end end end
   local bytes = numel * dtype.size[dt]
   if bytes <= SMALL_BYTES then
     local h = small_ct(bytes / 8 + 1)
     C.ds_tensor_init(h.t, h.s, h.d, bytes, dtype.code[dt], n, shape_buf)
-    return setmetatable({ _c = ffi.cast(tensor_ptr, h), _h = h, _shape = shape, dtype = dt }, mt)
+    local t = setmetatable({ _c = ffi.cast(tensor_ptr, h), _h = h, _shape = shape, dtype = dt }, mt)
+    return t
   end
   local c = C.ds_tensor_new(dtype.code[dt], n, shape_buf)
   if c == nil then
@@ -64,7 +78,8 @@ local function empty(dt, shape, opname)
       require("ds.shape").str(shape), dsffi.last_error()))
   end
   memory_pressure(bytes)
-  return wrap(c, shape, dt)
+  local t = wrap(c, shape, dt)
+  return t
 end
 Tensor._empty = empty
 
@@ -77,7 +92,8 @@ function Tensor._view(x, shape, strides, offset)
   if C.ds_tensor_view_fill(v, x._c, n, shape_buf, stride_buf, offset) ~= 0 then
     errors.raise("view: " .. dsffi.last_error())
   end
-  return setmetatable({ _c = ffi.cast(tensor_ptr, v), _h = v, _base = rawget(x, "_base") or x, _shape = shape, dtype = x.dtype }, mt)
+  local t = setmetatable({ _c = ffi.cast(tensor_ptr, v), _h = v, _base = rawget(x, "_base") or x, _shape = shape, dtype = x.dtype }, mt)
+  return t
 end
 
 function Tensor.is_tensor(x) return getmetatable(x) == "ds.Tensor" end

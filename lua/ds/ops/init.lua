@@ -39,6 +39,11 @@ local dsffi = require("ds.ffi")
 local tbuf = ffi.new("ds_tensor*[3]")
 local abuf = ffi.new("double[1]")
 local empty = Tensor._empty
+-- unrolled (at most 8 dims; missing ones are nil on both sides): no inner loop in a chain's trace
+local function same_shape(sa, sb)
+  return #sa == #sb and sa[1] == sb[1] and sa[2] == sb[2] and sa[3] == sb[3] and sa[4] == sb[4]
+    and sa[5] == sb[5] and sa[6] == sb[6] and sa[7] == sb[7] and sa[8] == sb[8]
+end
 local function fast_binary(def, slow)
   local kernels = {}
   return function(a, b)
@@ -47,11 +52,7 @@ local function fast_binary(def, slow)
       local dt = rawget(a, "dtype")
       if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
         local sa, sb = a._shape, b._shape
-        local same = sa == sb
-        if not same and #sa == #sb then
-          same = true
-          for i = 1, #sa do if sa[i] ~= sb[i] then same = false; break end end
-        end
+        local same = sa == sb or same_shape(sa, sb)
         local k = kernels[dt]
         if same and k == nil and def.dtypes[dt] then k = D.kernel(def, dt); kernels[dt] = k end
         if same and k then
@@ -62,7 +63,8 @@ local function fast_binary(def, slow)
         end
       end
     end
-    return slow(a, b)
+    local r = slow(a, b)
+    return r
   end
 end
 for _, name in ipairs { "add", "sub", "mul", "div" } do F[name] = fast_binary(D.by_name[name], F[name]); Tensor[name] = F[name] end
@@ -75,11 +77,7 @@ local function fast_binary_inplace(def, slow)
       local ca, cb, dt = rawget(a, "_c"), rawget(b, "_c"), rawget(a, "dtype")
       if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
         local sa, sb = a._shape, b._shape
-        local same = sa == sb
-        if not same and #sa == #sb then
-          same = true
-          for i = 1, #sa do if sa[i] ~= sb[i] then same = false; break end end
-        end
+        local same = sa == sb or same_shape(sa, sb)
         local k = kernels[dt]
         if same and k == nil and def.dtypes[dt] then k = D.kernel(def, dt); kernels[dt] = k end
         if same and k then
@@ -89,7 +87,8 @@ local function fast_binary_inplace(def, slow)
         end
       end
     end
-    return slow(a, b)
+    local r = slow(a, b)
+    return r
   end
 end
 for _, name in ipairs { "add", "sub", "mul", "div" } do
@@ -100,7 +99,7 @@ end
 local function fast_unary(def, slow)
   local kernels = {}
   return function(a, ...)
-    if type(a) == "table" and select("#", ...) == 0 and not state.trace then
+    if type(a) == "table" and (...) == nil and not state.trace then
       local ca, dt = rawget(a, "_c"), rawget(a, "dtype")
       if ca and def.dtypes[dt] and not (state.grad_enabled and rawget(a, "requires_grad")) then
         local k = kernels[dt]
@@ -111,7 +110,8 @@ local function fast_unary(def, slow)
         return out
       end
     end
-    return slow(a, ...)
+    local r = slow(a, ...)
+    return r
   end
 end
 for _, def in ipairs(D.list) do
