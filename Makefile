@@ -53,8 +53,10 @@ test-asan: deps $(BUILD)/asan/libds.so
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD=$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so) $(BUSTED)
 
+# The main job: train LeNet-5 (1 epoch; EPOCHS=5 for the full recipe), trace, compile, save, load, predict.
+EPOCHS ?= 1
 example: deps all
-	$(RUN_LUA) examples/tour.lua
+	$(RUN_LUA) examples/pipeline.lua --epochs $(EPOCHS)
 
 # Small-op latency and GEMM against OpenBLAS and PyTorch; writes bench/RESULTS.md.
 bench: deps all
