@@ -84,6 +84,10 @@ print(text)
 
 -- ---- bench/RESULTS.md ----
 local command = string.format("OPENBLAS_CORETYPE=%s make bench BENCH_THREADS=%d", os.getenv("OPENBLAS_CORETYPE") or "", threads)
+-- keep the hand-written sections (other benchmarks' results) that follow the generated table
+local old = io.open("bench/RESULTS.md", "rb")
+local kept = old and old:read("*a"):match("\n(## .*)$") or ""
+if old then old:close() end
 local f = assert(io.open("bench/RESULTS.md", "w"))
 f:write("# Benchmark results\n\n",
   "Written by `bench/run.lua` on ", os.date("!%Y-%m-%d %H:%M UTC"), ". Command (from the repository root):\n\n",
@@ -95,6 +99,6 @@ f:write("# Benchmark results\n\n",
   "matrices, median over 7 samples; \"OpenBLAS\" is `cblas_sgemm` called through the FFI on preallocated buffers,\n",
   "ds and torch allocate their output per call. Peak = ", PEAK_PER_CORE, " GFLOP/s per core (AVX-512 FMA at the\n",
   "clock measured on this machine, see TOOLCHAIN.md) x threads.\n\n",
-  "```\n", text, "\n```\n")
+  "```\n", text, "\n```\n", kept ~= "" and "\n" or "", kept)
 f:close()
 io.stderr:write("bench: wrote bench/RESULTS.md\n")
