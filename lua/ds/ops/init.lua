@@ -33,7 +33,6 @@ for _, def in ipairs(D.list) do
   end
 end
 
--- fast path for a (tensor op tensor) of one dtype and shape, no grad, not tracing
 local ffi = require("ffi")
 local dsffi = require("ds.ffi")
 local tbuf = ffi.new("ds_tensor*[3]")
@@ -44,8 +43,10 @@ local function same_shape(sa, sb)
   return #sa == #sb and sa[1] == sb[1] and sa[2] == sb[2] and sa[3] == sb[3] and sa[4] == sb[4]
     and sa[5] == sb[5] and sa[6] == sb[6] and sa[7] == sb[7] and sa[8] == sb[8]
 end
-local function fast_binary(def, slow)
+-- fast path for (tensor op tensor) of one dtype and shape, no grad, not tracing; inplace writes into a
+local function fast_binary(def, slow, inplace)
   local kernels = {}
+  local name = inplace and def.name .. "_" or def.name
   return function(a, b)
     if type(a) == "table" and type(b) == "table" and not state.trace then
       local ca, cb = rawget(a, "_c"), rawget(b, "_c")
@@ -56,9 +57,9 @@ local function fast_binary(def, slow)
         local k = kernels[dt]
         if same and k == nil and def.dtypes[dt] then k = D.kernel(def, dt); kernels[dt] = k end
         if same and k then
-          local out = empty(dt, sa, def.name)
+          local out = inplace and a or empty(dt, sa, def.name)
           tbuf[0] = out._c; tbuf[1] = ca; tbuf[2] = cb
-          if k(tbuf, abuf) ~= 0 then errors.raise(def.name .. ": " .. dsffi.last_error()) end
+          if k(tbuf, abuf) ~= 0 then errors.raise(name .. ": " .. dsffi.last_error()) end
           return out
         end
       end
@@ -67,32 +68,10 @@ local function fast_binary(def, slow)
     return r
   end
 end
-for _, name in ipairs { "add", "sub", "mul", "div" } do F[name] = fast_binary(D.by_name[name], F[name]); Tensor[name] = F[name] end
-
--- in-place forms (x:add_(y)) of the same-shape, same-dtype case
-local function fast_binary_inplace(def, slow)
-  local kernels = {}
-  return function(a, b)
-    if type(b) == "table" and not state.trace then
-      local ca, cb, dt = rawget(a, "_c"), rawget(b, "_c"), rawget(a, "dtype")
-      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
-        local sa, sb = a._shape, b._shape
-        local same = sa == sb or same_shape(sa, sb)
-        local k = kernels[dt]
-        if same and k == nil and def.dtypes[dt] then k = D.kernel(def, dt); kernels[dt] = k end
-        if same and k then
-          tbuf[0] = ca; tbuf[1] = ca; tbuf[2] = cb
-          if k(tbuf, abuf) ~= 0 then errors.raise(def.name .. "_: " .. dsffi.last_error()) end
-          return a
-        end
-      end
-    end
-    local r = slow(a, b)
-    return r
-  end
-end
 for _, name in ipairs { "add", "sub", "mul", "div" } do
-  Tensor[name .. "_"] = fast_binary_inplace(D.by_name[name], Tensor[name .. "_"])
+  local def = D.by_name[name]
+  F[name] = fast_binary(def, F[name]); Tensor[name] = F[name]
+  Tensor[name .. "_"] = fast_binary(def, Tensor[name .. "_"], true)
 end
 
 -- fast path for an attr-less unary op on a concrete tensor of a kernel dtype, no grad, not tracing
