@@ -48,7 +48,7 @@ test: deps all
 # The whole suite on an AddressSanitizer + UBSan build (LuaJIT itself is not instrumented: preload the runtimes).
 # DS_ALLOC=c keeps small tensors in C memory too, where ASan sees them; allocator_may_return_null lets the
 # "allocation too large" tests see NULL (as without ASan) instead of an abort.
-test-asan: deps $(BUILD)/asan/libds.so
+test-asan: deps all $(BUILD)/asan/libds.so
 	DS_ALLOC=c DS_LIB=$(ASAN_LIB_PATH) ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD=$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so) $(BUSTED)

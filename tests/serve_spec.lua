@@ -12,11 +12,13 @@ local dir = os.tmpname(); os.remove(dir); os.execute("mkdir -p " .. dir)
 local port = 20000 + math.floor((os.time() + tonumber(tostring({}):match("0x(%x+)"), 16)) % 20000)
 local prefix = dir .. "/nginx"
 
-local function sh(cmd) local p = io.popen(cmd .. " 2>&1"); local s = p:read("*a"); p:close(); return s end
+-- child processes run without the sanitizer preload of make test-asan (curl hangs under it)
+local CLEAN = "env -u LD_PRELOAD -u DS_ALLOC -u DS_LIB -u ASAN_OPTIONS -u UBSAN_OPTIONS "
+local function sh(cmd) local p = io.popen(CLEAN .. "sh -c '" .. cmd:gsub("'", "'\\''") .. "' 2>&1"); local s = p:read("*a"); p:close(); return s end
 local function request(method, path, body)
   local f = dir .. "/body"
   local h = io.open(f, "wb"); h:write(body or ""); h:close()
-  local out = sh(string.format("curl -s -o %s/resp -w '%%{http_code}' -X %s --data-binary @%s http://127.0.0.1:%d%s",
+  local out = sh(string.format("curl -s --max-time 20 -o %s/resp -w '%%{http_code}' -X %s --data-binary @%s http://127.0.0.1:%d%s",
     dir, method, f, port, path))
   local r = io.open(dir .. "/resp"):read("*a")
   return tonumber(out), cjson.decode(r)
@@ -26,10 +28,14 @@ local function image(v)
   for r = 1, 28 do t[r] = {}; for c = 1, 28 do t[r][c] = v or (r * c) % 256 end end
   return cjson.encode { image = t }
 end
-local function serve(cmd) return sh(string.format("%s/examples/serve/serve.sh %s %d %s %s", root, prefix, port, dir .. "/models", cmd)) end
+-- nginx runs outside the sanitizer run (make test-asan preloads ASan into every child process)
+local function serve(cmd)
+  return sh(string.format("%s/examples/serve/serve.sh %s %d %s %s",
+    root, prefix, port, dir .. "/models", cmd))
+end
 local function wait_up()
   for _ = 1, 50 do
-    if sh(string.format("curl -s -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/health", port)) == "200" then return true end
+    if sh(string.format("curl -s --max-time 5 -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/health", port)) == "200" then return true end
     os.execute("sleep 0.1")
   end
   return false
@@ -37,7 +43,7 @@ end
 
 describe_or_skip("serving with nginx", function()
   setup(function()
-    assert(os.execute(string.format("cd %s && luajit examples/serve/export_models.lua %s/models --train-batches 5 >/dev/null", root, dir)) == 0)
+    assert(os.execute(string.format("cd %s && env -u LD_PRELOAD -u DS_ALLOC -u DS_LIB luajit examples/serve/export_models.lua %s/models --train-batches 5 >/dev/null", root, dir)) == 0)
     serve("start")
     assert(wait_up(), "nginx did not come up: " .. sh("cat " .. prefix .. "/logs/error.log"))
   end)
@@ -100,10 +106,10 @@ describe_or_skip("serving with nginx", function()
     local _, before = request("POST", "/predict", image())
     -- corrupt bert, retrain lenet differently, then HUP while requests are in flight
     local f = io.open(dir .. "/models/bert.safetensors", "r+b"); f:seek("set", 1000); f:write("garbage"); f:close()
-    assert(os.execute(string.format("cd %s && luajit examples/serve/export_models.lua %s/new --train-batches 15 >/dev/null", root, dir)) == 0)
+    assert(os.execute(string.format("cd %s && env -u LD_PRELOAD -u DS_ALLOC -u DS_LIB luajit examples/serve/export_models.lua %s/new --train-batches 15 >/dev/null", root, dir)) == 0)
     os.execute(string.format("mv %s/new/lenet.safetensors %s/models/lenet.safetensors && mv %s/new/lenet.json %s/models/lenet.json", dir, dir, dir, dir))
     local img = io.open(dir .. "/img", "wb"); img:write(image()); img:close()
-    local load = io.popen(string.format("for i in $(seq 1 300); do curl -s -o /dev/null -w '%%{http_code}\\n' -X POST --data-binary @%s/img http://127.0.0.1:%d/predict; done", dir, port))
+    local load = io.popen(CLEAN .. string.format("for i in $(seq 1 300); do curl -s --max-time 20 -o /dev/null -w '%%{http_code}\\n' -X POST --data-binary @%s/img http://127.0.0.1:%d/predict; done", dir, port))
     os.execute("sleep 0.2")
     os.execute("kill -HUP $(cat " .. prefix .. "/logs/nginx.pid)")
     local codes = load:read("*a"); load:close()
