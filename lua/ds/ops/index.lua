@@ -97,6 +97,21 @@ C.export("stack", function(list, dim)
   return D.call(cat, parts, { dim = d })
 end, { method = false })
 
+-- gather/scatter_add: index has x's rank and is no larger than x outside dim; returns dim normalized
+local function check_index_dims(x, ix, dim, opname)
+  local sx, si = x._shape, ix._shape
+  if #sx == 0 or #sx ~= #si then
+    errors.raise(string.format("%s: input %s and index %s need the same number of dims (>= 1)", opname, S.str(sx), S.str(si)))
+  end
+  dim = S.dim(dim, #sx, opname)
+  for d = 1, #sx do
+    if d ~= dim and type(si[d]) == "number" and type(sx[d]) == "number" and si[d] > sx[d] then
+      errors.raise(string.format("%s: index %s is larger than input %s in dim %d", opname, S.str(si), S.str(sx), d))
+    end
+  end
+  return dim
+end
+
 -- ---- gather(x, dim, index): out[i][j] = x[index[i][j]][j] (dim 1); out has index's shape ----
 local gather = D.define {
   name = "gather", kind = "index", kernel = "ds_gather_%s", dtypes = C.ALL, ninputs = 2,
@@ -105,16 +120,7 @@ local gather = D.define {
     local x = inputs[1]
     need_tensor(x, "gather", "input")
     local ix = as_index(inputs[2], "gather")
-    local sx, si = x._shape, ix._shape
-    if #sx == 0 or #sx ~= #si then
-      errors.raise(string.format("gather: input %s and index %s need the same number of dims (>= 1)", S.str(sx), S.str(si)))
-    end
-    attrs.dim = S.dim(attrs.dim, #sx, "gather")
-    for d = 1, #sx do
-      if d ~= attrs.dim and type(si[d]) == "number" and type(sx[d]) == "number" and si[d] > sx[d] then
-        errors.raise(string.format("gather: index %s is larger than input %s in dim %d", S.str(si), S.str(sx), d))
-      end
-    end
+    attrs.dim = check_index_dims(x, ix, attrs.dim, "gather")
     return { x, ix }
   end,
   infer = function(inputs) return { shape = inputs[2]._shape, dtype = inputs[1].dtype } end,
@@ -133,18 +139,9 @@ local scatter_add = D.define {
     local x, src = inputs[1], inputs[3]
     need_tensor(x, "scatter_add", "input"); need_tensor(src, "scatter_add", "src")
     local ix = as_index(inputs[2], "scatter_add")
-    local sx, si = x._shape, ix._shape
-    if #sx == 0 or #sx ~= #si then
-      errors.raise(string.format("scatter_add: input %s and index %s need the same number of dims (>= 1)", S.str(sx), S.str(si)))
-    end
-    if not S.equal(si, src._shape) then
-      errors.raise(string.format("scatter_add: index %s and src %s must have the same shape", S.str(si), S.str(src._shape)))
-    end
-    attrs.dim = S.dim(attrs.dim, #sx, "scatter_add")
-    for d = 1, #sx do
-      if d ~= attrs.dim and type(si[d]) == "number" and type(sx[d]) == "number" and si[d] > sx[d] then
-        errors.raise(string.format("scatter_add: index %s is larger than input %s in dim %d", S.str(si), S.str(sx), d))
-      end
+    attrs.dim = check_index_dims(x, ix, attrs.dim, "scatter_add")
+    if not S.equal(ix._shape, src._shape) then
+      errors.raise(string.format("scatter_add: index %s and src %s must have the same shape", S.str(ix._shape), S.str(src._shape)))
     end
     return { x, ix, src }
   end,
