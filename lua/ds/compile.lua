@@ -102,62 +102,9 @@ end
 local Compiled = {}
 Compiled.__index = Compiled
 
--- symbol bindings from the actual inputs (errors name the input, dim and spec)
-local function bind(ir, args)
-  if #args ~= #ir.inputs then
-    errors.raise(string.format("compiled %s: expects %d tensor inputs, got %d", ir.name or "graph", #ir.inputs, #args))
-  end
-  local env, deferred = {}, {}
-  for i, id in ipairs(ir.inputs) do
-    local t, v, spec = args[i], ir.values[id], ir.specs[i]
-    local name = spec.name or ("input " .. i)
-    if not Tensor.is_tensor(t) or not rawget(t, "_c") then
-      errors.raise(string.format("compiled %s: input %d (%s) must be a tensor, got %s", ir.name or "graph", i, name, type(t)))
-    end
-    if t.dtype ~= v.dtype or #t._shape ~= #v.shape then
-      errors.raise(string.format("compiled %s: input %d (%s) must be %s %s, got %s %s", ir.name or "graph", i, name,
-        v.dtype, S.str(v.shape), t.dtype, S.str(t._shape)))
-    end
-    for d, want in ipairs(v.shape) do
-      local got = t._shape[d]
-      local sname = sym.symbol_name(want)
-      if type(want) == "number" then
-        if got ~= want then
-          errors.raise(string.format("compiled %s: input %d (%s) has shape %s, its spec is %s (dim %d must be %d)",
-            ir.name or "graph", i, name, S.str(t._shape), S.str(v.shape), d, want))
-        end
-      elseif sname then
-        if env[sname] == nil then env[sname] = got
-        elseif env[sname] ~= got then
-          errors.raise(string.format("compiled %s: input %d (%s) dim %d is %d, but dim '%s' is %d",
-            ir.name or "graph", i, name, d, got, sname, env[sname]))
-        end
-      else
-        deferred[#deferred + 1] = { i, d, want, got, name }
-      end
-    end
-  end
-  for _, c in ipairs(deferred) do
-    local ok, val = pcall(sym.eval, c[3], env)
-    if not ok or val ~= c[4] then
-      errors.raise(string.format("compiled %s: input %d (%s) dim %d is %d, its spec says %s", ir.name or "graph",
-        c[1], c[5], c[2], c[4], tostring(c[3])))
-    end
-  end
-  return env
-end
-
-local function env_key(env)
-  local names = {}
-  for k in pairs(env) do names[#names + 1] = k end
-  table.sort(names)
-  for i, k in ipairs(names) do names[i] = k .. "=" .. env[k] end
-  return table.concat(names, ",")
-end
-
 -- the plan for one binding: lowered steps, memory plan, C plan with constants bound
 function Compiled:plan_for(env)
-  local key = env_key(env)
+  local key = sym.env_key(env)
   local p = self._plans[key]
   if p then return p end
   local L = lower.build(self.ir, env)
@@ -237,7 +184,7 @@ function Compiled:run(args)
   if self._static and static_ok(ir, args) then
     p, env = self._static, EMPTY
   else
-    env = bind(ir, args)
+    env = sym.bind_inputs("compiled " .. (ir.name or "graph"), ir.specs, args)
     p = self:plan_for(env)
     if not self._dynamic then self._static = p end
   end

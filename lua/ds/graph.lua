@@ -43,11 +43,9 @@ local S = require("ds.shape")
 local sym = require("ds.sym")
 local errors = require("ds.errors")
 local state = require("ds.state")
-local Tensor = require("ds.tensor")
 
 local Graph = {}
 Graph.__index = Graph
-local is_tensor = Tensor.is_tensor
 
 function Graph.new(name)
   return setmetatable({ name = name or "graph", values = {}, inputs = {}, args = {}, state = {}, constants = {},
@@ -212,64 +210,21 @@ end
 -- ---- running ----
 -- Bind symbolic dims from the actual inputs (env may carry the enclosing graph's bindings).
 function Graph:bind(args, env)
-  env = env or {}
-  local from = {}
-  local deferred = {}
-  if #args ~= #self.inputs then
-    errors.raise(string.format("graph %s: expects %d tensor inputs, got %d", self.name, #self.inputs, #args))
+  local specs = self._input_specs
+  if not specs then
+    specs = {}
+    for i, inp in ipairs(self.inputs) do
+      local v = self.values[inp.value]
+      specs[i] = { name = inp.name, shape = v.shape, dtype = v.dtype }
+    end
+    self._input_specs = specs
   end
-  for i, inp in ipairs(self.inputs) do
-    local t = args[i]
-    local val = self.values[inp.value]
-    if not is_tensor(t) then
-      errors.raise(string.format("graph %s: input %d (%s) must be a tensor, got %s", self.name, i, inp.name, type(t)))
-    end
-    if not rawget(t, "_c") then
-      errors.raise(string.format("graph %s: input %d (%s) is an abstract tensor; inside a trace call the graph", self.name, i, inp.name))
-    end
-    if t.dtype ~= val.dtype or #t._shape ~= #val.shape then
-      errors.raise(string.format("graph %s: input %d (%s) must be %s, got %s %s", self.name, i, inp.name,
-        type_str(val), t.dtype, S.str(t._shape)))
-    end
-    for d, want in ipairs(val.shape) do
-      local got = t._shape[d]
-      local name = sym.symbol_name(want)
-      if type(want) == "number" then
-        if got ~= want then
-          errors.raise(string.format("graph %s: input %d (%s) has shape %s, its spec is %s (dim %d must be %d)",
-            self.name, i, inp.name, S.str(t._shape), S.str(val.shape), d, want))
-        end
-      elseif name then
-        if env[name] == nil then
-          env[name] = got; from[name] = string.format("input %d (%s) dim %d", i, inp.name, d)
-        elseif env[name] ~= got then
-          errors.raise(string.format("graph %s: input %d (%s) dim %d is %d, but dim '%s' is %d (from %s)",
-            self.name, i, inp.name, d, got, name, env[name], from[name] or "the enclosing graph"))
-        end
-      else
-        deferred[#deferred + 1] = { i, d, want, got }
-      end
-    end
-  end
-  for _, c in ipairs(deferred) do
-    local i, d, want, got = c[1], c[2], c[3], c[4]
-    local ok, v = pcall(sym.eval, want, env)
-    if not ok or v ~= got then
-      errors.raise(string.format("graph %s: input %d (%s) dim %d is %d, its spec says %s%s", self.name, i,
-        self.inputs[i].name, d, got, tostring(want), ok and (" = " .. v) or ""))
-    end
-  end
-  return env
+  return sym.bind_inputs("graph " .. self.name, specs, args, env)
 end
 
 -- per-binding resolved attrs/metas of the dynamic nodes
 local function plan_for(self, env)
-  local names = {}
-  for k in pairs(env) do names[#names + 1] = k end
-  table.sort(names)
-  local key = {}
-  for i, k in ipairs(names) do key[i] = k .. "=" .. env[k] end
-  key = table.concat(key, ",")
+  local key = sym.env_key(env)
   local plan = self._plans[key]
   if plan then return plan end
   plan = {}

@@ -191,4 +191,64 @@ end
 Sym.__lt = no_compare
 Sym.__le = no_compare
 
+-- Bind symbolic dims from actual input tensors. specs[i] = {name, shape, dtype}; label names the graph in
+-- messages ("graph g", "compiled g"); env may carry an enclosing graph's bindings. Returns env.
+function M.bind_inputs(label, specs, args, env)
+  local S = require("ds.shape")
+  env = env or {}
+  local from, deferred = {}, {}
+  if #args ~= #specs then
+    errors.raise(string.format("%s: expects %d tensor inputs, got %d", label, #specs, #args))
+  end
+  for i, spec in ipairs(specs) do
+    local t, name = args[i], spec.name or ("input " .. i)
+    if getmetatable(t) ~= "ds.Tensor" then
+      errors.raise(string.format("%s: input %d (%s) must be a tensor, got %s", label, i, name, type(t)))
+    end
+    if not rawget(t, "_c") then
+      errors.raise(string.format("%s: input %d (%s) is an abstract tensor; inside a trace call the graph", label, i, name))
+    end
+    if t.dtype ~= spec.dtype or #t._shape ~= #spec.shape then
+      errors.raise(string.format("%s: input %d (%s) must be %s %s, got %s %s", label, i, name,
+        spec.dtype, S.str(spec.shape), t.dtype, S.str(t._shape)))
+    end
+    for d, want in ipairs(spec.shape) do
+      local got = t._shape[d]
+      local sname = M.symbol_name(want)
+      if type(want) == "number" then
+        if got ~= want then
+          errors.raise(string.format("%s: input %d (%s) has shape %s, its spec is %s (dim %d must be %d)",
+            label, i, name, S.str(t._shape), S.str(spec.shape), d, want))
+        end
+      elseif sname then
+        if env[sname] == nil then
+          env[sname] = got; from[sname] = string.format("input %d (%s) dim %d", i, name, d)
+        elseif env[sname] ~= got then
+          errors.raise(string.format("%s: input %d (%s) dim %d is %d, but dim '%s' is %d (from %s)",
+            label, i, name, d, got, sname, env[sname], from[sname] or "the enclosing graph"))
+        end
+      else
+        deferred[#deferred + 1] = { i, d, want, got, name }
+      end
+    end
+  end
+  for _, c in ipairs(deferred) do
+    local ok, v = pcall(M.eval, c[3], env)
+    if not ok or v ~= c[4] then
+      errors.raise(string.format("%s: input %d (%s) dim %d is %d, its spec says %s%s", label, c[1], c[5], c[2], c[4],
+        tostring(c[3]), ok and (" = " .. v) or ""))
+    end
+  end
+  return env
+end
+
+-- a stable string for a binding ("batch=4,seq=7"), to cache per-shape plans
+function M.env_key(env)
+  local names = {}
+  for k in pairs(env) do names[#names + 1] = k end
+  table.sort(names)
+  for i, k in ipairs(names) do names[i] = k .. "=" .. env[k] end
+  return table.concat(names, ",")
+end
+
 return M
