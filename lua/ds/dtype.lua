@@ -54,10 +54,4 @@ function M.with_scalar(dt, v)
   return dt
 end
 
--- dtype a lone Lua value gets (ds.tensor(3) is f32 like torch.tensor(3.)); booleans are bool
-function M.of_value(v)
-  if type(v) == "boolean" then return "bool" end
-  return "f32"
-end
-
 return M

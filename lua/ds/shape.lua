@@ -12,8 +12,6 @@ function M.same(a, b)
   return false
 end
 
-function M.is_one(d) return d == 1 end
-
 function M.mul(a, b)
   if type(a) == "number" and type(b) == "number" then return a * b end
   return M.sym.mul(a, b)

@@ -127,7 +127,7 @@ Tensor.copy_ = function(x, src)
   if not S.equal(s, x._shape) then
     errors.raise(string.format("copy_: source shape %s does not broadcast to %s", S.str(src._shape), S.str(x._shape)))
   end
-  return D.call(D.by_name.contiguous_into or D.by_name.contiguous, { src:expand(x._shape) }, nil, x)
+  return D.call(D.by_name.contiguous, { src:expand(x._shape) }, nil, x)
 end
 -- torch.equal: same shape and every element equal (NaN is unequal to itself, like PyTorch)
 F.equal = function(a, b)
