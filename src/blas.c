@@ -17,7 +17,33 @@ static void gather_matrix(const ds_tensor *t, const char *p, int64_t rows, int64
     for (int64_t j = 0; j < cols; j++) memcpy((char *)dst + (i * cols + j) * es, p + (i * rs + j * cs) * es, es);
 }
 
-/* out (..., M, N) = a (..., M, K) @ b (..., K, N); batch dims broadcast to out's. */
+/* byte offsets of batch bi's matrices in a and b (batch strides as, bs over out's batch dims) */
+static void batch_offsets(const ds_tensor *o, int nb, const int64_t *as, const int64_t *bs, int64_t bi, int64_t *ao, int64_t *bo) {
+  int64_t rem = bi; *ao = 0; *bo = 0;
+  for (int i = nb - 1; i >= 0; i--) { int64_t idx = rem % o->shape[i]; rem /= o->shape[i]; *ao += idx * as[i]; *bo += idx * bs[i]; }
+}
+
+/* f32 matmul on ds's own GEMM (sgemm.c): a's rows have unit stride (row stride lda), b any strides */
+static int sgemm_batches(ds_tensor *o, const ds_tensor *a, const ds_tensor *b, int nb, const int64_t *as, const int64_t *bs,
+                         int64_t batches, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t brs, int64_t bcs) {
+  const float *one_a, *one_b; float *one_c;
+  const float **pa = &one_a, **pb = &one_b; float **pc = &one_c;
+  if (batches > 1) {
+    pa = malloc(sizeof *pa * (size_t)batches); pb = malloc(sizeof *pb * (size_t)batches); pc = malloc(sizeof *pc * (size_t)batches);
+    if (!pa || !pb || !pc) { free(pa); free(pb); free(pc); return ds_fail(DS_ENOMEM, "matmul: out of memory"); }
+  }
+  for (int64_t bi = 0; bi < batches; bi++) {
+    int64_t ao, bo;
+    batch_offsets(o, nb, as, bs, bi, &ao, &bo);
+    pa[bi] = (const float *)a->data + ao; pb[bi] = (const float *)b->data + bo; pc[bi] = (float *)o->data + bi * M * N;
+  }
+  int rc = ds_sgemm_batch(batches, pa, pb, pc, M, N, K, lda, brs, bcs, N);
+  if (batches > 1) { free(pa); free(pb); free(pc); }
+  return rc;
+}
+
+/* out (..., M, N) = a (..., M, K) @ b (..., K, N); batch dims broadcast to out's. f32 products with
+   weight-sized b (ds_sgemm_fits) run on sgemm.c, the rest on OpenBLAS. */
 static int matmul(ds_tensor *const *t, int dtype) {
   ds_tensor *o = t[0], *a = t[1], *b = t[2];
   char s1[128], s2[128], s3[128];
@@ -45,6 +71,8 @@ static int matmul(ds_tensor *const *t, int dtype) {
   if (folded) { M *= batches; batches = 1; }
   int64_t ars = folded ? K : a->strides[a->ndim - 2], acs = folded ? 1 : a->strides[a->ndim - 1];
   int64_t brs = b->strides[b->ndim - 2], bcs = b->strides[b->ndim - 1];
+  if (dtype == DS_F32 && K > 0 && batches > 0 && (acs == 1 || M == 1) && ds_sgemm_fits(N, K))
+    return sgemm_batches(o, a, b, nb, as, bs, batches, M, N, K, acs == 1 ? ars : K, brs, bcs);
   int ta, tb; int64_t lda, ldb;
   int copy_a = !blas_layout(M, K, ars, acs, &ta, &lda), copy_b = !blas_layout(K, N, brs, bcs, &tb, &ldb);
   void *tmp_a = NULL, *tmp_b = NULL;
@@ -52,8 +80,8 @@ static int matmul(ds_tensor *const *t, int dtype) {
   if (copy_b) { tmp_b = malloc((size_t)(K * N * es) + 1); tb = 0; ldb = N > 0 ? N : 1; }
   if ((copy_a && !tmp_a) || (copy_b && !tmp_b)) { free(tmp_a); free(tmp_b); return ds_fail(DS_ENOMEM, "matmul: out of memory"); }
   for (int64_t bi = 0; bi < batches; bi++) {
-    int64_t rem = bi, ao = 0, bo = 0;
-    for (int i = nb - 1; i >= 0; i--) { int64_t idx = rem % o->shape[i]; rem /= o->shape[i]; ao += idx * as[i]; bo += idx * bs[i]; }
+    int64_t ao, bo;
+    batch_offsets(o, nb, as, bs, bi, &ao, &bo);
     const char *pa = (const char *)a->data + ao * es, *pb = (const char *)b->data + bo * es;
     char *po = (char *)o->data + bi * M * N * es;
     if (copy_a) { gather_matrix(a, pa, M, K, ars, acs, tmp_a); pa = tmp_a; }

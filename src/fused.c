@@ -247,6 +247,13 @@ static void run_units(const iter *it, int64_t u0, int64_t u1) {
   }
 }
 
+/* work per element in units of one add: transcendental functions (exp .. gelu_tanh) cost ~8 adds each */
+static int64_t program_cost(const program *p) {
+  int64_t c = 0;
+  for (int i = 0; i < p->ninstr; i++) c += p->ins[i].op <= OP_GELU_TANH ? 8 : 1;
+  return c > 0 ? c : 1;
+}
+
 static int run_program(const program *p, ds_tensor *const *t) {
   iter it;
   it.p = p; it.nops = p->nout + p->nin;
@@ -284,7 +291,7 @@ static int run_program(const program *p, ds_tensor *const *t) {
   int64_t rows = 1;
   for (int d = 0; d < nd - 1; d++) rows *= it.shape[d];
   int64_t units = rows * ((it.shape[nd - 1] + TILE - 1) / TILE);
-  if (o->numel >= DS_PAR_MIN && units > 1 && omp_get_max_threads() > 1) {
+  if (o->numel * program_cost(p) >= DS_PAR_MIN && units > 1 && omp_get_max_threads() > 1) {
     #pragma omp parallel
     {
       int nt = omp_get_num_threads(), id = omp_get_thread_num();

@@ -41,4 +41,8 @@ void ds_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, c
                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void ds_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
                  const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
+/* sgemm.c: ds's own f32 GEMM. ds_sgemm_fits(N, K): whether it takes (., K) @ (K, N) products. */
+int ds_sgemm_fits(int64_t N, int64_t K);
+int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B, float *const *C,
+                   int64_t M, int64_t N, int64_t K, int64_t lda, int64_t brs, int64_t bcs, int64_t ldc);
 #endif

@@ -1,6 +1,7 @@
 /* runtime.c: the plan runtime -- buffers (arena views, bound externals, views) and kernel steps run in C. */
 #include "internal.h"
 #include <stdlib.h>
+#include <time.h>
 
 #define ATTR_PAD 64      /* zeros after each step's attrs: a kernel reading a fixed index never reads past */
 
@@ -27,6 +28,7 @@ struct ds_plan {
   buffer *bufs; int nbufs, capbufs;
   step *steps; int nsteps, capsteps;
   int ready;
+  double *step_seconds;  /* per-step wall time summed over runs while profiling (NULL: off) */
 };
 
 static int grow(void **p, int *cap, int need, size_t elsize) {
@@ -50,7 +52,7 @@ ds_plan *ds_plan_new(int64_t arena_bytes) {
 void ds_plan_free(ds_plan *p) {
   if (!p) return;
   for (int i = 0; i < p->nsteps; i++) { free(p->steps[i].bufs); free(p->steps[i].targs); free(p->steps[i].attrs); }
-  free(p->steps); free(p->bufs); free(p->arena); free(p);
+  free(p->steps); free(p->bufs); free(p->arena); free(p->step_seconds); free(p);
 }
 
 /* lowest and highest element touched by a strided view (relative to its data), numel > 0 */
@@ -216,7 +218,13 @@ int ds_plan_run_range(ds_plan *p, int first, int last) {
       if (!b->bound)
         return ds_fail(DS_EINVAL, "plan: step %d (%s) uses external buffer %d, which was not bound", i + 1, s->name, s->bufs[k]);
     }
+    struct timespec t0, t1;
+    if (p->step_seconds) clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = s->fn(s->targs, s->attrs);
+    if (p->step_seconds) {
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      p->step_seconds[i] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    }
     if (rc != DS_OK) {
       char msg[512];
       snprintf(msg, sizeof msg, "step %d (%s): %s", i + 1, s->name, ds_last_error());
@@ -236,6 +244,21 @@ const ds_tensor *ds_plan_buffer(ds_plan *p, int id) {
   resolve(p);
   return &p->bufs[id].t;
 }
+
+/* Profiling: on = 1 starts (or restarts) summing each step's wall time over runs, 0 stops. */
+int ds_plan_profile(ds_plan *p, int on) {
+  if (!p) return ds_fail(DS_EINVAL, "plan: NULL plan");
+  free(p->step_seconds); p->step_seconds = NULL;
+  if (on && p->nsteps > 0) {
+    p->step_seconds = calloc((size_t)p->nsteps, sizeof(double));
+    if (!p->step_seconds) return ds_fail(DS_ENOMEM, "plan: out of memory");
+  }
+  return DS_OK;
+}
+double ds_plan_step_seconds(const ds_plan *p, int i) {
+  return p && p->step_seconds && i >= 0 && i < p->nsteps ? p->step_seconds[i] : 0.0;
+}
+const char *ds_plan_step_kernel(const ds_plan *p, int i) { return p && i >= 0 && i < p->nsteps ? p->steps[i].name : ""; }
 
 int64_t ds_plan_arena_bytes(const ds_plan *p) { return p ? p->arena_bytes : 0; }
 int ds_plan_num_steps(const ds_plan *p) { return p ? p->nsteps : 0; }

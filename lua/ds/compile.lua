@@ -283,6 +283,42 @@ end
 
 function Compiled:plan_count() return self._nplans end
 
+-- Run the graph `runs` times on the given inputs with each C step timed; returns the steps sorted by
+-- time, {kernel, op, line, shape, ms (per run), share (of the steps' total)}, plus the total ms per run.
+-- cg:profile(50, ids, mask) -- print(ds.format_profile(rows)) shows them as a table.
+function Compiled:profile(runs, ...)
+  if type(runs) ~= "number" or runs < 1 then errors.raise("profile: give the number of runs first, then the inputs") end
+  self(...)
+  local p = self._last_plan
+  local plan = p.plan
+  if C.ds_plan_profile(plan, 1) ~= 0 then errors.raise("profile: " .. dsffi.last_error()) end
+  local args = { n = select("#", ...), ... }
+  local ok, err = pcall(function() for _ = 1, runs do self(unpack(args, 1, args.n)) end end)
+  local rows, total = {}, 0
+  for i, st in ipairs(p.log.steps) do
+    local ms = C.ds_plan_step_seconds(plan, i - 1) * 1e3 / runs
+    total = total + ms
+    rows[i] = { kernel = st.kernel, op = st.op, line = st.line, shape = st.shape, ms = ms }
+  end
+  C.ds_plan_profile(plan, 0)
+  if not ok then error(err, 0) end
+  for _, r in ipairs(rows) do r.share = total > 0 and r.ms / total or 0 end
+  table.sort(rows, function(a, b) return a.ms > b.ms end)
+  return rows, total
+end
+
+-- the rows of Compiled:profile as a text table (the `limit` slowest, 20 by default)
+function M.format_profile(rows, total, limit)
+  local out = { string.format("%9s %6s  %-28s %-18s %s", "ms/run", "share", "kernel", "shape", "source") }
+  for i = 1, math.min(limit or 20, #rows) do
+    local r = rows[i]
+    out[#out + 1] = string.format("%9.4f %5.1f%%  %-28s %-18s %s", r.ms, 100 * r.share, r.kernel,
+      r.shape and S.str(r.shape) or "", r.line or "")
+  end
+  out[#out + 1] = string.format("%9.4f        total of %d steps", total or 0, #rows)
+  return table.concat(out, "\n")
+end
+
 function Compiled:__tostring()
   local s = self.stats
   local p = self._last_plan
@@ -332,6 +368,7 @@ function M.install(ds)
   ds._compile_impl = function(target, specs, opts) return M.compile(ds, target, specs, opts) end
   if not lazy then ds.compile = function(target, specs, opts) return M.compile(ds, target, specs, opts) end end
   ds.is_compiled = M.is_compiled
+  ds.format_profile = M.format_profile
 end
 
 return M

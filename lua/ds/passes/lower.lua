@@ -265,7 +265,8 @@ function M.emit(L, arena_bytes)
       local b = ffi.new("int[?]", #ids, ids)
       local a = ffi.new("double[?]", #s.attrs + 1, s.attrs)
       check(C.ds_plan_add_step(plan, s.kernel, #ids, b, #s.attrs, a), s.op .. " (" .. (s.line or "?") .. ")")
-      log.steps[#log.steps + 1] = { kernel = s.kernel, buffers = ids, attrs = s.attrs }
+      log.steps[#log.steps + 1] = { kernel = s.kernel, buffers = ids, attrs = s.attrs, op = s.op, line = s.line,
+                                    shape = s.outs[1] and s.outs[1].shape }
       nc = nc + 1
     end
   end

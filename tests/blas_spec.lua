@@ -1,0 +1,125 @@
+-- tests/blas_spec.lua: matmul forward against naive loops (1-D, 2-D, batched, broadcast, strided, f32/f64,
+-- both GEMM paths), the determinism of ds's own sgemm (rows, batches, threads), and shape errors.
+local ds = require("ds")
+local H = require("helpers")
+
+-- naive (..., M, K) @ (..., K, N) in double over the operands' values; a, b >= 2-D with equal batch dims
+local function naive(a, b)
+  local A, B = a:astype("f64"):contiguous(), b:astype("f64"):contiguous()
+  local M, K, N = a:size(-2), a:size(-1), b:size(-1)
+  local batch = math.floor(a:numel() / (M * K))
+  local av, bv = A:reshape(-1):totable(), B:reshape(-1):totable()
+  local out = {}
+  for t = 0, batch - 1 do
+    for i = 0, M - 1 do
+      for j = 0, N - 1 do
+        local s = 0
+        for k = 0, K - 1 do s = s + av[t * M * K + i * K + k + 1] * bv[t * K * N + k * N + j + 1] end
+        out[#out + 1] = s
+      end
+    end
+  end
+  return out
+end
+
+-- |got - ref| <= tolerance for a K-term f32 (or f64) dot product of values in [-1, 1]
+local function check(got, a, b, ref)
+  local K = a:size(-1)
+  local eps = got.dtype == "f64" and 2 ^ -52 or 2 ^ -23
+  H.close(got, ref or naive(a, b), 0, 2 * K * eps + 1e-30)
+end
+
+local function rnd(...) return ds.rand(...) * 2 - 1 end
+
+describe("matmul", function()
+  before_each(function() ds.manual_seed(7) end)
+
+  it("2-D products of many shapes (ds's sgemm for weight-sized b, OpenBLAS otherwise) match a naive loop", function()
+    for _, s in ipairs { { 1, 1, 1 }, { 3, 5, 7 }, { 7, 33, 17 }, { 13, 64, 40 }, { 6, 16, 16 }, { 14, 256, 70 },
+                         { 100, 37, 129 }, { 5, 9, 1 }, { 1, 300, 33 } } do
+      local M, K, N = s[1], s[2], s[3]
+      local a, b = rnd(M, K), rnd(K, N)
+      local y = a:matmul(b)
+      assert.same({ M, N }, y.shape)
+      check(y, a, b)
+    end
+  end)
+
+  it("takes transposed, row-strided and expanded operands without copying them first", function()
+    local w = rnd(40, 24)                       -- a weight (out, in) used as w^T
+    local x = rnd(9, 30):narrow(2, 3, 24)       -- rows with stride 30
+    check(x:matmul(w:t()), x, w:t())
+    local at = rnd(24, 9):t()                   -- transposed a (OpenBLAS path)
+    check(at:matmul(w:t()), at, w:t())
+    local row = rnd(1, 24):expand(5, 24)        -- stride-0 rows
+    check(row:matmul(w:t()), row, w:t())
+    local bs = rnd(24, 80):narrow(2, 5, 40)     -- b with row stride 80
+    check(x:matmul(bs), x, bs)
+  end)
+
+  it("batched with broadcasting, and 1-D operands, match the naive loop", function()
+    local a, b = rnd(2, 1, 5, 6), rnd(3, 6, 4)
+    local y = a:matmul(b)
+    assert.same({ 2, 3, 5, 4 }, y.shape)
+    check(y, a:expand(2, 3, 5, 6), b:reshape(1, 3, 6, 4):expand(2, 3, 6, 4))
+    local shared = rnd(4, 7, 10):matmul(rnd(10, 3))   -- batch folded into M
+    assert.same({ 4, 7, 3 }, shared.shape)
+    local v, m = rnd(6), rnd(6, 5)
+    check(v:matmul(m), v:reshape(1, 6), m)
+    check(m:t():matmul(v), m:t(), v:reshape(6, 1))
+    H.close(v:matmul(v), naive(v:reshape(1, 6), v:reshape(6, 1)), 0, 1e-6)
+    assert.same({}, v:matmul(v).shape)
+  end)
+
+  it("f64 products go through dgemm and match to double precision", function()
+    local a, b = rnd(7, 19):astype("f64"), rnd(19, 11):astype("f64")
+    check(a:matmul(b), a, b)
+    check(a:matmul(b:t():contiguous():t()), a, b)
+  end)
+
+  it("a b larger than the sgemm rule (N * K > 2^22) uses OpenBLAS and is still right", function()
+    local a, b = rnd(2, 2100), rnd(2100, 2100)
+    local y = a:matmul(b)
+    local cols = b:narrow(2, 1000, 3):contiguous()
+    check(y:narrow(2, 1000, 3), a, cols, naive(a, cols))
+  end)
+
+  it("ds's sgemm: a row's result does not depend on M or on the other rows (bitwise)", function()
+    for _, s in ipairs { { 37, 300, 70 }, { 14, 256, 1024 }, { 128, 64, 17 } } do
+      local M, K, N = s[1], s[2], s[3]
+      local a, w = rnd(M, K), rnd(N, K)
+      local y = a:matmul(w:t())
+      for _, i in ipairs { 1, 2, 7, M } do
+        assert.is_true(H.bitwise(a:narrow(1, i, 1):matmul(w:t()), y:narrow(1, i, 1)), "row " .. i)
+      end
+      assert.is_true(H.bitwise(a:narrow(1, 3, 5):matmul(w:t()), y:narrow(1, 3, 5)))
+    end
+  end)
+
+  it("ds's sgemm: batched results equal per-matrix products, and 1 and 2 threads agree bitwise", function()
+    local a, b = rnd(3, 50, 64), rnd(3, 64, 90)
+    local y = a:matmul(b)
+    for t = 1, 3 do assert.is_true(H.bitwise(y[t], a[t]:matmul(b[t]))) end
+    local x, w = rnd(200, 256), rnd(300, 256)
+    local before = ds.get_num_threads()
+    ds.set_num_threads(1)
+    local one = x:matmul(w:t())
+    ds.set_num_threads(2)
+    local two = x:matmul(w:t())
+    ds.set_num_threads(before)
+    assert.is_true(H.bitwise(one, two))
+  end)
+
+  it("empty dims give empty or zero results", function()
+    assert.same({ 0, 4 }, rnd(0, 3):matmul(rnd(3, 4)).shape)
+    local z = ds.empty(2, 0):matmul(ds.empty(0, 3))
+    assert.same({ { 0, 0, 0 }, { 0, 0, 0 } }, z:totable())
+  end)
+
+  it("names the op and the shapes when they do not match", function()
+    H.raises(function() return rnd(2, 3):matmul(rnd(4, 5)) end, "matmul", "(2,3)", "(4,5)")
+    H.raises(function() return rnd(2, 2, 3):matmul(rnd(3, 3, 4)) end, "matmul", "broadcast")
+    H.raises(function() return ds.tensor(1):matmul(rnd(2)) end, "matmul", "1 dim")
+    H.raises(function() return rnd(3):matmul(rnd(4)) end, "matmul", "(3)", "(4)")
+  end)
+end)
