@@ -58,10 +58,15 @@ EPOCHS ?= 1
 example: deps all
 	$(RUN_LUA) examples/pipeline.lua --epochs $(EPOCHS)
 
-# Small-op latency and GEMM against OpenBLAS and PyTorch; writes bench/RESULTS.md.
-bench: deps all
+# Small-op latency and GEMM against OpenBLAS, PyTorch and the measured FMA peak; writes bench/RESULTS.md.
+$(BUILD)/peak_flops: bench/peak_flops.c
+	@mkdir -p $(BUILD)
+	$(CC) -O2 -fopenmp $< -o $@
+
+bench: DEPS += python3-torch
+bench: deps all $(BUILD)/peak_flops
 	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
-	  $(RUN_LUA) bench/run.lua $(BENCH_THREADS)
+	  PEAK_FLOPS=$(BUILD)/peak_flops $(RUN_LUA) bench/run.lua $(BENCH_THREADS)
 
 # Used by `luarocks make rocks/ds-scm-1.rockspec`: lua/ds with ds.h and libds.so next to its files.
 INST_LUADIR ?= /usr/local/share/lua/5.1

@@ -43,7 +43,7 @@ static int sgemm_batches(ds_tensor *o, const ds_tensor *a, const ds_tensor *b, i
 }
 
 /* out (..., M, N) = a (..., M, K) @ b (..., K, N); batch dims broadcast to out's. f32 products with
-   weight-sized b (ds_sgemm_fits) run on sgemm.c, the rest on OpenBLAS. */
+   weight-sized b (ds_sgemm_fits: K <= 1024, N*K <= 2^22) run on sgemm.c, the rest on OpenBLAS. */
 static int matmul(ds_tensor *const *t, int dtype) {
   ds_tensor *o = t[0], *a = t[1], *b = t[2];
   char s1[128], s2[128], s3[128];

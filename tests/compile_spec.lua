@@ -208,6 +208,27 @@ describe("compile: dynamic dims and plans", function()
     local x = t({ 3, 4 }):t()
     assert(H.bitwise(cg(x), f(x)))
   end)
+  it("profile times every C step and leaves results and later runs unchanged", function()
+    local f = function(x, w) return x:matmul(w):relu():softmax(-1) end
+    local cg = ds.compile(f, { ds.spec({ 8, "n" }, "f32", "x"), ds.spec({ "n", 5 }, "f32", "w") })
+    local x, w = t({ 8, 6 }), t({ 6, 5 })
+    local rows, total = cg:profile(4, x, w)
+    local steps = require("ds.ffi").C.ds_plan_num_steps(cg._last_plan.plan)
+    assert.are.equal(steps, #rows)
+    local kernels, share = {}, 0
+    for i, r in ipairs(rows) do
+      kernels[r.kernel] = true
+      assert.truthy(r.ms >= 0 and (i == 1 or rows[i - 1].ms >= r.ms))
+      assert.truthy(r.line and r.line:find("compile_spec.lua", 1, true))
+      share = share + r.share
+    end
+    assert.truthy(kernels.ds_softmax_f32 and (kernels.ds_matmul_ep_f32 or kernels.ds_matmul_f32))
+    assert.truthy(total > 0 and math.abs(share - 1) < 1e-9)
+    local text = ds.format_profile(rows, total)
+    assert.truthy(text:find("ds_softmax_f32", 1, true) and text:find("total of " .. steps .. " steps", 1, true))
+    assert(H.bitwise(cg(x, w), f(x, w)))
+    H.raises(function() cg:profile(x, w) end, "profile", "number of runs")
+  end)
 end)
 
 describe("compile: memory plan", function()

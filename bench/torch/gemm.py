@@ -20,7 +20,7 @@ def main():
             a, b = torch.rand(n, n), torch.rand(n, n)
             flop = 2.0 * n ** 3
             reps = max(1, int(2e9 / flop))      # ~ a few ms per sample at hundreds of GFLOP/s
-            for _ in range(2):
+            for _ in range(max(3, -(-256 * 2**20 // (4 * n * n)))):   # the warm-up of bench/gemm.lua
                 torch.mm(a, b)
             rates = []
             for _ in range(args.samples):
