@@ -71,8 +71,8 @@ static int matmul(ds_tensor *const *t, int dtype) {
   if (folded) { M *= batches; batches = 1; }
   int64_t ars = folded ? K : a->strides[a->ndim - 2], acs = folded ? 1 : a->strides[a->ndim - 1];
   int64_t brs = b->strides[b->ndim - 2], bcs = b->strides[b->ndim - 1];
-  if (dtype == DS_F32 && K > 0 && batches > 0 && (acs == 1 || M == 1) && ds_sgemm_fits(N, K))
-    return sgemm_batches(o, a, b, nb, as, bs, batches, M, N, K, acs == 1 ? ars : K, brs, bcs);
+  if (dtype == DS_F32 && K > 0 && batches > 0 && acs == 1 && ds_sgemm_fits(N, K))
+    return sgemm_batches(o, a, b, nb, as, bs, batches, M, N, K, ars, brs, bcs);
   int ta, tb; int64_t lda, ldb;
   int copy_a = !blas_layout(M, K, ars, acs, &ta, &lda), copy_b = !blas_layout(K, N, brs, bcs, &tb, &ldb);
   void *tmp_a = NULL, *tmp_b = NULL;

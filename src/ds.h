@@ -101,7 +101,6 @@ int ds_plan_num_steps(const ds_plan *p);
 int ds_plan_num_buffers(const ds_plan *p);
 int ds_plan_profile(ds_plan *p, int on);                  /* 1: sum each step's wall time over runs; 0: stop */
 double ds_plan_step_seconds(const ds_plan *p, int step);  /* 0-based; seconds summed while profiling */
-const char *ds_plan_step_kernel(const ds_plan *p, int step);
 /* fused.c: checks a fused/epilogue program against its operands' dtypes (run by ds_plan_add_step) */
 int ds_fused_validate(const char *kernel, int nbuf, const int *dtypes, int nattrs, const double *attrs);
 

@@ -151,6 +151,7 @@ int ds_plan_add_step(ds_plan *p, const char *name, int nbuf, const int *bufs, in
   if (nattrs) memcpy(s.attrs, attrs, sizeof(double) * (size_t)nattrs);
   p->steps[p->nsteps] = s;
   p->ready = 0;
+  free(p->step_seconds); p->step_seconds = NULL;   /* a new step ends profiling (the timings are per step) */
   return p->nsteps++;
 }
 
@@ -258,7 +259,6 @@ int ds_plan_profile(ds_plan *p, int on) {
 double ds_plan_step_seconds(const ds_plan *p, int i) {
   return p && p->step_seconds && i >= 0 && i < p->nsteps ? p->step_seconds[i] : 0.0;
 }
-const char *ds_plan_step_kernel(const ds_plan *p, int i) { return p && i >= 0 && i < p->nsteps ? p->steps[i].name : ""; }
 
 int64_t ds_plan_arena_bytes(const ds_plan *p) { return p ? p->arena_bytes : 0; }
 int ds_plan_num_steps(const ds_plan *p) { return p ? p->nsteps : 0; }

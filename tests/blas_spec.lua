@@ -55,6 +55,11 @@ describe("matmul", function()
     check(row:matmul(w:t()), row, w:t())
     local bs = rnd(24, 80):narrow(2, 5, 40)     -- b with row stride 80
     check(x:matmul(bs), x, bs)
+    local col = rnd(24, 3):narrow(2, 2, 1):t()  -- one row whose elements are 3 apart
+    assert.same({ 1, 3 }, col:stride())
+    check(col:matmul(w:t()), col, w:t())
+    local cols = rnd(24, 5):t()                 -- rows with column stride 5 (OpenBLAS after a copy)
+    check(cols:matmul(w:t()), cols, w:t())
   end)
 
   it("batched with broadcasting, and 1-D operands, match the naive loop", function()

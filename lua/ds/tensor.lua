@@ -131,7 +131,10 @@ function Tensor.strides(x)
   for i = 1, #x._shape do s[i] = tonumber(x._c.strides[i - 1]) end
   return s
 end
-function Tensor.stride(x, d) return x:strides()[require("ds.shape").dim(d, #x._shape, "stride")] end
+function Tensor.stride(x, d)
+  if d == nil then return x:strides() end   -- all strides, as PyTorch's x.stride()
+  return x:strides()[require("ds.shape").dim(d, #x._shape, "stride")]
+end
 function Tensor.storage_offset(x) return tonumber(x._c.offset) end
 function Tensor.dim(x) return #x._shape end
 function Tensor.nDimension(x) return #x._shape end
