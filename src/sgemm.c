@@ -2,7 +2,6 @@
 #include "internal.h"
 #include <immintrin.h>
 #include <stdlib.h>
-#include <omp.h>
 
 /* Each C element is computed as acc = fma(a[i,k], b[k,j], acc) for k = 0 .. K-1 in order, starting from 0,
    with no K blocking. So a row's result does not depend on M, on the tiling, on which rows share a tile or
