@@ -98,18 +98,10 @@ WHERE(i32, int32_t, DS_I32) WHERE(u8, uint8_t, DS_U8) WHERE(bool, uint8_t, DS_BO
   int ds_clamp_##S(ds_tensor *const *t, const double *attrs) { \
     static const int dt[2] = {D, D}; T lh[2] = {CONV(attrs[0]), CONV(attrs[1])}; \
     return apply(t, 2, "clamp", dt, row_clamp_##S, lh); }
-#define ID_F32(x) ((float)(x))
-#define ID_F64(x) ((double)(x))
 CLAMP(f32, float, DS_F32, ID_F32) CLAMP(f64, double, DS_F64, ID_F64)
 CLAMP(i64, int64_t, DS_I64, ds_f2i64) CLAMP(i32, int32_t, DS_I32, ds_f2i32) CLAMP(u8, uint8_t, DS_U8, ds_f2u8)
 
-/* copy: out (dtype S), src (any dtype, broadcast to out) -- also the cast kernel */
-#define CV_TO_f32(x) ((float)(x))
-#define CV_TO_f64(x) ((double)(x))
-#define CV_TO_i64(x) ds_f2i64((double)(x))
-#define CV_TO_i32(x) ds_f2i32((double)(x))
-#define CV_TO_u8(x) ds_f2u8((double)(x))
-#define CV_TO_bool(x) ((uint8_t)((x) != 0))
+/* copy: out (dtype S), src (any dtype, broadcast to out) -- also the cast kernel (CV_TO_*, elementwise_ops.h) */
 #define COPY_ROW(S, T, SI, TI) \
   static void row_copy_##S##_##SI(void *ctx, char **p, int64_t n, const int64_t *s) { \
     T *o = (T *)p[0]; const TI *a = (const TI *)p[1]; (void)ctx; \

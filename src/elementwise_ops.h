@@ -120,4 +120,13 @@ DS_CLAMP(uint8_t, u8)
 static inline int64_t ds_f2i64(double x) { return x != x ? 0 : (x >= 9.2233720368547758e18 ? INT64_MAX : (x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x)); }
 static inline int32_t ds_f2i32(double x) { return x != x ? 0 : (x >= 2147483647.0 ? INT32_MAX : (x <= -2147483648.0 ? INT32_MIN : (int32_t)x)); }
 static inline uint8_t ds_f2u8(double x) { return x != x ? 0 : (x >= 255.0 ? 255 : (x <= 0.0 ? 0 : (uint8_t)x)); }
+/* a value converted to dtype S, as copy/cast and clamp bounds do it (CV_TO_<S>; ID_F32/ID_F64 for clamp) */
+#define CV_TO_f32(x) ((float)(x))
+#define CV_TO_f64(x) ((double)(x))
+#define CV_TO_i64(x) ds_f2i64((double)(x))
+#define CV_TO_i32(x) ds_f2i32((double)(x))
+#define CV_TO_u8(x) ds_f2u8((double)(x))
+#define CV_TO_bool(x) ((uint8_t)((x) != 0))
+#define ID_F32(x) ((float)(x))
+#define ID_F64(x) ((double)(x))
 #endif

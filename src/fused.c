@@ -63,21 +63,13 @@ B(logical_and, bool, uint8_t, uint8_t) B(logical_or, bool, uint8_t, uint8_t) B(l
 W(f32, float) W(f64, double) W(i64, int64_t) W(i32, int32_t) W(u8, uint8_t) W(bool, uint8_t)
 
 /* clamp bounds are converted to the dtype exactly as ds_clamp_<dtype> does */
-#define ID_F32(x) ((float)(x))
-#define ID_F64(x) ((double)(x))
 #define CL(S, T, CONV) \
   static void c_##S(void *o_, const void *a_, int64_t sa, int64_t n, double lo_, double hi_) { \
     T *o = o_; const T *a = a_; T lo = CONV(lo_), hi = CONV(hi_); \
     for (int64_t i = 0; i < n; i++) o[i] = el_clamp_##S(a[i * sa], lo, hi); }
 CL(f32, float, ID_F32) CL(f64, double, ID_F64) CL(i64, int64_t, ds_f2i64) CL(i32, int32_t, ds_f2i32) CL(u8, uint8_t, ds_f2u8)
 
-/* casts: the same conversions as ds_copy_<dtype> in elementwise.c */
-#define CV_TO_f32(x) ((float)(x))
-#define CV_TO_f64(x) ((double)(x))
-#define CV_TO_i64(x) ds_f2i64((double)(x))
-#define CV_TO_i32(x) ds_f2i32((double)(x))
-#define CV_TO_u8(x) ds_f2u8((double)(x))
-#define CV_TO_bool(x) ((uint8_t)((x) != 0))
+/* casts: the same conversions (CV_TO_*, elementwise_ops.h) as ds_copy_<dtype> in elementwise.c */
 #define CAST_ROW(S, T, SI, TI) \
   static void k_##S##_##SI(void *o_, const void *a_, int64_t sa, int64_t n) { \
     T *o = o_; const TI *a = a_; for (int64_t i = 0; i < n; i++) o[i] = CV_TO_##S(a[i * sa]); }

@@ -469,21 +469,32 @@ local function load_node(L, n, where, values, define, use)
   return node
 end
 
+-- define(id, shape, dtype, kind, where) and use(id, where) for a graph document's value ids: each id a
+-- positive integer, defined once and before its uses; make(id, shape, dtype, kind) records the value
+local function value_ids(L, make)
+  local defined = {}
+  local function define(id, shape, dt, kind, where)
+    if not is_int(id) or id < 1 or id > 2 ^ 31 then L.fail(where .. ": value id " .. tostring(id) .. " is not a positive integer") end
+    if defined[id] then L.fail(string.format("%s: value %%%d is defined twice", where, id)) end
+    defined[id] = true
+    return make(id, shape, dt, kind)
+  end
+  local function use(id, where)
+    if not is_int(id) or not defined[id] then L.fail(string.format("%s: value %s is used before it is defined", where, tostring(id))) end
+    return id
+  end
+  return define, use
+end
+
 -- a sub-graph document -> a ds.Graph (values local to it; checked like the top level)
 load_subgraph = function(L, doc, where)
   local Graph = require("ds.graph")
   check_keys(L, doc, set { "name", "inputs", "constants", "nodes", "outputs" }, where)
   local g = Graph.new(type(doc.name) == "string" and doc.name or "subgraph")
-  local function define(id, shape, dt, kind, w)
-    if not is_int(id) or id < 1 or id > 2 ^ 31 then L.fail(w .. ": value id " .. tostring(id) .. " is not a positive integer") end
-    if g.values[id] then L.fail(string.format("%s: value %%%d is defined twice", w, id)) end
+  local define, use = value_ids(L, function(id, shape, dt, kind)
     g.values[id] = { shape = shape, dtype = dt, kind = kind }
     return g.values[id]
-  end
-  local function use(id, w)
-    if not is_int(id) or not g.values[id] then L.fail(string.format("%s: value %s is used before it is defined", w, tostring(id))) end
-    return id
-  end
+  end)
   for i, inp in ipairs(list(L, doc.inputs, where .. " inputs")) do
     local w = where .. " input " .. i
     check_keys(L, inp, set { "name", "value", "dtype", "shape" }, w)
@@ -509,19 +520,11 @@ end
 local function build_ir(L, doc, tensors)
   local ir = IR.new()
   ir.name = type(doc.name) == "string" and doc.name or "graph"
-  local defined = {}
-  local function define(id, shape, dt, kind, where)
-    if not is_int(id) or id < 1 or id > 2 ^ 31 then L.fail(where .. ": value id " .. tostring(id) .. " is not a positive integer") end
-    if defined[id] then L.fail(string.format("%s: value %%%d is defined twice", where, id)) end
-    defined[id] = true
+  local define, use = value_ids(L, function(id, shape, dt, kind)
     ir.values[id] = { id = id, shape = shape, dtype = dt, kind = kind }
     if id >= ir.next_id then ir.next_id = id + 1 end
     return ir.values[id]
-  end
-  local function use(id, where)
-    if not is_int(id) or not defined[id] then L.fail(string.format("%s: value %s is used before it is defined", where, tostring(id))) end
-    return id
-  end
+  end)
   local function tensor_for(name, dt, shape, where)
     local t = tensors[name]
     if not t then L.fail(string.format("%s: tensor '%s' is missing from the params file", where, tostring(name))) end
@@ -532,6 +535,16 @@ local function build_ir(L, doc, tensors)
     end
     return t
   end
+  -- a state or constant entry: a concrete shape, its value defined, its tensor taken from the params file
+  local function stored(e, i, kind, what)
+    local where = what .. " " .. i
+    check_keys(L, e, set { "name", "value", "dtype", "shape" }, where)
+    local shape = parse_shape(L, e.shape, where)
+    if sym.contains(shape) then L.fail(where .. ": " .. what .. " shapes are concrete") end
+    local v = define(e.value, shape, parse_dtype(L, e.dtype, where), kind, where)
+    v.index = i
+    return { name = e.name, tensor = tensor_for(e.name, v.dtype, shape, where), value = e.value }
+  end
   for i, inp in ipairs(list(L, doc.inputs, "inputs")) do
     local where = "input " .. i
     check_keys(L, inp, set { "name", "value", "dtype", "shape" }, where)
@@ -541,25 +554,11 @@ local function build_ir(L, doc, tensors)
     ir.specs[i] = { name = type(inp.name) == "string" and inp.name or ("x" .. i), shape = v.shape, dtype = v.dtype }
   end
   for i, s in ipairs(list(L, doc.state, "state")) do
-    local where = "state " .. i
-    check_keys(L, s, set { "name", "value", "dtype", "shape" }, where)
-    local shape = parse_shape(L, s.shape, where)
-    if sym.contains(shape) then L.fail(where .. ": state shapes are concrete") end
-    local v = define(s.value, shape, parse_dtype(L, s.dtype, where), "state", where)
-    v.index = i
-    ir.state[i] = { name = s.name, tensor = tensor_for(s.name, v.dtype, shape, where), value = s.value }
+    ir.state[i] = stored(s, i, "state", "state")
     -- the generator state binds to this process's generator, so ds.manual_seed drives loaded graphs as eager code
     if s.name == "rng_state" then ir.state[i].tensor = require("ds.random").state() end
   end
-  for i, c in ipairs(list(L, doc.constants, "constants")) do
-    local where = "constant " .. i
-    check_keys(L, c, set { "name", "value", "dtype", "shape" }, where)
-    local shape = parse_shape(L, c.shape, where)
-    if sym.contains(shape) then L.fail(where .. ": constant shapes are concrete") end
-    local v = define(c.value, shape, parse_dtype(L, c.dtype, where), "const", where)
-    v.index = i
-    ir.consts[i] = { name = c.name, tensor = tensor_for(c.name, v.dtype, shape, where), value = c.value }
-  end
+  for i, c in ipairs(list(L, doc.constants, "constants")) do ir.consts[i] = stored(c, i, "const", "constant") end
   for name in pairs(tensors) do L.fail("params file holds tensor '" .. name .. "' that the graph does not name") end
   for i, n in ipairs(list(L, doc.nodes, "nodes")) do
     local node = load_node(L, n, string.format("node %d", i), ir.values, define, use)

@@ -4,6 +4,7 @@
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local fuse = require("ds.passes.fuse")
+local IR = require("ds.passes.ir")
 
 if not D.by_name.matmul_ep then
   D.define { name = "matmul_ep", kind = "fused", kernel = "ds_matmul_ep_%s", dtypes = require("ds.ops.common").FLOAT,
@@ -21,7 +22,7 @@ return function(ir)
   for _, node in ipairs(ir.nodes) do
     for _, id in ipairs(node.inputs) do consumer[id] = node end
   end
-  local replaced, nodes, count = {}, {}, 0
+  local replaced, count = {}, 0
   for _, mm in ipairs(ir.nodes) do
     local out = mm.outputs[1]
     local ep = consumer[out]
@@ -45,11 +46,7 @@ return function(ir)
       end
     end
   end
-  for _, node in ipairs(ir.nodes) do
-    local r = replaced[node]
-    if r == nil then nodes[#nodes + 1] = node elseif r then nodes[#nodes + 1] = r end
-  end
   -- the epilogue node sits at the consumer's position: every input of both nodes exists by then
-  ir.nodes = nodes
+  IR.replace_nodes(ir, replaced)
   return ir, count
 end

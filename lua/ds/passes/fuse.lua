@@ -3,6 +3,7 @@
 -- C kernel ds_fused_<dtype> runs tile by tile with the eager kernels' per-element code.
 local D = require("ds.dispatch")
 local S = require("ds.shape")
+local IR = require("ds.passes.ir")
 
 local M = {}
 
@@ -158,12 +159,7 @@ function M.run(ir)
       end
     end
   end
-  local nodes = {}
-  for _, node in ipairs(ir.nodes) do
-    local r = replace[node]
-    if r == nil then nodes[#nodes + 1] = node elseif r then nodes[#nodes + 1] = r end
-  end
-  ir.nodes = nodes
+  IR.replace_nodes(ir, replace)
   return ir, fused
 end
 

@@ -19,6 +19,17 @@ function M.has_effects(node)
   return def.mutates ~= nil or def.side_effects == true or def.side_effect == true or def.kind == "random"
 end
 
+-- rebuild ir.nodes after a rewrite: replace[node] = false drops the node, = another node puts that one
+-- in its place (at the old node's position), nil keeps it
+function M.replace_nodes(ir, replace)
+  local nodes = {}
+  for _, node in ipairs(ir.nodes) do
+    local r = replace[node]
+    if r == nil then nodes[#nodes + 1] = node elseif r then nodes[#nodes + 1] = r end
+  end
+  ir.nodes = nodes
+end
+
 -- a stable text for an attr value (tables, symbolic dims, numbers)
 local function attr_str(v)
   if type(v) == "table" and getmetatable(v) == nil then
