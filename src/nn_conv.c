@@ -97,6 +97,25 @@ static int64_t chunk_images(const geom *g, int64_t es) {
   return nb;
 }
 
+/* How every conv kernel walks the batch: nch chunks of nb images, each thread with one scratch buffer
+   holding col (ckk, nb*L), then rows (OCg, nb*L), then a padded image (xpad). */
+typedef struct { int64_t nb, nch, cl, rl; workspace ws; } chunking;
+static void chunking_init(chunking *k, const geom *g, int64_t es) {
+  k->nb = chunk_images(g, es);
+  k->nch = g->N == 0 ? 0 : (g->N + k->nb - 1) / k->nb;
+  k->cl = g->ckk * k->nb * g->L;
+  k->rl = g->OCg * k->nb * g->L;
+}
+static int chunking_take(chunking *k, const geom *g, int64_t es, int nthreads) {
+  return ws_take(&k->ws, (k->cl + k->rl + g->xpad) * es, nthreads);
+}
+/* first image of chunk c; *m = its image count */
+static int64_t chunk_start(const chunking *k, const geom *g, int64_t c, int64_t *m) {
+  int64_t n0 = c * k->nb;
+  *m = n0 + k->nb <= g->N ? k->nb : g->N - n0;
+  return n0;
+}
+
 /* short row copies: a plain loop, not a memcpy call per 10-element row */
 #define NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
 
@@ -227,15 +246,15 @@ int ds_conv2d_##S(ds_tensor *const *t, const double *attrs) {                   
   if ((rc = check_shape4(o, g.N, g.OC, g.OH, g.OW, op, "output"))) return rc;                                                                  \
   const T *xp = x->data, *wp = w->data, *bp = b->data;                                                                                         \
   T *yp = o->data;                                                                                                                             \
-  int64_t nb = chunk_images(&g, sizeof(T)), nch = g.N == 0 ? 0 : (g.N + nb - 1) / nb, cl = g.ckk * nb * g.L;                                   \
-  int par = worth_parallel(&g) && nch > 1, nt = par ? omp_get_max_threads() : 1;                                                               \
-  workspace ws;                                                                                                                                \
-  if (!ws_take(&ws, (cl + g.OCg * nb * g.L + g.xpad) * (int64_t)sizeof(T), nt))                                                                \
+  chunking k;                                                                                                                                  \
+  chunking_init(&k, &g, sizeof(T));                                                                                                            \
+  int par = worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;                                                             \
+  if (!chunking_take(&k, &g, sizeof(T), nt))                                                                                                   \
     return ds_fail(DS_ENOMEM, "%s: out of memory for the column buffer", op);                                                                  \
   _Pragma("omp parallel num_threads(nt) if (par)") {                                                                                           \
-    T *col = ws_thread(&ws), *rows = col + cl, *xpad = rows + g.OCg * nb * g.L;                                                                \
-    _Pragma("omp for schedule(static)") for (int64_t c = 0; c < nch; c++) {                                                                    \
-      int64_t n0 = c * nb, m = n0 + nb <= g.N ? nb : g.N - n0, ld = m * g.L;                                                                   \
+    T *col = ws_thread(&k.ws), *rows = col + k.cl, *xpad = rows + k.rl;                                                                        \
+    _Pragma("omp for schedule(static)") for (int64_t c = 0; c < k.nch; c++) {                                                                  \
+      int64_t m, n0 = chunk_start(&k, &g, c, &m), ld = m * g.L;                                                                                \
       for (int64_t gi = 0; gi < g.G; gi++) {                                                                                                   \
         for (int64_t j = 0; j < m; j++) cols_##S(xp + ((n0 + j) * g.C + gi * g.Cg) * g.hw, col + j * g.L, ld, &g, xpad);                       \
         ds_gemm_##S(0, 0, g.OCg, ld, g.ckk, 1, wp + gi * g.OCg * g.ckk, g.ckk, col, ld, 0, rows, ld);                                          \
@@ -243,7 +262,7 @@ int ds_conv2d_##S(ds_tensor *const *t, const double *attrs) {                   
       }                                                                                                                                        \
     }                                                                                                                                          \
   }                                                                                                                                            \
-  ws_give(&ws);                                                                                                                                \
+  ws_give(&k.ws);                                                                                                                              \
   return DS_OK;                                                                                                                                \
 }                                                                                                                                              \
 /* gx (N,C,H,W) from g (N,OC,OH,OW) and w; attrs: conv attrs, H, W.                                                                            \
@@ -264,15 +283,15 @@ int ds_conv2d_backward_input_##S(ds_tensor *const *t, const double *attrs) {    
     return rc;                                                                                                                                 \
   const T *gp = gy->data, *wp = w->data;                                                                                                       \
   T *xp = gx->data;                                                                                                                            \
-  int64_t nb = chunk_images(&g, sizeof(T)), nch = g.N == 0 ? 0 : (g.N + nb - 1) / nb, cl = g.ckk * nb * g.L;                                   \
-  int par = worth_parallel(&g) && nch > 1, nt = par ? omp_get_max_threads() : 1;                                                               \
-  workspace ws;                                                                                                                                \
-  if (!ws_take(&ws, (cl + g.OCg * nb * g.L + g.xpad) * (int64_t)sizeof(T), nt))                                                                \
+  chunking k;                                                                                                                                  \
+  chunking_init(&k, &g, sizeof(T));                                                                                                            \
+  int par = worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;                                                             \
+  if (!chunking_take(&k, &g, sizeof(T), nt))                                                                                                   \
     return ds_fail(DS_ENOMEM, "%s: out of memory for the column buffer", op);                                                                  \
   _Pragma("omp parallel num_threads(nt) if (par)") {                                                                                           \
-    T *col = ws_thread(&ws), *rows = col + cl, *xpad = rows + g.OCg * nb * g.L;                                                                \
-    _Pragma("omp for schedule(static)") for (int64_t c = 0; c < nch; c++) {                                                                    \
-      int64_t n0 = c * nb, m = n0 + nb <= g.N ? nb : g.N - n0, ld = m * g.L;                                                                   \
+    T *col = ws_thread(&k.ws), *rows = col + k.cl, *xpad = rows + k.rl;                                                                        \
+    _Pragma("omp for schedule(static)") for (int64_t c = 0; c < k.nch; c++) {                                                                  \
+      int64_t m, n0 = chunk_start(&k, &g, c, &m), ld = m * g.L;                                                                                \
       for (int64_t gi = 0; gi < g.G; gi++) {                                                                                                   \
         to_rows_##S(gp + (n0 * g.OC + gi * g.OCg) * g.ohw, rows, m, &g);                                                                       \
         ds_gemm_##S(1, 0, g.ckk, ld, g.OCg, 1, wp + gi * g.OCg * g.ckk, g.ckk, rows, ld, 0, col, ld);                                          \
@@ -280,7 +299,7 @@ int ds_conv2d_backward_input_##S(ds_tensor *const *t, const double *attrs) {    
       }                                                                                                                                        \
     }                                                                                                                                          \
   }                                                                                                                                            \
-  ws_give(&ws);                                                                                                                                \
+  ws_give(&k.ws);                                                                                                                              \
   return DS_OK;                                                                                                                                \
 }                                                                                                                                              \
 /* gw (OC,C/G,KH,KW) from g (N,OC,OH,OW) and x (N,C,H,W); attrs: conv attrs, KH, KW.                                                           \
@@ -303,27 +322,27 @@ int ds_conv2d_backward_weight_##S(ds_tensor *const *t, const double *attrs) {   
   const T *gp = gy->data, *xp = x->data;                                                                                                       \
   T *wp = gw->data;                                                                                                                            \
   int64_t wsz = g.OC * g.ckk;                                                                                                                  \
-  int64_t nb = chunk_images(&g, sizeof(T)), nch = g.N == 0 ? 0 : (g.N + nb - 1) / nb, cl = g.ckk * nb * g.L;                                   \
+  chunking k;                                                                                                                                  \
+  chunking_init(&k, &g, sizeof(T));                                                                                                            \
   /* P partial sums, each over a fixed run of chunks in order (no thread hand-offs), then added in order */                                    \
-  int64_t P = nch < 16 ? nch : 16, prounded = 0;                                                                                               \
+  int64_t P = k.nch < 16 ? k.nch : 16, prounded = 0;                                                                                           \
   int par = worth_parallel(&g) && P > 1, nt = par ? omp_get_max_threads() : 1;                                                                 \
   T *part = P > 0 ? ds_mem_alloc(P * wsz * (int64_t)sizeof(T), &prounded) : NULL;                                                              \
-  workspace ws;                                                                                                                                \
-  if ((P > 0 && !part) || !ws_take(&ws, (cl + g.OCg * nb * g.L + g.xpad) * (int64_t)sizeof(T), nt)) {                                          \
+  if ((P > 0 && !part) || !chunking_take(&k, &g, sizeof(T), nt)) {                                                                             \
     if (part) ds_mem_release(part, prounded);                                                                                                  \
     return ds_fail(DS_ENOMEM, "%s: out of memory for the column buffer", op);                                                                  \
   }                                                                                                                                            \
   _Pragma("omp parallel num_threads(nt) if (par)") {                                                                                           \
-    T *col = ws_thread(&ws), *rows = col + cl, *xpad = rows + g.OCg * nb * g.L;                                                                \
+    T *col = ws_thread(&k.ws), *rows = col + k.cl, *xpad = rows + k.rl;                                                                        \
     _Pragma("omp for schedule(static)") for (int64_t s = 0; s < P; s++) {                                                                      \
       T *acc = part + s * wsz; /* G blocks of gw_g^T (ckk, OCg) */                                                                             \
-      for (int64_t c = s * nch / P; c < (s + 1) * nch / P; c++) {                                                                              \
-        int64_t n0 = c * nb, m = n0 + nb <= g.N ? nb : g.N - n0, ld = m * g.L;                                                                 \
+      for (int64_t c = s * k.nch / P; c < (s + 1) * k.nch / P; c++) {                                                                          \
+        int64_t m, n0 = chunk_start(&k, &g, c, &m), ld = m * g.L;                                                                              \
         for (int64_t gi = 0; gi < g.G; gi++) {                                                                                                 \
           for (int64_t j = 0; j < m; j++) cols_##S(xp + ((n0 + j) * g.C + gi * g.Cg) * g.hw, col + j * g.L, ld, &g, xpad);                     \
           to_rows_##S(gp + (n0 * g.OC + gi * g.OCg) * g.ohw, rows, m, &g);                                                                     \
           /* col @ rows^T: the long side as M runs faster in OpenBLAS than rows @ col^T */                                                     \
-          ds_gemm_##S(0, 1, g.ckk, g.OCg, ld, 1, col, ld, rows, ld, c == s * nch / P ? 0 : 1, acc + gi * g.OCg * g.ckk, g.OCg);                \
+          ds_gemm_##S(0, 1, g.ckk, g.OCg, ld, 1, col, ld, rows, ld, c == s * k.nch / P ? 0 : 1, acc + gi * g.OCg * g.ckk, g.OCg);              \
         }                                                                                                                                      \
       }                                                                                                                                        \
     }                                                                                                                                          \
@@ -336,7 +355,7 @@ int ds_conv2d_backward_weight_##S(ds_tensor *const *t, const double *attrs) {   
         wp[(gi * g.OCg + oc) * g.ckk + r] = v;                                                                                                 \
       }                                                                                                                                        \
   if (part) ds_mem_release(part, prounded);                                                                                                    \
-  ws_give(&ws);                                                                                                                                \
+  ws_give(&k.ws);                                                                                                                              \
   return DS_OK;                                                                                                                                \
 }                                                                                                                                              \
 /* gb (OC) = g (N,OC,OH,OW) summed over N, OH, OW: per-plane sums, then images in order */                                                     \
