@@ -2,9 +2,9 @@
 -- padded to 128 and with the real length (a dynamic dim), plus batch-32 throughput; ds eager /
 -- compiled / loaded vs PyTorch eager / jit.trace / jit.freeze (/ nested tensors for the real length).
 -- usage (repo root): luajit bench/bert_bench.lua [--n 1000] [--threads 1] [--no-torch]
-package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./bench/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
 local ds = require("ds")
-local cjson = require("cjson")
+local stats = require("stats")
 local bert = dofile("examples/bert_sentiment.lua")
 
 local args = { n = 1000, threads = 1, torch = true, batch_n = 50 }
@@ -87,10 +87,8 @@ if args.torch then
     for _, c in ipairs(configs) do
       local cmd = string.format("%s /usr/bin/python3 bench/torch/bert.py --mode %s --threads %d --n %d %s 2>/dev/null",
         c[2], mode, c[3], n, extra)
-      local p = io.popen(cmd)
-      local ok, res = pcall(cjson.decode, p:read("*a"))
-      p:close()
-      if ok and res then
+      local res = stats.json_of(cmd)
+      if res then
         row(string.format("torch %s, %s, %s", mode, extra == "" and "padded 128" or extra, c[1]), res.total_s, n, batch)
         local ms = res.total_s / n * 1e3
         if not best[key] or ms < best[key] then best[key] = ms end

@@ -4,7 +4,6 @@
 -- usage (repo root): luajit bench/chain_bench.lua [--threads N] [--no-torch]
 package.path = "./bench/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
 local ds = require("ds")
-local cjson = require("cjson")
 local stats = require("stats")
 
 local threads, torch = 1, true
@@ -58,11 +57,9 @@ end
 if torch then
   local f = io.open("/tmp/ds_chain_bench.py", "w")
   f:write(TORCH); f:close()
-  local p = io.popen("/usr/bin/python3 /tmp/ds_chain_bench.py " .. threads .. " 2>/dev/null")
-  local ok, res = pcall(cjson.decode, p:read("*a"))
-  p:close()
+  local res = stats.json_of("/usr/bin/python3 /tmp/ds_chain_bench.py " .. threads .. " 2>/dev/null")
   os.remove("/tmp/ds_chain_bench.py")
-  if ok and res then
+  if res then
     for _, k in ipairs { "eager 10x10", "jit.trace 10x10", "eager 1000x1000", "jit.trace 1000x1000" } do
       rows[#rows + 1] = { "torch " .. k, res[k] }
     end

@@ -3,17 +3,12 @@
 -- PyTorch also runs in its best configurations here (1 thread; 2 threads with OMP_WAIT_POLICY=PASSIVE).
 --   luajit bench/lenet_bench.lua [--threads 2] [--epochs 1] [--limit N]   (from the repo root)
 -- As a module: require("lenet_bench")({threads =, epochs =, limit =}) -> results table (see the end).
+package.path = "./bench/?.lua;" .. package.path
 local ds = require("ds")
-local cjson = require("cjson")
+local stats = require("stats")
 
 local PYTHON = "/usr/bin/python3"
 
-local function sh(cmd)
-  local p = io.popen(cmd)
-  local s = p:read("*a")
-  p:close()
-  return s
-end
 
 local function best_seconds(epochs)
   local best
@@ -25,8 +20,8 @@ end
 local function torch_run(env, threads, opts)
   local cmd = string.format("%s %s bench/torch/lenet.py --threads %d --epochs %d %s 2>/dev/null", env, PYTHON, threads,
     opts.epochs, opts.limit and ("--limit " .. opts.limit) or "")
-  local ok, res = pcall(cjson.decode, sh(cmd))
-  if not ok or type(res) ~= "table" then return nil end
+  local res = stats.json_of(cmd)
+  if not res then return nil end
   res.best_seconds = best_seconds(res.epochs)
   return res
 end

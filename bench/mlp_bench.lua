@@ -3,7 +3,6 @@
 --   luajit bench/mlp_bench.lua [--threads 1]   (from the repo root)
 -- As a module: require("mlp_bench")({threads =}) -> results table.
 local ds = require("ds")
-local cjson = require("cjson")
 local stats = require("stats")
 local nn, F = ds.nn, ds.nn.functional
 
@@ -26,9 +25,8 @@ local function ds_step_fn(compiled)
 end
 
 local function torch_ms(threads, env)
-  local p = io.popen(string.format("%s /usr/bin/python3 bench/torch/mlp.py --threads %d 2>/dev/null", env or "", threads))
-  local ok, r = pcall(cjson.decode, p:read("*a")); p:close()
-  return ok and type(r) == "table" and r.ms_per_step or nil
+  local r = stats.json_of(string.format("%s /usr/bin/python3 bench/torch/mlp.py --threads %d 2>/dev/null", env or "", threads))
+  return r and r.ms_per_step
 end
 
 local function run(opts)

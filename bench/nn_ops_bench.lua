@@ -1,9 +1,9 @@
 -- bench/nn_ops_bench.lua: LeNet-5's conv/pool layers at batch 256 (forward, forward+backward), ds vs PyTorch, ms (median).
 -- usage: luajit bench/nn_ops_bench.lua [--threads N] [--reps N] [--cpu]   (runs bench/torch/nn_ops.py for the torch column)
 -- --cpu times process CPU time instead of wall time (both sides): steadier on a shared machine, meaningful with 1 thread.
-package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./bench/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
 local ds = require("ds")
-local cjson = require("cjson")
+local stats = require("stats")
 
 local threads, reps, cpu = 2, 15, false
 for i = 1, #arg do
@@ -60,9 +60,8 @@ add("lenet conv stack fwd+bwd", ms(function()
   y:backward(ds.ones_like(y))
 end))
 
-local p = io.popen(string.format("/usr/bin/python3 bench/torch/nn_ops.py --threads %d --reps %d%s", threads, reps, cpu and " --cpu" or ""))
-local torch = cjson.decode(p:read("*a"))
-p:close()
+local torch_cmd = string.format("/usr/bin/python3 bench/torch/nn_ops.py --threads %d --reps %d%s", threads, reps, cpu and " --cpu" or "")
+local torch = stats.json_of(torch_cmd) or error("nn_ops bench: " .. torch_cmd .. " printed no JSON result", 0)
 
 local info = ds.info()
 print(string.format("LeNet-5 conv/pool layers, batch 256, %d threads, OpenBLAS core %s (median of %d, ms of %s time)", threads,

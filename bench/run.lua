@@ -2,7 +2,7 @@
 -- usage (from the repo root): luajit bench/run.lua [threads]; `make bench` sets OPENBLAS_CORETYPE and thread counts.
 package.path = "./bench/?.lua;" .. package.path
 local ds = require("ds")
-local cjson = require("cjson")
+local stats = require("stats")
 
 local threads = tonumber(arg[1]) or 2
 local SIZES = { 256, 512, 1024, 2048 }
@@ -10,26 +10,20 @@ local PYTHON = "/usr/bin/python3"
 
 ds.set_num_threads(threads)
 local info = ds.info()
-local function sh(cmd)
-  local p = io.popen(cmd)
-  local s = p:read("*a")
-  p:close()
-  return s
-end
 
 local SMALL_CASES = { "add_1", "add_10x10", "add_inplace_10x10", "relu_10x10", "chain10_10x10" }
 io.stderr:write(string.format("bench: %d threads, OpenBLAS core %s; ds small ops...\n", threads, info.blas_core))
 local small = {}
 for _, case in ipairs(SMALL_CASES) do   -- one process per case (see small_ops.lua)
-  local ok, res = pcall(cjson.decode, sh("luajit bench/small_ops.lua " .. case))
-  if not ok or not res[case] then error("bench/small_ops.lua " .. case .. " failed", 0) end
+  local res = stats.json_of("luajit bench/small_ops.lua " .. case)
+  if not res or not res[case] then error("bench/small_ops.lua " .. case .. " failed", 0) end
   small[case] = res[case]
 end
 -- fp32 peak of this machine on `threads` cores, measured by bench/peak_flops.c (built by `make bench`)
 io.stderr:write("bench: FMA peak...\n")
 local peak_probe = os.getenv("PEAK_FLOPS") or "build/peak_flops"
-local okp, peak_res = pcall(cjson.decode, sh(peak_probe .. " " .. threads))
-if not okp or type(peak_res) ~= "table" or type(peak_res.peak) ~= "number" then
+local peak_res = stats.json_of(peak_probe .. " " .. threads)
+if not peak_res or type(peak_res.peak) ~= "number" then
   error("bench: " .. peak_probe .. " gave no peak (run through `make bench`, which builds it)", 0)
 end
 io.stderr:write("bench: ds GEMM...\n")
@@ -38,8 +32,7 @@ local gemm = require("gemm")({ sizes = SIZES })
 -- PyTorch twins, one process each, same threads and OpenBLAS core type (inherited environment)
 local function torch_run(script, extra)
   local cmd = string.format("%s bench/torch/%s --threads %d %s 2>/dev/null", PYTHON, script, threads, extra or "")
-  local ok, res = pcall(cjson.decode, sh(cmd))
-  return ok and res or nil
+  return stats.json_of(cmd)
 end
 io.stderr:write("bench: PyTorch small ops and GEMM...\n")
 local tsmall = torch_run("small_ops.py")
@@ -53,7 +46,7 @@ local function out(fmt, ...) lines[#lines + 1] = string.format(fmt, ...) end
 local function num(v, fmt) return v and string.format(fmt, v) or "n/a" end
 local function ratio(a, b) return (a and b) and string.format("%.2f", a / b) or "n/a" end
 
-local cpu = sh("grep -m1 'model name' /proc/cpuinfo"):match(":%s*(.-)%s*$") or "?"
+local cpu = stats.output("grep -m1 'model name' /proc/cpuinfo"):match(":%s*(.-)%s*$") or "?"
 out("ds %s vs PyTorch %s | %s | %d threads | OpenBLAS core %s (OPENBLAS_CORETYPE=%s)", ds.version,
   tsmall and tsmall.version or "n/a", cpu, threads, info.blas_core, os.getenv("OPENBLAS_CORETYPE") or "unset")
 out("")

@@ -1,6 +1,21 @@
--- bench/stats.lua: timing helpers for the benchmarks (monotonic wall clock, medians).
+-- bench/stats.lua: helpers for the benchmarks: medians, timing loops, the output of a child process.
 local ds = require("ds")
+local cjson = require("cjson")
 local M = {}
+
+-- what a shell command prints on stdout
+function M.output(cmd)
+  local p = io.popen(cmd)
+  local s = p:read("*a")
+  p:close()
+  return s
+end
+
+-- the JSON object a command prints (a PyTorch twin, a probe), or nil if it failed
+function M.json_of(cmd)
+  local ok, res = pcall(cjson.decode, M.output(cmd))
+  return ok and type(res) == "table" and res or nil
+end
 
 function M.median(xs)
   local s = {}
