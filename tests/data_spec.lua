@@ -6,12 +6,6 @@ local ffi = require("ffi")
 local FIX = "tests/fixtures/"
 local dir = os.getenv("TMPDIR") or "/tmp"
 local function tmp(name) return string.format("%s/ds_data_%s_%d", dir, name, os.time()) end
-local function slurp(path)
-  local f = assert(io.open(path, "rb")); local s = f:read("*a"); f:close(); return s
-end
-local function spit(path, s)
-  local f = assert(io.open(path, "wb")); f:write(s); f:close()
-end
 -- a plain (uncompressed) IDX u8 file
 local function idx_u8(shape, bytes)
   local h = { "\0\0\8", string.char(#shape) }
@@ -41,7 +35,7 @@ describe("IDX files", function()
 
   it("reads an uncompressed file", function()
     local path = tmp("plain")
-    spit(path, idx_u8({ 2, 3 }, "\1\2\3\4\5\6"))
+    H.write_file(path, idx_u8({ 2, 3 }, "\1\2\3\4\5\6"))
     local t = ds.data.read_idx(path)
     os.remove(path)
     assert.same({ { 1, 2, 3 }, { 4, 5, 6 } }, t:totable())
@@ -52,35 +46,35 @@ describe("IDX files", function()
     after_each(function() os.remove(path) end)
     it("missing", function() H.raises(function() ds.data.read_idx(path .. ".none") end, path .. ".none", "cannot open") end)
     it("bad magic", function()
-      spit(path, "\1\2\8\1\0\0\0\1x")
+      H.write_file(path, "\1\2\8\1\0\0\0\1x")
       H.raises(function() ds.data.read_idx(path) end, path, "not an IDX file")
     end)
     it("unsupported element type", function()
-      spit(path, "\0\0\11\1\0\0\0\1xx")
+      H.write_file(path, "\0\0\11\1\0\0\0\1xx")
       H.raises(function() ds.data.read_idx(path) end, path, "unsupported IDX element type 0x0b")
     end)
     it("too many dims", function()
-      spit(path, "\0\0\8\9" .. string.rep("\0\0\0\1", 9) .. "x")
+      H.write_file(path, "\0\0\8\9" .. string.rep("\0\0\0\1", 9) .. "x")
       H.raises(function() ds.data.read_idx(path) end, path, "9 dims")
     end)
     it("truncated data", function()
-      spit(path, idx_u8({ 2, 3 }, "\1\2\3\4"))
+      H.write_file(path, idx_u8({ 2, 3 }, "\1\2\3\4"))
       H.raises(function() ds.data.read_idx(path) end, path, "truncated: 4 of 6 data bytes")
     end)
     it("trailing bytes", function()
-      spit(path, idx_u8({ 2 }, "\1\2\3"))
+      H.write_file(path, idx_u8({ 2 }, "\1\2\3"))
       H.raises(function() ds.data.read_idx(path) end, path, "trailing bytes")
     end)
     it("every truncation or corruption of a gzip file is an error, never a crash", function()
-      local s = slurp(FIX .. "tiny-f32-idx2.gz")
+      local s = H.read_file(FIX .. "tiny-f32-idx2.gz")
       for cut = 1, #s - 1 do
-        spit(path, s:sub(1, cut))
+        H.write_file(path, s:sub(1, cut))
         local ok, err = pcall(ds.data.read_idx, path)
         assert.is_false(ok, "cut at " .. cut)
         assert.truthy(tostring(err):find(path, 1, true))
       end
       for i = 11, #s - 8 do -- flip each byte of the deflate stream
-        spit(path, s:sub(1, i - 1) .. string.char((s:byte(i) + 128) % 256) .. s:sub(i + 1))
+        H.write_file(path, s:sub(1, i - 1) .. string.char((s:byte(i) + 128) % 256) .. s:sub(i + 1))
         local ok, t = pcall(ds.data.read_idx, path)
         assert.truthy(not ok or ds.is_tensor(t))
       end

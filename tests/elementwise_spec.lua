@@ -5,13 +5,7 @@ local ds = require("ds")
 local H = require("helpers")
 local cjson = require("cjson")
 
-local function load_fixture(name)
-  local f = assert(io.open("tests/fixtures/" .. name, "r"))
-  local doc = cjson.decode(f:read("*a"))
-  f:close()
-  return doc
-end
-local doc = load_fixture("elementwise.json")
+local doc = H.fixture("elementwise.json")
 
 -- a fixture tensor {shape, dtype, data}
 local function T(e)

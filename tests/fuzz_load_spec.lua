@@ -2,6 +2,7 @@
 -- either works or raises a Lua error -- never crashes the process.
 local ds = require("ds")
 local cjson = require("cjson")
+local H = require("helpers")
 local nn = ds.nn
 
 local dir = os.tmpname()
@@ -10,8 +11,6 @@ os.execute("mkdir -p " .. dir)
 local base = dir .. "/fz"
 local SCALE = tonumber(os.getenv("DS_FUZZ_SCALE")) or 1   -- DS_FUZZ_SCALE=20 for a longer run
 
-local function read(path) local f = assert(io.open(path, "rb")); local s = f:read("*a"); f:close(); return s end
-local function write(path, s) local f = assert(io.open(path, "wb")); f:write(s); f:close() end
 
 -- a small deterministic generator (independent of math.random's state)
 local seed = 12345
@@ -41,9 +40,9 @@ describe("fuzz: ds.load on mutated files", function()
     local cg = ds.compile(net, { ds.spec({ "batch", 8 }, "f32", "x") })
     cg(x)
     ds.save(cg, base)
-    json, params = read(base .. ".json"), read(base .. ".safetensors")
+    json, params = H.read_file(base .. ".json"), H.read_file(base .. ".safetensors")
   end)
-  teardown(function() write(base .. ".json", json); write(base .. ".safetensors", params) end)
+  teardown(function() H.write_file(base .. ".json", json); H.write_file(base .. ".safetensors", params) end)
 
   it("byte flips, truncations and insertions in either file", function()
     local outcomes = {}
@@ -64,7 +63,7 @@ describe("fuzz: ds.load on mutated files", function()
         doc.params.crc32 = require("ds.io").crc32(ffi.cast("const char *", p), #p)
         j = cjson.encode(doc)
       end
-      write(base .. ".json", j); write(base .. ".safetensors", p)
+      H.write_file(base .. ".json", j); H.write_file(base .. ".safetensors", p)
       local r = try_load_and_run(x)
       outcomes[r] = (outcomes[r] or 0) + 1
     end
@@ -95,7 +94,7 @@ describe("fuzz: ds.load on mutated files", function()
       end
       local ok, text = pcall(cjson.encode, doc)
       if ok then
-        write(path .. ".json", text); write(path .. ".safetensors", params_bytes)
+        H.write_file(path .. ".json", text); H.write_file(path .. ".safetensors", params_bytes)
         local loaded, m = pcall(ds.load, path)
         local res = "error"
         if loaded then
@@ -108,7 +107,7 @@ describe("fuzz: ds.load on mutated files", function()
         outcomes[res] = (outcomes[res] or 0) + 1
       end
     end
-    write(path .. ".json", doc_json); write(path .. ".safetensors", params_bytes)
+    H.write_file(path .. ".json", doc_json); H.write_file(path .. ".safetensors", params_bytes)
     return outcomes
   end
 
@@ -127,7 +126,7 @@ describe("fuzz: ds.load on mutated files", function()
     local a, k = ds.randn(3, 4), ds.tensor(2)
     local path = dir .. "/fzc"
     ds.save(ds.compile(f, { a, k }), path)
-    local outcomes = structural(read(path .. ".json"), read(path .. ".safetensors"), path,
+    local outcomes = structural(H.read_file(path .. ".json"), H.read_file(path .. ".safetensors"), path,
       function(m) return m(a, k) end, 200 * SCALE)
     if os.getenv("DS_FUZZ_VERBOSE") then print("control", outcomes.ran, outcomes.error) end
     assert.truthy((outcomes.error or 0) > 0 and (outcomes.ran or 0) > 0)
@@ -136,8 +135,8 @@ describe("fuzz: ds.load on mutated files", function()
   it("the C loader (ds_model_load) on mutated plan files", function()
     local ffi = require("ffi")
     local C = require("ds.ffi").C
-    local plan = read(base .. ".plan")
-    write(base .. ".json", json); write(base .. ".safetensors", params)
+    local plan = H.read_file(base .. ".plan")
+    H.write_file(base .. ".json", json); H.write_file(base .. ".safetensors", params)
     local outcomes = {}
     for _ = 1, 300 * SCALE do
       local s, pos = plan, rnd(#plan)
@@ -152,7 +151,7 @@ describe("fuzz: ds.load on mutated files", function()
         local at = (pos - 1) - (pos - 1) % 8
         s = s:sub(1, at) .. ffi.string(ffi.new("int64_t[1]", rnd(5000) - 100), 8) .. s:sub(at + 9)
       end
-      write(base .. ".plan", s)
+      H.write_file(base .. ".plan", s)
       local m = C.ds_model_load(base)
       if m == nil then
         outcomes.error = (outcomes.error or 0) + 1
@@ -165,7 +164,7 @@ describe("fuzz: ds.load on mutated files", function()
         C.ds_model_free(m)
       end
     end
-    write(base .. ".plan", plan)
+    H.write_file(base .. ".plan", plan)
     if os.getenv("DS_FUZZ_VERBOSE") then print("plan", outcomes.ran, outcomes.error) end
     assert.truthy((outcomes.error or 0) > 0)
   end)

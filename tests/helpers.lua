@@ -32,6 +32,22 @@ function H.bitwise(a, b)
   return n == 0 or ffi.string(ca:data_ptr(), n) == ffi.string(cb:data_ptr(), n)
 end
 
+-- the contents of a file / write s to a file (binary)
+function H.read_file(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+function H.write_file(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+-- a JSON fixture of tests/fixtures/, decoded
+function H.fixture(name) return require("cjson").decode(H.read_file("tests/fixtures/" .. name)) end
+
 -- fn must raise an error whose message contains every pattern (plain find)
 function H.raises(fn, ...)
   local ok, err = pcall(fn)

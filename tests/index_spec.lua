@@ -4,12 +4,6 @@ local ds = require("ds")
 local H = require("helpers")
 local cjson = require("cjson")
 
-local function load_fixture(name)
-  local f = assert(io.open("tests/fixtures/" .. name, "r"))
-  local doc = cjson.decode(f:read("*a"))
-  f:close()
-  return doc.cases
-end
 
 -- a fixture tensor {shape, dtype, data (flat)} as a ds tensor
 local function T(e)
@@ -70,7 +64,7 @@ local runners = {
 }
 
 describe("index ops against PyTorch", function()
-  for i, c in ipairs(load_fixture("index.json")) do
+  for i, c in ipairs(H.fixture("index.json").cases) do
     local shape = c.out.shape
     it(string.format("%d: %s -> %s %s", i, c.op, c.out.dtype, cjson.encode(shape)), function()
       local y, xs = runners[c.op](c)

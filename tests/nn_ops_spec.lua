@@ -2,14 +2,7 @@
 -- (tests/gen_nn_fixtures.py), second-order conv grads by finite differences, threads, errors.
 local ds = require("ds")
 local H = require("helpers")
-local cjson = require("cjson")
 
-local function fixture(name)
-  local f = assert(io.open("tests/fixtures/" .. name, "r"))
-  local data = cjson.decode(f:read("*a"))
-  f:close()
-  return data
-end
 
 local function T(spec, dt)
   return ds.tensor(spec.data, { dtype = dt }):reshape(spec.shape)
@@ -29,7 +22,7 @@ local function opts_of(o)
 end
 
 describe("conv2d against PyTorch", function()
-  for _, c in ipairs(fixture("nn_conv.json")) do
+  for _, c in ipairs(H.fixture("nn_conv.json")) do
     for _, dt in ipairs { "f64", "f32" } do
       it(c.name .. " (" .. dt .. ")", function()
         local x, w = T(c.x, dt):requires_grad_(), T(c.w, dt):requires_grad_()
@@ -46,7 +39,7 @@ describe("conv2d against PyTorch", function()
   end
 
   it("accepts an unbatched (C,H,W) input, options in third place and padding 'same'", function()
-    local c = fixture("nn_conv.json")[10] -- lenet conv1, padding 2, no... with bias
+    local c = H.fixture("nn_conv.json")[10] -- lenet conv1, padding 2, no... with bias
     local x, w = T(c.x, "f64"), T(c.w, "f64")
     local y = ds.conv2d(x[1], w, { padding = "same" })
     assert.same({ 6, 28, 28 }, y.shape)
@@ -57,7 +50,7 @@ describe("conv2d against PyTorch", function()
 end)
 
 describe("pooling against PyTorch", function()
-  for _, c in ipairs(fixture("nn_pool.json")) do
+  for _, c in ipairs(H.fixture("nn_pool.json")) do
     for _, dt in ipairs { "f64", "f32" } do
       it(c.name .. " (" .. dt .. ")", function()
         local x = T(c.x, dt):requires_grad_()
@@ -87,7 +80,7 @@ describe("pooling against PyTorch", function()
 end)
 
 describe("layer_norm against PyTorch", function()
-  for _, c in ipairs(fixture("nn_norm.json").layer_norm) do
+  for _, c in ipairs(H.fixture("nn_norm.json").layer_norm) do
     for _, dt in ipairs { "f64", "f32" } do
       it(c.name .. " (" .. dt .. ")", function()
         local x = T(c.x, dt):requires_grad_()
@@ -104,7 +97,7 @@ describe("layer_norm against PyTorch", function()
 end)
 
 describe("batch_norm (functional) against PyTorch", function()
-  for _, c in ipairs(fixture("nn_norm.json").batch_norm) do
+  for _, c in ipairs(H.fixture("nn_norm.json").batch_norm) do
     it(c.name, function()
       if not ds.Tensor.mean then pending("needs reductions (x:mean)") return end
       local x, w, b = T(c.x, "f64"):requires_grad_(), T(c.w, "f64"):requires_grad_(), T(c.b, "f64"):requires_grad_()

@@ -5,13 +5,7 @@ local H = require("helpers")
 local cjson = require("cjson")
 local nn, F = ds.nn, ds.F
 
-local function read_json(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return cjson.decode(s)
-end
-local fixtures = read_json("tests/fixtures/nn_module.json")
+local fixtures = H.fixture("nn_module.json")
 
 local function T(e)
   if e == nil or e == cjson.null then return nil end

@@ -2,16 +2,9 @@
 -- gen_nn_module_fixtures.py), state_dict round trips, the update ops' table entries and C checks.
 local ds = require("ds")
 local H = require("helpers")
-local cjson = require("cjson")
 local D = require("ds.dispatch")
 
-local function read_json(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return cjson.decode(s)
-end
-local fixtures = read_json("tests/fixtures/nn_module_optim.json")
+local fixtures = H.fixture("nn_module_optim.json")
 
 local function T(e) return ds.tensor(e.data, { dtype = e.dtype }):reshape(e.shape) end
 

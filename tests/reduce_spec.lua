@@ -6,12 +6,6 @@ local H = require("helpers")
 local cjson = require("cjson")
 local ffi = require("ffi")
 
-local function fixture(name)
-  local f = assert(io.open("tests/fixtures/" .. name, "r"))
-  local data = cjson.decode(f:read("*a"))
-  f:close()
-  return data
-end
 
 local function numel(shape)
   local n = 1
@@ -58,7 +52,7 @@ local function check_output(got, want)
 end
 
 describe("reductions against PyTorch", function()
-  local cases = fixture("reduce.json")
+  local cases = H.fixture("reduce.json")
   it("has the fixture cases", function() assert.is_true(#cases > 500) end)
   for i, c in ipairs(cases) do
     local desc = string.format("%d %s %s %s %s%s", i, c.op, c.input.dtype, table.concat(c.input.shape, "x"),

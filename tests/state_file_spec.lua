@@ -8,19 +8,13 @@ local cjson = require("cjson")
 local dir = os.getenv("TMPDIR") or "/tmp"
 local function tmp(name) return string.format("%s/ds_state_%s_%s", dir, name, tostring(os.time())) end
 
-local function slurp(path)
-  local f = assert(io.open(path, "rb")); local s = f:read("*a"); f:close(); return s
-end
-local function spit(path, s)
-  local f = assert(io.open(path, "wb")); f:write(s); f:close()
-end
 local function u64le(n)
   local b = {}
   for i = 1, 8 do b[i] = string.char(n % 256); n = math.floor(n / 256) end
   return table.concat(b)
 end
 -- a file from a header string and a data buffer
-local function raw_file(path, header, data) spit(path, u64le(#header) .. header .. (data or "")) end
+local function raw_file(path, header, data) H.write_file(path, u64le(#header) .. header .. (data or "")) end
 local function python(cmd)
   local p = assert(io.popen("/usr/bin/python3 tests/safetensors_ref.py " .. cmd))
   local out = p:read("*a"); p:close(); return out
@@ -127,17 +121,17 @@ describe("state files", function()
       H.raises(function() ds.load_state(path .. ".none") end, path .. ".none", "cannot open")
     end)
     it("shorter than the header length field", function()
-      spit(path, "\1\0\0")
+      H.write_file(path, "\1\0\0")
       H.raises(function() ds.load_state(path) end, path, "truncated")
     end)
     it("header length beyond the file", function()
-      spit(path, u64le(1000) .. good)
+      H.write_file(path, u64le(1000) .. good)
       H.raises(function() ds.load_state(path) end, path, "header length 1000 goes beyond the end of the file")
     end)
     it("truncated data", function()
       ds.save_state({ w = ds.ones(100) }, path)
-      local s = slurp(path)
-      spit(path, s:sub(1, #s - 10))
+      local s = H.read_file(path)
+      H.write_file(path, s:sub(1, #s - 10))
       H.raises(function() ds.load_state(path) end, path, "'w'", "out of range", "truncated")
     end)
     it("bad JSON", function()
@@ -173,9 +167,9 @@ describe("state files", function()
     end)
     it("every truncation of a valid file is an error, never a crash", function()
       ds.save_state({ a = ds.ones(3), b = ds.tensor({ 1, 2 }, { dtype = "i64" }) }, path, { k = "v" })
-      local s = slurp(path)
+      local s = H.read_file(path)
       for cut = 0, #s - 1 do
-        spit(path, s:sub(1, cut))
+        H.write_file(path, s:sub(1, cut))
         local ok, err = pcall(ds.load_state, path)
         assert.is_false(ok)
         assert.truthy(tostring(err):find(path, 1, true))
