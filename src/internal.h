@@ -29,6 +29,11 @@ typedef void (*ds_row_fn)(void *ctx, char **ptrs, int64_t n, const int64_t *inne
 void ds_for_rows(int ndim, const int64_t *shape, int nops, char **base, int64_t strides[][DS_MAXDIM],
                  const int64_t *elsize, ds_row_fn fn, void *ctx, int parallel);
 
+/* isa.c: the kernel path in use (chosen once from cpuid and DS_ISA); a kernel with an AVX-512 variant
+   branches on it. Variants live in files compiled for their ISA with #pragma GCC target. */
+enum { DS_ISA_AVX2 = 1, DS_ISA_AVX512 = 2 };
+int ds_isa(void);
+
 int ds_is_contig(const ds_tensor *t);
 void *ds_mem_alloc(int64_t nbytes, int64_t *rounded);
 void ds_mem_release(void *p, int64_t rounded);

@@ -35,6 +35,9 @@ end
 
 local C, libpath = load_lib()
 
+local isa_refused = C.ds_isa_check()
+if isa_refused ~= nil then error("ds: " .. ffi.string(isa_refused), 0) end
+
 local M = { C = C, ffi = ffi, libpath = libpath }
 
 function M.last_error()

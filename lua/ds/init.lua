@@ -41,6 +41,8 @@ function ds.info()
     blas_threads = C.ds_blas_num_threads(),
     blas_core = ffi.string(C.ds_blas_corename()),
     blas_config = ffi.string(C.ds_blas_config()),
+    isa = ffi.string(C.ds_isa_name()),
+    isa_env = os.getenv("DS_ISA"),
     openblas_coretype_env = os.getenv("OPENBLAS_CORETYPE"),
     live_bytes = tonumber(C.ds_mem_live_bytes()),
     cached_bytes = tonumber(C.ds_mem_cached_bytes()),

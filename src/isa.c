@@ -1,0 +1,43 @@
+/* isa.c: the instruction set the kernels use, chosen once from cpuid; DS_ISA=avx2 forces the narrower path. */
+#include "internal.h"
+#include <cpuid.h>
+#include <stdlib.h>
+
+static int isa_level = -1;          /* DS_ISA_AVX2 or DS_ISA_AVX512 once chosen */
+static char isa_error[160];
+
+/* AVX-512 F/DQ/BW/VL usable: cpuid bits and the OS saving the zmm/opmask state (XCR0 bits 1,2,5,6,7). */
+static int host_has_avx512(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return 0;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 0xe6) != 0xe6) return 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+  unsigned need = bit_AVX512F | bit_AVX512DQ | bit_AVX512BW | bit_AVX512VL;
+  return (b & need) == need;
+}
+
+static void isa_choose(void) {
+  int host = host_has_avx512() ? DS_ISA_AVX512 : DS_ISA_AVX2;
+  const char *want = getenv("DS_ISA");
+  isa_level = host;
+  if (!want || !*want) return;
+  if (strcmp(want, "avx2") == 0) isa_level = DS_ISA_AVX2;
+  else if (strcmp(want, "avx512") == 0 && host == DS_ISA_AVX512) isa_level = DS_ISA_AVX512;
+  else
+    snprintf(isa_error, sizeof isa_error, "DS_ISA=%s: expected avx2 or avx512%s", want,
+             strcmp(want, "avx512") == 0 ? " (this CPU has no AVX-512 F/DQ/BW/VL)" : "");
+}
+
+int ds_isa(void) {
+  if (isa_level < 0) isa_choose();
+  return isa_level;
+}
+
+const char *ds_isa_name(void) { return ds_isa() == DS_ISA_AVX512 ? "avx512" : "avx2"; }
+
+const char *ds_isa_check(void) {
+  ds_isa();
+  return isa_error[0] ? isa_error : NULL;
+}
