@@ -110,6 +110,20 @@ describe("fixture coverage", function()
   end)
 end)
 
+describe("the C op table", function()
+  it("every elementwise op of the Lua op table is a row of src/elementwise.def, so it fuses", function()
+    local OPCODE, missing = require("ds.passes.fuse").OPCODE, {}
+    for _, def in ipairs(require("ds.dispatch").list) do
+      if def.elementwise and def.kernel and not OPCODE[def.kernel:match("^ds_(.-)_%%s$")] then
+        missing[#missing + 1] = def.name
+      end
+    end
+    assert.same({}, missing)
+    assert.equal(0, OPCODE.exp)
+    assert.equal(nil, OPCODE.nosuchop)
+  end)
+end)
+
 describe("dtype promotion", function()
   it("tensor with tensor follows PyTorch, except bool arithmetic, which computes in i64", function()
     for _, r in ipairs(doc.promotion) do
