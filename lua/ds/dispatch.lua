@@ -4,6 +4,8 @@ local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local state = require("ds.state")
 local Tensor = require("ds.tensor")
+local S = require("ds.shape")
+local tape = require("ds.tape")
 local ffi, C = dsffi.ffi, dsffi.C
 
 local M = { list = {}, by_name = {} }
@@ -148,9 +150,6 @@ function M.cast(x, dt)
 end
 
 -- ---- the call path ----
-local autograd -- set by autograd.lua (avoids a require cycle)
-function M.set_autograd(a) autograd = a end
-
 -- Run an already-normalized op eagerly: allocate outputs (or use out), call the kernel.
 function M.run_kernel(def, inputs, attrs, metas, out)
   local outputs = {}
@@ -169,11 +168,7 @@ function M.run_kernel(def, inputs, attrs, metas, out)
   for i = 1, def.noutputs do tb[i - 1] = outputs[i]._c end
   for i = 1, #inputs do tb[def.noutputs + i - 1] = inputs[i]._c end
   local ab = M.pack(def, attrs)
-  local rc = k(tb, ab)
-  if rc ~= 0 then
-    local msg = dsffi.last_error() -- kernels name their op; do not say it twice
-    errors.raise(msg:sub(1, #def.name + 2) == def.name .. ": " and msg or def.name .. ": " .. msg)
-  end
+  dsffi.check(k(tb, ab), def.name)
   return outputs
 end
 
@@ -202,22 +197,22 @@ function M.call(def, inputs, attrs, out)
     if out.dtype ~= m.dtype then
       errors.raise(string.format("%s_: result dtype %s cannot be written into a %s tensor", def.name, m.dtype, out.dtype))
     end
-    if not require("ds.shape").equal(out._shape, m.shape) then
+    if not S.equal(out._shape, m.shape) then
       errors.raise(string.format("%s_: result shape %s does not match the in-place tensor's %s", def.name,
-        require("ds.shape").str(m.shape), require("ds.shape").str(out._shape)))
+        S.str(m.shape), S.str(out._shape)))
     end
   end
   local outputs
   if state.trace then
     outputs = state.trace.record(def, inputs, attrs, metas, out)
   else
-    if out and autograd and state.grad_enabled and rawget(out, "requires_grad") then
-      autograd.check_inplace(def, out)
+    if out and state.grad_enabled and rawget(out, "requires_grad") then
+      tape.check_inplace(def, out)
     end
     outputs = M.run_kernel(def, inputs, attrs, metas, out)
   end
-  if autograd and state.grad_enabled and def.backward then
-    autograd.maybe_record(def, inputs, attrs, outputs)
+  if state.grad_enabled and def.backward then
+    tape.maybe_record(def, inputs, attrs, outputs)
   end
   return unpack(outputs, 1, def.noutputs)
 end

@@ -5,15 +5,19 @@ local D = require("ds.dispatch")
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local state = require("ds.state")
+local S = require("ds.shape")
+local ffi = require("ffi")
+local dsffi = require("ds.ffi")
 
 require("ds.ops.elementwise")
 require("ds.ops.creation")
 require("ds.ops.movement")
 require("ds.ops.blas")
-for _, family in ipairs { "reduce", "index", "nn", "random", "optim", "control" } do
-  local ok, err = pcall(require, "ds.ops." .. family)
-  if not ok and not tostring(err):find("module 'ds.ops." .. family .. "' not found", 1, true) then error(err, 0) end
-end
+require("ds.ops.reduce")
+require("ds.ops.index")
+require("ds.ops.nn")
+require("ds.ops.random")
+require("ds.ops.optim")
 
 local F = C.functions
 
@@ -33,8 +37,6 @@ for _, def in ipairs(D.list) do
   end
 end
 
-local ffi = require("ffi")
-local dsffi = require("ds.ffi")
 local tbuf = ffi.new("ds_tensor*[3]")
 local abuf = ffi.new("double[1]")
 local empty = Tensor._empty
@@ -122,7 +124,6 @@ Tensor.zero_ = function(x) return x:fill_(0) end
 Tensor.copy_ = function(x, src)
   if not C.is_tensor(src) then return x:fill_(src) end
   if src.dtype ~= x.dtype then src = src:astype(x.dtype) end
-  local S = require("ds.shape")
   local s = S.broadcast(x._shape, src._shape, "copy_")
   if not S.equal(s, x._shape) then
     errors.raise(string.format("copy_: source shape %s does not broadcast to %s", S.str(src._shape), S.str(x._shape)))
@@ -132,7 +133,7 @@ end
 -- torch.equal: same shape and every element equal (NaN is unequal to itself, like PyTorch)
 F.equal = function(a, b)
   if not (C.is_tensor(a) and C.is_tensor(b)) then errors.raise("equal: both arguments must be tensors") end
-  if not require("ds.shape").equal(a._shape, b._shape) then return false end
+  if not S.equal(a._shape, b._shape) then return false end
   return a:eq(b):all():item()
 end
 Tensor.equal = F.equal

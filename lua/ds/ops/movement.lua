@@ -5,6 +5,8 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
 local Tensor = require("ds.tensor")
+local sym = require("ds.sym")
+local sum_to = require("ds.autograd").sum_to
 local F = C.functions
 
 local function strides_of(x) return x:strides() end
@@ -31,8 +33,8 @@ local function resolve_shape(x, want, opname)
   end
   local n = S.numel(x._shape)
   if infer_at then
-    if S.sym and (type(n) == "table" or type(known) == "table") then
-      out[infer_at] = S.sym.div(n, known, opname)
+    if type(n) == "table" or type(known) == "table" then
+      out[infer_at] = sym.div(n, known, opname)
     else
       if known == 0 or n % known ~= 0 then
         errors.raise(string.format("%s: cannot reshape %s (%d elements) into %s", opname, S.str(x._shape), n, S.str(want)))
@@ -121,7 +123,7 @@ local function pad_along(g, dim, start, total)
   end
   if start > 1 then parts[#parts + 1] = zeros_with(start - 1) end
   parts[#parts + 1] = g
-  local after = S.sym and type(total) == "table" and S.sym.sub(S.sym.sub(total, start - 1), len) or total - (start - 1) - len
+  local after = type(total) == "table" and sym.sub(sym.sub(total, start - 1), len) or total - (start - 1) - len
   if type(after) == "table" or after > 0 then parts[#parts + 1] = zeros_with(after) end
   if #parts == 1 then return g end
   return F.cat(parts, dim)
@@ -220,16 +222,16 @@ def_view {
     end
     return Tensor._view(x, meta.shape, st, offset_of(x))
   end,
-  backward = function(ctx, g) return require("ds.autograd").sum_to(g, ctx.inputs[1]._shape) end,
+  backward = function(ctx, g) return sum_to(g, ctx.inputs[1]._shape) end,
 }
 
 -- ---- API: varargs/table shapes and the derived views ----
 local function shape_args(opname, ...)
   local first = ...
-  if type(first) == "table" and not Tensor.is_tensor(first) and not (S.sym and S.sym.is(first)) then return first end
+  if type(first) == "table" and not Tensor.is_tensor(first) and not sym.is(first) then return first end
   local s = { ... }
   for i, d in ipairs(s) do
-    if type(d) ~= "number" and not (S.sym and S.sym.is(d)) then
+    if type(d) ~= "number" and not sym.is(d) then
       errors.raise(string.format("%s: size %d must be a number, got %s", opname, i, type(d)))
     end
   end
