@@ -1,4 +1,7 @@
 -- dispatch.lua: the op registry and the one call path every op takes (eager, autograd, trace).
+-- M.call(def, inputs, attrs, out): attrs -> prepare -> promote -> infer -> trace record or kernel -> tape.
+-- Its eager shortcuts, M.fast_binary and M.fast_unary (x + y, x:relu() on tensors of one dtype and shape, no
+-- grad, not tracing), call the same kernel directly and fall back to M.call for everything else.
 local dsffi = require("ds.ffi")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
@@ -154,7 +157,7 @@ end
 function M.run_kernel(def, inputs, attrs, metas, out)
   local outputs = {}
   if def.view then
-    outputs[1] = def.view(inputs[1], attrs, metas[1])
+    outputs[1] = Tensor._view(def.view(inputs[1], attrs, metas[1]))
     return outputs
   end
   for i = 1, def.noutputs do
@@ -215,6 +218,66 @@ function M.call(def, inputs, attrs, out)
     tape.maybe_record(def, inputs, attrs, outputs)
   end
   return unpack(outputs, 1, def.noutputs)
+end
+
+-- ---- eager shortcuts ----
+-- Dispatch costs more than a small kernel (bench/small_ops.lua); these skip attrs, promotion, inference
+-- and the tape when they would do nothing: concrete tensors, no grad needed, not tracing.
+local fast_tb = ffi.new("ds_tensor*[3]")
+local no_attrs = ffi.new("double[1]")
+local empty = Tensor._empty
+
+-- unrolled (at most 8 dims; missing ones are nil on both sides): no inner loop in a chain's trace
+local function same_shape(sa, sb)
+  return #sa == #sb and sa[1] == sb[1] and sa[2] == sb[2] and sa[3] == sb[3] and sa[4] == sb[4]
+    and sa[5] == sb[5] and sa[6] == sb[6] and sa[7] == sb[7] and sa[8] == sb[8]
+end
+
+-- (tensor op tensor) of one dtype and shape runs def's kernel; inplace writes into a; else slow(a, b)
+function M.fast_binary(def, slow, inplace)
+  local kernels = {}
+  local name = inplace and def.name .. "_" or def.name
+  return function(a, b)
+    if type(a) == "table" and type(b) == "table" and not state.trace then
+      local ca, cb = rawget(a, "_c"), rawget(b, "_c")
+      local dt = rawget(a, "dtype")
+      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
+        local sa, sb = a._shape, b._shape
+        local same = sa == sb or same_shape(sa, sb)
+        local k = kernels[dt]
+        if same and k == nil and def.dtypes[dt] then k = M.kernel(def, dt); kernels[dt] = k end
+        if same and k then
+          local out = inplace and a or empty(dt, sa, def.name)
+          fast_tb[0] = out._c; fast_tb[1] = ca; fast_tb[2] = cb
+          local rc = k(fast_tb, no_attrs)
+          if rc ~= 0 then dsffi.fail(name) end
+          return out
+        end
+      end
+    end
+    local r = slow(a, b)
+    return r
+  end
+end
+
+-- an attr-less unary op on a concrete tensor of a kernel dtype runs def's kernel; else slow(a, ...)
+function M.fast_unary(def, slow)
+  local kernels = {}
+  return function(a, ...)
+    if type(a) == "table" and (...) == nil and not state.trace then
+      local ca, dt = rawget(a, "_c"), rawget(a, "dtype")
+      if ca and def.dtypes[dt] and not (state.grad_enabled and rawget(a, "requires_grad")) then
+        local k = kernels[dt]
+        if k == nil then k = M.kernel(def, dt); kernels[dt] = k end
+        local out = empty(dt, a._shape, def.name)
+        fast_tb[0] = out._c; fast_tb[1] = ca
+        if k(fast_tb, no_attrs) ~= 0 then dsffi.fail(def.name) end
+        return out
+      end
+    end
+    local r = slow(a, ...)
+    return r
+  end
 end
 
 return M

@@ -12,6 +12,9 @@ local F = C.functions
 local function strides_of(x) return x:strides() end
 local function offset_of(x) return x:storage_offset() end
 
+-- def.view(x, attrs, meta) -> base, shape, strides, offset: the storage the result views (x, or a contiguous
+-- copy of it) and the result's layout there; eagerly dispatch makes the view, the compiler (passes/lower.lua)
+-- runs the same rule on buffer layouts
 local function def_view(def)
   def.kind = "view"; def.dtypes = C.ALL; def.ninputs = def.ninputs or 1
   return D.define(def)
@@ -55,7 +58,7 @@ def_view {
   end,
   view = function(x, attrs, meta)
     if not x:is_contiguous() then x = F.contiguous(x) end
-    return Tensor._view(x, meta.shape, S.contiguous_strides(meta.shape), offset_of(x))
+    return x, meta.shape, S.contiguous_strides(meta.shape), offset_of(x)
   end,
   backward = function(ctx, g) return g:reshape(ctx.inputs[1]._shape) end,
 }
@@ -75,7 +78,7 @@ def_view {
   view = function(x, attrs, meta)
     local st = strides_of(x)
     st[attrs.dim0], st[attrs.dim1] = st[attrs.dim1], st[attrs.dim0]
-    return Tensor._view(x, meta.shape, st, offset_of(x))
+    return x, meta.shape, st, offset_of(x)
   end,
   backward = function(ctx, g) return g:transpose(ctx.attrs.dim0, ctx.attrs.dim1) end,
 }
@@ -102,7 +105,7 @@ def_view {
   view = function(x, attrs, meta)
     local st0, st = strides_of(x), {}
     for i, d in ipairs(attrs.dims) do st[i] = st0[d] end
-    return Tensor._view(x, meta.shape, st, offset_of(x))
+    return x, meta.shape, st, offset_of(x)
   end,
   backward = function(ctx, g)
     local inv = {}
@@ -151,7 +154,7 @@ def_view {
   end,
   view = function(x, attrs, meta)
     local st = strides_of(x)
-    return Tensor._view(x, meta.shape, st, offset_of(x) + (attrs.start - 1) * st[attrs.dim])
+    return x, meta.shape, st, offset_of(x) + (attrs.start - 1) * st[attrs.dim]
   end,
   backward = function(ctx, g)
     return pad_along(g, ctx.attrs.dim, ctx.attrs.start, ctx.inputs[1]._shape[ctx.attrs.dim])
@@ -184,7 +187,7 @@ def_view {
   view = function(x, attrs, meta)
     local st0, st = strides_of(x), {}
     for i, v in ipairs(st0) do if i ~= attrs.dim then st[#st + 1] = v end end
-    return Tensor._view(x, meta.shape, st, offset_of(x) + (attrs.index - 1) * st0[attrs.dim])
+    return x, meta.shape, st, offset_of(x) + (attrs.index - 1) * st0[attrs.dim]
   end,
   backward = function(ctx, g)
     return pad_along(g:unsqueeze(ctx.attrs.dim), ctx.attrs.dim, ctx.attrs.index, ctx.inputs[1]._shape[ctx.attrs.dim])
@@ -220,7 +223,7 @@ def_view {
       local j = i - (n - nx)
       st[i] = (j >= 1 and x._shape[j] == meta.shape[i]) and st0[j] or 0
     end
-    return Tensor._view(x, meta.shape, st, offset_of(x))
+    return x, meta.shape, st, offset_of(x)
   end,
   backward = function(ctx, g) return sum_to(g, ctx.inputs[1]._shape) end,
 }
