@@ -94,7 +94,9 @@ local function requires_of(src)
   local depth_fn = 0
   for k, t in ipairs(toks) do
     local prev = toks[k - 1]
-    local is_field = prev and prev.kind == "punct" and (prev.value == "." or prev.value == ":")
+    local before = toks[k - 2]
+    local is_field = prev and prev.kind == "punct" and (prev.value == ":" or prev.value == "."
+      and not (before and before.kind == "punct" and before.value == ".")) -- a.b, a:b; not "s" .. name
     if t.kind == "name" and not is_field then
       if OPENERS[t.value] then
         stack[#stack + 1] = t.value
@@ -165,9 +167,11 @@ describe("layering of lua/ds", function()
     assert.is_true(layer_of("ds.ops.elementwise") == layer_of("ds.ops"))
     assert.same({ "ds.errors" }, graph["ds.shape"])
     local sample = requires_of("local a = require('ds.x')\nlocal function f() return require \"ds.y\" end\n"
-      .. "--[[ require('ds.z') ]]\nlocal s = [[require('ds.w')]]\npcall(require, 'ds.v')")
+      .. "--[[ require('ds.z') ]]\nlocal s = [[require('ds.w')]]\npcall(require, 'ds.v')\n"
+      .. "for i = 1, 2 do local g = function() return 'a' .. require('ds.u').x end end")
     assert.same({ { module = "ds.x", line = 1, in_function = false }, { module = "ds.y", line = 2, in_function = true },
-                  { module = nil, line = 5, in_function = false } }, sample)
+                  { module = nil, line = 5, in_function = false }, { module = "ds.u", line = 6, in_function = true } },
+                sample)
   end)
 
   it("requires at the top, literally, downward only", function()
