@@ -10,7 +10,7 @@ require("ds.ops.elementwise")
 require("ds.ops.creation")
 require("ds.ops.movement")
 require("ds.ops.blas")
-for _, family in ipairs { "reduce", "index", "nn", "random", "optim", "control" } do
+for _, family in ipairs { "reduce", "index", "nn", "random", "optim", "control", "sorting", "shaping", "linalg" } do
   local ok, err = pcall(require, "ds.ops." .. family)
   if not ok and not tostring(err):find("module 'ds.ops." .. family .. "' not found", 1, true) then error(err, 0) end
 end
@@ -143,5 +143,16 @@ Tensor.long = function(x) return x:astype("i64") end
 Tensor.int = function(x) return x:astype("i32") end
 Tensor.bool = function(x) return x:astype("bool") end
 Tensor.to = function(x, dt) return x:astype(dt) end
+-- x:type() -> PyTorch's name ("torch.FloatTensor"); x:type(name) converts to a PyTorch name or a ds dtype
+local torch_type = { f32 = "torch.FloatTensor", f64 = "torch.DoubleTensor", i64 = "torch.LongTensor",
+                     i32 = "torch.IntTensor", u8 = "torch.ByteTensor", bool = "torch.BoolTensor" }
+local dtype_of_type = {}
+for dt, name in pairs(torch_type) do dtype_of_type[name] = dt; dtype_of_type[dt] = dt end
+Tensor.type = function(x, name)
+  if name == nil then return torch_type[x.dtype] end
+  local dt = dtype_of_type[name]
+  if not dt then errors.raise("type: unknown type '" .. tostring(name) .. "' (torch.FloatTensor, ... or a ds dtype)") end
+  return x:astype(dt)
+end
 
 return F
