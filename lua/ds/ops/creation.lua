@@ -7,6 +7,8 @@ local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local Tensor = require("ds.tensor")
 local dsffi = require("ds.ffi")
+local state = require("ds.state")
+local sym = require("ds.sym")
 local ffi = dsffi.ffi
 
 local function check_dtype(dt, opname)
@@ -41,7 +43,7 @@ local function sizes_and_opts(opname, ...)
   end
   local first = ...
   local shape
-  if n >= 1 and type(first) == "table" and not (S.sym and S.sym.is(first)) then
+  if n >= 1 and type(first) == "table" and not sym.is(first) then
     shape = {}
     for i, d in ipairs(first) do shape[i] = d end
   else
@@ -71,7 +73,7 @@ end, { method = false })
 C.export("empty", function(...)
   local shape, opts = sizes_and_opts("empty", ...)
   local dt = check_dtype(opts.dtype, "empty")
-  if require("ds.state").trace then return D.call(full, {}, { shape = shape, value = 0, dtype = dt }) end
+  if state.trace then return D.call(full, {}, { shape = shape, value = 0, dtype = dt }) end
   return Tensor._empty(dt, shape, "empty")
 end, { method = false })
 
