@@ -131,14 +131,13 @@ return function(ir)
   for _, w in ipairs(ir.grad_writes or {}) do if w.value then need(w.value, FULL) end end
   for i = #ir.nodes, 1, -1 do
     local node = ir.nodes[i]
-    local out = node.outputs[1]
+    local out = node.outputs[1]   -- nil for a node without results (print): r stays nil or FULL
     local r = nil
     for _, id in ipairs(node.outputs) do r = combine(r, demand[id]) end
     if IR.has_effects(node) and r == nil then r = FULL end
     local src = source_rows(node)
     local rule = rule_for(node)
-    local shape = ir.values[out].shape
-    local useful = r ~= nil and r ~= FULL and not (r.start == 1 and S.same(shape[r.dim], r.length))
+    local useful = r ~= nil and r ~= FULL and not (r.start == 1 and S.same(ir.values[out].shape[r.dim], r.length))
     local needs, attrs
     if useful and rule then needs, attrs = rule(node, r, ir, read) end
     if needs then
