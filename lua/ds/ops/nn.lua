@@ -419,7 +419,12 @@ C.export("batch_norm", function(x, running_mean, running_var, weight, bias, trai
       raise("batch_norm: %s must be a (%s) tensor for input %s", name, tostring(ch), S.str(xs))
     end
   end
-  momentum, eps = momentum or 0.1, eps or 1e-5
+  momentum, eps = momentum == nil and 0.1 or momentum, eps == nil and 1e-5 or eps
+  -- PyTorch's momentum=None (a cumulative average) is not implemented: false is not a stand-in for it
+  if type(momentum) ~= "number" or not (momentum >= 0 and momentum <= 1) then
+    raise("batch_norm: momentum must be a number in [0, 1], got %s (a cumulative average is not implemented)", tostring(momentum))
+  end
+  if type(eps) ~= "number" or not (eps >= 0) then raise("batch_norm: eps must be a non-negative number, got %s", tostring(eps)) end
   local y
   if training then
     local mean = x:mean(dims, true)
