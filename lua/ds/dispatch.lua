@@ -268,6 +268,20 @@ local function check_shapes(def, metas)
   end
 end
 
+-- an in-place write may not land on one element twice, nor on memory an input reads partly (PyTorch's rules)
+-- (def.inplace_name: the method that writes in place with this op, when not name_: copy_, fill_)
+local function check_overlap(def, inputs, out)
+  local name = def.inplace_name or def.name .. "_"
+  if Tensor._self_overlapping(out) then
+    errors.raise(string.format("%s: the tensor written in place has elements sharing memory (an expand); clone it first", name))
+  end
+  for i = 1, #inputs do
+    if Tensor._partial_overlap(out, inputs[i]) then
+      errors.raise(string.format("%s: input %d partly overlaps the tensor written in place; clone it first", name, i))
+    end
+  end
+end
+
 -- inputs: array of tensors/numbers; attrs: user table or nil; out: tensor for in-place/out= forms
 function M.call(def, inputs, attrs, out)
   check_arity(def, inputs)
@@ -291,6 +305,7 @@ function M.call(def, inputs, attrs, out)
   if metas.shape then metas = { metas } end
   check_shapes(def, metas)
   if out then
+    check_overlap(def, inputs, out)
     local m = metas[1]
     if out.dtype ~= m.dtype then
       errors.raise(string.format("%s_: result dtype %s cannot be written into a %s tensor", def.name, m.dtype, out.dtype))
@@ -336,7 +351,8 @@ function M.fast_binary(def, slow, inplace)
     if type(a) == "table" and type(b) == "table" and not state.trace then
       local ca, cb = rawget(a, "_c"), rawget(b, "_c")
       local dt = rawget(a, "dtype")
-      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
+      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad")))
+         and not (inplace and (rawget(a, "_base") or rawget(b, "_base"))) then -- views written in place: M.call checks overlap
         local sa, sb = a._shape, b._shape
         local same = sa == sb or same_shape(sa, sb)
         local k = kernels[dt]
