@@ -304,7 +304,10 @@ function M.call(def, inputs, attrs, out)
   local metas = def.infer(inputs, attrs, def)
   if metas.shape then metas = { metas } end
   check_shapes(def, metas)
-  if out then
+  if out ~= nil then
+    if not is_tensor(out) then
+      errors.raise(string.format("%s: expects a tensor as self, got %s", def.inplace_name or def.name .. "_", type(out)))
+    end
     check_overlap(def, inputs, out)
     local m = metas[1]
     if out.dtype ~= m.dtype then
@@ -344,10 +347,11 @@ local function same_shape(sa, sb)
 end
 
 -- (tensor op tensor) of one dtype and shape runs def's kernel; inplace writes into a; else slow(a, b)
+M.shortcuts = setmetatable({}, { __mode = "k" }) -- the functions below (they check operands or fall back to M.call)
 function M.fast_binary(def, slow, inplace)
   local kernels = {}
   local name = inplace and def.name .. "_" or def.name
-  return function(a, b)
+  local f = function(a, b)
     if type(a) == "table" and type(b) == "table" and not state.trace then
       local ca, cb = rawget(a, "_c"), rawget(b, "_c")
       local dt = rawget(a, "dtype")
@@ -369,12 +373,14 @@ function M.fast_binary(def, slow, inplace)
     local r = slow(a, b)
     return r
   end
+  M.shortcuts[f] = true
+  return f
 end
 
 -- an attr-less unary op on a concrete tensor of a kernel dtype runs def's kernel; else slow(a, ...)
 function M.fast_unary(def, slow)
   local kernels = {}
-  return function(a, ...)
+  local f = function(a, ...)
     if type(a) == "table" and (...) == nil and not state.trace then
       local ca, dt = rawget(a, "_c"), rawget(a, "dtype")
       if ca and def.dtypes[dt] and not (state.grad_enabled and rawget(a, "requires_grad")) then
@@ -389,6 +395,8 @@ function M.fast_unary(def, slow)
     local r = slow(a, ...)
     return r
   end
+  M.shortcuts[f] = true
+  return f
 end
 
 return M

@@ -253,17 +253,27 @@ function Tensor.totable(x)
   return build(1)
 end
 
--- every method in this file needs a tensor as self (x:m() or Tensor.m(x)): ds.Tensor.is_contiguous({}) is an
--- error naming the method, not a NULL dereference in C
-for name, f in pairs(Tensor) do
-  if type(f) == "function" and name:sub(1, 1) ~= "_" and name ~= "is_tensor" then
-    Tensor[name] = function(x, ...)
-      if getmetatable(x) ~= "ds.Tensor" then
-        errors.raise(string.format("%s: expects a tensor as self (call it as x:%s(...)), got %s", name, name, type(x)))
+-- Every method needs a tensor as self (x:m() or Tensor.m(x)): ds.Tensor.is_contiguous({}) is an error
+-- naming the method, not a NULL dereference in C. Wraps each method not yet wrapped and not in skip (a
+-- set of functions that check their operands themselves); returns { [old function] = wrapped }.
+local wrapped = setmetatable({}, { __mode = "k" })
+function Tensor._require_self(skip)
+  local map = {}
+  for name, f in pairs(Tensor) do
+    if type(f) == "function" and name:sub(1, 1) ~= "_" and name ~= "is_tensor" and not wrapped[f] and not (skip and skip[f]) then
+      local g = function(x, ...)
+        if getmetatable(x) ~= "ds.Tensor" then
+          errors.raise(string.format("%s: expects a tensor as self (x:%s(...)), got %s", name, name, type(x)))
+        end
+        return f(x, ...)
       end
-      return f(x, ...)
+      wrapped[g] = true
+      map[f] = g
+      Tensor[name] = g
     end
   end
+  return map
 end
+Tensor._require_self()
 
 return Tensor
