@@ -268,6 +268,20 @@ local function check_shapes(def, metas)
   end
 end
 
+-- an in-place write may not land on one element twice, nor on memory an input reads partly (PyTorch's rules)
+-- (def.inplace_name: the method that writes in place with this op, when not name_: copy_, fill_)
+local function check_overlap(def, inputs, out)
+  local name = def.inplace_name or def.name .. "_"
+  if Tensor._self_overlapping(out) then
+    errors.raise(string.format("%s: the tensor written in place has elements sharing memory (an expand); clone it first", name))
+  end
+  for i = 1, #inputs do
+    if Tensor._partial_overlap(out, inputs[i]) then
+      errors.raise(string.format("%s: input %d partly overlaps the tensor written in place; clone it first", name, i))
+    end
+  end
+end
+
 -- inputs: array of tensors/numbers; attrs: user table or nil; out: tensor for in-place/out= forms
 function M.call(def, inputs, attrs, out)
   check_arity(def, inputs)
@@ -290,7 +304,11 @@ function M.call(def, inputs, attrs, out)
   local metas = def.infer(inputs, attrs, def)
   if metas.shape then metas = { metas } end
   check_shapes(def, metas)
-  if out then
+  if out ~= nil then
+    if not is_tensor(out) then
+      errors.raise(string.format("%s: expects a tensor as self, got %s", def.inplace_name or def.name .. "_", type(out)))
+    end
+    check_overlap(def, inputs, out)
     local m = metas[1]
     if out.dtype ~= m.dtype then
       errors.raise(string.format("%s_: result dtype %s cannot be written into a %s tensor", def.name, m.dtype, out.dtype))
@@ -329,14 +347,16 @@ local function same_shape(sa, sb)
 end
 
 -- (tensor op tensor) of one dtype and shape runs def's kernel; inplace writes into a; else slow(a, b)
+M.shortcuts = setmetatable({}, { __mode = "k" }) -- the functions below (they check operands or fall back to M.call)
 function M.fast_binary(def, slow, inplace)
   local kernels = {}
   local name = inplace and def.name .. "_" or def.name
-  return function(a, b)
+  local f = function(a, b)
     if type(a) == "table" and type(b) == "table" and not state.trace then
       local ca, cb = rawget(a, "_c"), rawget(b, "_c")
       local dt = rawget(a, "dtype")
-      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
+      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad")))
+         and not (inplace and (rawget(a, "_base") or rawget(b, "_base"))) then -- views written in place: M.call checks overlap
         local sa, sb = a._shape, b._shape
         local same = sa == sb or same_shape(sa, sb)
         local k = kernels[dt]
@@ -353,12 +373,14 @@ function M.fast_binary(def, slow, inplace)
     local r = slow(a, b)
     return r
   end
+  M.shortcuts[f] = true
+  return f
 end
 
 -- an attr-less unary op on a concrete tensor of a kernel dtype runs def's kernel; else slow(a, ...)
 function M.fast_unary(def, slow)
   local kernels = {}
-  return function(a, ...)
+  local f = function(a, ...)
     if type(a) == "table" and (...) == nil and not state.trace then
       local ca, dt = rawget(a, "_c"), rawget(a, "dtype")
       if ca and def.dtypes[dt] and not (state.grad_enabled and rawget(a, "requires_grad")) then
@@ -373,6 +395,8 @@ function M.fast_unary(def, slow)
     local r = slow(a, ...)
     return r
   end
+  M.shortcuts[f] = true
+  return f
 end
 
 return M

@@ -76,4 +76,8 @@ ds.format_profile = compile.format_profile
 ds.progress = progress
 io_.install(ds)
 
+-- every Tensor method checks self (the eager shortcuts check their operands); ds.<name> is the same function
+local checked = Tensor._require_self(D.shortcuts)
+for name, f in pairs(ds) do if checked[f] then ds[name] = checked[f] end end
+
 return ds

@@ -2,6 +2,7 @@
 local Tensor = require("ds.tensor")
 local S = require("ds.shape")
 local dtype = require("ds.dtype")
+local options = require("ds.options")
 
 local M = { threshold = 1000, edgeitems = 3, precision = 4, linewidth = 80 }
 
@@ -105,11 +106,11 @@ function M.tostring(x)
   return s .. ")"
 end
 
+-- every option an integer in its range, all checked before any is set
+local PRINT_OPTIONS = { threshold = { "integer", min = 0 }, edgeitems = { "integer", min = 1, max = 1000 },
+                        precision = { "integer", min = 0, max = 30 }, linewidth = { "integer", min = 1 } }
 function M.set_printoptions(opts)
-  for k, v in pairs(opts or {}) do
-    if M[k] == nil or type(v) ~= "number" then error("set_printoptions: unknown option " .. tostring(k), 2) end
-    M[k] = v
-  end
+  for k, v in pairs(options.check(opts, "set_printoptions", PRINT_OPTIONS)) do M[k] = v end
 end
 
 Tensor._mt.__tostring = M.tostring

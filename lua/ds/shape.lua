@@ -95,6 +95,30 @@ function M.check(shape, opname)
   return shape
 end
 
+-- Strides that view (shape, strides) as new_shape without a copy, or nil when no view can (PyTorch's
+-- computeStride): each run of dims that is contiguous within itself may be split or merged, no more.
+function M.view_strides(shape, strides, new_shape)
+  local numel = M.numel(shape)
+  if numel == 0 or #shape == 0 then return M.contiguous_strides(new_shape) end
+  local out, view_d = {}, #new_shape
+  local chunk_base_stride = strides[#strides]
+  local tensor_numel, view_numel = 1, 1
+  for d = #shape, 1, -1 do
+    tensor_numel = tensor_numel * shape[d]
+    if d == 1 or (shape[d - 1] ~= 1 and strides[d - 1] ~= tensor_numel * chunk_base_stride) then
+      while view_d >= 1 and (view_numel < tensor_numel or new_shape[view_d] == 1) do
+        out[view_d] = view_numel * chunk_base_stride
+        view_numel = view_numel * new_shape[view_d]
+        view_d = view_d - 1
+      end
+      if view_numel ~= tensor_numel then return nil end
+      if d > 1 then chunk_base_stride, tensor_numel, view_numel = strides[d - 1], 1, 1 end
+    end
+  end
+  if view_d ~= 0 then return nil end
+  return out
+end
+
 function M.contiguous_strides(shape)
   local st, s = {}, 1
   for i = #shape, 1, -1 do st[i] = s; s = s * shape[i] end

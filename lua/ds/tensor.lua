@@ -170,6 +170,45 @@ function Tensor.element_size(x) return dtype.size[x.dtype] end
 function Tensor.type(x) return x.dtype end
 function Tensor.is_floating_point(x) return dtype.is_float[x.dtype] == true end
 
+-- ---- memory overlap (PyTorch's rules for writes) ----
+-- some element is stored at the same place as another (a stride 0 over a size > 1: an expand)
+function Tensor._self_overlapping(x)
+  local c, shape = rawget(x, "_c"), x._shape
+  if c == nil then return false end
+  for i = 1, #shape do
+    if shape[i] > 1 and c.strides[i - 1] == 0 then return true end
+  end
+  return false
+end
+
+-- a permutation of a contiguous layout (no gaps, no shared elements)
+local function dense(x)
+  local c, shape, dims = x._c, x._shape, {}
+  for i = 1, #shape do if shape[i] ~= 1 then dims[#dims + 1] = i end end
+  table.sort(dims, function(a, b) return c.strides[a - 1] < c.strides[b - 1] end)
+  local expected = 1
+  for _, d in ipairs(dims) do
+    if c.strides[d - 1] ~= expected then return false end
+    expected = expected * shape[d]
+  end
+  return true
+end
+
+-- a and b share memory without being the same view (PyTorch's partial overlap; layouts it cannot
+-- decide, that are not dense, count as no overlap as there)
+function Tensor._partial_overlap(a, b)
+  local ca, cb = rawget(a, "_c"), rawget(b, "_c")
+  if ca == nil or cb == nil or ca.storage ~= cb.storage or a:numel() == 0 or b:numel() == 0 then return false end
+  if not dense(a) or not dense(b) then return false end
+  local a0, b0 = ffi.cast("char*", ca.data), ffi.cast("char*", cb.data)
+  local a1, b1 = a0 + a:numel() * dtype.size[a.dtype], b0 + b:numel() * dtype.size[b.dtype]
+  if a0 == b0 and a1 == b1 then
+    for i = 1, #a._shape do if ca.strides[i - 1] ~= cb.strides[i - 1] then return true end end
+    return #a._shape ~= #b._shape
+  end
+  return a0 < b1 and b0 < a1
+end
+
 -- all values as a flat Lua array (f64-exact; i64 beyond 2^53 rounds)
 function Tensor._flat(x)
   local n = x:numel()
@@ -214,17 +253,27 @@ function Tensor.totable(x)
   return build(1)
 end
 
--- every method in this file needs a tensor as self (x:m() or Tensor.m(x)): ds.Tensor.is_contiguous({}) is an
--- error naming the method, not a NULL dereference in C
-for name, f in pairs(Tensor) do
-  if type(f) == "function" and name:sub(1, 1) ~= "_" and name ~= "is_tensor" then
-    Tensor[name] = function(x, ...)
-      if getmetatable(x) ~= "ds.Tensor" then
-        errors.raise(string.format("%s: expects a tensor as self (call it as x:%s(...)), got %s", name, name, type(x)))
+-- Every method needs a tensor as self (x:m() or Tensor.m(x)): ds.Tensor.is_contiguous({}) is an error
+-- naming the method, not a NULL dereference in C. Wraps each method not yet wrapped and not in skip (a
+-- set of functions that check their operands themselves); returns { [old function] = wrapped }.
+local wrapped = setmetatable({}, { __mode = "k" })
+function Tensor._require_self(skip)
+  local map = {}
+  for name, f in pairs(Tensor) do
+    if type(f) == "function" and name:sub(1, 1) ~= "_" and name ~= "is_tensor" and not wrapped[f] and not (skip and skip[f]) then
+      local g = function(x, ...)
+        if getmetatable(x) ~= "ds.Tensor" then
+          errors.raise(string.format("%s: expects a tensor as self (x:%s(...)), got %s", name, name, type(x)))
+        end
+        return f(x, ...)
       end
-      return f(x, ...)
+      wrapped[g] = true
+      map[f] = g
+      Tensor[name] = g
     end
   end
+  return map
 end
+Tensor._require_self()
 
 return Tensor

@@ -1,5 +1,6 @@
 -- nn/activation.lua: ReLU, GELU, Tanh, Sigmoid, SiLU, Softmax, LogSoftmax as modules.
 local Module = require("ds.nn.module")
+local options = require("ds.options")
 local F = require("ds.nn.functional")
 
 local M = {}
@@ -16,7 +17,9 @@ simple("SiLU", F.silu)
 
 -- opts.approximate: "none" (default) or "tanh"
 local GELU = Module:extend("GELU")
-function GELU:init(opts) self.approximate = opts and opts.approximate or "none" end
+function GELU:init(opts)
+  self.approximate = options.check(opts, "GELU", { approximate = { "none", "tanh" } }).approximate or "none"
+end
 function GELU:forward(x) return F.gelu(x, { approximate = self.approximate }) end
 function GELU:extra_repr() return self.approximate ~= "none" and "approximate='" .. self.approximate .. "'" or "" end
 M.GELU = GELU

@@ -1,6 +1,7 @@
 -- nn/attention.lua: MultiheadAttention (PyTorch's parameter layout: packed in_proj_weight/bias and
 -- out_proj): linear projections around F.scaled_dot_product_attention (one kernel).
 local Module = require("ds.nn.module")
+local options = require("ds.options")
 local F = require("ds.nn.functional")
 local Linear = require("ds.nn.linear").Linear
 local init = require("ds.nn.init_weights")
@@ -19,7 +20,8 @@ function MHA:init(embed_dim, num_heads, opts)
   if embed_dim % num_heads ~= 0 then
     errors.raise(string.format("MultiheadAttention: embed_dim %d is not divisible by num_heads %d", embed_dim, num_heads))
   end
-  opts = opts or {}
+  opts = options.check(opts, "MultiheadAttention", { dropout = { "number", min = 0, max = 1 }, bias = "boolean",
+                                                     batch_first = "boolean", dtype = "dtype" })
   local dt = opts.dtype or "f32"
   self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim / num_heads
   self.dropout, self.batch_first = opts.dropout or 0, opts.batch_first == true
@@ -72,7 +74,8 @@ end
 -- bool or float, need_weights (true), average_attn_weights (true).
 -- Returns output like query, and the attention weights (B,L,S) (or (B,H,L,S)) when need_weights.
 function MHA:forward(query, key, value, opts)
-  opts = opts or {}
+  opts = options.check(opts, "MultiheadAttention", { key_padding_mask = "tensor", attn_mask = "tensor", need_weights = "boolean",
+                                                     average_attn_weights = "boolean" })
   key, value = key or query, value or key or query
   local E, H, D = self.embed_dim, self.num_heads, self.head_dim
   for i, x in ipairs { query, key, value } do

@@ -1,5 +1,6 @@
 -- nn/conv.lua: Conv2d, MaxPool2d, AvgPool2d.
 local Module = require("ds.nn.module")
+local options = require("ds.options")
 local F = require("ds.nn.functional")
 local init = require("ds.nn.init_weights")
 local ops = require("ds.ops.common").functions
@@ -20,7 +21,8 @@ function Conv2d:init(in_channels, out_channels, kernel_size, opts)
   if type(in_channels) ~= "number" or type(out_channels) ~= "number" or kernel_size == nil then
     errors.raise("Conv2d: expects Conv2d(in_channels, out_channels, kernel_size, [opts])")
   end
-  opts = opts or {}
+  opts = options.check(opts, "Conv2d", { stride = "any", padding = "any", dilation = "any", groups = { "integer", min = 1 },
+                                         bias = "boolean", dtype = "dtype" })
   local groups = opts.groups or 1
   if in_channels % groups ~= 0 or out_channels % groups ~= 0 then
     errors.raise(string.format("Conv2d: in_channels %d and out_channels %d must be divisible by groups %d", in_channels, out_channels, groups))
@@ -52,7 +54,7 @@ local function pool(name, fn)
   local cls = Module:extend(name)
   function cls:init(kernel_size, opts)
     if kernel_size == nil then errors.raise(name .. ": expects " .. name .. "(kernel_size, [opts])") end
-    opts = opts or {}
+    opts = options.check(opts, name, { stride = "any", padding = "any" })
     self.kernel_size, self.stride, self.padding = kernel_size, opts.stride or kernel_size, opts.padding or 0
   end
   function cls:forward(x) return fn(x, self.kernel_size, { stride = self.stride, padding = self.padding }) end

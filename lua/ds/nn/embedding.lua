@@ -1,5 +1,6 @@
 -- nn/embedding.lua: Embedding (weight ~ N(0, 1), the padding_idx row zero and without gradient).
 local Module = require("ds.nn.module")
+local options = require("ds.options")
 local F = require("ds.nn.functional")
 local init = require("ds.nn.init_weights")
 local ops = require("ds.ops.common").functions
@@ -12,7 +13,7 @@ function Embedding:init(num_embeddings, embedding_dim, opts)
   if type(num_embeddings) ~= "number" or type(embedding_dim) ~= "number" then
     errors.raise("Embedding: expects Embedding(num_embeddings, embedding_dim, [opts])")
   end
-  opts = opts or {}
+  opts = options.check(opts, "Embedding", { padding_idx = "integer", dtype = "dtype" })
   local p = opts.padding_idx
   if p ~= nil then
     if p < 0 then p = num_embeddings + 1 + p end

@@ -4,6 +4,7 @@ local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")
+local options = require("ds.options")
 local random = require("ds.random")
 
 local F = {}
@@ -45,9 +46,8 @@ function F.silu(x) return ops.silu(x) end
 function F.softplus(x, beta, threshold) return ops.softplus(x, beta, threshold) end
 -- opts.approximate: "none" (erf, default) or "tanh"
 function F.gelu(x, opts)
-  local approx = opts and opts.approximate or "none"
-  if approx == "tanh" then return ops.gelu_tanh(x) end
-  if approx ~= "none" then errors.raise("gelu: approximate must be 'none' or 'tanh', got '" .. tostring(approx) .. "'") end
+  opts = options.check(opts, "gelu", { approximate = { "none", "tanh" } })
+  if opts.approximate == "tanh" then return ops.gelu_tanh(x) end
   return ops.gelu(x)
 end
 function F.softmax(x, dim) return ops.softmax(x, dim or -1) end
@@ -65,7 +65,7 @@ end
 
 -- x: (N,C) / (N,C,L) / (N,C,H,W); running stats updated in place when training
 function F.batch_norm(x, running_mean, running_var, w, b, training, momentum, eps)
-  return ops.batch_norm(x, running_mean, running_var, w, b, training == true, momentum or 0.1, eps or 1e-5)
+  return ops.batch_norm(x, running_mean, running_var, w, b, training == true, momentum, eps)
 end
 
 -- ids (...) i64 1-based, weight (V, D) -> (..., D)
@@ -74,11 +74,12 @@ function F.embedding(ids, weight, padding_idx)
 end
 
 -- ---- losses ----
-local REDUCTIONS = { mean = true, sum = true, none = true }
-local function reduce(loss, opts, opname)
-  local r = opts and opts.reduction or "mean"
-  if not REDUCTIONS[r] then errors.raise(string.format("%s: reduction must be 'mean', 'sum' or 'none', got '%s'", opname, tostring(r))) end
-  if r == "mean" then return loss:mean() end
+-- Options as PyTorch's; weights follow its rules: a weighted 'mean' divides by the summed weights of
+-- the counted targets, so ignored targets count neither in the sum nor in the divisor.
+local REDUCTION = { "mean", "sum", "none" }
+local function reduce(loss, reduction, divisor)
+  local r = reduction or "mean"
+  if r == "mean" then return divisor and loss:sum() / divisor:sum() or loss:mean() end
   if r == "sum" then return loss:sum() end
   return loss
 end
@@ -93,8 +94,19 @@ local function classes_last(x)
   return x:permute(perm)
 end
 
--- logp: (..., C) with classes last; target: (...) i64 1-based -> -logp[target]: (...)
-local function pick(logp, target, opname)
+-- a per-class weight: a (C) tensor of input's dtype
+local function class_weight(w, logp, opname)
+  if w == nil then return nil end
+  local C = logp._shape[#logp._shape]
+  if #w._shape ~= 1 or not S.same(w._shape[1], C) then
+    errors.raise(string.format("%s: weight %s must be (%s), one per class", opname, S.str(w._shape), tostring(C)))
+  end
+  return w:astype(logp.dtype)
+end
+
+-- logp: (..., C) with classes last; target: (...) integer 1-based classes.
+-- -> loss (...) = -w[t] logp[t], zero where target == ignore_index, and the weights counted (...) or nil
+local function pick(logp, target, weight, ignore_index, opname)
   if not is_tensor(target) then errors.raise(opname .. ": target must be a tensor of class indices") end
   local ls, ts = logp._shape, target._shape
   local ok = #ts == #ls - 1
@@ -106,68 +118,101 @@ local function pick(logp, target, opname)
   if target.dtype == "f32" or target.dtype == "f64" or target.dtype == "bool" then
     errors.raise(opname .. ": class targets must be integers (i64, 1-based), got " .. target.dtype)
   end
-  return -(ops.gather(logp, -1, target:unsqueeze(-1)):squeeze(-1))
+  local counted
+  if ignore_index ~= nil then
+    local keep = target:ne(ignore_index)
+    target = ops.where(keep, target, 1) -- an ignored entry reads class 1, then counts 0
+    counted = keep:astype(logp.dtype)
+  end
+  if weight then
+    local w = ops.index_select(weight, 1, target:reshape(-1)):reshape(ts)
+    counted = counted and counted * w or w
+  end
+  local loss = -(ops.gather(logp, -1, target:unsqueeze(-1)):squeeze(-1))
+  if counted then loss = loss * counted end
+  return loss, counted
 end
 
+local CE_OPTIONS = { reduction = REDUCTION, weight = "tensor", ignore_index = "integer",
+                     label_smoothing = { "number", min = 0, max = 1 } }
 -- input: (N,C) / (N,C,d...) / (C) logits; target: i64 1-based classes (N) / (N,d...) / (),
--- or class probabilities of input's shape. opts: reduction, label_smoothing
+-- or class probabilities of input's shape. opts: reduction, weight (C), ignore_index, label_smoothing
 function F.cross_entropy(input, target, opts)
   need_tensor(input, "cross_entropy", "input")
-  local eps = opts and opts.label_smoothing or 0
-  if type(eps) ~= "number" or eps < 0 or eps > 1 then errors.raise("cross_entropy: label_smoothing must be in [0, 1]") end
+  opts = options.check(opts, "cross_entropy", CE_OPTIONS)
+  local eps = opts.label_smoothing or 0
   local x = classes_last(input)
   local logp = ops.log_softmax(x, -1)
   local C = x._shape[#x._shape]
-  local loss
+  local w = class_weight(opts.weight, logp, "cross_entropy")
   if is_tensor(target) and target.dtype == input.dtype and S.equal(target._shape, input._shape) then
+    if opts.ignore_index ~= nil then errors.raise("cross_entropy: ignore_index applies to class-index targets, not probabilities") end
     local p = classes_last(target)
     if eps > 0 then p = p * (1 - eps) + eps / C end
-    loss = -((logp * p):sum(-1))
-  else
-    loss = pick(logp, target, "cross_entropy")
-    if eps > 0 then loss = loss * (1 - eps) + (logp:sum(-1) * (-eps / C)) end
+    local wlogp = w and logp * w or logp
+    return reduce(-((wlogp * p):sum(-1)), opts.reduction)
   end
-  return reduce(loss, opts, "cross_entropy")
+  local loss, counted = pick(logp, target, w, opts.ignore_index, "cross_entropy")
+  if eps > 0 then
+    -- PyTorch: (1 - eps) nll + eps / C * (-sum_c w_c logp_c), the smooth term zero where ignored
+    local smooth = -((w and logp * w or logp):sum(-1))
+    if opts.ignore_index ~= nil then smooth = smooth * target:ne(opts.ignore_index):astype(smooth.dtype) end
+    loss = loss * (1 - eps) + smooth * (eps / C)
+  end
+  return reduce(loss, opts.reduction, counted)
 end
 
--- input: log-probabilities (N,C) / (N,C,d...); target: i64 1-based classes
+local NLL_OPTIONS = { reduction = REDUCTION, weight = "tensor", ignore_index = "integer" }
+-- input: log-probabilities (N,C) / (N,C,d...); target: i64 1-based classes; opts: reduction, weight, ignore_index
 function F.nll_loss(input, target, opts)
   need_tensor(input, "nll_loss", "input")
-  return reduce(pick(classes_last(input), target, "nll_loss"), opts, "nll_loss")
+  opts = options.check(opts, "nll_loss", NLL_OPTIONS)
+  local logp = classes_last(input)
+  local loss, counted = pick(logp, target, class_weight(opts.weight, logp, "nll_loss"), opts.ignore_index, "nll_loss")
+  return reduce(loss, opts.reduction, counted)
 end
 
+local REDUCTION_ONLY = { reduction = REDUCTION }
 function F.mse_loss(input, target, opts)
   need_tensor(input, "mse_loss", "input"); need_tensor(target, "mse_loss", "target")
+  opts = options.check(opts, "mse_loss", REDUCTION_ONLY)
   local d = input - target
-  return reduce(d * d, opts, "mse_loss")
+  return reduce(d * d, opts.reduction)
 end
 
 function F.l1_loss(input, target, opts)
   need_tensor(input, "l1_loss", "input"); need_tensor(target, "l1_loss", "target")
-  return reduce(ops.abs(input - target), opts, "l1_loss")
+  opts = options.check(opts, "l1_loss", REDUCTION_ONLY)
+  return reduce(ops.abs(input - target), opts.reduction)
 end
 
--- stable: (1 - y) x + (1 + (pw - 1) y) (log(1 + exp(-|x|)) + max(-x, 0)); opts: reduction, pos_weight
+-- stable: (1 - y) x + (1 + (pw - 1) y) (log(1 + exp(-|x|)) + max(-x, 0)), times weight;
+-- opts: reduction, weight (broadcast to input), pos_weight (broadcast along the last dim, one per class)
 function F.binary_cross_entropy_with_logits(input, target, opts)
-  need_tensor(input, "binary_cross_entropy_with_logits", "input")
-  need_tensor(target, "binary_cross_entropy_with_logits", "target")
+  local op = "binary_cross_entropy_with_logits"
+  need_tensor(input, op, "input"); need_tensor(target, op, "target")
+  opts = options.check(opts, op, { reduction = REDUCTION, weight = "tensor", pos_weight = "tensor" })
   local softplus_neg = ops.log(ops.exp(-ops.abs(input)) + 1) + ops.relu(-input)
-  local pw = opts and opts.pos_weight
+  local pw = opts.pos_weight
   local loss
   if pw ~= nil then
     loss = (1 - target) * input + ((pw - 1) * target + 1) * softplus_neg
   else
     loss = (1 - target) * input + softplus_neg
   end
-  return reduce(loss, opts, "binary_cross_entropy_with_logits")
+  if opts.weight then loss = loss * opts.weight end
+  return reduce(loss, opts.reduction)
 end
 
--- input: probabilities; log terms clamped at -100 as in PyTorch
+-- input: probabilities; log terms clamped at -100 as in PyTorch; opts: reduction, weight
 function F.binary_cross_entropy(input, target, opts)
   need_tensor(input, "binary_cross_entropy", "input"); need_tensor(target, "binary_cross_entropy", "target")
+  opts = options.check(opts, "binary_cross_entropy", { reduction = REDUCTION, weight = "tensor" })
   local lp = ops.clamp(ops.log(input), -100)
   local lq = ops.clamp(ops.log(1 - input), -100)
-  return reduce(-(target * lp + (1 - target) * lq), opts, "binary_cross_entropy")
+  local loss = -(target * lp + (1 - target) * lq)
+  if opts.weight then loss = loss * opts.weight end
+  return reduce(loss, opts.reduction)
 end
 
 return F

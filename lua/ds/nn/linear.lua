@@ -1,5 +1,6 @@
 -- nn/linear.lua: Linear and Identity.
 local Module = require("ds.nn.module")
+local options = require("ds.options")
 local F = require("ds.nn.functional")
 local init = require("ds.nn.init_weights")
 local ops = require("ds.ops.common").functions
@@ -13,7 +14,7 @@ function Linear:init(in_features, out_features, opts)
   if type(in_features) ~= "number" or type(out_features) ~= "number" then
     errors.raise("Linear: expects Linear(in_features, out_features, [opts])")
   end
-  opts = opts or {}
+  opts = options.check(opts, "Linear", { bias = "boolean", dtype = "dtype" })
   self.in_features, self.out_features = in_features, out_features
   local dt = opts.dtype or "f32"
   self.weight = Module.Parameter(init.default_weight_(ops.empty(out_features, in_features, { dtype = dt })))

@@ -1,6 +1,7 @@
 -- nn/norm.lua: BatchNorm1d, BatchNorm2d (running stats as buffers, updated in place while
 -- training) and LayerNorm.
 local Module = require("ds.nn.module")
+local options = require("ds.options")
 local F = require("ds.nn.functional")
 local ops = require("ds.ops.common").functions
 local autograd = require("ds.autograd")
@@ -14,7 +15,9 @@ local function batch_norm(name, ndims_ok, dims_text)
   local cls = Module:extend(name)
   function cls:init(num_features, opts)
     if type(num_features) ~= "number" then errors.raise(name .. ": expects " .. name .. "(num_features, [opts])") end
-    opts = opts or {}
+    -- momentum: a number; PyTorch's momentum=None (a cumulative average) is not implemented
+    opts = options.check(opts, name, { eps = { "number", min = 0 }, momentum = { "number", min = 0, max = 1 },
+                                       affine = "boolean", track_running_stats = "boolean", dtype = "dtype" })
     local dt = opts.dtype or "f32"
     self.num_features, self.eps, self.momentum = num_features, opts.eps or 1e-5, opts.momentum or 0.1
     self.affine, self.track_running_stats = opts.affine ~= false, opts.track_running_stats ~= false
@@ -58,7 +61,8 @@ local LayerNorm = Module:extend("LayerNorm")
 function LayerNorm:init(normalized_shape, opts)
   if type(normalized_shape) == "number" then normalized_shape = { normalized_shape } end
   if type(normalized_shape) ~= "table" then errors.raise("LayerNorm: expects LayerNorm(normalized_shape, [opts])") end
-  opts = opts or {}
+  opts = options.check(opts, "LayerNorm", { eps = { "number", min = 0 }, elementwise_affine = "boolean", bias = "boolean",
+                                            dtype = "dtype" })
   local dt = opts.dtype or "f32"
   self.normalized_shape, self.eps = normalized_shape, opts.eps or 1e-5
   self.elementwise_affine = opts.elementwise_affine ~= false

@@ -1,5 +1,6 @@
 -- nn/transformer.lua: TransformerEncoderLayer (post-norm by default, as in BERT; norm_first option).
 local Module = require("ds.nn.module")
+local options = require("ds.options")
 local F = require("ds.nn.functional")
 local Linear = require("ds.nn.linear").Linear
 local Dropout = require("ds.nn.dropout").Dropout
@@ -17,7 +18,9 @@ function Layer:init(d_model, nhead, opts)
   if type(d_model) ~= "number" or type(nhead) ~= "number" then
     errors.raise("TransformerEncoderLayer: expects TransformerEncoderLayer(d_model, nhead, [opts])")
   end
-  opts = opts or {}
+  opts = options.check(opts, "TransformerEncoderLayer", { dim_feedforward = { "integer", min = 1 },
+    dropout = { "number", min = 0, max = 1 }, activation = { "relu", "gelu" }, layer_norm_eps = { "number", min = 0 },
+    batch_first = "boolean", norm_first = "boolean", dtype = "dtype" })
   local ff, p, dt = opts.dim_feedforward or 2048, opts.dropout == nil and 0.1 or opts.dropout, opts.dtype
   self.activation_name = opts.activation or "relu"
   if not ACTIVATIONS[self.activation_name] then

@@ -18,7 +18,7 @@ local function check_dtype(dt, opname)
 end
 
 D.define {
-  name = "full", kind = "creation", kernel = "ds_fill_%s", dtypes = C.ALL, ninputs = 0,
+  name = "full", inplace_name = "fill_", kind = "creation", kernel = "ds_fill_%s", dtypes = C.ALL, ninputs = 0,
   attrs = { { "shape", "ints" }, { "value", "float", 0 }, { "dtype", "dtype", "f32" } },
   infer = function(_, attrs) return { shape = attrs.shape, dtype = attrs.dtype } end,
   kernel_dtype = function(_, outputs) return outputs[1].dtype end,

@@ -78,22 +78,22 @@ def_binary("floor_divide", C.set { "i64", "i32" }, C.promote_same, nil, nil, "di
 def_binary("pow", C.SIGNED, C.promote_arith, function(ctx, g)
   local a, b, y = ctx.inputs[1], ctx.inputs[2], ctx.outputs[1]
   local ga, gb
-  if ctx.needs[1] then ga = sum_to(g * b * F.pow(a, b - 1), a._shape) end
+  -- as PyTorch: b a^(b-1) is 0 where b == 0 (also at a == 0); y log a is 0 where a == 0 and b >= 0
+  if ctx.needs[1] then ga = sum_to(g * F.where(F.eq(b, 0), 0, b * F.pow(a, b - 1)), a._shape) end
   if ctx.needs[2] then
-    local pos = F.gt(a, 0)
-    local loga = F.log(F.where(pos, a, F.ones_like(a)))
-    gb = sum_to(g * y * loga, b._shape)
+    gb = sum_to(g * F.where(F.logical_and(F.eq(a, 0), F.ge(b, 0)), 0, y * F.log(a)), b._shape)
   end
   return ga, gb end)
+-- the gradient goes to the larger (maximum) / smaller (minimum) side; ties split it 0.5 / 0.5 as PyTorch
 local function minmax_bw(pick)
   return function(ctx, g)
     local a, b = ctx.inputs[1], ctx.inputs[2]
-    local take_a = pick(a, b):astype(g.dtype)
+    local take_a = pick(a, b):astype(g.dtype) + F.eq(a, b):astype(g.dtype) * 0.5
     return ctx.needs[1] and sum_to(g * take_a, a._shape) or nil, ctx.needs[2] and sum_to(g * (1 - take_a), b._shape) or nil
   end
 end
-def_binary("maximum", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.ge(a, b) end))
-def_binary("minimum", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.le(a, b) end))
+def_binary("maximum", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.gt(a, b) end))
+def_binary("minimum", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.lt(a, b) end))
 for _, name in ipairs { "lt", "le", "gt", "ge", "eq", "ne" } do
   def_binary(name, C.ALL, C.promote_same, nil, "bool")
 end
@@ -167,7 +167,7 @@ D.define {
 }
 -- contiguous copy of a (possibly strided) tensor, same dtype
 D.define {
-  name = "contiguous", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
+  name = "contiguous", inplace_name = "copy_", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
   infer = function(inputs) return { shape = inputs[1]._shape, dtype = inputs[1].dtype } end,
   backward = function(ctx, g) return g end,
 }

@@ -57,8 +57,10 @@ def_view {
     return { shape = resolve_shape(inputs[1], attrs.shape, "reshape"), dtype = inputs[1].dtype }
   end,
   view = function(x, attrs, meta)
-    if not x:is_contiguous() then x = F.contiguous(x) end
-    return x, meta.shape, S.contiguous_strides(meta.shape), offset_of(x)
+    -- a view when the strides allow one (as PyTorch's reshape), else a contiguous copy
+    local st = x:is_contiguous() and S.contiguous_strides(meta.shape) or S.view_strides(x._shape, strides_of(x), meta.shape)
+    if not st then x = F.contiguous(x); st = S.contiguous_strides(meta.shape) end
+    return x, meta.shape, st, offset_of(x)
   end,
   backward = function(ctx, g) return g:reshape(ctx.inputs[1]._shape) end,
 }
@@ -244,7 +246,18 @@ C.shape_args = shape_args
 
 local reshape = D.by_name.reshape
 C.export("reshape", function(x, ...) return D.call(reshape, { x }, { shape = shape_args("reshape", ...) }) end)
-C.export("view", function(x, ...) return D.call(reshape, { x }, { shape = shape_args("view", ...) }) end)
+-- view never copies: writes through it must reach x (PyTorch's view); reshape copies when it must
+C.export("view", function(x, ...)
+  local shape = shape_args("view", ...)
+  if rawget(x, "_c") and not x:is_contiguous() then
+    local want = resolve_shape(x, shape, "view")
+    if not S.view_strides(x._shape, strides_of(x), want) then
+      errors.raise(string.format("view: a tensor of shape %s and strides %s cannot be viewed as %s without a copy; use reshape",
+        S.str(x._shape), S.str(strides_of(x)), S.str(want)))
+    end
+  end
+  return D.call(reshape, { x }, { shape = shape })
+end)
 C.export("view_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end)
 C.export("reshape_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end)
 C.export("transpose", C.api(D.by_name.transpose))

@@ -398,6 +398,10 @@ C.export("layer_norm", function(x, normalized_shape, weight, bias, eps)
   if not C.is_tensor(x) then raise("layer_norm: input must be a tensor, got %s", type(x)) end
   local ns = type(normalized_shape) == "number" and { normalized_shape } or normalized_shape
   if type(ns) ~= "table" then raise("layer_norm: normalized_shape must be a number or a list, got %s", type(normalized_shape)) end
+  for i, d in ipairs(ns) do -- checked before the default weight and bias of that shape are made
+    if type(d) ~= "number" then raise("layer_norm: normalized_shape element %d must be a number, got %s", i, type(d)) end
+  end
+  norm_size(x._shape, ns, "layer_norm")
   local dt = x.dtype == "f64" and "f64" or "f32"
   local y = D.call(D.by_name.layer_norm, { x, weight or F.ones(ns, { dtype = dt }), bias or F.zeros(ns, { dtype = dt }) },
     { normalized_shape = ns, eps = eps or 1e-5 })
@@ -419,7 +423,12 @@ C.export("batch_norm", function(x, running_mean, running_var, weight, bias, trai
       raise("batch_norm: %s must be a (%s) tensor for input %s", name, tostring(ch), S.str(xs))
     end
   end
-  momentum, eps = momentum or 0.1, eps or 1e-5
+  momentum, eps = momentum == nil and 0.1 or momentum, eps == nil and 1e-5 or eps
+  -- PyTorch's momentum=None (a cumulative average) is not implemented: false is not a stand-in for it
+  if type(momentum) ~= "number" or not (momentum >= 0 and momentum <= 1) then
+    raise("batch_norm: momentum must be a number in [0, 1], got %s (a cumulative average is not implemented)", tostring(momentum))
+  end
+  if type(eps) ~= "number" or not (eps >= 0) then raise("batch_norm: eps must be a non-negative number, got %s", tostring(eps)) end
   local y
   if training then
     local mean = x:mean(dims, true)

@@ -143,11 +143,18 @@ def_reduce("mean", { dtypes = C.FLOAT, promote = floats_only("mean"),
     local x = ctx.inputs[1]
     return expand_back(unreduce(g, x, ctx.attrs) / count(x, ctx.attrs.dims), x)
   end })
--- d prod / dx = prod / x: inf/nan where x is 0 (the exact zero-aware rule is not implemented)
+-- d prod / dx_i = the product of the others: prod / x_i without zeros; with one zero, the product of the
+-- non-zeros at the zero and 0 elsewhere; with two or more, 0 everywhere (as PyTorch)
 def_reduce("prod", { dtypes = C.ALL, out = int_to_i64,
   backward = function(ctx, g)
-    local x, y = ctx.inputs[1], ctx.outputs[1]
-    return unreduce(g, x, ctx.attrs) * unreduce(y, x, ctx.attrs) / x
+    local x, a = ctx.inputs[1], ctx.attrs
+    local keep = { dims = a.dims, keepdim = a.keepdim }
+    local is_zero = F.eq(x, 0)
+    local safe = F.where(is_zero, 1, x)
+    local nonzero_prod = unreduce(D.call(D.by_name.prod, { safe }, keep), x, a)
+    local zeros = unreduce(D.call(D.by_name.sum, { is_zero }, keep), x, a)
+    local others = F.where(is_zero, F.where(F.eq(zeros, 1), nonzero_prod, 0), F.where(F.eq(zeros, 0), nonzero_prod / safe, 0))
+    return unreduce(g, x, a) * others
   end })
 
 -- var/std: divisor max(0, N - correction); correction 1 (default) is the unbiased estimate
