@@ -2,6 +2,7 @@
    split over threads, on the micro-kernel of the ISA in use (sgemm_avx2.c, sgemm_avx512.c; sgemm.h). */
 #include "internal.h"
 #include "sgemm.h"
+#include <immintrin.h>
 #include <omp.h>
 #include <stdlib.h>
 
@@ -10,9 +11,9 @@
    and the next block continues it, so the blocking changes no bit. Nothing else touches an element: its
    bits do not depend on M, N, the tiling, which rows share a tile, the batch, the thread count or the ISA
    (each micro-kernel keeps the same chain; tails use masks, not another order). */
-#define KC 256          /* k per block: a packed B strip (KC x NR) stays in L1 */
-#define MC_ROWS 168     /* rows per packed A block (a multiple of MR below it; stays in L2) */
-#define NC 1024         /* columns per packed B panel (KC x NC floats = 1 MiB) */
+#define KC 256          /* k per block: an A panel (MR x KC) stays in L1 */
+#define MC_ROWS 512     /* rows per packed A block (a multiple of MR below it), packed once per K block */
+#define NC 512          /* columns per packed B panel (KC x NC floats = 512 KiB: stays in L2) */
 #define PAR_FLOPS (1 << 20)  /* below it a parallel region costs more than it saves */
 
 static const sgemm_kernel *isa_kernel(void) { return ds_isa() == DS_ISA_AVX512 ? &ds_sgemm_avx512 : &ds_sgemm_avx2; }
@@ -36,6 +37,23 @@ static void pack_a(float *ap, const product *p, int64_t i0, int64_t m, int64_t k
     }
 }
 
+/* dst[j * ldd + k] = src[k * lds + j] for an 8 x 8 block (j, k < 8): rows of src become columns of dst */
+static inline void transpose8(const float *src, int64_t lds, float *dst, int64_t ldd) {
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; i += 2) { t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]); t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]); }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; i++) {
+    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+
 /* strip (kc x NR, row-major) = B[k0 : k0 + kc, n0 : n0 + nr] with zero columns after nr */
 static void pack_b(float *strip, const product *p, int64_t k0, int64_t kc, int64_t n0, int nr, int NR) {
   const float *b = p->B + k0 * p->brs + n0 * p->bcs;
@@ -46,11 +64,15 @@ static void pack_b(float *strip, const product *p, int64_t k0, int64_t kc, int64
     }
     return;
   }
-  for (int j = 0; j < NR; j++) {     /* a transposed B (a weight used as W^T) reads along k */
+  int64_t k8 = 0;
+  if (p->brs == 1 && nr == NR) {     /* a transposed B (a weight used as W^T): 8 x 8 register transposes */
+    for (; k8 + 8 <= kc; k8 += 8)
+      for (int j = 0; j < NR; j += 8) transpose8(b + j * p->bcs + k8, p->bcs, strip + k8 * NR + j, NR);
+  }
+  for (int j = 0; j < NR; j++) {     /* the rest reads along k */
     const float *col = b + j * p->bcs;
-    if (j >= nr) for (int64_t k = 0; k < kc; k++) strip[k * NR + j] = 0.0f;
-    else if (p->brs == 1) for (int64_t k = 0; k < kc; k++) strip[k * NR + j] = col[k];
-    else for (int64_t k = 0; k < kc; k++) strip[k * NR + j] = col[k * p->brs];
+    if (j >= nr) for (int64_t k = k8; k < kc; k++) strip[k * NR + j] = 0.0f;
+    else for (int64_t k = k8; k < kc; k++) strip[k * NR + j] = col[k * p->brs];
   }
 }
 
@@ -72,42 +94,47 @@ static void thread_part(const product *p, const sgemm_kernel *kr, int tid, int n
   if (*j1 > p->N) *j1 = p->N;
 }
 
-/* One product by thread tid of the nth threads working on it (they meet at barriers when nth > 1).
-   ap: this thread's A block (MC x KC); bp: the B panel the threads share (KC x NC). */
+/* One product by thread tid of the nth threads working on it (they meet at barriers when nth > 1, the
+   same number of times each). Per K block: the thread's rows in blocks of MC, each packed once (ap); per
+   panel of NC columns the threads pack B together (bp, shared) and each computes its tiles, A panel by A
+   panel (in L1) against the panel's strips (in L2). */
 static void run_product(const product *p, const sgemm_kernel *kr, int tid, int nth, float *ap, float *bp) {
   const int MR = kr->mr, NR = kr->nr;
   const int64_t MC = MC_ROWS / MR * MR;
-  int64_t i0, i1, j0, j1;
+  int64_t i0, i1, j0, j1, most = 0;
+  for (int t = 0; t < nth; t++) {          /* row blocks of the thread with the most rows: everyone's count */
+    thread_part(p, kr, t, nth, &i0, &i1, &j0, &j1);
+    if (i1 - i0 > most) most = i1 - i0;
+  }
   thread_part(p, kr, tid, nth, &i0, &i1, &j0, &j1);
   int packed = !(p->bcs == 1 && p->M <= MR);   /* B read in place when no second row panel reuses it */
-  for (int64_t jc = 0; jc < p->N; jc += NC) {
-    int64_t nc = p->N - jc < NC ? p->N - jc : NC, ns = (nc + NR - 1) / NR;
-    int64_t lo = j0 > jc ? j0 : jc, hi = j1 < jc + nc ? j1 : jc + nc;
-    for (int64_t pc = 0; pc < p->K; pc += KC) {
-      int64_t kc = p->K - pc < KC ? p->K - pc : KC;
-      int load_c = p->accumulate || pc > 0;
-      if (packed) {
-        for (int64_t s = tid * ns / nth; s < (tid + 1) * ns / nth; s++) {
-          int64_t n0 = jc + s * NR;
-          pack_b(bp + s * kc * NR, p, pc, kc, n0, (int)(p->N - n0 < NR ? p->N - n0 : NR), NR);
+  for (int64_t pc = 0; pc < p->K; pc += KC) {
+    int64_t kc = p->K - pc < KC ? p->K - pc : KC;
+    int load_c = p->accumulate || pc > 0;
+    for (int64_t ic = i0; ic < i0 + most; ic += MC) {
+      int64_t mc = i1 - ic < MC ? i1 - ic : MC;   /* <= 0: this thread has no rows left, it only packs */
+      if (mc > 0) pack_a(ap, p, ic, mc, pc, kc, MR);
+      for (int64_t jc = 0; jc < p->N; jc += NC) {
+        int64_t nc = p->N - jc < NC ? p->N - jc : NC, ns = (nc + NR - 1) / NR;
+        int64_t lo = j0 > jc ? j0 : jc, hi = j1 < jc + nc ? j1 : jc + nc;
+        if (packed) {
+          for (int64_t s = tid * ns / nth; s < (tid + 1) * ns / nth; s++) {
+            int64_t n0 = jc + s * NR;
+            pack_b(bp + s * kc * NR, p, pc, kc, n0, (int)(p->N - n0 < NR ? p->N - n0 : NR), NR);
+          }
+          if (nth > 1) {
+#pragma omp barrier
+          }
         }
-        if (nth > 1) {
+        for (int64_t i = 0; i < mc && lo < hi; i += MR)
+          for (int64_t j = lo; j < hi; j += NR) {
+            const float *b = packed ? bp + (j - jc) / NR * kc * NR : p->B + pc * p->brs + j;
+            kr->micro((int)(mc - i < MR ? mc - i : MR), (int)(hi - j < NR ? hi - j : NR), kc, ap + i * kc, b,
+                      packed ? NR : p->brs, p->C + (ic + i) * p->ldc + j, p->ldc, load_c);
+          }
+        if (packed && nth > 1) {
 #pragma omp barrier
         }
-      }
-      for (int64_t ic = i0; ic < i1 && lo < hi; ic += MC) {
-        int64_t mc = i1 - ic < MC ? i1 - ic : MC;
-        pack_a(ap, p, ic, mc, pc, kc, MR);
-        for (int64_t j = lo; j < hi; j += NR) {
-          int nr = (int)(hi - j < NR ? hi - j : NR);
-          const float *b = packed ? bp + (j - jc) / NR * kc * NR : p->B + pc * p->brs + j;
-          int64_t ldb = packed ? NR : p->brs;
-          for (int64_t i = 0; i < mc; i += MR)
-            kr->micro((int)(mc - i < MR ? mc - i : MR), nr, kc, ap + i * kc, b, ldb, p->C + (ic + i) * p->ldc + j, p->ldc, load_c);
-        }
-      }
-      if (packed && nth > 1) {
-#pragma omp barrier
       }
     }
   }

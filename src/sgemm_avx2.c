@@ -42,18 +42,6 @@ tile(const int mr, const int full, int nr, int64_t kc, const float *ap, const fl
   }
 }
 
-#define ROWS(full) \
-  switch (mr) { \
-    case 6: tile(6, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 5: tile(5, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 4: tile(4, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 3: tile(3, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 2: tile(2, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    default: tile(1, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-  }
-
-static void micro(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc, int load_c) {
-  if (nr == NR) ROWS(1) else ROWS(0)
-}
+SGEMM_MICRO
 
 const sgemm_kernel ds_sgemm_avx2 = { MR, NR, micro };

@@ -18,6 +18,7 @@ tile(const int mr, const int full, int nr, int64_t kc, const float *ap, const fl
     acc0[r] = load_c ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
     acc1[r] = load_c ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
   }
+#pragma GCC unroll 4
   for (int64_t k = 0; k < kc; k++) {
     __m512 b0 = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(m0, b);
     __m512 b1 = full ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
@@ -37,26 +38,6 @@ tile(const int mr, const int full, int nr, int64_t kc, const float *ap, const fl
   }
 }
 
-#define ROWS(full) \
-  switch (mr) { \
-    case 14: tile(14, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 13: tile(13, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 12: tile(12, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 11: tile(11, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 10: tile(10, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 9: tile(9, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 8: tile(8, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 7: tile(7, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 6: tile(6, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 5: tile(5, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 4: tile(4, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 3: tile(3, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    case 2: tile(2, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-    default: tile(1, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
-  }
-
-static void micro(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc, int load_c) {
-  if (nr == NR) ROWS(1) else ROWS(0)
-}
+SGEMM_MICRO
 
 const sgemm_kernel ds_sgemm_avx512 = { MR, NR, micro };
