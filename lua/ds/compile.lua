@@ -174,7 +174,7 @@ local function static_ok(ir, args)
   return true
 end
 
-local function fail_bind(plan, what, i)
+local function fail_bind(what, i)
   dsffi.fail(string.format("compiled graph: %s %s", what, tostring(i)))
 end
 
@@ -196,18 +196,18 @@ function Compiled:run(args)
     local x = args[i]
     if C.ds_tensor_is_contiguous(x._c) == 0 then x = x:contiguous() end
     keep[i] = x
-    if C.ds_plan_bind(plan, r.buffer, x._c) ~= 0 then fail_bind(plan, "input", i) end
+    if C.ds_plan_bind(plan, r.buffer, x._c) ~= 0 then fail_bind("input", i) end
   end
-  local state = ir.state
+  local graph_state = ir.state
   for i, r in ipairs(p.state) do
-    local t = state[i].tensor
-    if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then fail_bind(plan, "state", state[i].name) end
+    local t = graph_state[i].tensor
+    if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then fail_bind("state", graph_state[i].name) end
   end
   local outs = {}
   for i, r in ipairs(p.outputs) do
     local o = Tensor._empty(r.dtype, r.shape, "compiled graph")
     outs[i] = o
-    if C.ds_plan_bind(plan, r.buffer, o._c) ~= 0 then fail_bind(plan, "output", i) end
+    if C.ds_plan_bind(plan, r.buffer, o._c) ~= 0 then fail_bind("output", i) end
   end
   local grads = p.L.grads
   local gvals = {}
