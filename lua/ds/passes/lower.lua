@@ -209,6 +209,7 @@ function M.emit(L, arena_bytes)
   plan = ffi.gc(plan, C.ds_plan_free)
   local log = { arena_bytes = arena_bytes, buffers = {}, steps = {} }
   local function add_buffer(kind, base, dt, shape, strides, offset, role, index)
+    S.check(shape, "compile")
     for i = 1, #shape do i64buf[i - 1] = shape[i] end
     if strides then for i = 1, #strides do st_buf[i - 1] = strides[i] end end
     local id = dsffi.check_index(C.ds_plan_add_buffer(plan, kind, base, dtype.code[dt], #shape, i64buf, strides and st_buf or nil, offset),
