@@ -2,6 +2,7 @@
 -- linspace, eye, *_like); full/arange are table ops so they trace like any other.
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
+local S = require("ds.shape")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local Tensor = require("ds.tensor")
