@@ -132,7 +132,7 @@ end
 local EMPTY = {}
 
 local function bind_buffer(plan, r, t, what)
-  dsffi.check(C.ds_plan_bind(plan, r.buffer, t._c), "compiled graph: " .. what)
+  if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then dsffi.fail("compiled graph: " .. what) end
 end
 
 local tbuf2 = ffi.new("ds_tensor*[2]")
@@ -221,12 +221,12 @@ function Compiled:run(args)
   local segs = p.segments
   for k = 1, #segs do
     local seg = segs[k]
-    dsffi.check(C.ds_plan_run_range(plan, seg.from, seg.to), "compiled " .. (ir.name or "graph"))
+    if C.ds_plan_run_range(plan, seg.from, seg.to) ~= 0 then dsffi.fail("compiled " .. (ir.name or "graph")) end
     if seg.lua then run_lua_step(plan, seg.lua, env, keep) end
   end
   for k = 1, #grads do
     local g = grads[k]
-    local t = state[g.state].tensor
+    local t = graph_state[g.state].tensor
     local v = gvals[k]
     local cur = rawget(t, "grad")
     if v and g.into_existing and cur and rawget(cur, "_c") and S.equal(cur._shape, v._shape) and cur.dtype == v.dtype then
@@ -234,6 +234,10 @@ function Compiled:run(args)
     else
       rawset(t, "grad", v)
     end
+  end
+  for i, o in ipairs(outs) do -- an output computed in place of its buffer may be a reshape of it
+    local shape = p.L.outputs[i].shape
+    if not S.equal(o._shape, shape) then outs[i] = o:reshape(shape) end
   end
   return outs
 end
