@@ -51,7 +51,6 @@ int ds_tensor_is_contiguous(const ds_tensor *t);
 int64_t ds_mem_live_bytes(void);
 int64_t ds_mem_cached_bytes(void);
 int64_t ds_mem_peak_bytes(void);
-void ds_mem_reset_peak(void);
 void ds_mem_empty_cache(void);
 void ds_set_num_threads(int n);
 int ds_get_num_threads(void);

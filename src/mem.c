@@ -50,4 +50,3 @@ void ds_mem_empty_cache(void) {
 int64_t ds_mem_live_bytes(void) { return live_bytes; }
 int64_t ds_mem_cached_bytes(void) { return cached_bytes; }
 int64_t ds_mem_peak_bytes(void) { return peak_bytes; }
-void ds_mem_reset_peak(void) { peak_bytes = live_bytes; }

@@ -28,6 +28,15 @@ end)
 
 describe("symbolic dims", function()
   local specs = { ds.spec({ "batch", 4 }, "f32", "x"), ds.spec({ "batch", 4 }, "f32", "y") }
+  it("are attr values where ints are only while tracing or when asked ({symbolic = true}, a loaded graph)", function()
+    local reshape = ds.ops.by_name.reshape
+    local n = ds.sym.named("batch")
+    assert.has_error(function() ds.ops.attrs(reshape, { shape = { n, 4 } }) end,
+      "reshape: option 'shape' element 1 must be an integer, got batch")
+    local attrs = ds.ops.attrs(reshape, { shape = { n, 4 } }, { symbolic = true })
+    assert.equal(n, attrs.shape[1])
+    assert.is_nil(ds.ops.attrs(reshape, { shape = { 2, 4 } }).symbolic)
+  end)
   it("flow through broadcasting, reductions, matmul, reshape, flatten, -1 and cat", function()
     local w = ds.randn(4, 3)
     local function f(x, y)

@@ -133,7 +133,7 @@ end
 local EMPTY = {}
 
 local function bind_buffer(plan, r, t, what)
-  dsffi.check(C.ds_plan_bind(plan, r.buffer, t._c), "compiled graph: " .. what)
+  if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then dsffi.fail("compiled graph: " .. what) end
 end
 
 local tbuf2 = ffi.new("ds_tensor*[2]")
@@ -175,7 +175,7 @@ local function static_ok(ir, args)
   return true
 end
 
-local function fail_bind(plan, what, i)
+local function fail_bind(what, i)
   dsffi.fail(string.format("compiled graph: %s %s", what, tostring(i)))
 end
 
@@ -197,18 +197,18 @@ function Compiled:run(args)
     local x = args[i]
     if C.ds_tensor_is_contiguous(x._c) == 0 then x = x:contiguous() end
     keep[i] = x
-    if C.ds_plan_bind(plan, r.buffer, x._c) ~= 0 then fail_bind(plan, "input", i) end
+    if C.ds_plan_bind(plan, r.buffer, x._c) ~= 0 then fail_bind("input", i) end
   end
-  local state = ir.state
+  local graph_state = ir.state
   for i, r in ipairs(p.state) do
-    local t = state[i].tensor
-    if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then fail_bind(plan, "state", state[i].name) end
+    local t = graph_state[i].tensor
+    if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then fail_bind("state", graph_state[i].name) end
   end
   local outs = {}
   for i, r in ipairs(p.outputs) do
     local o = Tensor._empty(r.dtype, r.shape, "compiled graph")
     outs[i] = o
-    if C.ds_plan_bind(plan, r.buffer, o._c) ~= 0 then fail_bind(plan, "output", i) end
+    if C.ds_plan_bind(plan, r.buffer, o._c) ~= 0 then fail_bind("output", i) end
   end
   local grads = p.L.grads
   local gvals = {}
@@ -222,12 +222,12 @@ function Compiled:run(args)
   local segs = p.segments
   for k = 1, #segs do
     local seg = segs[k]
-    dsffi.check(C.ds_plan_run_range(plan, seg.from, seg.to), "compiled " .. (ir.name or "graph"))
+    if C.ds_plan_run_range(plan, seg.from, seg.to) ~= 0 then dsffi.fail("compiled " .. (ir.name or "graph")) end
     if seg.lua then run_lua_step(plan, seg.lua, env, keep) end
   end
   for k = 1, #grads do
     local g = grads[k]
-    local t = state[g.state].tensor
+    local t = graph_state[g.state].tensor
     local v = gvals[k]
     local cur = rawget(t, "grad")
     if v and g.into_existing and cur and rawget(cur, "_c") and S.equal(cur._shape, v._shape) and cur.dtype == v.dtype then

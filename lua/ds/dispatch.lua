@@ -66,14 +66,14 @@ local function attr_error(def, name, fmt, ...)
   errors.raise(string.format("%s: option '%s' ", def.name, name) .. string.format(fmt, ...))
 end
 
--- a number that is an integer (symbolic sizes are tables, allowed while tracing)
-local function integer_ok(v)
+-- a number that is an integer (symbolic sizes are tables, allowed when symbolic: tracing, or a loaded graph)
+local function integer_ok(v, symbolic)
   if type(v) == "number" then return v == math.floor(v) and v > -math.huge and v < math.huge end
-  return type(v) == "table" and state.trace ~= nil
+  return type(v) == "table" and symbolic
 end
 
 -- check one attr value against its schema entry { name, type, default, enum values, min =, max = }
-local function check_attr(def, a, v)
+local function check_attr(def, a, v, symbolic)
   local name, ty = a[1], a[2]
   local tv = type(v)
   local ok = (ty == "int" or ty == "dim" or ty == "float") and tv == "number"
@@ -81,16 +81,16 @@ local function check_attr(def, a, v)
     or (ty == "dims" or ty == "ints" or ty == "floats") and tv == "table" and getmetatable(v) == nil
     or (ty == "enum" or ty == "string" or ty == "dtype") and tv == "string"
     or ty == "any"
-  if not ok and (ty == "int" or ty == "dim" or ty == "float") and tv == "table" and state.trace then ok = true end
+  if not ok and (ty == "int" or ty == "dim" or ty == "float") and tv == "table" and symbolic then ok = true end
   if not ok then attr_error(def, name, "must be %s, got %s", ty, tv) end
-  if (ty == "int" or ty == "dim") and not integer_ok(v) then attr_error(def, name, "must be an integer, got %s", tostring(v)) end
+  if (ty == "int" or ty == "dim") and not integer_ok(v, symbolic) then attr_error(def, name, "must be an integer, got %s", tostring(v)) end
   if ty == "dims" or ty == "ints" or ty == "floats" then
     local n = 0
     for _ in pairs(v) do n = n + 1 end
     if n ~= #v then attr_error(def, name, "must be a list (keys 1..n)") end
     for i = 1, n do
       local e = v[i]
-      if ty == "floats" and type(e) ~= "number" or ty ~= "floats" and not integer_ok(e) then
+      if ty == "floats" and type(e) ~= "number" or ty ~= "floats" and not integer_ok(e, symbolic) then
         attr_error(def, name, "element %d must be %s, got %s", i, ty == "floats" and "a number" or "an integer", tostring(e))
       end
     end
@@ -106,8 +106,9 @@ local function check_attr(def, a, v)
   end
 end
 -- Fill defaults and check names/types; returns a fresh table (never the caller's).
+-- opts.symbolic: int/dim values may be symbolic dims (ds.sym), as they may while tracing (a graph file's sizes)
 local NO_ATTRS = setmetatable({}, { __newindex = function() error("internal: attrs of an op without attrs are read-only", 2) end })
-function M.attrs(def, given)
+function M.attrs(def, given, opts)
   if given == nil and #def.attrs == 0 then return NO_ATTRS end
   local out = {}
   if given then
@@ -120,7 +121,7 @@ function M.attrs(def, given)
     local name, ty, default = a[1], a[2], a[3]
     local v = out[name]
     if v == nil then v = default; out[name] = v end
-    if v ~= nil then check_attr(def, a, v) end
+    if v ~= nil then check_attr(def, a, v, state.trace ~= nil or opts ~= nil and opts.symbolic == true) end
   end
   return out
 end

@@ -40,7 +40,6 @@ local function render(x, fmt, summarize)
   if nd == 0 then return fmt(x:item()) end
   local flat = x:contiguous():_flat()
   local strides = S.contiguous_strides(shape)
-  local cells = {}
   local function walk(dim, base)
     local n = shape[dim]
     local idx = {}

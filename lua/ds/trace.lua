@@ -2,7 +2,6 @@
 -- The tracer is what dispatch calls as state.trace.record for every op; it also turns in-place ops into
 -- functional nodes, reads outside tensors as graph state by reference, and records state writes.
 local D = require("ds.dispatch")
-local S = require("ds.shape")
 local sym = require("ds.sym")
 local errors = require("ds.errors")
 local state = require("ds.state")

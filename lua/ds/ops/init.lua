@@ -4,7 +4,6 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
-local state = require("ds.state")
 local S = require("ds.shape")
 
 require("ds.ops.elementwise")

@@ -16,7 +16,7 @@ end
 -- node has effects beyond its outputs (mutates an input, prints, ...): never removed or merged
 function M.has_effects(node)
   local def = node.def
-  return def.mutates ~= nil or def.side_effects == true or def.side_effect == true or def.kind == "random"
+  return def.mutates ~= nil or def.side_effects == true or def.kind == "random"
 end
 
 -- rebuild ir.nodes after a rewrite: replace[node] = false drops the node, = another node puts that one
