@@ -107,22 +107,71 @@ describe("io: save/load round trip", function()
     assert.falsy(names:find("%.tmp"))
     local doc = cjson.decode(H.read_file(dir .. "/atomic.json"))
     assert.are.equal(1, doc.format_version)
-    assert.are.equal("atomic.safetensors", doc.params.file)
+    assert.truthy(doc.params.file:match("^atomic%.%x%x%x%x%x%x%x%x%.safetensors$"))
     assert.truthy(#doc.nodes > 0 and doc.nodes[1].source)
+  end)
+end)
+
+describe("io: bounded work", function()
+  local function counter()
+    -- counts to n one step at a time: a hostile file can make n huge
+    return ds.compile(function(n)
+      local i = ds.while_loop(function(k) return k:lt(n) end, function(k) return k + 1 end, { ds.tensor(0) })
+      return i
+    end, { ds.tensor(5) })
+  end
+  it("a loaded while_loop stops at max_loop_trips (default 1e6, a load option) with an error naming it", function()
+    ds.save(counter(), dir .. "/loop")
+    local function bound(m)
+      for _, node in ipairs(m.base.nodes) do if node.op == "while_loop" then return node.attrs.max_trips end end
+    end
+    local m = ds.load(dir .. "/loop")
+    assert.are.equal(5, m(ds.tensor(5)):item())
+    assert.are.equal(1e6, bound(m))
+    local small = ds.load(dir .. "/loop", { max_loop_trips = 10 })
+    assert.are.equal(10, small(ds.tensor(10)):item())
+    H.raises(function() small(ds.tensor(11)) end, "while_loop: more than 10 trips", "max_loop_trips")
+    local unbounded = ds.load(dir .. "/loop", { max_loop_trips = math.huge })
+    assert.are.equal(math.huge, bound(unbounded))
+    assert.are.equal(20, unbounded(ds.tensor(20)):item())
+    H.raises(function() ds.load(dir .. "/loop", { max_loop_trips = 0 }) end, "load", "max_loop_trips", "positive integer")
+    H.raises(function() ds.load(dir .. "/loop", { max_trips = 3 }) end, "unknown option 'max_trips'")
+  end)
+  it("the loop's own max_trips attr in the file is honoured (the smaller bound wins) and checked", function()
+    ds.save(counter(), dir .. "/loop2")
+    local doc = cjson.decode(H.read_file(dir .. "/loop2.json"))
+    doc.nodes[1].attrs.max_trips = 3
+    H.write_file(dir .. "/loop2.json", cjson.encode(doc))
+    local m = ds.load(dir .. "/loop2")
+    assert.are.equal(3, m(ds.tensor(3)):item())
+    H.raises(function() m(ds.tensor(4)) end, "while_loop: more than 3 trips")
+    doc.nodes[1].attrs.max_trips = -2
+    H.write_file(dir .. "/loop2.json", cjson.encode(doc))
+    H.raises(function() ds.load(dir .. "/loop2") end, "node 1 (while_loop", "max_trips must be a positive integer")
+  end)
+  it("FIFOs, devices and directories are refused before they are opened for reading", function()
+    os.execute("mkfifo " .. dir .. "/fifo.json " .. dir .. "/fifo2.safetensors && mkdir -p " .. dir .. "/adir.json")
+    H.raises(function() ds.load(dir .. "/fifo") end, "fifo.json", "not a regular file (a FIFO)")
+    H.raises(function() ds.load(dir .. "/adir") end, "adir.json", "a directory")
+    H.raises(function() ds.load_state(dir .. "/fifo2.safetensors") end, "fifo2.safetensors", "a FIFO")
+    H.raises(function() ds.load_state("/dev/zero") end, "/dev/zero", "a device")
+    H.raises(function() ds.load_state(dir) end, "a directory")
   end)
 end)
 
 describe("io: bad files give clear errors", function()
   local base = dir .. "/bad"
-  local json, params
+  local json, params, params_path
   setup(function()
     ds.save(ds.compile(mlp(), { ds.spec({ "batch", 8 }, "f32", "x") }), base)
-    json, params = H.read_file(base .. ".json"), H.read_file(base .. ".safetensors")
+    json = H.read_file(base .. ".json")
+    params_path = dir .. "/" .. cjson.decode(json).params.file
+    params = H.read_file(params_path)
   end)
   local function with(j, p, ...)
-    H.write_file(base .. ".json", j); H.write_file(base .. ".safetensors", p)
+    H.write_file(base .. ".json", j); H.write_file(params_path, p)
     local err = H.raises(function() ds.load(base) end, ...)
-    H.write_file(base .. ".json", json); H.write_file(base .. ".safetensors", params)
+    H.write_file(base .. ".json", json); H.write_file(params_path, params)
     return err
   end
   local function edit(fn)
@@ -145,6 +194,22 @@ describe("io: bad files give clear errors", function()
   it("format version and unknown ops", function()
     with(edit(function(d) d.format_version = 99 end), params, "format version 99", "reads version 1")
     with(edit(function(d) d.nodes[2].op = "frobnicate" end), params, "node 2", "unknown op 'frobnicate'")
+  end)
+  it("a params file with tensors the graph does not name, or absurd shapes, fails before tensors are made", function()
+    local tensors = ds.load_state(params_path)
+    tensors.extra = ds.zeros(2)
+    ds.save_state(tensors, dir .. "/extra.safetensors")
+    local p = H.read_file(dir .. "/extra.safetensors")
+    with(edit(function(d) d.params.bytes = #p; d.params.crc32 = string.format("%08x", tonumber(require("ds.ffi").C.ds_crc32(p, #p))) end),
+      p, "holds tensor 'extra' that the graph does not name")
+    -- [0, 2^40, 2^40]: no bytes, but its strides would overflow
+    local hdr = '{"w":{"dtype":"F32","shape":[0,1099511627776,1099511627776],"data_offsets":[0,0]}}'
+    hdr = hdr .. string.rep(" ", (8 - #hdr % 8) % 8)
+    local n = #hdr
+    local len = ""
+    for _ = 1, 8 do len = len .. string.char(n % 256); n = math.floor(n / 256) end
+    H.write_file(dir .. "/huge.safetensors", len .. hdr)
+    H.raises(function() ds.load_state(dir .. "/huge.safetensors") end, "tensor 'w'", "too large")
   end)
   it("hand-edited attrs, shapes, ids", function()
     with(edit(function(d) d.nodes[1].attrs.dim0 = "x" end), params, "node 1 (transpose", "dim0")

@@ -29,6 +29,10 @@ local function image(v)
   for r = 1, 28 do t[r] = {}; for c = 1, 28 do t[r][c] = v or (r * c) % 256 end end
   return cjson.encode { image = t }
 end
+-- the params file a saved model's graph file names (ds.save names it by content)
+local function params_of(models, name)
+  return models .. "/" .. cjson.decode(io.open(models .. "/" .. name .. ".json"):read("*a")).params.file
+end
 -- nginx runs outside the sanitizer run (make test-asan preloads ASan into every child process)
 local function serve(cmd)
   return sh(string.format("%s/examples/serve/serve.sh %s %d %s %s",
@@ -106,9 +110,9 @@ describe_or_skip("serving with nginx", function()
   it("reports a corrupted model in /health, answers 503 for it, and reloads on HUP without dropping requests", function()
     local _, before = request("POST", "/predict", image())
     -- corrupt bert, retrain lenet differently, then HUP while requests are in flight
-    local f = io.open(dir .. "/models/bert.safetensors", "r+b"); f:seek("set", 1000); f:write("garbage"); f:close()
+    local f = io.open(params_of(dir .. "/models", "bert"), "r+b"); f:seek("set", 1000); f:write("garbage"); f:close()
     assert(os.execute(clean(string.format("cd %s && luajit examples/serve/export_models.lua %s/new --train-batches 15 >/dev/null", root, dir))) == 0)
-    os.execute(string.format("mv %s/new/lenet.safetensors %s/models/lenet.safetensors && mv %s/new/lenet.json %s/models/lenet.json", dir, dir, dir, dir))
+    os.execute(string.format("mv %s %s/models/ && mv %s/new/lenet.json %s/models/lenet.json", params_of(dir .. "/new", "lenet"), dir, dir, dir))
     local img = io.open(dir .. "/img", "wb"); img:write(image()); img:close()
     local load = io.popen(clean(string.format("for i in $(seq 1 300); do curl -s --max-time 20 -o /dev/null -w '%%{http_code}\\n' -X POST --data-binary @%s/img http://127.0.0.1:%d/predict; done", dir, port)))
     os.execute("sleep 0.2")

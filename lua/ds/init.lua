@@ -7,7 +7,7 @@ local F = require("ds.ops")
 local print_ = require("ds.print")
 local state = require("ds.state")
 
-local ds = { Tensor = Tensor, version = "0.1.0", ops = D, autograd = autograd }
+local ds = { Tensor = Tensor, version = require("ds.version"), ops = D, autograd = autograd }
 
 for name, f in pairs(F) do ds[name] = f end
 

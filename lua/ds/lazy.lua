@@ -202,6 +202,8 @@ function M.compile(target, specs_or_opts, opts)
   return M.new(target, o)
 end
 
+function M.is_lazy(x) return getmetatable(x) == Lazy end
+
 function M.install(d)
   ds = d
   d.compile = M.compile
