@@ -132,11 +132,13 @@ const ds_tensor *ds_model_output_spec(const ds_model *m, int plan, int i);
 int ds_model_find_plan(const ds_model *m, const ds_tensor *const *inputs);  /* the plan for these shapes, or -1 */
 int ds_model_run(ds_model *m, const ds_tensor *const *inputs, ds_tensor *const *outputs);
 void ds_model_free(ds_model *m);
-/* The plan file (docs/FORMAT.md), little-endian, no padding: one file header, then nrecords records, each a
-   record header, nbuffers buffers, nsteps steps (each followed by i32 buffers[nbuf], f64 attrs[nattrs]).
-   Written by lua/ds/io/plan_writer.lua, read by model.c. */
-typedef struct { char magic[8]; uint32_t version, nrecords, params_crc32, body_crc32;
+/* The plan file (docs/FORMAT.md), little-endian, no padding: one file header; its body: nops elementwise op
+   names (char[32] each, in the saving engine's opcode order: fused programs' opcodes index it), then nrecords
+   records, each a record header, nbuffers buffers, nsteps steps (each followed by i32 buffers[nbuf], f64
+   attrs[nattrs]). Written by lua/ds/io/plan_writer.lua, read by model.c. */
+typedef struct { char magic[8]; uint32_t version, nrecords, params_crc32, body_crc32, nops, reserved;
                  int64_t params_bytes, body_bytes; char params_file[256]; } ds_planfile_header;
+typedef struct { char name[32]; } ds_planfile_opname;
 typedef struct { uint32_t nbuffers, nsteps, ninputs, noutputs; int64_t arena_bytes; } ds_planfile_record;
 typedef struct { int32_t kind, base, dtype, ndim, role, index, has_strides, pad;
                  int64_t offset, data_offset, data_bytes; int64_t shape[8], strides[8]; } ds_planfile_buffer;

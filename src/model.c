@@ -189,9 +189,28 @@ done:
   return rc;
 }
 
+/* Fused programs number elementwise ops by their position in the engine's table: the file's table must
+   agree with this engine's for every op it names (ops appended since are fine), else the plan is refused
+   naming the op. 0, or -1. */
+static int check_opcodes(const char *pf, int64_t psize, uint32_t nops, int64_t *pos) {
+  if (nops > 4096 || (int64_t)nops * (int64_t)sizeof(ds_planfile_opname) > psize - *pos) FAIL("model: bad elementwise op table");
+  for (uint32_t i = 0; i < nops; i++, *pos += sizeof(ds_planfile_opname)) {
+    ds_planfile_opname op;
+    memcpy(&op, pf + *pos, sizeof op);
+    if (memchr(op.name, 0, sizeof op.name) == NULL) FAIL("model: elementwise op %u: name not terminated", i);
+    int mine = ds_ew_opcode(op.name);
+    if (mine < 0) FAIL("model: the plan uses elementwise op '%s', which this libds does not have (save the model again)", op.name);
+    if (mine != (int)i)
+      FAIL("model: elementwise op '%s' is opcode %u in the plan and %d in this libds (save the model again)", op.name, i, mine);
+  }
+  return 0;
+}
+
 /* The records of a plan file whose header checked out, into m. 0, or -1 (the message names the record). */
-static int load_records(ds_model *m, const char *pf, int64_t psize, uint32_t nrecords, const char *params, int64_t xsize) {
+static int load_records(ds_model *m, const char *pf, int64_t psize, const ds_planfile_header *h, const char *params, int64_t xsize) {
   int64_t pos = sizeof(ds_planfile_header);
+  uint32_t nrecords = h->nrecords;
+  if (check_opcodes(pf, psize, h->nops, &pos) != 0) return -1;
   if (nrecords < 1 || nrecords > MAX_PLANS) FAIL("model: the plan file holds %u plans (1..%d)", nrecords, MAX_PLANS);
   m->plans = calloc(nrecords, sizeof *m->plans);
   if (!m->plans) { ds_fail(DS_ENOMEM, "model: out of memory"); return -1; }
@@ -231,7 +250,7 @@ static ds_model *load_checked(const char *pf, int64_t psize, const ds_planfile_h
   }
   ds_model *m = calloc(1, sizeof *m);
   if (!m) { ds_fail(DS_ENOMEM, "model: out of memory"); return NULL; }
-  if (load_records(m, pf, psize, h->nrecords, params, xsize) != 0) { ds_model_free(m); return NULL; }
+  if (load_records(m, pf, psize, h, params, xsize) != 0) { ds_model_free(m); return NULL; }
   return m;
 }
 

@@ -1,6 +1,6 @@
 -- io/plan_writer.lua: name.plan, the lowered plans of a compiled graph for C programs (src/model.c reads
 -- it; structs in src/ds.h, layout in docs/FORMAT.md): a header with the body's checksum and the params
--- file's name, size and checksum, then one record per input-shape binding planned so far.
+-- file's name, size and checksum; the elementwise op names by opcode; one record per shape binding planned.
 local ffi = require("ffi")
 local sym = require("ds.sym")
 local dtype = require("ds.dtype")
@@ -67,11 +67,15 @@ function M.bytes(compiled, ir, names, entries, params)
     for name, v in pairs(p.env) do env[name] = v end
     bindings[i] = env
   end
-  local body = table.concat(records)
+  -- the elementwise op names in this engine's opcode order: a reader with other numbers refuses by name
+  local nops = C.ds_ew_count()
+  local ops = ffi.new("ds_planfile_opname[?]", nops)
+  for i = 0, nops - 1 do ffi.copy(ops[i].name, ffi.string(C.ds_ew_name(i))) end
+  local body = ffi.string(ops, ffi.sizeof(ops)) .. table.concat(records)
   if #params.file > 255 then errors.raise("save: params file name " .. params.file .. " is longer than 255 bytes") end
   local h = ffi.new("ds_planfile_header")
   ffi.copy(h.magic, M.MAGIC, 8)
-  h.version = M.VERSION; h.nrecords = #records
+  h.version = M.VERSION; h.nrecords = #records; h.nops = nops
   h.params_crc32 = tonumber(params.crc32, 16); h.params_bytes = params.bytes
   h.body_crc32 = C.ds_crc32(body, #body); h.body_bytes = #body
   ffi.copy(h.params_file, params.file)
