@@ -113,5 +113,16 @@ int ds_dir_lock(const char *dir) {
 void ds_dir_unlock(int handle) { if (handle >= 0) close(handle); }
 
 int ds_process_id(void) { return (int)getpid(); }
-/* 1 if a process with this id exists (kill(pid, 0)), else 0 */
-int ds_process_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+/* 1 if a process with this id runs (exists, and is not a zombie waiting to be reaped), else 0 */
+int ds_process_alive(int pid) {
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return 0;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *state = strrchr(buf, ')');   /* "pid (comm) S ...": comm may hold spaces and parens */
+  return !(state && (state[1] == ' ') && (state[2] == 'Z' || state[2] == 'X'));
+}

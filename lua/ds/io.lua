@@ -136,6 +136,7 @@ function M.load(path, opts)
   local cg = compile.from_ir(ir, copts)
   cg.loaded_from = base
   cg.format_version = doc.format_version
+  cg.params_file = p.file
   return cg
 end
 
