@@ -1,9 +1,14 @@
 -- dispatch.lua: the op registry and the one call path every op takes (eager, autograd, trace).
+-- M.call(def, inputs, attrs, out): attrs -> prepare -> promote -> infer -> trace record or kernel -> tape.
+-- Its eager shortcuts, M.fast_binary and M.fast_unary (x + y, x:relu() on tensors of one dtype and shape, no
+-- grad, not tracing), call the same kernel directly and fall back to M.call for everything else.
 local dsffi = require("ds.ffi")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local state = require("ds.state")
 local Tensor = require("ds.tensor")
+local S = require("ds.shape")
+local tape = require("ds.tape")
 local ffi, C = dsffi.ffi, dsffi.C
 
 local M = { list = {}, by_name = {} }
@@ -148,14 +153,11 @@ function M.cast(x, dt)
 end
 
 -- ---- the call path ----
-local autograd -- set by autograd.lua (avoids a require cycle)
-function M.set_autograd(a) autograd = a end
-
 -- Run an already-normalized op eagerly: allocate outputs (or use out), call the kernel.
 function M.run_kernel(def, inputs, attrs, metas, out)
   local outputs = {}
   if def.view then
-    outputs[1] = def.view(inputs[1], attrs, metas[1])
+    outputs[1] = Tensor._view(def.view(inputs[1], attrs, metas[1]))
     return outputs
   end
   for i = 1, def.noutputs do
@@ -169,11 +171,7 @@ function M.run_kernel(def, inputs, attrs, metas, out)
   for i = 1, def.noutputs do tb[i - 1] = outputs[i]._c end
   for i = 1, #inputs do tb[def.noutputs + i - 1] = inputs[i]._c end
   local ab = M.pack(def, attrs)
-  local rc = k(tb, ab)
-  if rc ~= 0 then
-    local msg = dsffi.last_error() -- kernels name their op; do not say it twice
-    errors.raise(msg:sub(1, #def.name + 2) == def.name .. ": " and msg or def.name .. ": " .. msg)
-  end
+  dsffi.check(k(tb, ab), def.name)
   return outputs
 end
 
@@ -202,24 +200,84 @@ function M.call(def, inputs, attrs, out)
     if out.dtype ~= m.dtype then
       errors.raise(string.format("%s_: result dtype %s cannot be written into a %s tensor", def.name, m.dtype, out.dtype))
     end
-    if not require("ds.shape").equal(out._shape, m.shape) then
+    if not S.equal(out._shape, m.shape) then
       errors.raise(string.format("%s_: result shape %s does not match the in-place tensor's %s", def.name,
-        require("ds.shape").str(m.shape), require("ds.shape").str(out._shape)))
+        S.str(m.shape), S.str(out._shape)))
     end
   end
   local outputs
   if state.trace then
     outputs = state.trace.record(def, inputs, attrs, metas, out)
   else
-    if out and autograd and state.grad_enabled and rawget(out, "requires_grad") then
-      autograd.check_inplace(def, out)
+    if out and state.grad_enabled and rawget(out, "requires_grad") then
+      tape.check_inplace(def, out)
     end
     outputs = M.run_kernel(def, inputs, attrs, metas, out)
   end
-  if autograd and state.grad_enabled and def.backward then
-    autograd.maybe_record(def, inputs, attrs, outputs)
+  if state.grad_enabled and def.backward then
+    tape.maybe_record(def, inputs, attrs, outputs)
   end
   return unpack(outputs, 1, def.noutputs)
+end
+
+-- ---- eager shortcuts ----
+-- Dispatch costs more than a small kernel (bench/small_ops.lua); these skip attrs, promotion, inference
+-- and the tape when they would do nothing: concrete tensors, no grad needed, not tracing.
+local fast_tb = ffi.new("ds_tensor*[3]")
+local no_attrs = ffi.new("double[1]")
+local empty = Tensor._empty
+
+-- unrolled (at most 8 dims; missing ones are nil on both sides): no inner loop in a chain's trace
+local function same_shape(sa, sb)
+  return #sa == #sb and sa[1] == sb[1] and sa[2] == sb[2] and sa[3] == sb[3] and sa[4] == sb[4]
+    and sa[5] == sb[5] and sa[6] == sb[6] and sa[7] == sb[7] and sa[8] == sb[8]
+end
+
+-- (tensor op tensor) of one dtype and shape runs def's kernel; inplace writes into a; else slow(a, b)
+function M.fast_binary(def, slow, inplace)
+  local kernels = {}
+  local name = inplace and def.name .. "_" or def.name
+  return function(a, b)
+    if type(a) == "table" and type(b) == "table" and not state.trace then
+      local ca, cb = rawget(a, "_c"), rawget(b, "_c")
+      local dt = rawget(a, "dtype")
+      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
+        local sa, sb = a._shape, b._shape
+        local same = sa == sb or same_shape(sa, sb)
+        local k = kernels[dt]
+        if same and k == nil and def.dtypes[dt] then k = M.kernel(def, dt); kernels[dt] = k end
+        if same and k then
+          local out = inplace and a or empty(dt, sa, def.name)
+          fast_tb[0] = out._c; fast_tb[1] = ca; fast_tb[2] = cb
+          local rc = k(fast_tb, no_attrs)
+          if rc ~= 0 then dsffi.fail(name) end
+          return out
+        end
+      end
+    end
+    local r = slow(a, b)
+    return r
+  end
+end
+
+-- an attr-less unary op on a concrete tensor of a kernel dtype runs def's kernel; else slow(a, ...)
+function M.fast_unary(def, slow)
+  local kernels = {}
+  return function(a, ...)
+    if type(a) == "table" and (...) == nil and not state.trace then
+      local ca, dt = rawget(a, "_c"), rawget(a, "dtype")
+      if ca and def.dtypes[dt] and not (state.grad_enabled and rawget(a, "requires_grad")) then
+        local k = kernels[dt]
+        if k == nil then k = M.kernel(def, dt); kernels[dt] = k end
+        local out = empty(dt, a._shape, def.name)
+        fast_tb[0] = out._c; fast_tb[1] = ca
+        if k(fast_tb, no_attrs) ~= 0 then dsffi.fail(def.name) end
+        return out
+      end
+    end
+    local r = slow(a, ...)
+    return r
+  end
 end
 
 return M

@@ -10,8 +10,8 @@ local Graph = require("ds.graph")
 local compile = require("ds.compile")
 local lazy = require("ds.lazy")
 local version = require("ds.version")
-local files = require("ds.io.files")
-local safetensors = require("ds.io.safetensors")
+local files = require("ds.files")
+local safetensors = require("ds.safetensors")
 local params_file = require("ds.io.params")
 local writer = require("ds.io.graph_writer")
 local reader = require("ds.io.graph_reader")
@@ -22,7 +22,7 @@ local M = { MAX_JSON_BYTES = 256 * 2 ^ 20, MAX_LOOP_TRIPS = 1e6 }
 -- what ds.save accepts -> a compiled graph
 local function saveable(x)
   if Graph.is_graph(x) then return compile.compile_graph(x) end
-  if lazy.is_lazy(x) then
+  if getmetatable(x) == lazy.Lazy then
     -- ds.compile(fn) without specs: one traced signature can be saved
     local entries = {}
     if x.fixed then entries[1] = x.fixed end

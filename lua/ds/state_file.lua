@@ -1,9 +1,9 @@
 -- state_file.lua: ds.save_state / ds.load_state: named tensors to and from a safetensors file (the layout
--- and its one reader are io/safetensors.lua). Saves are atomic and durable (io/files.write_atomic).
+-- and its one reader are ds/safetensors.lua). Saves are atomic and durable (files.write_atomic).
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
-local files = require("ds.io.files")
-local safetensors = require("ds.io.safetensors")
+local files = require("ds.files")
+local safetensors = require("ds.safetensors")
 
 local M = {}
 

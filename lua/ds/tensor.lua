@@ -2,6 +2,7 @@
 local dsffi = require("ds.ffi")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
+local S = require("ds.shape")
 local ffi, C = dsffi.ffi, dsffi.C
 
 local Tensor = {}          -- methods (filled here and by the op table)
@@ -74,8 +75,7 @@ local function empty(dt, shape, opname)
   end
   local c = C.ds_tensor_new(dtype.code[dt], n, shape_buf)
   if c == nil then
-    errors.raise(string.format("%s: cannot allocate %s tensor of shape %s: %s", opname or "empty", dt,
-      require("ds.shape").str(shape), dsffi.last_error()))
+    dsffi.fail(string.format("%s: cannot allocate %s tensor of shape %s", opname or "empty", dt, S.str(shape)))
   end
   memory_pressure(bytes)
   local t = wrap(c, shape, dt)
@@ -89,9 +89,7 @@ function Tensor._view(x, shape, strides, offset)
   local n = #shape
   for i = 1, n do shape_buf[i - 1] = shape[i]; stride_buf[i - 1] = strides[i] end
   local v = view_ct()
-  if C.ds_tensor_view_fill(v, x._c, n, shape_buf, stride_buf, offset) ~= 0 then
-    errors.raise("view: " .. dsffi.last_error())
-  end
+  dsffi.check(C.ds_tensor_view_fill(v, x._c, n, shape_buf, stride_buf, offset), "view")
   local t = setmetatable({ _c = ffi.cast(tensor_ptr, v), _h = v, _base = rawget(x, "_base") or x, _shape = shape, dtype = x.dtype }, mt)
   return t
 end
@@ -133,14 +131,14 @@ function Tensor.strides(x)
 end
 function Tensor.stride(x, d)
   if d == nil then return x:strides() end   -- all strides, as PyTorch's x.stride()
-  return x:strides()[require("ds.shape").dim(d, #x._shape, "stride")]
+  return x:strides()[S.dim(d, #x._shape, "stride")]
 end
 function Tensor.storage_offset(x) return tonumber(x._c.offset) end
 function Tensor.dim(x) return #x._shape end
 function Tensor.nDimension(x) return #x._shape end
 function Tensor.size(x, d)
   if d == nil then return x.shape end
-  return x._shape[require("ds.shape").dim(d, #x._shape, "size")]
+  return x._shape[S.dim(d, #x._shape, "size")]
 end
 function Tensor.numel(x)
   local n = 1
@@ -175,7 +173,7 @@ function Tensor.item(x)
   if not x._c then abstract_read(x, "item") end
   if x:numel() ~= 1 then
     errors.raise(string.format("item: tensor of shape %s has %d elements, item needs exactly 1",
-      require("ds.shape").str(x._shape), x:numel()))
+      S.str(x._shape), x:numel()))
   end
   if x.dtype == "i64" then
     local b = ffi.new("int64_t[1]"); C.ds_read_flat_i64(x._c, b); return tonumber(b[0])

@@ -1,10 +1,10 @@
 -- io/params.lua: a saved graph's params file, held in memory: read whole into a private copy (so replacing
 -- or truncating the file later cannot touch a loaded model), its size and CRC-32 checked against what the
--- graph file says, its header parsed by io/safetensors; tensors are made only for the entries the graph
+-- graph file says, its header parsed by ds/safetensors.lua; tensors are made only for the entries the graph
 -- names, as views of the copy (copied when misaligned for their dtype).
 local dsffi = require("ds.ffi")
-local files = require("ds.io.files")
-local safetensors = require("ds.io.safetensors")
+local files = require("ds.files")
+local safetensors = require("ds.safetensors")
 
 local M = {}
 

@@ -46,7 +46,7 @@ local function record(p, ir, names, entries)
 end
 
 -- The plan file of compiled (ir: its fused IR; names: state/const index -> params tensor name; entries:
--- the params file's, io/safetensors.parse; params: {file, bytes, crc32 (hex)}), or nil when it has no C
+-- the params file's, safetensors.parse; params: {file, bytes, crc32 (hex)}), or nil when it has no C
 -- plan (control nodes, gradient writes, a dynamic graph never called). Returns bytes and the bindings.
 function M.bytes(compiled, ir, names, entries, params)
   local keys = {}

@@ -7,6 +7,8 @@ local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local Tensor = require("ds.tensor")
 local dsffi = require("ds.ffi")
+local state = require("ds.state")
+local sym = require("ds.sym")
 local ffi = dsffi.ffi
 
 local function check_dtype(dt, opname)
@@ -41,7 +43,7 @@ local function sizes_and_opts(opname, ...)
   end
   local first = ...
   local shape
-  if n >= 1 and type(first) == "table" and not (S.sym and S.sym.is(first)) then
+  if n >= 1 and type(first) == "table" and not sym.is(first) then
     shape = {}
     for i, d in ipairs(first) do shape[i] = d end
   else
@@ -49,7 +51,7 @@ local function sizes_and_opts(opname, ...)
     for i = 1, n do shape[i] = (select(i, ...)) end
   end
   for i, d in ipairs(shape) do
-    if not (S.sym and S.sym.is(d)) and (type(d) ~= "number" or d < 0 or d ~= math.floor(d)) then
+    if not sym.is(d) and (type(d) ~= "number" or d < 0 or d ~= math.floor(d)) then
       errors.raise(string.format("%s: invalid size %s in dim %d (sizes must be non-negative integers)", opname, tostring(d), i))
     end
   end
@@ -76,7 +78,7 @@ end, { method = false })
 C.export("empty", function(...)
   local shape, opts = sizes_and_opts("empty", ...)
   local dt = check_dtype(opts.dtype, "empty")
-  if require("ds.state").trace then return D.call(full, {}, { shape = shape, value = 0, dtype = dt }) end
+  if state.trace then return D.call(full, {}, { shape = shape, value = 0, dtype = dt }) end
   return Tensor._empty(dt, shape, "empty")
 end, { method = false })
 

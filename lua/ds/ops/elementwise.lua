@@ -3,9 +3,10 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
+local S = require("ds.shape")
+local sum_to = require("ds.autograd").sum_to
 local F = C.functions -- ds.* functions, resolved at call time (backward uses them)
 
-local function sum_to(g, shape) return require("ds.autograd").sum_to(g, shape) end
 
 local function def_unary(name, dtypes, promote, backward, extra)
   local def = {
@@ -109,8 +110,8 @@ D.define {
   end,
   infer = function(inputs)
     local s = inputs[1]._shape
-    s = require("ds.shape").broadcast(s, inputs[2]._shape, "where")
-    s = require("ds.shape").broadcast(s, inputs[3]._shape, "where")
+    s = S.broadcast(s, inputs[2]._shape, "where")
+    s = S.broadcast(s, inputs[3]._shape, "where")
     return { shape = s, dtype = inputs[2].dtype }
   end,
   kernel_dtype = function(inputs) return inputs[2].dtype end,
@@ -139,6 +140,13 @@ D.define {
     return g * inside:astype(g.dtype)
   end,
 }
+
+-- softplus(x, beta, threshold) = log(1 + exp(beta * x)) / beta, x itself where beta * x > threshold (PyTorch)
+def_unary("softplus", C.FLOAT, C.promote_float, function(ctx, g)
+  local x, beta, threshold = ctx.inputs[1], ctx.attrs.beta, ctx.attrs.threshold
+  local z = F.exp(x * beta)
+  return F.where(F.gt(x * beta, threshold), g, g * z / (z + 1))
+end, { attrs = { { "beta", "float", 1 }, { "threshold", "float", 20 } }, args = { "beta", "threshold" } })
 
 -- astype (cast through the copy kernel; also used by dispatch to promote operands)
 D.define {

@@ -1,4 +1,4 @@
--- io/files.lua: files for savers and loaders: whole-file reads into memory (regular files only, refused
+-- files.lua: files for savers and loaders: whole-file reads into memory (regular files only, refused
 -- before opening otherwise), crash-safe writes (temporary file, fsync, rename, fsync of the directory),
 -- directory listing and locking, and removal of temporary files left by savers that died.
 local ffi = require("ffi")

@@ -1,4 +1,4 @@
--- io/safetensors.lua: the safetensors layout, written and read in one place (ds.save_state/load_state,
+-- safetensors.lua: the safetensors layout, written and read in one place (ds.save_state/load_state,
 -- ds.save, ds.load). Layout: u64 little-endian header length N, N bytes of JSON
 --   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ..., "__metadata__": {"k": "v"}}
 -- (offsets relative to the byte buffer after the header), then the raw little-endian bytes.
@@ -30,7 +30,7 @@ local function u64le(n)
   return table.concat(b)
 end
 
--- The file as chunks for io/files.write_*: the header (written by hand so empty shapes stay arrays and
+-- The file as chunks for files.write_*: the header (written by hand so empty shapes stay arrays and
 -- integers exact; padded so the data starts 8-byte aligned), then each tensor's bytes (name order).
 -- named: name -> contiguous tensor (the caller checked them); metadata: string -> string, or nil.
 function M.chunks(named, metadata, fail)
