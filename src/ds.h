@@ -145,12 +145,12 @@ typedef struct { int32_t kind, base, dtype, ndim, role, index, has_strides, pad;
 typedef struct { char kernel[64]; int32_t nbuf, nattrs; } ds_planfile_step;
 enum { DS_ROLE_ARENA, DS_ROLE_INPUT, DS_ROLE_OUTPUT, DS_ROLE_STATE, DS_ROLE_CONST, DS_ROLE_VIEW };
 
-/* fileio.c: files for savers and loaders. ds_file_read: a whole regular file copied into new memory
-   (FIFOs, devices, directories refused before reading; free with ds_file_free). ds_file_sync: fsync of a
+/* fileio.c: files for savers and loaders. ds_file_read: a whole regular file copied into new memory, and
+   its CRC-32 if crc is not NULL (FIFOs, devices, directories refused before reading; free with ds_file_free). ds_file_sync: fsync of a
    file or directory. ds_dir_list: NUL-separated names, returns the bytes needed. ds_dir_lock: an exclusive
    flock on a directory (a handle, or -1). */
 uint32_t ds_crc32(const void *p, int64_t n);
-void *ds_file_read(const char *path, int64_t limit, int64_t *size);
+void *ds_file_read(const char *path, int64_t limit, int64_t *size, uint32_t *crc);
 void ds_file_free(void *p);
 int ds_file_sync(const char *path);
 int64_t ds_dir_list(const char *dir, char *out, int64_t cap);

@@ -267,14 +267,14 @@ ds_model *ds_model_load(const char *path) {
   char fname[3400];
   int64_t psize = 0, xsize = 0;
   snprintf(fname, sizeof fname, "%s.plan", path);
-  char *pf = ds_file_read(fname, MAX_PLAN_FILE, &psize), *params = NULL;
+  char *pf = ds_file_read(fname, MAX_PLAN_FILE, &psize, NULL), *params = NULL;
   if (!pf) { char msg[512]; snprintf(msg, sizeof msg, "model: %s", ds_last_error()); ds_set_error(msg); return NULL; }
   ds_model *m = NULL;
   ds_planfile_header h;
   if (check_header(pf, psize, &h) == 0) {
     const char *slash = strrchr(path, '/');
     snprintf(fname, sizeof fname, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path, h.params_file);
-    params = ds_file_read(fname, MAX_PARAMS_FILE, &xsize);
+    params = ds_file_read(fname, MAX_PARAMS_FILE, &xsize, NULL);
     if (!params) { char msg[512]; snprintf(msg, sizeof msg, "model: %s", ds_last_error()); ds_set_error(msg); }
     else m = load_checked(pf, psize, &h, params, xsize);
   }

@@ -15,13 +15,14 @@ function M.split(path)
   return dir == "" and "/" or dir, name
 end
 
--- The whole file as (pointer to a private copy, size); the copy is freed with the pointer. FIFOs, devices
--- and directories are refused before any read; fail(msg) raises (msg names the file and the reason).
+-- The whole file as (pointer to a private copy, size, CRC-32 as 8 hex digits); the copy is freed with the
+-- pointer. FIFOs, devices and directories are refused before any read; fail(msg) raises (msg names the
+-- file and the reason).
+local size_box, crc_box = ffi.new("int64_t[1]"), ffi.new("uint32_t[1]")
 function M.read(path, limit, fail)
-  local size = ffi.new("int64_t[1]")
-  local p = C.ds_file_read(path, limit or 2 ^ 40, size)
+  local p = C.ds_file_read(path, limit or 2 ^ 40, size_box, crc_box)
   if p == nil then fail(dsffi.last_error()) end
-  return ffi.gc(ffi.cast("uint8_t *", p), C.ds_file_free), tonumber(size[0])
+  return ffi.gc(ffi.cast("uint8_t *", p), C.ds_file_free), tonumber(size_box[0]), string.format("%08x", crc_box[0])
 end
 
 function M.read_string(path, limit, fail)

@@ -43,12 +43,11 @@ local function same_bytes(a, b, n) return ffi.string(a, n) == ffi.string(b, n) e
 -- that checksum): a file the current graph file names is never overwritten. tmp (written and synced) is
 -- renamed there, or removed when an identical file is already there. Returns the file name.
 local function commit_params(dir, stem, tmp, p, fail)
-  local mine = files.read(tmp, nil, fail)
   for k = 1, 100 do
     local name = string.format("%s.%s%s.safetensors", stem, p.crc32, k == 1 and "" or ("-" .. k))
-    local ok, theirs, size = pcall(files.read, dir .. "/" .. name, nil, error)
+    local ok, theirs, size, crc = pcall(files.read, dir .. "/" .. name, nil, error)
     if not ok then files.commit(tmp, dir .. "/" .. name, fail); return name end
-    if size == p.size and same_bytes(mine, theirs, size) then os.remove(tmp); return name end
+    if size == p.size and crc == p.crc32 and same_bytes(p.bytes, theirs, size) then os.remove(tmp); return name end
   end
   fail("100 different params files share checksum " .. p.crc32 .. " in " .. dir)
 end

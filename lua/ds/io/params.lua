@@ -2,26 +2,22 @@
 -- or truncating the file later cannot touch a loaded model), its size and CRC-32 checked against what the
 -- graph file says, its header parsed by ds/safetensors.lua; tensors are made only for the entries the graph
 -- names, as views of the copy (copied when misaligned for their dtype).
-local dsffi = require("ds.ffi")
 local files = require("ds.files")
 local safetensors = require("ds.safetensors")
 
 local M = {}
 
-function M.crc32_hex(ptr, n) return string.format("%08x", tonumber(dsffi.C.ds_crc32(ptr, n))) end
-
 -- want: {bytes, crc32 (hex)} or nil (no check: the caller computes them). Returns
--- { entries = name -> entry, tensor = function(entry) -> tensor, size, crc32 }.
+-- { entries = name -> entry, tensor = function(entry) -> tensor, bytes (the copy), size, crc32 }.
 function M.open(path, want, fail)
-  local bytes, size = files.read(path, nil, function(msg) fail("params file: " .. msg) end)
+  local bytes, size, crc = files.read(path, nil, function(msg) fail("params file: " .. msg) end)
   if want and size ~= want.bytes then
     fail(string.format("params file %s has %d bytes, the graph file says %s (truncated or replaced?)", path, size, tostring(want.bytes)))
   end
-  local crc = M.crc32_hex(bytes, size)
   if want and crc ~= want.crc32 then fail("params file " .. path .. " does not match its checksum (corrupted or replaced)") end
   local where = function(msg) fail("params file " .. path .. ": " .. msg) end
   local entries = safetensors.parse(bytes, size, where)
-  return { entries = entries, size = size, crc32 = crc,
+  return { entries = entries, bytes = bytes, size = size, crc32 = crc,
            tensor = function(e) return safetensors.tensor(e, bytes, bytes, where) end }
 end
 
