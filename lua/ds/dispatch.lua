@@ -62,6 +62,49 @@ function M.kernel(def, dt)
 end
 
 -- ---- attrs ----
+local function attr_error(def, name, fmt, ...)
+  errors.raise(string.format("%s: option '%s' ", def.name, name) .. string.format(fmt, ...))
+end
+
+-- a number that is an integer (symbolic sizes are tables, allowed while tracing)
+local function integer_ok(v)
+  if type(v) == "number" then return v == math.floor(v) and v > -math.huge and v < math.huge end
+  return type(v) == "table" and state.trace ~= nil
+end
+
+-- check one attr value against its schema entry { name, type, default, enum values, min =, max = }
+local function check_attr(def, a, v)
+  local name, ty = a[1], a[2]
+  local tv = type(v)
+  local ok = (ty == "int" or ty == "dim" or ty == "float") and tv == "number"
+    or ty == "bool" and tv == "boolean"
+    or (ty == "dims" or ty == "ints" or ty == "floats") and tv == "table" and getmetatable(v) == nil
+    or (ty == "enum" or ty == "string" or ty == "dtype") and tv == "string"
+    or ty == "any"
+  if not ok and (ty == "int" or ty == "dim" or ty == "float") and tv == "table" and state.trace then ok = true end
+  if not ok then attr_error(def, name, "must be %s, got %s", ty, tv) end
+  if (ty == "int" or ty == "dim") and not integer_ok(v) then attr_error(def, name, "must be an integer, got %s", tostring(v)) end
+  if ty == "dims" or ty == "ints" or ty == "floats" then
+    local n = 0
+    for _ in pairs(v) do n = n + 1 end
+    if n ~= #v then attr_error(def, name, "must be a list (keys 1..n)") end
+    for i = 1, n do
+      local e = v[i]
+      if ty == "floats" and type(e) ~= "number" or ty ~= "floats" and not integer_ok(e) then
+        attr_error(def, name, "element %d must be %s, got %s", i, ty == "floats" and "a number" or "an integer", tostring(e))
+      end
+    end
+  end
+  if ty == "dtype" and not dtype.normalize(v) then attr_error(def, name, "is an unknown dtype '%s'", v) end
+  if ty == "enum" then
+    local found = false
+    for _, e in ipairs(a[4]) do if e == v then found = true end end
+    if not found then attr_error(def, name, "must be one of %s, got '%s'", table.concat(a[4], ", "), v) end
+  end
+  if tv == "number" and (a.min and not (v >= a.min) or a.max and not (v <= a.max)) then
+    attr_error(def, name, "must be in [%s, %s], got %s", tostring(a.min or -math.huge), tostring(a.max or math.huge), tostring(v))
+  end
+end
 -- Fill defaults and check names/types; returns a fresh table (never the caller's).
 local NO_ATTRS = setmetatable({}, { __newindex = function() error("internal: attrs of an op without attrs are read-only", 2) end })
 function M.attrs(def, given)
@@ -77,25 +120,7 @@ function M.attrs(def, given)
     local name, ty, default = a[1], a[2], a[3]
     local v = out[name]
     if v == nil then v = default; out[name] = v end
-    if v ~= nil then
-      local tv = type(v)
-      local ok = (ty == "int" or ty == "dim" or ty == "float") and tv == "number"
-        or ty == "bool" and tv == "boolean"
-        or (ty == "dims" or ty == "ints" or ty == "floats") and tv == "table"
-        or (ty == "enum" or ty == "string" or ty == "dtype") and tv == "string"
-        or ty == "any"
-      if not ok and (ty == "int" or ty == "dim" or ty == "float") and tv == "table" and state.trace then ok = true end
-      if not ok then
-        errors.raise(string.format("%s: option '%s' must be %s, got %s", def.name, name, ty, tv))
-      end
-      if ty == "enum" then
-        local found = false
-        for _, e in ipairs(a[4]) do if e == v then found = true end end
-        if not found then
-          errors.raise(string.format("%s: option '%s' must be one of %s, got '%s'", def.name, name, table.concat(a[4], ", "), v))
-        end
-      end
-    end
+    if v ~= nil then check_attr(def, a, v) end
   end
   return out
 end
@@ -152,6 +177,49 @@ function M.cast(x, dt)
   return M.call(M.by_name.astype, { x }, { dtype = dt })
 end
 
+-- ---- graphs: one node checked by the same schema, without running it ----
+-- Validate a node of a graph that was not built through M.call (a loaded file): the op's arity, its
+-- attrs against the schema (unknown keys, types, ranges), dim attrs already normalized (1..ndim of
+-- input 1), each input a known dtype and a valid shape, then shape inference and the output shapes.
+--   def: an op table entry; inputs: array of { dtype = "f32", _shape = {...} }; given: the attrs table.
+-- Returns attrs (defaults filled) and metas (array of { shape =, dtype = }); raises "op: message".
+-- Control ops (def.run) are checked up to their attrs: their outputs come from their sub-graphs.
+function M.validate(def, inputs, given)
+  if type(given) ~= "table" then errors.raise(def.name .. ": attrs must be a table, got " .. type(given)) end
+  if not def.variadic and def.ninputs and not def.run and #inputs ~= def.ninputs then
+    errors.raise(string.format("%s: %d inputs given, the op takes %d", def.name, #inputs, def.ninputs))
+  end
+  for i = 1, #inputs do
+    local x = inputs[i]
+    if type(x) ~= "table" or not dtype.code[x.dtype] then
+      errors.raise(string.format("%s: input %d has no known dtype", def.name, i))
+    end
+    S.check(x._shape, def.name)
+  end
+  local attrs = M.attrs(def, given)
+  local ndim = inputs[1] and #inputs[1]._shape
+  for _, a in ipairs(def.attrs) do
+    local v, ty = attrs[a[1]], a[2]
+    local list = ty == "dims" and v or ty == "dim" and { v } or {}
+    for _, d in ipairs(ndim and list or {}) do
+      local hi = math.max(ndim, 1) -- a 0-d tensor has the one dim 1, as S.dim says
+      if type(d) == "number" and (d < 1 or d > hi) then
+        errors.raise(string.format("%s: option '%s' dim %d out of range for a %d-d input (1..%d)", def.name, a[1], d, ndim, hi))
+      end
+    end
+  end
+  if def.run then return attrs, nil end
+  local ok, metas = pcall(def.infer, inputs, attrs, def)
+  if not ok then
+    local msg = tostring(metas):gsub("^[^:]*:%d+: ", "")
+    errors.raise(msg:sub(1, #def.name + 2) == def.name .. ": " and msg or def.name .. ": " .. msg)
+  end
+  if type(metas) ~= "table" then errors.raise(def.name .. ": shape inference gave no outputs") end
+  if metas.shape then metas = { metas } end
+  for i = 1, #metas do S.check(metas[i].shape, def.name) end
+  return attrs, metas
+end
+
 -- ---- the call path ----
 -- Run an already-normalized op eagerly: allocate outputs (or use out), call the kernel.
 function M.run_kernel(def, inputs, attrs, metas, out)
@@ -171,12 +239,38 @@ function M.run_kernel(def, inputs, attrs, metas, out)
   for i = 1, def.noutputs do tb[i - 1] = outputs[i]._c end
   for i = 1, #inputs do tb[def.noutputs + i - 1] = inputs[i]._c end
   local ab = M.pack(def, attrs)
-  dsffi.check(k(tb, ab), def.name)
+  local rc = k(tb, ab)
+  for i = 0, nt - 1 do tb[i] = nil end -- no slot keeps a tensor the GC may collect
+  dsffi.check(rc, def.name)
   return outputs
+end
+
+-- every tensor input the op table says the op takes is there (a missing one is nil in inputs)
+local function check_arity(def, inputs)
+  local nin = def.ninputs
+  if def.variadic or not nin then return end
+  for i = 1, nin do
+    if inputs[i] == nil then
+      errors.raise(string.format("%s: argument %d is missing (the op takes %d tensor inputs)", def.name, i, nin))
+    end
+  end
+  if inputs[nin + 1] ~= nil then
+    errors.raise(string.format("%s: %d tensor inputs given, the op takes %d", def.name, #inputs, nin))
+  end
+end
+
+-- output shapes: the dim limit is cheap to check on every call; the full check (sizes, extent) runs
+-- where a shape is made (Tensor._empty, Tensor._view) and on every traced shape
+local function check_shapes(def, metas)
+  for i = 1, #metas do
+    local s = metas[i].shape
+    if #s > S.MAXDIM or state.trace then S.check(s, def.name) end
+  end
 end
 
 -- inputs: array of tensors/numbers; attrs: user table or nil; out: tensor for in-place/out= forms
 function M.call(def, inputs, attrs, out)
+  check_arity(def, inputs)
   attrs = M.attrs(def, attrs)
   if def.prepare then inputs = def.prepare(inputs, attrs) or inputs end
   if def.promote then
@@ -195,6 +289,7 @@ function M.call(def, inputs, attrs, out)
   end
   local metas = def.infer(inputs, attrs, def)
   if metas.shape then metas = { metas } end
+  check_shapes(def, metas)
   if out then
     local m = metas[1]
     if out.dtype ~= m.dtype then

@@ -62,6 +62,39 @@ function M.dim(d, ndim, opname, allow_end)
   return r
 end
 
+-- the limits every shape obeys (src/ds.h DS_MAXDIM; src/core.c caps the product of non-zero sizes)
+M.MAXDIM = 8
+M.MAX_EXTENT = 2 ^ 50
+
+-- Check a shape an op is about to build: at most MAXDIM dims, each a non-negative integer (or a
+-- symbolic dim while tracing), the product of its non-zero sizes at most MAX_EXTENT (so neither
+-- numel, bytes nor strides overflow). Raises "opname: ..." otherwise; returns the shape.
+function M.check(shape, opname)
+  if type(shape) ~= "table" then
+    errors.raise(string.format("%s: a shape must be a list of sizes, got %s", opname, type(shape)))
+  end
+  local n = #shape
+  if n > M.MAXDIM then
+    errors.raise(string.format("%s: tensors have at most %d dims, got %d", opname, M.MAXDIM, n))
+  end
+  local extent = 1
+  for i = 1, n do
+    local d = shape[i]
+    if type(d) == "number" then
+      if d < 0 or d ~= math.floor(d) then
+        errors.raise(string.format("%s: invalid size %s in dim %d (sizes must be non-negative integers)", opname, tostring(d), i))
+      end
+      if d > 0 then extent = extent * d end
+    elseif getmetatable(d) ~= "ds.sym" then -- a symbolic dim (sym.lua) while tracing
+      errors.raise(string.format("%s: size %d must be an integer, got %s", opname, i, type(d)))
+    end
+  end
+  if extent > M.MAX_EXTENT then
+    errors.raise(string.format("%s: shape %s is too large (more than 2^50 elements)", opname, M.str(shape)))
+  end
+  return shape
+end
+
 function M.contiguous_strides(shape)
   local st, s = {}, 1
   for i = #shape, 1, -1 do st[i] = s; s = s * shape[i] end

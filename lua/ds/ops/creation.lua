@@ -50,12 +50,7 @@ local function sizes_and_opts(opname, ...)
     shape = {}
     for i = 1, n do shape[i] = (select(i, ...)) end
   end
-  for i, d in ipairs(shape) do
-    if not sym.is(d) and (type(d) ~= "number" or d < 0 or d ~= math.floor(d)) then
-      errors.raise(string.format("%s: invalid size %s in dim %d (sizes must be non-negative integers)", opname, tostring(d), i))
-    end
-  end
-  return shape, opts
+  return S.check(shape, opname), opts
 end
 C.sizes_and_opts = sizes_and_opts
 
@@ -144,6 +139,10 @@ local function nested_shape(v, opname)
   local shape = {}
   local cur = v
   while type(cur) == "table" and not Tensor.is_tensor(cur) do
+    -- depth-checked: a cyclic table (t[1] = t) would nest forever
+    if #shape == S.MAXDIM then
+      errors.raise(string.format("%s: nested tables deeper than %d dims (or a table containing itself)", opname, S.MAXDIM))
+    end
     shape[#shape + 1] = #cur
     if #cur == 0 then break end
     cur = cur[1]
@@ -172,7 +171,6 @@ C.export("tensor", function(v, opts)
   opts = opts or {}
   if Tensor.is_tensor(v) then return opts.dtype and v:astype(opts.dtype) or v:clone() end
   local shape = nested_shape(v, "tensor")
-  if #shape > 8 then errors.raise("tensor: at most 8 dims") end
   local flat = {}
   flatten_into(v, shape, 1, flat, "tensor")
   local dt = opts.dtype and check_dtype(opts.dtype, "tensor")

@@ -92,6 +92,9 @@ C.export("stack", function(list, dim)
         S.str(list[i]._shape), S.str(first)))
     end
   end
+  if #first >= S.MAXDIM then
+    errors.raise(string.format("stack: stacking %d-d tensors would make more than %d dims", #first, S.MAXDIM))
+  end
   local d = S.dim(dim or 1, #first, "stack", true)
   local parts = {}
   for i, x in ipairs(list) do parts[i] = x:unsqueeze(d) end

@@ -267,7 +267,7 @@ C.export("unsqueeze", function(x, dim)
   local s = {}
   for i = 1, n do s[i] = x._shape[i] end
   table.insert(s, d, 1)
-  return D.call(reshape, { x }, { shape = s })
+  return D.call(reshape, { x }, { shape = S.check(s, "unsqueeze") })
 end)
 
 C.export("squeeze", function(x, dim)

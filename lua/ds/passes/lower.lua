@@ -171,6 +171,7 @@ function M.build(ir, env)
     if l.root.kind == "arena" and not claimed[l.root] and l.offset == 0 and is_contiguous(l.shape, l.strides)
       and numel(l.shape) == numel(l.root.shape) then
       l.root.kind = "output"; l.root.index = i; claimed[l.root] = true
+      l.root.shape = l.shape   -- the caller's tensor has the output's shape (a view may drop a dim of size 1)
       L.outputs[i] = { root = l.root, shape = l.shape }
     else
       local o = new_root("output", i, l.dtype, l.shape)
@@ -209,6 +210,7 @@ function M.emit(L, arena_bytes)
   plan = ffi.gc(plan, C.ds_plan_free)
   local log = { arena_bytes = arena_bytes, buffers = {}, steps = {} }
   local function add_buffer(kind, base, dt, shape, strides, offset, role, index)
+    S.check(shape, "compile")
     for i = 1, #shape do i64buf[i - 1] = shape[i] end
     if strides then for i = 1, #strides do st_buf[i - 1] = strides[i] end end
     local id = dsffi.check_index(C.ds_plan_add_buffer(plan, kind, base, dtype.code[dt], #shape, i64buf, strides and st_buf or nil, offset),
