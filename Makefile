@@ -105,3 +105,37 @@ serve: serve-models
 	examples/serve/serve.sh $(SERVE_DIR)/nginx $(SERVE_PORT) $(SERVE_DIR)/models foreground
 serve-test: deps all
 	$(BUSTED) tests/serve_spec.lua
+
+# Loader fuzzers (tests/fuzz/): libFuzzer over ds.load's graph + params files (LuaJIT embedded) and over the
+# C loader's plan + params files (ds_model_load_bytes), on a clang ASan + UBSan build of libds, from seed
+# corpora of saved models, FUZZ_SECONDS each. Any finding fails (its input is left in $(BUILD)/fuzz).
+FUZZ_SECONDS ?= 30
+FUZZ_CC      ?= clang
+FUZZ_FLAGS   := -O1 -g -march=$(MARCH) -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+# clang ignores "#pragma GCC target": the AVX-512 sources get the features on their command line instead
+FUZZ_AVX512  := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma
+fuzz: DEPS += clang libclang-rt-14-dev libomp-14-dev
+$(BUILD)/fuzz/%.o: src/%.c $(HDRS)
+	@mkdir -p $(BUILD)/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(if $(findstring avx512,$*),$(FUZZ_AVX512)) -fsanitize=fuzzer-no-link -std=gnu11 -fPIC \
+	  -ffp-contract=off -fno-math-errno -fno-trapping-math -Wno-unknown-pragmas -Wno-unknown-attributes -Isrc -c $< -o $@
+$(BUILD)/fuzz/libds.so: $(SRCS:src/%.c=$(BUILD)/fuzz/%.o)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -shared -L$(BLASDIR) -l:libopenblas.so.0 -Wl,-rpath,$(BLASDIR) -lz -lm \
+	  $$(gcc -print-file-name=libgomp.so)
+$(BUILD)/fuzz/%_fuzz: tests/fuzz/%_fuzz.c src/ds.h $(BUILD)/fuzz/libds.so
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -Isrc -I/usr/include/luajit-2.1 $< -o $@ \
+	  -L$(BUILD)/fuzz -l:libds.so -Wl,-rpath,$(abspath $(BUILD))/fuzz -lluajit-5.1
+.PHONY: fuzz
+fuzz: deps all $(BUILD)/fuzz/graph_fuzz $(BUILD)/fuzz/plan_fuzz
+	rm -rf $(BUILD)/fuzz/seeds && $(RUN_LUA) tests/fuzz/make_seeds.lua $(BUILD)/fuzz/seeds >/dev/null
+	@for t in graph plan; do \
+	  mkdir -p $(BUILD)/fuzz/corpus-$$t; \
+	  echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
+	  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  DS_ROOT=$(CURDIR) DS_LIB=$(abspath $(BUILD))/fuzz/libds.so DS_ALLOC=c \
+	  $(BUILD)/fuzz/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -max_len=262144 -timeout=20 \
+	    -artifact_prefix=$(BUILD)/fuzz/$$t- -print_final_stats=1 $(BUILD)/fuzz/corpus-$$t $(BUILD)/fuzz/seeds/$$t \
+	    >$(BUILD)/fuzz/$$t.log 2>&1; rc=$$?; \
+	  grep -E "^#[0-9]+ *DONE|stat::number_of_executed_units|INFO: seed corpus" $(BUILD)/fuzz/$$t.log; \
+	  [ $$rc = 0 ] || { tail -n 60 $(BUILD)/fuzz/$$t.log; echo "fuzz $$t: FINDING (see $(BUILD)/fuzz/$$t-*)"; exit 1; }; \
+	done

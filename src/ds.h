@@ -117,12 +117,14 @@ int ds_plan_num_buffers(const ds_plan *p);
 int ds_plan_profile(ds_plan *p, int on);                  /* 1: sum each step's wall time over runs; 0: stop */
 double ds_plan_step_seconds(const ds_plan *p, int step);  /* 0-based; seconds summed while profiling */
 
-/* model.c: the C embedding API. ds_model_load("dir/name") reads name.plan + name.safetensors (written by
-   ds.save; docs/FORMAT.md): one plan per input-shape binding saved. ds_model_run picks the plan whose input
-   shapes match and runs it on contiguous input/output tensors (outputs of that plan's output specs).
-   NULL / nonzero / -1 on error, with ds_last_error. */
+/* model.c: the C embedding API. ds_model_load("dir/name") reads name.plan and the params file it names
+   (written by ds.save; docs/FORMAT.md): one plan per input-shape binding saved. ds_model_run picks the plan
+   whose input shapes match and runs it on contiguous input/output tensors (outputs of that plan's output
+   specs). NULL / nonzero / -1 on error, with ds_last_error. */
 typedef struct ds_model ds_model;
 ds_model *ds_model_load(const char *path);
+/* the same from the two files' bytes in memory (read, not kept; the plan's params_file is not opened) */
+ds_model *ds_model_load_bytes(const void *plan, int64_t plan_bytes, const void *params, int64_t params_bytes);
 int ds_model_num_inputs(const ds_model *m);
 int ds_model_num_outputs(const ds_model *m);
 int ds_model_num_plans(const ds_model *m);
@@ -131,9 +133,31 @@ const ds_tensor *ds_model_output_spec(const ds_model *m, int plan, int i);
 int ds_model_find_plan(const ds_model *m, const ds_tensor *const *inputs);  /* the plan for these shapes, or -1 */
 int ds_model_run(ds_model *m, const ds_tensor *const *inputs, ds_tensor *const *outputs);
 void ds_model_free(ds_model *m);
-/* files for loaders: CRC-32 (zlib's), and a whole file mapped copy-on-write (pages shared until written) */
+/* The plan file (docs/FORMAT.md), little-endian, no padding: one file header; its body: nops elementwise op
+   names (char[32] each, in the saving engine's opcode order: fused programs' opcodes index it), then nrecords
+   records, each a record header, nbuffers buffers, nsteps steps (each followed by i32 buffers[nbuf], f64
+   attrs[nattrs]). Written by lua/ds/io/plan_writer.lua, read by model.c. */
+typedef struct { char magic[8]; uint32_t version, nrecords, params_crc32, body_crc32, nops, reserved;
+                 int64_t params_bytes, body_bytes; char params_file[256]; } ds_planfile_header;
+typedef struct { char name[32]; } ds_planfile_opname;
+typedef struct { uint32_t nbuffers, nsteps, ninputs, noutputs; int64_t arena_bytes; } ds_planfile_record;
+typedef struct { int32_t kind, base, dtype, ndim, role, index, has_strides, pad;
+                 int64_t offset, data_offset, data_bytes; int64_t shape[8], strides[8]; } ds_planfile_buffer;
+typedef struct { char kernel[64]; int32_t nbuf, nattrs; } ds_planfile_step;
+enum { DS_ROLE_ARENA, DS_ROLE_INPUT, DS_ROLE_OUTPUT, DS_ROLE_STATE, DS_ROLE_CONST, DS_ROLE_VIEW };
+
+/* fileio.c: files for savers and loaders. ds_file_read: a whole regular file copied into new memory, and
+   its CRC-32 if crc is not NULL (FIFOs, devices, directories refused before reading; free with ds_file_free). ds_file_sync: fsync of a
+   file or directory. ds_dir_list: NUL-separated names, returns the bytes needed. ds_dir_lock: an exclusive
+   flock on a directory (a handle, or -1). */
 uint32_t ds_crc32(const void *p, int64_t n);
-void *ds_file_map(const char *path, int64_t *size);
-void ds_file_unmap(void *p, int64_t size);
+void *ds_file_read(const char *path, int64_t limit, int64_t *size, uint32_t *crc);
+void ds_file_free(void *p);
+int ds_file_sync(const char *path);
+int64_t ds_dir_list(const char *dir, char *out, int64_t cap);
+int ds_dir_lock(const char *dir);
+void ds_dir_unlock(int handle);
+int ds_process_id(void);
+int ds_process_alive(int pid);
 
 #endif

@@ -1,21 +1,14 @@
-/* model.c: the C embedding API: load a saved graph's plans (name.plan + name.safetensors, written by
-   ds.save) and run them on the plan runtime, with no Lua. The plan file is binary (docs/FORMAT.md):
-   one record per input-shape binding; ds_model_run picks the record whose input shapes match. */
+/* model.c: the C embedding API: load a saved graph's plans (name.plan and the params file it names,
+   written by ds.save) and run them on the plan runtime, with no Lua. The plan file is binary
+   (docs/FORMAT.md, structs in ds.h): a header with its own checksum, then one record per input-shape
+   binding; ds_model_run picks the record whose input shapes match. Every count, offset, shape, stride
+   and view bound of the file is checked here with overflow-safe arithmetic before the runtime sees it. */
 #include "internal.h"
 #include <stdlib.h>
-#include <zlib.h>
-#include <fcntl.h>
-#include <unistd.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 
-typedef struct { char magic[8]; uint32_t version, nbuffers, nsteps, ninputs, noutputs, params_crc32;
-                 int64_t arena_bytes, params_bytes; } file_header;
-typedef struct { int32_t kind, base, dtype, ndim, role, index, has_strides, pad;
-                 int64_t offset, data_offset, data_bytes; int64_t shape[8], strides[8]; } file_buffer;
-typedef struct { char kernel[64]; int32_t nbuf, nattrs; } file_step;
-enum { ROLE_ARENA, ROLE_INPUT, ROLE_OUTPUT, ROLE_STATE, ROLE_CONST, ROLE_VIEW };
 #define MAX_PLANS 4096
+#define MAX_PLAN_FILE ((int64_t)1 << 30)
+#define MAX_PARAMS_FILE ((int64_t)1 << 40)
 
 /* the plan of one input-shape binding */
 typedef struct {
@@ -31,49 +24,6 @@ struct ds_model {
   int64_t *owned_offset;         /* where each one's bytes are in the params file (plans share them) */
 };
 
-uint32_t ds_crc32(const void *p, int64_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (int64_t off = 0; off < n; off += (1 << 30)) {
-    int64_t k = n - off < (1 << 30) ? n - off : (1 << 30);
-    crc = crc32(crc, (const Bytef *)p + off, (uInt)k);
-  }
-  return (uint32_t)crc;
-}
-
-/* Map a whole file copy-on-write: pages are shared between processes until written. */
-void *ds_file_map(const char *path, int64_t *size) {
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) { ds_fail(DS_EIO, "cannot open %s", path); return NULL; }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); ds_fail(DS_EIO, "%s is not a regular file", path); return NULL; }
-  *size = st.st_size;
-  void *p = mmap(NULL, st.st_size > 0 ? (size_t)st.st_size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) { ds_fail(DS_EIO, "cannot map %s", path); return NULL; }
-  return p;
-}
-void ds_file_unmap(void *p, int64_t size) { if (p) munmap(p, size > 0 ? (size_t)size : 1); }
-
-static char *read_all(const char *path, int64_t *size, int64_t limit) {
-  FILE *f = fopen(path, "rb");
-  if (!f) { ds_fail(DS_EIO, "model: cannot open %s", path); return NULL; }
-  char *buf = NULL;
-  if (fseek(f, 0, SEEK_END) != 0) goto io;
-  long n = ftell(f);
-  if (n < 0 || n > limit) { fclose(f); ds_fail(DS_EIO, "model: %s has %ld bytes (limit %lld)", path, n, (long long)limit); return NULL; }
-  if (fseek(f, 0, SEEK_SET) != 0) goto io;
-  buf = malloc((size_t)n + 1);
-  if (!buf) { fclose(f); ds_fail(DS_ENOMEM, "model: out of memory reading %s", path); return NULL; }
-  if (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) goto io;
-  fclose(f);
-  *size = n;
-  return buf;
-io:
-  free(buf); fclose(f);
-  ds_fail(DS_EIO, "model: cannot read %s", path);
-  return NULL;
-}
-
 void ds_model_free(ds_model *m) {
   if (!m) return;
   for (int i = 0; i < m->nplans; i++) {
@@ -88,7 +38,7 @@ void ds_model_free(ds_model *m) {
 #define FAIL(...) do { ds_fail(DS_EINVAL, __VA_ARGS__); return -1; } while (0)
 
 /* the state/constant tensor whose bytes are at b->data_offset: made once, shared by every plan */
-static ds_tensor *owned_tensor(ds_model *m, const file_buffer *b, const char *params, int64_t xsize) {
+static ds_tensor *owned_tensor(ds_model *m, const ds_planfile_buffer *b, const char *params, int64_t xsize) {
   for (int i = 0; i < m->nowned; i++) {
     ds_tensor *t = m->owned[i];
     if (m->owned_offset[i] == b->data_offset && t->dtype == b->dtype && t->ndim == b->ndim &&
@@ -115,112 +65,222 @@ static ds_tensor *owned_tensor(ds_model *m, const file_buffer *b, const char *pa
   return t;
 }
 
+/* The element range [lo, hi] a buffer spans (shape and strides of the file), overflow-checked; also its
+   element count. 0, or -1 with ds_last_error set. */
+static int buffer_span(const ds_planfile_buffer *b, uint32_t i, int64_t *numel, int64_t *lo, int64_t *hi) {
+  if (b->dtype < DS_F32 || b->dtype > DS_BOOL) FAIL("model: buffer %u: dtype %d", i, b->dtype);
+  if (b->ndim < 0 || b->ndim > DS_MAXDIM) FAIL("model: buffer %u: %d dims", i, b->ndim);
+  int64_t n = 1, l = 0, h = 0, contiguous = 1;
+  for (int d = b->ndim - 1; d >= 0; d--) {
+    int64_t size = b->shape[d], stride = b->has_strides ? b->strides[d] : contiguous, reach;
+    if (size < 0) FAIL("model: buffer %u: dim %d is %lld", i, d + 1, (long long)size);
+    if (__builtin_mul_overflow(n, size, &n) || (size > 0 && __builtin_mul_overflow(contiguous, size, &contiguous)))
+      FAIL("model: buffer %u: shape overflows", i);
+    if (size == 0 || stride == INT64_MIN || __builtin_mul_overflow(size - 1, stride < 0 ? -stride : stride, &reach))
+      { if (size != 0) FAIL("model: buffer %u: strides overflow", i); continue; }
+    if (stride < 0 ? __builtin_sub_overflow(l, reach, &l) : __builtin_add_overflow(h, reach, &h))
+      FAIL("model: buffer %u: strides overflow", i);
+  }
+  *numel = n; *lo = l; *hi = h;
+  return 0;
+}
+
+/* The bounds of buffer i against the arena or its view base (spans of the buffers before it). */
+static int check_buffer(const ds_planfile_buffer *b, uint32_t i, const int64_t (*span)[2], const ds_planfile_buffer *bufs,
+                        int64_t arena_bytes) {
+  int64_t numel, lo, hi, end;
+  if (buffer_span(b, i, &numel, &lo, &hi) != 0) return -1;
+  int64_t es = ds_dtype_size(b->dtype);
+  if (b->kind == DS_BUF_ARENA && numel > 0) {
+    if (b->offset < 0 || b->offset % es != 0 || lo < 0 || __builtin_mul_overflow(hi + 1, es, &end) ||
+        __builtin_add_overflow(end, b->offset, &end) || end > arena_bytes)
+      FAIL("model: buffer %u lies outside the %lld-byte arena", i, (long long)arena_bytes);
+  } else if (b->kind == DS_BUF_VIEW) {
+    if (b->base < 0 || (uint32_t)b->base >= i || bufs[b->base].kind == DS_BUF_VIEW || bufs[b->base].dtype != b->dtype)
+      FAIL("model: buffer %u: view base %d is not an earlier arena or external buffer of its dtype", i, b->base);
+    int64_t first, last;
+    if (numel > 0 && (__builtin_add_overflow(b->offset, lo, &first) || __builtin_add_overflow(b->offset, hi, &last) ||
+                      span[b->base][1] < span[b->base][0] || first < span[b->base][0] || last > span[b->base][1]))
+      FAIL("model: buffer %u: view outside its base buffer %d", i, b->base);
+  } else if (b->kind != DS_BUF_ARENA && b->kind != DS_BUF_EXTERNAL) FAIL("model: buffer %u: kind %d", i, b->kind);
+  return 0;
+}
+
 /* One plan record at pf + *pos (advanced past it) into q. 0, or -1 with ds_last_error set. */
 static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, int64_t *pos,
-                     const char *params, int64_t xsize, uint32_t params_crc) {
-  file_header h;
-  if (psize - *pos < (int64_t)sizeof h) FAIL("model: plan file truncated in a plan header");
+                     const char *params, int64_t xsize) {
+  ds_planfile_record h;
+  if (psize - *pos < (int64_t)sizeof h) FAIL("model: plan file truncated in a record header");
   memcpy(&h, pf + *pos, sizeof h); *pos += sizeof h;
-  if (memcmp(h.magic, "DSPLAN01", 8) != 0 || h.version != 1) FAIL("model: not a version 1 ds plan file");
-  if (h.nbuffers > (1u << 20) || h.nsteps > (1u << 20) || h.ninputs > 4096 || h.noutputs > 4096 || h.noutputs < 1)
+  if (h.nbuffers > (1u << 20) || h.nsteps > (1u << 20) || h.ninputs > 4096 || h.noutputs > 4096 || h.noutputs < 1 ||
+      h.arena_bytes < 0)
     FAIL("model: plan counts out of range");
-  if (h.params_bytes != xsize || h.params_crc32 != params_crc)
-    FAIL("model: the params file (%lld bytes) is not the one the plan was saved with (replaced or truncated?)", (long long)xsize);
   if (q == &m->plans[0]) { m->ninputs = (int)h.ninputs; m->noutputs = (int)h.noutputs; }
   else if ((int)h.ninputs != m->ninputs || (int)h.noutputs != m->noutputs) FAIL("model: plans disagree on their inputs/outputs");
+  if ((int64_t)h.nbuffers * (int64_t)sizeof(ds_planfile_buffer) > psize - *pos) FAIL("model: plan file truncated in its buffers");
   q->plan = ds_plan_new(h.arena_bytes);
   if (!q->plan) return -1;
   q->in_buf = malloc(sizeof(int) * (h.ninputs + 1)); q->out_buf = malloc(sizeof(int) * h.noutputs);
   q->in_spec = calloc(h.ninputs + 1, sizeof(ds_tensor)); q->out_spec = calloc(h.noutputs, sizeof(ds_tensor));
-  if (!q->in_buf || !q->out_buf || !q->in_spec || !q->out_spec) FAIL("model: out of memory");
+  ds_planfile_buffer *bufs = malloc(sizeof *bufs * ((size_t)h.nbuffers + 1));
+  int64_t (*span)[2] = malloc(sizeof *span * ((size_t)h.nbuffers + 1));
+  int rc = -1;
+  if (!q->in_buf || !q->out_buf || !q->in_spec || !q->out_spec || !bufs || !span) { ds_fail(DS_ENOMEM, "model: out of memory"); goto done; }
   for (uint32_t i = 0; i < h.ninputs; i++) q->in_buf[i] = -1;
   for (uint32_t i = 0; i < h.noutputs; i++) q->out_buf[i] = -1;
-  if ((int64_t)h.nbuffers * (int64_t)sizeof(file_buffer) > psize - *pos) FAIL("model: plan file truncated in its buffers");
-  for (uint32_t i = 0; i < h.nbuffers; i++, *pos += sizeof(file_buffer)) {
-    file_buffer b;
-    memcpy(&b, pf + *pos, sizeof b);
-    if (b.ndim < 0 || b.ndim > DS_MAXDIM) FAIL("model: buffer %u: %d dims", i, b.ndim);
-    int id = ds_plan_add_buffer(q->plan, b.kind, b.base, b.dtype, b.ndim, b.shape, b.has_strides ? b.strides : NULL, b.offset);
-    if (id < 0) return -1;
-    int want_kind = b.role == ROLE_ARENA ? DS_BUF_ARENA : b.role == ROLE_VIEW ? DS_BUF_VIEW : DS_BUF_EXTERNAL;
-    if (b.role < ROLE_ARENA || b.role > ROLE_VIEW || b.kind != want_kind) FAIL("model: buffer %u: role %d does not fit kind %d", i, b.role, b.kind);
-    if (b.role == ROLE_INPUT || b.role == ROLE_OUTPUT) {
-      int n = b.role == ROLE_INPUT ? m->ninputs : m->noutputs;
-      int *ids = b.role == ROLE_INPUT ? q->in_buf : q->out_buf;
-      ds_tensor *spec = b.role == ROLE_INPUT ? q->in_spec : q->out_spec;
-      if (b.index < 1 || b.index > n || ids[b.index - 1] >= 0) FAIL("model: buffer %u: bad or repeated %s index %d", i, b.role == ROLE_INPUT ? "input" : "output", b.index);
-      ids[b.index - 1] = id;
-      ds_tensor *s = &spec[b.index - 1];
-      s->dtype = b.dtype; s->ndim = b.ndim; s->numel = 1;
+  for (uint32_t i = 0; i < h.nbuffers; i++, *pos += sizeof(ds_planfile_buffer)) {
+    ds_planfile_buffer *b = &bufs[i];
+    memcpy(b, pf + *pos, sizeof *b);
+    int64_t numel;
+    if (check_buffer(b, i, (const int64_t (*)[2])span, bufs, h.arena_bytes) != 0 ||
+        buffer_span(b, i, &numel, &span[i][0], &span[i][1]) != 0) goto done;
+    if (numel == 0) span[i][1] = span[i][0] - 1;   /* an empty buffer holds no element a view could reach */
+    int id = ds_plan_add_buffer(q->plan, b->kind, b->base, b->dtype, b->ndim, b->shape, b->has_strides ? b->strides : NULL, b->offset);
+    if (id < 0) goto done;
+    int want_kind = b->role == DS_ROLE_ARENA ? DS_BUF_ARENA : b->role == DS_ROLE_VIEW ? DS_BUF_VIEW : DS_BUF_EXTERNAL;
+    if (b->role < DS_ROLE_ARENA || b->role > DS_ROLE_VIEW || b->kind != want_kind) {
+      ds_fail(DS_EINVAL, "model: buffer %u: role %d does not fit kind %d", i, b->role, b->kind); goto done;
+    }
+    if (b->role == DS_ROLE_INPUT || b->role == DS_ROLE_OUTPUT) {
+      int n = b->role == DS_ROLE_INPUT ? m->ninputs : m->noutputs;
+      int *ids = b->role == DS_ROLE_INPUT ? q->in_buf : q->out_buf;
+      ds_tensor *spec = b->role == DS_ROLE_INPUT ? q->in_spec : q->out_spec;
+      if (b->index < 1 || b->index > n || ids[b->index - 1] >= 0) {
+        ds_fail(DS_EINVAL, "model: buffer %u: bad or repeated %s index %d", i, b->role == DS_ROLE_INPUT ? "input" : "output", b->index);
+        goto done;
+      }
+      ids[b->index - 1] = id;
+      ds_tensor *s = &spec[b->index - 1];
+      s->dtype = b->dtype; s->ndim = b->ndim; s->numel = numel;
       int64_t st = 1;
-      for (int d = b.ndim - 1; d >= 0; d--) { s->shape[d] = b.shape[d]; s->strides[d] = st; st *= b.shape[d]; s->numel *= b.shape[d]; }
-    } else if (b.role == ROLE_STATE || b.role == ROLE_CONST) {
-      ds_tensor *t = owned_tensor(m, &b, params, xsize);
-      if (!t || ds_plan_bind(q->plan, id, t) != DS_OK) return -1;
+      for (int d = b->ndim - 1; d >= 0; d--) { s->shape[d] = b->shape[d]; s->strides[d] = st; st *= b->shape[d] ? b->shape[d] : 1; }
+    } else if (b->role == DS_ROLE_STATE || b->role == DS_ROLE_CONST) {
+      ds_tensor *t = owned_tensor(m, b, params, xsize);
+      if (!t || ds_plan_bind(q->plan, id, t) != DS_OK) goto done;
     }
   }
-  for (int i = 0; i < m->ninputs; i++) if (q->in_buf[i] < 0) FAIL("model: input %d has no buffer", i + 1);
-  for (int i = 0; i < m->noutputs; i++) if (q->out_buf[i] < 0) FAIL("model: output %d has no buffer", i + 1);
+  for (int i = 0; i < m->ninputs; i++) if (q->in_buf[i] < 0) { ds_fail(DS_EINVAL, "model: input %d has no buffer", i + 1); goto done; }
+  for (int i = 0; i < m->noutputs; i++) if (q->out_buf[i] < 0) { ds_fail(DS_EINVAL, "model: output %d has no buffer", i + 1); goto done; }
   for (uint32_t i = 0; i < h.nsteps; i++) {
-    file_step s;
-    if ((int64_t)sizeof s > psize - *pos) FAIL("model: plan file truncated at step %u", i + 1);
+    ds_planfile_step s;
+    if ((int64_t)sizeof s > psize - *pos) { ds_fail(DS_EINVAL, "model: plan file truncated at step %u", i + 1); goto done; }
     memcpy(&s, pf + *pos, sizeof s); *pos += sizeof s;
-    if (memchr(s.kernel, 0, sizeof s.kernel) == NULL) FAIL("model: step %u: kernel name not terminated", i + 1);
-    if (s.nbuf < 1 || s.nbuf > 256 || s.nattrs < 0 || s.nattrs > (1 << 20)) FAIL("model: step %u: bad operand counts", i + 1);
-    if ((int64_t)s.nbuf * 4 + (int64_t)s.nattrs * 8 > psize - *pos) FAIL("model: plan file truncated at step %u", i + 1);
-    int bufs[256];
-    memcpy(bufs, pf + *pos, (size_t)s.nbuf * 4); *pos += (int64_t)s.nbuf * 4;
+    if (memchr(s.kernel, 0, sizeof s.kernel) == NULL) { ds_fail(DS_EINVAL, "model: step %u: kernel name not terminated", i + 1); goto done; }
+    if (!ds_kernel_find(s.kernel)) {
+      ds_fail(DS_EINVAL, "model: step %u: kernel '%s' is not in this libds (saved by a newer ds?)", i + 1, s.kernel); goto done;
+    }
+    if (s.nbuf < 1 || s.nbuf > 256 || s.nattrs < 0 || s.nattrs > (1 << 20)) { ds_fail(DS_EINVAL, "model: step %u: bad operand counts", i + 1); goto done; }
+    if ((int64_t)s.nbuf * 4 + (int64_t)s.nattrs * 8 > psize - *pos) { ds_fail(DS_EINVAL, "model: plan file truncated at step %u", i + 1); goto done; }
+    int ops[256];
+    memcpy(ops, pf + *pos, (size_t)s.nbuf * 4); *pos += (int64_t)s.nbuf * 4;
+    for (int k = 0; k < s.nbuf; k++)
+      if (ops[k] < 0 || (uint32_t)ops[k] >= h.nbuffers) { ds_fail(DS_EINVAL, "model: step %u: operand %d is buffer %d", i + 1, k + 1, ops[k]); goto done; }
     double *attrs = malloc(sizeof(double) * ((size_t)s.nattrs + 1));
-    if (!attrs) FAIL("model: out of memory");
+    if (!attrs) { ds_fail(DS_ENOMEM, "model: out of memory"); goto done; }
     if (s.nattrs) memcpy(attrs, pf + *pos, (size_t)s.nattrs * 8);
     *pos += (int64_t)s.nattrs * 8;
-    int rc = ds_plan_add_step(q->plan, s.kernel, s.nbuf, bufs, s.nattrs, attrs);
+    int src = ds_plan_add_step(q->plan, s.kernel, s.nbuf, ops, s.nattrs, attrs);
     free(attrs);
-    if (rc < 0) return -1;
+    if (src < 0) goto done;
+  }
+  rc = 0;
+done:
+  free(bufs); free(span);
+  return rc;
+}
+
+/* Fused programs number elementwise ops by their position in the engine's table: the file's table must
+   agree with this engine's for every op it names (ops appended since are fine), else the plan is refused
+   naming the op. 0, or -1. */
+static int check_opcodes(const char *pf, int64_t psize, uint32_t nops, int64_t *pos) {
+  if (nops > 4096 || (int64_t)nops * (int64_t)sizeof(ds_planfile_opname) > psize - *pos) FAIL("model: bad elementwise op table");
+  for (uint32_t i = 0; i < nops; i++, *pos += sizeof(ds_planfile_opname)) {
+    ds_planfile_opname op;
+    memcpy(&op, pf + *pos, sizeof op);
+    if (memchr(op.name, 0, sizeof op.name) == NULL) FAIL("model: elementwise op %u: name not terminated", i);
+    int mine = ds_ew_opcode(op.name);
+    if (mine < 0) FAIL("model: the plan uses elementwise op '%s', which this libds does not have (save the model again)", op.name);
+    if (mine != (int)i)
+      FAIL("model: elementwise op '%s' is opcode %u in the plan and %d in this libds (save the model again)", op.name, i, mine);
   }
   return 0;
 }
 
-/* path: "dir/name" (reads dir/name.plan and dir/name.safetensors). NULL on error (ds_last_error). */
-ds_model *ds_model_load(const char *path) {
-  if (!path || strlen(path) > 4000) { ds_fail(DS_EINVAL, "model: bad path"); return NULL; }
-  char fname[4100];
-  int64_t psize = 0, xsize = 0;
-  snprintf(fname, sizeof fname, "%s.plan", path);
-  char *pf = read_all(fname, &psize, (int64_t)1 << 30), *params = NULL;
-  if (!pf) return NULL;
-  ds_model *m = calloc(1, sizeof *m);
-  if (!m) { free(pf); ds_fail(DS_ENOMEM, "model: out of memory"); return NULL; }
-  snprintf(fname, sizeof fname, "%s.safetensors", path);
-  params = read_all(fname, &xsize, (int64_t)1 << 40);
-  if (!params) goto fail;
-  uint32_t crc = ds_crc32(params, xsize);
-  int64_t pos = 0;
-  int cap = 0;
-  while (pos < psize) {
-    if (m->nplans == MAX_PLANS) { ds_fail(DS_EINVAL, "model: more than %d plans", MAX_PLANS); goto fail; }
-    if (m->nplans == cap) {
-      cap = cap ? 2 * cap : 4;
-      model_plan *p = realloc(m->plans, sizeof *p * (size_t)cap);
-      if (!p) { ds_fail(DS_ENOMEM, "model: out of memory"); goto fail; }
-      m->plans = p;
-    }
-    model_plan *q = &m->plans[m->nplans++];
-    memset(q, 0, sizeof *q);
-    if (load_plan(m, q, pf, psize, &pos, params, xsize, crc) != 0) {
+/* The records of a plan file whose header checked out, into m. 0, or -1 (the message names the record). */
+static int load_records(ds_model *m, const char *pf, int64_t psize, const ds_planfile_header *h, const char *params, int64_t xsize) {
+  int64_t pos = sizeof(ds_planfile_header);
+  uint32_t nrecords = h->nrecords;
+  if (check_opcodes(pf, psize, h->nops, &pos) != 0) return -1;
+  if (nrecords < 1 || nrecords > MAX_PLANS) FAIL("model: the plan file holds %u plans (1..%d)", nrecords, MAX_PLANS);
+  m->plans = calloc(nrecords, sizeof *m->plans);
+  if (!m->plans) { ds_fail(DS_ENOMEM, "model: out of memory"); return -1; }
+  for (uint32_t k = 0; k < nrecords; k++) {
+    m->nplans = (int)k + 1;
+    if (load_plan(m, &m->plans[k], pf, psize, &pos, params, xsize) != 0) {
       char msg[512];
-      snprintf(msg, sizeof msg, "%s (%s.plan, plan %d)", ds_last_error(), path, m->nplans);
+      snprintf(msg, sizeof msg, "%s (plan %u)", ds_last_error(), k + 1);
       ds_set_error(msg);
-      goto fail;
+      return -1;
     }
   }
-  if (m->nplans == 0) { ds_fail(DS_EINVAL, "model: %s.plan holds no plan", path); goto fail; }
-  free(pf); free(params);
+  if (pos != psize) FAIL("model: %lld bytes after the last plan", (long long)(psize - pos));
+  return 0;
+}
+
+/* the file header: magic, version, its body's size and checksum; the params file's name (next to the plan) */
+static int check_header(const char *pf, int64_t psize, ds_planfile_header *h) {
+  if (psize < (int64_t)sizeof *h) FAIL("model: plan file truncated (%lld bytes)", (long long)psize);
+  memcpy(h, pf, sizeof *h);
+  if (memcmp(h->magic, "DSPLAN", 6) != 0) FAIL("model: not a ds plan file");
+  if (memcmp(h->magic, "DSPLAN02", 8) != 0 || h->version != 2)
+    FAIL("model: plan file version %.8s is not supported (this libds reads DSPLAN02; save the model again)", h->magic);
+  if (h->body_bytes != psize - (int64_t)sizeof *h) FAIL("model: plan file truncated or extended (%lld bytes, its header says %lld)",
+                                                         (long long)psize, (long long)(h->body_bytes + (int64_t)sizeof *h));
+  if (ds_crc32(pf + sizeof *h, h->body_bytes) != h->body_crc32) FAIL("model: plan file does not match its checksum (corrupted)");
+  if (memchr(h->params_file, 0, sizeof h->params_file) == NULL || h->params_file[0] == 0 || h->params_file[0] == '.' ||
+      strchr(h->params_file, '/')) FAIL("model: the plan file names no valid params file");
+  return 0;
+}
+
+static ds_model *load_checked(const char *pf, int64_t psize, const ds_planfile_header *h, const char *params, int64_t xsize) {
+  if (h->params_bytes != xsize || h->params_crc32 != ds_crc32(params, xsize)) {
+    ds_fail(DS_EINVAL, "model: the params file %s (%lld bytes) is not the one the plan was saved with (replaced or truncated?)",
+            h->params_file, (long long)xsize);
+    return NULL;
+  }
+  ds_model *m = calloc(1, sizeof *m);
+  if (!m) { ds_fail(DS_ENOMEM, "model: out of memory"); return NULL; }
+  if (load_records(m, pf, psize, h, params, xsize) != 0) { ds_model_free(m); return NULL; }
   return m;
-fail:
-  free(pf); free(params);
-  ds_model_free(m);
-  return NULL;
+}
+
+ds_model *ds_model_load_bytes(const void *plan, int64_t plan_bytes, const void *params, int64_t params_bytes) {
+  ds_planfile_header h;
+  if (!plan || plan_bytes < 0 || params_bytes < 0 || (!params && params_bytes)) { ds_fail(DS_EINVAL, "model: bad arguments"); return NULL; }
+  if (check_header(plan, plan_bytes, &h) != 0) return NULL;
+  return load_checked(plan, plan_bytes, &h, params ? params : "", params_bytes);
+}
+
+/* path: "dir/name" (reads dir/name.plan and the params file it names). NULL on error (ds_last_error). */
+ds_model *ds_model_load(const char *path) {
+  if (!path || strlen(path) > 3000) { ds_fail(DS_EINVAL, "model: bad path"); return NULL; }
+  char fname[3400];
+  int64_t psize = 0, xsize = 0;
+  snprintf(fname, sizeof fname, "%s.plan", path);
+  char *pf = ds_file_read(fname, MAX_PLAN_FILE, &psize, NULL), *params = NULL;
+  if (!pf) { char msg[512]; snprintf(msg, sizeof msg, "model: %s", ds_last_error()); ds_set_error(msg); return NULL; }
+  ds_model *m = NULL;
+  ds_planfile_header h;
+  if (check_header(pf, psize, &h) == 0) {
+    const char *slash = strrchr(path, '/');
+    snprintf(fname, sizeof fname, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path, h.params_file);
+    params = ds_file_read(fname, MAX_PARAMS_FILE, &xsize, NULL);
+    if (!params) { char msg[512]; snprintf(msg, sizeof msg, "model: %s", ds_last_error()); ds_set_error(msg); }
+    else m = load_checked(pf, psize, &h, params, xsize);
+  }
+  if (!m) { char msg[512]; snprintf(msg, sizeof msg, "%s (%s.plan)", ds_last_error(), path); ds_set_error(msg); }
+  ds_file_free(pf); ds_file_free(params);
+  return m;
 }
 
 int ds_model_num_inputs(const ds_model *m) { return m ? m->ninputs : 0; }

@@ -19,6 +19,10 @@ local function rnd(n)
   return seed % n + 1
 end
 
+-- the params file a saved graph names (ds.save names it by content)
+local function params_of(path) return dir .. "/" .. cjson.decode(H.read_file(path .. ".json")).params.file end
+local function crc32(s) return string.format("%08x", tonumber(require("ds.ffi").C.ds_crc32(s, #s))) end
+
 local function try_load_and_run(x)
   local ok, m = pcall(ds.load, base)
   if not ok then
@@ -31,7 +35,7 @@ local function try_load_and_run(x)
 end
 
 describe("fuzz: ds.load on mutated files", function()
-  local json, params
+  local json, params, params_path
   local x = ds.randn(3, 8)
   setup(function()
     ds.manual_seed(5)
@@ -40,9 +44,10 @@ describe("fuzz: ds.load on mutated files", function()
     local cg = ds.compile(net, { ds.spec({ "batch", 8 }, "f32", "x") })
     cg(x)
     ds.save(cg, base)
-    json, params = H.read_file(base .. ".json"), H.read_file(base .. ".safetensors")
+    params_path = params_of(base)
+    json, params = H.read_file(base .. ".json"), H.read_file(params_path)
   end)
-  teardown(function() H.write_file(base .. ".json", json); H.write_file(base .. ".safetensors", params) end)
+  teardown(function() H.write_file(base .. ".json", json); H.write_file(params_path, params) end)
 
   it("byte flips, truncations and insertions in either file", function()
     local outcomes = {}
@@ -57,13 +62,12 @@ describe("fuzz: ds.load on mutated files", function()
       if target == 1 then j = s else p = s end
       if target == 2 and rnd(2) == 1 then
         -- keep the checksum right so the safetensors header and data checks are what must catch it
-        local ffi = require("ffi")
         local doc = cjson.decode(j)
         doc.params.bytes = #p
-        doc.params.crc32 = require("ds.io").crc32(ffi.cast("const char *", p), #p)
+        doc.params.crc32 = crc32(p)
         j = cjson.encode(doc)
       end
-      H.write_file(base .. ".json", j); H.write_file(base .. ".safetensors", p)
+      H.write_file(base .. ".json", j); H.write_file(params_path, p)
       local r = try_load_and_run(x)
       outcomes[r] = (outcomes[r] or 0) + 1
     end
@@ -71,7 +75,7 @@ describe("fuzz: ds.load on mutated files", function()
   end)
 
   -- random edits of a saved graph document; returns how many loads ran / raised
-  local function structural(doc_json, params_bytes, path, run, n)
+  local function structural(doc_json, params_bytes, path, ppath, run, n)
     local weird = { -1, 0, 1, 2, 7, 1e300, -1e300, 2 ^ 53, 0.5, "x", true, {}, { 1, 2 }, cjson.null }
     local outcomes = {}
     for _ = 1, n do
@@ -94,7 +98,7 @@ describe("fuzz: ds.load on mutated files", function()
       end
       local ok, text = pcall(cjson.encode, doc)
       if ok then
-        H.write_file(path .. ".json", text); H.write_file(path .. ".safetensors", params_bytes)
+        H.write_file(path .. ".json", text); H.write_file(ppath, params_bytes)
         local loaded, m = pcall(ds.load, path)
         local res = "error"
         if loaded then
@@ -107,12 +111,12 @@ describe("fuzz: ds.load on mutated files", function()
         outcomes[res] = (outcomes[res] or 0) + 1
       end
     end
-    H.write_file(path .. ".json", doc_json); H.write_file(path .. ".safetensors", params_bytes)
+    H.write_file(path .. ".json", doc_json); H.write_file(ppath, params_bytes)
     return outcomes
   end
 
   it("structural edits of the graph document (numbers, ids, lists, fields)", function()
-    local outcomes = structural(json, params, base, function(m) return m(x) end, 200 * SCALE)
+    local outcomes = structural(json, params, base, params_path, function(m) return m(x) end, 200 * SCALE)
     if os.getenv("DS_FUZZ_VERBOSE") then print("structural", outcomes.ran, outcomes.error) end
     assert.truthy((outcomes.error or 0) > 0)
   end)
@@ -126,7 +130,7 @@ describe("fuzz: ds.load on mutated files", function()
     local a, k = ds.randn(3, 4), ds.tensor(2)
     local path = dir .. "/fzc"
     ds.save(ds.compile(f, { a, k }), path)
-    local outcomes = structural(H.read_file(path .. ".json"), H.read_file(path .. ".safetensors"), path,
+    local outcomes = structural(H.read_file(path .. ".json"), H.read_file(params_of(path)), path, params_of(path),
       function(m) return m(a, k) end, 200 * SCALE)
     if os.getenv("DS_FUZZ_VERBOSE") then print("control", outcomes.ran, outcomes.error) end
     assert.truthy((outcomes.error or 0) > 0 and (outcomes.ran or 0) > 0)
@@ -136,7 +140,16 @@ describe("fuzz: ds.load on mutated files", function()
     local ffi = require("ffi")
     local C = require("ds.ffi").C
     local plan = H.read_file(base .. ".plan")
-    H.write_file(base .. ".json", json); H.write_file(base .. ".safetensors", params)
+    H.write_file(base .. ".json", json); H.write_file(params_path, params)
+    -- most mutants get a matching body size and checksum, so the checks past the checksum must catch them
+    local HEADER = ffi.sizeof("ds_planfile_header")
+    local function reseal(bytes)
+      local h = ffi.new("ds_planfile_header")
+      ffi.copy(h, bytes, HEADER)
+      local body = bytes:sub(HEADER + 1)
+      h.body_bytes = #body; h.body_crc32 = C.ds_crc32(body, #body)
+      return ffi.string(h, HEADER) .. body
+    end
     local outcomes = {}
     for _ = 1, 300 * SCALE do
       local s, pos = plan, rnd(#plan)
@@ -151,6 +164,7 @@ describe("fuzz: ds.load on mutated files", function()
         local at = (pos - 1) - (pos - 1) % 8
         s = s:sub(1, at) .. ffi.string(ffi.new("int64_t[1]", rnd(5000) - 100), 8) .. s:sub(at + 9)
       end
+      if rnd(4) > 1 and #s >= HEADER then s = reseal(s) end
       H.write_file(base .. ".plan", s)
       local m = C.ds_model_load(base)
       if m == nil then

@@ -107,22 +107,71 @@ describe("io: save/load round trip", function()
     assert.falsy(names:find("%.tmp"))
     local doc = cjson.decode(H.read_file(dir .. "/atomic.json"))
     assert.are.equal(1, doc.format_version)
-    assert.are.equal("atomic.safetensors", doc.params.file)
+    assert.truthy(doc.params.file:match("^atomic%.%x%x%x%x%x%x%x%x%.safetensors$"))
     assert.truthy(#doc.nodes > 0 and doc.nodes[1].source)
+  end)
+end)
+
+describe("io: bounded work", function()
+  local function counter()
+    -- counts to n one step at a time: a hostile file can make n huge
+    return ds.compile(function(n)
+      local i = ds.while_loop(function(k) return k:lt(n) end, function(k) return k + 1 end, { ds.tensor(0) })
+      return i
+    end, { ds.tensor(5) })
+  end
+  it("a loaded while_loop stops at max_loop_trips (default 1e6, a load option) with an error naming it", function()
+    ds.save(counter(), dir .. "/loop")
+    local function bound(m)
+      for _, node in ipairs(m.base.nodes) do if node.op == "while_loop" then return node.attrs.max_trips end end
+    end
+    local m = ds.load(dir .. "/loop")
+    assert.are.equal(5, m(ds.tensor(5)):item())
+    assert.are.equal(1e6, bound(m))
+    local small = ds.load(dir .. "/loop", { max_loop_trips = 10 })
+    assert.are.equal(10, small(ds.tensor(10)):item())
+    H.raises(function() small(ds.tensor(11)) end, "while_loop: more than 10 trips", "max_loop_trips")
+    local unbounded = ds.load(dir .. "/loop", { max_loop_trips = math.huge })
+    assert.are.equal(math.huge, bound(unbounded))
+    assert.are.equal(20, unbounded(ds.tensor(20)):item())
+    H.raises(function() ds.load(dir .. "/loop", { max_loop_trips = 0 }) end, "load", "max_loop_trips", "positive integer")
+    H.raises(function() ds.load(dir .. "/loop", { max_trips = 3 }) end, "unknown option 'max_trips'")
+  end)
+  it("the loop's own max_trips attr in the file is honoured (the smaller bound wins) and checked", function()
+    ds.save(counter(), dir .. "/loop2")
+    local doc = cjson.decode(H.read_file(dir .. "/loop2.json"))
+    doc.nodes[1].attrs.max_trips = 3
+    H.write_file(dir .. "/loop2.json", cjson.encode(doc))
+    local m = ds.load(dir .. "/loop2")
+    assert.are.equal(3, m(ds.tensor(3)):item())
+    H.raises(function() m(ds.tensor(4)) end, "while_loop: more than 3 trips")
+    doc.nodes[1].attrs.max_trips = -2
+    H.write_file(dir .. "/loop2.json", cjson.encode(doc))
+    H.raises(function() ds.load(dir .. "/loop2") end, "node 1 (while_loop", "max_trips must be a positive integer")
+  end)
+  it("FIFOs, devices and directories are refused before they are opened for reading", function()
+    os.execute("mkfifo " .. dir .. "/fifo.json " .. dir .. "/fifo2.safetensors && mkdir -p " .. dir .. "/adir.json")
+    H.raises(function() ds.load(dir .. "/fifo") end, "fifo.json", "not a regular file (a FIFO)")
+    H.raises(function() ds.load(dir .. "/adir") end, "adir.json", "a directory")
+    H.raises(function() ds.load_state(dir .. "/fifo2.safetensors") end, "fifo2.safetensors", "a FIFO")
+    H.raises(function() ds.load_state("/dev/zero") end, "/dev/zero", "a device")
+    H.raises(function() ds.load_state(dir) end, "a directory")
   end)
 end)
 
 describe("io: bad files give clear errors", function()
   local base = dir .. "/bad"
-  local json, params
+  local json, params, params_path
   setup(function()
     ds.save(ds.compile(mlp(), { ds.spec({ "batch", 8 }, "f32", "x") }), base)
-    json, params = H.read_file(base .. ".json"), H.read_file(base .. ".safetensors")
+    json = H.read_file(base .. ".json")
+    params_path = dir .. "/" .. cjson.decode(json).params.file
+    params = H.read_file(params_path)
   end)
   local function with(j, p, ...)
-    H.write_file(base .. ".json", j); H.write_file(base .. ".safetensors", p)
+    H.write_file(base .. ".json", j); H.write_file(params_path, p)
     local err = H.raises(function() ds.load(base) end, ...)
-    H.write_file(base .. ".json", json); H.write_file(base .. ".safetensors", params)
+    H.write_file(base .. ".json", json); H.write_file(params_path, params)
     return err
   end
   local function edit(fn)
@@ -145,6 +194,22 @@ describe("io: bad files give clear errors", function()
   it("format version and unknown ops", function()
     with(edit(function(d) d.format_version = 99 end), params, "format version 99", "reads version 1")
     with(edit(function(d) d.nodes[2].op = "frobnicate" end), params, "node 2", "unknown op 'frobnicate'")
+  end)
+  it("a params file with tensors the graph does not name, or absurd shapes, fails before tensors are made", function()
+    local tensors = ds.load_state(params_path)
+    tensors.extra = ds.zeros(2)
+    ds.save_state(tensors, dir .. "/extra.safetensors")
+    local p = H.read_file(dir .. "/extra.safetensors")
+    with(edit(function(d) d.params.bytes = #p; d.params.crc32 = string.format("%08x", tonumber(require("ds.ffi").C.ds_crc32(p, #p))) end),
+      p, "holds tensor 'extra' that the graph does not name")
+    -- [0, 2^40, 2^40]: no bytes, but its strides would overflow
+    local hdr = '{"w":{"dtype":"F32","shape":[0,1099511627776,1099511627776],"data_offsets":[0,0]}}'
+    hdr = hdr .. string.rep(" ", (8 - #hdr % 8) % 8)
+    local n = #hdr
+    local len = ""
+    for _ = 1, 8 do len = len .. string.char(n % 256); n = math.floor(n / 256) end
+    H.write_file(dir .. "/huge.safetensors", len .. hdr)
+    H.raises(function() ds.load_state(dir .. "/huge.safetensors") end, "tensor 'w'", "too large")
   end)
   it("hand-edited attrs, shapes, ids", function()
     with(edit(function(d) d.nodes[1].attrs.dim0 = "x" end), params, "node 1 (transpose", "dim0")
@@ -179,6 +244,41 @@ describe("io: the C embedding API (name.plan, src/model.c)", function()
     assert.truthy(text:find("output 1: f32 (3,4)", 1, true))
     local y = ds.load(dir .. "/embed")(x)
     assert.are.equal(ffi.string(y:data_ptr(), 3 * 4 * 4), H.read_file(dir .. "/y.raw"))
+  end)
+  it("the plan file has its own checksum and names its elementwise ops: other numbering is refused by name", function()
+    local net = mlp()
+    ds.save(ds.compile(net, { ds.spec({ 2, 8 }, "f32", "x") }), dir .. "/sealed")
+    local plan = H.read_file(dir .. "/sealed.plan")
+    local HEADER, OPNAME = ffi.sizeof("ds_planfile_header"), ffi.sizeof("ds_planfile_opname")
+    local function reseal(bytes)
+      local h = ffi.new("ds_planfile_header")
+      ffi.copy(h, bytes, HEADER)
+      local body = bytes:sub(HEADER + 1)
+      h.body_bytes = #body; h.body_crc32 = C.ds_crc32(body, #body)
+      return ffi.string(h, HEADER) .. body
+    end
+    local function load_with(bytes, ...)
+      H.write_file(dir .. "/sealed.plan", bytes)
+      assert.truthy(C.ds_model_load(dir .. "/sealed") == nil)
+      local err = require("ds.ffi").last_error()
+      for _, want in ipairs { ... } do assert.truthy(err:find(want, 1, true), err .. " lacks " .. want) end
+    end
+    local last = #plan - 3
+    load_with(plan:sub(1, last - 1) .. string.char((plan:byte(last) + 1) % 256) .. plan:sub(last + 1), "checksum", "sealed.plan")
+    load_with(plan:sub(1, #plan - 8), "truncated")
+    -- opcode 0 renamed: this engine has no such op
+    local name0 = ffi.string(plan:sub(HEADER + 1, HEADER + OPNAME))
+    local renamed = plan:sub(1, HEADER) .. "frobnicate" .. string.rep("\0", OPNAME - 10) .. plan:sub(HEADER + OPNAME + 1)
+    load_with(reseal(renamed), "elementwise op 'frobnicate'", "does not have")
+    -- opcodes 0 and 1 swapped: the numbers differ from this engine's
+    local op1 = plan:sub(HEADER + OPNAME + 1, HEADER + 2 * OPNAME)
+    local swapped = plan:sub(1, HEADER) .. op1 .. plan:sub(HEADER + 1, HEADER + OPNAME) .. plan:sub(HEADER + 2 * OPNAME + 1)
+    load_with(reseal(swapped), "is opcode 0 in the plan and 1 in this libds")
+    assert.truthy(#name0 > 0)
+    H.write_file(dir .. "/sealed.plan", plan)
+    local m = C.ds_model_load(dir .. "/sealed")
+    assert.truthy(m ~= nil)
+    C.ds_model_free(m)
   end)
   it("a dynamic graph saves one plan per shape it was called with; the C API picks by shape", function()
     local net = mlp()

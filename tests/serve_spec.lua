@@ -25,12 +25,18 @@ local function request(method, path, body)
   local out = sh(string.format("curl -s --max-time 20 -o %s/resp -w '%%{http_code}' -X %s --data-binary @%s http://127.0.0.1:%d%s",
     dir, method, f, port, path))
   local r = io.open(dir .. "/resp"):read("*a")
-  return tonumber(out), cjson.decode(r)
+  local ok, decoded = pcall(cjson.decode, r)
+  assert(ok, method .. " " .. path:sub(1, 40) .. ": the reply is not JSON: " .. r:sub(1, 200))
+  return tonumber(out), decoded
 end
 local function image(v)
   local t = {}
   for r = 1, 28 do t[r] = {}; for c = 1, 28 do t[r][c] = v or (r * c) % 256 end end
   return cjson.encode { image = t }
+end
+-- the params file a saved model's graph file names (ds.save names it by content)
+local function params_of(models, name)
+  return models .. "/" .. cjson.decode(io.open(models .. "/" .. name .. ".json"):read("*a")).params.file
 end
 -- nginx runs outside the sanitizer run (make test-asan preloads ASan into every child process)
 local function serve(cmd)
@@ -113,12 +119,51 @@ describe_or_skip("serving with nginx", function()
     assert.equal(200, (request("POST", "/predict", image())))
   end)
 
+  it("answers nginx's own rejections and non-JSON numbers with JSON errors", function()
+    local function json_error(code, want_code, r)
+      assert.equal(want_code, code)
+      assert.is_string(r.error)
+    end
+    -- body over the 1 MiB limit of docs/SERVING.md: 413
+    local code, r = request("POST", "/predict", string.rep(" ", 1024 * 1024 + 1))
+    json_error(code, 413, r)
+    assert.truthy(r.error:find("1 MiB", 1, true))
+    -- just under the limit reaches the handler (and fails as JSON, not as size)
+    code, r = request("POST", "/predict", string.rep(" ", 1024 * 1024 - 10) .. "[")
+    json_error(code, 400, r)
+    json_error(select(1, request("GET", "/nothing/here")), 404, select(2, request("GET", "/nothing/here")))
+    code, r = request("GET", "/" .. string.rep("a", 20000))
+    assert.truthy(code == 414 or code == 400, tostring(code)); assert.is_string(r.error)
+    -- raw HTTP nginx rejects before any handler: bad Content-Length, oversized headers
+    local function raw(text)
+      local path = dir .. "/raw"
+      local f = io.open(path, "wb"); f:write(text); f:close()
+      local out = sh(string.format("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d; cat %s >&3; timeout 5 cat <&3'", port, path))
+      -- the body, with or without chunked framing ("18\r\n{...}\r\n0\r\n")
+      return tonumber(out:match("^HTTP/1%.%d (%d+)")), cjson.decode(out:match("\r\n\r\n[%x\r\n]-(%b{})") or "")
+    end
+    code, r = raw("POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\nConnection: close\r\n\r\n")
+    json_error(code, 400, r)
+    code, r = raw("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " .. string.rep("b", 20000) .. "\r\nConnection: close\r\n\r\n")
+    json_error(code, 400, r)
+    code, r = raw("BREW /predict HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert.truthy(code >= 400 and code < 500, tostring(code)); assert.is_string(r.error)
+    -- numbers outside JSON's grammar
+    for _, bad in ipairs { "0x10", "+1", "1.", "01", "1e400", "inf", "nan", ".5" } do
+      local img = image():gsub("%[%[%d+", "[[" .. bad, 1)
+      code, r = request("POST", "/predict", img)
+      assert.equal(400, code, bad)
+      assert.truthy(r.error:find("not JSON", 1, true), r.error)
+    end
+    assert.equal(200, (request("POST", "/predict", image():gsub("%[%[%d+", "[[1.5e1", 1))))
+  end)
+
   it("reports a corrupted model in /health, answers 503 for it, and reloads on HUP without dropping requests", function()
     local _, before = request("POST", "/predict", image())
     -- corrupt bert, retrain lenet differently, then HUP while requests are in flight
-    local f = io.open(dir .. "/models/bert.safetensors", "r+b"); f:seek("set", 1000); f:write("garbage"); f:close()
+    local f = io.open(params_of(dir .. "/models", "bert"), "r+b"); f:seek("set", 1000); f:write("garbage"); f:close()
     assert(os.execute(clean(string.format("cd %s && luajit examples/serve/export_models.lua %s/new --train-batches 15 >/dev/null", root, dir))) == 0)
-    os.execute(string.format("mv %s/new/lenet.safetensors %s/models/lenet.safetensors && mv %s/new/lenet.json %s/models/lenet.json", dir, dir, dir, dir))
+    os.execute(string.format("mv %s %s/models/ && mv %s/new/lenet.json %s/models/lenet.json", params_of(dir .. "/new", "lenet"), dir, dir, dir))
     local img = io.open(dir .. "/img", "wb"); img:write(image()); img:close()
     local load = io.popen(clean(string.format("for i in $(seq 1 300); do curl -s --max-time 20 -o /dev/null -w '%%{http_code}\\n' -X POST --data-binary @%s/img http://127.0.0.1:%d/predict; done", dir, port)))
     os.execute("sleep 0.2")
@@ -139,5 +184,38 @@ describe_or_skip("serving with nginx", function()
     assert.truthy(r.error:find("unavailable", 1, true))
     local _, after = request("POST", "/predict", image())
     assert.are_not.same(before.probs, after.probs)
+  end)
+
+  it("keeps serving when the loaded files are truncated or overwritten in place, and reloads models copied in place", function()
+    local _, before = request("POST", "/predict", image())
+    local img = io.open(dir .. "/img", "wb"); img:write(image()); img:close()
+    local load = io.popen(clean(string.format("for i in $(seq 1 200); do curl -s --max-time 20 -o /dev/null -w '%%{http_code}\\n' -X POST --data-binary @%s/img http://127.0.0.1:%d/predict; done", dir, port)))
+    -- the workers' model came from these files: truncate them, then overwrite them with other bytes
+    local params = params_of(dir .. "/models", "lenet")
+    os.execute("sleep 0.2; : > " .. params .. "; : > " .. dir .. "/models/lenet.json; sleep 0.2")
+    os.execute(string.format("head -c 100000 /dev/urandom > %s; sleep 0.2", params))
+    local codes = load:read("*a"); load:close()
+    local n = 0
+    for code in codes:gmatch("%d+") do assert.equal("200", code); n = n + 1 end
+    assert.equal(200, n)
+    local _, same = request("POST", "/predict", image())
+    assert.same(before.probs, same.probs)
+    -- a new model copied in place (cp over the old names, not a rename) and a HUP
+    assert(os.execute(clean(string.format("cd %s && luajit examples/serve/export_models.lua %s/copied --train-batches 25 >/dev/null", root, dir))) == 0)
+    os.execute(string.format("cp %s %s/models/ && cp %s/copied/lenet.json %s/models/lenet.json", params_of(dir .. "/copied", "lenet"), dir, dir, dir))
+    os.execute("kill -HUP $(cat " .. prefix .. "/logs/nginx.pid)")
+    -- /health names the params file each worker serves: wait until the new workers answer
+    local want = cjson.decode(io.open(dir .. "/copied/lenet.json"):read("*a")).params.file
+    local code, h
+    for _ = 1, 100 do
+      code, h = request("GET", "/health")
+      if h.models and h.models.lenet and h.models.lenet.params_file == want then break end
+      os.execute("sleep 0.1")
+    end
+    assert.equal(200, code)
+    assert.is_true(h.models.lenet.ok)
+    assert.equal(want, h.models.lenet.params_file)
+    local _, after = request("POST", "/predict", image())
+    assert.are_not.same(before.probs, after.probs, sh("tail -n 20 " .. prefix .. "/logs/error.log"))
   end)
 end)

@@ -1,6 +1,8 @@
 -- examples/serve/ds_serve.lua: nginx Lua handlers serving ds models saved by ds.save (no model code).
 -- Each worker loads the models once (init_worker), answers POST /predict[/name] and GET /health.
-local cjson = require("cjson.safe")
+-- a decoder of its own that refuses what JSON refuses and lua-cjson would accept (hex, inf, nan, +1)
+local cjson = require("cjson.safe").new()
+cjson.decode_invalid_numbers(false)
 
 local M = {}
 local ds
@@ -24,7 +26,7 @@ local function describe(m, name)
     for d, v in ipairs(s.shape) do shape[d] = type(v) == "number" and v or tostring(v) end
     inputs[i] = { name = s.name, dtype = s.dtype, shape = shape }
   end
-  return { name = name, format_version = m.format_version, inputs = inputs }
+  return { name = name, format_version = m.format_version, params_file = m.params_file, inputs = inputs }
 end
 
 local function load_model(dir, name)
@@ -75,7 +77,8 @@ function M.health()
   local out = { status = "ok", models = {} }
   for name, e in pairs(models) do
     if e.model then
-      out.models[name] = { ok = true, name = e.info.name, format_version = e.info.format_version, inputs = e.info.inputs }
+      out.models[name] = { ok = true, name = e.info.name, format_version = e.info.format_version,
+                           params_file = e.info.params_file, inputs = e.info.inputs }
     else
       out.models[name] = { ok = false, error = e.error }
       out.status = "degraded"
@@ -84,11 +87,37 @@ function M.health()
   return reply(200, out)
 end
 
+-- The first number token of text outside strings that is not in JSON's grammar
+-- (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, finite), or nil. Complements decode_invalid_numbers(false),
+-- which lets "1." and overflowing exponents through.
+local function bad_number(text)
+  local pos = 1
+  while true do
+    local at, _, ch = text:find('(["%-%d])', pos)
+    if not at then return nil end
+    if ch == '"' then
+      local close = text:find('["\\]', at + 1)
+      while close and text:sub(close, close) == "\\" do close = text:find('["\\]', close + 2) end
+      if not close then return nil end
+      pos = close + 1
+    else
+      local tok = text:match("^%-?[%d%.eE+%-]*", at)
+      local int, frac, exp = tok:match("^%-?(%d+)(%.?%d*)([eE]?[+-]?%d*)$")
+      local ok = int and not (#int > 1 and int:sub(1, 1) == "0") and (frac == "" or #frac > 1)
+        and (exp == "" or exp:match("^[eE][+-]?%d+$")) and math.abs(tonumber(tok) or math.huge) < math.huge
+      if not ok then return tok end
+      pos = at + #tok
+    end
+  end
+end
+
 local function body_json()
   if ngx.req.get_method() ~= "POST" then return nil, "use POST with a JSON body" end
   ngx.req.read_body()
   local body = ngx.req.get_body_data()
   if not body then return nil, "empty body (or larger than 1 MiB)" end
+  local bad = bad_number(body)
+  if bad then return nil, "body is not JSON: '" .. bad:sub(1, 40) .. "' is not a JSON number" end
   local req, err = cjson.decode(body)
   if type(req) ~= "table" then return nil, "body is not JSON: " .. tostring(err or "not an object") end
   return req

@@ -21,7 +21,7 @@ local lazy = require("ds.lazy")
 local progress = require("ds.progress")
 local io_ = require("ds.io")
 
-local ds = { Tensor = Tensor, version = "0.1.0", ops = D, autograd = autograd }
+local ds = { Tensor = Tensor, version = require("ds.version"), ops = D, autograd = autograd }
 
 for name, f in pairs(F) do ds[name] = f end
 

@@ -53,10 +53,11 @@ D.define {
 }
 
 -- inputs: loop vars..., captures...; outputs: final vars..., updated captures...
+-- max_trips: more trips than this is an error (ds.load sets it on every loop it reads; nil: unbounded)
 D.define {
   name = "while_loop", kind = "control", noutputs = 0,
   attrs = { { "cond_graph", "any" }, { "body_graph", "any" }, { "nresults", "int" }, { "first_capture", "int" },
-            { "written", "ints", {} } },
+            { "written", "ints", {} }, { "max_trips", "float" } },
   run = function(node, ins, env, attrs)
     local n = attrs.nresults
     local vars, caps = { unpack(ins, 1, n) }, { unpack(ins, n + 1) }
@@ -66,7 +67,13 @@ D.define {
       for k = 1, #caps do a[n + k] = caps[k] end
       return a
     end
+    local trips, max_trips = 0, attrs.max_trips or math.huge
     while truth(attrs.cond_graph:run(args(), copy(env), true)[1], "while_loop") do
+      trips = trips + 1
+      if trips > max_trips then
+        errors.raise(string.format("while_loop: more than %d trips (the loop's max_trips; ds.load(path, "
+          .. "{max_loop_trips = n}) sets it for loaded graphs)", max_trips))
+      end
       local outs = attrs.body_graph:run(args(), copy(env), true)
       for i = 1, n do vars[i] = outs[i] end
       for j, k in ipairs(attrs.written) do caps[k] = outs[n + j] end

@@ -1,0 +1,43 @@
+-- tests/fuzz/make_seeds.lua: the seed corpora of the loader fuzzers (tests/fuzz/*_fuzz.c): saved models
+-- (an MLP with a dynamic batch, a graph with cond and while_loop, integer inputs and views) as fuzzer
+-- inputs: flag byte 1 (reseal), u32 length, graph JSON or plan, params bytes.
+-- usage: luajit tests/fuzz/make_seeds.lua OUT_DIR  (writes OUT_DIR/graph/* and OUT_DIR/plan/*)
+local ds = require("ds")
+local cjson = require("cjson")
+local nn = ds.nn
+
+local out = arg[1] or error("usage: make_seeds.lua OUT_DIR", 0)
+os.execute("mkdir -p '" .. out .. "/graph' '" .. out .. "/plan' '" .. out .. "/models'")
+
+local function read(path) local f = assert(io.open(path, "rb")); local s = f:read("*a"); f:close(); return s end
+local function u32le(n) return string.char(n % 256, math.floor(n / 256) % 256, math.floor(n / 65536) % 256, math.floor(n / 16777216)) end
+
+local function seed(name, compiled, call)
+  if call then call(compiled) end
+  local base = out .. "/models/" .. name
+  ds.save(compiled, base)
+  local json = read(base .. ".json")
+  local params = read(out .. "/models/" .. cjson.decode(json).params.file)
+  local f = assert(io.open(out .. "/graph/" .. name, "wb")); f:write("\1", u32le(#json), json, params); f:close()
+  local pf = io.open(base .. ".plan", "rb")
+  if pf then
+    local plan = pf:read("*a"); pf:close()
+    f = assert(io.open(out .. "/plan/" .. name, "wb")); f:write("\1", u32le(#plan), plan, params); f:close()
+  end
+end
+
+ds.manual_seed(1)
+local mlp = nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.LayerNorm(8), nn.Linear(8, 3))
+mlp:eval()
+seed("mlp", ds.compile(mlp, { ds.spec({ "batch", 6 }, "f32", "x") }), function(cg) cg(ds.randn(2, 6)); cg(ds.randn(3, 6)) end)
+local w = ds.randn(5, 4)
+seed("views", ds.compile(function(ids, x)
+  local e = ds.embedding(ids, w)
+  return (e:transpose(1, 2) * 2.5):sum(1), x:narrow(2, 2, 2):clamp(-0.5, 1):exp()
+end, { ds.tensor({ 1, 3, 5 }):astype("i64"), ds.randn(3, 4) }))
+seed("control", ds.compile(function(x, n)
+  local y = ds.cond(x:sum():gt(0), function(a) return a * 2 end, function(a) return a - 1 end, x)
+  local i, acc = ds.while_loop(function(k, a) return k:lt(n) end, function(k, a) return k + 1, a * 0.5 + 1 end, { ds.tensor(0), y })
+  return acc, i
+end, { ds.randn(2, 3), ds.tensor(3) }))
+print("seeds in " .. out)
