@@ -8,8 +8,14 @@ local F = C.functions
 
 -- the kernel sees >= 2-D operands; 1-D operands are unsqueezed by the API and squeezed after
 D.define {
-  name = "matmul", kind = "matmul", kernel = "ds_matmul_%s", dtypes = C.FLOAT, ninputs = 2,
-  promote = C.promote_float,
+  name = "matmul", kind = "matmul", kernel = "ds_matmul_%s", dtypes = C.NUMERIC, ninputs = 2,
+  doc = "matrix product, batched with broadcasting; integer operands keep their dtype (src/matmul_int.c)",
+  -- floats (and int with float) compute in the float dtype; integers keep theirs (as PyTorch); bool is refused
+  promote = function(inputs)
+    local dt = C.result_dtype(inputs)
+    if dt == "bool" then errors.raise("matmul: bool operands are not supported (as in torch); convert with :long()") end
+    return C.promote_same(inputs)
+  end,
   infer = function(inputs)
     local a, b = inputs[1]._shape, inputs[2]._shape
     local na, nb = #a, #b

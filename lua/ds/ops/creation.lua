@@ -167,9 +167,25 @@ local function flatten_into(v, shape, depth, out, opname)
   for i = 1, #v do flatten_into(v[i], shape, depth + 1, out, opname) end
 end
 
+-- nested lists whose leaves may be 0-d tensors (their values are read, as torch.tensor copies them)
+local function scalars_of(v)
+  if Tensor.is_tensor(v) then
+    if #v._shape ~= 0 then errors.raise("tensor: a list element is a tensor of shape " .. S.str(v._shape) .. "; only 0-d tensors (or ds.stack)") end
+    return v:item()
+  end
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for i = 1, #v do out[i] = scalars_of(v[i]) end
+  return out
+end
+
 C.export("tensor", function(v, opts)
   opts = opts or {}
   if Tensor.is_tensor(v) then return opts.dtype and v:astype(opts.dtype) or v:clone() end
+  local leaf = v
+  while type(leaf) == "table" and not Tensor.is_tensor(leaf) do leaf = leaf[1] end
+  if Tensor.is_tensor(leaf) and not opts.dtype then opts = { dtype = leaf.dtype } end -- the elements' dtype
+  v = scalars_of(v)
   local shape = nested_shape(v, "tensor")
   local flat = {}
   flatten_into(v, shape, 1, flat, "tensor")

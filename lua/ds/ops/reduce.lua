@@ -279,9 +279,42 @@ local function reduce_attrs(name, a, b, c)
   return attrs
 end
 
-for _, name in ipairs { "sum", "mean", "prod", "var", "std", "amax", "amin", "logsumexp", "all", "any" } do
+for _, name in ipairs { "sum", "mean", "prod", "amax", "amin", "logsumexp", "all", "any" } do
   local def = D.by_name[name]
   C.export(name, function(x, a, b, c) return D.call(def, { x }, reduce_attrs(name, a, b, c)) end)
+end
+
+-- var/std take PyTorch's positional order, x:var(dim, unbiased, keepdim) or x:var(unbiased), and an
+-- options table ({dim =, unbiased =, correction =, keepdim =}) may end the arguments
+local function var_attrs(name, ...)
+  local args, n = { ... }, select("#", ...)
+  local opts = {}
+  if n > 0 and is_options(args[n]) then
+    for k, v in pairs(args[n]) do opts[k] = v end
+    args[n] = nil; n = n - 1
+  end
+  local dims, unbiased, keepdim
+  if type(args[1]) == "boolean" then
+    if n > 1 then errors.raise(name .. ": after unbiased (a boolean) no further positional arguments are taken") end
+    unbiased = args[1]
+  else
+    if n > 3 then errors.raise(string.format("%s: takes (dim, unbiased, keepdim), got %d arguments", name, n)) end
+    dims, unbiased, keepdim = args[1], args[2], args[3]
+  end
+  if unbiased ~= nil then
+    if type(unbiased) ~= "boolean" then errors.raise(name .. ": unbiased must be a boolean, got " .. type(unbiased)) end
+    if opts.unbiased ~= nil or opts.correction ~= nil then errors.raise(name .. ": unbiased given twice (positionally and as an option)") end
+    opts.unbiased = unbiased
+  end
+  if keepdim ~= nil then
+    if opts.keepdim ~= nil then errors.raise(name .. ": keepdim given twice (positionally and as an option)") end
+    opts.keepdim = keepdim
+  end
+  return reduce_attrs(name, dims, nil, opts)
+end
+for _, name in ipairs { "var", "std" } do
+  local def = D.by_name[name]
+  C.export(name, function(x, ...) return D.call(def, { x }, var_attrs(name, ...)) end)
 end
 
 local function single_dim(name, attrs)
