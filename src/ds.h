@@ -68,6 +68,14 @@ const char *ds_isa_check(void);
 ds_kernel ds_kernel_find(const char *name);
 int ds_kernel_count(void);
 const char *ds_kernel_name(int i);
+/* The elementwise op table (src/elementwise.def, one row per op; fused.c): an opcode is a row's position, the
+   number fused programs use. kind: 0 unary, 1 unary with two params (attrs), 2 binary, 3 compare (bool
+   result), 4 where, 5 cast; flags: 1 transcendental. Unknown names give -1. */
+int ds_ew_count(void);
+const char *ds_ew_name(int op);
+int ds_ew_opcode(const char *name);
+int ds_ew_kind(int op);
+int ds_ew_flags(int op);
 
 /* ---- element access (core.c): item, totable, printing, tensor from a table --------- */
 int ds_read_flat(const ds_tensor *t, double *out);            /* all elements, row-major */

@@ -1,6 +1,7 @@
 /* elementwise.c: unary, binary, compare, logic, where, clamp, copy/cast, fill, arange kernels. */
 #include "internal.h"
 #include "elementwise_ops.h"
+#include "elementwise_table.h"
 
 static const char *dtname[] = {"f32", "f64", "i64", "i32", "u8", "bool"};
 
@@ -55,74 +56,48 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
   int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
     static const int dt[3] = {DO, DI, DI}; (void)attrs; return apply(t, 3, #OP, dt, row_##OP##_##S, NULL); }
 
-#define FLOAT_UNARY(OP) UNARY(OP, f32, float, float, DS_F32, DS_F32) UNARY(OP, f64, double, double, DS_F64, DS_F64)
-FLOAT_UNARY(exp) FLOAT_UNARY(log) FLOAT_UNARY(sqrt) FLOAT_UNARY(rsqrt) FLOAT_UNARY(sin) FLOAT_UNARY(cos)
-FLOAT_UNARY(tanh) FLOAT_UNARY(erf) FLOAT_UNARY(sigmoid) FLOAT_UNARY(silu) FLOAT_UNARY(gelu) FLOAT_UNARY(gelu_tanh)
-
-#define SIGNED_UNARY(OP) FLOAT_UNARY(OP) UNARY(OP, i64, int64_t, int64_t, DS_I64, DS_I64) UNARY(OP, i32, int32_t, int32_t, DS_I32, DS_I32)
-SIGNED_UNARY(abs) SIGNED_UNARY(neg) SIGNED_UNARY(relu) SIGNED_UNARY(sign)
-UNARY(logical_not, bool, uint8_t, uint8_t, DS_BOOL, DS_BOOL)
-
-#define ARITH_ALL(OP) \
-  BINARY(OP, f32, float, float, DS_F32, DS_F32) BINARY(OP, f64, double, double, DS_F64, DS_F64) \
-  BINARY(OP, i64, int64_t, int64_t, DS_I64, DS_I64) BINARY(OP, i32, int32_t, int32_t, DS_I32, DS_I32)
-ARITH_ALL(add) ARITH_ALL(sub) ARITH_ALL(mul) ARITH_ALL(div) ARITH_ALL(pow) ARITH_ALL(maximum) ARITH_ALL(minimum)
-BINARY(add, u8, uint8_t, uint8_t, DS_U8, DS_U8) BINARY(sub, u8, uint8_t, uint8_t, DS_U8, DS_U8)
-BINARY(mul, u8, uint8_t, uint8_t, DS_U8, DS_U8) BINARY(maximum, u8, uint8_t, uint8_t, DS_U8, DS_U8)
-BINARY(minimum, u8, uint8_t, uint8_t, DS_U8, DS_U8)
-
-#define CMP_ALL(OP) \
-  BINARY(OP, f32, float, uint8_t, DS_F32, DS_BOOL) BINARY(OP, f64, double, uint8_t, DS_F64, DS_BOOL) \
-  BINARY(OP, i64, int64_t, uint8_t, DS_I64, DS_BOOL) BINARY(OP, i32, int32_t, uint8_t, DS_I32, DS_BOOL) \
-  BINARY(OP, u8, uint8_t, uint8_t, DS_U8, DS_BOOL) BINARY(OP, bool, uint8_t, uint8_t, DS_BOOL, DS_BOOL)
-CMP_ALL(lt) CMP_ALL(le) CMP_ALL(gt) CMP_ALL(ge) CMP_ALL(eq) CMP_ALL(ne)
-BINARY(logical_and, bool, uint8_t, uint8_t, DS_BOOL, DS_BOOL)
-BINARY(logical_or, bool, uint8_t, uint8_t, DS_BOOL, DS_BOOL)
-BINARY(logical_xor, bool, uint8_t, uint8_t, DS_BOOL, DS_BOOL)
+/* param: out, a; attrs = {p0, p1} converted to the dtype (clamp's bounds, -inf/+inf when absent) */
+#define PARAM(OP, S, T, D) \
+  static void row_##OP##_##S(void *ctx, char **p, int64_t n, const int64_t *s) { \
+    const T *pp = ctx; T *o = (T *)p[0]; const T *a = (const T *)p[1]; \
+    for (int64_t i = 0; i < n; i++) o[i * s[0]] = el_##OP##_##S(a[i * s[1]], pp[0], pp[1]); } \
+  int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
+    static const int dt[2] = {D, D}; T pp[2] = {CV_TO_##S(attrs[0]), CV_TO_##S(attrs[1])}; \
+    return apply(t, 2, #OP, dt, row_##OP##_##S, pp); }
 
 /* where: out, cond (bool), a, b */
 #define WHERE(S, T, D) \
   static void row_where_##S(void *ctx, char **p, int64_t n, const int64_t *s) { \
-    T *o = (T *)p[0]; const uint8_t *c = (const uint8_t *)p[1]; const T *a = (const T *)p[2], *b = (const T *)p[3]; (void)ctx; \
-    for (int64_t i = 0; i < n; i++) o[i * s[0]] = c[i * s[1]] ? a[i * s[2]] : b[i * s[3]]; } \
+    T *o = (T *)p[0]; const uint8_t *c = (const uint8_t *)p[1]; const T *a = (const T *)p[2], *b = (const T *)p[3]; \
+    (void)ctx; for (int64_t i = 0; i < n; i++) o[i * s[0]] = c[i * s[1]] ? a[i * s[2]] : b[i * s[3]]; } \
   int ds_where_##S(ds_tensor *const *t, const double *attrs) { \
     static const int dt[4] = {D, DS_BOOL, D, D}; (void)attrs; return apply(t, 4, "where", dt, row_where_##S, NULL); }
-WHERE(f32, float, DS_F32) WHERE(f64, double, DS_F64) WHERE(i64, int64_t, DS_I64)
-WHERE(i32, int32_t, DS_I32) WHERE(u8, uint8_t, DS_U8) WHERE(bool, uint8_t, DS_BOOL)
 
-/* clamp: out, a; attrs = {lo, hi} (-inf/+inf when absent), converted to the dtype */
-#define CLAMP(S, T, D, CONV) \
-  static void row_clamp_##S(void *ctx, char **p, int64_t n, const int64_t *s) { \
-    const T *lh = ctx; T *o = (T *)p[0]; const T *a = (const T *)p[1]; \
-    for (int64_t i = 0; i < n; i++) o[i * s[0]] = el_clamp_##S(a[i * s[1]], lh[0], lh[1]); } \
-  int ds_clamp_##S(ds_tensor *const *t, const double *attrs) { \
-    static const int dt[2] = {D, D}; T lh[2] = {CONV(attrs[0]), CONV(attrs[1])}; \
-    return apply(t, 2, "clamp", dt, row_clamp_##S, lh); }
-CLAMP(f32, float, DS_F32, ID_F32) CLAMP(f64, double, DS_F64, ID_F64)
-CLAMP(i64, int64_t, DS_I64, ds_f2i64) CLAMP(i32, int32_t, DS_I32, ds_f2i32) CLAMP(u8, uint8_t, DS_U8, ds_f2u8)
-
-/* copy: out (dtype S), src (any dtype, broadcast to out) -- also the cast kernel (CV_TO_*, elementwise_ops.h) */
+/* copy: out (dtype S), src (any dtype, broadcast to out) -- also the cast kernel (CV, elementwise_ops.h) */
 #define COPY_ROW(S, T, SI, TI) \
   static void row_copy_##S##_##SI(void *ctx, char **p, int64_t n, const int64_t *s) { \
     T *o = (T *)p[0]; const TI *a = (const TI *)p[1]; (void)ctx; \
-    if (s[0] == 1 && s[1] == 1) for (int64_t i = 0; i < n; i++) o[i] = CV_TO_##S(a[i]); \
-    else for (int64_t i = 0; i < n; i++) o[i * s[0]] = CV_TO_##S(a[i * s[1]]); }
-/* integer -> integer copies must not go through double (i64 precision) */
-#define CV_INT(T, x) ((T)(x))
+    if (s[0] == 1 && s[1] == 1) for (int64_t i = 0; i < n; i++) o[i] = CV(S, SI, a[i]); \
+    else for (int64_t i = 0; i < n; i++) o[i * s[0]] = CV(S, SI, a[i * s[1]]); }
 #define COPY(S, T, D) \
-  COPY_ROW(S, T, f32, float) COPY_ROW(S, T, f64, double) COPY_ROW(S, T, u8, uint8_t) COPY_ROW(S, T, bool, uint8_t) \
-  static void row_copy_##S##_i64(void *ctx, char **p, int64_t n, const int64_t *s) { \
-    T *o = (T *)p[0]; const int64_t *a = (const int64_t *)p[1]; (void)ctx; \
-    for (int64_t i = 0; i < n; i++) { int64_t v = a[i * s[1]]; o[i * s[0]] = D == DS_F32 ? (T)(float)v : D == DS_F64 ? (T)(double)v : D == DS_BOOL ? (T)(v != 0) : D == DS_U8 ? (T)(uint8_t)v : (T)v; } } \
-  static void row_copy_##S##_i32(void *ctx, char **p, int64_t n, const int64_t *s) { \
-    T *o = (T *)p[0]; const int32_t *a = (const int32_t *)p[1]; (void)ctx; \
-    for (int64_t i = 0; i < n; i++) { int32_t v = a[i * s[1]]; o[i * s[0]] = D == DS_BOOL ? (T)(v != 0) : D == DS_U8 ? (T)(uint8_t)v : (T)v; } } \
+  COPY_ROW(S, T, f32, float) COPY_ROW(S, T, f64, double) COPY_ROW(S, T, i64, int64_t) \
+  COPY_ROW(S, T, i32, int32_t) COPY_ROW(S, T, u8, uint8_t) COPY_ROW(S, T, bool, uint8_t) \
   int ds_copy_##S(ds_tensor *const *t, const double *attrs) { \
-    static const ds_row_fn rows[6] = {row_copy_##S##_f32, row_copy_##S##_f64, row_copy_##S##_i64, row_copy_##S##_i32, row_copy_##S##_u8, row_copy_##S##_bool}; \
+    static const ds_row_fn rows[6] = {row_copy_##S##_f32, row_copy_##S##_f64, row_copy_##S##_i64, \
+                                      row_copy_##S##_i32, row_copy_##S##_u8, row_copy_##S##_bool}; \
     (void)attrs; if (!t[1] || t[1]->dtype < 0 || t[1]->dtype > DS_BOOL) return ds_fail(DS_EINVAL, "copy: bad source"); \
     int dt[2] = {D, t[1]->dtype}; return apply(t, 2, "copy", dt, rows[t[1]->dtype], NULL); }
-COPY(f32, float, DS_F32) COPY(f64, double, DS_F64) COPY(i64, int64_t, DS_I64)
-COPY(i32, int32_t, DS_I32) COPY(u8, uint8_t, DS_U8) COPY(bool, uint8_t, DS_BOOL)
+
+/* one kernel per row of elementwise.def and dtype of that row */
+#define EAGER_EW_UNARY(OP, S, T) UNARY(OP, S, T, T, EW_CODE(S), EW_CODE(S))
+#define EAGER_EW_PARAM(OP, S, T) PARAM(OP, S, T, EW_CODE(S))
+#define EAGER_EW_BINARY(OP, S, T) BINARY(OP, S, T, T, EW_CODE(S), EW_CODE(S))
+#define EAGER_EW_COMPARE(OP, S, T) BINARY(OP, S, T, uint8_t, EW_CODE(S), DS_BOOL)
+#define EAGER_EW_WHERE(OP, S, T) WHERE(S, T, EW_CODE(S))
+#define EAGER_EW_CAST(OP, S, T) COPY(S, T, EW_CODE(S))
+#define EW(name, kind, dtypes, cost, flags) dtypes(EAGER_##kind, name)
+#include "elementwise.def"
+#undef EW
 
 /* fill: out; attrs[0] = value */
 #define FILL(S, T, D) \

@@ -107,26 +107,40 @@ static inline ds_bool el_logical_or_bool(ds_bool a, ds_bool b) { return a || b; 
 static inline ds_bool el_logical_xor_bool(ds_bool a, ds_bool b) { return (a != 0) != (b != 0); }
 static inline ds_bool el_logical_not_bool(ds_bool a) { return !a; }
 
-/* ---- clamp (bounds already in the tensor's dtype) and where ---- */
-/* min(max(x, lo), hi) as in PyTorch: hi wins when lo > hi; NaN stays NaN */
+/* ---- params ops: p0, p1 already in the tensor's dtype ---- */
+/* clamp: min(max(x, lo), hi) as in PyTorch: hi wins when lo > hi; NaN stays NaN */
 #define DS_CLAMP(T, S) static inline T el_clamp_##S(T x, T lo, T hi) { T y = x < lo ? lo : x; return y > hi ? hi : y; }
 DS_CLAMP(float, f32)
 DS_CLAMP(double, f64)
 DS_CLAMP(int64_t, i64)
 DS_CLAMP(int32_t, i32)
 DS_CLAMP(uint8_t, u8)
+#undef DS_CLAMP
 
 /* ---- casts: float -> integer saturates, NaN -> 0 (C leaves these undefined) ---- */
 static inline int64_t ds_f2i64(double x) { return x != x ? 0 : (x >= 9.2233720368547758e18 ? INT64_MAX : (x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x)); }
 static inline int32_t ds_f2i32(double x) { return x != x ? 0 : (x >= 2147483647.0 ? INT32_MAX : (x <= -2147483648.0 ? INT32_MIN : (int32_t)x)); }
 static inline uint8_t ds_f2u8(double x) { return x != x ? 0 : (x >= 255.0 ? 255 : (x <= 0.0 ? 0 : (uint8_t)x)); }
-/* a value converted to dtype S, as copy/cast and clamp bounds do it (CV_TO_<S>; ID_F32/ID_F64 for clamp) */
+/* a value converted to dtype S, as copy/cast and params (clamp bounds) do it */
 #define CV_TO_f32(x) ((float)(x))
 #define CV_TO_f64(x) ((double)(x))
 #define CV_TO_i64(x) ds_f2i64((double)(x))
 #define CV_TO_i32(x) ds_f2i32((double)(x))
 #define CV_TO_u8(x) ds_f2u8((double)(x))
 #define CV_TO_bool(x) ((uint8_t)((x) != 0))
-#define ID_F32(x) ((float)(x))
-#define ID_F64(x) ((double)(x))
+/* integer sources convert directly (through double an i64 would lose precision), wrapping like C casts */
+#define CV_INT_TO_f32(x) ((float)(x))
+#define CV_INT_TO_f64(x) ((double)(x))
+#define CV_INT_TO_i64(x) ((int64_t)(x))
+#define CV_INT_TO_i32(x) ((int32_t)(x))
+#define CV_INT_TO_u8(x) ((uint8_t)(x))
+#define CV_INT_TO_bool(x) ((uint8_t)((x) != 0))
+/* CV(S, SI, x): x of dtype SI converted to dtype S */
+#define CV(S, SI, x) CV_FROM_##SI(S, x)
+#define CV_FROM_f32(S, x) CV_TO_##S(x)
+#define CV_FROM_f64(S, x) CV_TO_##S(x)
+#define CV_FROM_u8(S, x) CV_TO_##S(x)
+#define CV_FROM_bool(S, x) CV_TO_##S(x)
+#define CV_FROM_i64(S, x) CV_INT_TO_##S(x)
+#define CV_FROM_i32(S, x) CV_INT_TO_##S(x)
 #endif

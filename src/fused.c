@@ -3,29 +3,25 @@
    and matmul epilogues (the same matmul kernel, then a fused chain over its cache-hot output). */
 #include "internal.h"
 #include "elementwise_ops.h"
+#include "elementwise_table.h"
 #include <omp.h>
 
 /* Program (attrs): nout, nin, nregs, ninstr, outreg[nout], then ninstr x {op, dtype, dst, a, b, c}.
-   Operands a/b/c: >= 0 register, < 0 input -(v+1). Clamp: b, c are the bounds (numbers).
-   Tensors: nout outputs (one shape), then nin inputs (broadcast to it). */
+   op: a row of elementwise.def (its position). Operands a/b/c: >= 0 register, < 0 input -(v+1).
+   EW_PARAM ops: b, c are the two params (numbers). Tensors: nout outputs (one shape), then nin inputs
+   (broadcast to it). */
 #define TILE 512
 #define MAXREG 32
 #define MAXINS 256
 #define MAXOPS 64
 #define WIDTH 6
 
-enum {
-  OP_EXP, OP_LOG, OP_SQRT, OP_RSQRT, OP_SIN, OP_COS, OP_TANH, OP_SIGMOID, OP_SILU, OP_ERF, OP_GELU, OP_GELU_TANH,
-  OP_ABS, OP_NEG, OP_RELU, OP_SIGN, OP_LOGICAL_NOT,
-  OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAXIMUM, OP_MINIMUM,
-  OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE, OP_LOGICAL_AND, OP_LOGICAL_OR, OP_LOGICAL_XOR,
-  OP_WHERE, OP_CLAMP, OP_CAST, OP_COUNT
-};
-
 typedef void (*unary_fn)(void *o, const void *a, int64_t sa, int64_t n);
+typedef void (*param_fn)(void *o, const void *a, int64_t sa, int64_t n, double p0, double p1);
 typedef void (*binary_fn)(void *o, const void *a, int64_t sa, const void *b, int64_t sb, int64_t n);
-typedef void (*where_fn)(void *o, const void *c, int64_t sc, const void *a, int64_t sa, const void *b, int64_t sb, int64_t n);
-typedef void (*clamp_fn)(void *o, const void *a, int64_t sa, int64_t n, double lo, double hi);
+typedef void (*where_fn)(void *o, const void *c, int64_t sc, const void *a, int64_t sa, const void *b, int64_t sb,
+                         int64_t n);
+typedef void (*loop_fn)(void);
 
 /* ---- loops over one tile (contiguous output; operands contiguous, scalar or strided) ---- */
 #define U(OP, S, TI, TO) \
@@ -33,6 +29,11 @@ typedef void (*clamp_fn)(void *o, const void *a, int64_t sa, int64_t n, double l
     TO *o = o_; const TI *a = a_; \
     if (sa == 1) for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i]); \
     else for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i * sa]); }
+/* params are converted to the dtype exactly as the eager kernel ds_<op>_<dtype> does */
+#define PRM(OP, S, T) \
+  static void p_##OP##_##S(void *o_, const void *a_, int64_t sa, int64_t n, double p0_, double p1_) { \
+    T *o = o_; const T *a = a_; T p0 = CV_TO_##S(p0_), p1 = CV_TO_##S(p1_); \
+    for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i * sa], p0, p1); }
 #define B(OP, S, TI, TO) \
   static void b_##OP##_##S(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb, int64_t n) { \
     TO *o = o_; const TI *a = a_, *b = b_; \
@@ -40,73 +41,68 @@ typedef void (*clamp_fn)(void *o, const void *a, int64_t sa, int64_t n, double l
     else if (sa == 1 && sb == 0) { TI y = b[0]; for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i], y); } \
     else if (sa == 0 && sb == 1) { TI x = a[0]; for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(x, b[i]); } \
     else for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i * sa], b[i * sb]); }
-
-#define FLOAT_U(OP) U(OP, f32, float, float) U(OP, f64, double, double)
-FLOAT_U(exp) FLOAT_U(log) FLOAT_U(sqrt) FLOAT_U(rsqrt) FLOAT_U(sin) FLOAT_U(cos) FLOAT_U(tanh)
-FLOAT_U(sigmoid) FLOAT_U(silu) FLOAT_U(erf) FLOAT_U(gelu) FLOAT_U(gelu_tanh)
-#define SIGNED_U(OP) FLOAT_U(OP) U(OP, i64, int64_t, int64_t) U(OP, i32, int32_t, int32_t)
-SIGNED_U(abs) SIGNED_U(neg) SIGNED_U(relu) SIGNED_U(sign)
-U(logical_not, bool, uint8_t, uint8_t)
-
-#define ARITH4(OP) B(OP, f32, float, float) B(OP, f64, double, double) B(OP, i64, int64_t, int64_t) B(OP, i32, int32_t, int32_t)
-#define ARITH5(OP) ARITH4(OP) B(OP, u8, uint8_t, uint8_t)
-ARITH5(add) ARITH5(sub) ARITH5(mul) ARITH4(div) ARITH4(pow) ARITH5(maximum) ARITH5(minimum)
-#define CMP(OP) B(OP, f32, float, uint8_t) B(OP, f64, double, uint8_t) B(OP, i64, int64_t, uint8_t) \
-  B(OP, i32, int32_t, uint8_t) B(OP, u8, uint8_t, uint8_t) B(OP, bool, uint8_t, uint8_t)
-CMP(lt) CMP(le) CMP(gt) CMP(ge) CMP(eq) CMP(ne)
-B(logical_and, bool, uint8_t, uint8_t) B(logical_or, bool, uint8_t, uint8_t) B(logical_xor, bool, uint8_t, uint8_t)
-
-#define W(S, T) \
-  static void w_##S(void *o_, const void *c_, int64_t sc, const void *a_, int64_t sa, const void *b_, int64_t sb, int64_t n) { \
+#define W(OP, S, T) \
+  static void w_##OP##_##S(void *o_, const void *c_, int64_t sc, const void *a_, int64_t sa, const void *b_, \
+                           int64_t sb, int64_t n) { \
     T *o = o_; const uint8_t *c = c_; const T *a = a_, *b = b_; \
     for (int64_t i = 0; i < n; i++) o[i] = c[i * sc] ? a[i * sa] : b[i * sb]; }
-W(f32, float) W(f64, double) W(i64, int64_t) W(i32, int32_t) W(u8, uint8_t) W(bool, uint8_t)
-
-/* clamp bounds are converted to the dtype exactly as ds_clamp_<dtype> does */
-#define CL(S, T, CONV) \
-  static void c_##S(void *o_, const void *a_, int64_t sa, int64_t n, double lo_, double hi_) { \
-    T *o = o_; const T *a = a_; T lo = CONV(lo_), hi = CONV(hi_); \
-    for (int64_t i = 0; i < n; i++) o[i] = el_clamp_##S(a[i * sa], lo, hi); }
-CL(f32, float, ID_F32) CL(f64, double, ID_F64) CL(i64, int64_t, ds_f2i64) CL(i32, int32_t, ds_f2i32) CL(u8, uint8_t, ds_f2u8)
-
-/* casts: the same conversions (CV_TO_*, elementwise_ops.h) as ds_copy_<dtype> in elementwise.c */
-#define CAST_ROW(S, T, SI, TI) \
+/* casts: the same conversions (CV, elementwise_ops.h) as ds_copy_<dtype> in elementwise.c */
+#define CAST_FROM(S, T, SI, TI) \
   static void k_##S##_##SI(void *o_, const void *a_, int64_t sa, int64_t n) { \
-    T *o = o_; const TI *a = a_; for (int64_t i = 0; i < n; i++) o[i] = CV_TO_##S(a[i * sa]); }
-#define CAST(S, T, D) \
-  CAST_ROW(S, T, f32, float) CAST_ROW(S, T, f64, double) CAST_ROW(S, T, u8, uint8_t) CAST_ROW(S, T, bool, uint8_t) \
-  static void k_##S##_i64(void *o_, const void *a_, int64_t sa, int64_t n) { \
-    T *o = o_; const int64_t *a = a_; \
-    for (int64_t i = 0; i < n; i++) { int64_t v = a[i * sa]; o[i] = D == DS_F32 ? (T)(float)v : D == DS_F64 ? (T)(double)v : D == DS_BOOL ? (T)(v != 0) : D == DS_U8 ? (T)(uint8_t)v : (T)v; } } \
-  static void k_##S##_i32(void *o_, const void *a_, int64_t sa, int64_t n) { \
-    T *o = o_; const int32_t *a = a_; \
-    for (int64_t i = 0; i < n; i++) { int32_t v = a[i * sa]; o[i] = D == DS_BOOL ? (T)(v != 0) : D == DS_U8 ? (T)(uint8_t)v : (T)v; } }
-CAST(f32, float, DS_F32) CAST(f64, double, DS_F64) CAST(i64, int64_t, DS_I64)
-CAST(i32, int32_t, DS_I32) CAST(u8, uint8_t, DS_U8) CAST(bool, uint8_t, DS_BOOL)
-#define CAST_TABLE(S) {k_##S##_f32, k_##S##_f64, k_##S##_i64, k_##S##_i32, k_##S##_u8, k_##S##_bool}
-static const unary_fn cast_fns[6][6] = {CAST_TABLE(f32), CAST_TABLE(f64), CAST_TABLE(i64), CAST_TABLE(i32), CAST_TABLE(u8), CAST_TABLE(bool)};
+    T *o = o_; const TI *a = a_; for (int64_t i = 0; i < n; i++) o[i] = CV(S, SI, a[i * sa]); }
+#define CAST(OP, S, T) \
+  CAST_FROM(S, T, f32, float) CAST_FROM(S, T, f64, double) CAST_FROM(S, T, i64, int64_t) \
+  CAST_FROM(S, T, i32, int32_t) CAST_FROM(S, T, u8, uint8_t) CAST_FROM(S, T, bool, uint8_t)
 
-/* per op: loop per dtype (NULL: not supported), arity class */
-#define FD(OP, P) {P##_##OP##_f32, P##_##OP##_f64, NULL, NULL, NULL, NULL}
-#define SD(OP, P) {P##_##OP##_f32, P##_##OP##_f64, P##_##OP##_i64, P##_##OP##_i32, NULL, NULL}
-#define ND(OP, P) {P##_##OP##_f32, P##_##OP##_f64, P##_##OP##_i64, P##_##OP##_i32, P##_##OP##_u8, NULL}
-#define AD(OP, P) {P##_##OP##_f32, P##_##OP##_f64, P##_##OP##_i64, P##_##OP##_i32, P##_##OP##_u8, P##_##OP##_bool}
-#define BD(OP, P) {NULL, NULL, NULL, NULL, NULL, P##_##OP##_bool}
-static const unary_fn unary_fns[OP_LOGICAL_NOT + 1][6] = {
-  FD(exp, u), FD(log, u), FD(sqrt, u), FD(rsqrt, u), FD(sin, u), FD(cos, u), FD(tanh, u), FD(sigmoid, u),
-  FD(silu, u), FD(erf, u), FD(gelu, u), FD(gelu_tanh, u), SD(abs, u), SD(neg, u), SD(relu, u), SD(sign, u),
-  BD(logical_not, u)};
-static const binary_fn binary_fns[OP_LOGICAL_XOR - OP_ADD + 1][6] = {
-  ND(add, b), ND(sub, b), ND(mul, b), SD(div, b), SD(pow, b), ND(maximum, b), ND(minimum, b),
-  AD(lt, b), AD(le, b), AD(gt, b), AD(ge, b), AD(eq, b), AD(ne, b),
-  BD(logical_and, b), BD(logical_or, b), BD(logical_xor, b)};
-static const where_fn where_fns[6] = {w_f32, w_f64, w_i64, w_i32, w_u8, w_bool};
-static const clamp_fn clamp_fns[6] = {c_f32, c_f64, c_i64, c_i32, c_u8, NULL};
+#define LOOPS_EW_UNARY(OP, S, T) U(OP, S, T, T)
+#define LOOPS_EW_PARAM(OP, S, T) PRM(OP, S, T)
+#define LOOPS_EW_BINARY(OP, S, T) B(OP, S, T, T)
+#define LOOPS_EW_COMPARE(OP, S, T) B(OP, S, T, uint8_t)
+#define LOOPS_EW_WHERE(OP, S, T) W(OP, S, T)
+#define LOOPS_EW_CAST(OP, S, T) CAST(OP, S, T)
+#define EW(name, kind, dtypes, cost, flags) dtypes(LOOPS_##kind, name)
+#include "elementwise.def"
+#undef EW
+
+/* each opcode's loop per dtype code (NULL: the op does not run in that dtype); casts use cast_fns */
+#define ENTRY_EW_UNARY(OP, S, T) [EW_CODE(S)] = (loop_fn)u_##OP##_##S,
+#define ENTRY_EW_PARAM(OP, S, T) [EW_CODE(S)] = (loop_fn)p_##OP##_##S,
+#define ENTRY_EW_BINARY(OP, S, T) [EW_CODE(S)] = (loop_fn)b_##OP##_##S,
+#define ENTRY_EW_COMPARE(OP, S, T) [EW_CODE(S)] = (loop_fn)b_##OP##_##S,
+#define ENTRY_EW_WHERE(OP, S, T) [EW_CODE(S)] = (loop_fn)w_##OP##_##S,
+#define ENTRY_EW_CAST(OP, S, T)
+static const loop_fn loops[EW_OP_COUNT][DS_BOOL + 1] = {
+#define EW(name, kind, dtypes, cost, flags) [EW_OP_##name] = {dtypes(ENTRY_##kind, name)},
+#include "elementwise.def"
+#undef EW
+};
+/* cast_fns[to][from] */
+#define CAST_ENTRY(OP, S, T) [EW_CODE(S)] = {k_##S##_f32, k_##S##_f64, k_##S##_i64, k_##S##_i32, k_##S##_u8, k_##S##_bool},
+static const unary_fn cast_fns[DS_BOOL + 1][DS_BOOL + 1] = {EW_ALL(CAST_ENTRY, copy)};
+
+/* the properties of each opcode, for decoding here and for the fusion pass (ds_ew_*) */
+typedef struct { const char *name; int kind, sources, cost, flags; } ew_op;
+static const ew_op ew_ops[] = {
+#define EW(name, kind, dtypes, cost, flags) {#name, EW_KIND(kind), EW_SOURCES(kind), cost, flags},
+#include "elementwise.def"
+#undef EW
+};
+_Static_assert(sizeof ew_ops / sizeof ew_ops[0] == EW_OP_COUNT, "one ew_ops entry per row of elementwise.def");
+_Static_assert(DS_BOOL == 5, "dtype codes 0..5 index the loop tables");
+
+int ds_ew_count(void) { return EW_OP_COUNT; }
+const char *ds_ew_name(int op) { return op >= 0 && op < EW_OP_COUNT ? ew_ops[op].name : NULL; }
+int ds_ew_kind(int op) { return op >= 0 && op < EW_OP_COUNT ? ew_ops[op].kind : -1; }
+int ds_ew_flags(int op) { return op >= 0 && op < EW_OP_COUNT ? ew_ops[op].flags : 0; }
+int ds_ew_opcode(const char *name) {
+  for (int op = 0; name && op < EW_OP_COUNT; op++) if (strcmp(ew_ops[op].name, name) == 0) return op;
+  return -1;
+}
 
 typedef struct {
-  int op, dt, dst, a, b, c;
-  double lo, hi;
-  void (*fn)(void);
+  int op, kind, dt, dst, a, b, c;
+  double p0, p1;
+  loop_fn fn;
 } instr;
 
 typedef struct {
@@ -135,38 +131,31 @@ static int decode(program *p, int ntensors, const int *opdt, int nattrs, const d
     instr *in = &p->ins[i];
     for (int j = 0; j < 3; j++) DS_CHECK(is_int(ip[j]), "fused: instruction %d: bad field", i + 1);
     in->op = (int)ip[0]; in->dt = (int)ip[1]; in->dst = (int)ip[2];
-    DS_CHECK(in->op >= 0 && in->op < OP_COUNT, "fused: instruction %d: unknown opcode %d", i + 1, in->op);
+    DS_CHECK(in->op >= 0 && in->op < EW_OP_COUNT, "fused: instruction %d: unknown opcode %d", i + 1, in->op);
     DS_CHECK(in->dt >= 0 && in->dt <= DS_BOOL, "fused: instruction %d: bad dtype %d", i + 1, in->dt);
     DS_CHECK(in->dst >= 0 && in->dst < p->nregs, "fused: instruction %d: bad destination register", i + 1);
-    int nsrc = in->op <= OP_LOGICAL_NOT || in->op == OP_CLAMP || in->op == OP_CAST ? 1 : in->op == OP_WHERE ? 3 : 2;
+    const ew_op *op = &ew_ops[in->op];
+    in->kind = op->kind;
     int src[3] = {0, 0, 0};
-    for (int j = 0; j < nsrc; j++) {
+    for (int j = 0; j < op->sources; j++) {
       DS_CHECK(is_int(ip[3 + j]), "fused: instruction %d: bad operand", i + 1);
       int v = (int)ip[3 + j];
       DS_CHECK(v < p->nregs && v >= -p->nin, "fused: instruction %d: operand %d out of range", i + 1, v);
       DS_CHECK(v < 0 || written[v], "fused: instruction %d reads register %d before it is written", i + 1, v);
       src[j] = v < 0 ? opdt[p->nout + (-v - 1)] : p->regdt[v];
     }
-    in->a = (int)ip[3]; in->b = nsrc > 1 ? (int)ip[4] : 0; in->c = nsrc > 2 ? (int)ip[5] : 0;
-    int out = in->dt;
-    if (in->op <= OP_LOGICAL_NOT) {
-      in->fn = (void (*)(void))unary_fns[in->op][in->dt];
-      DS_CHECK(src[0] == in->dt, "fused: instruction %d: operand dtype differs from the op's", i + 1);
-    } else if (in->op <= OP_LOGICAL_XOR) {
-      in->fn = (void (*)(void))binary_fns[in->op - OP_ADD][in->dt];
-      DS_CHECK(src[0] == in->dt && src[1] == in->dt, "fused: instruction %d: operand dtypes differ from the op's", i + 1);
-      if (in->op >= OP_LT) out = DS_BOOL;
-    } else if (in->op == OP_WHERE) {
-      in->fn = (void (*)(void))where_fns[in->dt];
-      DS_CHECK(src[0] == DS_BOOL && src[1] == in->dt && src[2] == in->dt, "fused: instruction %d: where operand dtypes", i + 1);
-    } else if (in->op == OP_CLAMP) {
-      in->fn = (void (*)(void))clamp_fns[in->dt];
-      DS_CHECK(src[0] == in->dt, "fused: instruction %d: operand dtype differs from the op's", i + 1);
-      in->lo = ip[4]; in->hi = ip[5];
-    } else {
-      in->fn = (void (*)(void))cast_fns[in->dt][src[0]];
+    in->a = (int)ip[3]; in->b = op->sources > 1 ? (int)ip[4] : 0; in->c = op->sources > 2 ? (int)ip[5] : 0;
+    int out = op->kind == EW_KIND_COMPARE ? DS_BOOL : in->dt;
+    if (op->kind == EW_KIND_CAST) in->fn = (loop_fn)cast_fns[in->dt][src[0]];
+    else {
+      in->fn = loops[in->op][in->dt];
+      int first = op->kind == EW_KIND_WHERE ? 1 : 0;   /* where's condition is bool */
+      DS_CHECK(first == 0 || src[0] == DS_BOOL, "fused: instruction %d: where condition is not bool", i + 1);
+      for (int j = first; j < op->sources; j++)
+        DS_CHECK(src[j] == in->dt, "fused: instruction %d: operand dtypes differ from the op's", i + 1);
     }
-    DS_CHECK(in->fn != NULL, "fused: instruction %d: opcode %d has no dtype code %d", i + 1, in->op, in->dt);
+    if (op->kind == EW_KIND_PARAM) { in->p0 = ip[4]; in->p1 = ip[5]; }
+    DS_CHECK(in->fn != NULL, "fused: instruction %d: %s has no dtype code %d", i + 1, op->name, in->dt);
     p->regdt[in->dst] = out;
     written[in->dst] = 1;
   }
@@ -187,17 +176,18 @@ static void run_tile(const program *p, char *regs, char *const *in, const int64_
     const instr *x = &p->ins[i];
     const void *src[3]; int64_t ss[3];
     int ops[3] = {x->a, x->b, x->c};
-    int nsrc = x->op <= OP_LOGICAL_NOT || x->op == OP_CLAMP || x->op == OP_CAST ? 1 : x->op == OP_WHERE ? 3 : 2;
-    for (int j = 0; j < nsrc; j++) {
+    for (int j = 0; j < ew_ops[x->op].sources; j++) {
       int v = ops[j];
       if (v >= 0) { src[j] = regs + (size_t)v * TILE * 8; ss[j] = 1; }
       else { src[j] = in[-v - 1]; ss[j] = ist[-v - 1]; }
     }
     void *dst = regs + (size_t)x->dst * TILE * 8;
-    if (x->op <= OP_LOGICAL_NOT || x->op == OP_CAST) ((unary_fn)x->fn)(dst, src[0], ss[0], n);
-    else if (x->op <= OP_LOGICAL_XOR) ((binary_fn)x->fn)(dst, src[0], ss[0], src[1], ss[1], n);
-    else if (x->op == OP_WHERE) ((where_fn)x->fn)(dst, src[0], ss[0], src[1], ss[1], src[2], ss[2], n);
-    else ((clamp_fn)x->fn)(dst, src[0], ss[0], n, x->lo, x->hi);
+    switch (x->kind) {
+    case EW_KIND_UNARY: case EW_KIND_CAST: ((unary_fn)x->fn)(dst, src[0], ss[0], n); break;
+    case EW_KIND_PARAM: ((param_fn)x->fn)(dst, src[0], ss[0], n, x->p0, x->p1); break;
+    case EW_KIND_BINARY: case EW_KIND_COMPARE: ((binary_fn)x->fn)(dst, src[0], ss[0], src[1], ss[1], n); break;
+    default: ((where_fn)x->fn)(dst, src[0], ss[0], src[1], ss[1], src[2], ss[2], n); break;
+    }
   }
   for (int k = 0; k < p->nout; k++) {
     int64_t es = ds_dtype_size(p->regdt[p->outreg[k]]);
@@ -239,10 +229,10 @@ static void run_units(const iter *it, int64_t u0, int64_t u1) {
   }
 }
 
-/* work per element in units of one add: transcendental functions (exp .. gelu_tanh) cost ~8 adds each */
+/* work per element in units of one add (the cost column of elementwise.def) */
 static int64_t program_cost(const program *p) {
   int64_t c = 0;
-  for (int i = 0; i < p->ninstr; i++) c += p->ins[i].op <= OP_GELU_TANH ? 8 : 1;
+  for (int i = 0; i < p->ninstr; i++) c += ew_ops[p->ins[i].op].cost;
   return c > 0 ? c : 1;
 }
 

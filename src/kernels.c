@@ -1,5 +1,6 @@
 /* kernels.c: the kernel registry -- every ds_<op>_<dtype> listed in the src/<family>.def files, found by name. */
 #include "internal.h"
+#include "elementwise_table.h"
 
 #define K(name) int name(ds_tensor *const *t, const double *attrs);
 #include "kernels.inc"

@@ -4,15 +4,18 @@
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local IR = require("ds.passes.ir")
+local dsffi = require("ds.ffi")
+local ffi, lib = dsffi.ffi, dsffi.C
 
 local M = {}
 
--- opcodes of src/fused.c (same order as its enum)
-local OPS = { "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "silu", "erf", "gelu", "gelu_tanh",
-  "abs", "neg", "relu", "sign", "logical_not", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
-  "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_xor", "where", "clamp", "cast" }
-local OPCODE = {}
-for i, name in ipairs(OPS) do OPCODE[name] = i - 1 end
+-- the elementwise op table of the C engine (src/elementwise.def): opcode and kind of each op, by kernel name
+local KIND_NAMES = { [0] = "unary", "param", "binary", "compare", "where", "cast" }
+local OPCODE, KIND = {}, {}
+for op = 0, lib.ds_ew_count() - 1 do
+  local name = ffi.string(lib.ds_ew_name(op))
+  OPCODE[name], KIND[name] = op, KIND_NAMES[lib.ds_ew_kind(op)]
+end
 M.OPCODE = OPCODE
 local DTYPE = { f32 = 0, f64 = 1, i64 = 2, i32 = 3, u8 = 4, bool = 5 }
 local MAX_REGS, MAX_NODES, MAX_INPUTS = 32, 24, 48
@@ -22,11 +25,10 @@ if not D.by_name.fused then
              internal = true }
 end
 
--- the kernel's per-element op name (ds_add_%s -> add; astype/contiguous copy -> cast)
+-- the kernel's per-element op name (ds_add_%s -> add; astype/contiguous -> copy), if the table has it
 local function kernel_op(def)
   if not (def.elementwise and def.kernel) then return nil end
   local op = def.kernel:match("^ds_(.-)_%%s$")
-  if op == "copy" then return "cast" end
   return OPCODE[op] and op or nil
 end
 
@@ -69,7 +71,9 @@ function M.program(ir, members, outside_use, first_inputs)
     local op = kernel_op(n.def)
     local function operand(id) return in_group[id] and reg_of[id] or -input_index[id] end
     local a, b, c = operand(n.inputs[1]), n.inputs[2] and operand(n.inputs[2]) or 0, n.inputs[3] and operand(n.inputs[3]) or 0
-    if op == "clamp" then b, c = n.attrs.min, n.attrs.max end
+    if KIND[op] == "param" then    -- the two params are the op's first two attrs, in its table order
+      b, c = n.attrs[n.def.attrs[1][1]], n.attrs[n.def.attrs[2][1]]
+    end
     local dst = table.remove(free)
     if not dst then dst = nregs; nregs = nregs + 1 end
     reg_of[n.outputs[1]] = dst
@@ -80,7 +84,7 @@ function M.program(ir, members, outside_use, first_inputs)
         free[#free + 1] = reg_of[id]; last_use[id] = -1
       end
     end
-    local dt = op == "cast" and ir.values[n.outputs[1]].dtype or kernel_dtype(ir, n)
+    local dt = KIND[op] == "cast" and ir.values[n.outputs[1]].dtype or kernel_dtype(ir, n)
     steps[i] = { op = op, opcode = OPCODE[op], dtype = dt, dst = dst, a = a, b = b, c = c }
   end
   local outregs = {}
