@@ -39,15 +39,26 @@ void *ds_mem_alloc(int64_t nbytes, int64_t *rounded);
 void ds_mem_release(void *p, int64_t rounded);
 /* Shapes as text for messages: "(2,3)". buf must hold 128 bytes. */
 const char *ds_shape_str(const ds_tensor *t, char *buf);
-/* Row-major GEMM for kernels outside blas.c (defined there; cblas.h stays in blas.c):
-   C (M,N) = alpha * op(A) (M,K) @ op(B) (K,N) + beta * C; ta/tb nonzero transpose A/B.
-   Inside an OpenMP parallel region OpenBLAS runs it on the calling thread. */
-void ds_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
-void ds_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
-                 const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
-/* sgemm.c: ds's own f32 GEMM. ds_sgemm_fits(N, K): whether it takes (., K) @ (K, N) products. */
-int ds_sgemm_fits(int64_t N, int64_t K);
-int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B, float *const *C,
-                   int64_t M, int64_t N, int64_t K, int64_t lda, int64_t brs, int64_t bcs, int64_t ldc);
+/* ds's own GEMM: every product in ds (matmul, linear, conv, their backward) goes through these. Each C
+   element is one FMA chain over k = 0 .. K-1 in order, starting from +0 (from C's value when accumulate
+   is set), so results do not depend on the thread count, the batch, the rows around a row or the ISA
+   path. Operands take any strides: A (i, k) at A[i * ars + k * acs], B (k, n) at B[k * brs + n * bcs];
+   C is row-major with row stride ldc. Called inside an OpenMP parallel region they run on the calling
+   thread. They return DS_OK or DS_ENOMEM (message set).
+   sgemm.c: ds_sgemm_batch does nbatch products of one shape (A[t], B[t], C[t]), threads over the batch
+   or inside each product. dgemm.c: the f64 product (simple, row by row). */
+int ds_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
+             int64_t bcs, float *C, int64_t ldc, int accumulate);
+int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B, float *const *C, int64_t M, int64_t N,
+                   int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs, int64_t ldc, int accumulate);
+int ds_dgemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int64_t acs, const double *B, int64_t brs,
+             int64_t bcs, double *C, int64_t ldc, int accumulate);
+/* The BLAS-style row-major entry on the same kernels (blas.c), for kernels written against that shape:
+   C (M,N) = alpha * op(A) (M,K) @ op(B) (K,N) + beta * C; ta/tb nonzero transpose A/B (lda/ldb are the
+   stored matrices' row strides). beta must be 0 (overwrite) or 1 (the chains continue from C); alpha
+   other than 1 scales the finished product (beta 0 only). */
+int ds_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+int ds_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
+                const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
 #endif

@@ -251,19 +251,20 @@ int ds_conv2d_##S(ds_tensor *const *t, const double *attrs) {                   
   int par = worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;                                                             \
   if (!chunking_take(&k, &g, sizeof(T), nt))                                                                                                   \
     return ds_fail(DS_ENOMEM, "%s: out of memory for the column buffer", op);                                                                  \
+  int failed = 0; /* a product ran out of memory for its packing buffers */                                                                    \
   _Pragma("omp parallel num_threads(nt) if (par)") {                                                                                           \
     T *col = ws_thread(&k.ws), *rows = col + k.cl, *xpad = rows + k.rl;                                                                        \
     _Pragma("omp for schedule(static)") for (int64_t c = 0; c < k.nch; c++) {                                                                  \
       int64_t m, n0 = chunk_start(&k, &g, c, &m), ld = m * g.L;                                                                                \
       for (int64_t gi = 0; gi < g.G; gi++) {                                                                                                   \
         for (int64_t j = 0; j < m; j++) cols_##S(xp + ((n0 + j) * g.C + gi * g.Cg) * g.hw, col + j * g.L, ld, &g, xpad);                       \
-        ds_gemm_##S(0, 0, g.OCg, ld, g.ckk, 1, wp + gi * g.OCg * g.ckk, g.ckk, col, ld, 0, rows, ld);                                          \
+        if (ds_gemm_##S(0, 0, g.OCg, ld, g.ckk, 1, wp + gi * g.OCg * g.ckk, g.ckk, col, ld, 0, rows, ld)) { _Pragma("omp atomic write") failed = 1; }\
         from_rows_##S(rows, yp + (n0 * g.OC + gi * g.OCg) * g.ohw, bp + gi * g.OCg, m, &g);                                                    \
       }                                                                                                                                        \
     }                                                                                                                                          \
   }                                                                                                                                            \
   ws_give(&k.ws);                                                                                                                              \
-  return DS_OK;                                                                                                                                \
+  return failed ? ds_fail(DS_ENOMEM, "%s: out of memory for the GEMM packing buffers", op) : DS_OK;                                            \
 }                                                                                                                                              \
 /* gx (N,C,H,W) from g (N,OC,OH,OW) and w; attrs: conv attrs, H, W.                                                                            \
    Per chunk and group: dY rows (OCg, nb*L), dcol = W_g^T @ dY rows, put back image by image. */                                               \
@@ -288,19 +289,20 @@ int ds_conv2d_backward_input_##S(ds_tensor *const *t, const double *attrs) {    
   int par = worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;                                                             \
   if (!chunking_take(&k, &g, sizeof(T), nt))                                                                                                   \
     return ds_fail(DS_ENOMEM, "%s: out of memory for the column buffer", op);                                                                  \
+  int failed = 0; /* a product ran out of memory for its packing buffers */                                                                    \
   _Pragma("omp parallel num_threads(nt) if (par)") {                                                                                           \
     T *col = ws_thread(&k.ws), *rows = col + k.cl, *xpad = rows + k.rl;                                                                        \
     _Pragma("omp for schedule(static)") for (int64_t c = 0; c < k.nch; c++) {                                                                  \
       int64_t m, n0 = chunk_start(&k, &g, c, &m), ld = m * g.L;                                                                                \
       for (int64_t gi = 0; gi < g.G; gi++) {                                                                                                   \
         to_rows_##S(gp + (n0 * g.OC + gi * g.OCg) * g.ohw, rows, m, &g);                                                                       \
-        ds_gemm_##S(1, 0, g.ckk, ld, g.OCg, 1, wp + gi * g.OCg * g.ckk, g.ckk, rows, ld, 0, col, ld);                                          \
+        if (ds_gemm_##S(1, 0, g.ckk, ld, g.OCg, 1, wp + gi * g.OCg * g.ckk, g.ckk, rows, ld, 0, col, ld)) { _Pragma("omp atomic write") failed = 1; }\
         for (int64_t j = 0; j < m; j++) uncols_##S(col + j * g.L, ld, xp + ((n0 + j) * g.C + gi * g.Cg) * g.hw, &g, xpad);                     \
       }                                                                                                                                        \
     }                                                                                                                                          \
   }                                                                                                                                            \
   ws_give(&k.ws);                                                                                                                              \
-  return DS_OK;                                                                                                                                \
+  return failed ? ds_fail(DS_ENOMEM, "%s: out of memory for the GEMM packing buffers", op) : DS_OK;                                            \
 }                                                                                                                                              \
 /* gw (OC,C/G,KH,KW) from g (N,OC,OH,OW) and x (N,C,H,W); attrs: conv attrs, KH, KW.                                                           \
    Per chunk and group: col @ dY rows^T (OCg, nb*L), summed over fixed runs of chunks, runs added in order. */                                 \
@@ -332,6 +334,7 @@ int ds_conv2d_backward_weight_##S(ds_tensor *const *t, const double *attrs) {   
     if (part) ds_mem_release(part, prounded);                                                                                                  \
     return ds_fail(DS_ENOMEM, "%s: out of memory for the column buffer", op);                                                                  \
   }                                                                                                                                            \
+  int failed = 0; /* a product ran out of memory for its packing buffers */                                                                    \
   _Pragma("omp parallel num_threads(nt) if (par)") {                                                                                           \
     T *col = ws_thread(&k.ws), *rows = col + k.cl, *xpad = rows + k.rl;                                                                        \
     _Pragma("omp for schedule(static)") for (int64_t s = 0; s < P; s++) {                                                                      \
@@ -341,8 +344,8 @@ int ds_conv2d_backward_weight_##S(ds_tensor *const *t, const double *attrs) {   
         for (int64_t gi = 0; gi < g.G; gi++) {                                                                                                 \
           for (int64_t j = 0; j < m; j++) cols_##S(xp + ((n0 + j) * g.C + gi * g.Cg) * g.hw, col + j * g.L, ld, &g, xpad);                     \
           to_rows_##S(gp + (n0 * g.OC + gi * g.OCg) * g.ohw, rows, m, &g);                                                                     \
-          /* col @ rows^T: the long side as M runs faster in OpenBLAS than rows @ col^T */                                                     \
-          ds_gemm_##S(0, 1, g.ckk, g.OCg, ld, 1, col, ld, rows, ld, c == s * k.nch / P ? 0 : 1, acc + gi * g.OCg * g.ckk, g.OCg);              \
+          /* col @ rows^T (the chunk's images are the chain; later chunks of the run continue it) */                                                     \
+          if (ds_gemm_##S(0, 1, g.ckk, g.OCg, ld, 1, col, ld, rows, ld, c == s * k.nch / P ? 0 : 1, acc + gi * g.OCg * g.ckk, g.OCg)) { _Pragma("omp atomic write") failed = 1; }\
         }                                                                                                                                      \
       }                                                                                                                                        \
     }                                                                                                                                          \
@@ -356,7 +359,7 @@ int ds_conv2d_backward_weight_##S(ds_tensor *const *t, const double *attrs) {   
       }                                                                                                                                        \
   if (part) ds_mem_release(part, prounded);                                                                                                    \
   ws_give(&k.ws);                                                                                                                              \
-  return DS_OK;                                                                                                                                \
+  return failed ? ds_fail(DS_ENOMEM, "%s: out of memory for the GEMM packing buffers", op) : DS_OK;                                            \
 }                                                                                                                                              \
 /* gb (OC) = g (N,OC,OH,OW) summed over N, OH, OW: per-plane sums, then images in order */                                                     \
 int ds_conv2d_backward_bias_##S(ds_tensor *const *t, const double *attrs) {                                                                    \

@@ -1,144 +1,169 @@
-/* sgemm.c: ds's own f32 GEMM (AVX2+FMA) for the matmuls of models: C = A @ B, every C element one FMA chain over k. */
+/* sgemm.c: ds's f32 GEMM driver: C = A @ B or C += A @ B for any operand strides, blocked for the caches and
+   split over threads, on the micro-kernel of the ISA in use (sgemm_avx2.c, sgemm_avx512.c; sgemm.h). */
 #include "internal.h"
-#include <immintrin.h>
+#include "sgemm.h"
+#include <omp.h>
 #include <stdlib.h>
 
-/* Each C element is computed as acc = fma(a[i,k], b[k,j], acc) for k = 0 .. K-1 in order, starting from 0,
-   with no K blocking. So a row's result does not depend on M, on the tiling, on which rows share a tile or
-   on the thread count: C[i,:] of an (M,K) @ (K,N) product equals the (1,K) @ (K,N) product of row i, bit
-   for bit. Tiles are MC rows x NR columns; each tile packs its NR-column strip of B (K x NR, zero padded)
-   into a per-thread buffer, so B may have any strides (a transposed weight needs no copy). */
-#define MR 6          /* rows per micro-tile: 12 accumulators of 8 floats */
-#define NR 16         /* columns per strip: two ymm registers */
-#define MC 96         /* rows per tile (A rows stay in L1/L2 while a strip is reused) */
-#define PAR_FLOPS (1 << 20)  /* flops (+ 16 per packed element): below it a parallel region costs more than it saves */
+/* Every C element is one FMA chain over k = 0 .. K-1 in order, starting from +0 (or from C when
+   accumulating). K is cut into KC blocks; between blocks the chain's value waits in C (an exact f32 store)
+   and the next block continues it, so the blocking changes no bit. Nothing else touches an element: its
+   bits do not depend on M, N, the tiling, which rows share a tile, the batch, the thread count or the ISA
+   (each micro-kernel keeps the same chain; tails use masks, not another order). */
+#define KC 256          /* k per block: a packed B strip (KC x NR) stays in L1 */
+#define MC_ROWS 168     /* rows per packed A block (a multiple of MR below it; stays in L2) */
+#define NC 1024         /* columns per packed B panel (KC x NC floats = 1 MiB) */
+#define PAR_FLOPS (1 << 20)  /* below it a parallel region costs more than it saves */
 
-static int cpu_ok = -1;
-static int have_avx2_fma(void) {
-  if (cpu_ok < 0) cpu_ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return cpu_ok;
-}
+static const sgemm_kernel *isa_kernel(void) { return ds_isa() == DS_ISA_AVX512 ? &ds_sgemm_avx512 : &ds_sgemm_avx2; }
 
-/* The shapes ds_sgemm takes (a rule on N and K only, so eager and compiled make the same choice and a
-   row's result does not depend on M): weight-sized B, K <= 1024 and N * K <= 2^22. Without K blocking
-   longer rows fall out of L1 and OpenBLAS is faster (n = 2048: 88% of it). */
-int ds_sgemm_fits(int64_t N, int64_t K) {
-  return N > 0 && K > 0 && K <= 1024 && N * K <= (INT64_C(1) << 22) && have_avx2_fma();
-}
+typedef struct {
+  int64_t M, N, K;
+  const float *A; int64_t ars, acs;   /* A (i, k) at A[i * ars + k * acs] */
+  const float *B; int64_t brs, bcs;   /* B (k, n) at B[k * brs + n * bcs] */
+  float *C; int64_t ldc;              /* C (i, n) at C[i * ldc + n] */
+  int accumulate;                     /* chains start from C's values instead of +0 */
+} product;
 
-/* out[i] (8 floats at dst + i * NR) = column i of the 8 x 8 block whose row r starts at src + r * ld */
-__attribute__((target("avx2,fma"))) static inline void transpose8(const float *src, int64_t ld, float *dst) {
-  __m256 r[8], t[8], u[8];
-  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ld);
-  for (int i = 0; i < 8; i += 2) { t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]); t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]); }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 4; i++) {
-    _mm256_store_ps(dst + i * NR, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
-    _mm256_store_ps(dst + (i + 4) * NR, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
-  }
-}
-
-/* strip (K x NR, row-major) = B[:, n0 : n0 + nr] with zero columns after nr; B(k, n) at b[k * brs + n * bcs] */
-__attribute__((target("avx2,fma"))) static void
-pack_strip(float *strip, const float *b, int64_t K, int64_t brs, int64_t bcs, int64_t n0, int nr) {
-  int64_t k = 0;
-  if (nr == NR && bcs == 1) {          /* row-major B: 16 contiguous floats per k */
-    for (; k < K; k++) {
-      const float *src = b + k * brs + n0;
-      _mm256_store_ps(strip + k * NR, _mm256_loadu_ps(src));
-      _mm256_store_ps(strip + k * NR + 8, _mm256_loadu_ps(src + 8));
+/* ap = rows [i0, i0 + m) x k in [k0, k0 + kc) of A as panels of MR rows, each k-major (kc x MR, zero rows after m) */
+static void pack_a(float *ap, const product *p, int64_t i0, int64_t m, int64_t k0, int64_t kc, int MR) {
+  for (int64_t q = 0; q < m; q += MR, ap += kc * MR)
+    for (int r = 0; r < MR; r++) {
+      if (q + r >= m) { for (int64_t k = 0; k < kc; k++) ap[k * MR + r] = 0.0f; continue; }
+      const float *src = p->A + (i0 + q + r) * p->ars + k0 * p->acs;
+      if (p->acs == 1) for (int64_t k = 0; k < kc; k++) ap[k * MR + r] = src[k];
+      else for (int64_t k = 0; k < kc; k++) ap[k * MR + r] = src[k * p->acs];
     }
-  } else if (nr == NR && brs == 1) {   /* transposed B (a weight used as W^T): 8 x 8 transposes */
-    for (; k + 8 <= K; k += 8)
-      for (int h = 0; h < NR; h += 8) transpose8(b + (n0 + h) * bcs + k, bcs, strip + k * NR + h);
+}
+
+/* strip (kc x NR, row-major) = B[k0 : k0 + kc, n0 : n0 + nr] with zero columns after nr */
+static void pack_b(float *strip, const product *p, int64_t k0, int64_t kc, int64_t n0, int nr, int NR) {
+  const float *b = p->B + k0 * p->brs + n0 * p->bcs;
+  if (p->bcs == 1) {
+    for (int64_t k = 0; k < kc; k++) {
+      for (int j = 0; j < nr; j++) strip[k * NR + j] = b[k * p->brs + j];
+      for (int j = nr; j < NR; j++) strip[k * NR + j] = 0.0f;
+    }
+    return;
   }
-  for (; k < K; k++) {
-    float *dst = strip + k * NR;
-    int j = 0;
-    for (; j < nr; j++) dst[j] = b[k * brs + (n0 + j) * bcs];
-    for (; j < NR; j++) dst[j] = 0.0f;
+  for (int j = 0; j < NR; j++) {     /* a transposed B (a weight used as W^T) reads along k */
+    const float *col = b + j * p->bcs;
+    if (j >= nr) for (int64_t k = 0; k < kc; k++) strip[k * NR + j] = 0.0f;
+    else if (p->brs == 1) for (int64_t k = 0; k < kc; k++) strip[k * NR + j] = col[k];
+    else for (int64_t k = 0; k < kc; k++) strip[k * NR + j] = col[k * p->brs];
   }
 }
 
-/* c (mr x nr, row stride ldc) = a (mr x K, row stride lda) @ strip (K x NR) */
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-micro(const int mr, int64_t K, const float *a, int64_t lda, const float *strip, float *c, int64_t ldc, int nr) {
-  __m256 acc[MR][2];
-  const float *ar[MR];
-#pragma GCC unroll 6
-  for (int r = 0; r < mr; r++) { acc[r][0] = _mm256_setzero_ps(); acc[r][1] = _mm256_setzero_ps(); ar[r] = a + r * lda; }
-  for (int64_t k = 0; k < K; k++) {
-    __m256 b0 = _mm256_load_ps(strip + k * NR), b1 = _mm256_load_ps(strip + k * NR + 8);
-#pragma GCC unroll 6
-    for (int r = 0; r < mr; r++) {
-      __m256 av = _mm256_broadcast_ss(ar[r] + k);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+/* The C tiles thread tid of nth computes: rows [*i0, *i1), columns [*j0, *j1). The threads split the rows
+   (in MR panels) or the columns (in NR strips), whichever leaves the largest part smaller. */
+static void thread_part(const product *p, const sgemm_kernel *kr, int tid, int nth, int64_t *i0, int64_t *i1, int64_t *j0,
+                        int64_t *j1) {
+  int64_t P = (p->M + kr->mr - 1) / kr->mr, S = (p->N + kr->nr - 1) / kr->nr;
+  int64_t by_rows = (P + nth - 1) / nth * S, by_cols = P * ((S + nth - 1) / nth);
+  *i0 = 0; *i1 = p->M; *j0 = 0; *j1 = p->N;
+  if (by_rows <= by_cols) {
+    *i0 = tid * P / nth * kr->mr;
+    *i1 = (tid + 1) * P / nth * kr->mr;
+  } else {
+    *j0 = tid * S / nth * kr->nr;
+    *j1 = (tid + 1) * S / nth * kr->nr;
+  }
+  if (*i1 > p->M) *i1 = p->M;
+  if (*j1 > p->N) *j1 = p->N;
+}
+
+/* One product by thread tid of the nth threads working on it (they meet at barriers when nth > 1).
+   ap: this thread's A block (MC x KC); bp: the B panel the threads share (KC x NC). */
+static void run_product(const product *p, const sgemm_kernel *kr, int tid, int nth, float *ap, float *bp) {
+  const int MR = kr->mr, NR = kr->nr;
+  const int64_t MC = MC_ROWS / MR * MR;
+  int64_t i0, i1, j0, j1;
+  thread_part(p, kr, tid, nth, &i0, &i1, &j0, &j1);
+  int packed = !(p->bcs == 1 && p->M <= MR);   /* B read in place when no second row panel reuses it */
+  for (int64_t jc = 0; jc < p->N; jc += NC) {
+    int64_t nc = p->N - jc < NC ? p->N - jc : NC, ns = (nc + NR - 1) / NR;
+    int64_t lo = j0 > jc ? j0 : jc, hi = j1 < jc + nc ? j1 : jc + nc;
+    for (int64_t pc = 0; pc < p->K; pc += KC) {
+      int64_t kc = p->K - pc < KC ? p->K - pc : KC;
+      int load_c = p->accumulate || pc > 0;
+      if (packed) {
+        for (int64_t s = tid * ns / nth; s < (tid + 1) * ns / nth; s++) {
+          int64_t n0 = jc + s * NR;
+          pack_b(bp + s * kc * NR, p, pc, kc, n0, (int)(p->N - n0 < NR ? p->N - n0 : NR), NR);
+        }
+        if (nth > 1) {
+#pragma omp barrier
+        }
+      }
+      for (int64_t ic = i0; ic < i1 && lo < hi; ic += MC) {
+        int64_t mc = i1 - ic < MC ? i1 - ic : MC;
+        pack_a(ap, p, ic, mc, pc, kc, MR);
+        for (int64_t j = lo; j < hi; j += NR) {
+          int nr = (int)(hi - j < NR ? hi - j : NR);
+          const float *b = packed ? bp + (j - jc) / NR * kc * NR : p->B + pc * p->brs + j;
+          int64_t ldb = packed ? NR : p->brs;
+          for (int64_t i = 0; i < mc; i += MR)
+            kr->micro((int)(mc - i < MR ? mc - i : MR), nr, kc, ap + i * kc, b, ldb, p->C + (ic + i) * p->ldc + j, p->ldc, load_c);
+        }
+      }
+      if (packed && nth > 1) {
+#pragma omp barrier
+      }
     }
   }
-#pragma GCC unroll 6
-  for (int r = 0; r < mr; r++) {
-    if (nr == NR) {
-      _mm256_storeu_ps(c + r * ldc, acc[r][0]);
-      _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
-    } else {
-      float tmp[NR];
-      _mm256_storeu_ps(tmp, acc[r][0]);
-      _mm256_storeu_ps(tmp + 8, acc[r][1]);
-      for (int j = 0; j < nr; j++) c[r * ldc + j] = tmp[j];
-    }
-  }
 }
 
-__attribute__((target("avx2,fma"))) static void
-rows(int64_t m, int64_t K, const float *a, int64_t lda, const float *strip, float *c, int64_t ldc, int nr) {
-  int64_t i = 0;
-  for (; i + MR <= m; i += MR) micro(MR, K, a + i * lda, lda, strip, c + i * ldc, ldc, nr);
-  switch (m - i) {
-    case 5: micro(5, K, a + i * lda, lda, strip, c + i * ldc, ldc, nr); break;
-    case 4: micro(4, K, a + i * lda, lda, strip, c + i * ldc, ldc, nr); break;
-    case 3: micro(3, K, a + i * lda, lda, strip, c + i * ldc, ldc, nr); break;
-    case 2: micro(2, K, a + i * lda, lda, strip, c + i * ldc, ldc, nr); break;
-    case 1: micro(1, K, a + i * lda, lda, strip, c + i * ldc, ldc, nr); break;
-    default: break;
+/* Per-thread packing buffers, kept between calls (grown when a call needs more, never shrunk). */
+static __thread float *scratch_buf;
+static __thread size_t scratch_floats;
+static float *scratch(size_t floats) {
+  if (floats > scratch_floats) {
+    free(scratch_buf);
+    scratch_buf = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    scratch_floats = scratch_buf ? floats : 0;
   }
+  return scratch_buf;
 }
 
-/* For each batch entry t < nbatch: C[t] (M x N, row stride ldc) = A[t] (M x K, row stride lda, unit column
-   stride) @ B[t] (K x N, element (k, n) at B[t][k * brs + n * bcs]). Needs ds_sgemm_fits(N, K). */
-int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B, float *const *C,
-                   int64_t M, int64_t N, int64_t K, int64_t lda, int64_t brs, int64_t bcs, int64_t ldc) {
-  if (!ds_sgemm_fits(N, K)) return ds_fail(DS_EINVAL, "matmul: internal sgemm given N=%lld K=%lld", (long long)N, (long long)K);
-  if (M <= 0 || nbatch <= 0) return DS_OK;
-  int64_t nstrips = (N + NR - 1) / NR, nmc = (M + MC - 1) / MC;
-  int64_t ntiles = nbatch * nstrips * nmc;
-  double work = 2.0 * (double)nbatch * (double)M * (double)N * (double)K + 16.0 * (double)nbatch * (double)N * (double)K;
-  int failed = 0;
-#pragma omp parallel if (ntiles > 1 && work >= PAR_FLOPS)
+int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B, float *const *C, int64_t M, int64_t N,
+                   int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs, int64_t ldc, int accumulate) {
+  if (M <= 0 || N <= 0 || nbatch <= 0) return DS_OK;
+  if (K <= 0) {
+    if (!accumulate)
+      for (int64_t t = 0; t < nbatch; t++)
+        for (int64_t i = 0; i < M; i++) memset(C[t] + i * ldc, 0, (size_t)N * sizeof(float));
+    return DS_OK;
+  }
+  const sgemm_kernel *kr = isa_kernel();
+  double flops = 2.0 * (double)nbatch * (double)M * (double)N * (double)K;
+  int nth = omp_in_parallel() || flops < PAR_FLOPS ? 1 : omp_get_max_threads();
+  /* many products: each thread takes whole products; few: the threads share each product */
+  int by_batch = nth > 1 && (nbatch % nth == 0 || nbatch >= 4 * nth);
+  size_t a_floats = (size_t)(MC_ROWS / kr->mr * kr->mr) * KC, b_floats = (size_t)KC * NC;
+  float *buf = scratch((size_t)nth * (a_floats + (by_batch ? b_floats : 0)) + (by_batch ? 0 : b_floats));
+  if (!buf) return ds_fail(DS_ENOMEM, "matmul: out of memory for the packing buffers");
+#pragma omp parallel num_threads(nth) if (nth > 1)
   {
-    float *strip = aligned_alloc(32, (size_t)(K * NR) * sizeof(float));
-    if (!strip) {
-#pragma omp atomic write
-      failed = 1;
+    int tid = omp_get_thread_num(), team = omp_get_num_threads();
+    product p = { M, N, K, NULL, ars, acs, NULL, brs, bcs, NULL, ldc, accumulate };
+    if (by_batch) {
+      float *ap = buf + (size_t)tid * (a_floats + b_floats), *bp = ap + a_floats;
+      for (int64_t t = tid * nbatch / team; t < (tid + 1) * nbatch / team; t++) {
+        p.A = A[t]; p.B = B[t]; p.C = C[t];
+        run_product(&p, kr, 0, 1, ap, bp);
+      }
+    } else {
+      float *bp = buf, *ap = buf + b_floats + (size_t)tid * a_floats;
+      for (int64_t t = 0; t < nbatch; t++) {
+        p.A = A[t]; p.B = B[t]; p.C = C[t];
+        run_product(&p, kr, tid, team, ap, bp);
+      }
     }
-    int64_t packed = -1;   /* (batch, strip) index of the strip in the buffer */
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < ntiles; t++) {
-      if (!strip) continue;
-      int64_t bs = t / nmc, mc = t % nmc;      /* tiles of one strip are consecutive: a thread packs it once */
-      int64_t bi = bs / nstrips, s = bs % nstrips;
-      int64_t n0 = s * NR, m0 = mc * MC;
-      int nr = (int)(N - n0 < NR ? N - n0 : NR);
-      if (packed != bs) { pack_strip(strip, B[bi], K, brs, bcs, n0, nr); packed = bs; }
-      int64_t m = M - m0 < MC ? M - m0 : MC;
-      rows(m, K, A[bi] + m0 * lda, lda, strip, C[bi] + m0 * ldc + n0, ldc, nr);
-    }
-    free(strip);
   }
-  return failed ? ds_fail(DS_ENOMEM, "matmul: out of memory for a %lld x %d packing buffer", (long long)K, NR) : DS_OK;
+  return DS_OK;
+}
+
+int ds_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
+             int64_t bcs, float *C, int64_t ldc, int accumulate) {
+  return ds_sgemm_batch(1, &A, &B, &C, M, N, K, ars, acs, brs, bcs, ldc, accumulate);
 }

@@ -1,5 +1,5 @@
--- tests/blas_spec.lua: matmul forward against naive loops (1-D, 2-D, batched, broadcast, strided, f32/f64,
--- both GEMM paths), the determinism of ds's own sgemm (rows, batches, threads), and shape errors.
+-- tests/blas_spec.lua: matmul forward against naive loops and OpenBLAS (1-D, 2-D, batched, broadcast, strided,
+-- f32/f64, K blocks), the same bits from ds's own GEMM whatever the rows, batch, strides and threads, shape errors.
 local ds = require("ds")
 local H = require("helpers")
 
@@ -34,9 +34,9 @@ local function rnd(...) return ds.rand(...) * 2 - 1 end
 describe("matmul", function()
   before_each(function() ds.manual_seed(7) end)
 
-  it("2-D products of many shapes (ds's sgemm for weight-sized b, OpenBLAS otherwise) match a naive loop", function()
+  it("2-D products of many shapes (micro-tile tails, several K blocks) match a naive loop", function()
     for _, s in ipairs { { 1, 1, 1 }, { 3, 5, 7 }, { 7, 33, 17 }, { 13, 64, 40 }, { 6, 16, 16 }, { 14, 256, 70 },
-                         { 100, 37, 129 }, { 5, 9, 1 }, { 1, 300, 33 } } do
+                         { 100, 37, 129 }, { 5, 9, 1 }, { 1, 300, 33 }, { 15, 600, 33 }, { 29, 257, 65 } } do
       local M, K, N = s[1], s[2], s[3]
       local a, b = rnd(M, K), rnd(K, N)
       local y = a:matmul(b)
@@ -49,7 +49,7 @@ describe("matmul", function()
     local w = rnd(40, 24)                       -- a weight (out, in) used as w^T
     local x = rnd(9, 30):narrow(2, 3, 24)       -- rows with stride 30
     check(x:matmul(w:t()), x, w:t())
-    local at = rnd(24, 9):t()                   -- transposed a (OpenBLAS path)
+    local at = rnd(24, 9):t()                   -- transposed a
     check(at:matmul(w:t()), at, w:t())
     local row = rnd(1, 24):expand(5, 24)        -- stride-0 rows
     check(row:matmul(w:t()), row, w:t())
@@ -58,7 +58,7 @@ describe("matmul", function()
     local col = rnd(24, 3):narrow(2, 2, 1):t()  -- one row whose elements are 3 apart
     assert.same({ 1, 3 }, col:stride())
     check(col:matmul(w:t()), col, w:t())
-    local cols = rnd(24, 5):t()                 -- rows with column stride 5 (OpenBLAS after a copy)
+    local cols = rnd(24, 5):t()                 -- rows with column stride 5
     check(cols:matmul(w:t()), cols, w:t())
   end)
 
@@ -76,19 +76,41 @@ describe("matmul", function()
     assert.same({}, v:matmul(v).shape)
   end)
 
-  it("f64 products go through dgemm and match to double precision", function()
+  it("f64 products match to double precision", function()
     local a, b = rnd(7, 19):astype("f64"), rnd(19, 11):astype("f64")
     check(a:matmul(b), a, b)
     check(a:matmul(b:t():contiguous():t()), a, b)
   end)
 
-  it("b beyond the sgemm rule (K > 1024 or N * K > 2^22) uses OpenBLAS and is still right", function()
+  it("long K and wide N (several K blocks and B panels) are still right", function()
     local a, b = rnd(2, 2100), rnd(2100, 2100)
     local y = a:matmul(b)
     local cols = b:narrow(2, 1000, 3):contiguous()
     check(y:narrow(2, 1000, 3), a, cols, naive(a, cols))
     local a2, b2 = rnd(3, 1500), rnd(1500, 20)
     check(a2:matmul(b2), a2, b2)
+  end)
+
+  it("agrees with OpenBLAS (the reference) on f32 and f64 products of many shapes and layouts", function()
+    local ffi = require("ffi")
+    ffi.cdef [[
+    void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc);
+    void cblas_dgemm(int order, int transa, int transb, int m, int n, int k, double alpha, const double *a, int lda,
+                     const double *b, int ldb, double beta, double *c, int ldc);
+    ]]
+    local blas = ffi.load("/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0")
+    for _, s in ipairs { { 1, 1024, 1024 }, { 14, 256, 1024 }, { 128, 1024, 256 }, { 300, 1100, 40 }, { 33, 517, 95 } } do
+      local M, K, N = s[1], s[2], s[3]
+      for _, dt in ipairs { "f32", "f64" } do
+        local a, w = rnd(M, K):astype(dt), rnd(N, K):astype(dt)   -- w used as w^T, as linear does
+        local ref = ds.empty(M, N):astype(dt)
+        local gemm, T = dt == "f32" and blas.cblas_sgemm or blas.cblas_dgemm, dt == "f32" and "float *" or "double *"
+        gemm(101, 111, 112, M, N, K, 1, ffi.cast(T, a:data_ptr()), K, ffi.cast(T, w:data_ptr()), K, 0, ffi.cast(T, ref:data_ptr()), N)
+        local eps = dt == "f64" and 2 ^ -52 or 2 ^ -23
+        H.close(a:matmul(w:t()), ref, 0, 4 * K * eps)
+      end
+    end
   end)
 
   it("ds's sgemm: a row's result does not depend on M or on the other rows (bitwise)", function()
@@ -100,6 +122,32 @@ describe("matmul", function()
         assert.is_true(H.bitwise(a:narrow(1, i, 1):matmul(w:t()), y:narrow(1, i, 1)), "row " .. i)
       end
       assert.is_true(H.bitwise(a:narrow(1, 3, 5):matmul(w:t()), y:narrow(1, 3, 5)))
+    end
+  end)
+
+  it("the same bits for a row alone and in a batch with K > 1024, and for strided and contiguous operands", function()
+    local a, w = rnd(9, 1500), rnd(70, 1500)
+    local y = a:matmul(w:t())
+    assert.is_true(H.bitwise(a:narrow(1, 1, 1):matmul(w:t()), y:narrow(1, 1, 1)))
+    assert.is_true(H.bitwise(a:narrow(1, 4, 6):matmul(w:t()), y:narrow(1, 4, 6)))
+    assert.is_true(H.bitwise(a:matmul(w:t():contiguous()), y))
+    assert.is_true(H.bitwise(a:t():contiguous():t():matmul(w:t()), y))
+    local ad, wd = a:astype("f64"), w:astype("f64")
+    assert.is_true(H.bitwise(ad:narrow(1, 2, 1):matmul(wd:t()), ad:matmul(wd:t()):narrow(1, 2, 1)))
+  end)
+
+  it("1 and 2 threads agree bitwise for f32 and f64 products of every size", function()
+    local before = ds.get_num_threads()
+    for _, s in ipairs { { 300, 1100, 40 }, { 8, 1024, 2100 }, { 200, 256, 300 }, { 1, 1024, 1024 } } do
+      for _, dt in ipairs { "f32", "f64" } do
+        local a, w = rnd(s[1], s[2]):astype(dt), rnd(s[3], s[2]):astype(dt)
+        ds.set_num_threads(1)
+        local one = a:matmul(w:t())
+        ds.set_num_threads(2)
+        local two = a:matmul(w:t())
+        ds.set_num_threads(before)
+        assert.is_true(H.bitwise(one, two), dt .. " " .. table.concat(s, "x"))
+      end
     end
   end)
 

@@ -1,0 +1,59 @@
+/* sgemm_avx2.c: the AVX2+FMA f32 micro-kernel (6 x 16 tile: 12 ymm accumulators, A broadcast, B two ymm). */
+#pragma GCC target("avx2,fma")
+#include "sgemm.h"
+#include <immintrin.h>
+
+#define MR 6
+#define NR 16
+
+/* lanes [0, n) of 8 set (n clamped to 0..8): the mask of _mm256_maskload_ps / _mm256_maskstore_ps */
+static inline __m256i lanes(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* one tile; mr and full (nr == NR) are constants in each instantiation; a partial strip uses masks */
+__attribute__((always_inline)) static inline void
+tile(const int mr, const int full, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc,
+     int load_c) {
+  const __m256i m0 = lanes(full ? 8 : nr), m1 = lanes(full ? 8 : nr - 8);
+  __m256 acc0[MR], acc1[MR];
+#pragma GCC unroll 6
+  for (int r = 0; r < mr; r++) {
+    if (!load_c) { acc0[r] = _mm256_setzero_ps(); acc1[r] = _mm256_setzero_ps(); }
+    else if (full) { acc0[r] = _mm256_loadu_ps(c + r * ldc); acc1[r] = _mm256_loadu_ps(c + r * ldc + 8); }
+    else { acc0[r] = _mm256_maskload_ps(c + r * ldc, m0); acc1[r] = _mm256_maskload_ps(c + r * ldc + 8, m1); }
+  }
+  for (int64_t k = 0; k < kc; k++) {
+    __m256 b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, m0);
+    __m256 b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1);
+#pragma GCC unroll 6
+    for (int r = 0; r < mr; r++) {
+      __m256 a = _mm256_broadcast_ss(ap + r);
+      acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
+    }
+    ap += MR;
+    b += ldb;
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < mr; r++) {
+    if (full) { _mm256_storeu_ps(c + r * ldc, acc0[r]); _mm256_storeu_ps(c + r * ldc + 8, acc1[r]); }
+    else { _mm256_maskstore_ps(c + r * ldc, m0, acc0[r]); _mm256_maskstore_ps(c + r * ldc + 8, m1, acc1[r]); }
+  }
+}
+
+#define ROWS(full) \
+  switch (mr) { \
+    case 6: tile(6, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 5: tile(5, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 4: tile(4, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 3: tile(3, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 2: tile(2, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    default: tile(1, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+  }
+
+static void micro(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc, int load_c) {
+  if (nr == NR) ROWS(1) else ROWS(0)
+}
+
+const sgemm_kernel ds_sgemm_avx2 = { MR, NR, micro };

@@ -1,0 +1,62 @@
+/* sgemm_avx512.c: the AVX-512 f32 micro-kernel (14 x 32 tile: 28 zmm accumulators, A broadcast, B two zmm). */
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma")
+#include "sgemm.h"
+#include <immintrin.h>
+
+#define MR 14
+#define NR 32
+
+/* one tile; mr and full (nr == NR) are constants in each instantiation; a partial strip uses masks */
+__attribute__((always_inline)) static inline void
+tile(const int mr, const int full, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc,
+     int load_c) {
+  const __mmask16 m0 = full || nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+  const __mmask16 m1 = full ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) {
+    acc0[r] = load_c ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
+    acc1[r] = load_c ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < kc; k++) {
+    __m512 b0 = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(m0, b);
+    __m512 b1 = full ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < mr; r++) {
+      __m512 a = _mm512_set1_ps(ap[r]);
+      acc0[r] = _mm512_fmadd_ps(a, b0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(a, b1, acc1[r]);
+    }
+    ap += MR;
+    b += ldb;
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) {
+    _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
+    _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
+  }
+}
+
+#define ROWS(full) \
+  switch (mr) { \
+    case 14: tile(14, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 13: tile(13, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 12: tile(12, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 11: tile(11, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 10: tile(10, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 9: tile(9, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 8: tile(8, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 7: tile(7, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 6: tile(6, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 5: tile(5, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 4: tile(4, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 3: tile(3, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    case 2: tile(2, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+    default: tile(1, full, nr, kc, ap, b, ldb, c, ldc, load_c); break; \
+  }
+
+static void micro(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc, int load_c) {
+  if (nr == NR) ROWS(1) else ROWS(0)
+}
+
+const sgemm_kernel ds_sgemm_avx512 = { MR, NR, micro };

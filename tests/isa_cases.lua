@@ -1,0 +1,40 @@
+-- tests/isa_cases.lua: the products tests/isa_spec.lua runs on every ISA path (in-process and in a child
+-- with DS_ISA set): matmul over micro-tile tails, K blocks, strides and batches, linear and conv2d with their
+-- gradients, and a compiled linear + gelu. Returns a list of { name, tensor }, the same inputs every time.
+local ds = require("ds")
+
+return function()
+  ds.manual_seed(11)
+  local function rnd(...) return ds.rand(...) * 2 - 1 end
+  local out = {}
+  local function add(name, t) out[#out + 1] = { name, t } end
+  for _, s in ipairs { { 1, 7, 5 }, { 13, 300, 33 }, { 15, 600, 47 }, { 128, 256, 1024 }, { 29, 1100, 70 } } do
+    local M, K, N = s[1], s[2], s[3]
+    local a, w, b = rnd(M, K), rnd(N, K), rnd(K, N)
+    local tag = table.concat(s, "x")
+    add("matmul " .. tag, a:matmul(b))
+    add("matmul by w^T " .. tag, a:matmul(w:t()))
+    add("matmul a^T " .. tag, a:t():contiguous():t():matmul(b))
+    add("f64 matmul " .. tag, a:astype("f64"):matmul(b:astype("f64")))
+  end
+  add("batched", rnd(5, 20, 70):matmul(rnd(5, 70, 40)))
+  add("broadcast batch", rnd(3, 1, 9, 33):matmul(rnd(4, 33, 18)))
+  local x, w, bias = rnd(6, 40):requires_grad_(), rnd(24, 40):requires_grad_(), rnd(24):requires_grad_()
+  local y = ds.nn.functional.linear(x, w, bias)
+  y:backward(rnd(6, 24))
+  add("linear", y:detach())
+  add("linear grad x", x.grad)
+  add("linear grad w", w.grad)
+  add("linear grad b", bias.grad)
+  local img, k, kb = rnd(4, 3, 12, 12):requires_grad_(), rnd(8, 3, 3, 3):requires_grad_(), rnd(8):requires_grad_()
+  local c = ds.conv2d(img, k, kb, { padding = 1, stride = 2 })
+  c:backward(rnd(4, 8, 6, 6))
+  add("conv2d", c:detach())
+  add("conv2d grad input", img.grad)
+  add("conv2d grad weight", k.grad)
+  add("conv2d grad bias", kb.grad)
+  local wl, bl = rnd(64, 32), rnd(64)
+  local cg = ds.compile(function(t) return ds.nn.functional.gelu(t:matmul(wl:t()) + bl) end, { ds.spec({ 10, 32 }, "f32", "t") })
+  add("compiled linear + gelu", cg(rnd(10, 32)))
+  return out
+end
