@@ -116,6 +116,13 @@ DS_CLAMP(int64_t, i64)
 DS_CLAMP(int32_t, i32)
 DS_CLAMP(uint8_t, u8)
 #undef DS_CLAMP
+/* softplus(x, beta, threshold) as PyTorch: x where beta * x > threshold, else log1p(exp(beta * x)) / beta */
+static inline float el_softplus_f32(float x, float beta, float threshold) {
+  float z = x * beta; return z > threshold ? x : ds_log1pf(ds_expf(z)) / beta;
+}
+static inline double el_softplus_f64(double x, double beta, double threshold) {
+  double z = x * beta; return z > threshold ? x : log1p(exp(z)) / beta;
+}
 
 /* ---- casts: float -> integer saturates, NaN -> 0 (C leaves these undefined) ---- */
 static inline int64_t ds_f2i64(double x) { return x != x ? 0 : (x >= 9.2233720368547758e18 ? INT64_MAX : (x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x)); }

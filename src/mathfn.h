@@ -1,4 +1,4 @@
-/* mathfn.h: f32 exp/log/tanh/erf as branch-free arithmetic so loops auto-vectorize; one
+/* mathfn.h: f32 exp/log/log1p/tanh/erf as branch-free arithmetic so loops auto-vectorize; one
    definition shared by eager kernels and fused chains, so both round identically. */
 #ifndef DS_MATHFN_H
 #define DS_MATHFN_H
@@ -59,6 +59,15 @@ static inline float ds_logf(float x) {
   y = x == 0.0f ? -INFINITY : y;
   y = (x < 0.0f || x != x) ? NAN : y;
   return y;
+}
+
+/* log1p: log(u) * x / (u - 1) with u = 1 + x as rounded (Goldberg), so a small x keeps its relative precision. */
+static inline float ds_log1pf(float x) {
+  float u = 1.0f + x;
+  float d = u - 1.0f;
+  float y = ds_logf(u) * (x / (d == 0.0f ? 1.0f : d));
+  y = d == 0.0f ? x : y;
+  return x == INFINITY ? INFINITY : y;
 }
 
 /* tanh: odd polynomial near 0 (Cephes), 1 - 2/(exp(2|x|)+1) elsewhere. */

@@ -220,6 +220,12 @@ for dt, lo, hi in [(torch.float32, -1.0, 1.0), (torch.float32, None, 0.5), (torc
         attrs["max"] = hi
     add("clamp", [tin(x)[0]], torch.clamp(x, lo, hi), attrs=attrs)
 
+# ---- softplus with default and given (beta, threshold) ----
+for dt, tol in ((torch.float32, "rtol6"), (torch.float64, "rtol12")):
+    x = sample(dt, -30, 30, 120)
+    for attrs in ({}, {"beta": 2.0, "threshold": 5.0}):
+        add("softplus", [tin(x)[0]], F.softplus(x, **attrs), tol, attrs=attrs)
+
 # ---- astype between every pair of dtypes (values representable in every target) ----
 for src in FLOATS + INTS + (torch.uint8, torch.bool):
     if src in FLOATS:

@@ -54,6 +54,7 @@ add("where", "broadcast", function(c, a, b) return ds.where(c, a, b) end,
   function() return { ds.rand(3, 4):gt(0.5), NC(N(3, 4)), N(4) } end)
 add("clamp", "(3,4)", call("clamp", { min = -0.5, max = 0.5 }), function() return { N(3, 4) } end)
 add("clamp", "one bound, non-contiguous", call("clamp", { min = 0.1 }), function() return { NC(N(4, 3)) } end)
+add("softplus", "beta 2, threshold 1 (both sides)", call("softplus", { beta = 2, threshold = 1 }), function() return { NC(N(4, 3)) } end)
 add("astype", "f64", call("astype", { dtype = "f64" }), function() return { N(3, 4) } end)
 add("contiguous", "non-contiguous", call("contiguous"), function() return { NC(N(4, 3)) } end)
 

@@ -140,6 +140,13 @@ D.define {
   end,
 }
 
+-- softplus(x, beta, threshold) = log(1 + exp(beta * x)) / beta, x itself where beta * x > threshold (PyTorch)
+def_unary("softplus", C.FLOAT, C.promote_float, function(ctx, g)
+  local x, beta, threshold = ctx.inputs[1], ctx.attrs.beta, ctx.attrs.threshold
+  local z = F.exp(x * beta)
+  return F.where(F.gt(x * beta, threshold), g, g * z / (z + 1))
+end, { attrs = { { "beta", "float", 1 }, { "threshold", "float", 20 } }, args = { "beta", "threshold" } })
+
 -- astype (cast through the copy kernel; also used by dispatch to promote operands)
 D.define {
   name = "astype", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
