@@ -1,5 +1,5 @@
 -- nn/attention.lua: MultiheadAttention (PyTorch's parameter layout: packed in_proj_weight/bias and
--- out_proj), composed from linear, matmul, softmax, reshape and transpose.
+-- out_proj): linear projections around F.scaled_dot_product_attention (one kernel).
 local Module = require("ds.nn.module")
 local F = require("ds.nn.functional")
 local Linear = require("ds.nn.linear").Linear
@@ -8,6 +8,7 @@ local ops = require("ds.ops.common").functions
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local S = require("ds.shape")
+local attention_weights = require("ds.ops.attention").weights
 
 -- opts: dropout (0), bias (true), batch_first (false), dtype
 local MHA = Module:extend("MultiheadAttention")
@@ -39,6 +40,33 @@ local function heads(x, H, D)
   return x:reshape(s[1], s[2], H, D):transpose(2, 3)
 end
 
+-- one SDPA mask (true / 0 = attend) from MHA's key_padding_mask (B,S) and attn_mask (L,S) or (B*H,L,S),
+-- each bool (true = ignore) or float (added); nil when neither is given. Bool masks combine as bool
+-- (B,1,L,S) at most; a float one makes the combination float (a hidden position -inf).
+local function attention_mask(kpm, am, B, H, L, Sk, dt)
+  local parts = {}
+  if kpm ~= nil then
+    if not S.equal(kpm._shape, { B, Sk }) then
+      errors.raise(string.format("MultiheadAttention: key_padding_mask must be (%s,%s), got %s", tostring(B), tostring(Sk), S.str(kpm._shape)))
+    end
+    parts[#parts + 1] = kpm:reshape(B, 1, 1, Sk)
+  end
+  if am ~= nil then
+    if #am._shape == 3 then am = am:reshape(B, H, L, Sk)
+    elseif #am._shape ~= 2 then errors.raise("MultiheadAttention: attn_mask must be (L,S) or (B*H,L,S), got " .. S.str(am._shape)) end
+    parts[#parts + 1] = am
+  end
+  if #parts == 0 then return nil end
+  local all_bool = true
+  for _, m in ipairs(parts) do all_bool = all_bool and m.dtype == "bool" end
+  local mask
+  for _, m in ipairs(parts) do
+    if not all_bool and m.dtype == "bool" then m = ops.zeros_like(m, { dtype = dt }):masked_fill(m, -math.huge) end
+    if mask == nil then mask = m elseif all_bool then mask = ops.logical_or(mask, m) else mask = mask + m end
+  end
+  return all_bool and ops.logical_not(mask) or mask
+end
+
 -- query: (B,L,E) (batch_first) or (L,B,E); key, value: (B,S,E) or (S,B,E).
 -- opts: key_padding_mask (B,S) bool (true = ignore) or float (added), attn_mask (L,S) or (B*H,L,S)
 -- bool or float, need_weights (true), average_attn_weights (true).
@@ -63,25 +91,19 @@ function MHA:forward(query, key, value, opts)
     q, k, v = F.linear(q, part(W, 1, E), part(b, 1, E)), F.linear(k, part(W, 2, E), part(b, 2, E)), F.linear(v, part(W, 3, E), part(b, 3, E))
   end
   local B, L, Sk = q._shape[1], q._shape[2], k._shape[2]
-  q = heads(q, H, D) / math.sqrt(D)
-  k, v = heads(k, H, D), heads(v, H, D)
-  local scores = ops.matmul(q, k:transpose(-1, -2))               -- (B,H,L,S)
-  local kpm = opts.key_padding_mask
-  if kpm ~= nil then
-    if not S.equal(kpm._shape, { B, Sk }) then
-      errors.raise(string.format("MultiheadAttention: key_padding_mask must be (%d,%d), got %s", B, Sk, S.str(kpm._shape)))
-    end
-    kpm = kpm:reshape(B, 1, 1, Sk)
-    if kpm.dtype == "bool" then scores = ops.masked_fill(scores, kpm, -math.huge) else scores = scores + kpm end
+  q, k, v = heads(q, H, D), heads(k, H, D), heads(v, H, D)
+  local mask = attention_mask(opts.key_padding_mask, opts.attn_mask, B, H, L, Sk, q.dtype)
+  local kind = mask == nil and "none" or mask.dtype == "bool" and "bool" or "float"
+  local p = self.training and self.dropout or 0
+  local out, attn
+  if opts.need_weights == false then
+    out = F.scaled_dot_product_attention(q, k, v, { mask = mask, scale = 1 / math.sqrt(D), dropout_p = p })
+  else   -- the weights are a result: computed as ds ops, as PyTorch's MHA does when it returns them
+    attn = attention_weights(q, k, mask, { scale = 1 / math.sqrt(D), mask = kind, is_causal = false })
+    if p > 0 then attn = F.dropout(attn, p, true) end
+    out = ops.matmul(attn, v)
   end
-  local am = opts.attn_mask
-  if am ~= nil then
-    if #am._shape == 3 then am = am:reshape(B, H, L, Sk) end
-    if am.dtype == "bool" then scores = ops.masked_fill(scores, am, -math.huge) else scores = scores + am end
-  end
-  local attn = ops.softmax(scores, -1)
-  if self.dropout > 0 then attn = F.dropout(attn, self.dropout, self.training) end
-  local out = ops.matmul(attn, v):transpose(2, 3):reshape(B, L, E)
+  out = out:transpose(2, 3):reshape(B, L, E)
   out = self.out_proj(out)
   if not self.batch_first then out = out:transpose(1, 2) end
   if opts.need_weights == false then return out end

@@ -50,6 +50,9 @@ function F.gelu(x, opts)
 end
 function F.softmax(x, dim) return ops.softmax(x, dim or -1) end
 function F.log_softmax(x, dim) return ops.log_softmax(x, dim or -1) end
+-- q (..., L, E), k (..., S, E), v (..., S, Ev) -> (..., L, Ev); opts mask, is_causal, scale, dropout_p
+-- (PyTorch 2's semantics; see ops/attention.lua)
+function F.scaled_dot_product_attention(q, k, v, opts) return ops.scaled_dot_product_attention(q, k, v, opts) end
 function F.dropout(x, p, training) return require("ds.random").dropout(x, p == nil and 0.5 or p, training ~= false) end
 
 -- x: (..., *normalized_shape)

@@ -10,7 +10,7 @@ require("ds.ops.elementwise")
 require("ds.ops.creation")
 require("ds.ops.movement")
 require("ds.ops.blas")
-for _, family in ipairs { "reduce", "index", "nn", "random", "optim", "control" } do
+for _, family in ipairs { "reduce", "index", "nn", "attention", "random", "optim", "control" } do
   local ok, err = pcall(require, "ds.ops." .. family)
   if not ok and not tostring(err):find("module 'ds.ops." .. family .. "' not found", 1, true) then error(err, 0) end
 end

@@ -1,0 +1,241 @@
+/* nn_attention.c: scaled dot-product attention in one kernel, tile by tile: for a few query rows the
+   scores (q.k, one FMA chain over E), the mask, softmax and the weighted sum of v (one FMA chain over S),
+   with no (L,S) buffer per batch entry. */
+#include "internal.h"
+#include "mathfn.h"
+#include <stdlib.h>
+#include <omp.h>
+
+/* Each score is fma(q[i,e], k[j,e], acc) for e = 0 .. E-1 in order from 0, then times scale; the mask
+   is applied (bool false or j > i under is_causal: -inf; float: added); softmax takes the exact max,
+   exps (ds_expf), their sum in 16 lanes (lane j % 16, lanes added pairwise) and multiplies by 1 / sum;
+   each output element is fma(w[i,j], v[j,c], acc) for j = 0 .. S-1 in order. Every element is thus
+   one fixed computation: rows do not depend on L, on the tiling, the thread count or the vector width,
+   and the AVX-512 build of the tile code (wider vectors, more rows per tile) gives the same bits. */
+#define NR 16        /* columns per packed strip (K^T columns = keys, V columns = value features) */
+#define LANES 16     /* softmax sum lanes */
+#define PAR_FLOPS (1 << 20)
+
+enum { MASK_NONE = 0, MASK_BOOL = 1, MASK_FLOAT = 2 };
+
+/* out (..., L, Ev) contiguous; q (..., L, E), k (..., S, E), v (..., S, Ev), mask broadcast to (..., L, S):
+   any strides; batch strides are 0 on broadcast dims. */
+typedef struct {
+  int nbd;
+  int64_t bshape[DS_MAXDIM], qb[DS_MAXDIM], kb[DS_MAXDIM], vb[DS_MAXDIM], mb[DS_MAXDIM];
+  int64_t nb, L, S, E, Ev, Sp, Evp;  /* Sp, Evp: S and Ev rounded up to NR */
+  int64_t qr, qc, kr, kc, vr, vc, mr, mc;
+  double scale;
+  int mask, causal;
+  const void *q, *k, *v, *m;
+  void *out;
+} geom;
+
+static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+/* element offsets of batch entry bi in q, k, v and mask */
+static void batch_offsets(const geom *g, int64_t bi, int64_t off[4]) {
+  off[0] = off[1] = off[2] = off[3] = 0;
+  for (int d = g->nbd - 1; d >= 0; d--) {
+    int64_t i = bi % g->bshape[d];
+    bi /= g->bshape[d];
+    off[0] += i * g->qb[d]; off[1] += i * g->kb[d]; off[2] += i * g->vb[d]; off[3] += i * g->mb[d];
+  }
+}
+
+/* strides of x's dim that lines up with out's batch dim d (0 when broadcast or absent) */
+static int batch_strides(const ds_tensor *x, int lead, const ds_tensor *o, int64_t *st, const char *what) {
+  char s1[128], s2[128];
+  int nbd = o->ndim - 2, xb = x->ndim - lead;
+  DS_CHECK(xb <= nbd, "scaled_dot_product_attention: %s %s has more batch dims than the output %s", what, ds_shape_str(x, s1), ds_shape_str(o, s2));
+  for (int d = 0; d < nbd; d++) {
+    int j = d - (nbd - xb);
+    st[d] = 0;
+    if (j < 0) continue;
+    DS_CHECK(x->shape[j] == o->shape[d] || x->shape[j] == 1, "scaled_dot_product_attention: %s %s does not broadcast to %s",
+             what, ds_shape_str(x, s1), ds_shape_str(o, s2));
+    if (x->shape[j] != 1) st[d] = x->strides[j];
+  }
+  return DS_OK;
+}
+
+static int make_geom(geom *g, ds_tensor *const *t, const double *attrs, int dtype) {
+  const char *op = "scaled_dot_product_attention";
+  char s1[128], s2[128], s3[128];
+  ds_tensor *o = t[0], *q = t[1], *k = t[2], *v = t[3];
+  DS_CHECK(o && q && k && v, "%s: missing operand", op);
+  g->mask = (int)attrs[1];
+  g->causal = attrs[2] != 0;
+  g->scale = attrs[0];
+  DS_CHECK(g->mask >= MASK_NONE && g->mask <= MASK_FLOAT, "%s: bad mask kind %d", op, g->mask);
+  DS_CHECK(o->dtype == dtype && q->dtype == dtype && k->dtype == dtype && v->dtype == dtype, "%s: q, k, v and the output must all be %s",
+           op, dtype == DS_F32 ? "f32" : "f64");
+  DS_CHECK(q->ndim >= 2 && k->ndim >= 2 && v->ndim >= 2 && o->ndim >= 2 && o->ndim <= DS_MAXDIM, "%s: q, k, v must be >= 2-D", op);
+  DS_CHECK(ds_is_contig(o), "%s: output must be contiguous", op);
+  g->L = q->shape[q->ndim - 2]; g->E = q->shape[q->ndim - 1];
+  g->S = k->shape[k->ndim - 2]; g->Ev = v->shape[v->ndim - 1];
+  DS_CHECK(k->shape[k->ndim - 1] == g->E && v->shape[v->ndim - 2] == g->S && o->shape[o->ndim - 2] == g->L && o->shape[o->ndim - 1] == g->Ev,
+           "%s: q %s, k %s, v %s do not fit (..., L, E), (..., S, E), (..., S, Ev)", op, ds_shape_str(q, s1), ds_shape_str(k, s2), ds_shape_str(v, s3));
+  g->nbd = o->ndim - 2;
+  g->nb = 1;
+  for (int d = 0; d < g->nbd; d++) { g->bshape[d] = o->shape[d]; g->nb *= o->shape[d]; }
+  int rc;
+  if ((rc = batch_strides(q, 2, o, g->qb, "q")) || (rc = batch_strides(k, 2, o, g->kb, "k")) || (rc = batch_strides(v, 2, o, g->vb, "v"))) return rc;
+  g->qr = q->strides[q->ndim - 2]; g->qc = q->strides[q->ndim - 1];
+  g->kr = k->strides[k->ndim - 2]; g->kc = k->strides[k->ndim - 1];
+  g->vr = v->strides[v->ndim - 2]; g->vc = v->strides[v->ndim - 1];
+  g->q = q->data; g->k = k->data; g->v = v->data; g->out = o->data; g->m = NULL;
+  g->mr = g->mc = 0;
+  for (int d = 0; d < DS_MAXDIM; d++) g->mb[d] = 0;
+  if (g->mask != MASK_NONE) {
+    ds_tensor *m = t[4];
+    DS_CHECK(m, "%s: missing mask", op);
+    DS_CHECK(g->mask == MASK_BOOL ? m->dtype == DS_BOOL : m->dtype == dtype, "%s: mask must be bool or %s", op, dtype == DS_F32 ? "f32" : "f64");
+    int n = m->ndim;
+    DS_CHECK(n >= 1 || m->numel == 1, "%s: bad mask", op);
+    if (n >= 1) {
+      DS_CHECK(m->shape[n - 1] == g->S || m->shape[n - 1] == 1, "%s: mask %s does not broadcast to (L,S) = (%lld,%lld)", op, ds_shape_str(m, s1), (long long)g->L, (long long)g->S);
+      g->mc = m->shape[n - 1] == 1 ? 0 : m->strides[n - 1];
+    }
+    if (n >= 2) {
+      DS_CHECK(m->shape[n - 2] == g->L || m->shape[n - 2] == 1, "%s: mask %s does not broadcast to (L,S) = (%lld,%lld)", op, ds_shape_str(m, s1), (long long)g->L, (long long)g->S);
+      g->mr = m->shape[n - 2] == 1 ? 0 : m->strides[n - 2];
+    }
+    if (n > 2 && (rc = batch_strides(m, 2, o, g->mb, "mask"))) return rc;
+    g->m = m->data;
+  }
+  g->Sp = round_up(g->S, NR); g->Evp = round_up(g->Ev, NR);
+  return DS_OK;
+}
+
+/* per-thread scratch: K^T packed (E x Sp), V packed (S x Evp), the query tile (mr x E), scores and
+   weights (mr x Sp); all zero padded */
+static int64_t scratch_elems(const geom *g, int mr) {
+  return g->E * g->Sp + g->S * g->Evp + mr * g->E + mr * g->Sp;
+}
+
+/* The tile code, generic in the element type T and its fused multiply-add; MR (rows per tile) is a
+   compile-time constant at each use, so the column loops vectorize over NR lanes in registers. */
+#define ATTENTION_TILES(SUF, T, FMA, EXP)                                                                        \
+/* c (rows x nr of an mr x NR tile, row stride ldc) = a (mr x K, row stride lda) @ b (K x NR strip, row    \
+   stride ldb); stored straight from the accumulators (a bounce buffer stalls on store forwarding) */       \
+static inline __attribute__((always_inline)) void micro_##SUF(const int mr, int64_t K, const T *a, int64_t lda, \
+                                                            const T *b, int64_t ldb, T *c, int64_t ldc,       \
+                                                            int rows, int nr) {                               \
+  T acc[8][NR];                                                                                               \
+  for (int r = 0; r < mr; r++) for (int j = 0; j < NR; j++) acc[r][j] = 0;                                    \
+  for (int64_t kk = 0; kk < K; kk++) {                                                                       \
+    _Pragma("GCC unroll 8") for (int r = 0; r < mr; r++) {                                                   \
+      T av = a[r * lda + kk];                                                                                 \
+      _Pragma("GCC unroll 16") for (int j = 0; j < NR; j++) acc[r][j] = FMA(av, b[kk * ldb + j], acc[r][j]);  \
+    }                                                                                                         \
+  }                                                                                                           \
+  if (rows == mr && nr == NR) {                                                                               \
+    for (int r = 0; r < mr; r++) for (int j = 0; j < NR; j++) c[r * ldc + j] = acc[r][j];                     \
+  } else {                                                                                                    \
+    for (int r = 0; r < rows; r++) for (int j = 0; j < nr; j++) c[r * ldc + j] = acc[r][j];                   \
+  }                                                                                                           \
+}                                                                                                             \
+/* pack K^T (E x Sp) and V (S x Evp) of batch entry with offsets off */                                      \
+static inline __attribute__((always_inline)) void pack_kv_##SUF(const geom *g, const int64_t off[4], T *kt, T *vp) { \
+  const T *k = (const T *)g->k + off[1], *v = (const T *)g->v + off[2];                                      \
+  for (int64_t e = 0; e < g->E; e++) {                                                                       \
+    for (int64_t j = 0; j < g->S; j++) kt[e * g->Sp + j] = k[j * g->kr + e * g->kc];                          \
+    for (int64_t j = g->S; j < g->Sp; j++) kt[e * g->Sp + j] = 0;                                             \
+  }                                                                                                           \
+  for (int64_t j = 0; j < g->S; j++) {                                                                       \
+    for (int64_t c = 0; c < g->Ev; c++) vp[j * g->Evp + c] = v[j * g->vr + c * g->vc];                        \
+    for (int64_t c = g->Ev; c < g->Evp; c++) vp[j * g->Evp + c] = 0;                                          \
+  }                                                                                                           \
+}                                                                                                             \
+/* scores of row i (global query index, Sp columns) -> softmax weights in place; columns >= S end 0 */      \
+static inline __attribute__((always_inline)) void softmax_row_##SUF(const geom *g, const int64_t off[4], int64_t i, T *w) { \
+  const T neg = -(T)INFINITY, scale = (T)g->scale;                                                            \
+  int64_t S_ = g->S, Sp = g->Sp;                                                                              \
+  for (int64_t j = 0; j < S_; j++) w[j] = w[j] * scale;                                                       \
+  for (int64_t j = S_; j < Sp; j++) w[j] = neg;                                                               \
+  if (g->mask == MASK_BOOL) {                                                                                 \
+    const uint8_t *m = (const uint8_t *)g->m + off[3] + i * g->mr;                                            \
+    for (int64_t j = 0; j < S_; j++) w[j] = m[j * g->mc] ? w[j] : neg;                                        \
+  } else if (g->mask == MASK_FLOAT) {                                                                         \
+    const T *m = (const T *)g->m + off[3] + i * g->mr;                                                        \
+    for (int64_t j = 0; j < S_; j++) w[j] = w[j] + m[j * g->mc];                                              \
+  }                                                                                                           \
+  if (g->causal) for (int64_t j = i + 1; j < S_; j++) w[j] = neg;                                             \
+  T lane[LANES];                                                                                              \
+  for (int l = 0; l < LANES; l++) lane[l] = neg;                                                              \
+  for (int64_t j = 0; j < Sp; j += LANES)                                                                     \
+    for (int l = 0; l < LANES; l++) lane[l] = w[j + l] > lane[l] ? w[j + l] : lane[l];                        \
+  for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] = lane[l + h] > lane[l] ? lane[l + h] : lane[l]; \
+  T mx = lane[0];                                                                                             \
+  for (int l = 0; l < LANES; l++) lane[l] = 0;                                                                \
+  for (int64_t j = 0; j < Sp; j += LANES)      /* columns >= S: exp(-inf) = 0 adds nothing */                \
+    for (int l = 0; l < LANES; l++) { T e = EXP(w[j + l] - mx); w[j + l] = e; lane[l] += e; }                 \
+  for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] += lane[l + h];                      \
+  T rs = 1 / lane[0];                                                                                         \
+  for (int64_t j = 0; j < S_; j++) w[j] = w[j] * rs;                                                          \
+}                                                                                                             \
+/* units u0 .. u1-1 (unit = batch entry x tile of MR query rows); scratch as in scratch_elems */             \
+static inline __attribute__((always_inline)) void units_##SUF(const geom *g, const int MR, int64_t u0, int64_t u1, T *scr) { \
+  T *kt = scr, *vp = kt + g->E * g->Sp, *qt = vp + g->S * g->Evp, *sc = qt + MR * g->E; \
+  int64_t tiles = (g->L + MR - 1) / MR, packed = -1, off[4];                                                  \
+  for (int64_t u = u0; u < u1; u++) {                                                                         \
+    int64_t bi = u / tiles, i0 = (u % tiles) * MR;                                                            \
+    int rows = (int)(g->L - i0 < MR ? g->L - i0 : MR);                                                        \
+    batch_offsets(g, bi, off);                                                                                \
+    if (packed != bi) { pack_kv_##SUF(g, off, kt, vp); packed = bi; }                                           \
+    const T *q = (const T *)g->q + off[0];                                                                    \
+    for (int r = 0; r < MR; r++)                                                                              \
+      for (int64_t e = 0; e < g->E; e++) qt[r * g->E + e] = r < rows ? q[(i0 + r) * g->qr + e * g->qc] : 0;   \
+    for (int64_t j0 = 0; j0 < g->Sp; j0 += NR) micro_##SUF(MR, g->E, qt, g->E, kt + j0, g->Sp, sc + j0, g->Sp, MR, NR); \
+    for (int r = 0; r < rows; r++) softmax_row_##SUF(g, off, i0 + r, sc + r * g->Sp);                         \
+    T *out = (T *)g->out + (bi * g->L + i0) * g->Ev;                                                          \
+    for (int64_t c0 = 0; c0 < g->Evp; c0 += NR)                                                               \
+      micro_##SUF(MR, g->S, sc, g->Sp, vp + c0, g->Evp, out + c0, g->Ev, rows, (int)(g->Ev - c0 < NR ? g->Ev - c0 : NR)); \
+  }                                                                                                           \
+}
+
+ATTENTION_TILES(f32, float, fmaf, ds_expf)
+ATTENTION_TILES(f64, double, fma, exp)
+
+/* rows per tile of each build: AVX-512 keeps 8 rows x 16 lanes in 8 zmm accumulators, AVX2 4 rows in
+   8 ymm pairs; f64 4 rows */
+#define MR_AVX512 8
+#define MR_AVX2 4
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
+static void units_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *scr) { units_f32(g, MR_AVX512, u0, u1, scr); }
+static void units_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *scr) { units_f32(g, MR_AVX2, u0, u1, scr); }
+static void units_f64_any(const geom *g, int64_t u0, int64_t u1, double *scr) { units_f64(g, MR_AVX2, u0, u1, scr); }
+
+#define ATTENTION_KERNEL(SUF, T, DT, PICK)                                                                      \
+int ds_scaled_dot_product_attention_##SUF(ds_tensor *const *t, const double *attrs) {                          \
+  geom g;                                                                                                     \
+  int rc = make_geom(&g, t, attrs, DT);                                                                       \
+  if (rc) return rc;                                                                                          \
+  if (g.nb == 0 || g.L == 0 || g.Ev == 0) return DS_OK;                                                       \
+  DS_CHECK(g.S > 0, "scaled_dot_product_attention: no keys (S = 0)");                                        \
+  int mr;                                                                                                     \
+  void (*run)(const geom *, int64_t, int64_t, T *);                                                           \
+  PICK                                                                                                        \
+  int64_t tiles = (g.L + mr - 1) / mr, units = g.nb * tiles;                                                  \
+  double work = 2.0 * (double)g.nb * (double)g.L * (double)g.S * (double)(g.E + g.Ev);                        \
+  int64_t per = scratch_elems(&g, mr);                                                                        \
+  int failed = 0;                                                                                             \
+  _Pragma("omp parallel if (units > 1 && work >= PAR_FLOPS)")                                                \
+  {                                                                                                           \
+    T *scr = aligned_alloc(64, (size_t)round_up(per * (int64_t)sizeof(T), 64));                               \
+    if (!scr) {                                                                                               \
+      _Pragma("omp atomic write") failed = 1;                                                                 \
+    } else {                                                                                                  \
+      int nt = omp_get_num_threads(), me = omp_get_thread_num();                                              \
+      int64_t u0 = units * me / nt, u1 = units * (me + 1) / nt;  /* consecutive units: K, V packed once */   \
+      run(&g, u0, u1, scr);                                                                                   \
+      free(scr);                                                                                              \
+    }                                                                                                         \
+  }                                                                                                           \
+  return failed ? ds_fail(DS_ENOMEM, "scaled_dot_product_attention: out of memory for scratch") : DS_OK;     \
+}
+
+ATTENTION_KERNEL(f32, float, DS_F32,
+  if (ds_isa() == DS_ISA_AVX512) { mr = MR_AVX512; run = units_f32_avx512; } else { mr = MR_AVX2; run = units_f32_avx2; })
+ATTENTION_KERNEL(f64, double, DS_F64, mr = MR_AVX2; run = units_f64_any;)
