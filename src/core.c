@@ -37,10 +37,12 @@ static ds_tensor *tensor_struct(void) {
 static int set_shape(ds_tensor *t, int dtype, int ndim, const int64_t *shape) {
   if (dtype < 0 || dtype > DS_BOOL) return ds_fail(DS_EINVAL, "unknown dtype code %d", dtype);
   if (ndim < 0 || ndim > DS_MAXDIM) return ds_fail(DS_EINVAL, "tensors have at most %d dims, got %d", DS_MAXDIM, ndim);
-  int64_t n = 1;
+  /* extent: the product of the non-zero sizes, so contiguous strides cannot overflow even when numel is 0 */
+  int64_t n = 1, extent = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0) return ds_fail(DS_EINVAL, "negative size %lld in dim %d", (long long)shape[i], i + 1);
-    if (shape[i] > 0 && n > (INT64_C(1) << 50) / shape[i]) return ds_fail(DS_ENOMEM, "size too large");
+    if (shape[i] > 0 && extent > (INT64_C(1) << 50) / shape[i]) return ds_fail(DS_ENOMEM, "size too large");
+    if (shape[i] > 0) extent *= shape[i];
     n *= shape[i];
     t->shape[i] = shape[i];
   }
@@ -75,13 +77,16 @@ int ds_tensor_view_fill(ds_tensor *t, const ds_tensor *src, int ndim, const int6
   memset(t, 0, sizeof *t);
   int rc = set_shape(t, src->dtype, ndim, shape);
   if (rc != DS_OK) return rc;
-  int64_t es = ds_dtype_size(src->dtype), lo = offset, hi = offset;
+  int64_t es = ds_dtype_size(src->dtype), lo = offset, hi = offset, step, bytes;
+  int overflow = offset < 0;
   for (int i = 0; i < ndim; i++) {
     t->strides[i] = strides[i];
-    if (shape[i] == 0) { lo = hi = offset; break; }
-    if (strides[i] > 0) hi += strides[i] * (shape[i] - 1); else lo += strides[i] * (shape[i] - 1);
+    if (shape[i] == 0) { lo = hi = offset; overflow = 0; break; }
+    overflow |= __builtin_mul_overflow(strides[i], shape[i] - 1, &step);
+    if (step > 0) overflow |= __builtin_add_overflow(hi, step, &hi); else overflow |= __builtin_add_overflow(lo, step, &lo);
   }
-  if (t->numel > 0 && (lo < 0 || (hi + 1) * es > src->storage->nbytes))
+  if (t->numel > 0 && (overflow || lo < 0 || __builtin_add_overflow(hi, 1, &hi) || __builtin_mul_overflow(hi, es, &bytes) ||
+                       bytes > src->storage->nbytes))
     return ds_fail(DS_ERANGE, "view out of the storage's bounds");
   t->offset = offset;
   t->storage = src->storage;

@@ -1,41 +1,16 @@
--- autograd.lua: the tape -- nodes recorded by dispatch, backward(), ds.grad, no_grad, sum_to.
-local D = require("ds.dispatch")
+-- autograd.lua: backward() over the tape (nodes recorded by tape.lua), ds.grad, no_grad, sum_to.
 local state = require("ds.state")
 local errors = require("ds.errors")
 local dtype = require("ds.dtype")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")
+local tape = require("ds.tape")
+local F = require("ds.ops.common").functions -- zeros_like, ones_like (ops/creation.lua)
 
 local M = {}
 local is_tensor = Tensor.is_tensor
 
-local function requires(x) return is_tensor(x) and rawget(x, "requires_grad") == true end
-
--- Called by dispatch after every op with a backward rule while grad mode is on.
-function M.maybe_record(def, inputs, attrs, outputs)
-  local any, needs = false, {}
-  for i = 1, #inputs do
-    needs[i] = requires(inputs[i])
-    any = any or needs[i]
-  end
-  if not any then return end
-  local node = { def = def, inputs = inputs, attrs = attrs, outputs = outputs, needs = needs }
-  for i = 1, #outputs do
-    local o = outputs[i]
-    if dtype.is_float[o.dtype] then
-      rawset(o, "requires_grad", true)
-      rawset(o, "_grad_fn", node)
-      rawset(o, "_out_index", i)
-    end
-  end
-end
-
-function M.check_inplace(def, x)
-  if rawget(x, "_grad_fn") == nil then
-    errors.raise(def.name .. "_: in-place op on a leaf tensor that requires grad; wrap it in ds.no_grad or use the out-of-place form")
-  end
-  errors.raise(def.name .. "_: in-place op on a tensor that is part of a graph needing grad; use the out-of-place form")
-end
+local requires = tape.requires
 
 -- Sum g down to shape (undo broadcasting): leading dims, then dims that were 1.
 function M.sum_to(g, shape)
@@ -119,7 +94,7 @@ local function run_backward(outputs, grad_outputs, create_graph, wanted)
       if S.numel(y._shape) ~= 1 then
         errors.raise("backward: output " .. i .. " has shape " .. S.str(y._shape) .. "; grad can be implicit only for scalar outputs")
       end
-      g = require("ds.ops.common").functions.ones_like(y)
+      g = F.ones_like(y)
     end
     accumulate(grads, y, g)
     local fn = rawget(y, "_grad_fn")
@@ -137,7 +112,7 @@ local function run_backward(outputs, grad_outputs, create_graph, wanted)
       end
       if any then
         for i, o in ipairs(node.outputs) do
-          if not gouts[i] and rawget(o, "_grad_fn") == node then gouts[i] = require("ds.ops.common").functions.zeros_like(o) end
+          if not gouts[i] and rawget(o, "_grad_fn") == node then gouts[i] = F.zeros_like(o) end
         end
         local gins = { node.def.backward(node, unpack(gouts, 1, #node.outputs)) }
         for i, inp in ipairs(node.inputs) do
@@ -198,7 +173,7 @@ function M.grad(outputs, inputs, opts)
       if not opts.allow_unused then
         errors.raise("grad: input " .. i .. " was not used to compute the outputs (pass allow_unused = true)")
       end
-      g = require("ds.ops.common").functions.zeros_like(x)
+      g = F.zeros_like(x)
     elseif not opts.create_graph then
       g = g:detach()
     end
@@ -278,5 +253,4 @@ function Tensor.detach(x)
   return y
 end
 
-D.set_autograd(M)
 return M

@@ -8,6 +8,8 @@
 -- src/fused.c's (which run the eager per-element code), so compiled results equal eager bit for bit.
 local ffi = require("ffi")
 local dsffi = require("ds.ffi")
+local D = require("ds.dispatch")
+local state = require("ds.state")
 local S = require("ds.shape")
 local sym = require("ds.sym")
 local Tensor = require("ds.tensor")
@@ -116,7 +118,7 @@ function Compiled:plan_for(env)
     if r.kind == "const" then
       local t = self.ir.consts[r.index].tensor:contiguous()
       p.keep[#p.keep + 1] = t
-      if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then errors.raise("compile: constant: " .. dsffi.last_error()) end
+      dsffi.check(C.ds_plan_bind(plan, r.buffer, t._c), "compile: constant")
     elseif r.kind == "input" then p.inputs[r.index] = r
     elseif r.kind == "state" then p.state[r.index] = r
     elseif r.kind == "output" and r.index then p.outputs[r.index] = r
@@ -130,21 +132,20 @@ end
 local EMPTY = {}
 
 local function bind_buffer(plan, r, t, what)
-  if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then errors.raise("compiled graph: " .. what .. ": " .. dsffi.last_error()) end
+  dsffi.check(C.ds_plan_bind(plan, r.buffer, t._c), "compiled graph: " .. what)
 end
 
 local tbuf2 = ffi.new("ds_tensor*[2]")
-local function copy_kernel(dt) return require("ds.dispatch").kernel(require("ds.dispatch").by_name.contiguous, dt) end
+local function copy_kernel(dt) return D.kernel(D.by_name.contiguous, dt) end
 
 -- a control node between C ranges: its inputs copied out of the plan's buffers, its results bound back
 local function run_lua_step(plan, s, env, keep)
   local ins = {}
   for k, l in ipairs(s.ins) do
-    local src = C.ds_plan_buffer(plan, s.in_buffers[k])
-    if src == nil then errors.raise("compiled graph: " .. dsffi.last_error()) end
+    local src = dsffi.check(C.ds_plan_buffer(plan, s.in_buffers[k]), "compiled graph")
     local t = Tensor._empty(l.dtype, l.shape, s.op)
     tbuf2[0] = t._c; tbuf2[1] = ffi.cast("ds_tensor *", src)
-    if copy_kernel(l.dtype)(tbuf2, nil) ~= 0 then errors.raise("compiled graph: " .. dsffi.last_error()) end
+    dsffi.check(copy_kernel(l.dtype)(tbuf2, nil), "compiled graph")
     ins[k] = t
   end
   local outs = s.lua.def.run(s.lua, ins, env, s.attrs)
@@ -174,7 +175,7 @@ local function static_ok(ir, args)
 end
 
 local function fail_bind(plan, what, i)
-  errors.raise(string.format("compiled graph: %s %s: %s", what, tostring(i), dsffi.last_error()))
+  dsffi.fail(string.format("compiled graph: %s %s", what, tostring(i)))
 end
 
 -- run on the tensor inputs (in the graph's input order); returns the outputs as a list
@@ -220,9 +221,7 @@ function Compiled:run(args)
   local segs = p.segments
   for k = 1, #segs do
     local seg = segs[k]
-    if C.ds_plan_run_range(plan, seg.from, seg.to) ~= 0 then
-      errors.raise("compiled " .. (ir.name or "graph") .. ": " .. dsffi.last_error())
-    end
+    dsffi.check(C.ds_plan_run_range(plan, seg.from, seg.to), "compiled " .. (ir.name or "graph"))
     if seg.lua then run_lua_step(plan, seg.lua, env, keep) end
   end
   for k = 1, #grads do
@@ -254,7 +253,6 @@ function Compiled:__call(...)
       end
     end
   end
-  local state = require("ds.state")
   if state.trace then
     -- called while tracing another function: its graph becomes part of that trace
     if not self.graph then errors.raise("compiled " .. (ir.name or "graph") .. ": a loaded graph cannot be called while tracing") end
@@ -291,7 +289,7 @@ function Compiled:profile(runs, ...)
   self(...)
   local p = self._last_plan
   local plan = p.plan
-  if C.ds_plan_profile(plan, 1) ~= 0 then errors.raise("profile: " .. dsffi.last_error()) end
+  dsffi.check(C.ds_plan_profile(plan, 1), "profile")
   local args = { n = select("#", ...), ... }
   local ok, err = pcall(function() for _ = 1, runs do self(unpack(args, 1, args.n)) end end)
   local rows, total = {}, 0
@@ -350,25 +348,5 @@ function M.compile_graph(graph, opts)
 end
 
 function M.is_compiled(x) return getmetatable(x) == Compiled end
-
--- ds.compile(graph_or_fn_or_module, specs, opts)
-function M.compile(ds, target, specs, opts)
-  local Graph = require("ds.graph")
-  if Graph.is_graph(target) then return M.compile_graph(target, specs or opts) end
-  if type(specs) ~= "table" or specs[1] == nil and next(specs) ~= nil and not specs.shape then
-    errors.raise("compile: give a graph, or a function/module and a list of specs (ds.spec)")
-  end
-  if not ds.trace then errors.raise("compile: tracing is not available (ds.trace missing)") end
-  return M.compile_graph(ds.trace(target, specs), opts)
-end
-
-function M.install(ds)
-  local lazy = ds.compile
-  ds.compile_graph = M.compile_graph
-  ds._compile_impl = function(target, specs, opts) return M.compile(ds, target, specs, opts) end
-  if not lazy then ds.compile = function(target, specs, opts) return M.compile(ds, target, specs, opts) end end
-  ds.is_compiled = M.is_compiled
-  ds.format_profile = M.format_profile
-end
 
 return M

@@ -9,6 +9,8 @@ local Tensor = require("ds.tensor")
 local Graph = require("ds.graph")
 local T = require("ds.trace")
 local autograd = require("ds.autograd")
+local tape = require("ds.tape")
+local F = require("ds.ops.common").functions
 
 local M = {}
 local is_tensor = Tensor.is_tensor
@@ -96,7 +98,7 @@ local function emit_node(parent, def, inputs, attrs, metas, registry, written)
   local outs = parent:record_op(def, inputs, attrs, metas, nil)
   local n = attrs.nresults
   for j, k in ipairs(written) do parent:rebind(registry.list[k], parent:value_of(outs[n + j])) end
-  if state.grad_enabled and def.backward then autograd.maybe_record(def, inputs, attrs, outs) end
+  if state.grad_enabled and def.backward then tape.maybe_record(def, inputs, attrs, outs) end
   return unpack(outs, 1, n)
 end
 
@@ -164,7 +166,6 @@ function M.cond_backward(ctx, ...)
       for i = 1, attrs.nresults do
         if rawget(outs[i], "requires_grad") then ys[#ys + 1] = outs[i]; gs[#gs + 1] = args[nin + i] end
       end
-      local F = require("ds.ops.common").functions
       local res = {}
       for i = 1, nin do res[i] = F.zeros_like(xs[i]) end
       if #ys > 0 and #want > 0 then
@@ -179,7 +180,7 @@ function M.cond_backward(ctx, ...)
   local operands = {}
   for i = 2, #ctx.inputs do operands[#operands + 1] = ctx.inputs[i] end
   for i = 1, attrs.nresults do
-    operands[#operands + 1] = gouts[i] or require("ds.ops.common").functions.zeros_like(ctx.outputs[i])
+    operands[#operands + 1] = gouts[i] or F.zeros_like(ctx.outputs[i])
   end
   return nil, M.cond(ctx.inputs[1], grad_branch(attrs.then_graph), grad_branch(attrs.else_graph),
     unpack(operands, 1, #operands))
@@ -266,17 +267,16 @@ end
 
 -- samples for the op-table loop test: inputs, attrs, and fn(inputs...) that uses the op's API
 function M.sample(name)
-  local ds = require("ds")
   if name == "cond" then
-    return { ds.tensor(true), ds.tensor({ 1, 2, 3 }) }, {}, function(p, x)
+    return { F.tensor(true), F.tensor({ 1, 2, 3 }) }, {}, function(p, x)
       return M.cond(p, function(a) return a * 2 end, function(a) return a - 1 end, x)
     end
   elseif name == "while_loop" then
-    return { ds.tensor(0), ds.tensor(10) }, {}, function(a, b)
+    return { F.tensor(0), F.tensor(10) }, {}, function(a, b)
       return M.while_loop(function(u, v) return u:lt(v) end, function(u, v) return u + 2, v + 1 end, { a, b })
     end
   end
-  return { ds.tensor({ 1, 2 }) }, {}, function(x)
+  return { F.tensor({ 1, 2 }) }, {}, function(x)
     M.print("sample", x)
     return x + 0
   end

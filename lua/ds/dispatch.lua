@@ -1,9 +1,14 @@
 -- dispatch.lua: the op registry and the one call path every op takes (eager, autograd, trace).
+-- M.call(def, inputs, attrs, out): attrs -> prepare -> promote -> infer -> trace record or kernel -> tape.
+-- Its eager shortcuts, M.fast_binary and M.fast_unary (x + y, x:relu() on tensors of one dtype and shape, no
+-- grad, not tracing), call the same kernel directly and fall back to M.call for everything else.
 local dsffi = require("ds.ffi")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local state = require("ds.state")
 local Tensor = require("ds.tensor")
+local S = require("ds.shape")
+local tape = require("ds.tape")
 local ffi, C = dsffi.ffi, dsffi.C
 
 local M = { list = {}, by_name = {} }
@@ -57,6 +62,49 @@ function M.kernel(def, dt)
 end
 
 -- ---- attrs ----
+local function attr_error(def, name, fmt, ...)
+  errors.raise(string.format("%s: option '%s' ", def.name, name) .. string.format(fmt, ...))
+end
+
+-- a number that is an integer (symbolic sizes are tables, allowed while tracing)
+local function integer_ok(v)
+  if type(v) == "number" then return v == math.floor(v) and v > -math.huge and v < math.huge end
+  return type(v) == "table" and state.trace ~= nil
+end
+
+-- check one attr value against its schema entry { name, type, default, enum values, min =, max = }
+local function check_attr(def, a, v)
+  local name, ty = a[1], a[2]
+  local tv = type(v)
+  local ok = (ty == "int" or ty == "dim" or ty == "float") and tv == "number"
+    or ty == "bool" and tv == "boolean"
+    or (ty == "dims" or ty == "ints" or ty == "floats") and tv == "table" and getmetatable(v) == nil
+    or (ty == "enum" or ty == "string" or ty == "dtype") and tv == "string"
+    or ty == "any"
+  if not ok and (ty == "int" or ty == "dim" or ty == "float") and tv == "table" and state.trace then ok = true end
+  if not ok then attr_error(def, name, "must be %s, got %s", ty, tv) end
+  if (ty == "int" or ty == "dim") and not integer_ok(v) then attr_error(def, name, "must be an integer, got %s", tostring(v)) end
+  if ty == "dims" or ty == "ints" or ty == "floats" then
+    local n = 0
+    for _ in pairs(v) do n = n + 1 end
+    if n ~= #v then attr_error(def, name, "must be a list (keys 1..n)") end
+    for i = 1, n do
+      local e = v[i]
+      if ty == "floats" and type(e) ~= "number" or ty ~= "floats" and not integer_ok(e) then
+        attr_error(def, name, "element %d must be %s, got %s", i, ty == "floats" and "a number" or "an integer", tostring(e))
+      end
+    end
+  end
+  if ty == "dtype" and not dtype.normalize(v) then attr_error(def, name, "is an unknown dtype '%s'", v) end
+  if ty == "enum" then
+    local found = false
+    for _, e in ipairs(a[4]) do if e == v then found = true end end
+    if not found then attr_error(def, name, "must be one of %s, got '%s'", table.concat(a[4], ", "), v) end
+  end
+  if tv == "number" and (a.min and not (v >= a.min) or a.max and not (v <= a.max)) then
+    attr_error(def, name, "must be in [%s, %s], got %s", tostring(a.min or -math.huge), tostring(a.max or math.huge), tostring(v))
+  end
+end
 -- Fill defaults and check names/types; returns a fresh table (never the caller's).
 local NO_ATTRS = setmetatable({}, { __newindex = function() error("internal: attrs of an op without attrs are read-only", 2) end })
 function M.attrs(def, given)
@@ -72,25 +120,7 @@ function M.attrs(def, given)
     local name, ty, default = a[1], a[2], a[3]
     local v = out[name]
     if v == nil then v = default; out[name] = v end
-    if v ~= nil then
-      local tv = type(v)
-      local ok = (ty == "int" or ty == "dim" or ty == "float") and tv == "number"
-        or ty == "bool" and tv == "boolean"
-        or (ty == "dims" or ty == "ints" or ty == "floats") and tv == "table"
-        or (ty == "enum" or ty == "string" or ty == "dtype") and tv == "string"
-        or ty == "any"
-      if not ok and (ty == "int" or ty == "dim" or ty == "float") and tv == "table" and state.trace then ok = true end
-      if not ok then
-        errors.raise(string.format("%s: option '%s' must be %s, got %s", def.name, name, ty, tv))
-      end
-      if ty == "enum" then
-        local found = false
-        for _, e in ipairs(a[4]) do if e == v then found = true end end
-        if not found then
-          errors.raise(string.format("%s: option '%s' must be one of %s, got '%s'", def.name, name, table.concat(a[4], ", "), v))
-        end
-      end
-    end
+    if v ~= nil then check_attr(def, a, v) end
   end
   return out
 end
@@ -147,15 +177,55 @@ function M.cast(x, dt)
   return M.call(M.by_name.astype, { x }, { dtype = dt })
 end
 
--- ---- the call path ----
-local autograd -- set by autograd.lua (avoids a require cycle)
-function M.set_autograd(a) autograd = a end
+-- ---- graphs: one node checked by the same schema, without running it ----
+-- Validate a node of a graph that was not built through M.call (a loaded file): the op's arity, its
+-- attrs against the schema (unknown keys, types, ranges), dim attrs already normalized (1..ndim of
+-- input 1), each input a known dtype and a valid shape, then shape inference and the output shapes.
+--   def: an op table entry; inputs: array of { dtype = "f32", _shape = {...} }; given: the attrs table.
+-- Returns attrs (defaults filled) and metas (array of { shape =, dtype = }); raises "op: message".
+-- Control ops (def.run) are checked up to their attrs: their outputs come from their sub-graphs.
+function M.validate(def, inputs, given)
+  if type(given) ~= "table" then errors.raise(def.name .. ": attrs must be a table, got " .. type(given)) end
+  if not def.variadic and def.ninputs and not def.run and #inputs ~= def.ninputs then
+    errors.raise(string.format("%s: %d inputs given, the op takes %d", def.name, #inputs, def.ninputs))
+  end
+  for i = 1, #inputs do
+    local x = inputs[i]
+    if type(x) ~= "table" or not dtype.code[x.dtype] then
+      errors.raise(string.format("%s: input %d has no known dtype", def.name, i))
+    end
+    S.check(x._shape, def.name)
+  end
+  local attrs = M.attrs(def, given)
+  local ndim = inputs[1] and #inputs[1]._shape
+  for _, a in ipairs(def.attrs) do
+    local v, ty = attrs[a[1]], a[2]
+    local list = ty == "dims" and v or ty == "dim" and { v } or {}
+    for _, d in ipairs(ndim and list or {}) do
+      local hi = math.max(ndim, 1) -- a 0-d tensor has the one dim 1, as S.dim says
+      if type(d) == "number" and (d < 1 or d > hi) then
+        errors.raise(string.format("%s: option '%s' dim %d out of range for a %d-d input (1..%d)", def.name, a[1], d, ndim, hi))
+      end
+    end
+  end
+  if def.run then return attrs, nil end
+  local ok, metas = pcall(def.infer, inputs, attrs, def)
+  if not ok then
+    local msg = tostring(metas):gsub("^[^:]*:%d+: ", "")
+    errors.raise(msg:sub(1, #def.name + 2) == def.name .. ": " and msg or def.name .. ": " .. msg)
+  end
+  if type(metas) ~= "table" then errors.raise(def.name .. ": shape inference gave no outputs") end
+  if metas.shape then metas = { metas } end
+  for i = 1, #metas do S.check(metas[i].shape, def.name) end
+  return attrs, metas
+end
 
+-- ---- the call path ----
 -- Run an already-normalized op eagerly: allocate outputs (or use out), call the kernel.
 function M.run_kernel(def, inputs, attrs, metas, out)
   local outputs = {}
   if def.view then
-    outputs[1] = def.view(inputs[1], attrs, metas[1])
+    outputs[1] = Tensor._view(def.view(inputs[1], attrs, metas[1]))
     return outputs
   end
   for i = 1, def.noutputs do
@@ -170,15 +240,37 @@ function M.run_kernel(def, inputs, attrs, metas, out)
   for i = 1, #inputs do tb[def.noutputs + i - 1] = inputs[i]._c end
   local ab = M.pack(def, attrs)
   local rc = k(tb, ab)
-  if rc ~= 0 then
-    local msg = dsffi.last_error() -- kernels name their op; do not say it twice
-    errors.raise(msg:sub(1, #def.name + 2) == def.name .. ": " and msg or def.name .. ": " .. msg)
-  end
+  for i = 0, nt - 1 do tb[i] = nil end -- no slot keeps a tensor the GC may collect
+  dsffi.check(rc, def.name)
   return outputs
+end
+
+-- every tensor input the op table says the op takes is there (a missing one is nil in inputs)
+local function check_arity(def, inputs)
+  local nin = def.ninputs
+  if def.variadic or not nin then return end
+  for i = 1, nin do
+    if inputs[i] == nil then
+      errors.raise(string.format("%s: argument %d is missing (the op takes %d tensor inputs)", def.name, i, nin))
+    end
+  end
+  if inputs[nin + 1] ~= nil then
+    errors.raise(string.format("%s: %d tensor inputs given, the op takes %d", def.name, #inputs, nin))
+  end
+end
+
+-- output shapes: the dim limit is cheap to check on every call; the full check (sizes, extent) runs
+-- where a shape is made (Tensor._empty, Tensor._view) and on every traced shape
+local function check_shapes(def, metas)
+  for i = 1, #metas do
+    local s = metas[i].shape
+    if #s > S.MAXDIM or state.trace then S.check(s, def.name) end
+  end
 end
 
 -- inputs: array of tensors/numbers; attrs: user table or nil; out: tensor for in-place/out= forms
 function M.call(def, inputs, attrs, out)
+  check_arity(def, inputs)
   attrs = M.attrs(def, attrs)
   if def.prepare then inputs = def.prepare(inputs, attrs) or inputs end
   if def.promote then
@@ -197,29 +289,90 @@ function M.call(def, inputs, attrs, out)
   end
   local metas = def.infer(inputs, attrs, def)
   if metas.shape then metas = { metas } end
+  check_shapes(def, metas)
   if out then
     local m = metas[1]
     if out.dtype ~= m.dtype then
       errors.raise(string.format("%s_: result dtype %s cannot be written into a %s tensor", def.name, m.dtype, out.dtype))
     end
-    if not require("ds.shape").equal(out._shape, m.shape) then
+    if not S.equal(out._shape, m.shape) then
       errors.raise(string.format("%s_: result shape %s does not match the in-place tensor's %s", def.name,
-        require("ds.shape").str(m.shape), require("ds.shape").str(out._shape)))
+        S.str(m.shape), S.str(out._shape)))
     end
   end
   local outputs
   if state.trace then
     outputs = state.trace.record(def, inputs, attrs, metas, out)
   else
-    if out and autograd and state.grad_enabled and rawget(out, "requires_grad") then
-      autograd.check_inplace(def, out)
+    if out and state.grad_enabled and rawget(out, "requires_grad") then
+      tape.check_inplace(def, out)
     end
     outputs = M.run_kernel(def, inputs, attrs, metas, out)
   end
-  if autograd and state.grad_enabled and def.backward then
-    autograd.maybe_record(def, inputs, attrs, outputs)
+  if state.grad_enabled and def.backward then
+    tape.maybe_record(def, inputs, attrs, outputs)
   end
   return unpack(outputs, 1, def.noutputs)
+end
+
+-- ---- eager shortcuts ----
+-- Dispatch costs more than a small kernel (bench/small_ops.lua); these skip attrs, promotion, inference
+-- and the tape when they would do nothing: concrete tensors, no grad needed, not tracing.
+local fast_tb = ffi.new("ds_tensor*[3]")
+local no_attrs = ffi.new("double[1]")
+local empty = Tensor._empty
+
+-- unrolled (at most 8 dims; missing ones are nil on both sides): no inner loop in a chain's trace
+local function same_shape(sa, sb)
+  return #sa == #sb and sa[1] == sb[1] and sa[2] == sb[2] and sa[3] == sb[3] and sa[4] == sb[4]
+    and sa[5] == sb[5] and sa[6] == sb[6] and sa[7] == sb[7] and sa[8] == sb[8]
+end
+
+-- (tensor op tensor) of one dtype and shape runs def's kernel; inplace writes into a; else slow(a, b)
+function M.fast_binary(def, slow, inplace)
+  local kernels = {}
+  local name = inplace and def.name .. "_" or def.name
+  return function(a, b)
+    if type(a) == "table" and type(b) == "table" and not state.trace then
+      local ca, cb = rawget(a, "_c"), rawget(b, "_c")
+      local dt = rawget(a, "dtype")
+      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
+        local sa, sb = a._shape, b._shape
+        local same = sa == sb or same_shape(sa, sb)
+        local k = kernels[dt]
+        if same and k == nil and def.dtypes[dt] then k = M.kernel(def, dt); kernels[dt] = k end
+        if same and k then
+          local out = inplace and a or empty(dt, sa, def.name)
+          fast_tb[0] = out._c; fast_tb[1] = ca; fast_tb[2] = cb
+          local rc = k(fast_tb, no_attrs)
+          if rc ~= 0 then dsffi.fail(name) end
+          return out
+        end
+      end
+    end
+    local r = slow(a, b)
+    return r
+  end
+end
+
+-- an attr-less unary op on a concrete tensor of a kernel dtype runs def's kernel; else slow(a, ...)
+function M.fast_unary(def, slow)
+  local kernels = {}
+  return function(a, ...)
+    if type(a) == "table" and (...) == nil and not state.trace then
+      local ca, dt = rawget(a, "_c"), rawget(a, "dtype")
+      if ca and def.dtypes[dt] and not (state.grad_enabled and rawget(a, "requires_grad")) then
+        local k = kernels[dt]
+        if k == nil then k = M.kernel(def, dt); kernels[dt] = k end
+        local out = empty(dt, a._shape, def.name)
+        fast_tb[0] = out._c; fast_tb[1] = ca
+        if k(fast_tb, no_attrs) ~= 0 then dsffi.fail(def.name) end
+        return out
+      end
+    end
+    local r = slow(a, ...)
+    return r
+  end
 end
 
 return M

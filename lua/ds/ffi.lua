@@ -1,5 +1,6 @@
 -- ffi.lua: loads libds, declares src/ds.h to the FFI, turns C status codes into Lua errors.
 local ffi = require("ffi")
+local errors = require("ds.errors")
 
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 
@@ -42,6 +43,31 @@ local M = { C = C, ffi = ffi, libpath = libpath }
 
 function M.last_error()
   return ffi.string(C.ds_last_error())
+end
+
+-- the Lua error for a failed C call: "what: <libds's message>" (once: kernels already name their op);
+-- hot paths test the status themselves and call fail only then (what is often built with string.format)
+local function fail(what)
+  local msg = M.last_error()
+  errors.raise(msg:sub(1, #what + 2) == what .. ": " and msg or what .. ": " .. msg)
+end
+
+M.fail = fail
+
+-- check(C.ds_x(...), what): a status other than DS_OK, or a NULL pointer, raises; returns the result
+function M.check(result, what)
+  if type(result) == "number" then
+    if result ~= 0 then fail(what) end
+  elseif result == nil then
+    fail(what)
+  end
+  return result
+end
+
+-- check_index(C.ds_plan_add_buffer(...), what): for the calls that return an index, or -1 on failure
+function M.check_index(i, what)
+  if i < 0 then fail(what) end
+  return i
 end
 
 return M

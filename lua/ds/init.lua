@@ -1,11 +1,25 @@
--- init.lua: the ds namespace: tensors, the op functions, autograd, and (when present) nn/optim/data/trace.
+-- init.lua: the ds namespace: tensors, the op functions, autograd, nn/optim/data, trace/compile, save/load.
+-- The top of the layering (docs/INTERNALS.md): every module below is required here, none requires "ds".
 local dsffi = require("ds.ffi")
+local clock = require("ds.clock")
 local Tensor = require("ds.tensor")
 local D = require("ds.dispatch")
 local autograd = require("ds.autograd")
 local F = require("ds.ops")
 local print_ = require("ds.print")
 local state = require("ds.state")
+local random = require("ds.random")
+local nn = require("ds.nn")
+local optim = require("ds.optim")
+local data = require("ds.data")
+local state_file = require("ds.state_file")
+local trace = require("ds.trace")
+local control = require("ds.control")
+require("ds.ops.control") -- the cond, while_loop and print nodes (above control.lua, which traces them)
+local compile = require("ds.compile")
+local lazy = require("ds.lazy")
+local progress = require("ds.progress")
+local io_ = require("ds.io")
 
 local ds = { Tensor = Tensor, version = "0.1.0", ops = D, autograd = autograd }
 
@@ -19,15 +33,7 @@ ds.is_grad_enabled = autograd.is_grad_enabled
 ds.grad = autograd.grad
 ds.set_printoptions = print_.set_printoptions
 function ds.executing_eagerly() return state.trace == nil end
-
--- wall-clock seconds from a monotonic clock (os.clock is CPU time, summed over threads)
-dsffi.ffi.cdef [[ struct ds_timespec { long tv_sec; long tv_nsec; };
-                  int clock_gettime(int clk, struct ds_timespec *ts); ]]
-local ts = dsffi.ffi.new("struct ds_timespec")
-function ds.clock()
-  dsffi.ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
+ds.clock = clock -- wall-clock seconds, monotonic
 
 -- engine facts: threads, BLAS core type, memory
 function ds.set_num_threads(n) dsffi.C.ds_set_num_threads(n) end
@@ -48,7 +54,6 @@ function ds.info()
     cached_bytes = tonumber(C.ds_mem_cached_bytes()),
   }
 end
-ds.config = ds.info
 function ds.memory()
   local C = dsffi.C
   return { live_bytes = tonumber(C.ds_mem_live_bytes()), cached_bytes = tonumber(C.ds_mem_cached_bytes()),
@@ -56,14 +61,19 @@ function ds.memory()
 end
 function ds.empty_cache() collectgarbage("collect"); dsffi.C.ds_mem_empty_cache() end
 
--- optional layers: each loads if present (they are added issue by issue)
-for _, name in ipairs { "random", "nn", "optim", "data", "state_file", "io", "trace", "compile", "progress" } do
-  local ok, mod = pcall(require, "ds." .. name)
-  if ok then
-    if type(mod) == "table" and mod.install then mod.install(ds) else ds[name] = mod end
-  elseif not tostring(mod):find("module 'ds." .. name .. "' not found", 1, true) then
-    error(mod, 0)
-  end
-end
+-- the layers above the op table put their API into the namespace
+random.install(ds)
+nn.install(ds)
+optim.install(ds)
+data.install(ds)
+state_file.install(ds)
+trace.install(ds)
+control.install(ds)
+ds.compile = lazy.compile
+ds.Lazy = lazy.Lazy
+ds.is_compiled = compile.is_compiled
+ds.format_profile = compile.format_profile
+ds.progress = progress
+io_.install(ds)
 
 return ds

@@ -8,10 +8,10 @@ local state = require("ds.state")
 local Tensor = require("ds.tensor")
 local T = require("ds.trace")
 local Graph = require("ds.graph")
+local compiler = require("ds.compile")
 
 local M = { warn_after = 5 }
 local is_tensor = Tensor.is_tensor
-local ds -- set by install
 
 -- where warnings go (tests replace it)
 function M.warn(msg) io.stderr:write("ds warning: ", msg, "\n") end
@@ -90,12 +90,6 @@ function Lazy:what_changed(prev, parts)
   return "same signature"
 end
 
--- the compiler's hook when it is installed, else the graph runs as traced
-local function compile_graph(g)
-  if ds and ds.compile_graph then return ds.compile_graph(g) end
-  return g
-end
-
 function Lazy:specs_for(args, n)
   local specs = { n = n }
   for i = 1, n do
@@ -118,7 +112,7 @@ function Lazy:trace_specs(specs)
   end
   local g = self:trace_with(named)
   self.count = 1
-  self.fixed = { graph = g, run = compile_graph(g) }
+  self.fixed = { graph = g, run = compiler.compile_graph(g) }
 end
 
 function Lazy:retrace(key, parts, args, n)
@@ -127,7 +121,7 @@ function Lazy:retrace(key, parts, args, n)
       self:what_changed(self.last_parts, parts)))
   end
   local g = self:trace_with(self:specs_for(args, n))
-  local entry = { graph = g, run = compile_graph(g), parts = parts }
+  local entry = { graph = g, run = compiler.compile_graph(g), parts = parts }
   self.cache[key] = entry
   self.count = self.count + 1
   local limit = self.opts.warn_after or M.warn_after
@@ -187,25 +181,18 @@ local function is_spec_list(t)
   return t[1] ~= nil or (t.n ~= nil and t.n > 0)
 end
 
--- ds.compile(fn_or_module[, opts]) is lazy (this file); ds.compile(graph | fn_or_module, specs[, opts]) goes to
--- ds._compile_impl when the compiler installs one, else traces once with the specs.
+-- ds.compile(fn_or_module[, opts]) is lazy (this file); ds.compile(graph[, opts]) and
+-- ds.compile(fn_or_module, specs[, opts]) compile now (compile.lua), tracing once with the specs.
 function M.compile(target, specs_or_opts, opts)
   local callable = type(target) == "function" or T.is_module(target)
   if callable and not is_spec_list(specs_or_opts) then return M.new(target, specs_or_opts) end
-  if ds._compile_impl then return ds._compile_impl(target, specs_or_opts, opts) end
-  if Graph.is_graph(target) then return compile_graph(target) end
-  if not callable then errors.raise("compile: expects a function, a module or a graph, got " .. type(target)) end
-  local specs = T.is_spec(specs_or_opts) and { specs_or_opts } or specs_or_opts
-  local o = {}
-  for k, v in pairs(opts or {}) do o[k] = v end
-  o.specs = specs
-  return M.new(target, o)
+  if Graph.is_graph(target) then return compiler.compile_graph(target, specs_or_opts or opts) end
+  if type(specs_or_opts) ~= "table" or specs_or_opts[1] == nil and next(specs_or_opts) ~= nil and not specs_or_opts.shape then
+    errors.raise("compile: give a graph, or a function/module and a list of specs (ds.spec)")
+  end
+  return compiler.compile_graph(T.trace(target, specs_or_opts), opts)
 end
 
-function M.install(d)
-  ds = d
-  d.compile = M.compile
-  d.Lazy = Lazy
-end
+M.Lazy = Lazy
 
 return M

@@ -6,13 +6,12 @@
 --   bar:close()
 local dsffi = require("ds.ffi")
 local errors = require("ds.errors")
+local monotonic_clock = require("ds.clock")
 
 local M = {}
 
 local Bar = {}
 Bar.__index = Bar
-
-local function default_clock() return require("ds").clock() end
 
 local function hms(s)
   if s ~= s or s == math.huge then return "?" end
@@ -38,7 +37,7 @@ function M.bar(opts)
     errors.raise("progress.bar: total must be a non-negative number, got " .. tostring(opts.total))
   end
   local out = opts.out or io.stdout
-  local clock = opts.clock or default_clock
+  local clock = opts.clock or monotonic_clock
   local tty = opts.tty
   if tty == nil then tty = is_terminal(out) end
   local now = clock()
@@ -139,7 +138,5 @@ function M.wrap(iter, opts)
 end
 
 M.Bar = Bar
-
-function M.install(ds) ds.progress = M end
 
 return M

@@ -148,7 +148,7 @@ function M.randperm(n)
     local j = 1 + math.floor(u[i] * i)
     perm[i], perm[j] = perm[j], perm[i]
   end
-  return require("ds.ops").tensor(perm, { dtype = "i64" })
+  return C.functions.tensor(perm, { dtype = "i64" })
 end
 
 -- dropout(x, p, training): zero each element with probability p and scale the rest by 1/(1-p);

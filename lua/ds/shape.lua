@@ -2,20 +2,11 @@
 local errors = require("ds.errors")
 local M = {}
 
--- Dims are numbers eagerly; while tracing they may be symbolic objects (ds.sym) that define
--- __eq-like helpers through M.same / M.mul. Hooks are installed by trace.lua.
-M.sym = nil
+-- Dims are numbers eagerly; while tracing they may be symbolic dims (sym.lua): interned objects, so
+-- equal dims are the same Lua value, and their metamethods do the arithmetic.
+function M.same(a, b) return a == b end
 
-function M.same(a, b)
-  if a == b then return true end
-  if M.sym and (type(a) == "table" or type(b) == "table") then return M.sym.same(a, b) end
-  return false
-end
-
-function M.mul(a, b)
-  if type(a) == "number" and type(b) == "number" then return a * b end
-  return M.sym.mul(a, b)
-end
+function M.mul(a, b) return a * b end
 
 function M.numel(shape)
   local n = 1
@@ -69,6 +60,39 @@ function M.dim(d, ndim, opname, allow_end)
       opname, d, ndim, -hi, hi))
   end
   return r
+end
+
+-- the limits every shape obeys (src/ds.h DS_MAXDIM; src/core.c caps the product of non-zero sizes)
+M.MAXDIM = 8
+M.MAX_EXTENT = 2 ^ 50
+
+-- Check a shape an op is about to build: at most MAXDIM dims, each a non-negative integer (or a
+-- symbolic dim while tracing), the product of its non-zero sizes at most MAX_EXTENT (so neither
+-- numel, bytes nor strides overflow). Raises "opname: ..." otherwise; returns the shape.
+function M.check(shape, opname)
+  if type(shape) ~= "table" then
+    errors.raise(string.format("%s: a shape must be a list of sizes, got %s", opname, type(shape)))
+  end
+  local n = #shape
+  if n > M.MAXDIM then
+    errors.raise(string.format("%s: tensors have at most %d dims, got %d", opname, M.MAXDIM, n))
+  end
+  local extent = 1
+  for i = 1, n do
+    local d = shape[i]
+    if type(d) == "number" then
+      if d < 0 or d ~= math.floor(d) then
+        errors.raise(string.format("%s: invalid size %s in dim %d (sizes must be non-negative integers)", opname, tostring(d), i))
+      end
+      if d > 0 then extent = extent * d end
+    elseif getmetatable(d) ~= "ds.sym" then -- a symbolic dim (sym.lua) while tracing
+      errors.raise(string.format("%s: size %d must be an integer, got %s", opname, i, type(d)))
+    end
+  end
+  if extent > M.MAX_EXTENT then
+    errors.raise(string.format("%s: shape %s is too large (more than 2^50 elements)", opname, M.str(shape)))
+  end
+  return shape
 end
 
 function M.contiguous_strides(shape)

@@ -2,6 +2,10 @@
 -- A symbolic dim is an interned object: equal expressions are the same Lua object, so `a == b` and
 -- shape.same work by identity. Expressions that reduce to a constant are plain Lua numbers.
 local errors = require("ds.errors")
+local S = require("ds.shape")
+local Tensor = require("ds.tensor")
+local D = require("ds.dispatch")
+local F = require("ds.ops.common").functions -- add, sub, mul, div (ops/elementwise.lua)
 
 local M = {}
 local Sym = { __metatable = "ds.sym" }
@@ -168,14 +172,12 @@ end
 -- ---- Lua operators: arithmetic with numbers and other dims; tensors delegate to tensor ops ----
 -- a dim meeting a tensor becomes a 0-d node of the tensor's dtype (an integer: a weak scalar)
 local function tensor_op(name, a, b)
-  local T = require("ds.tensor")
-  local t = T.is_tensor(a) and a or T.is_tensor(b) and b or nil
+  local t = Tensor.is_tensor(a) and a or Tensor.is_tensor(b) and b or nil
   if not t then return nil end
   local dt = t.dtype == "bool" and "i64" or t.dtype
-  local D = require("ds.dispatch")
   if is_sym(a) then a = D.scalar(a, dt) end
   if is_sym(b) then b = D.scalar(b, dt) end
-  return require("ds.ops.common").functions[name](a, b)
+  return F[name](a, b)
 end
 Sym.__add = function(a, b) return tensor_op("add", a, b) or M.add(a, b) end
 Sym.__sub = function(a, b) return tensor_op("sub", a, b) or M.sub(a, b) end
@@ -194,7 +196,6 @@ Sym.__le = no_compare
 -- Bind symbolic dims from actual input tensors. specs[i] = {name, shape, dtype}; label names the graph in
 -- messages ("graph g", "compiled g"); env may carry an enclosing graph's bindings. Returns env.
 function M.bind_inputs(label, specs, args, env)
-  local S = require("ds.shape")
   env = env or {}
   local from, deferred = {}, {}
   if #args ~= #specs then

@@ -2,6 +2,7 @@
 local dsffi = require("ds.ffi")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
+local S = require("ds.shape")
 local ffi, C = dsffi.ffi, dsffi.C
 
 local Tensor = {}          -- methods (filled here and by the op table)
@@ -55,7 +56,7 @@ end
 -- A new contiguous tensor; shape is a Lua array of non-negative integers (kept, not copied).
 local function empty(dt, shape, opname)
   local n, numel = #shape, 1
-  if n > 8 then errors.raise(string.format("%s: at most 8 dims, got %d", opname or "empty", n)) end
+  if n > S.MAXDIM then S.check(shape, opname or "empty") end
   -- unrolled: LuaJIT unrolls at most 15 inner-loop entries per trace, and a chain of ops is one trace
   if n >= 1 then numel = put_dim(shape, 1, numel, opname)
   if n >= 2 then numel = put_dim(shape, 2, numel, opname)
@@ -65,17 +66,19 @@ local function empty(dt, shape, opname)
   if n >= 6 then numel = put_dim(shape, 6, numel, opname)
   if n >= 7 then numel = put_dim(shape, 7, numel, opname)
   if n >= 8 then numel = put_dim(shape, 8, numel, opname) end end end end end end end end
+  if numel == 0 or numel > S.MAX_EXTENT then S.check(shape, opname or "empty") end -- strides must not overflow
   local bytes = numel * dtype.size[dt]
   if bytes <= SMALL_BYTES then
     local h = small_ct(bytes / 8 + 1)
-    C.ds_tensor_init(h.t, h.s, h.d, bytes, dtype.code[dt], n, shape_buf)
+    if C.ds_tensor_init(h.t, h.s, h.d, bytes, dtype.code[dt], n, shape_buf) ~= 0 then
+      errors.raise((opname or "empty") .. ": " .. dsffi.last_error())
+    end
     local t = setmetatable({ _c = ffi.cast(tensor_ptr, h), _h = h, _shape = shape, dtype = dt }, mt)
     return t
   end
   local c = C.ds_tensor_new(dtype.code[dt], n, shape_buf)
   if c == nil then
-    errors.raise(string.format("%s: cannot allocate %s tensor of shape %s: %s", opname or "empty", dt,
-      require("ds.shape").str(shape), dsffi.last_error()))
+    dsffi.fail(string.format("%s: cannot allocate %s tensor of shape %s", opname or "empty", dt, S.str(shape)))
   end
   memory_pressure(bytes)
   local t = wrap(c, shape, dt)
@@ -85,13 +88,13 @@ Tensor._empty = empty
 
 -- A view sharing x's storage (shape/strides Lua arrays, offset in elements from the storage start).
 -- The view's struct is GC memory; _base keeps the tensor that owns the storage alive.
-function Tensor._view(x, shape, strides, offset)
+function Tensor._view(x, shape, strides, offset, opname)
+  S.check(shape, opname or "view")
   local n = #shape
+  if #strides ~= n then errors.raise(string.format("%s: %d strides for %d dims", opname or "view", #strides, n)) end
   for i = 1, n do shape_buf[i - 1] = shape[i]; stride_buf[i - 1] = strides[i] end
   local v = view_ct()
-  if C.ds_tensor_view_fill(v, x._c, n, shape_buf, stride_buf, offset) ~= 0 then
-    errors.raise("view: " .. dsffi.last_error())
-  end
+  dsffi.check(C.ds_tensor_view_fill(v, x._c, n, shape_buf, stride_buf, offset), opname or "view")
   local t = setmetatable({ _c = ffi.cast(tensor_ptr, v), _h = v, _base = rawget(x, "_base") or x, _shape = shape, dtype = x.dtype }, mt)
   return t
 end
@@ -125,22 +128,35 @@ mt.__newindex = function(x, k, v)
   rawset(x, k, v)
 end
 
+local function abstract_read(x, what)
+  errors.raise(string.format("%s: cannot read the value of an abstract tensor while tracing (%s); "
+    .. "use ds.cond / ds.while_loop for data-dependent control flow", what, errors.user_site()))
+end
+Tensor._abstract_read = abstract_read
+-- the C tensor of x; an abstract tensor (while tracing) has none
+local function concrete(x, what)
+  local c = rawget(x, "_c")
+  if c == nil then abstract_read(x, what) end
+  return c
+end
+
 -- ---- basic queries ----
 function Tensor.strides(x)
   local s = {}
-  for i = 1, #x._shape do s[i] = tonumber(x._c.strides[i - 1]) end
+  local c = concrete(x, "strides")
+  for i = 1, #x._shape do s[i] = tonumber(c.strides[i - 1]) end
   return s
 end
 function Tensor.stride(x, d)
   if d == nil then return x:strides() end   -- all strides, as PyTorch's x.stride()
-  return x:strides()[require("ds.shape").dim(d, #x._shape, "stride")]
+  return x:strides()[S.dim(d, #x._shape, "stride")]
 end
-function Tensor.storage_offset(x) return tonumber(x._c.offset) end
+function Tensor.storage_offset(x) return tonumber(concrete(x, "storage_offset").offset) end
 function Tensor.dim(x) return #x._shape end
 function Tensor.nDimension(x) return #x._shape end
 function Tensor.size(x, d)
   if d == nil then return x.shape end
-  return x._shape[require("ds.shape").dim(d, #x._shape, "size")]
+  return x._shape[S.dim(d, #x._shape, "size")]
 end
 function Tensor.numel(x)
   local n = 1
@@ -148,8 +164,8 @@ function Tensor.numel(x)
   return n
 end
 function Tensor.nelement(x) return x:numel() end
-function Tensor.is_contiguous(x) return C.ds_tensor_is_contiguous(x._c) ~= 0 end
-function Tensor.data_ptr(x) return x._c.data end
+function Tensor.is_contiguous(x) return C.ds_tensor_is_contiguous(concrete(x, "is_contiguous")) ~= 0 end
+function Tensor.data_ptr(x) return concrete(x, "data_ptr").data end
 function Tensor.element_size(x) return dtype.size[x.dtype] end
 function Tensor.type(x) return x.dtype end
 function Tensor.is_floating_point(x) return dtype.is_float[x.dtype] == true end
@@ -158,24 +174,19 @@ function Tensor.is_floating_point(x) return dtype.is_float[x.dtype] == true end
 function Tensor._flat(x)
   local n = x:numel()
   local buf = ffi.new("double[?]", n > 0 and n or 1)
-  C.ds_read_flat(x._c, buf)
+  C.ds_read_flat(concrete(x, "_flat"), buf)
   local out = {}
   for i = 1, n do out[i] = buf[i - 1] end
   return out
 end
 
-local function abstract_read(x, what)
-  errors.raise(string.format("%s: cannot read the value of an abstract tensor while tracing (%s); "
-    .. "use ds.cond / ds.while_loop for data-dependent control flow", what, errors.user_site()))
-end
-Tensor._abstract_read = abstract_read
 
 -- the single value of a one-element tensor, as a Lua number (booleans for bool tensors)
 function Tensor.item(x)
   if not x._c then abstract_read(x, "item") end
   if x:numel() ~= 1 then
     errors.raise(string.format("item: tensor of shape %s has %d elements, item needs exactly 1",
-      require("ds.shape").str(x._shape), x:numel()))
+      S.str(x._shape), x:numel()))
   end
   if x.dtype == "i64" then
     local b = ffi.new("int64_t[1]"); C.ds_read_flat_i64(x._c, b); return tonumber(b[0])
@@ -201,6 +212,19 @@ function Tensor.totable(x)
     return t
   end
   return build(1)
+end
+
+-- every method in this file needs a tensor as self (x:m() or Tensor.m(x)): ds.Tensor.is_contiguous({}) is an
+-- error naming the method, not a NULL dereference in C
+for name, f in pairs(Tensor) do
+  if type(f) == "function" and name:sub(1, 1) ~= "_" and name ~= "is_tensor" then
+    Tensor[name] = function(x, ...)
+      if getmetatable(x) ~= "ds.Tensor" then
+        errors.raise(string.format("%s: expects a tensor as self (call it as x:%s(...)), got %s", name, name, type(x)))
+      end
+      return f(x, ...)
+    end
+  end
 end
 
 return Tensor

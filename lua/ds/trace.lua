@@ -9,12 +9,12 @@ local state = require("ds.state")
 local dtype = require("ds.dtype")
 local Tensor = require("ds.tensor")
 local Graph = require("ds.graph")
+local tape = require("ds.tape")
+local random = require("ds.random")
 
 local M = {}
 local is_tensor = Tensor.is_tensor
 local mt = Tensor._mt
-
-S.sym = sym
 
 -- ---- specs ----
 local Spec = {}
@@ -151,8 +151,7 @@ end
 function Tracer:state_name(x)
   local n = self.names[x]
   if n and n ~= "" then return n end
-  local rnd = package.loaded["ds.random"]
-  if type(rnd) == "table" and rnd.state and rnd.state() == x then return "rng_state" end
+  if x == random.state() then return "rng_state" end
   return rawget(x, "_name") or ("state" .. (#self.graph.state + 1))
 end
 
@@ -253,7 +252,7 @@ function Tracer:record_op(def, inputs, attrs, metas, out)
   local ivids = {}
   for i = 1, #inputs do ivids[i] = self:value_of(inputs[i]) end
   if out then
-    if state.grad_enabled and rawget(out, "requires_grad") then require("ds.autograd").check_inplace(def, out) end
+    if state.grad_enabled and rawget(out, "requires_grad") then tape.check_inplace(def, out) end
     if rawget(out, "_base") then
       errors.raise(string.format("%s_: in-place update of a view inside a traced function (%s); the graph is "
         .. "functional and cannot write through views: update the base tensor, or use out-of-place ops",
@@ -307,7 +306,6 @@ function Tracer:inline_(g, args)
   for i, inp in ipairs(g.inputs) do vals[inp.value] = args[i] end
   for _, s in ipairs(g.state) do vals[s.value] = s.tensor end
   for _, c in ipairs(g.constants) do vals[c.value] = c.tensor end
-  local autograd = require("ds.autograd")
   for _, node in ipairs(g.nodes) do
     local ins = {}
     for j, v in ipairs(node.inputs) do ins[j] = vals[v] end
@@ -318,7 +316,7 @@ function Tracer:inline_(g, args)
       local metas = node.def.infer(ins, node.attrs, node.def)
       if metas.shape then metas = { metas } end
       outs = self:record_op(node.def, ins, node.attrs, metas, nil)
-      if state.grad_enabled and node.def.backward then autograd.maybe_record(node.def, ins, node.attrs, outs) end
+      if state.grad_enabled and node.def.backward then tape.maybe_record(node.def, ins, node.attrs, outs) end
       if node.def.mutates then
         for k, j in ipairs(node.def.mutates) do outs[#metas + k] = ins[j] end
       end
@@ -606,10 +604,6 @@ function M.install(ds)
   ds.Graph = Graph
   ds.init_scope = M.init_scope
   ds.sym = sym
-  local ok_c, control = pcall(require, "ds.control")
-  if not ok_c then error(control, 0) end
-  control.install(ds)
-  require("ds.lazy").install(ds)
 end
 
 return M

@@ -5,6 +5,7 @@ local dsffi = require("ds.ffi")
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local S = require("ds.shape")
+local random = require("ds.random")
 local C = dsffi.C
 
 local M = {}
@@ -98,7 +99,7 @@ local GOLDEN = ffi.new("uint64_t", 0x9E3779B9) * 0x100000000ULL + 0x7F4A7C15ULL
 local function pass_seed(self)
   self.passes = self.passes + 1
   if self.seed then return ffi.new("uint64_t", self.seed) + GOLDEN * self.passes end
-  local r = require("ds.random").randint(0, 2 ^ 31, { 2 }):totable()
+  local r = random.randint(0, 2 ^ 31, { 2 }):totable()
   return ffi.new("uint64_t", r[1]) * 0x80000000ULL + r[2]
 end
 
@@ -120,9 +121,7 @@ function DataLoader:_batch(order, start, count)
     local shape = t.shape
     shape[1] = count
     local b = Tensor._empty(t.dtype, shape, "DataLoader")
-    if C.ds_data_gather_rows(b._c, t._c, order + start, count) ~= 0 then
-      errors.raise("DataLoader: " .. dsffi.last_error())
-    end
+    dsffi.check(C.ds_data_gather_rows(b._c, t._c, order + start, count), "DataLoader")
     out[k] = b
   end
   if self.transform then return self.transform(unpack(out)) end

@@ -3,6 +3,7 @@
 local idx = require("ds.data.idx")
 local errors = require("ds.errors")
 local TensorDataset = require("ds.data.dataloader").TensorDataset
+local S = require("ds.shape")
 
 local M = {}
 
@@ -37,11 +38,11 @@ function M.load(opts)
   local n = images:size(1)
   if images.dtype ~= "u8" or images:dim() ~= 3 or images:size(2) ~= 28 or images:size(3) ~= 28 then
     errors.raise(string.format("fashion_mnist: %s holds %s %s, expected u8 (N,28,28)", images_path, images.dtype,
-      require("ds.shape").str(images.shape)))
+      S.str(images.shape)))
   end
   if labels.dtype ~= "u8" or labels:dim() ~= 1 or labels:size(1) ~= n then
     errors.raise(string.format("fashion_mnist: %s holds %s %s, expected u8 (%d)", labels_path, labels.dtype,
-      require("ds.shape").str(labels.shape), n))
+      S.str(labels.shape), n))
   end
   local ds = TensorDataset(images, labels:astype("i64") + 1)
   ds.images, ds.labels, ds.classes, ds.split = ds.tensors[1], ds.tensors[2], M.classes, split

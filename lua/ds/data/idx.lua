@@ -9,8 +9,7 @@ local M = {}
 -- read(path) -> a contiguous tensor with the file's shape and element type
 function M.read(path)
   if type(path) ~= "string" then errors.raise("read_idx: path must be a string, got " .. type(path)) end
-  local c = dsffi.C.ds_idx_read(path)
-  if c == nil then errors.raise("read_idx: " .. dsffi.last_error()) end
+  local c = dsffi.check(dsffi.C.ds_idx_read(path), "read_idx")
   local shape = {}
   for i = 1, c.ndim do shape[i] = tonumber(c.shape[i - 1]) end
   return Tensor._wrap(c, shape, dtype.names[c.dtype + 1])

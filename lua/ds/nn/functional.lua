@@ -4,6 +4,7 @@ local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")
+local random = require("ds.random")
 
 local F = {}
 local is_tensor = Tensor.is_tensor
@@ -53,7 +54,7 @@ function F.log_softmax(x, dim) return ops.log_softmax(x, dim or -1) end
 -- q (..., L, E), k (..., S, E), v (..., S, Ev) -> (..., L, Ev); opts mask, is_causal, scale, dropout_p
 -- (PyTorch 2's semantics; see ops/attention.lua)
 function F.scaled_dot_product_attention(q, k, v, opts) return ops.scaled_dot_product_attention(q, k, v, opts) end
-function F.dropout(x, p, training) return require("ds.random").dropout(x, p == nil and 0.5 or p, training ~= false) end
+function F.dropout(x, p, training) return random.dropout(x, p == nil and 0.5 or p, training ~= false) end
 
 -- x: (..., *normalized_shape)
 function F.layer_norm(x, normalized_shape, w, b, eps)

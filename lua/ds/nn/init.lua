@@ -1,19 +1,27 @@
 -- nn/init.lua: ds.nn (Module, Parameter, layers, init, functional) and ds.F; installs gradcheck
 -- as ds.autograd.gradcheck.
+local Module = require("ds.nn.module")
+local functional = require("ds.nn.functional")
+local init_weights = require("ds.nn.init_weights")
+local utils = require("ds.nn.utils")
+local gradcheck = require("ds.gradcheck")
+local LAYER_FAMILIES = {
+  require("ds.nn.linear"), require("ds.nn.conv"), require("ds.nn.activation"), require("ds.nn.dropout"),
+  require("ds.nn.norm"), require("ds.nn.embedding"), require("ds.nn.container"), require("ds.nn.attention"),
+  require("ds.nn.transformer"), require("ds.nn.rnn"),
+}
+
 local M = {}
 
 function M.install(ds)
-  local Module = require("ds.nn.module")
-  local nn = { Module = Module, Parameter = Module.Parameter, functional = require("ds.nn.functional"),
-               init = require("ds.nn.init_weights"), utils = require("ds.nn.utils") }
-  for _, family in ipairs { "linear", "conv", "activation", "dropout", "norm", "embedding", "container", "attention", "transformer", "rnn" } do
-    for name, cls in pairs(require("ds.nn." .. family)) do nn[name] = cls end
+  local nn = { Module = Module, Parameter = Module.Parameter, functional = functional, init = init_weights, utils = utils }
+  for _, family in ipairs(LAYER_FAMILIES) do
+    for name, cls in pairs(family) do nn[name] = cls end
   end
   ds.nn = nn
-  ds.F = nn.functional
-  local gc = require("ds.gradcheck")
-  ds.autograd.gradcheck = gc.gradcheck
-  ds.autograd.gradgradcheck = gc.gradgradcheck
+  ds.F = functional
+  ds.autograd.gradcheck = gradcheck.gradcheck
+  ds.autograd.gradgradcheck = gradcheck.gradgradcheck
 end
 
 return M

@@ -2,6 +2,7 @@
 -- without recording gradients.
 local errors = require("ds.errors")
 local autograd = require("ds.autograd")
+local S = require("ds.shape")
 
 local M = {}
 
@@ -13,7 +14,7 @@ end
 -- weight (out, in, k...) -> fan_in = in * prod(k), fan_out = out * prod(k)
 function M.calculate_fan_in_and_fan_out(t)
   local s = t._shape
-  if #s < 2 then errors.raise("init: fan in/out needs a tensor with >= 2 dims, got " .. require("ds.shape").str(s)) end
+  if #s < 2 then errors.raise("init: fan in/out needs a tensor with >= 2 dims, got " .. S.str(s)) end
   local field = 1
   for i = 3, #s do field = field * s[i] end
   return s[2] * field, s[1] * field

@@ -4,6 +4,8 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local sum_to = require("ds.autograd").sum_to
+local random = require("ds.random")
 local F = C.functions
 
 local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
@@ -58,7 +60,7 @@ end
 -- dv = p^T g, dp = g v^T, ds = p * (dp - rowsum(dp * p)), dq = ds k * scale, dk = ds^T q * scale
 local function backward(ctx, g)
   local q, k, v, mask = ctx.inputs[1], ctx.inputs[2], ctx.inputs[3], ctx.inputs[4]
-  local a, sum_to = ctx.attrs, require("ds.autograd").sum_to
+  local a = ctx.attrs
   local p = weights(q, k, mask, a)
   local dv = ctx.needs[3] and sum_to(F.matmul(p:transpose(-1, -2), g), v._shape) or nil
   local dp = F.matmul(g, v:transpose(-1, -2))
@@ -124,7 +126,7 @@ C.export(OP, function(q, k, v, opts)
   local a = { scale = scale, mask = kind, is_causal = opts.is_causal == true }
   if p == 0 then return D.call(def, { q, k, v, mask }, a) end
   local attn = weights(q, k, mask and (kind == "float" and mask:astype(q.dtype) or mask), a)
-  return F.matmul(require("ds.random").dropout(attn, p, true), v)
+  return F.matmul(random.dropout(attn, p, true), v)
 end, { method = false })
 
 return { weights = weights }

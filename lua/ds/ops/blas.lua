@@ -3,6 +3,7 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local sum_to = require("ds.autograd").sum_to
 local F = C.functions
 
 -- the kernel sees >= 2-D operands; 1-D operands are unsqueezed by the API and squeezed after
@@ -27,7 +28,6 @@ D.define {
   end,
   backward = function(ctx, g)
     local a, b = ctx.inputs[1], ctx.inputs[2]
-    local sum_to = require("ds.autograd").sum_to
     local ga = ctx.needs[1] and sum_to(F.matmul(g, b:transpose(-1, -2)), a._shape) or nil
     local gb = ctx.needs[2] and sum_to(F.matmul(a:transpose(-1, -2), g), b._shape) or nil
     return ga, gb

@@ -1,15 +1,19 @@
 -- ops/control.lua: op-table entries of the graph-level control nodes (cond, while_loop, print).
 -- They have no kernel: the graph runner calls def.run(node, inputs, env, attrs); attrs hold sub-graphs.
--- Their Lua API (ds.cond, ds.while_loop, ds.print) lives in ds/control.lua.
+-- Their Lua API (ds.cond, ds.while_loop, ds.print), their tracing and cond's backward live in ds/control.lua,
+-- which this file sits above (control.lua reaches these definitions through the registry, D.by_name).
 local D = require("ds.dispatch")
+local S = require("ds.shape")
 local state = require("ds.state")
 local errors = require("ds.errors")
+local tape = require("ds.tape")
+local control = require("ds.control")
 
 -- the Lua truth of a one-element predicate tensor (bool, or nonzero)
 local function truth(t, opname)
   if t:numel() ~= 1 then
     errors.raise(string.format("%s: predicate must have one element, got shape %s", opname,
-      require("ds.shape").str(t._shape)))
+      S.str(t._shape)))
   end
   local v = t:item()
   return v == true or (type(v) == "number" and v ~= 0)
@@ -27,7 +31,7 @@ local function replay(node, ins)
   local a = node.attrs
   for j, k in ipairs(a.written or {}) do state.trace.rebind_outer(ins[a.first_capture + k - 1], outs[a.nresults + j]) end
   if state.grad_enabled and node.def.backward then
-    require("ds.autograd").maybe_record(node.def, ins, node.attrs, outs)
+    tape.maybe_record(node.def, ins, node.attrs, outs)
   end
   return outs
 end
@@ -43,9 +47,9 @@ D.define {
   end,
   replay = replay,
   backward = function(ctx, ...)
-    return require("ds.control").cond_backward(ctx, ...)
+    return control.cond_backward(ctx, ...)
   end,
-  sample = function() return require("ds.control").sample("cond") end,
+  sample = function() return control.sample("cond") end,
 }
 
 -- inputs: loop vars..., captures...; outputs: final vars..., updated captures...
@@ -71,7 +75,7 @@ D.define {
     return vars
   end,
   replay = replay,
-  sample = function() return require("ds.control").sample("while_loop") end,
+  sample = function() return control.sample("while_loop") end,
 }
 
 -- prints its tensors (and the literal text between them) every time the graph runs
@@ -79,9 +83,9 @@ D.define {
   name = "print", kind = "control", noutputs = 0, side_effects = true,
   attrs = { { "parts", "any" } },
   run = function(node, ins, env, attrs)
-    require("ds.control").emit(attrs.parts, ins)
+    control.emit(attrs.parts, ins)
     return {}
   end,
   replay = replay,
-  sample = function() return require("ds.control").sample("print") end,
+  sample = function() return control.sample("print") end,
 }

@@ -7,6 +7,8 @@ local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local Tensor = require("ds.tensor")
 local dsffi = require("ds.ffi")
+local state = require("ds.state")
+local sym = require("ds.sym")
 local ffi = dsffi.ffi
 
 local function check_dtype(dt, opname)
@@ -41,19 +43,14 @@ local function sizes_and_opts(opname, ...)
   end
   local first = ...
   local shape
-  if n >= 1 and type(first) == "table" and not (S.sym and S.sym.is(first)) then
+  if n >= 1 and type(first) == "table" and not sym.is(first) then
     shape = {}
     for i, d in ipairs(first) do shape[i] = d end
   else
     shape = {}
     for i = 1, n do shape[i] = (select(i, ...)) end
   end
-  for i, d in ipairs(shape) do
-    if not (S.sym and S.sym.is(d)) and (type(d) ~= "number" or d < 0 or d ~= math.floor(d)) then
-      errors.raise(string.format("%s: invalid size %s in dim %d (sizes must be non-negative integers)", opname, tostring(d), i))
-    end
-  end
-  return shape, opts
+  return S.check(shape, opname), opts
 end
 C.sizes_and_opts = sizes_and_opts
 
@@ -76,7 +73,7 @@ end, { method = false })
 C.export("empty", function(...)
   local shape, opts = sizes_and_opts("empty", ...)
   local dt = check_dtype(opts.dtype, "empty")
-  if require("ds.state").trace then return D.call(full, {}, { shape = shape, value = 0, dtype = dt }) end
+  if state.trace then return D.call(full, {}, { shape = shape, value = 0, dtype = dt }) end
   return Tensor._empty(dt, shape, "empty")
 end, { method = false })
 
@@ -142,6 +139,10 @@ local function nested_shape(v, opname)
   local shape = {}
   local cur = v
   while type(cur) == "table" and not Tensor.is_tensor(cur) do
+    -- depth-checked: a cyclic table (t[1] = t) would nest forever
+    if #shape == S.MAXDIM then
+      errors.raise(string.format("%s: nested tables deeper than %d dims (or a table containing itself)", opname, S.MAXDIM))
+    end
     shape[#shape + 1] = #cur
     if #cur == 0 then break end
     cur = cur[1]
@@ -170,7 +171,6 @@ C.export("tensor", function(v, opts)
   opts = opts or {}
   if Tensor.is_tensor(v) then return opts.dtype and v:astype(opts.dtype) or v:clone() end
   local shape = nested_shape(v, "tensor")
-  if #shape > 8 then errors.raise("tensor: at most 8 dims") end
   local flat = {}
   flatten_into(v, shape, 1, flat, "tensor")
   local dt = opts.dtype and check_dtype(opts.dtype, "tensor")

@@ -3,9 +3,10 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
+local S = require("ds.shape")
+local sum_to = require("ds.autograd").sum_to
 local F = C.functions -- ds.* functions, resolved at call time (backward uses them)
 
-local function sum_to(g, shape) return require("ds.autograd").sum_to(g, shape) end
 
 local function def_unary(name, dtypes, promote, backward, extra)
   local def = {
@@ -109,8 +110,8 @@ D.define {
   end,
   infer = function(inputs)
     local s = inputs[1]._shape
-    s = require("ds.shape").broadcast(s, inputs[2]._shape, "where")
-    s = require("ds.shape").broadcast(s, inputs[3]._shape, "where")
+    s = S.broadcast(s, inputs[2]._shape, "where")
+    s = S.broadcast(s, inputs[3]._shape, "where")
     return { shape = s, dtype = inputs[2].dtype }
   end,
   kernel_dtype = function(inputs) return inputs[2].dtype end,

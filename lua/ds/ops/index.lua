@@ -6,6 +6,7 @@ local S = require("ds.shape")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local Tensor = require("ds.tensor")
+local sym = require("ds.sym")
 local F = C.functions
 
 local ARITH = C.set { "f32", "f64", "i64", "i32" }
@@ -15,7 +16,7 @@ local function copy_shape(s) local o = {}; for i = 1, #s do o[i] = s[i] end; ret
 -- a + b for dims that may be symbolic while tracing
 local function add_dims(a, b)
   if type(a) == "number" and type(b) == "number" then return a + b end
-  return S.sym.add(a, b)
+  return sym.add(a, b)
 end
 
 local function need_tensor(x, opname, what)
@@ -90,6 +91,9 @@ C.export("stack", function(list, dim)
       errors.raise(string.format("stack: tensor %d has shape %s, tensor 1 has %s; all must be equal", i,
         S.str(list[i]._shape), S.str(first)))
     end
+  end
+  if #first >= S.MAXDIM then
+    errors.raise(string.format("stack: stacking %d-d tensors would make more than %d dims", #first, S.MAXDIM))
   end
   local d = S.dim(dim or 1, #first, "stack", true)
   local parts = {}

@@ -5,15 +5,19 @@ local D = require("ds.dispatch")
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local state = require("ds.state")
+local S = require("ds.shape")
 
 require("ds.ops.elementwise")
 require("ds.ops.creation")
 require("ds.ops.movement")
 require("ds.ops.blas")
-for _, family in ipairs { "reduce", "index", "nn", "attention", "random", "optim", "control" } do
-  local ok, err = pcall(require, "ds.ops." .. family)
-  if not ok and not tostring(err):find("module 'ds.ops." .. family .. "' not found", 1, true) then error(err, 0) end
-end
+require("ds.ops.reduce")
+require("ds.ops.index")
+require("ds.ops.nn")
+require("ds.ops.attention")
+require("ds.ops.random")
+require("ds.ops.optim")
+require("ds.ops.fused")
 
 local F = C.functions
 
@@ -33,69 +37,16 @@ for _, def in ipairs(D.list) do
   end
 end
 
-local ffi = require("ffi")
-local dsffi = require("ds.ffi")
-local tbuf = ffi.new("ds_tensor*[3]")
-local abuf = ffi.new("double[1]")
-local empty = Tensor._empty
--- unrolled (at most 8 dims; missing ones are nil on both sides): no inner loop in a chain's trace
-local function same_shape(sa, sb)
-  return #sa == #sb and sa[1] == sb[1] and sa[2] == sb[2] and sa[3] == sb[3] and sa[4] == sb[4]
-    and sa[5] == sb[5] and sa[6] == sb[6] and sa[7] == sb[7] and sa[8] == sb[8]
-end
--- fast path for (tensor op tensor) of one dtype and shape, no grad, not tracing; inplace writes into a
-local function fast_binary(def, slow, inplace)
-  local kernels = {}
-  local name = inplace and def.name .. "_" or def.name
-  return function(a, b)
-    if type(a) == "table" and type(b) == "table" and not state.trace then
-      local ca, cb = rawget(a, "_c"), rawget(b, "_c")
-      local dt = rawget(a, "dtype")
-      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
-        local sa, sb = a._shape, b._shape
-        local same = sa == sb or same_shape(sa, sb)
-        local k = kernels[dt]
-        if same and k == nil and def.dtypes[dt] then k = D.kernel(def, dt); kernels[dt] = k end
-        if same and k then
-          local out = inplace and a or empty(dt, sa, def.name)
-          tbuf[0] = out._c; tbuf[1] = ca; tbuf[2] = cb
-          if k(tbuf, abuf) ~= 0 then errors.raise(name .. ": " .. dsffi.last_error()) end
-          return out
-        end
-      end
-    end
-    local r = slow(a, b)
-    return r
-  end
-end
+-- the eager shortcuts of dispatch.lua (same kernel, no attrs/promotion/autograd work when none is needed)
 for _, name in ipairs { "add", "sub", "mul", "div" } do
   local def = D.by_name[name]
-  F[name] = fast_binary(def, F[name]); Tensor[name] = F[name]
-  Tensor[name .. "_"] = fast_binary(def, Tensor[name .. "_"], true)
+  F[name] = D.fast_binary(def, F[name]); Tensor[name] = F[name]
+  Tensor[name .. "_"] = D.fast_binary(def, Tensor[name .. "_"], true)
 end
 
--- fast path for an attr-less unary op on a concrete tensor of a kernel dtype, no grad, not tracing
-local function fast_unary(def, slow)
-  local kernels = {}
-  return function(a, ...)
-    if type(a) == "table" and (...) == nil and not state.trace then
-      local ca, dt = rawget(a, "_c"), rawget(a, "dtype")
-      if ca and def.dtypes[dt] and not (state.grad_enabled and rawget(a, "requires_grad")) then
-        local k = kernels[dt]
-        if k == nil then k = D.kernel(def, dt); kernels[dt] = k end
-        local out = empty(dt, a._shape, def.name)
-        tbuf[0] = out._c; tbuf[1] = ca
-        if k(tbuf, abuf) ~= 0 then errors.raise(def.name .. ": " .. dsffi.last_error()) end
-        return out
-      end
-    end
-    local r = slow(a, ...)
-    return r
-  end
-end
 for _, def in ipairs(D.list) do
   if def.kind == "unary" and def.elementwise and #def.attrs == 0 and def.name ~= "contiguous" then
-    F[def.name] = fast_unary(def, F[def.name]); Tensor[def.name] = F[def.name]
+    F[def.name] = D.fast_unary(def, F[def.name]); Tensor[def.name] = F[def.name]
   end
 end
 
@@ -122,7 +73,6 @@ Tensor.zero_ = function(x) return x:fill_(0) end
 Tensor.copy_ = function(x, src)
   if not C.is_tensor(src) then return x:fill_(src) end
   if src.dtype ~= x.dtype then src = src:astype(x.dtype) end
-  local S = require("ds.shape")
   local s = S.broadcast(x._shape, src._shape, "copy_")
   if not S.equal(s, x._shape) then
     errors.raise(string.format("copy_: source shape %s does not broadcast to %s", S.str(src._shape), S.str(x._shape)))
@@ -132,7 +82,7 @@ end
 -- torch.equal: same shape and every element equal (NaN is unequal to itself, like PyTorch)
 F.equal = function(a, b)
   if not (C.is_tensor(a) and C.is_tensor(b)) then errors.raise("equal: both arguments must be tensors") end
-  if not require("ds.shape").equal(a._shape, b._shape) then return false end
+  if not S.equal(a._shape, b._shape) then return false end
   return a:eq(b):all():item()
 end
 Tensor.equal = F.equal

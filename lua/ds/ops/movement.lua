@@ -5,11 +5,16 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
 local Tensor = require("ds.tensor")
+local sym = require("ds.sym")
+local sum_to = require("ds.autograd").sum_to
 local F = C.functions
 
 local function strides_of(x) return x:strides() end
 local function offset_of(x) return x:storage_offset() end
 
+-- def.view(x, attrs, meta) -> base, shape, strides, offset: the storage the result views (x, or a contiguous
+-- copy of it) and the result's layout there; eagerly dispatch makes the view, the compiler (passes/lower.lua)
+-- runs the same rule on buffer layouts
 local function def_view(def)
   def.kind = "view"; def.dtypes = C.ALL; def.ninputs = def.ninputs or 1
   return D.define(def)
@@ -31,8 +36,8 @@ local function resolve_shape(x, want, opname)
   end
   local n = S.numel(x._shape)
   if infer_at then
-    if S.sym and (type(n) == "table" or type(known) == "table") then
-      out[infer_at] = S.sym.div(n, known, opname)
+    if type(n) == "table" or type(known) == "table" then
+      out[infer_at] = sym.div(n, known, opname)
     else
       if known == 0 or n % known ~= 0 then
         errors.raise(string.format("%s: cannot reshape %s (%d elements) into %s", opname, S.str(x._shape), n, S.str(want)))
@@ -53,7 +58,7 @@ def_view {
   end,
   view = function(x, attrs, meta)
     if not x:is_contiguous() then x = F.contiguous(x) end
-    return Tensor._view(x, meta.shape, S.contiguous_strides(meta.shape), offset_of(x))
+    return x, meta.shape, S.contiguous_strides(meta.shape), offset_of(x)
   end,
   backward = function(ctx, g) return g:reshape(ctx.inputs[1]._shape) end,
 }
@@ -73,7 +78,7 @@ def_view {
   view = function(x, attrs, meta)
     local st = strides_of(x)
     st[attrs.dim0], st[attrs.dim1] = st[attrs.dim1], st[attrs.dim0]
-    return Tensor._view(x, meta.shape, st, offset_of(x))
+    return x, meta.shape, st, offset_of(x)
   end,
   backward = function(ctx, g) return g:transpose(ctx.attrs.dim0, ctx.attrs.dim1) end,
 }
@@ -100,7 +105,7 @@ def_view {
   view = function(x, attrs, meta)
     local st0, st = strides_of(x), {}
     for i, d in ipairs(attrs.dims) do st[i] = st0[d] end
-    return Tensor._view(x, meta.shape, st, offset_of(x))
+    return x, meta.shape, st, offset_of(x)
   end,
   backward = function(ctx, g)
     local inv = {}
@@ -121,7 +126,7 @@ local function pad_along(g, dim, start, total)
   end
   if start > 1 then parts[#parts + 1] = zeros_with(start - 1) end
   parts[#parts + 1] = g
-  local after = S.sym and type(total) == "table" and S.sym.sub(S.sym.sub(total, start - 1), len) or total - (start - 1) - len
+  local after = type(total) == "table" and sym.sub(sym.sub(total, start - 1), len) or total - (start - 1) - len
   if type(after) == "table" or after > 0 then parts[#parts + 1] = zeros_with(after) end
   if #parts == 1 then return g end
   return F.cat(parts, dim)
@@ -149,7 +154,7 @@ def_view {
   end,
   view = function(x, attrs, meta)
     local st = strides_of(x)
-    return Tensor._view(x, meta.shape, st, offset_of(x) + (attrs.start - 1) * st[attrs.dim])
+    return x, meta.shape, st, offset_of(x) + (attrs.start - 1) * st[attrs.dim]
   end,
   backward = function(ctx, g)
     return pad_along(g, ctx.attrs.dim, ctx.attrs.start, ctx.inputs[1]._shape[ctx.attrs.dim])
@@ -182,7 +187,7 @@ def_view {
   view = function(x, attrs, meta)
     local st0, st = strides_of(x), {}
     for i, v in ipairs(st0) do if i ~= attrs.dim then st[#st + 1] = v end end
-    return Tensor._view(x, meta.shape, st, offset_of(x) + (attrs.index - 1) * st0[attrs.dim])
+    return x, meta.shape, st, offset_of(x) + (attrs.index - 1) * st0[attrs.dim]
   end,
   backward = function(ctx, g)
     return pad_along(g:unsqueeze(ctx.attrs.dim), ctx.attrs.dim, ctx.attrs.index, ctx.inputs[1]._shape[ctx.attrs.dim])
@@ -218,18 +223,18 @@ def_view {
       local j = i - (n - nx)
       st[i] = (j >= 1 and x._shape[j] == meta.shape[i]) and st0[j] or 0
     end
-    return Tensor._view(x, meta.shape, st, offset_of(x))
+    return x, meta.shape, st, offset_of(x)
   end,
-  backward = function(ctx, g) return require("ds.autograd").sum_to(g, ctx.inputs[1]._shape) end,
+  backward = function(ctx, g) return sum_to(g, ctx.inputs[1]._shape) end,
 }
 
 -- ---- API: varargs/table shapes and the derived views ----
 local function shape_args(opname, ...)
   local first = ...
-  if type(first) == "table" and not Tensor.is_tensor(first) and not (S.sym and S.sym.is(first)) then return first end
+  if type(first) == "table" and not Tensor.is_tensor(first) and not sym.is(first) then return first end
   local s = { ... }
   for i, d in ipairs(s) do
-    if type(d) ~= "number" and not (S.sym and S.sym.is(d)) then
+    if type(d) ~= "number" and not sym.is(d) then
       errors.raise(string.format("%s: size %d must be a number, got %s", opname, i, type(d)))
     end
   end
@@ -262,7 +267,7 @@ C.export("unsqueeze", function(x, dim)
   local s = {}
   for i = 1, n do s[i] = x._shape[i] end
   table.insert(s, d, 1)
-  return D.call(reshape, { x }, { shape = s })
+  return D.call(reshape, { x }, { shape = S.check(s, "unsqueeze") })
 end)
 
 C.export("squeeze", function(x, dim)

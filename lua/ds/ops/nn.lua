@@ -5,6 +5,7 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
 local state = require("ds.state")
+local autograd = require("ds.autograd")
 local F = C.functions
 
 local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
@@ -428,7 +429,7 @@ C.export("batch_norm", function(x, running_mean, running_var, weight, bias, trai
       if type(count) == "number" and count < 2 and running_var then
         raise("batch_norm: training needs more than one value per channel, got input %s", S.str(xs))
       end
-      require("ds.autograd").no_grad(function()
+      autograd.no_grad(function()
         if running_mean then running_mean:mul_(1 - momentum):add_(mean:detach():reshape(ch) * momentum) end
         if running_var then
           -- unbiased: var * n / (n - 1); n is a tensor when the batch dim is symbolic (tracing)

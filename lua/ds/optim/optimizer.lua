@@ -2,6 +2,7 @@
 -- state_dict / load_state_dict (PyTorch's layout, 1-based parameter indices).
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
+local S = require("ds.shape")
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
@@ -126,9 +127,9 @@ function Optimizer:load_state_dict(sd)
     local copy = {}
     for k, v in pairs(st) do
       if Tensor.is_tensor(v) then
-        if k ~= "step" and not require("ds.shape").equal(v._shape, p._shape) then
+        if k ~= "step" and not S.equal(v._shape, p._shape) then
           errors.raise(string.format("%s.load_state_dict: state '%s' of parameter %d has shape %s, parameter has %s", name, k, i,
-            require("ds.shape").str(v._shape), require("ds.shape").str(p._shape)))
+            S.str(v._shape), S.str(p._shape)))
         end
         v = v:astype(k == "step" and "f32" or p.dtype):clone()
       end

@@ -1,15 +1,10 @@
 -- passes/epilogue.lua: matmul epilogues: a matmul whose only consumer is an elementwise chain (a fused
 -- node or one fusible node) of the same shape and dtype becomes `matmul_ep`: the same matmul kernel,
 -- then the chain applied in place to its cache-hot output -- the same float ops in the same order.
-local D = require("ds.dispatch")
 local S = require("ds.shape")
 local fuse = require("ds.passes.fuse")
 local IR = require("ds.passes.ir")
-
-if not D.by_name.matmul_ep then
-  D.define { name = "matmul_ep", kind = "fused", kernel = "ds_matmul_ep_%s", dtypes = require("ds.ops.common").FLOAT,
-             internal = true }
-end
+local matmul_ep = require("ds.ops.fused").matmul_ep
 
 return function(ir)
   local users, graph_use = {}, {}
@@ -36,7 +31,7 @@ return function(ir)
           function(id) return id == ep.outputs[1] end, { out })
         local inputs = { mm.inputs[1], mm.inputs[2] }
         for k = 2, #prog2.inputs do inputs[#inputs + 1] = prog2.inputs[k] end
-        local node = { op = "matmul_ep", def = D.by_name.matmul_ep, inputs = inputs, outputs = { ep.outputs[1] },
+        local node = { op = "matmul_ep", def = matmul_ep, inputs = inputs, outputs = { ep.outputs[1] },
                        attrs = {}, program = prog2, line = mm.line }
         ir.values[ep.outputs[1]].node = node
         ir.values[out] = nil

@@ -1,9 +1,9 @@
 -- passes/fuse.lua: elementwise fusion: chains of unary/binary/where/clamp/cast nodes of one output
 -- shape (inputs may broadcast: scalars, bias vectors) become one `fused` node whose program the
 -- C kernel ds_fused_<dtype> runs tile by tile with the eager kernels' per-element code.
-local D = require("ds.dispatch")
 local S = require("ds.shape")
 local IR = require("ds.passes.ir")
+local fused_def = require("ds.ops.fused").fused
 local dsffi = require("ds.ffi")
 local ffi, lib = dsffi.ffi, dsffi.C
 
@@ -19,11 +19,6 @@ end
 M.OPCODE = OPCODE
 local DTYPE = { f32 = 0, f64 = 1, i64 = 2, i32 = 3, u8 = 4, bool = 5 }
 local MAX_REGS, MAX_NODES, MAX_INPUTS = 32, 24, 48
-
-if not D.by_name.fused then
-  D.define { name = "fused", kind = "fused", kernel = "ds_fused_%s", dtypes = require("ds.ops.common").ALL,
-             internal = true }
-end
 
 -- the kernel's per-element op name (ds_add_%s -> add; astype/contiguous -> copy), if the table has it
 local function kernel_op(def)
@@ -154,7 +149,7 @@ function M.run(ir)
       if prog.nregs <= MAX_REGS and #prog.outputs >= 1 then
         local lines = {}
         for _, n in ipairs(g.members) do if n.line then lines[#lines + 1] = n.line end end
-        local fnode = { op = "fused", def = D.by_name.fused, inputs = prog.inputs, outputs = prog.outputs,
+        local fnode = { op = "fused", def = fused_def, inputs = prog.inputs, outputs = prog.outputs,
                         attrs = {}, program = prog, line = lines[#lines] }
         for k, id in ipairs(prog.outputs) do ir.values[id].node = fnode; ir.values[id].index = k end
         for _, n in ipairs(g.members) do replace[n] = false end

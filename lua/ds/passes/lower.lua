@@ -5,7 +5,6 @@
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local sym = require("ds.sym")
-local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local fuse = require("ds.passes.fuse")
 local dsffi = require("ds.ffi")
@@ -37,7 +36,7 @@ local function is_contiguous(shape, strides)
   return true
 end
 
--- ---- view layouts: run the op's own `view` rule on a stand-in that records strides/offset ----
+-- ---- view layouts: run the op's own `view` rule on a stand-in for a buffer layout ----
 local Fake = {}
 Fake.__index = Fake
 function Fake:strides() local s = {}; for i, v in ipairs(self.layout.strides) do s[i] = v end; return s end
@@ -47,16 +46,8 @@ function Fake:contiguous() return self end
 
 local function view_layout(def, layout, attrs, meta)
   local x = setmetatable({ _shape = layout.shape, dtype = layout.dtype, layout = layout }, Fake)
-  local real_view = Tensor._view
-  local result
-  Tensor._view = function(base, shape, strides, offset)
-    return setmetatable({ _shape = shape, dtype = base.dtype,
-      layout = { root = base.layout.root, offset = offset, strides = strides, shape = shape, dtype = base.dtype } }, Fake)
-  end
-  local ok, err = pcall(function() result = def.view(x, attrs, meta) end)
-  Tensor._view = real_view
-  if not ok then error(err, 0) end
-  return result.layout
+  local base, shape, strides, offset = def.view(x, attrs, meta)
+  return { root = base.layout.root, offset = offset, strides = strides, shape = shape, dtype = base.dtype }
 end
 
 local function fake_tensor(l) return { dtype = l.dtype, _shape = l.shape } end
@@ -210,24 +201,19 @@ end
 local i64buf = ffi.new("int64_t[8]")
 local st_buf = ffi.new("int64_t[8]")
 
-local function check(rc, what)
-  if rc < 0 then errors.raise("compile: " .. what .. ": " .. dsffi.last_error()) end
-  return rc
-end
-
 -- L after memplan (roots of kind "arena" have .offset); returns the plan (ffi, gc'd), its segments, and
 -- a log of the buffers and steps added (what ds.save writes as name.plan for the C-only loader).
 -- Every root gets root.buffer, its buffer id.
 function M.emit(L, arena_bytes)
-  local plan = C.ds_plan_new(arena_bytes)
-  if plan == nil then errors.raise("compile: " .. dsffi.last_error()) end
+  local plan = dsffi.check(C.ds_plan_new(arena_bytes), "compile")
   plan = ffi.gc(plan, C.ds_plan_free)
   local log = { arena_bytes = arena_bytes, buffers = {}, steps = {} }
   local function add_buffer(kind, base, dt, shape, strides, offset, role, index)
+    S.check(shape, "compile")
     for i = 1, #shape do i64buf[i - 1] = shape[i] end
     if strides then for i = 1, #strides do st_buf[i - 1] = strides[i] end end
-    local id = check(C.ds_plan_add_buffer(plan, kind, base, dtype.code[dt], #shape, i64buf, strides and st_buf or nil, offset),
-      role .. " buffer")
+    local id = dsffi.check_index(C.ds_plan_add_buffer(plan, kind, base, dtype.code[dt], #shape, i64buf, strides and st_buf or nil, offset),
+      "compile: " .. role .. " buffer")
     log.buffers[id + 1] = { kind = tonumber(kind), base = base, dtype = dt, shape = shape, strides = strides,
                             offset = offset, role = role, index = index }
     return id
@@ -264,7 +250,7 @@ function M.emit(L, arena_bytes)
       for _, l in ipairs(s.ins) do ids[#ids + 1] = buffer_of(l) end
       local b = ffi.new("int[?]", #ids, ids)
       local a = ffi.new("double[?]", #s.attrs + 1, s.attrs)
-      check(C.ds_plan_add_step(plan, s.kernel, #ids, b, #s.attrs, a), s.op .. " (" .. (s.line or "?") .. ")")
+      dsffi.check_index(C.ds_plan_add_step(plan, s.kernel, #ids, b, #s.attrs, a), "compile: " .. s.op .. " (" .. (s.line or "?") .. ")")
       log.steps[#log.steps + 1] = { kernel = s.kernel, buffers = ids, attrs = s.attrs, op = s.op, line = s.line,
                                     shape = s.outs[1] and s.outs[1].shape }
       nc = nc + 1
