@@ -1,6 +1,8 @@
 -- tests/nn_modules_spec.lua: containers (ModuleDict, ParameterList, Unflatten), ds.nn.utils (gradient
 -- clipping and parameter vectors against PyTorch 1.13, fixtures from gen_training_fixtures.py), tensor
--- hooks and retain_grad, and the Module helpers zero_grad / apply / to.
+-- hooks and retain_grad, the Module helpers zero_grad / apply / to; loss and activation modules,
+-- Embedding.from_pretrained, TransformerEncoder, TransformerDecoderLayer and MultiheadAttention with
+-- kdim/vdim against PyTorch (fixtures from gen_nn_modules_fixtures.py).
 local ds = require("ds")
 local H = require("helpers")
 local nn = ds.nn
@@ -184,4 +186,114 @@ describe("Module helpers", function()
     m:float()
     assert.equal("f32", m[1].bias.dtype)
   end)
+end)
+
+describe("loss modules match PyTorch's", function()
+  local fx = H.fixture("nn_modules.json")
+  for _, case in ipairs(fx.losses) do
+    it(case.name, function()
+      local opts = {}
+      for k, v in pairs(case.opts) do opts[k] = type(v) == "table" and T(v) or v end
+      local m = nn[case.name](opts)
+      local input = T(case.inputs[1]):requires_grad_()
+      local out = m(input, T(case.inputs[2]))
+      H.close(out, T(case.output), 1e-5, 1e-6)
+      out:sum():backward()
+      H.close(input.grad, T(case.grad), 1e-5, 1e-6)
+    end)
+  end
+
+  it("keep tensor options as buffers that follow the module's dtype", function()
+    local m = nn.BCEWithLogitsLoss({ pos_weight = ds.tensor({ 1, 2 }), reduction = "sum" })
+    assert.truthy(m:state_dict().pos_weight)
+    m:double()
+    local x = ds.zeros(3, 2, { dtype = "f64" })
+    assert.equal("f64", m(x, ds.ones(3, 2, { dtype = "f64" })).dtype)
+    assert.truthy(tostring(m):find("reduction=sum", 1, true))
+    H.raises(function() nn.MSELoss({ reduction = "avg" })(ds.zeros(2), ds.zeros(2)) end, "mse_loss", "reduction")
+  end)
+end)
+
+describe("Embedding.from_pretrained", function()
+  it("uses the given weights (frozen by default) as PyTorch does", function()
+    local fx = H.fixture("nn_modules.json").from_pretrained
+    local e = nn.Embedding.from_pretrained(T(fx.weight), { freeze = false, padding_idx = 3 })
+    local out = e(T(fx.ids))
+    assert(H.bitwise(out, T(fx.output)))
+    out:sum():backward()
+    assert(H.bitwise(e.weight.grad, T(fx.grad)))
+    local frozen = nn.Embedding.from_pretrained(T(fx.weight))
+    assert.is_false(frozen.weight.requires_grad)
+    assert.equal(1, #frozen:parameters())
+    H.raises(function() nn.Embedding.from_pretrained(ds.zeros(3)) end, "from_pretrained", "2-d")
+  end)
+end)
+
+describe("TransformerEncoder, TransformerDecoderLayer and MultiheadAttention with kdim/vdim match PyTorch", function()
+  local fx = H.fixture("nn_modules.json")
+  local build = {
+    encoder_stack = function()
+      local layer = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0, batch_first = true })
+      return nn.TransformerEncoder(layer, 2, { norm = nn.LayerNorm(8) })
+    end,
+    decoder_layer = function() return nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 12, dropout = 0, activation = "gelu" }) end,
+    mha_kdim_vdim = function() return nn.MultiheadAttention(8, 2, { kdim = 5, vdim = 3 }) end,
+    decoder_layer_norm_first = function()
+      return nn.TransformerDecoderLayer(8, 4, { dim_feedforward = 12, dropout = 0, batch_first = true, norm_first = true })
+    end,
+  }
+  for _, case in ipairs(fx.transformers) do
+    it(case.name, function()
+      local m = build[case.name]()
+      local sd = {}
+      for k, e in pairs(case.state_dict) do sd[k] = T(e) end
+      m:load_state_dict(sd)
+      local ins = {}
+      for i, e in ipairs(case.inputs) do ins[i] = T(e):requires_grad_() end
+      local masks = {}
+      for k, e in pairs(case.masks) do masks[k] = T(e) end
+      local y
+      if case.name == "encoder_stack" then y = m(ins[1], masks)
+      elseif case.name == "mha_kdim_vdim" then y = m(ins[1], ins[2], ins[3], masks)
+      else y = m(ins[1], ins[2], masks) end
+      H.close(y, T(case.output), 2e-4, 2e-5)
+      local _ = (y * T(case.r)):sum():backward()
+      for i, e in ipairs(case.input_grads) do H.close(ins[i].grad, T(e), 2e-4, 2e-5) end
+      local n = 0
+      for name, p in m:named_parameters() do
+        n = n + 1
+        assert(case.param_grads[name], "unexpected parameter " .. name)
+        H.close(p.grad, T(case.param_grads[name]), 2e-4, 2e-5)
+      end
+      local expected = 0
+      for _ in pairs(case.param_grads) do expected = expected + 1 end
+      assert.equal(expected, n)
+    end)
+  end
+
+  it("the encoder's layers are independent copies", function()
+    local layer = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16 })
+    local enc = nn.TransformerEncoder(layer, 3)
+    assert.are_not.equal(enc.layers[1].linear1.weight, enc.layers[2].linear1.weight)
+    assert(H.bitwise(enc.layers[1].linear1.weight, layer.linear1.weight))
+    ds.no_grad(function() enc.layers[1].linear1.weight:fill_(0) end)
+    assert.is_false(H.bitwise(enc.layers[2].linear1.weight, enc.layers[1].linear1.weight))
+    assert.equal(3 * #layer:parameters(), #enc:parameters())
+    H.raises(function() nn.TransformerEncoder(layer, 0) end, "TransformerEncoder")
+    H.raises(function() nn.TransformerDecoderLayer(8, 2)(ds.zeros(3, 2, 8)) end, "TransformerDecoderLayer", "memory")
+    local mha = nn.MultiheadAttention(8, 2, { kdim = 5, vdim = 3 })
+    H.raises(function() mha(ds.zeros(3, 2, 8), ds.zeros(4, 2, 8), ds.zeros(4, 2, 3)) end, "MultiheadAttention", "kdim 5")
+  end)
+end)
+
+describe("activation modules match PyTorch's", function()
+  for _, case in ipairs(H.fixture("nn_modules.json").activations) do
+    it(case.name .. " " .. require("cjson").encode(case.opts), function()
+      local x = T(case.input):requires_grad_()
+      local y = nn[case.name](case.opts)(x)
+      H.close(y, T(case.output), 1e-6, 1e-7)
+      y:sum():backward()
+      H.close(x.grad, T(case.grad), 1e-6, 1e-7)
+    end)
+  end
 end)

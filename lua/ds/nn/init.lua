@@ -8,7 +8,8 @@ local gradcheck = require("ds.gradcheck")
 local LAYER_FAMILIES = {
   require("ds.nn.linear"), require("ds.nn.conv"), require("ds.nn.activation"), require("ds.nn.dropout"),
   require("ds.nn.norm"), require("ds.nn.embedding"), require("ds.nn.container"), require("ds.nn.attention"),
-  require("ds.nn.transformer"), require("ds.nn.rnn"),
+  require("ds.nn.transformer"), require("ds.nn.transformer_encoder"), require("ds.nn.transformer_decoder"),
+  require("ds.nn.rnn"), require("ds.nn.loss"),
 }
 
 local M = {}
