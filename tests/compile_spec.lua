@@ -79,6 +79,8 @@ for _, name in ipairs { "sum", "mean", "prod", "var", "std", "amax", "amin", "lo
   cases[name] = { function(x) return ds[name](x, 2) end, x34 }
 end
 cases.all = { function(x) return ds.all(x:gt(0), 2) end, x34 }
+cases.sort = { function(x) return ds.sort(x, 2, true) end, x34 }
+cases.cumprod = { function(x) return ds.cumprod(x, 2) end, x34 }
 cases.any = { function(x) return ds.any(x:gt(0), 2) end, x34 }
 -- backward kernels are reached through ds.grad inside the traced function
 local function grads_of(f, n)

@@ -112,7 +112,10 @@ def run_row(ops, inputs, ds_expr, torch_expr):
         j = tensor_json(base)
         j.update(name=spec["name"], transposed="T" in spec["mods"], index=spec["dtype"] == "index")
         case["inputs"].append(j)
-    res = flatten(eval(torch_expr, env))
+    try:
+        res = flatten(eval(torch_expr, env))
+    except Exception as e:
+        raise SystemExit("%s: row '%s': %s" % (ROWS, ds_expr, e))
     case["outputs"], case["weights"] = [], []
     loss = None
     for r in res:
@@ -129,7 +132,10 @@ def run_row(ops, inputs, ds_expr, torch_expr):
             case["outputs"].append({"scalar": r})
             case["weights"].append(None)
     if loss is not None and float_inputs:
-        grads = torch.autograd.grad(loss, [x for _, x in float_inputs], allow_unused=True)
+        try:
+            grads = torch.autograd.grad(loss, [x for _, x in float_inputs], allow_unused=True)
+        except Exception as e:
+            raise SystemExit("%s: row '%s' (gradient): %s" % (ROWS, ds_expr, e))
         case["grads"] = {name: (tensor_json(g) if g is not None else None)
                          for (name, _), g in zip(float_inputs, grads)}
     return case

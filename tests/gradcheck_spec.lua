@@ -90,6 +90,11 @@ end
 add("cumsum", "dim 2", call("cumsum", { dim = 2 }), function() return { N(3, 4) } end)
 add("cumsum", "reverse, non-contiguous", call("cumsum", { dim = 1, reverse = true }), function() return { NC(N(4, 3)) } end)
 
+add("sort", "dim 2 descending", call("sort", { dim = 2, descending = true }), function() return { N(3, 4) } end)
+add("sort", "dim 1, non-contiguous", call("sort", { dim = 1 }), function() return { NC(N(4, 3)) } end)
+add("cumprod", "dim 2", call("cumprod", { dim = 2 }), function() return { A(3, 4) } end)
+add("cumprod", "dim 1, non-contiguous", call("cumprod", { dim = 1 }), function() return { NC(A(4, 3)) } end)
+
 add("cat", "dim 2", function(a, b) return ds.cat({ a, b }, 2) end, function() return { N(2, 3), NC(N(2, 2)) } end)
 add("cat", "dim 1", function(a, b, c) return ds.cat({ a, b, c }, 1) end, function() return { N(1, 3), N(2, 3), N(1, 3) } end)
 add("gather", "dim 2", function(x, i) return ds.gather(x, 2, i) end, function() return { N(3, 4), I { { 1, 4 }, { 2, 2 }, { 3, 1 } } } end)

@@ -235,6 +235,10 @@ function Compiled:run(args)
       rawset(t, "grad", v)
     end
   end
+  for i, o in ipairs(outs) do -- an output computed in place of its buffer may be a reshape of it
+    local shape = p.L.outputs[i].shape
+    if not S.equal(o._shape, shape) then outs[i] = o:reshape(shape) end
+  end
   return outs
 end
 

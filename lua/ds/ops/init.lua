@@ -18,6 +18,9 @@ require("ds.ops.attention")
 require("ds.ops.random")
 require("ds.ops.optim")
 require("ds.ops.fused")
+require("ds.ops.sorting")
+require("ds.ops.shaping")
+require("ds.ops.linalg")
 
 local F = C.functions
 
@@ -93,5 +96,16 @@ Tensor.long = function(x) return x:astype("i64") end
 Tensor.int = function(x) return x:astype("i32") end
 Tensor.bool = function(x) return x:astype("bool") end
 Tensor.to = function(x, dt) return x:astype(dt) end
+-- x:type() -> PyTorch's name ("torch.FloatTensor"); x:type(name) converts to a PyTorch name or a ds dtype
+local torch_type = { f32 = "torch.FloatTensor", f64 = "torch.DoubleTensor", i64 = "torch.LongTensor",
+                     i32 = "torch.IntTensor", u8 = "torch.ByteTensor", bool = "torch.BoolTensor" }
+local dtype_of_type = {}
+for dt, name in pairs(torch_type) do dtype_of_type[name] = dt; dtype_of_type[dt] = dt end
+Tensor.type = function(x, name)
+  if name == nil then return torch_type[x.dtype] end
+  local dt = dtype_of_type[name]
+  if not dt then errors.raise("type: unknown type '" .. tostring(name) .. "' (torch.FloatTensor, ... or a ds dtype)") end
+  return x:astype(dt)
+end
 
 return F

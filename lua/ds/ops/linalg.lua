@@ -1,0 +1,186 @@
+-- ops/linalg.lua: products and norms written with table ops: dot, outer, mv, addmm, einsum (lowered to
+-- sum/permute/reshape/matmul, so it traces and compiles), norm, isclose, allclose.
+local C = require("ds.ops.common")
+local S = require("ds.shape")
+local errors = require("ds.errors")
+local F = C.functions
+
+local is_tensor = C.is_tensor
+
+local function check_rank(name, x, ranks, what)
+  if not is_tensor(x) then errors.raise(name .. ": " .. what .. " must be a tensor, got " .. type(x)) end
+  if not ranks[#x._shape] then errors.raise(string.format("%s: %s must be %s, got %s", name, what, ranks.text, S.str(x._shape))) end
+end
+local VECTOR, MATRIX = { [1] = true, text = "1-D" }, { [2] = true, text = "2-D" }
+
+C.export("dot", function(a, b)
+  check_rank("dot", a, VECTOR, "first operand"); check_rank("dot", b, VECTOR, "second operand")
+  return F.matmul(a, b)
+end)
+C.export("outer", function(a, b)
+  check_rank("outer", a, VECTOR, "first operand"); check_rank("outer", b, VECTOR, "second operand")
+  return a:reshape(-1, 1) * b:reshape(1, -1)
+end)
+C.export("mv", function(m, v)
+  check_rank("mv", m, MATRIX, "matrix"); check_rank("mv", v, VECTOR, "vector")
+  return F.matmul(m, v)
+end)
+-- addmm(input, m1, m2[, {beta = 1, alpha = 1}]) = beta * input + alpha * (m1 @ m2); beta = 0 ignores input
+C.export("addmm", function(input, m1, m2, opts)
+  check_rank("addmm", m1, MATRIX, "m1"); check_rank("addmm", m2, MATRIX, "m2")
+  opts = opts or {}
+  for k in pairs(opts) do if k ~= "beta" and k ~= "alpha" then errors.raise("addmm: unknown option '" .. tostring(k) .. "'") end end
+  local beta, alpha = opts.beta or 1, opts.alpha or 1
+  local p = F.matmul(m1, m2)
+  if alpha ~= 1 then p = p * alpha end
+  if beta == 0 then return p + F.zeros_like(input) * 0 end
+  return (beta == 1 and input or input * beta) + p
+end)
+
+-- ---- einsum ----
+local function letters(term, eq)
+  local out = {}
+  for ch in term:gmatch(".") do
+    if not ch:match("%a") then errors.raise("einsum: bad character '" .. ch .. "' in '" .. eq .. "' (letters, ',' and '->' only)") end
+    out[#out + 1] = ch
+  end
+  return out
+end
+local function has(list, ch) for _, c in ipairs(list) do if c == ch then return true end end return false end
+local function positions(idx, wanted)
+  local pos = {}
+  for _, ch in ipairs(wanted) do for i, c in ipairs(idx) do if c == ch then pos[#pos + 1] = i end end end
+  return pos
+end
+
+-- sum out the letters of op not in keep
+local function sum_out(op, keep)
+  local dims, rest = {}, {}
+  for i, ch in ipairs(op.idx) do if has(keep, ch) then rest[#rest + 1] = ch else dims[#dims + 1] = i end end
+  if #dims == 0 then return op end
+  return { t = op.t:sum(dims), idx = rest }
+end
+
+-- a (batch, M, K) @ (batch, K, N) contraction of two operands over their shared letters not in keep
+local function contract(a, b, keep, size)
+  local batch, contr, aonly, bonly = {}, {}, {}, {}
+  for _, ch in ipairs(a.idx) do
+    if has(b.idx, ch) then
+      if has(keep, ch) then batch[#batch + 1] = ch else contr[#contr + 1] = ch end
+    else aonly[#aonly + 1] = ch end
+  end
+  for _, ch in ipairs(b.idx) do if not has(a.idx, ch) then bonly[#bonly + 1] = ch end end
+  local function numel(list) local n = 1; for _, ch in ipairs(list) do n = S.mul(n, size[ch]) end; return n end
+  local order_a, order_b = {}, {}
+  for _, l in ipairs { batch, aonly, contr } do for _, ch in ipairs(l) do order_a[#order_a + 1] = ch end end
+  for _, l in ipairs { batch, contr, bonly } do for _, ch in ipairs(l) do order_b[#order_b + 1] = ch end end
+  local ta = a.t:permute(positions(a.idx, order_a)):reshape(numel(batch), numel(aonly), numel(contr))
+  local tb = b.t:permute(positions(b.idx, order_b)):reshape(numel(batch), numel(contr), numel(bonly))
+  local idx, shape = {}, {}
+  for _, l in ipairs { batch, aonly, bonly } do for _, ch in ipairs(l) do idx[#idx + 1] = ch; shape[#shape + 1] = size[ch] end end
+  return { t = F.matmul(ta, tb):reshape(shape), idx = idx }
+end
+
+-- einsum("ij,jk->ik", a, b, ...): up to 4 operands (or a list of them); no '...' and no repeated letter in a term
+C.export("einsum", function(eq, ...)
+  local operands = { ... }
+  if type(operands[1]) == "table" and not is_tensor(operands[1]) then operands = operands[1] end
+  if type(eq) ~= "string" then errors.raise("einsum: the first argument must be the equation string") end
+  if #operands < 1 or #operands > 4 then errors.raise("einsum: expects 1 to 4 operands, got " .. #operands) end
+  local spec = eq:gsub("%s", "")
+  if spec:find("...", 1, true) then errors.raise("einsum: '...' (ellipsis) is not implemented: '" .. eq .. "'") end
+  local lhs, rhs = spec:match("^(.-)%->(.*)$")
+  lhs = lhs or spec
+  local terms = {}
+  for term in (lhs .. ","):gmatch("([^,]*),") do terms[#terms + 1] = letters(term, eq) end
+  if #terms ~= #operands then
+    errors.raise(string.format("einsum: '%s' names %d operands, got %d", eq, #terms, #operands))
+  end
+  local size, count, ops = {}, {}, {}
+  for i, idx in ipairs(terms) do
+    local x = operands[i]
+    if not is_tensor(x) then errors.raise("einsum: operand " .. i .. " is not a tensor") end
+    if #idx ~= #x._shape then
+      errors.raise(string.format("einsum: term '%s' has %d letters, operand %d is %s", table.concat(idx), #idx, i, S.str(x._shape)))
+    end
+    local seen = {}
+    for d, ch in ipairs(idx) do
+      if seen[ch] then errors.raise("einsum: letter '" .. ch .. "' repeated in term '" .. table.concat(idx) .. "' (diagonals are not implemented)") end
+      seen[ch] = true
+      count[ch] = (count[ch] or 0) + 1
+      if size[ch] ~= nil and not S.same(size[ch], x._shape[d]) then
+        errors.raise(string.format("einsum: letter '%s' has size %s and %s", ch, tostring(size[ch]), tostring(x._shape[d])))
+      end
+      size[ch] = x._shape[d]
+    end
+    ops[i] = { t = x, idx = idx }
+  end
+  local out
+  if rhs then
+    out = letters(rhs, eq)
+    for _, ch in ipairs(out) do
+      if not size[ch] then errors.raise("einsum: output letter '" .. ch .. "' is in no operand") end
+    end
+  else -- implicit output: the letters used once, in alphabetical order (as torch)
+    out = {}
+    for ch, n in pairs(count) do if n == 1 then out[#out + 1] = ch end end
+    table.sort(out)
+  end
+  -- letters still needed after operand i: the output's and those of the operands after it
+  local function needed_after(i)
+    local keep = {}
+    for _, ch in ipairs(out) do keep[#keep + 1] = ch end
+    for j = i + 1, #ops do for _, ch in ipairs(ops[j].idx) do keep[#keep + 1] = ch end end
+    return keep
+  end
+  local acc = ops[1]
+  for i = 2, #ops do
+    local keep = needed_after(i)
+    local with_b = {}
+    for _, ch in ipairs(keep) do with_b[#with_b + 1] = ch end
+    for _, ch in ipairs(ops[i].idx) do with_b[#with_b + 1] = ch end
+    local with_a = {}
+    for _, ch in ipairs(keep) do with_a[#with_a + 1] = ch end
+    for _, ch in ipairs(acc.idx) do with_a[#with_a + 1] = ch end
+    acc = contract(sum_out(acc, with_b), sum_out(ops[i], with_a), keep, size)
+  end
+  acc = sum_out(acc, out)
+  local perm = positions(acc.idx, out)
+  local y = acc.t
+  if #perm > 1 then y = y:permute(perm) end
+  return y
+end, { method = false })
+
+-- ---- norms and closeness ----
+-- norm(x, p = 2, dim = all, keepdim = false) or norm(x, {p =, dim =, keepdim =}); p a number, math.huge,
+-- -math.huge or 'fro' (2 over the dims)
+C.export("norm", function(x, p, dim, keepdim)
+  if type(p) == "table" and not is_tensor(p) then p, dim, keepdim = p.p, p.dim, p.keepdim end
+  if not is_tensor(x) then errors.raise("norm: expects a tensor, got " .. type(x)) end
+  if x.dtype ~= "f32" and x.dtype ~= "f64" then errors.raise("norm: needs a floating point tensor, got " .. x.dtype) end
+  p = p or 2
+  if p == "fro" then p = 2 end
+  if type(p) ~= "number" then errors.raise("norm: p = '" .. tostring(p) .. "' is not implemented (a number, math.huge or 'fro')") end
+  keepdim = keepdim or false
+  local a = x:abs()
+  if p == math.huge then return a:amax(dim, keepdim) end
+  if p == -math.huge then return a:amin(dim, keepdim) end
+  if p == 2 then return (x * x):sum(dim, keepdim):sqrt() end
+  if p == 1 then return a:sum(dim, keepdim) end
+  if p == 0 then return x:ne(0):astype(x.dtype):sum(dim, keepdim) end
+  return (a ^ p):sum(dim, keepdim) ^ (1 / p)
+end)
+
+-- isclose(a, b, rtol = 1e-5, atol = 1e-8, equal_nan = false): a == b or |a - b| <= atol + rtol * |b|
+local function isclose(a, b, rtol, atol, equal_nan)
+  if type(rtol) == "table" then rtol, atol, equal_nan = rtol.rtol, rtol.atol, rtol.equal_nan end
+  rtol, atol = rtol or 1e-5, atol or 1e-8
+  if not (is_tensor(a) or is_tensor(b)) then errors.raise("isclose: expects tensors") end
+  local r = F.eq(a, b)
+  local dt = is_tensor(a) and a.dtype or b.dtype
+  if dt ~= "bool" then r = F.logical_or(r, F.sub(a, b):abs():le(F.abs(b) * rtol + atol)) end
+  if equal_nan then r = F.logical_or(r, F.logical_and(F.ne(a, a), F.ne(b, b))) end
+  return r
+end
+C.export("isclose", isclose)
+C.export("allclose", function(a, b, rtol, atol, equal_nan) return isclose(a, b, rtol, atol, equal_nan):all():item() end)

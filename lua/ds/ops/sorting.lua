@@ -1,0 +1,169 @@
+-- ops/sorting.lua: sort (stable, values and 1-based indices), argsort, topk, cumprod, and the eager-only
+-- ops whose output shape depends on the values: nonzero, masked_select, unique, one-argument where.
+local C = require("ds.ops.common")
+local D = require("ds.dispatch")
+local S = require("ds.shape")
+local errors = require("ds.errors")
+local state = require("ds.state")
+local ffi = require("ffi")
+local F = C.functions
+
+local is_tensor = C.is_tensor
+
+local function along_dim(name)
+  return function(inputs, a)
+    local x = inputs[1]
+    if not is_tensor(x) then errors.raise(name .. ": expects a tensor, got " .. type(x)) end
+    a.dim = S.dim(a.dim, #x._shape, name .. " of " .. S.str(x._shape))
+  end
+end
+
+-- sort(x, dim = -1, descending = false) -> values (x's dtype), indices (i64, 1-based); always stable
+D.define {
+  name = "sort", kind = "sort", kernel = "ds_sort_%s", dtypes = C.NUMERIC, ninputs = 1, noutputs = 2,
+  doc = "values and 1-based indices sorted along dim (stable; NaN above every number)",
+  attrs = { { "dim", "dim", -1 }, { "descending", "bool", false }, { "stable", "bool", true } },
+  args = { "dim", "descending" },
+  prepare = along_dim("sort"),
+  -- x: (...) -> values (...), indices (...) i64
+  infer = function(inputs)
+    local x = inputs[1]
+    return { { shape = x._shape, dtype = x.dtype }, { shape = x._shape, dtype = "i64" } }
+  end,
+  backward = function(ctx, g)
+    local x, idx = ctx.inputs[1], ctx.outputs[2]
+    return F.scatter_add(F.zeros_like(x), ctx.attrs.dim, idx, g)
+  end,
+}
+local sort = D.by_name.sort
+C.export("sort", C.api(sort))
+C.export("argsort", function(x, dim, descending)
+  local _, idx = C.api(sort)(x, dim, descending)
+  return idx
+end)
+
+-- topk(x, k, dim = -1, largest = true, sorted = true) -> values, indices (1-based): the first k of a stable sort
+C.export("topk", function(x, k, dim, largest, sorted)
+  local opts = type(dim) == "table" and not is_tensor(dim) and dim or nil
+  if opts then dim, largest, sorted = opts.dim, opts.largest, opts.sorted end
+  if largest == nil then largest = true end
+  if sorted == false then errors.raise("topk: sorted = false is not implemented (results are always sorted)") end
+  if not is_tensor(x) then errors.raise("topk: expects a tensor, got " .. type(x)) end
+  local d = S.dim(dim or -1, #x._shape, "topk of " .. S.str(x._shape))
+  local n = #x._shape == 0 and 1 or x._shape[d]
+  if type(k) ~= "number" or k ~= math.floor(k) or k < 0 or (type(n) == "number" and k > n) then
+    errors.raise(string.format("topk: k = %s must be an integer in 0..%s (dim %d of %s)", tostring(k), tostring(n), d, S.str(x._shape)))
+  end
+  local v, i = D.call(sort, { x }, { dim = d, descending = largest })
+  if #x._shape == 0 then return v, i end
+  return v:narrow(d, 1, k), i:narrow(d, 1, k)
+end)
+
+-- cumprod(x, dim): floats multiply in double; integers and bools give i64 (as PyTorch)
+D.define {
+  name = "cumprod", kind = "reduce", kernel = "ds_cumprod_%s", dtypes = C.ALL, ninputs = 1,
+  doc = "cumulative product along dim",
+  attrs = { { "dim", "dim" } }, args = { "dim" },
+  prepare = function(inputs, a)
+    if a.dim == nil then errors.raise("cumprod: dim is required") end
+    along_dim("cumprod")(inputs, a)
+  end,
+  infer = function(inputs)
+    local x = inputs[1]
+    return { shape = x._shape, dtype = (x.dtype == "f32" or x.dtype == "f64") and x.dtype or "i64" }
+  end,
+  -- d y_j / d x_i = y_j / x_i for j >= i: a reverse cumsum of g * y, divided by x (undefined where x = 0)
+  backward = function(ctx, g)
+    local x, y, d = ctx.inputs[1], ctx.outputs[1], ctx.attrs.dim
+    return F.cumsum(g * y, d, { reverse = true }) / x
+  end,
+}
+C.export("cumprod", C.api(D.by_name.cumprod))
+
+-- ---- eager-only: the output shape depends on the values (PyTorch's tracer refuses these too) ----
+local function eager_only(name)
+  if state.trace then
+    errors.raise(name .. ": its output shape depends on the values, so it cannot be traced (as torch.jit.trace "
+      .. "refuses it); compute it eagerly before tracing, or use a mask with ds.where")
+  end
+end
+
+-- flat 0-based positions of the true elements of a bool tensor
+local function true_positions(mask)
+  local c = mask:contiguous()
+  local p = ffi.cast("const uint8_t *", c:data_ptr())
+  local pos = {}
+  for i = 0, c:numel() - 1 do if p[i] ~= 0 then pos[#pos + 1] = i end end
+  return pos
+end
+
+-- nonzero(x[, {as_tuple = true}]) -> (n, ndim) i64 of 1-based indices, or a list of ndim columns
+local function nonzero(x, opts)
+  eager_only("nonzero")
+  if not is_tensor(x) then errors.raise("nonzero: expects a tensor, got " .. type(x)) end
+  local shape, nd = x._shape, #x._shape
+  local pos = true_positions(x:ne(0))
+  local flat = {}
+  for k, p in ipairs(pos) do
+    for d = nd, 1, -1 do
+      flat[(k - 1) * nd + d] = p % shape[d] + 1
+      p = math.floor(p / shape[d])
+    end
+  end
+  local out = F.tensor(flat, { dtype = "i64" }):reshape(#pos, nd)
+  if opts and opts.as_tuple then
+    local cols = {}
+    for d = 1, nd do cols[d] = out:select(2, d) end
+    return cols
+  end
+  return out
+end
+C.export("nonzero", nonzero)
+
+-- where(cond) with one argument: nonzero(cond, {as_tuple = true}); with three, the elementwise op
+local where3 = C.api(D.by_name.where)
+C.export("where", function(c, a, b)
+  if a == nil and b == nil then return nonzero(c, { as_tuple = true }) end
+  return where3(c, a, b)
+end)
+
+-- masked_select(x, mask) -> 1-D: the elements of x (broadcast with mask) where mask is true, in order
+C.export("masked_select", function(x, mask)
+  eager_only("masked_select")
+  if not (is_tensor(x) and is_tensor(mask)) then errors.raise("masked_select: expects a tensor and a bool mask") end
+  if mask.dtype ~= "bool" then errors.raise("masked_select: mask must be bool, got " .. mask.dtype) end
+  local s = S.broadcast(x._shape, mask._shape, "masked_select")
+  local pos = true_positions(mask:expand(s))
+  for k = 1, #pos do pos[k] = pos[k] + 1 end
+  return F.index_select(x:expand(s):reshape(-1), 1, F.tensor(pos, { dtype = "i64" }))
+end)
+
+-- unique(x[, {sorted = true, return_inverse = false, return_counts = false}]) -> values (sorted, 1-D)
+-- [, inverse (x's shape, 1-based positions in values)] [, counts (i64)]
+C.export("unique", function(x, opts)
+  eager_only("unique")
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "sorted" and k ~= "return_inverse" and k ~= "return_counts" then
+      errors.raise("unique: option '" .. tostring(k) .. "' is not implemented (sorted, return_inverse, return_counts)")
+    end
+  end
+  if not is_tensor(x) then errors.raise("unique: expects a tensor, got " .. type(x)) end
+  local flat = x:reshape(-1)
+  local values, order = D.call(sort, { flat }, { dim = 1 })
+  local vals = values:astype("f64"):totable()
+  local starts, counts, group = {}, {}, {}
+  for i, v in ipairs(vals) do
+    if i == 1 or v ~= vals[i - 1] then starts[#starts + 1] = i; counts[#counts + 1] = 0 end
+    counts[#counts] = counts[#counts] + 1
+    group[i] = #starts
+  end
+  local out = { F.index_select(values, 1, F.tensor(starts, { dtype = "i64" })) }
+  if opts.return_inverse then
+    local inverse = F.zeros({ #vals }, { dtype = "i64" })
+    inverse = F.scatter_add(inverse, 1, order, F.tensor(group, { dtype = "i64" }))
+    out[#out + 1] = inverse:reshape(x._shape)
+  end
+  if opts.return_counts then out[#out + 1] = F.tensor(counts, { dtype = "i64" }) end
+  return unpack(out)
+end)
