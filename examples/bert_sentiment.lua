@@ -20,8 +20,7 @@ function Attention:forward(x, mask_bias)
   local B, T = x:size(1), x:size(2)
   local function heads(t) return t:reshape(B, T, self.heads, self.head_dim):transpose(2, 3) end -- (B,nh,T,hd)
   local q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
-  local scores = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(self.head_dim)) + mask_bias   -- (B,nh,T,T)
-  local ctx = scores:softmax(-1):matmul(v)                                                   -- (B,nh,T,hd)
+  local ctx = F.scaled_dot_product_attention(q, k, v, { mask = mask_bias })                 -- (B,nh,T,hd)
   return self.out(ctx:transpose(2, 3):reshape(B, T, self.heads * self.head_dim))
 end
 

@@ -1,7 +1,7 @@
--- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, fuse, epilogue) -> one C plan per
+-- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, prune, fuse, epilogue) -> one C plan per
 -- concrete input-shape binding (memory planned, cached) -> a callable that runs every kernel in C.
 -- Pipeline: M.from_graph (ds.Graph -> the passes' IR, passes/ir.lua) -> M.optimize (passes/dce, cse,
--- fold; then fuse and epilogue on a copy, so ds.save can write the unfused graph) -> per binding of the
+-- fold, prune; then fuse and epilogue on a copy, so ds.save can write the unfused graph) -> per binding of the
 -- symbolic dims: passes/lower.build (steps over buffer layouts) -> passes/memplan (in-place reuse,
 -- arena offsets) -> passes/lower.emit (the C plan of src/runtime.c). Control nodes (cond, while_loop,
 -- print) run in Lua between ranges of C steps. Every step calls a registry kernel, the eager ones or
@@ -25,6 +25,7 @@ local PASSES = {
   { "dce", require("ds.passes.dce") },
   { "cse", require("ds.passes.cse") },
   { "fold", require("ds.passes.fold") },
+  { "prune", require("ds.passes.prune") },
   { "dce", require("ds.passes.dce") },
 }
 local LATE = {
@@ -326,17 +327,17 @@ function Compiled:__tostring()
   local p = self._last_plan
   local plan = p and string.format("\nplan: %d C steps, %d buffers, arena %d bytes (unplanned %d)",
     C.ds_plan_num_steps(p.plan), C.ds_plan_num_buffers(p.plan), p.arena_bytes, p.eager_bytes) or ""
-  return string.format("compiled %s (dce %d, cse %d, fold %d, fuse %d, epilogue %d)\n%s%s", self.ir.name or "graph",
-    s.dce or 0, s.cse or 0, s.fold or 0, s.fuse or 0, s.epilogue or 0, IR.tostring(self.ir), plan)
+  return string.format("compiled %s (dce %d, cse %d, fold %d, prune %d, fuse %d, epilogue %d)\n%s%s", self.ir.name or "graph",
+    s.dce or 0, s.cse or 0, s.fold or 0, s.prune or 0, s.fuse or 0, s.epilogue or 0, IR.tostring(self.ir), plan)
 end
 
-local OPTIONS = { dce = true, cse = true, fold = true, fuse = true, epilogue = true }
+local OPTIONS = { dce = true, cse = true, fold = true, prune = true, fuse = true, epilogue = true }
 
--- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, fuse, epilogue = false to skip}
+-- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, prune, fuse, epilogue = false to skip}
 function M.from_ir(ir, opts)
   for k, v in pairs(opts or {}) do
     if not OPTIONS[k] then
-      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, fuse, epilogue)", tostring(k)))
+      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, prune, fuse, epilogue)", tostring(k)))
     end
     if type(v) ~= "boolean" then errors.raise(string.format("compile: option '%s' must be a boolean", k)) end
   end

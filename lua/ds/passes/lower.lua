@@ -171,6 +171,7 @@ function M.build(ir, env)
     if l.root.kind == "arena" and not claimed[l.root] and l.offset == 0 and is_contiguous(l.shape, l.strides)
       and numel(l.shape) == numel(l.root.shape) then
       l.root.kind = "output"; l.root.index = i; claimed[l.root] = true
+      l.root.shape = l.shape   -- the caller's tensor has the output's shape (a view may drop a dim of size 1)
       L.outputs[i] = { root = l.root, shape = l.shape }
     else
       local o = new_root("output", i, l.dtype, l.shape)
