@@ -13,6 +13,11 @@ int ds_fail(int code, const char *fmt, ...) {
   return code;
 }
 
+const char *ds_dtype_name(int dtype) {
+  static const char *names[] = {"f32", "f64", "i64", "i32", "u8", "bool"};
+  return dtype >= 0 && dtype <= DS_BOOL ? names[dtype] : "?";
+}
+
 int64_t ds_dtype_size(int dtype) {
   static const int64_t sz[] = {4, 8, 8, 4, 1, 1};
   return (dtype >= 0 && dtype <= DS_BOOL) ? sz[dtype] : 0;

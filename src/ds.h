@@ -38,6 +38,7 @@ typedef int (*ds_kernel)(ds_tensor *const *t, const double *attrs);
 const char *ds_last_error(void);
 void ds_set_error(const char *msg);
 int64_t ds_dtype_size(int dtype);
+const char *ds_dtype_name(int dtype);   /* "f32" .. "bool"; "?" for a bad code */
 ds_tensor *ds_tensor_new(int dtype, int ndim, const int64_t *shape);
 ds_tensor *ds_tensor_view(const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset);
 ds_tensor *ds_tensor_wrap(void *data, int64_t nbytes, int dtype, int ndim, const int64_t *shape);
@@ -68,6 +69,9 @@ const char *ds_isa_check(void);
 ds_kernel ds_kernel_find(const char *name);
 int ds_kernel_count(void);
 const char *ds_kernel_name(int i);
+/* the tensors (outputs then inputs) a plan step gives kernel `name`: a fixed count, -1 when its attrs decide it
+   (fused programs, cat), -2 for an unknown kernel */
+int ds_kernel_operands(const char *name);
 /* The elementwise op table (src/elementwise.def, one row per op; fused.c): an opcode is a row's position, the
    number fused programs use. kind: 0 unary, 1 unary with two params (attrs), 2 binary, 3 compare (bool
    result), 4 where, 5 cast; flags: 1 transcendental. Unknown names give -1. */
@@ -113,8 +117,6 @@ int ds_plan_num_steps(const ds_plan *p);
 int ds_plan_num_buffers(const ds_plan *p);
 int ds_plan_profile(ds_plan *p, int on);                  /* 1: sum each step's wall time over runs; 0: stop */
 double ds_plan_step_seconds(const ds_plan *p, int step);  /* 0-based; seconds summed while profiling */
-/* fused.c: checks a fused/epilogue program against its operands' dtypes (run by ds_plan_add_step) */
-int ds_fused_validate(const char *kernel, int nbuf, const int *dtypes, int nattrs, const double *attrs);
 
 /* model.c: the C embedding API. ds_model_load("dir/name") reads name.plan + name.safetensors (written by
    ds.save; docs/FORMAT.md): one plan per input-shape binding saved. ds_model_run picks the plan whose input

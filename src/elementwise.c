@@ -3,7 +3,6 @@
 #include "elementwise_ops.h"
 #include "elementwise_table.h"
 
-static const char *dtname[] = {"f32", "f64", "i64", "i32", "u8", "bool"};
 
 /* Check dtypes and broadcasting, then run fn over rows of t[0..nops-1] (t[0] is the output). */
 static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtypes, ds_row_fn fn, void *ctx) {
@@ -12,7 +11,7 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
   for (int k = 0; k < nops; k++) {
     if (!t[k] || t[k]->dtype != dtypes[k])
       return ds_fail(DS_EINVAL, "%s: operand %d has dtype %s, kernel expects %s", op, k,
-                     t[k] ? dtname[t[k]->dtype] : "none", dtname[dtypes[k]]);
+                     t[k] ? ds_dtype_name(t[k]->dtype) : "none", ds_dtype_name(dtypes[k]));
     if (k && (t[k]->numel != o->numel || !ds_is_contig(t[k]))) fast = 0;
   }
   int64_t es[4];

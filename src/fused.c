@@ -334,24 +334,29 @@ static int matmul_ep(ds_tensor *const *t, const double *attrs, ds_kernel mm) {
 int ds_matmul_ep_f32(ds_tensor *const *t, const double *attrs) { return matmul_ep(t, attrs, ds_matmul_f32); }
 int ds_matmul_ep_f64(ds_tensor *const *t, const double *attrs) { return matmul_ep(t, attrs, ds_matmul_f64); }
 
-int ds_fused_validate(const char *kernel, int nbuf, const int *dtypes, int nattrs, const double *attrs) {
+/* plan checks (the registry's KV rows): a step's program against its operands' dtypes */
+static int fused_check(int dtype, int nbuf, const int *dtypes, int nattrs, const double *attrs) {
   program p;
-  if (strncmp(kernel, "ds_fused_", 9) == 0) {
-    int rc = decode(&p, nbuf, dtypes, nattrs, attrs);
-    if (rc) return rc;
-    static const char *suffix[6] = {"f32", "f64", "i64", "i32", "u8", "bool"};
-    DS_CHECK(strcmp(kernel + 9, suffix[dtypes[0]]) == 0, "%s: first output has dtype %s", kernel, suffix[dtypes[0]]);
-    return DS_OK;
-  }
-  if (strcmp(kernel, "ds_matmul_ep_f32") == 0 || strcmp(kernel, "ds_matmul_ep_f64") == 0) {
-    DS_CHECK(nbuf >= 3 && nbuf - 1 <= MAXOPS, "matmul epilogue: %d operands", nbuf);
-    int dt[MAXOPS];
-    dt[0] = dtypes[0]; dt[1] = dtypes[0];
-    for (int k = 3; k < nbuf; k++) dt[k - 1] = dtypes[k];
-    int rc = decode(&p, nbuf - 1, dt, nattrs, attrs);
-    if (rc) return rc;
-    DS_CHECK(p.nout == 1, "matmul epilogue: one output");
-    return DS_OK;
-  }
-  return ds_fail(DS_EINVAL, "plan: no program check for kernel %s", kernel);
+  int rc = decode(&p, nbuf, dtypes, nattrs, attrs);
+  if (rc) return rc;
+  DS_CHECK(dtypes[0] == dtype, "fused: first output has dtype %s, the kernel's is %s", ds_dtype_name(dtypes[0]),
+           ds_dtype_name(dtype));
+  return DS_OK;
+}
+#define FUSED_CHECK(op, S, T) \
+  int ds_fused_check_##S(int nbuf, const int *dtypes, int nattrs, const double *attrs) { \
+    return fused_check(EW_CODE(S), nbuf, dtypes, nattrs, attrs); }
+EW_ALL(FUSED_CHECK, fused)
+
+/* matmul_ep steps: out, a, b, extras; the program sees out (as output and input 1), then the extras */
+int ds_matmul_ep_check(int nbuf, const int *dtypes, int nattrs, const double *attrs) {
+  DS_CHECK(nbuf >= 3 && nbuf - 1 <= MAXOPS, "matmul epilogue: %d operands", nbuf);
+  int dt[MAXOPS];
+  dt[0] = dtypes[0]; dt[1] = dtypes[0];
+  for (int k = 3; k < nbuf; k++) dt[k - 1] = dtypes[k];
+  program p;
+  int rc = decode(&p, nbuf - 1, dt, nattrs, attrs);
+  if (rc) return rc;
+  DS_CHECK(p.nout == 1, "matmul epilogue: one output");
+  return DS_OK;
 }

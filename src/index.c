@@ -4,8 +4,6 @@
 #include "internal.h"
 #include <stdlib.h>
 
-static const char *dtname[] = {"f32", "f64", "i64", "i32", "u8", "bool"};
-static const char *dtn(const ds_tensor *t) { return (t->dtype >= 0 && t->dtype <= DS_BOOL) ? dtname[t->dtype] : "?"; }
 
 /* An odometer over a shape that moves a byte offset in up to 3 tensors at once. */
 typedef struct {
@@ -50,13 +48,13 @@ static inline void add_el(char *d, const char *s, int dt) {
 static int check_dtypes(const char *op, int dt, ds_tensor *const *t, int n) {
   for (int k = 0; k < n; k++) {
     if (!t[k]) return ds_fail(DS_EINVAL, "%s: operand %d is missing", op, k);
-    if (t[k]->dtype != dt) return ds_fail(DS_EINVAL, "%s: operand %d has dtype %s, kernel expects %s", op, k, dtn(t[k]), dtname[dt]);
+    if (t[k]->dtype != dt) return ds_fail(DS_EINVAL, "%s: operand %d has dtype %s, kernel expects %s", op, k, ds_dtype_name(t[k]->dtype), ds_dtype_name(dt));
   }
   return DS_OK;
 }
 static int check_index(const char *op, const ds_tensor *ix) {
   if (!ix) return ds_fail(DS_EINVAL, "%s: index is missing", op);
-  if (ix->dtype != DS_I64) return ds_fail(DS_EINVAL, "%s: index must be an i64 tensor, got %s", op, dtn(ix));
+  if (ix->dtype != DS_I64) return ds_fail(DS_EINVAL, "%s: index must be an i64 tensor, got %s", op, ds_dtype_name(ix->dtype));
   return DS_OK;
 }
 /* attrs value a (0-based dim) must name one of ndim dims */
@@ -92,6 +90,15 @@ static void copy_into(ds_tensor *o, const ds_tensor *x) {
 }
 
 /* ---- cat: out, in_1..in_n; attrs = {dim, n} ---- */
+/* plan check (its registry row is KV): a step gives the output and the n inputs attrs[1] names */
+int ds_cat_check(int nbuf, const int *dtypes, int nattrs, const double *attrs) {
+  (void)dtypes;
+  DS_CHECK(nattrs >= 2, "cat: attrs {dim, n} missing");
+  double n = attrs[1];
+  DS_CHECK(n >= 1 && n <= 4096 && n == (double)(int)n && nbuf == (int)n + 1,
+           "cat: step has %d operands, its attrs name %g inputs", nbuf, n);
+  return DS_OK;
+}
 static int cat_impl(ds_tensor *const *t, const double *attrs, int dt) {
   ds_tensor *o = t[0];
   char b1[128], b2[128];

@@ -34,6 +34,12 @@ void ds_for_rows(int ndim, const int64_t *shape, int nops, char **base, int64_t 
 enum { DS_ISA_AVX2 = 1, DS_ISA_AVX512 = 2 };
 int ds_isa(void);
 
+/* kernels.c: a registry row. noperands: the tensors a plan step passes (outputs then inputs), or -1 when the
+   step's attrs decide the count, checked by check (dtypes: of the nbuf operands) before the step is added. */
+typedef int ds_kernel_check(int nbuf, const int *dtypes, int nattrs, const double *attrs);
+typedef struct { const char *name; ds_kernel fn; int noperands; ds_kernel_check *check; } ds_kernel_info;
+const ds_kernel_info *ds_kernel_info_find(const char *name);
+
 int ds_is_contig(const ds_tensor *t);
 void *ds_mem_alloc(int64_t nbytes, int64_t *rounded);
 void ds_mem_release(void *p, int64_t rounded);

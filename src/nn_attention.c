@@ -59,6 +59,16 @@ static int batch_strides(const ds_tensor *x, int lead, const ds_tensor *o, int64
   return DS_OK;
 }
 
+/* plan check (its registry row is KV): out, q, k, v, and the mask when attrs[1] names one */
+int ds_scaled_dot_product_attention_check(int nbuf, const int *dtypes, int nattrs, const double *attrs) {
+  (void)dtypes;
+  DS_CHECK(nattrs >= 3 && attrs[1] >= MASK_NONE && attrs[1] <= MASK_FLOAT && attrs[1] == (int)attrs[1],
+           "scaled_dot_product_attention: bad attrs");
+  int want = attrs[1] == MASK_NONE ? 4 : 5;
+  DS_CHECK(nbuf == want, "scaled_dot_product_attention: step has %d operands, its attrs call for %d", nbuf, want);
+  return DS_OK;
+}
+
 static int make_geom(geom *g, ds_tensor *const *t, const double *attrs, int dtype) {
   const char *op = "scaled_dot_product_attention";
   char s1[128], s2[128], s3[128];

@@ -115,9 +115,8 @@ static void fill_blocks(const gen *g, ds_tensor *o, int contig, int64_t b0, int6
 /* t[0] = output, t[1] = state {seed, offset} (i64, 2 elements), advanced in place. */
 static int run(ds_tensor *const *t, const char *op, gen *g, int dtype) {
   ds_tensor *o = t[0], *s = t[1];
-  static const char *dtname[] = {"f32", "f64", "i64", "i32", "u8", "bool"};
   DS_CHECK(o && s, "%s: missing operand", op);
-  DS_CHECK(o->dtype == dtype, "%s: output has dtype %s, kernel expects %s", op, dtname[o->dtype], dtname[dtype]);
+  DS_CHECK(o->dtype == dtype, "%s: output has dtype %s, kernel expects %s", op, ds_dtype_name(o->dtype), ds_dtype_name(dtype));
   DS_CHECK(s->dtype == DS_I64 && s->ndim == 1 && s->numel == 2,
            "%s: generator state must be an i64 tensor of shape (2) {seed, offset}", op);
   DS_CHECK(s->storage != o->storage, "%s: output and generator state share storage", op);

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <omp.h>
 
-static const char *dtname[] = {"f32", "f64", "i64", "i32", "u8", "bool"};
 
 /* ==== the reduction plan ========================================================================
    x's dims split into kept dims (one output element each, row-major = the output's order) and
@@ -229,7 +228,7 @@ typedef struct { int mask[DS_MAXDIM]; int keepdim; const double *extra; rplan pl
 static int check_call(const char *op, ds_tensor *const *t, int nouts, int in_dt, const int *out_dt, const double *attrs, rcall *rc) {
   const ds_tensor *x = t[nouts];
   if (!x || x->dtype != in_dt)
-    return ds_fail(DS_EINVAL, "%s: input has dtype %s, kernel expects %s", op, x ? dtname[x->dtype] : "none", dtname[in_dt]);
+    return ds_fail(DS_EINVAL, "%s: input has dtype %s, kernel expects %s", op, x ? ds_dtype_name(x->dtype) : "none", ds_dtype_name(in_dt));
   char b1[128], b2[128];
   double nd = attrs[0];
   if (nd != floor(nd) || nd < 0 || nd > x->ndim)
@@ -251,7 +250,7 @@ static int check_call(const char *op, ds_tensor *const *t, int nouts, int in_dt,
   for (int k = 0; k < nouts; k++) {
     const ds_tensor *o = t[k];
     if (!o || o->dtype != out_dt[k] || !ds_is_contig(o))
-      return ds_fail(DS_EINVAL, "%s: output %d must be a contiguous %s tensor", op, k + 1, dtname[out_dt[k]]);
+      return ds_fail(DS_EINVAL, "%s: output %d must be a contiguous %s tensor", op, k + 1, ds_dtype_name(out_dt[k]));
     int ok = o->ndim == wn;
     for (int d = 0; ok && d < wn; d++) ok = o->shape[d] == want[d];
     if (!ok) return ds_fail(DS_EINVAL, "%s: output shape %s does not match input %s reduced", op, ds_shape_str(o, b1), ds_shape_str(x, b2));
@@ -452,7 +451,7 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
   ds_tensor *y = t[0]; const ds_tensor *x = t[1];
   char b1[128], b2[128];
   if (!x || !y || x->dtype != in_dt || y->dtype != out_dt || !ds_is_contig(y))
-    return ds_fail(DS_EINVAL, "%s: expects a %s input and a contiguous %s output", op, dtname[in_dt], dtname[out_dt]);
+    return ds_fail(DS_EINVAL, "%s: expects a %s input and a contiguous %s output", op, ds_dtype_name(in_dt), ds_dtype_name(out_dt));
   int ok = x->ndim == y->ndim;
   for (int d = 0; ok && d < x->ndim; d++) ok = x->shape[d] == y->shape[d];
   if (!ok) return ds_fail(DS_EINVAL, "%s: output %s does not match input %s", op, ds_shape_str(y, b1), ds_shape_str(x, b2));

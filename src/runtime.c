@@ -55,12 +55,16 @@ void ds_plan_free(ds_plan *p) {
   free(p->steps); free(p->bufs); free(p->arena); free(p->step_seconds); free(p);
 }
 
-/* lowest and highest element touched by a strided view (relative to its data), numel > 0 */
-static void extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t *lo, int64_t *hi) {
+/* lowest and highest element touched by a strided view (relative to its data), numel > 0;
+   0 when a product or sum overflows int64 (huge strides) */
+static int extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t *lo, int64_t *hi) {
   *lo = 0; *hi = 0;
   for (int i = 0; i < ndim; i++) {
-    if (strides[i] > 0) *hi += strides[i] * (shape[i] - 1); else *lo += strides[i] * (shape[i] - 1);
+    int64_t span;
+    if (__builtin_mul_overflow(strides[i], shape[i] - 1, &span)) return 0;
+    if (span > 0 ? __builtin_add_overflow(*hi, span, hi) : __builtin_add_overflow(*lo, span, lo)) return 0;
   }
+  return 1;
 }
 
 static int check_shape(int dtype, int ndim, const int64_t *shape, int64_t *numel) {
@@ -93,12 +97,16 @@ int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, cons
     b.t.strides[i] = strides ? strides[i] : s;
     s *= shape[i];
   }
-  int64_t lo, hi, es = ds_dtype_size(dtype);
-  extent(ndim, b.t.shape, b.t.strides, &lo, &hi);
+  int64_t lo = 0, hi = 0, es = ds_dtype_size(dtype), end;
+  if (numel > 0 && !extent(ndim, b.t.shape, b.t.strides, &lo, &hi)) {
+    ds_fail(DS_ERANGE, "plan: buffer strides overflow the addressable range"); return -1;
+  }
   if (kind == DS_BUF_ARENA) {
-    if (numel > 0 && (offset < 0 || offset % es != 0 || lo < 0 || offset + (hi + 1) * es > p->arena_bytes)) {
+    /* bytes [offset, offset + (hi + 1) * es) inside the arena, computed without overflow */
+    if (numel > 0 && (offset < 0 || offset % es != 0 || lo < 0 || __builtin_mul_overflow(hi + 1, es, &end)
+                      || __builtin_add_overflow(offset, end, &end) || end > p->arena_bytes)) {
       ds_fail(DS_ERANGE, "plan: arena buffer at byte %lld (%lld elements of %lld bytes) lies outside the %lld-byte arena",
-              (long long)offset, (long long)(hi + 1), (long long)es, (long long)p->arena_bytes);
+              (long long)offset, (long long)hi + 1, (long long)es, (long long)p->arena_bytes);
       return -1;
     }
   } else if (kind == DS_BUF_EXTERNAL) {
@@ -109,11 +117,13 @@ int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, cons
     }
     const buffer *bb = &p->bufs[base];
     if (bb->t.dtype != dtype) { ds_fail(DS_EINVAL, "plan: view dtype differs from its base's"); return -1; }
-    int64_t blo, bhi;
-    extent(bb->t.ndim, bb->t.shape, bb->t.strides, &blo, &bhi);
-    if (numel > 0 && (bb->t.numel == 0 || offset + lo < blo || offset + hi > bhi)) {
-      ds_fail(DS_ERANGE, "plan: view (elements %lld..%lld) outside its base buffer %d (elements %lld..%lld)",
-              (long long)(offset + lo), (long long)(offset + hi), base, (long long)blo, (long long)bhi);
+    int64_t blo = 0, bhi = 0, first, last;
+    if (bb->t.numel > 0) extent(bb->t.ndim, bb->t.shape, bb->t.strides, &blo, &bhi);  /* checked when added */
+    if (numel > 0 && (bb->t.numel == 0 || __builtin_add_overflow(offset, lo, &first)
+                      || __builtin_add_overflow(offset, hi, &last) || first < blo || last > bhi)) {
+      ds_fail(DS_ERANGE, "plan: view (offset %lld, elements %lld..%lld from it) outside its base buffer %d "
+              "(elements %lld..%lld)", (long long)offset, (long long)lo, (long long)hi, base, (long long)blo,
+              (long long)bhi);
       return -1;
     }
     b.base = base;
@@ -127,22 +137,31 @@ int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, cons
 /* A step runs kernel `name` (a registry name, e.g. "ds_add_f32") on buffers bufs (outputs then inputs).
    Returns the step index, or -1. */
 int ds_plan_add_step(ds_plan *p, const char *name, int nbuf, const int *bufs, int nattrs, const double *attrs) {
-  if (!p || !name) { ds_fail(DS_EINVAL, "plan: NULL argument"); return -1; }
-  ds_kernel fn = ds_kernel_find(name);
-  if (!fn) { ds_fail(DS_EINVAL, "plan: unknown kernel '%.64s'", name); return -1; }
+  if (!p || !name || (nbuf > 0 && !bufs) || (nattrs > 0 && !attrs)) { ds_fail(DS_EINVAL, "plan: NULL argument"); return -1; }
+  const ds_kernel_info *k = ds_kernel_info_find(name);
+  if (!k) { ds_fail(DS_EINVAL, "plan: unknown kernel '%.64s'", name); return -1; }
   if (nbuf < 1 || nbuf > 256) { ds_fail(DS_EINVAL, "plan: step %s has %d operands", name, nbuf); return -1; }
+  if (k->noperands >= 0 && nbuf != k->noperands) {
+    ds_fail(DS_EINVAL, "plan: step %s has %d operands, the kernel takes %d", name, nbuf, k->noperands); return -1;
+  }
   if (nattrs < 0 || nattrs > (1 << 20)) { ds_fail(DS_EINVAL, "plan: step %s has %d attrs", name, nattrs); return -1; }
   int dtypes[256];
   for (int i = 0; i < nbuf; i++) {
-    if (bufs[i] < 0 || bufs[i] >= p->nbufs) { ds_fail(DS_EINVAL, "plan: step %s operand %d names buffer %d (plan has %d)", name, i, bufs[i], p->nbufs); return -1; }
+    if (bufs[i] < 0 || bufs[i] >= p->nbufs) {
+      ds_fail(DS_EINVAL, "plan: step %s operand %d names buffer %d (plan has %d)", name, i, bufs[i], p->nbufs);
+      return -1;
+    }
     dtypes[i] = p->bufs[bufs[i]].t.dtype;
   }
-  if (strncmp(name, "ds_fused", 8) == 0 || strstr(name, "_ep_")) {
-    if (ds_fused_validate(name, nbuf, dtypes, nattrs, attrs) != DS_OK) return -1;
+  if (k->check && k->check(nbuf, dtypes, nattrs, attrs) != DS_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "plan: step %s: %s", name, ds_last_error());
+    ds_set_error(msg);
+    return -1;
   }
   if (!grow((void **)&p->steps, &p->capsteps, p->nsteps + 1, sizeof(step))) { ds_fail(DS_ENOMEM, "plan: out of memory"); return -1; }
   step s; memset(&s, 0, sizeof s);
-  s.fn = fn; s.nbuf = nbuf; s.nattrs = nattrs;
+  s.fn = k->fn; s.nbuf = nbuf; s.nattrs = nattrs;
   snprintf(s.name, sizeof s.name, "%s", name);
   s.bufs = malloc(sizeof(int) * (size_t)nbuf);
   s.attrs = calloc((size_t)(nattrs + ATTR_PAD), sizeof(double));

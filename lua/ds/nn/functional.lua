@@ -42,6 +42,7 @@ function F.relu(x) return ops.relu(x) end
 function F.tanh(x) return ops.tanh(x) end
 function F.sigmoid(x) return ops.sigmoid(x) end
 function F.silu(x) return ops.silu(x) end
+function F.softplus(x, beta, threshold) return ops.softplus(x, beta, threshold) end
 -- opts.approximate: "none" (erf, default) or "tanh"
 function F.gelu(x, opts)
   local approx = opts and opts.approximate or "none"
