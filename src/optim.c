@@ -112,6 +112,104 @@ static int check_step(const ds_tensor *s, const char *op) {
     }) \
     return DS_OK; }
 
+/* adam / adamw with amsgrad: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step; attrs as adam.
+   max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq) and the denominator uses it. */
+#define ADAM_AMSGRAD(S, T, D, SQRT) \
+  int ds_adam_amsgrad_update_##S(ds_tensor *const *t, const double *attrs) { \
+    int rc = check_operands(t, 5, D, "adam_amsgrad_update"); if (rc) return rc; \
+    if ((rc = check_step(t[5], "adam_amsgrad_update"))) return rc; \
+    T *p = t[0]->data, *m = t[2]->data, *v = t[3]->data, *vmax = t[4]->data; const T *g = t[1]->data; \
+    float *stepp = t[5]->data; \
+    const double lr = attrs[0], beta1 = attrs[1], beta2 = attrs[2], eps = attrs[3], wdd = attrs[4]; \
+    const int decoupled = attrs[5] != 0; \
+    *stepp = *stepp + 1; \
+    const double step = *stepp; \
+    const double bc1 = 1 - pow(beta1, step), bc2 = 1 - pow(beta2, step); \
+    const T step_size_neg = (T)(-(lr / bc1)), bc2_sqrt = (T)sqrt(bc2); \
+    const T b1 = (T)beta1, b2 = (T)beta2, a1 = (T)(1 - beta1), a2 = (T)(1 - beta2), e = (T)eps; \
+    const T wd = (T)wdd, shrink = (T)(1 - lr * wdd); \
+    const int64_t n = t[0]->numel; \
+    FOR_EACH(n, t[1], { \
+      T gi = g[gk], pi = p[i]; \
+      if (decoupled) pi = pi * shrink; else if (wd != 0) gi = gi + wd * pi; \
+      T mi = m[i] * b1; mi = mi + a1 * gi; \
+      T vi = v[i] * b2; vi = vi + a2 * gi * gi; \
+      T vm = vmax[i] > vi ? vmax[i] : vi; \
+      T denom = SQRT(vm) / bc2_sqrt + e; \
+      m[i] = mi; v[i] = vi; vmax[i] = vm; \
+      p[i] = pi + step_size_neg * mi / denom; \
+    }) \
+    return DS_OK; }
+
+/* rmsprop: param, grad, square_avg, step; attrs = lr, alpha, eps, weight_decay.
+   sq = alpha sq + (1 - alpha) g g; p -= lr g / (sqrt(sq) + eps) */
+#define RMSPROP(S, T, D, SQRT) \
+  int ds_rmsprop_update_##S(ds_tensor *const *t, const double *attrs) { \
+    int rc = check_operands(t, 3, D, "rmsprop_update"); if (rc) return rc; \
+    if ((rc = check_step(t[3], "rmsprop_update"))) return rc; \
+    T *p = t[0]->data, *sq = t[2]->data; const T *g = t[1]->data; float *step = t[3]->data; \
+    const T lr_neg = (T)(-attrs[0]), alpha = (T)attrs[1], a1 = (T)(1 - attrs[1]), e = (T)attrs[2], wd = (T)attrs[3]; \
+    const int64_t n = t[0]->numel; \
+    FOR_EACH(n, t[1], { \
+      T gi = g[gk]; \
+      if (wd != 0) gi = gi + wd * p[i]; \
+      T si = sq[i] * alpha; si = si + a1 * gi * gi; \
+      sq[i] = si; \
+      p[i] = p[i] + lr_neg * gi / (SQRT(si) + e); \
+    }) \
+    *step = *step + 1; \
+    return DS_OK; }
+
+/* rmsprop with momentum and/or centering: param, grad, square_avg, grad_avg, momentum_buffer, step;
+   attrs = lr, alpha, eps, weight_decay, momentum, centered. centered: avg = sqrt(sq - ga ga) + eps with
+   ga = alpha ga + (1 - alpha) g; momentum > 0: buf = momentum buf + g / avg, p -= lr buf. */
+#define RMSPROP_FULL(S, T, D, SQRT) \
+  int ds_rmsprop_full_update_##S(ds_tensor *const *t, const double *attrs) { \
+    int rc = check_operands(t, 5, D, "rmsprop_full_update"); if (rc) return rc; \
+    if ((rc = check_step(t[5], "rmsprop_full_update"))) return rc; \
+    T *p = t[0]->data, *sq = t[2]->data, *ga = t[3]->data, *buf = t[4]->data; const T *g = t[1]->data; \
+    float *step = t[5]->data; \
+    const T lr_neg = (T)(-attrs[0]), alpha = (T)attrs[1], a1 = (T)(1 - attrs[1]), e = (T)attrs[2], wd = (T)attrs[3]; \
+    const T mom = (T)attrs[4]; const int centered = attrs[5] != 0, with_momentum = attrs[4] > 0; \
+    const int64_t n = t[0]->numel; \
+    FOR_EACH(n, t[1], { \
+      T gi = g[gk]; \
+      if (wd != 0) gi = gi + wd * p[i]; \
+      T si = sq[i] * alpha; si = si + a1 * gi * gi; \
+      sq[i] = si; \
+      T avg; \
+      if (centered) { T gai = ga[i] * alpha; gai = gai + a1 * gi; ga[i] = gai; avg = SQRT(si + (T)(-1) * gai * gai) + e; } \
+      else avg = SQRT(si) + e; \
+      if (with_momentum) { T b = buf[i] * mom; b = b + gi / avg; buf[i] = b; p[i] = p[i] + lr_neg * b; } \
+      else p[i] = p[i] + lr_neg * gi / avg; \
+    }) \
+    *step = *step + 1; \
+    return DS_OK; }
+
+/* adagrad: param, grad, sum, step; attrs = lr, lr_decay, weight_decay, eps. step is incremented first;
+   clr = lr / (1 + (step - 1) lr_decay); sum += g g; p -= clr g / (sqrt(sum) + eps) */
+#define ADAGRAD(S, T, D, SQRT) \
+  int ds_adagrad_update_##S(ds_tensor *const *t, const double *attrs) { \
+    int rc = check_operands(t, 3, D, "adagrad_update"); if (rc) return rc; \
+    if ((rc = check_step(t[3], "adagrad_update"))) return rc; \
+    T *p = t[0]->data, *sum = t[2]->data; const T *g = t[1]->data; float *stepp = t[3]->data; \
+    *stepp = *stepp + 1; \
+    const double clr = attrs[0] / (1 + ((double)*stepp - 1) * attrs[1]); \
+    const T clr_neg = (T)(-clr), wd = (T)attrs[2], e = (T)attrs[3]; \
+    const int64_t n = t[0]->numel; \
+    FOR_EACH(n, t[1], { \
+      T gi = g[gk]; \
+      if (wd != 0) gi = gi + wd * p[i]; \
+      T si = sum[i] + (T)1 * gi * gi; \
+      sum[i] = si; \
+      p[i] = p[i] + clr_neg * gi / (SQRT(si) + e); \
+    }) \
+    return DS_OK; }
+
 SGD(f32, float, DS_F32) SGD(f64, double, DS_F64)
 SGD_MOMENTUM(f32, float, DS_F32) SGD_MOMENTUM(f64, double, DS_F64)
 ADAM(f32, float, DS_F32, sqrtf) ADAM(f64, double, DS_F64, sqrt)
+ADAM_AMSGRAD(f32, float, DS_F32, sqrtf) ADAM_AMSGRAD(f64, double, DS_F64, sqrt)
+RMSPROP(f32, float, DS_F32, sqrtf) RMSPROP(f64, double, DS_F64, sqrt)
+RMSPROP_FULL(f32, float, DS_F32, sqrtf) RMSPROP_FULL(f64, double, DS_F64, sqrt)
+ADAGRAD(f32, float, DS_F32, sqrtf) ADAGRAD(f64, double, DS_F64, sqrt)

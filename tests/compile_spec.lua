@@ -64,6 +64,15 @@ local cases = {
     function() return t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }), ds.tensor({ 1 }) end },
   adam_update = { function(p, g, m, v, s) ds.adam_update(p, g, m, v, s, { lr = 1e-3 }); return p, m, v, s end,
     function() return t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }, "f32", 0, 1), ds.tensor({ 2 }) end },
+  adam_amsgrad_update = { function(p, g, m, v, vm, s) ds.adam_amsgrad_update(p, g, m, v, vm, s, { lr = 1e-3 }); return p, m, v, vm, s end,
+    function() return t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }, "f32", 0, 1), t({ 3, 4 }, "f32", 0, 1), ds.tensor({ 2 }) end },
+  rmsprop_update = { function(p, g, sq, s) ds.rmsprop_update(p, g, sq, s, { lr = 1e-2 }); return p, sq, s end,
+    function() return t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }, "f32", 0, 1), ds.tensor({ 2 }) end },
+  rmsprop_full_update = { function(p, g, sq, ga, b, s)
+      ds.rmsprop_full_update(p, g, sq, ga, b, s, { lr = 1e-2, momentum = 0.9, centered = true }); return p, sq, ga, b, s end,
+    function() return t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }, "f32", 1, 2), t({ 3, 4 }, "f32", 0, 0.5), t({ 3, 4 }), ds.tensor({ 2 }) end },
+  adagrad_update = { function(p, g, sum, s) ds.adagrad_update(p, g, sum, s, { lr = 0.1, lr_decay = 0.01 }); return p, sum, s end,
+    function() return t({ 3, 4 }), t({ 3, 4 }), t({ 3, 4 }, "f32", 0, 1), ds.tensor({ 2 }) end },
 }
 -- reductions (dim 2) and softmax-likes
 for _, name in ipairs { "sum", "mean", "prod", "var", "std", "amax", "amin", "logsumexp", "max", "min", "argmax", "argmin", "cumsum", "softmax", "log_softmax" } do

@@ -21,6 +21,34 @@ local function build(case)
   return params, ds.optim[classes[case.name]](params, opts)
 end
 
+-- three train steps of a small classifier, eager and compiled, from the same weights: losses and
+-- parameters must agree bitwise. Returns the compiled run's model and optimizer.
+local function compiled_train_parity(make_opt)
+  local nn, F = ds.nn, ds.F
+  local function make()
+    ds.manual_seed(1)
+    local model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    return model, make_opt(model:parameters())
+  end
+  local function step(m, o)
+    return function(x, y)
+      o:zero_grad()
+      local loss = F.cross_entropy(m(x), y)
+      loss:backward()
+      o:step()
+      return loss
+    end
+  end
+  local x, y = ds.randn(16, 4), ds.randint(1, 4, { 16 })
+  local m1, o1 = make()
+  local m2, o2 = make()
+  local eager = step(m1, o1)
+  local compiled = ds.compile(step(m2, o2), { ds.spec({ 16, 4 }, "f32", "x"), ds.spec({ 16 }, "i64", "y") })
+  for _ = 1, 3 do assert(H.bitwise(eager(x, y), compiled(x, y))) end
+  for i, p in ipairs(m1:parameters()) do assert(H.bitwise(p, m2:parameters()[i])) end
+  return m2, o2
+end
+
 describe("optimizers match torch.optim step by step", function()
   for _, case in ipairs(fixtures.optimizers) do
     it(case.name, function()
@@ -116,28 +144,7 @@ end)
 
 describe("a compiled train step", function()
   it("records the fused updates as state writes and equals eager bitwise", function()
-    local nn, F = ds.nn, ds.F
-    local function make()
-      ds.manual_seed(1)
-      local model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
-      return model, ds.optim.Adam(model:parameters(), { lr = 1e-2 })
-    end
-    local function step(m, o)
-      return function(x, y)
-        o:zero_grad()
-        local loss = F.cross_entropy(m(x), y)
-        loss:backward()
-        o:step()
-        return loss
-      end
-    end
-    local x, y = ds.randn(16, 4), ds.randint(1, 4, { 16 })
-    local m1, o1 = make()
-    local m2, o2 = make()
-    local eager = step(m1, o1)
-    local compiled = ds.compile(step(m2, o2), { ds.spec({ 16, 4 }, "f32", "x"), ds.spec({ 16 }, "i64", "y") })
-    for _ = 1, 3 do assert(H.bitwise(eager(x, y), compiled(x, y))) end
-    for i, p in ipairs(m1:parameters()) do assert(H.bitwise(p, m2:parameters()[i])) end
+    local m2, o2 = compiled_train_parity(function(ps) return ds.optim.Adam(ps, { lr = 1e-2 }) end)
     assert.equal(3, o2.state[m2[1].weight].step:item())
   end)
 end)
@@ -161,7 +168,8 @@ end)
 
 describe("update ops", function()
   it("are op-table entries of kind update that name the inputs they write", function()
-    for _, name in ipairs { "sgd_update", "sgd_momentum_update", "adam_update" } do
+    for _, name in ipairs { "sgd_update", "sgd_momentum_update", "adam_update", "adam_amsgrad_update", "rmsprop_update",
+                             "rmsprop_full_update", "adagrad_update" } do
       local def = D.by_name[name]
       assert.equal("update", def.kind)
       assert.equal(0, def.noutputs)
@@ -186,5 +194,139 @@ describe("update ops", function()
     p.grad = ds.ones(2, { dtype = "f64" })
     opt:step()
     H.close(p, { 0.9 + 1e-9, 0.9 + 1e-9 }, 0, 1e-14) -- 1 - 0.1 * 1 / (1 + eps)
+  end)
+end)
+
+describe("RMSprop, Adagrad and amsgrad match torch.optim step by step", function()
+  local training = H.fixture("training.json")
+  for _, case in ipairs(training.optimizers) do
+    it(case.name, function()
+      local params = {}
+      for i, e in ipairs(case.params) do params[i] = T(e):requires_grad_() end
+      local opt = ds.optim[case.class](params, case.opts)
+      for s, grads in ipairs(case.grads) do
+        for i, g in ipairs(grads) do params[i].grad = T(g) end
+        opt:step()
+        -- same formulas and operation order as torch's single-tensor loops: equal up to rounding of
+        -- sqrt / division (the f32 results agree to a few ulps)
+        for i, p in ipairs(params) do H.close(p, T(case.steps[s][i]), 1e-6, 1e-7) end
+      end
+      local st = opt:state_dict().state
+      for idx, entries in pairs(case.final_state) do
+        for k, e in pairs(entries) do H.close(st[tonumber(idx)][k], T(e), 1e-6, 1e-7) end
+      end
+    end)
+  end
+
+  it("compile in a train step, equal to eager bitwise", function()
+    compiled_train_parity(function(ps) return ds.optim.RMSprop(ps, { lr = 1e-2, momentum = 0.9, centered = true }) end)
+    compiled_train_parity(function(ps) return ds.optim.RMSprop(ps, { lr = 1e-2 }) end)
+    compiled_train_parity(function(ps) return ds.optim.Adagrad(ps, { lr = 0.1, lr_decay = 0.01 }) end)
+    compiled_train_parity(function(ps) return ds.optim.Adam(ps, { lr = 1e-2, amsgrad = true }) end)
+  end)
+
+  it("add_param_group takes the optimizer's defaults and refuses shared parameters", function()
+    local a, b = ds.ones(2):requires_grad_(), ds.ones(2):requires_grad_()
+    local opt = ds.optim.RMSprop({ a }, { lr = 0.5, alpha = 0.9 })
+    opt:add_param_group({ params = { b }, lr = 0.1 })
+    assert.equal(2, #opt.param_groups)
+    assert.equal(0.1, opt.param_groups[2].lr)
+    assert.equal(0.9, opt.param_groups[2].alpha)
+    H.raises(function() opt:add_param_group({ params = { a } }) end, "RMSprop", "appears twice")
+    H.raises(function() opt:add_param_group({ params = { ds.ones(1):requires_grad_() }, beta = 1 }) end, "unknown group option 'beta'")
+    H.raises(function() ds.optim.Adagrad({ a }, { lr = -1 }) end, "Adagrad", "lr")
+  end)
+end)
+
+describe("the other schedulers match torch's learning rates", function()
+  local training = H.fixture("training.json")
+  local S = ds.optim.lr_scheduler
+  local makers = {
+    multistep = function(o) return S.MultiStepLR(o, { milestones = { 2, 5, 5, 8 }, gamma = 0.5 }) end,
+    exponential = function(o) return S.ExponentialLR(o, { gamma = 0.9 }) end,
+    lambda = function(o) return S.LambdaLR(o, { lr_lambda = function(e) return 1 / (1 + e) end }) end,
+    linear = function(o) return S.LinearLR(o, { start_factor = 0.25, end_factor = 1.0, total_iters = 4 }) end,
+    linear_down = function(o) return S.LinearLR(o, { start_factor = 1.0, end_factor = 0.1, total_iters = 6 }) end,
+    onecycle_cos = function(o) return S.OneCycleLR(o, { max_lr = 1.0, total_steps = 15 }) end,
+    onecycle_linear_3phase = function(o)
+      return S.OneCycleLR(o, { max_lr = 0.5, epochs = 3, steps_per_epoch = 5, anneal_strategy = "linear",
+                               three_phase = true, pct_start = 0.25 })
+    end,
+    warm_restarts = function(o) return S.CosineAnnealingWarmRestarts(o, { T_0 = 3, eta_min = 0.01 }) end,
+    warm_restarts_mult = function(o) return S.CosineAnnealingWarmRestarts(o, { T_0 = 2, T_mult = 2 }) end,
+    sequential = function(o)
+      return S.SequentialLR(o, { schedulers = { S.LinearLR(o, { start_factor = 0.1, total_iters = 3 }),
+                                                S.ExponentialLR(o, { gamma = 0.8 }) }, milestones = { 4 } })
+    end,
+    sequential_cosine = function(o)
+      return S.SequentialLR(o, { schedulers = { S.ExponentialLR(o, { gamma = 0.9 }), S.CosineAnnealingLR(o, { T_max = 5 }) },
+                                 milestones = { 3 } })
+    end,
+  }
+  local function optimizer(name)
+    local p = ds.zeros(1):requires_grad_()
+    if name == "SGD" then return ds.optim.SGD({ p }, { lr = 0.1, momentum = 0.9 }) end
+    return ds.optim[name]({ p }, { lr = 0.1 })
+  end
+  for _, case in ipairs(training.schedulers) do
+    it(case.name, function()
+      local opt = optimizer(case.optimizer or "SGD")
+      if case.metrics then
+        local sched = S.ReduceLROnPlateau(opt, case.opts)
+        for i, m in ipairs(case.metrics) do
+          sched:step(m)
+          assert.equal(case.lrs[i], opt.param_groups[1].lr)
+        end
+        return
+      end
+      local sched = makers[case.name](opt)
+      assert.equal(case.lrs[1], opt.param_groups[1].lr)
+      for i = 2, #case.lrs do
+        opt:step()
+        sched:step()
+        local g = opt.param_groups[1]
+        assert.equal(case.lrs[i], g.lr)
+        assert.equal(case.lrs[i], sched:get_last_lr()[1])
+        assert.equal(case.momentums[i - 1], g.betas and g.betas[1] or g.momentum)
+      end
+    end)
+  end
+
+  it("state_dict / load_state_dict resume every schedule where it was", function()
+    for _, name in ipairs { "multistep", "onecycle_cos", "warm_restarts_mult", "sequential", "lambda" } do
+      local oa = optimizer("SGD")
+      local sa = makers[name](oa)
+      for _ = 1, 5 do sa:step() end
+      local ob = optimizer("SGD")
+      local sb = makers[name](ob)
+      sb:load_state_dict(sa:state_dict())
+      for k, v in pairs(oa.param_groups[1]) do if k ~= "params" then ob.param_groups[1][k] = v end end
+      for _ = 1, 4 do sa:step(); sb:step() end
+      assert.equal(oa.param_groups[1].lr, ob.param_groups[1].lr, name)
+    end
+    local o = optimizer("SGD")
+    local p = ds.optim.lr_scheduler.ReduceLROnPlateau(o, { patience = 0 })
+    p:step(1); p:step(2)
+    local q = ds.optim.lr_scheduler.ReduceLROnPlateau(optimizer("SGD"), { patience = 0 })
+    q:load_state_dict(p:state_dict())
+    assert.equal(1, q.best)
+    assert.equal(2, q.last_epoch)
+  end)
+
+  it("reject bad arguments clearly", function()
+    local S2 = ds.optim.lr_scheduler
+    local o = optimizer("SGD")
+    H.raises(function() S2.OneCycleLR(o, { max_lr = 1 }) end, "OneCycleLR", "total_steps")
+    H.raises(function() S2.OneCycleLR(ds.optim.Adagrad({ ds.zeros(1):requires_grad_() }), { max_lr = 1, total_steps = 5 }) end,
+      "OneCycleLR", "cycle_momentum")
+    local oc = S2.OneCycleLR(optimizer("SGD"), { max_lr = 1, total_steps = 2 })
+    oc:step(); oc:step()
+    H.raises(function() oc:step() end, "OneCycleLR", "total_steps 2")
+    H.raises(function() S2.SequentialLR(o, { schedulers = { S2.ExponentialLR(o, { gamma = 0.5 }) }, milestones = { 2 } }) end,
+      "SequentialLR", "milestones")
+    H.raises(function() S2.ExponentialLR(o, {}) end, "ExponentialLR", "gamma")
+    H.raises(function() S2.LambdaLR(o, { lr_lambda = 3 }) end, "LambdaLR", "lr_lambda")
+    H.raises(function() S2.ReduceLROnPlateau(o, { mode = "up" }) end, "ReduceLROnPlateau", "mode")
+    H.raises(function() S2.CosineAnnealingWarmRestarts(o, { T_0 = 0 }) end, "CosineAnnealingWarmRestarts", "T_0")
   end)
 end)

@@ -60,6 +60,27 @@ local function accumulate(map, key, g)
   map[key] = cur and cur + g or g
 end
 
+-- a tensor's complete grad g passes through its hooks in registration order (each may return a
+-- replacement); retain_grad's entry stores the grad as it is at that point in .grad (torch 1.13's order)
+local function run_hooks(t, g, create_graph)
+  for _, h in ipairs(rawget(t, "_hooks") or {}) do
+    if h.retain then
+      local keep = create_graph and g or g:detach()
+      local cur = rawget(t, "grad")
+      rawset(t, "grad", cur and cur + keep or keep)
+    else
+      local r = h.fn(g)
+      if r ~= nil then
+        if not is_tensor(r) or not S.equal(r._shape, g._shape) then
+          errors.raise("register_hook: a hook must return nil or a tensor of the grad's shape " .. S.str(g._shape))
+        end
+        g = r
+      end
+    end
+  end
+  return g
+end
+
 -- Core engine: returns grads keyed by tensor for `wanted` (or accumulates into leaves' .grad).
 local function run_backward(outputs, grad_outputs, create_graph, wanted)
   local grads = {}  -- tensor -> grad
@@ -85,9 +106,9 @@ local function run_backward(outputs, grad_outputs, create_graph, wanted)
     for _, node in ipairs(toposort(roots)) do
       local gouts, any = {}, false
       for i, o in ipairs(node.outputs) do
-        gouts[i] = grads[o]
+        gouts[i] = grads[o] and run_hooks(o, grads[o], create_graph)
         if gouts[i] then any = true end
-        if not (wanted and wanted[o]) then grads[o] = nil end
+        grads[o] = wanted and wanted[o] and gouts[i] or nil
       end
       if any then
         for i, o in ipairs(node.outputs) do
@@ -109,6 +130,9 @@ local function run_backward(outputs, grad_outputs, create_graph, wanted)
   end)
   state.grad_enabled = prev
   if not ok then error(err, 0) end
+  for t, g in pairs(grads) do
+    if rawget(t, "_grad_fn") == nil and rawget(t, "_hooks") then grads[t] = run_hooks(t, g, create_graph) end
+  end
   return grads
 end
 
@@ -186,6 +210,36 @@ function Tensor.requires_grad_(x, on)
   end
   rawset(x, "requires_grad", on and true or false)
   return x
+end
+
+local function add_hook(x, h)
+  local hooks = rawget(x, "_hooks")
+  if not hooks then hooks = {}; rawset(x, "_hooks", hooks) end
+  hooks[#hooks + 1] = h
+  function h.remove()
+    for i, e in ipairs(hooks) do if e == h then table.remove(hooks, i); return end end
+  end
+  return h
+end
+
+-- fn(grad) runs when x's grad has been computed; it may return a replacement. Returns a handle
+-- whose :remove() unregisters the hook.
+function Tensor.register_hook(x, fn)
+  if not requires(x) then errors.raise("register_hook: the tensor does not require grad") end
+  if type(fn) ~= "function" then errors.raise("register_hook: expects a function, got " .. type(fn)) end
+  return add_hook(x, { fn = fn })
+end
+
+-- keep the grad of a non-leaf in .grad after backward (leaves keep theirs anyway)
+function Tensor.retain_grad(x)
+  if not requires(x) then errors.raise("retain_grad: the tensor does not require grad") end
+  if rawget(x, "_grad_fn") ~= nil and not Tensor.retains_grad(x) then add_hook(x, { retain = true }) end
+  return x
+end
+function Tensor.retains_grad(x)
+  if rawget(x, "_grad_fn") == nil then return false end
+  for _, h in ipairs(rawget(x, "_hooks") or {}) do if h.retain then return true end end
+  return false
 end
 
 -- a tensor sharing storage, cut from the tape

@@ -564,7 +564,7 @@ function M.trace(target, specs, opts)
     if tr.grad_before[t] == nil then tr.grad_before[t] = { rawget(t, "grad") } end
     if not named[t] then named[t] = clean_path(path) end
   end, function(v, path)
-    if v._is_module == true and v.named_parameters and not covered[v] then
+    if v._is_module == true and rawget(v, "_order") and not covered[v] then -- instances, not classes
       local prefix = clean_path(path)
       prefix = prefix == "" and "" or prefix .. "."
       for _, it in ipairs { v:named_parameters(), v:named_buffers() } do

@@ -1,7 +1,8 @@
--- nn/activation.lua: ReLU, GELU, Tanh, Sigmoid, SiLU, Softmax, LogSoftmax as modules.
+-- nn/activation.lua: ReLU, GELU, Tanh, Sigmoid, SiLU, Softplus, Softmax, LogSoftmax as modules.
 local Module = require("ds.nn.module")
 local options = require("ds.options")
 local F = require("ds.nn.functional")
+local ops = require("ds.ops.common").functions
 
 local M = {}
 
@@ -23,6 +24,13 @@ end
 function GELU:forward(x) return F.gelu(x, { approximate = self.approximate }) end
 function GELU:extra_repr() return self.approximate ~= "none" and "approximate='" .. self.approximate .. "'" or "" end
 M.GELU = GELU
+
+-- log(1 + exp(beta x)) / beta, x where beta x > threshold; opts: beta (1), threshold (20)
+local Softplus = Module:extend("Softplus")
+function Softplus:init(opts) self.beta, self.threshold = opts and opts.beta or 1, opts and opts.threshold or 20 end
+function Softplus:forward(x) return ops.softplus(x, self.beta, self.threshold) end
+function Softplus:extra_repr() return string.format("beta=%s, threshold=%s", tostring(self.beta), tostring(self.threshold)) end
+M.Softplus = Softplus
 
 local function along_dim(name, fn)
   local cls = Module:extend(name)

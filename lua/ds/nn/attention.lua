@@ -11,7 +11,7 @@ local errors = require("ds.errors")
 local S = require("ds.shape")
 local attention_weights = require("ds.ops.attention").weights
 
--- opts: dropout (0), bias (true), batch_first (false), dtype
+-- opts: dropout (0), bias (true), batch_first (false), kdim, vdim (key / value sizes, embed_dim), dtype
 local MHA = Module:extend("MultiheadAttention")
 function MHA:init(embed_dim, num_heads, opts)
   if type(embed_dim) ~= "number" or type(num_heads) ~= "number" then
@@ -25,7 +25,14 @@ function MHA:init(embed_dim, num_heads, opts)
   local dt = opts.dtype or "f32"
   self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim / num_heads
   self.dropout, self.batch_first = opts.dropout or 0, opts.batch_first == true
-  self.in_proj_weight = Module.Parameter(init.xavier_uniform_(ops.empty(3 * embed_dim, embed_dim, { dtype = dt })))
+  self.kdim, self.vdim = opts.kdim or embed_dim, opts.vdim or embed_dim
+  if self.kdim == embed_dim and self.vdim == embed_dim then
+    self.in_proj_weight = Module.Parameter(init.xavier_uniform_(ops.empty(3 * embed_dim, embed_dim, { dtype = dt })))
+  else -- PyTorch's layout when key or value have other sizes: one projection weight each
+    self.q_proj_weight = Module.Parameter(init.xavier_uniform_(ops.empty(embed_dim, embed_dim, { dtype = dt })))
+    self.k_proj_weight = Module.Parameter(init.xavier_uniform_(ops.empty(embed_dim, self.kdim, { dtype = dt })))
+    self.v_proj_weight = Module.Parameter(init.xavier_uniform_(ops.empty(embed_dim, self.vdim, { dtype = dt })))
+  end
   if opts.bias ~= false then self.in_proj_bias = Module.Parameter(ops.zeros(3 * embed_dim, { dtype = dt })) end
   self.out_proj = Linear(embed_dim, embed_dim, { bias = opts.bias ~= false, dtype = dt })
   if opts.bias ~= false then init.zeros_(self.out_proj.bias) end
@@ -79,15 +86,19 @@ function MHA:forward(query, key, value, opts)
   key, value = key or query, value or key or query
   local E, H, D = self.embed_dim, self.num_heads, self.head_dim
   for i, x in ipairs { query, key, value } do
-    if not Tensor.is_tensor(x) or #x._shape ~= 3 or not S.same(x._shape[3], E) then
-      errors.raise(string.format("MultiheadAttention: %s must be 3-D with embed_dim %d last, got %s",
-        ({ "query", "key", "value" })[i], E, Tensor.is_tensor(x) and S.str(x._shape) or type(x)))
+    local size = ({ E, self.kdim, self.vdim })[i]
+    if not Tensor.is_tensor(x) or #x._shape ~= 3 or not S.same(x._shape[3], size) then
+      errors.raise(string.format("MultiheadAttention: %s must be 3-D with %s %d last, got %s", ({ "query", "key", "value" })[i],
+        ({ "embed_dim", "kdim", "vdim" })[i], size, Tensor.is_tensor(x) and S.str(x._shape) or type(x)))
     end
   end
   local q, k, v = query, key, value
   if not self.batch_first then q, k, v = q:transpose(1, 2), k:transpose(1, 2), v:transpose(1, 2) end
   local W, b = self.in_proj_weight, self.in_proj_bias
-  if query == key and key == value then
+  if W == nil then
+    q, k, v = F.linear(q, self.q_proj_weight, part(b, 1, E)), F.linear(k, self.k_proj_weight, part(b, 2, E)),
+      F.linear(v, self.v_proj_weight, part(b, 3, E))
+  elseif query == key and key == value then
     local qkv = F.linear(q, W, b)
     q, k, v = qkv:narrow(3, 1, E), qkv:narrow(3, E + 1, E), qkv:narrow(3, 2 * E + 1, E)
   else

@@ -6,6 +6,7 @@ local init = require("ds.nn.init_weights")
 local ops = require("ds.ops.common").functions
 local autograd = require("ds.autograd")
 local errors = require("ds.errors")
+local Tensor = require("ds.tensor")
 
 -- ids: (...) i64 1-based -> (..., embedding_dim); opts: padding_idx (1-based, negative from the end), dtype
 local Embedding = Module:extend("Embedding")
@@ -25,6 +26,17 @@ function Embedding:init(num_embeddings, embedding_dim, opts)
   local w = init.normal_(ops.empty(num_embeddings, embedding_dim, { dtype = opts.dtype or "f32" }))
   if p then autograd.no_grad(function() w:select(1, p):fill_(0) end) end
   self.weight = Module.Parameter(w)
+end
+-- Embedding.from_pretrained(weight (V, D), opts): the given rows as the weight; opts.freeze (true:
+-- the weight gets no gradient), padding_idx (1-based; its row is used as given, as in PyTorch)
+function Embedding.from_pretrained(weight, opts)
+  if not Tensor.is_tensor(weight) or weight:dim() ~= 2 then
+    errors.raise("Embedding.from_pretrained: weight must be a 2-d tensor (num_embeddings, embedding_dim)")
+  end
+  opts = opts or {}
+  local e = Embedding(weight._shape[1], weight._shape[2], { padding_idx = opts.padding_idx, dtype = weight.dtype })
+  e.weight = Module.Parameter(weight:detach():clone(), opts.freeze == false)
+  return e
 end
 function Embedding:forward(ids) return F.embedding(ids, self.weight, self.padding_idx) end
 function Embedding:extra_repr()

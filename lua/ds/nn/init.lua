@@ -3,17 +3,19 @@
 local Module = require("ds.nn.module")
 local functional = require("ds.nn.functional")
 local init_weights = require("ds.nn.init_weights")
+local utils = require("ds.nn.utils")
 local gradcheck = require("ds.gradcheck")
 local LAYER_FAMILIES = {
   require("ds.nn.linear"), require("ds.nn.conv"), require("ds.nn.activation"), require("ds.nn.dropout"),
   require("ds.nn.norm"), require("ds.nn.embedding"), require("ds.nn.container"), require("ds.nn.attention"),
-  require("ds.nn.transformer"),
+  require("ds.nn.transformer"), require("ds.nn.transformer_encoder"), require("ds.nn.transformer_decoder"),
+  require("ds.nn.rnn"), require("ds.nn.loss"),
 }
 
 local M = {}
 
 function M.install(ds)
-  local nn = { Module = Module, Parameter = Module.Parameter, functional = functional, init = init_weights }
+  local nn = { Module = Module, Parameter = Module.Parameter, functional = functional, init = init_weights, utils = utils }
   for _, family in ipairs(LAYER_FAMILIES) do
     for name, cls in pairs(family) do nn[name] = cls end
   end

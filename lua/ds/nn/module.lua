@@ -207,6 +207,27 @@ Module.to = Module.astype
 function Module:double() return self:astype("f64") end
 function Module:float() return self:astype("f32") end
 
+-- a deep copy with its own parameters and buffers (same values, own storage, same requires_grad);
+-- submodules and plain tables are copied, anything else (functions, classes) is shared
+function Module:deepcopy()
+  local copies = {}
+  local function copy(v)
+    if copies[v] then return copies[v] end
+    if is_tensor(v) then
+      local c = autograd.no_grad(function() return v:clone() end)
+      if is_param(v) then c = Parameter(c, rawget(v, "requires_grad") == true) end
+      copies[v] = c
+      return c
+    end
+    if type(v) ~= "table" or (getmetatable(v) ~= nil and not is_module(v)) then return v end
+    local out = {}
+    copies[v] = out
+    for k, x in pairs(v) do rawset(out, k, copy(x)) end
+    return setmetatable(out, getmetatable(v))
+  end
+  return copy(self)
+end
+
 -- ---- state ----
 -- {name = tensor} of parameters and persistent buffers (detached, sharing storage)
 function Module:state_dict()

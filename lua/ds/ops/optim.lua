@@ -56,3 +56,33 @@ define {
             { "weight_decay", "float", 0 }, { "decoupled", "bool", false } },
   infer = check("adam_update", 4, true),
 }
+
+-- param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step: Adam / AdamW with amsgrad
+define {
+  name = "adam_amsgrad_update", ninputs = 6, mutates = { 1, 3, 4, 5, 6 },
+  attrs = { { "lr", "float" }, { "beta1", "float", 0.9 }, { "beta2", "float", 0.999 }, { "eps", "float", 1e-8 },
+            { "weight_decay", "float", 0 }, { "decoupled", "bool", false } },
+  infer = check("adam_amsgrad_update", 5, true),
+}
+
+-- param, grad, square_avg, step: RMSprop without momentum or centering
+define {
+  name = "rmsprop_update", ninputs = 4, mutates = { 1, 3, 4 },
+  attrs = { { "lr", "float" }, { "alpha", "float", 0.99 }, { "eps", "float", 1e-8 }, { "weight_decay", "float", 0 } },
+  infer = check("rmsprop_update", 3, true),
+}
+
+-- param, grad, square_avg, grad_avg, momentum_buffer, step: RMSprop with momentum and/or centering
+define {
+  name = "rmsprop_full_update", ninputs = 6, mutates = { 1, 3, 4, 5, 6 },
+  attrs = { { "lr", "float" }, { "alpha", "float", 0.99 }, { "eps", "float", 1e-8 }, { "weight_decay", "float", 0 },
+            { "momentum", "float", 0 }, { "centered", "bool", false } },
+  infer = check("rmsprop_full_update", 5, true),
+}
+
+-- param, grad, sum, step: Adagrad
+define {
+  name = "adagrad_update", ninputs = 4, mutates = { 1, 3, 4 },
+  attrs = { { "lr", "float" }, { "lr_decay", "float", 0 }, { "weight_decay", "float", 0 }, { "eps", "float", 1e-10 } },
+  infer = check("adagrad_update", 3, true),
+}

@@ -1,11 +1,12 @@
--- optim/adam.lua: Adam and AdamW (torch 1.13 formulas, bias correction included), one fused
--- update kernel per parameter; state per parameter: step (f32), exp_avg, exp_avg_sq.
+-- optim/adam.lua: Adam and AdamW (torch 1.13 formulas, bias correction included, amsgrad), one fused
+-- update kernel per parameter; state per parameter: step (f32), exp_avg, exp_avg_sq (and max_exp_avg_sq
+-- with amsgrad).
 local Optimizer = require("ds.optim.optimizer")
 local D = require("ds.dispatch")
 local errors = require("ds.errors")
 local F = require("ds.ops.common").functions
 
-local update = D.by_name.adam_update
+local update, amsgrad_update = D.by_name.adam_update, D.by_name.adam_amsgrad_update
 
 local function check_group(g, name)
   if g.lr < 0 then errors.raise(name .. ": invalid lr " .. g.lr) end
@@ -14,7 +15,6 @@ local function check_group(g, name)
     errors.raise(name .. ": betas must be {beta1, beta2} in [0, 1)")
   end
   if g.weight_decay < 0 then errors.raise(name .. ": invalid weight_decay " .. g.weight_decay) end
-  if g.amsgrad then errors.raise(name .. ": amsgrad is not supported") end
 end
 
 local function step(self)
@@ -30,7 +30,12 @@ local function step(self)
           st = { step = F.zeros({}), exp_avg = F.zeros_like(p), exp_avg_sq = F.zeros_like(p) }
           self.state[p] = st
         end
-        D.call(update, { p, grad, st.exp_avg, st.exp_avg_sq, st.step }, attrs)
+        if g.amsgrad then
+          st.max_exp_avg_sq = st.max_exp_avg_sq or F.zeros_like(p)
+          D.call(amsgrad_update, { p, grad, st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq, st.step }, attrs)
+        else
+          D.call(update, { p, grad, st.exp_avg, st.exp_avg_sq, st.step }, attrs)
+        end
       end
     end
   end

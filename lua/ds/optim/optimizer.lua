@@ -30,32 +30,41 @@ function Optimizer.new(cls, params, opts)
   for k in pairs(opts) do
     if cls.defaults[k] == nil then errors.raise(string.format("%s: unknown option '%s'", cls.name, tostring(k))) end
   end
-  local self = setmetatable({ param_groups = {}, state = {} }, cls)
+  local self = setmetatable({ param_groups = {}, state = {}, defaults = {} }, cls)
+  for k, v in pairs(cls.defaults) do
+    if opts[k] ~= nil then self.defaults[k] = opts[k] else self.defaults[k] = v end
+  end
   if type(params) ~= "table" or #params == 0 then errors.raise(cls.name .. ": got an empty parameter list") end
   local groups = Tensor.is_tensor(params[1]) and { { params = params } } or params
-  local seen = {}
-  for gi, g in ipairs(groups) do
-    if type(g) ~= "table" or Tensor.is_tensor(g) or g.params == nil then
-      errors.raise(string.format("%s: param group %d must be a table with a params list", cls.name, gi))
-    end
-    check_params(g.params, cls.name)
-    local group = { params = {} }
-    for i, p in ipairs(g.params) do
-      if seen[p] then errors.raise(string.format("%s: a parameter appears twice (group %d, index %d)", cls.name, gi, i)) end
-      seen[p] = true
-      group.params[i] = p
-    end
-    for k, v in pairs(cls.defaults) do
-      local val = g[k]; if val == nil then val = opts[k] end; if val == nil then val = v end
-      group[k] = val
-    end
-    for k in pairs(g) do
-      if k ~= "params" and cls.defaults[k] == nil then errors.raise(string.format("%s: unknown group option '%s'", cls.name, tostring(k))) end
-    end
-    if cls.check_group then cls.check_group(group, cls.name) end
-    self.param_groups[gi] = group
-  end
+  for _, g in ipairs(groups) do self:add_param_group(g) end
   return self
+end
+
+-- add a group {params = {...}, option = value...}; options it does not give take the optimizer's
+-- defaults; a parameter may belong to one group only
+function Optimizer:add_param_group(g)
+  local name, gi = self.name, #self.param_groups + 1
+  if type(g) ~= "table" or Tensor.is_tensor(g) or g.params == nil then
+    errors.raise(string.format("%s: param group %d must be a table with a params list", name, gi))
+  end
+  local list = Tensor.is_tensor(g.params) and { g.params } or g.params
+  check_params(list, name)
+  local seen = {}
+  for _, og in ipairs(self.param_groups) do for _, p in ipairs(og.params) do seen[p] = true end end
+  local group = { params = {} }
+  for i, p in ipairs(list) do
+    if seen[p] then errors.raise(string.format("%s: a parameter appears twice (group %d, index %d)", name, gi, i)) end
+    seen[p] = true
+    group.params[i] = p
+  end
+  for k in pairs(g) do
+    if k ~= "params" and self.defaults[k] == nil then errors.raise(string.format("%s: unknown group option '%s'", name, tostring(k))) end
+  end
+  for k, v in pairs(self.defaults) do
+    if g[k] ~= nil then group[k] = g[k] else group[k] = v end
+  end
+  if self.check_group then self.check_group(group, name) end
+  self.param_groups[gi] = group
 end
 
 -- drop every gradient (PyTorch's set_to_none = true)

@@ -1,0 +1,196 @@
+-- nn/rnn.lua: RNN, LSTM and GRU with PyTorch's parameter names, gate orders and initialization (so
+-- state_dicts carry over); the time loop runs in Lua, so a trace unrolls it for the traced length.
+local Module = require("ds.nn.module")
+local F = require("ds.nn.functional")
+local init = require("ds.nn.init_weights")
+local ops = require("ds.ops.common").functions
+local Tensor = require("ds.tensor")
+local errors = require("ds.errors")
+local S = require("ds.shape")
+
+-- one step of each cell: xw = W_ih x + b_ih for this step (N, G*H), h/c (N, H) -> new h (and c)
+local cells = {}
+
+function cells.RNN_TANH(xw, hw) return ops.tanh(xw + hw) end
+function cells.RNN_RELU(xw, hw) return ops.relu(xw + hw) end
+
+-- gates i, f, g, o (PyTorch's order): c' = f c + i g, h' = o tanh(c')
+function cells.LSTM(xw, hw, c, H)
+  local gates = hw + xw
+  local i = ops.sigmoid(gates:narrow(2, 1, H))
+  local f = ops.sigmoid(gates:narrow(2, H + 1, H))
+  local g = ops.tanh(gates:narrow(2, 2 * H + 1, H))
+  local o = ops.sigmoid(gates:narrow(2, 3 * H + 1, H))
+  local c2 = f * c + i * g
+  return o * ops.tanh(c2), c2
+end
+
+-- gates r, z, n: n = tanh(x_n + r (W_hn h + b_hn)), h' = (h - n) z + n (= (1 - z) n + z h)
+function cells.GRU(xw, hw, h, H)
+  local r = ops.sigmoid(hw:narrow(2, 1, H) + xw:narrow(2, 1, H))
+  local z = ops.sigmoid(hw:narrow(2, H + 1, H) + xw:narrow(2, H + 1, H))
+  local n = ops.tanh(xw:narrow(2, 2 * H + 1, H) + hw:narrow(2, 2 * H + 1, H) * r)
+  return (h - n) * z + n
+end
+
+local GATES = { RNN_TANH = 1, RNN_RELU = 1, LSTM = 4, GRU = 3 }
+local OPTIONS = { num_layers = true, bias = true, batch_first = true, dropout = true, bidirectional = true, dtype = true,
+                  nonlinearity = true, proj_size = true }
+
+local RNNBase = Module:extend("RNNBase")
+
+-- mode: RNN_TANH | RNN_RELU | LSTM | GRU; opts: num_layers (1), bias (true), batch_first (false),
+-- dropout (0, between layers, training only), bidirectional (false), dtype ("f32")
+function RNNBase:init(mode, input_size, hidden_size, opts)
+  local name = self._name
+  if type(input_size) ~= "number" or type(hidden_size) ~= "number" or input_size < 1 or hidden_size < 1 then
+    errors.raise(name .. ": expects " .. name .. "(input_size, hidden_size, [opts]) with positive sizes")
+  end
+  opts = opts or {}
+  for k in pairs(opts) do
+    if not OPTIONS[k] or (k == "nonlinearity" and mode == "LSTM") or (k == "nonlinearity" and mode == "GRU") then
+      errors.raise(string.format("%s: unknown option '%s'", name, tostring(k)))
+    end
+  end
+  if opts.proj_size and opts.proj_size ~= 0 then errors.raise(name .. ": proj_size is not supported") end
+  local L, p = opts.num_layers or 1, opts.dropout or 0
+  if type(L) ~= "number" or L < 1 or L % 1 ~= 0 then errors.raise(name .. ": num_layers must be a positive integer") end
+  if type(p) ~= "number" or p < 0 or p > 1 then errors.raise(name .. ": dropout must be in [0, 1], got " .. tostring(p)) end
+  self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
+  self.num_layers, self.bias, self.batch_first = L, opts.bias ~= false, opts.batch_first == true
+  self.dropout, self.bidirectional = p, opts.bidirectional == true
+  local dt, G, D = opts.dtype or "f32", GATES[mode], self.bidirectional and 2 or 1
+  local k = 1 / math.sqrt(hidden_size)
+  -- parameter names as PyTorch's (layer numbers 0-based there, kept so state_dicts load unchanged)
+  for layer = 0, L - 1 do
+    for dir = 1, D do
+      local sfx = "_l" .. layer .. (dir == 2 and "_reverse" or "")
+      local in_size = layer == 0 and input_size or hidden_size * D
+      local shapes = { { "weight_ih", { G * hidden_size, in_size } }, { "weight_hh", { G * hidden_size, hidden_size } } }
+      if self.bias then
+        shapes[3] = { "bias_ih", { G * hidden_size } }
+        shapes[4] = { "bias_hh", { G * hidden_size } }
+      end
+      for _, s in ipairs(shapes) do
+        self[s[1] .. sfx] = Module.Parameter(init.uniform_(ops.empty(s[2], { dtype = dt }), -k, k))
+      end
+    end
+  end
+end
+
+local function param(self, kind, layer, dir)
+  return rawget(self, kind .. "_l" .. layer .. (dir == 2 and "_reverse" or ""))
+end
+
+-- x: (T, N, in) -> list of T tensors (N, H) and the final state {h, c}; the reverse direction reads
+-- time backwards and its outputs are stored at their time index
+local function run_direction(self, x, layer, dir, h, c)
+  local H, T = self.hidden_size, x._shape[1]
+  local cell = cells[self.mode]
+  local xw = F.linear(x, param(self, "weight_ih", layer, dir), param(self, "bias_ih", layer, dir)) -- (T, N, G*H)
+  local w_hh, b_hh = param(self, "weight_hh", layer, dir), param(self, "bias_hh", layer, dir)
+  local outs = {}
+  for s = 1, T do
+    local t = dir == 2 and T + 1 - s or s
+    local hw = F.linear(h, w_hh, b_hh)
+    if self.mode == "LSTM" then h, c = cell(xw:select(1, t), hw, c, H)
+    else h = cell(xw:select(1, t), hw, h, H) end
+    outs[t] = h
+  end
+  return outs, h, c
+end
+
+-- the initial state (L*D, N, H) as given, zeros if not
+local function initial(self, given, N, what, x)
+  local L, H = self.num_layers * (self.bidirectional and 2 or 1), self.hidden_size
+  if given == nil then return ops.zeros(L, N, H, { dtype = x.dtype }) end
+  if not Tensor.is_tensor(given) then errors.raise(string.format("%s: %s must be a tensor", self._name, what)) end
+  if not S.equal(given._shape, { L, N, H }) or given.dtype ~= x.dtype then
+    errors.raise(string.format("%s: %s must be %s %s, got %s %s", self._name, what, x.dtype, S.str({ L, N, H }),
+      given.dtype, S.str(given._shape)))
+  end
+  return given
+end
+
+-- input: (T, N, input_size) ((N, T, input_size) with batch_first) or unbatched (T, input_size);
+-- hx: h0 (num_layers * num_directions, N, hidden_size) or, for LSTM, {h0, c0}; nil = zeros.
+-- Returns output (T, N, D * hidden_size) (batch_first: (N, T, ...)) and h_n (LSTM: {h_n, c_n}),
+-- each (num_layers * num_directions, N, hidden_size); unbatched input drops the N dims.
+function RNNBase:forward(input, hx)
+  local name = self._name
+  if not Tensor.is_tensor(input) then errors.raise(name .. ": input must be a tensor, got " .. type(input)) end
+  local w = self.weight_ih_l0
+  local shp = input._shape
+  if (#shp ~= 3 and #shp ~= 2) or not S.same(shp[#shp], self.input_size) or input.dtype ~= w.dtype then
+    errors.raise(string.format("%s: input must be %s (T,N,%d)%s or (T,%d), got %s %s", name, w.dtype, self.input_size,
+      self.batch_first and " (batch_first: (N,T,...))" or "", self.input_size, input.dtype, S.str(shp)))
+  end
+  local batched = #shp == 3
+  local x = input
+  if not batched then x = x:unsqueeze(2) elseif self.batch_first then x = x:transpose(1, 2) end
+  local T, N = x._shape[1], x._shape[2]
+  if type(T) ~= "number" then
+    errors.raise(name .. ": the sequence length must be fixed when tracing (the time loop is unrolled), got " .. S.str(shp))
+  end
+  local h0, c0 = hx, nil
+  if self.mode == "LSTM" then
+    if hx ~= nil and (type(hx) ~= "table" or Tensor.is_tensor(hx)) then errors.raise(name .. ": hx must be {h0, c0}") end
+    h0, c0 = hx and hx[1], hx and hx[2]
+  end
+  if not batched then
+    h0 = Tensor.is_tensor(h0) and h0:unsqueeze(2) or h0
+    c0 = Tensor.is_tensor(c0) and c0:unsqueeze(2) or c0
+  end
+  h0 = initial(self, h0, N, "h0", x)
+  if self.mode == "LSTM" then c0 = initial(self, c0, N, "c0", x) end
+  local D = self.bidirectional and 2 or 1
+  local hn, cn = {}, {}
+  for layer = 0, self.num_layers - 1 do
+    if layer > 0 and self.dropout > 0 and self.training then x = F.dropout(x, self.dropout, true) end
+    local seqs = {}
+    for dir = 1, D do
+      local k = layer * D + dir
+      local outs, h, c = run_direction(self, x, layer, dir, h0:select(1, k), c0 and c0:select(1, k))
+      seqs[dir] = ops.stack(outs, 1) -- (T, N, H)
+      hn[k], cn[k] = h, c
+    end
+    x = D == 1 and seqs[1] or ops.cat(seqs, 3)
+  end
+  local out, h_n, c_n = x, ops.stack(hn, 1), c0 and ops.stack(cn, 1)
+  if not batched then
+    out, h_n, c_n = out:squeeze(2), h_n:squeeze(2), c_n and c_n:squeeze(2)
+  elseif self.batch_first then
+    out = out:transpose(1, 2)
+  end
+  if self.mode == "LSTM" then return out, { h_n, c_n } end
+  return out, h_n
+end
+
+function RNNBase:extra_repr()
+  local s = string.format("%d, %d", self.input_size, self.hidden_size)
+  if self.mode == "RNN_RELU" then s = s .. ", nonlinearity='relu'" end
+  if self.num_layers ~= 1 then s = s .. ", num_layers=" .. self.num_layers end
+  if not self.bias then s = s .. ", bias=false" end
+  if self.batch_first then s = s .. ", batch_first=true" end
+  if self.dropout ~= 0 then s = s .. ", dropout=" .. self.dropout end
+  if self.bidirectional then s = s .. ", bidirectional=true" end
+  return s
+end
+
+local M = {}
+
+-- opts.nonlinearity: "tanh" (default) or "relu"
+M.RNN = RNNBase:extend("RNN")
+function M.RNN:init(input_size, hidden_size, opts)
+  local nl = opts and opts.nonlinearity or "tanh"
+  if nl ~= "tanh" and nl ~= "relu" then errors.raise("RNN: nonlinearity must be 'tanh' or 'relu', got '" .. tostring(nl) .. "'") end
+  RNNBase.init(self, nl == "tanh" and "RNN_TANH" or "RNN_RELU", input_size, hidden_size, opts)
+end
+
+M.LSTM = RNNBase:extend("LSTM")
+function M.LSTM:init(input_size, hidden_size, opts) RNNBase.init(self, "LSTM", input_size, hidden_size, opts) end
+
+M.GRU = RNNBase:extend("GRU")
+function M.GRU:init(input_size, hidden_size, opts) RNNBase.init(self, "GRU", input_size, hidden_size, opts) end
+
+return M

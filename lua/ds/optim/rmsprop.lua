@@ -1,0 +1,45 @@
+-- optim/rmsprop.lua: RMSprop (torch 1.13 formulas: weight decay, momentum, centered), one fused update
+-- kernel per parameter; state per parameter: step, square_avg, and with momentum or centering
+-- momentum_buffer and grad_avg (both kept when either is on: the kernel updates them together).
+local Optimizer = require("ds.optim.optimizer")
+local D = require("ds.dispatch")
+local errors = require("ds.errors")
+local F = require("ds.ops.common").functions
+
+local plain, full = D.by_name.rmsprop_update, D.by_name.rmsprop_full_update
+
+local RMSprop = Optimizer:extend("RMSprop", { lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0,
+                                              centered = false })
+
+function RMSprop.check_group(g)
+  for _, k in ipairs { "lr", "alpha", "eps", "weight_decay", "momentum" } do
+    if type(g[k]) ~= "number" or g[k] < 0 then errors.raise("RMSprop: invalid " .. k .. " " .. tostring(g[k])) end
+  end
+end
+
+function RMSprop:step()
+  for _, g in ipairs(self.param_groups) do
+    local extended = g.momentum > 0 or g.centered
+    for _, p in ipairs(g.params) do
+      local grad = Optimizer.grad_of(p)
+      if grad then
+        local st = self.state[p]
+        if not st then
+          st = { step = F.zeros({}), square_avg = F.zeros_like(p) }
+          self.state[p] = st
+        end
+        if extended then
+          st.grad_avg = st.grad_avg or F.zeros_like(p)
+          st.momentum_buffer = st.momentum_buffer or F.zeros_like(p)
+          D.call(full, { p, grad, st.square_avg, st.grad_avg, st.momentum_buffer, st.step }, { lr = g.lr,
+            alpha = g.alpha, eps = g.eps, weight_decay = g.weight_decay, momentum = g.momentum, centered = g.centered })
+        else
+          D.call(plain, { p, grad, st.square_avg, st.step }, { lr = g.lr, alpha = g.alpha, eps = g.eps,
+            weight_decay = g.weight_decay })
+        end
+      end
+    end
+  end
+end
+
+return RMSprop
