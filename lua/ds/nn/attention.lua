@@ -21,7 +21,8 @@ function MHA:init(embed_dim, num_heads, opts)
     errors.raise(string.format("MultiheadAttention: embed_dim %d is not divisible by num_heads %d", embed_dim, num_heads))
   end
   opts = options.check(opts, "MultiheadAttention", { dropout = { "number", min = 0, max = 1 }, bias = "boolean",
-                                                     batch_first = "boolean", dtype = "dtype" })
+                                                     batch_first = "boolean", dtype = "dtype",
+                                                     kdim = { "integer", min = 1 }, vdim = { "integer", min = 1 } })
   local dt = opts.dtype or "f32"
   self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim / num_heads
   self.dropout, self.batch_first = opts.dropout or 0, opts.batch_first == true

@@ -153,7 +153,13 @@ end
 local function flatten_into(v, shape, depth, out, opname)
   if depth > #shape then
     if type(v) == "boolean" then v = v and 1 or 0 end
-    if Tensor.is_tensor(v) then v = v:item() end
+    if Tensor.is_tensor(v) then
+      -- a leaf may be a 0-d tensor: its value is read, as torch.tensor copies it
+      if #v._shape ~= 0 then
+        errors.raise(opname .. ": a list element is a tensor of shape " .. S.str(v._shape) .. "; only 0-d tensors (or ds.stack)")
+      end
+      v = v:item()
+    end
     if type(v) ~= "number" then
       errors.raise(string.format("%s: expected a number at depth %d, got %s", opname, depth, type(v)))
     end
@@ -167,33 +173,18 @@ local function flatten_into(v, shape, depth, out, opname)
   for i = 1, #v do flatten_into(v[i], shape, depth + 1, out, opname) end
 end
 
--- nested lists whose leaves may be 0-d tensors (their values are read, as torch.tensor copies them)
-local function scalars_of(v)
-  if Tensor.is_tensor(v) then
-    if #v._shape ~= 0 then errors.raise("tensor: a list element is a tensor of shape " .. S.str(v._shape) .. "; only 0-d tensors (or ds.stack)") end
-    return v:item()
-  end
-  if type(v) ~= "table" then return v end
-  local out = {}
-  for i = 1, #v do out[i] = scalars_of(v[i]) end
-  return out
-end
-
 C.export("tensor", function(v, opts)
   opts = opts or {}
   if Tensor.is_tensor(v) then return opts.dtype and v:astype(opts.dtype) or v:clone() end
-  local leaf = v
-  while type(leaf) == "table" and not Tensor.is_tensor(leaf) do leaf = leaf[1] end
-  if Tensor.is_tensor(leaf) and not opts.dtype then opts = { dtype = leaf.dtype } end -- the elements' dtype
-  v = scalars_of(v)
   local shape = nested_shape(v, "tensor")
   local flat = {}
   flatten_into(v, shape, 1, flat, "tensor")
   local dt = opts.dtype and check_dtype(opts.dtype, "tensor")
   if not dt then
+    -- the first leaf's kind: a 0-d tensor's dtype, bool for booleans, else f32
     local first = v
-    while type(first) == "table" do first = first[1] end
-    dt = type(first) == "boolean" and "bool" or "f32"
+    for _ = 1, #shape do if type(first) == "table" and not Tensor.is_tensor(first) then first = first[1] end end
+    dt = Tensor.is_tensor(first) and first.dtype or type(first) == "boolean" and "bool" or "f32"
   end
   local t = Tensor._empty(dt, shape, "tensor")
   local n = #flat
