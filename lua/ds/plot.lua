@@ -26,7 +26,10 @@ local function finite(v) return type(v) == "number" and v == v and v ~= math.hug
 
 -- about `count` round tick values (1, 2, 5 x 10^k steps) and the axis range they span, covering [lo, hi]
 local function ticks(lo, hi, count)
-  if hi <= lo then hi = lo + (lo == 0 and 1 or math.abs(lo) * 0.1) end
+  if hi <= lo then -- one value: centre it
+    local span = lo == 0 and 1 or math.abs(lo) * 0.1
+    lo, hi = lo - span, hi + span
+  end
   local raw = (hi - lo) / count
   local mag = 10 ^ math.floor(math.log10(raw))
   local step = mag
