@@ -122,12 +122,6 @@ static int64_t chunk_start(const chunking *k, const geom *g, int64_t c, int64_t 
 /* short row copies: a plain loop, not a memcpy call per 10-element row */
 #define NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
 
-/* the kernels once per dtype (the file #undefs T, DT and FN at its end) */
-#define T float
-#define DT DS_F32
-#define FN(name) name##_f32
-#include "nn_conv_kernels.h"
-#define T double
-#define DT DS_F64
-#define FN(name) name##_f64
-#include "nn_conv_kernels.h"
+/* the kernels, once per float dtype */
+#define KERNELS "nn_conv_kernels.h"
+#include "float_kernels.h"

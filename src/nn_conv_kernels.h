@@ -1,5 +1,5 @@
-/* nn_conv_kernels.h: conv2d and its backward kernels for one dtype. nn_conv.c includes it once per dtype
-   with T (the element type), DT (its dtype code) and FN(name) (name with the dtype suffix). */
+/* nn_conv_kernels.h: conv2d and its backward kernels for one dtype. nn_conv.c includes it through
+   float_kernels.h with T (the element type), DT (its dtype code) and FN(name) (name with the dtype suffix). */
 
 /* Columns of one image (Cg planes at x) into col (ckk rows, row stride ld).
    wide: copy the planes into xpad (zero border), then each row is one contiguous run of L values. */

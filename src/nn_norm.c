@@ -26,12 +26,6 @@ static int64_t row_chunk(int64_t R) {
   return c < 16 ? 16 : c;
 }
 
-/* the kernels once per dtype (the file #undefs T, DT and FN at its end) */
-#define T float
-#define DT DS_F32
-#define FN(name) name##_f32
-#include "nn_norm_kernels.h"
-#define T double
-#define DT DS_F64
-#define FN(name) name##_f64
-#include "nn_norm_kernels.h"
+/* the kernels, once per float dtype */
+#define KERNELS "nn_norm_kernels.h"
+#include "float_kernels.h"

@@ -1,4 +1,4 @@
-/* nn_norm_kernels.h: layer_norm and its backward for one dtype. nn_norm.c includes it once per dtype with
+/* nn_norm_kernels.h: layer_norm and its backward for one dtype. nn_norm.c includes it through float_kernels.h with
    T (the element type), DT (its dtype code) and FN(name) (name with the dtype suffix). */
 
 /* sum of p[i] and of (p[i] - m) * (q[i] - m2) style row statistics in double, 8 lanes in a fixed order */

@@ -44,12 +44,6 @@ static void window(int64_t o, int64_t s, int64_t p, int64_t k, int64_t n, int64_
   *b = hi > n ? n : hi;
 }
 
-/* the kernels once per dtype (the file #undefs T, DT and FN at its end) */
-#define T float
-#define DT DS_F32
-#define FN(name) name##_f32
-#include "nn_pool_kernels.h"
-#define T double
-#define DT DS_F64
-#define FN(name) name##_f64
-#include "nn_pool_kernels.h"
+/* the kernels, once per float dtype */
+#define KERNELS "nn_pool_kernels.h"
+#include "float_kernels.h"

@@ -1,5 +1,5 @@
 /* nn_pool_kernels.h: max_pool2d and avg_pool2d with their backward kernels for one dtype. nn_pool.c includes
-   it once per dtype with T (the element type), DT (its dtype code) and FN(name) (name with the dtype suffix). */
+   it through float_kernels.h with T (the element type), DT (its dtype code) and FN(name) (name + dtype suffix). */
 
 /* one plane: any window; NaN wins (the last NaN of a window, like PyTorch) */
 static void FN(maxpool_plane)(const T *x, T *o, int64_t *ix, const pgeom *g) {

@@ -7,7 +7,6 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local sym = require("ds.sym")
 local dtype = require("ds.dtype")
-local state = require("ds.state")
 local IR = require("ds.passes.ir")
 local Graph = require("ds.graph")
 local random = require("ds.random")
@@ -138,10 +137,7 @@ local function load_node(L, n, where, values, define, use)
   local given = attr_in(L, n.attrs or {}, where)
   if type(given) ~= "table" then L.fail(where .. ": attrs must be an object") end
   -- symbolic sizes ({"$dim": ...}) are accepted where ints are, as while tracing
-  local prev = state.trace
-  state.trace = state.trace or {}
-  local ok, attrs = pcall(D.attrs, def, given)
-  state.trace = prev
+  local ok, attrs = pcall(D.attrs, def, given, { symbolic = true })
   if not ok then L.fail(where .. ": " .. tostring(attrs)) end
   if def.attr_index.max_trips then attrs.max_trips = loop_bound(L, attrs.max_trips, where) end
   local fake = {}
