@@ -75,10 +75,14 @@ static inline float el_pow_f32(float a, float b) {
   return b == 2.0f ? a * a : (b == 1.0f ? a : (b == 0.5f ? sqrtf(a) : powf(a, b)));
 }
 static inline double el_pow_f64(double a, double b) { return pow(a, b); }
-/* integer division floors (Python's //, torch.div rounding_mode="floor"); x / 0 gives 0 */
+/* integer division floors (Python's //, torch.div rounding_mode="floor"). x // 0 has no result: it gives 0
+   and raises ds_zero_division (a relaxed store, from any thread); the kernel that ran it (apply in
+   elementwise.c, run_program in fused.c) takes the flag and fails with ZeroDivisionError, as PyTorch does */
+extern int ds_zero_division;
+static inline int ds_take_zero_division(void) { return __atomic_exchange_n(&ds_zero_division, 0, __ATOMIC_RELAXED); }
 #define DS_INT_DIVPOW(T, S) \
   static inline T el_div_##S(T a, T b) { \
-    if (b == 0) return 0; \
+    if (b == 0) { __atomic_store_n(&ds_zero_division, 1, __ATOMIC_RELAXED); return 0; } \
     if (b == -1) return (T)(0 - (uint64_t)a); \
     T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; } \
   static inline T el_pow_##S(T a, T b) { \

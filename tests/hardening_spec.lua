@@ -168,3 +168,22 @@ describe("aliasing PyTorch rejects", function()
     assert.equal(12, y:sum():item())
   end)
 end)
+
+describe("integer arithmetic without a result raises as PyTorch 1.13", function()
+  local a = ds.tensor({ 7, -7 }, { dtype = "i64" })
+  it("floor_divide by zero is a ZeroDivisionError eagerly, compiled and fused", function()
+    H.raises(function() ds.floor_divide(a, ds.tensor({ 2, 0 }, { dtype = "i64" })) end, "floor_divide", "ZeroDivisionError")
+    H.raises(function() ds.floor_divide(a:astype("i32"), 0) end, "floor_divide", "ZeroDivisionError")
+    assert.same({ 3, -4 }, ds.floor_divide(a, 2):totable()) -- floors, and the flag is clear after the error
+    local f = ds.compile(function(x, y) return ds.floor_divide(x + 1, y) * 2 end,
+      { ds.spec({ 2 }, "i64"), ds.spec({ 2 }, "i64") })
+    assert.same({ 8, -6 }, f(a, ds.tensor({ 2, 2 }, { dtype = "i64" })):totable())
+    H.raises(function() f(a, ds.tensor({ 1, 0 }, { dtype = "i64" })) end, "ZeroDivisionError")
+  end)
+  it("an integer to a negative number power is an error; a tensor exponent gives 0 as torch", function()
+    H.raises(function() return a ^ -1 end, "pow: integers to negative integer powers are not allowed")
+    H.raises(function() return ds.pow(a:astype("i32"), -2) end, "pow: integers to negative integer powers")
+    assert.same({ 0, 1, 1 }, ds.pow(ds.tensor({ 2, 1, -1 }, { dtype = "i64" }), ds.tensor({ -1, -3, -2 }, { dtype = "i64" })):totable())
+    assert.near(0.5, (ds.tensor({ 4 }, { dtype = "i64" }) ^ -0.5):item(), 1e-7) -- a fractional exponent: a float result
+  end)
+end)
