@@ -187,3 +187,36 @@ describe("integer arithmetic without a result raises as PyTorch 1.13", function(
     assert.near(0.5, (ds.tensor({ 4 }, { dtype = "i64" }) ^ -0.5):item(), 1e-7) -- a fractional exponent: a float result
   end)
 end)
+
+describe("a graph file is checked node by node with the op table's schema at load", function()
+  local cjson = require("cjson")
+  local dir = os.tmpname(); os.remove(dir); os.execute("mkdir -p " .. dir)
+  local f = ds.compile(function(x, m, v, step)
+    ds.print("x is", x)
+    local p = x:clone()
+    D.call(D.by_name.adam_update, { p, x, m, v, step }, { lr = 0.1 })
+    return p:sum(2) * 2
+  end, { ds.spec({ 2, 3 }, "f32"), ds.spec({ 2, 3 }, "f32"), ds.spec({ 2, 3 }, "f32"), ds.spec({}, "f32") })
+  ds.save(f, dir .. "/base")
+  local base = H.read_file(dir .. "/base.json")
+  local params = cjson.decode(base).params.file
+  -- the base model with one node's attr changed: must fail at load, naming the node and the op
+  local function load_with(op, key, value)
+    local doc = cjson.decode(base)
+    local found = false
+    for _, n in ipairs(doc.nodes) do if n.op == op then n.attrs[key] = value; found = true end end
+    assert.is_true(found, op)
+    H.write_file(dir .. "/bad.json", cjson.encode(doc))
+    return function() return ds.load(dir .. "/bad") end
+  end
+  it("the unedited file loads and runs", function()
+    assert.is_true(ds.load(dir .. "/base") ~= nil and params ~= nil)
+  end)
+  it("print parts, float attrs given as lists, out-of-range dims", function()
+    H.raises(load_with("print", "parts", 5), "node 1 (print", "print: attr 'parts' must be a list")
+    H.raises(load_with("print", "parts", { { tensor = 7 } }), "print: part 1 must be a string or { tensor = k }")
+    H.raises(load_with("adam_update", "beta2", {}), "(adam_update", "option 'beta2' must be float, got table")
+    H.raises(load_with("sum", "dims", { 9 }), "(sum", "dim 9 out of range for a 2-d input")
+    H.raises(load_with("sum", "dims", { {} }), "(sum", "option 'dims' element 1 must be an integer")
+  end)
+end)

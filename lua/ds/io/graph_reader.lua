@@ -134,20 +134,19 @@ local function load_node(L, n, where, values, define, use)
   if not def.variadic and not def.run and ninputs and #inputs ~= ninputs then
     L.fail(string.format("%s: %d inputs, the op takes %d", where, #inputs, ninputs))
   end
-  -- attrs: names and types from the op table's schema
+  -- attrs and inputs checked as the op table says (D.validate: schema, dim ranges, def.check_attrs, shape
+  -- inference); symbolic sizes ({"$dim": ...}) are accepted where ints are, as while tracing
   local given = attr_in(L, n.attrs or {}, where)
   if type(given) ~= "table" then L.fail(where .. ": attrs must be an object") end
-  -- symbolic sizes ({"$dim": ...}) are accepted where ints are, as while tracing
-  local prev = state.trace
-  state.trace = state.trace or {}
-  local ok, attrs = pcall(D.attrs, def, given)
-  state.trace = prev
-  if not ok then L.fail(where .. ": " .. tostring(attrs)) end
-  if def.attr_index.max_trips then attrs.max_trips = loop_bound(L, attrs.max_trips, where) end
   local fake = {}
   for k, id in ipairs(inputs) do fake[k] = { dtype = values[id].dtype, _shape = values[id].shape } end
+  local prev = state.trace
+  state.trace = state.trace or {}
+  local ok, attrs, metas = pcall(D.validate, def, fake, given)
+  state.trace = prev
+  if not ok then L.fail(where .. ": " .. tostring(attrs):gsub("^[^\n:]*:%d+: ", "")) end
+  if def.attr_index.max_trips then attrs.max_trips = loop_bound(L, attrs.max_trips, where) end
   local outs = list(L, n.outputs, where .. " outputs")
-  local metas
   if def.run then
     local nres = attrs.nresults
     if def.name ~= "print" and (type(nres) ~= "number" or #outs ~= nres + #(attrs.written or {})) then
@@ -158,10 +157,6 @@ local function load_node(L, n, where, values, define, use)
     end
   else
     -- outputs as the op's shape inference says, for these inputs and attrs
-    local ok2
-    ok2, metas = pcall(def.infer, fake, attrs, def)
-    if not ok2 or type(metas) ~= "table" then L.fail(where .. ": inputs and attrs do not fit the op: " .. tostring(metas)) end
-    if metas.shape then metas = { metas } end
     local mut = def.mutates or {}
     if #outs ~= def.noutputs + #mut then
       L.fail(string.format("%s: %d outputs, the op gives %d", where, #outs, def.noutputs + #mut))
