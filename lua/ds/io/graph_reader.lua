@@ -92,7 +92,7 @@ end
 
 local function set(t) local s = {}; for _, k in ipairs(t) do s[k] = true end; return s end
 local TOP = set { "format", "format_version", "ds_version", "name", "params", "inputs", "args", "state", "constants",
-                  "nodes", "outputs", "state_writes", "grad_writes", "training", "plan" }
+                  "nodes", "outputs", "state_writes", "input_writes", "grad_writes", "training", "plan" }
 
 -- the document's top level: known fields, format and version; returns its params field
 -- ({file: a name in the graph file's directory, bytes, crc32})
@@ -297,6 +297,14 @@ function M.build(L, doc, params)
     local v, s = ir.values[use(w.value, "state write " .. k)], ir.values[ir.state[w.state].value]
     if v.dtype ~= s.dtype or not S.equal(v.shape, s.shape) then L.fail("state write " .. k .. ": value does not match the state's shape") end
     ir.state_writes[k] = { state = w.state, value = w.value }
+  end
+  for k, w in ipairs(list(L, doc.input_writes, "input_writes")) do
+    local where = "input write " .. k
+    check_keys(L, w, set { "input", "value" }, where)
+    if not is_int(w.input) or not ir.inputs[w.input] then L.fail(where .. ": no input " .. tostring(w.input)) end
+    local v, x = ir.values[use(w.value, where)], ir.values[ir.inputs[w.input]]
+    if v.dtype ~= x.dtype or not S.equal(v.shape, x.shape) then L.fail(where .. ": value does not match the input's shape and dtype") end
+    ir.input_writes[k] = { input = w.input, value = w.value }
   end
   ir.grad_writes = {}
   for k, w in ipairs(list(L, doc.grad_writes, "grad_writes")) do
