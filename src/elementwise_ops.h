@@ -119,7 +119,7 @@ DS_INT_DIVPOW(int64_t, i64)
 DS_INT_DIVPOW(int32_t, i32)
 
 /* fmod: remainder with the dividend's sign (C's fmod, %); remainder: with the divisor's sign (Python's %).
-   Integers: x mod 0 gives 0 (as div), x mod -1 gives 0 (no INT_MIN / -1 overflow). */
+   Integers: x mod 0 raises ds_zero_division (ZeroDivisionError, as div), x mod -1 gives 0 (no INT_MIN / -1 overflow). */
 static inline float el_fmod_f32(float a, float b) { return fmodf(a, b); }
 static inline double el_fmod_f64(double a, double b) { return fmod(a, b); }
 static inline float el_remainder_f32(float a, float b) {
@@ -129,7 +129,9 @@ static inline double el_remainder_f64(double a, double b) {
   double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
 }
 #define DS_INT_MOD(T, S) \
-  static inline T el_fmod_##S(T a, T b) { return (b == 0 || b == -1) ? 0 : a % b; } \
+  static inline T el_fmod_##S(T a, T b) { \
+    if (b == 0) { __atomic_store_n(&ds_zero_division, 1, __ATOMIC_RELAXED); return 0; } \
+    return b == -1 ? 0 : a % b; } \
   static inline T el_remainder_##S(T a, T b) { \
     T r = el_fmod_##S(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 DS_INT_MOD(int64_t, i64)

@@ -174,7 +174,10 @@ describe("integer arithmetic without a result raises as PyTorch 1.13", function(
   it("floor_divide by zero is a ZeroDivisionError eagerly, compiled and fused", function()
     H.raises(function() ds.floor_divide(a, ds.tensor({ 2, 0 }, { dtype = "i64" })) end, "floor_divide", "ZeroDivisionError")
     H.raises(function() ds.floor_divide(a:astype("i32"), 0) end, "floor_divide", "ZeroDivisionError")
+    H.raises(function() ds.fmod(a, 0) end, "fmod", "ZeroDivisionError")
+    H.raises(function() ds.remainder(a:astype("i32"), ds.tensor({ 1, 0 }, { dtype = "i32" })) end, "remainder", "ZeroDivisionError")
     assert.same({ 3, -4 }, ds.floor_divide(a, 2):totable()) -- floors, and the flag is clear after the error
+    assert.same({ 1, 1 }, ds.remainder(a, 3):totable())
     local f = ds.compile(function(x, y) return ds.floor_divide(x + 1, y) * 2 end,
       { ds.spec({ 2 }, "i64"), ds.spec({ 2 }, "i64") })
     assert.same({ 8, -6 }, f(a, ds.tensor({ 2, 2 }, { dtype = "i64" })):totable())
