@@ -177,7 +177,7 @@ describe("integer arithmetic without a result raises as PyTorch 1.13", function(
     H.raises(function() ds.fmod(a, 0) end, "fmod", "ZeroDivisionError")
     H.raises(function() ds.remainder(a:astype("i32"), ds.tensor({ 1, 0 }, { dtype = "i32" })) end, "remainder", "ZeroDivisionError")
     assert.same({ 3, -4 }, ds.floor_divide(a, 2):totable()) -- floors, and the flag is clear after the error
-    assert.same({ 1, 1 }, ds.remainder(a, 3):totable())
+    assert.same({ 1, 2 }, ds.remainder(a, 3):totable())
     local f = ds.compile(function(x, y) return ds.floor_divide(x + 1, y) * 2 end,
       { ds.spec({ 2 }, "i64"), ds.spec({ 2 }, "i64") })
     assert.same({ 8, -6 }, f(a, ds.tensor({ 2, 2 }, { dtype = "i64" })):totable())
