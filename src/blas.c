@@ -3,18 +3,27 @@
 #include <stdlib.h>
 
 /* byte offsets of batch bi's matrices in a and b (batch strides as, bs over out's batch dims) */
-static void batch_offsets(const ds_tensor *o, int nb, const int64_t *as, const int64_t *bs, int64_t bi, int64_t *ao, int64_t *bo) {
+static void batch_offsets(const ds_tensor *o, int nb, const int64_t *as, const int64_t *bs, int64_t bi, int64_t *ao,
+                          int64_t *bo) {
   int64_t rem = bi; *ao = 0; *bo = 0;
-  for (int i = nb - 1; i >= 0; i--) { int64_t idx = rem % o->shape[i]; rem /= o->shape[i]; *ao += idx * as[i]; *bo += idx * bs[i]; }
+  for (int i = nb - 1; i >= 0; i--) {
+    int64_t idx = rem % o->shape[i];
+    rem /= o->shape[i];
+    *ao += idx * as[i];
+    *bo += idx * bs[i];
+  }
 }
 
 /* f32: every batch's product in one ds_sgemm_batch call (threads over batches or inside products) */
-static int sgemm_batches(ds_tensor *o, const ds_tensor *a, const ds_tensor *b, int nb, const int64_t *as, const int64_t *bs,
-                         int64_t batches, int64_t M, int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs) {
+static int sgemm_batches(ds_tensor *o, const ds_tensor *a, const ds_tensor *b, int nb, const int64_t *as,
+                         const int64_t *bs, int64_t batches, int64_t M, int64_t N, int64_t K, int64_t ars, int64_t acs,
+                         int64_t brs, int64_t bcs) {
   const float *one_a, *one_b; float *one_c;
   const float **pa = &one_a, **pb = &one_b; float **pc = &one_c;
   if (batches > 1) {
-    pa = malloc(sizeof *pa * (size_t)batches); pb = malloc(sizeof *pb * (size_t)batches); pc = malloc(sizeof *pc * (size_t)batches);
+    pa = malloc(sizeof *pa * (size_t)batches);
+    pb = malloc(sizeof *pb * (size_t)batches);
+    pc = malloc(sizeof *pc * (size_t)batches);
     if (!pa || !pb || !pc) { free(pa); free(pb); free(pc); return ds_fail(DS_ENOMEM, "matmul: out of memory"); }
   }
   for (int64_t bi = 0; bi < batches; bi++) {
@@ -33,7 +42,8 @@ static int matmul(ds_tensor *const *t, int dtype) {
   ds_tensor *o = t[0], *a = t[1], *b = t[2];
   char s1[128], s2[128], s3[128];
   DS_CHECK(o && a && b, "matmul: missing operand");
-  DS_CHECK(o->dtype == dtype && a->dtype == dtype && b->dtype == dtype, "matmul: dtypes must all be %s", ds_dtype_name(dtype));
+  DS_CHECK(o->dtype == dtype && a->dtype == dtype && b->dtype == dtype, "matmul: dtypes must all be %s",
+           ds_dtype_name(dtype));
   DS_CHECK(a->ndim >= 2 && b->ndim >= 2 && o->ndim >= 2, "matmul: kernel needs >= 2-D operands");
   DS_CHECK(ds_tensor_is_contiguous(o), "matmul: output must be contiguous");
   int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1], N = b->shape[b->ndim - 1];
@@ -44,8 +54,16 @@ static int matmul(ds_tensor *const *t, int dtype) {
   int64_t as[DS_MAXDIM] = {0}, bs[DS_MAXDIM] = {0};
   for (int i = 0; i < nb; i++) {
     int ja = i - (o->ndim - a->ndim), jb = i - (o->ndim - b->ndim);
-    if (ja >= 0) { DS_CHECK(a->shape[ja] == o->shape[i] || a->shape[ja] == 1, "matmul: batch dims of %s do not broadcast to %s", ds_shape_str(a, s1), ds_shape_str(o, s2)); as[i] = a->shape[ja] == 1 ? 0 : a->strides[ja]; }
-    if (jb >= 0) { DS_CHECK(b->shape[jb] == o->shape[i] || b->shape[jb] == 1, "matmul: batch dims of %s do not broadcast to %s", ds_shape_str(b, s1), ds_shape_str(o, s2)); bs[i] = b->shape[jb] == 1 ? 0 : b->strides[jb]; }
+    if (ja >= 0) {
+      DS_CHECK(a->shape[ja] == o->shape[i] || a->shape[ja] == 1, "matmul: batch dims of %s do not broadcast to %s",
+               ds_shape_str(a, s1), ds_shape_str(o, s2));
+      as[i] = a->shape[ja] == 1 ? 0 : a->strides[ja];
+    }
+    if (jb >= 0) {
+      DS_CHECK(b->shape[jb] == o->shape[i] || b->shape[jb] == 1, "matmul: batch dims of %s do not broadcast to %s",
+               ds_shape_str(b, s1), ds_shape_str(o, s2));
+      bs[i] = b->shape[jb] == 1 ? 0 : b->strides[jb];
+    }
   }
   int64_t batches = (M * N == 0) ? 0 : o->numel / (M * N);
   /* (..., M, K) @ (K, N) with a contiguous and b shared by every batch: one GEMM over all rows */

@@ -52,15 +52,18 @@ ds_tensor *ds_idx_read(const char *path) {
   if (got < 0) return idx_fail(f, NULL, DS_EIO, path, "cannot decompress the header");
   if (got < 4) return idx_fail(f, NULL, DS_EINVAL, path, "truncated: %lld of the 4 magic bytes", (long long)got);
   if (magic[0] != 0 || magic[1] != 0)
-    return idx_fail(f, NULL, DS_EINVAL, path, "not an IDX file (magic starts with %d %d, expected 0 0)", magic[0], magic[1]);
+    return idx_fail(f, NULL, DS_EINVAL, path, "not an IDX file (magic starts with %d %d, expected 0 0)", magic[0],
+                    magic[1]);
   int dtype, width;
   switch (magic[2]) {
     case 0x08: dtype = DS_U8; width = 1; break;
     case 0x0C: dtype = DS_I32; width = 4; break;
     case 0x0D: dtype = DS_F32; width = 4; break;
     case 0x0E: dtype = DS_F64; width = 8; break;
-    default: return idx_fail(f, NULL, DS_EINVAL, path,
-                             "unsupported IDX element type 0x%02x (supported: 0x08 u8, 0x0C i32, 0x0D f32, 0x0E f64)", magic[2]);
+    default:
+      return idx_fail(f, NULL, DS_EINVAL, path,
+                      "unsupported IDX element type 0x%02x (supported: 0x08 u8, 0x0C i32, 0x0D f32, 0x0E f64)",
+                      magic[2]);
   }
   int ndim = magic[3];
   if (ndim < 1 || ndim > DS_MAXDIM)
@@ -68,7 +71,8 @@ ds_tensor *ds_idx_read(const char *path) {
   uint8_t dims[4 * DS_MAXDIM];
   got = gz_read_all(f, dims, 4 * ndim);
   if (got < 0) return idx_fail(f, NULL, DS_EIO, path, "cannot decompress the header");
-  if (got < 4 * ndim) return idx_fail(f, NULL, DS_EINVAL, path, "truncated: header has %lld of %d dim bytes", (long long)got, 4 * ndim);
+  if (got < 4 * ndim)
+    return idx_fail(f, NULL, DS_EINVAL, path, "truncated: header has %lld of %d dim bytes", (long long)got, 4 * ndim);
   int64_t shape[DS_MAXDIM];
   for (int i = 0; i < ndim; i++)
     shape[i] = ((int64_t)dims[4 * i] << 24) | (dims[4 * i + 1] << 16) | (dims[4 * i + 2] << 8) | dims[4 * i + 3];
@@ -76,12 +80,16 @@ ds_tensor *ds_idx_read(const char *path) {
   if (!t) return idx_fail(f, NULL, DS_ENOMEM, path, "cannot allocate the tensor");
   int64_t nbytes = t->numel * width;
   got = gz_read_all(f, t->data, nbytes);
-  if (got < 0) return idx_fail(f, t, DS_EIO, path, "corrupted compressed data within the %lld data bytes", (long long)nbytes);
-  if (got < nbytes) return idx_fail(f, t, DS_EINVAL, path, "truncated: %lld of %lld data bytes", (long long)got, (long long)nbytes);
+  if (got < 0)
+    return idx_fail(f, t, DS_EIO, path, "corrupted compressed data within the %lld data bytes", (long long)nbytes);
+  if (got < nbytes)
+    return idx_fail(f, t, DS_EINVAL, path, "truncated: %lld of %lld data bytes", (long long)got, (long long)nbytes);
   uint8_t extra;
   got = gz_read_all(f, &extra, 1);
   if (got < 0) return idx_fail(f, t, DS_EIO, path, "corrupted compressed data at the end");
-  if (got > 0) return idx_fail(f, t, DS_EINVAL, path, "trailing bytes after the %lld data bytes the header announces", (long long)nbytes);
+  if (got > 0)
+    return idx_fail(f, t, DS_EINVAL, path, "trailing bytes after the %lld data bytes the header announces",
+                    (long long)nbytes);
   int zerr = Z_OK;
   gzerror(f, &zerr);
   if (zerr != Z_OK) return idx_fail(f, t, DS_EINVAL, path, "truncated gzip stream (no end-of-stream trailer)");

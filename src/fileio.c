@@ -30,8 +30,11 @@ static int open_regular(const char *path, struct stat *st) {
   if (fstat(fd, st) != 0) { close(fd); ds_fail(DS_EIO, "cannot stat %s: %s", path, strerror(errno)); return -1; }
   if (!S_ISREG(st->st_mode)) {
     close(fd);
-    ds_fail(DS_EIO, "%s is not a regular file (%s)", path, S_ISDIR(st->st_mode) ? "a directory" :
-            S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "a device" : "not a file");
+    ds_fail(DS_EIO, "%s is not a regular file (%s)", path,
+            S_ISDIR(st->st_mode)                           ? "a directory"
+            : S_ISFIFO(st->st_mode)                        ? "a FIFO"
+            : S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "a device"
+                                                           : "not a file");
     return -1;
   }
   return fd;
@@ -70,7 +73,11 @@ void *ds_file_read(const char *path, int64_t limit, int64_t *size, uint32_t *crc
   int fd = open_regular(path, &st);
   if (fd < 0) return NULL;
   int64_t n = st.st_size;
-  if (n > limit) { close(fd); ds_fail(DS_EIO, "%s has %lld bytes (limit %lld)", path, (long long)n, (long long)limit); return NULL; }
+  if (n > limit) {
+    close(fd);
+    ds_fail(DS_EIO, "%s has %lld bytes (limit %lld)", path, (long long)n, (long long)limit);
+    return NULL;
+  }
   char *buf = file_alloc(n);
   if (!buf) { close(fd); ds_fail(DS_ENOMEM, "out of memory reading %s (%lld bytes)", path, (long long)n); return NULL; }
   uLong sum = crc32(0L, Z_NULL, 0);

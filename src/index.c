@@ -48,13 +48,16 @@ static inline void add_el(char *d, const char *s, int dt) {
 static int check_dtypes(const char *op, int dt, ds_tensor *const *t, int n) {
   for (int k = 0; k < n; k++) {
     if (!t[k]) return ds_fail(DS_EINVAL, "%s: operand %d is missing", op, k);
-    if (t[k]->dtype != dt) return ds_fail(DS_EINVAL, "%s: operand %d has dtype %s, kernel expects %s", op, k, ds_dtype_name(t[k]->dtype), ds_dtype_name(dt));
+    if (t[k]->dtype != dt)
+      return ds_fail(DS_EINVAL, "%s: operand %d has dtype %s, kernel expects %s", op, k, ds_dtype_name(t[k]->dtype),
+                     ds_dtype_name(dt));
   }
   return DS_OK;
 }
 static int check_index(const char *op, const ds_tensor *ix) {
   if (!ix) return ds_fail(DS_EINVAL, "%s: index is missing", op);
-  if (ix->dtype != DS_I64) return ds_fail(DS_EINVAL, "%s: index must be an i64 tensor, got %s", op, ds_dtype_name(ix->dtype));
+  if (ix->dtype != DS_I64)
+    return ds_fail(DS_EINVAL, "%s: index must be an i64 tensor, got %s", op, ds_dtype_name(ix->dtype));
   return DS_OK;
 }
 /* attrs value a (0-based dim) must name one of ndim dims */
@@ -89,7 +92,8 @@ static void copy_into(ds_tensor *o, const ds_tensor *x) {
   }
   walk w; walk_init(&w, o->ndim, o->shape, 2);
   walk_operand(&w, 0, o, -1); walk_operand(&w, 1, x, -1);
-  for (int64_t i = 0; i < o->numel; i++, walk_next(&w)) copy_el((char *)o->data + w.off[0], (const char *)x->data + w.off[1], es);
+  for (int64_t i = 0; i < o->numel; i++, walk_next(&w))
+    copy_el((char *)o->data + w.off[0], (const char *)x->data + w.off[1], es);
 }
 
 /* ---- cat: out, in_1..in_n; attrs = {dim, n} ---- */
@@ -116,11 +120,13 @@ static int cat_impl(ds_tensor *const *t, const double *attrs, int dt) {
     const ds_tensor *x = t[k];
     DS_CHECK(x->ndim == o->ndim, "cat: input %d has shape %s, output %s", k, ds_shape_str(x, b1), ds_shape_str(o, b2));
     for (int d = 0; d < o->ndim; d++)
-      DS_CHECK(d == dim || x->shape[d] == o->shape[d], "cat: input %d has shape %s, output %s (they may differ only in dim %d)",
-               k, ds_shape_str(x, b1), ds_shape_str(o, b2), dim + 1);
+      DS_CHECK(d == dim || x->shape[d] == o->shape[d],
+               "cat: input %d has shape %s, output %s (they may differ only in dim %d)", k, ds_shape_str(x, b1),
+               ds_shape_str(o, b2), dim + 1);
     total += x->shape[dim];
   }
-  DS_CHECK(total == o->shape[dim], "cat: inputs add up to %lld in dim %d, output has %lld", (long long)total, dim + 1, (long long)o->shape[dim]);
+  DS_CHECK(total == o->shape[dim], "cat: inputs add up to %lld in dim %d, output has %lld", (long long)total, dim + 1,
+           (long long)o->shape[dim]);
   int64_t es = ds_dtype_size(dt), outer = 1, inner = es;
   for (int d = 0; d < dim; d++) outer *= o->shape[d];
   for (int d = dim + 1; d < o->ndim; d++) inner *= o->shape[d];
@@ -135,7 +141,8 @@ static int cat_impl(ds_tensor *const *t, const double *attrs, int dt) {
       walk w; walk_init(&w, x->ndim, x->shape, 2);
       walk_operand(&w, 0, o, -1); walk_operand(&w, 1, x, -1);
       char *po = (char *)o->data + start * o->strides[dim] * es;
-      for (int64_t i = 0; i < x->numel; i++, walk_next(&w)) copy_el(po + w.off[0], (const char *)x->data + w.off[1], es);
+      for (int64_t i = 0; i < x->numel; i++, walk_next(&w))
+        copy_el(po + w.off[0], (const char *)x->data + w.off[1], es);
     }
     start += x->shape[dim];
   }
@@ -176,10 +183,13 @@ static int scatter_add_impl(ds_tensor *const *t, const double *attrs, int dt) {
   int dim = 0, rc;
   ds_tensor *const oxs[3] = {t[0], t[1], t[3]};
   if ((rc = check_dtypes("scatter_add", dt, oxs, 3)) || (rc = check_index("scatter_add", ix))) return rc;
-  DS_CHECK(same_shape(o, x), "scatter_add: output %s does not match input %s", ds_shape_str(o, b1), ds_shape_str(x, b2));
-  DS_CHECK(same_shape(ix, src), "scatter_add: index %s and src %s must have the same shape", ds_shape_str(ix, b1), ds_shape_str(src, b2));
-  DS_CHECK(x->ndim >= 1 && x->ndim == ix->ndim, "scatter_add: input %s and index %s need the same number of dims (>= 1)",
-           ds_shape_str(x, b1), ds_shape_str(ix, b2));
+  DS_CHECK(same_shape(o, x), "scatter_add: output %s does not match input %s", ds_shape_str(o, b1),
+           ds_shape_str(x, b2));
+  DS_CHECK(same_shape(ix, src), "scatter_add: index %s and src %s must have the same shape", ds_shape_str(ix, b1),
+           ds_shape_str(src, b2));
+  DS_CHECK(x->ndim >= 1 && x->ndim == ix->ndim,
+           "scatter_add: input %s and index %s need the same number of dims (>= 1)", ds_shape_str(x, b1),
+           ds_shape_str(ix, b2));
   if ((rc = get_dim("scatter_add", attrs[0], x, &dim))) return rc;
   for (int d = 0; d < x->ndim; d++)
     DS_CHECK(d == dim || ix->shape[d] <= x->shape[d], "scatter_add: index %s is larger than input %s in dim %d",
@@ -205,7 +215,10 @@ static int scatter_add_impl(ds_tensor *const *t, const double *attrs, int dt) {
 static int64_t *read_index(const char *op, const ds_tensor *ix, int dim, int64_t size, int *rc) {
   char b[128];
   if ((*rc = check_index(op, ix))) return NULL;
-  if (ix->ndim > 1) { *rc = ds_fail(DS_EINVAL, "%s: index must be 0-d or 1-D, got %s", op, ds_shape_str(ix, b)); return NULL; }
+  if (ix->ndim > 1) {
+    *rc = ds_fail(DS_EINVAL, "%s: index must be 0-d or 1-D, got %s", op, ds_shape_str(ix, b));
+    return NULL;
+  }
   int64_t m = ix->numel, st = ix->ndim ? ix->strides[0] : 0;
   int64_t *v = malloc((m ? m : 1) * sizeof *v);
   if (!v) { *rc = ds_fail(DS_ENOMEM, "%s: out of memory", op); return NULL; }
@@ -267,7 +280,8 @@ static int index_add_impl(ds_tensor *const *t, const double *attrs, int dt) {
   int dim = 0, rc;
   ds_tensor *const oxs[3] = {t[0], t[1], t[3]};
   if ((rc = check_dtypes("index_add", dt, oxs, 3))) return rc;
-  DS_CHECK(x->ndim >= 1 && same_shape(o, x), "index_add: output %s does not match input %s (>= 1 dim)", ds_shape_str(o, b1), ds_shape_str(x, b2));
+  DS_CHECK(x->ndim >= 1 && same_shape(o, x), "index_add: output %s does not match input %s (>= 1 dim)",
+           ds_shape_str(o, b1), ds_shape_str(x, b2));
   if ((rc = get_dim("index_add", attrs[0], x, &dim))) return rc;
   int64_t *v = read_index("index_add", ix, dim, x->shape[dim], &rc);
   if (!v) return rc;
@@ -297,7 +311,8 @@ static int embedding_impl(ds_tensor *const *t, const double *attrs, int dt) {
   DS_CHECK(wt->ndim == 2, "embedding: weight must be 2-D (num_embeddings, dim), got %s", ds_shape_str(wt, b1));
   int nd = ids->ndim, ok = o->ndim == nd + 1 && o->shape[nd] == wt->shape[1];
   for (int d = 0; ok && d < nd; d++) ok = o->shape[d] == ids->shape[d];
-  DS_CHECK(ok, "embedding: output %s does not fit ids %s and weight dim %lld", ds_shape_str(o, b1), ds_shape_str(ids, b2), (long long)wt->shape[1]);
+  DS_CHECK(ok, "embedding: output %s does not fit ids %s and weight dim %lld", ds_shape_str(o, b1),
+           ds_shape_str(ids, b2), (long long)wt->shape[1]);
   int64_t es = ds_dtype_size(dt), V = wt->shape[0], Dm = wt->shape[1];
   int64_t ws0 = wt->strides[0] * es, ws1 = wt->strides[1] * es, os1 = o->strides[nd] * es;
   int rows_contig = (Dm <= 1 || (wt->strides[1] == 1 && o->strides[nd] == 1));
@@ -306,7 +321,9 @@ static int embedding_impl(ds_tensor *const *t, const double *attrs, int dt) {
   for (int d = 0; d < nd; d++) w.st[1][d] = o->strides[d] * es;
   for (int64_t i = 0; i < ids->numel; i++, walk_next(&w)) {
     int64_t v = *(const int64_t *)((const char *)ids->data + w.off[0]);
-    if (v < 1 || v > V) return ds_fail(DS_ERANGE, "embedding: id %lld out of range for %lld embeddings (ids are 1-based)", (long long)v, (long long)V);
+    if (v < 1 || v > V)
+      return ds_fail(DS_ERANGE, "embedding: id %lld out of range for %lld embeddings (ids are 1-based)", (long long)v,
+                     (long long)V);
     const char *src = (const char *)wt->data + (v - 1) * ws0;
     char *dst = (char *)o->data + w.off[1];
     if (rows_contig) memcpy(dst, src, Dm * es);
@@ -324,14 +341,17 @@ static int one_hot_impl(ds_tensor *const *t, const double *attrs, int dt) {
   if ((rc = check_dtypes("one_hot", dt, t, 1)) || (rc = check_index("one_hot", lab))) return rc;
   int nd = lab->ndim, ok = o->ndim == nd + 1 && (double)o->shape[nd] == attrs[0];
   for (int d = 0; ok && d < nd; d++) ok = o->shape[d] == lab->shape[d];
-  DS_CHECK(ok, "one_hot: output %s does not fit labels %s and num_classes %g", ds_shape_str(o, b1), ds_shape_str(lab, b2), attrs[0]);
+  DS_CHECK(ok, "one_hot: output %s does not fit labels %s and num_classes %g", ds_shape_str(o, b1),
+           ds_shape_str(lab, b2), attrs[0]);
   int64_t es = ds_dtype_size(dt), nc = o->shape[nd], sc = o->strides[nd] * es;
   walk w; walk_init(&w, nd, lab->shape, 2);
   walk_operand(&w, 0, lab, -1);
   for (int d = 0; d < nd; d++) w.st[1][d] = o->strides[d] * es;
   for (int64_t i = 0; i < lab->numel; i++, walk_next(&w)) {
     int64_t v = *(const int64_t *)((const char *)lab->data + w.off[0]);
-    if (v < 1 || v > nc) return ds_fail(DS_ERANGE, "one_hot: class %lld out of range for %lld classes (classes are 1-based)", (long long)v, (long long)nc);
+    if (v < 1 || v > nc)
+      return ds_fail(DS_ERANGE, "one_hot: class %lld out of range for %lld classes (classes are 1-based)", (long long)v,
+                     (long long)nc);
   }
   walk_init(&w, o->ndim, o->shape, 1);
   walk_operand(&w, 0, o, -1);
@@ -348,7 +368,8 @@ static int one_hot_impl(ds_tensor *const *t, const double *attrs, int dt) {
 }
 
 #define KERNEL(OP, S, D) int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { return OP##_impl(t, attrs, D); }
-#define ARITH_KERNELS(OP) KERNEL(OP, f32, DS_F32) KERNEL(OP, f64, DS_F64) KERNEL(OP, i64, DS_I64) KERNEL(OP, i32, DS_I32)
+#define ARITH_KERNELS(OP)                                                                                              \
+  KERNEL(OP, f32, DS_F32) KERNEL(OP, f64, DS_F64) KERNEL(OP, i64, DS_I64) KERNEL(OP, i32, DS_I32)
 #define ALL_KERNELS(OP) ARITH_KERNELS(OP) KERNEL(OP, u8, DS_U8) KERNEL(OP, bool, DS_BOOL)
 ALL_KERNELS(cat) ALL_KERNELS(gather) ALL_KERNELS(index_select) ALL_KERNELS(embedding)
 ARITH_KERNELS(scatter_add) ARITH_KERNELS(index_add)

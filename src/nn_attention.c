@@ -47,13 +47,15 @@ static void batch_offsets(const geom *g, int64_t bi, int64_t off[4]) {
 static int batch_strides(const ds_tensor *x, int lead, const ds_tensor *o, int64_t *st, const char *what) {
   char s1[128], s2[128];
   int nbd = o->ndim - 2, xb = x->ndim - lead;
-  DS_CHECK(xb <= nbd, "scaled_dot_product_attention: %s %s has more batch dims than the output %s", what, ds_shape_str(x, s1), ds_shape_str(o, s2));
+  DS_CHECK(xb <= nbd, "scaled_dot_product_attention: %s %s has more batch dims than the output %s", what,
+           ds_shape_str(x, s1), ds_shape_str(o, s2));
   for (int d = 0; d < nbd; d++) {
     int j = d - (nbd - xb);
     st[d] = 0;
     if (j < 0) continue;
-    DS_CHECK(x->shape[j] == o->shape[d] || x->shape[j] == 1, "scaled_dot_product_attention: %s %s does not broadcast to %s",
-             what, ds_shape_str(x, s1), ds_shape_str(o, s2));
+    DS_CHECK(x->shape[j] == o->shape[d] || x->shape[j] == 1,
+             "scaled_dot_product_attention: %s %s does not broadcast to %s", what, ds_shape_str(x, s1),
+             ds_shape_str(o, s2));
     if (x->shape[j] != 1) st[d] = x->strides[j];
   }
   return DS_OK;
@@ -78,19 +80,24 @@ static int make_geom(geom *g, ds_tensor *const *t, const double *attrs, int dtyp
   g->causal = attrs[2] != 0;
   g->scale = attrs[0];
   DS_CHECK(g->mask >= MASK_NONE && g->mask <= MASK_FLOAT, "%s: bad mask kind %d", op, g->mask);
-  DS_CHECK(o->dtype == dtype && q->dtype == dtype && k->dtype == dtype && v->dtype == dtype, "%s: q, k, v and the output must all be %s",
-           op, ds_dtype_name(dtype));
-  DS_CHECK(q->ndim >= 2 && k->ndim >= 2 && v->ndim >= 2 && o->ndim >= 2 && o->ndim <= DS_MAXDIM, "%s: q, k, v must be >= 2-D", op);
+  DS_CHECK(o->dtype == dtype && q->dtype == dtype && k->dtype == dtype && v->dtype == dtype,
+           "%s: q, k, v and the output must all be %s", op, ds_dtype_name(dtype));
+  DS_CHECK(q->ndim >= 2 && k->ndim >= 2 && v->ndim >= 2 && o->ndim >= 2 && o->ndim <= DS_MAXDIM,
+           "%s: q, k, v must be >= 2-D", op);
   DS_CHECK(ds_tensor_is_contiguous(o), "%s: output must be contiguous", op);
   g->L = q->shape[q->ndim - 2]; g->E = q->shape[q->ndim - 1];
   g->S = k->shape[k->ndim - 2]; g->Ev = v->shape[v->ndim - 1];
-  DS_CHECK(k->shape[k->ndim - 1] == g->E && v->shape[v->ndim - 2] == g->S && o->shape[o->ndim - 2] == g->L && o->shape[o->ndim - 1] == g->Ev,
-           "%s: q %s, k %s, v %s do not fit (..., L, E), (..., S, E), (..., S, Ev)", op, ds_shape_str(q, s1), ds_shape_str(k, s2), ds_shape_str(v, s3));
+  DS_CHECK(k->shape[k->ndim - 1] == g->E && v->shape[v->ndim - 2] == g->S && o->shape[o->ndim - 2] == g->L &&
+               o->shape[o->ndim - 1] == g->Ev,
+           "%s: q %s, k %s, v %s do not fit (..., L, E), (..., S, E), (..., S, Ev)", op, ds_shape_str(q, s1),
+           ds_shape_str(k, s2), ds_shape_str(v, s3));
   g->nbd = o->ndim - 2;
   g->nb = 1;
   for (int d = 0; d < g->nbd; d++) { g->bshape[d] = o->shape[d]; g->nb *= o->shape[d]; }
   int rc;
-  if ((rc = batch_strides(q, 2, o, g->qb, "q")) || (rc = batch_strides(k, 2, o, g->kb, "k")) || (rc = batch_strides(v, 2, o, g->vb, "v"))) return rc;
+  if ((rc = batch_strides(q, 2, o, g->qb, "q")) || (rc = batch_strides(k, 2, o, g->kb, "k")) ||
+      (rc = batch_strides(v, 2, o, g->vb, "v")))
+    return rc;
   g->qr = q->strides[q->ndim - 2]; g->qc = q->strides[q->ndim - 1];
   g->kr = k->strides[k->ndim - 2]; g->kc = k->strides[k->ndim - 1];
   g->vr = v->strides[v->ndim - 2]; g->vc = v->strides[v->ndim - 1];
@@ -100,15 +107,18 @@ static int make_geom(geom *g, ds_tensor *const *t, const double *attrs, int dtyp
   if (g->mask != MASK_NONE) {
     ds_tensor *m = t[4];
     DS_CHECK(m, "%s: missing mask", op);
-    DS_CHECK(g->mask == MASK_BOOL ? m->dtype == DS_BOOL : m->dtype == dtype, "%s: mask must be bool or %s", op, ds_dtype_name(dtype));
+    DS_CHECK(g->mask == MASK_BOOL ? m->dtype == DS_BOOL : m->dtype == dtype, "%s: mask must be bool or %s", op,
+             ds_dtype_name(dtype));
     int n = m->ndim;
     DS_CHECK(n >= 1 || m->numel == 1, "%s: bad mask", op);
     if (n >= 1) {
-      DS_CHECK(m->shape[n - 1] == g->S || m->shape[n - 1] == 1, "%s: mask %s does not broadcast to (L,S) = (%lld,%lld)", op, ds_shape_str(m, s1), (long long)g->L, (long long)g->S);
+      DS_CHECK(m->shape[n - 1] == g->S || m->shape[n - 1] == 1, "%s: mask %s does not broadcast to (L,S) = (%lld,%lld)",
+               op, ds_shape_str(m, s1), (long long)g->L, (long long)g->S);
       g->mc = m->shape[n - 1] == 1 ? 0 : m->strides[n - 1];
     }
     if (n >= 2) {
-      DS_CHECK(m->shape[n - 2] == g->L || m->shape[n - 2] == 1, "%s: mask %s does not broadcast to (L,S) = (%lld,%lld)", op, ds_shape_str(m, s1), (long long)g->L, (long long)g->S);
+      DS_CHECK(m->shape[n - 2] == g->L || m->shape[n - 2] == 1, "%s: mask %s does not broadcast to (L,S) = (%lld,%lld)",
+               op, ds_shape_str(m, s1), (long long)g->L, (long long)g->S);
       g->mr = m->shape[n - 2] == 1 ? 0 : m->strides[n - 2];
     }
     if (n > 2 && (rc = batch_strides(m, 2, o, g->mb, "mask"))) return rc;
@@ -213,7 +223,9 @@ ATTENTION_TILES(f64, double, fma, exp)
 #define MR_AVX512 8
 #define MR_AVX2 4
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
-static void units_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *scr) { units_f32(g, MR_AVX512, u0, u1, scr); }
+static void units_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *scr) {
+  units_f32(g, MR_AVX512, u0, u1, scr);
+}
 static void units_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *scr) { units_f32(g, MR_AVX2, u0, u1, scr); }
 static void units_f64_any(const geom *g, int64_t u0, int64_t u1, double *scr) { units_f64(g, MR_AVX2, u0, u1, scr); }
 
@@ -247,5 +259,6 @@ int ds_scaled_dot_product_attention_##SUF(ds_tensor *const *t, const double *att
 }
 
 ATTENTION_KERNEL(f32, float, DS_F32,
-  if (ds_isa() == DS_ISA_AVX512) { mr = MR_AVX512; run = units_f32_avx512; } else { mr = MR_AVX2; run = units_f32_avx2; })
+  if (ds_isa() == DS_ISA_AVX512) { mr = MR_AVX512; run = units_f32_avx512; }
+  else { mr = MR_AVX2; run = units_f32_avx2; })
 ATTENTION_KERNEL(f64, double, DS_F64, mr = MR_AVX2; run = units_f64_any;)

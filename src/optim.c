@@ -18,7 +18,8 @@ static int check_operands(ds_tensor *const *t, int n, int dtype, const char *op)
   if (!ds_tensor_is_contiguous(t[1])) {
     int same = t[1]->ndim == t[0]->ndim;
     for (int d = 0; same && d < t[0]->ndim; d++) same = t[1]->shape[d] == t[0]->shape[d];
-    DS_CHECK(same, "%s: grad shape %s differs from parameter shape %s", op, ds_shape_str(t[1], b1), ds_shape_str(t[0], b2));
+    DS_CHECK(same, "%s: grad shape %s differs from parameter shape %s", op, ds_shape_str(t[1], b1),
+             ds_shape_str(t[0], b2));
   }
   for (int k = 2; k < n; k++)
     for (int j = 0; j < k; j++)

@@ -54,7 +54,9 @@ static void tile_values(const gen *g, uint64_t b, double *d, int64_t *iv) {
   philox_tile(g->seed, g->offset + b, w);
   if (g->kind == GEN_UNIFORM) {
     double lo = g->a, scale = g->b - g->a;
-    if (g->per == 4) for (int j = 0; j < TILE; j++) for (int k = 0; k < 4; k++) d[4 * j + k] = lo + scale * u24(w[k][j]);
+    if (g->per == 4)
+      for (int j = 0; j < TILE; j++)
+        for (int k = 0; k < 4; k++) d[4 * j + k] = lo + scale * u24(w[k][j]);
     else for (int j = 0; j < TILE; j++) {
       d[2 * j] = lo + scale * u53(w[0][j], w[1][j]);
       d[2 * j + 1] = lo + scale * u53(w[2][j], w[3][j]);
@@ -116,7 +118,8 @@ static void fill_blocks(const gen *g, ds_tensor *o, int contig, int64_t b0, int6
 static int run(ds_tensor *const *t, const char *op, gen *g, int dtype) {
   ds_tensor *o = t[0], *s = t[1];
   DS_CHECK(o && s, "%s: missing operand", op);
-  DS_CHECK(o->dtype == dtype, "%s: output has dtype %s, kernel expects %s", op, ds_dtype_name(o->dtype), ds_dtype_name(dtype));
+  DS_CHECK(o->dtype == dtype, "%s: output has dtype %s, kernel expects %s", op, ds_dtype_name(o->dtype),
+           ds_dtype_name(dtype));
   DS_CHECK(s->dtype == DS_I64 && s->ndim == 1 && s->numel == 2,
            "%s: generator state must be an i64 tensor of shape (2) {seed, offset}", op);
   DS_CHECK(s->storage != o->storage, "%s: output and generator state share storage", op);

@@ -41,7 +41,10 @@ static void pack_a(float *ap, const product *p, int64_t i0, int64_t m, int64_t k
 static inline void transpose8(const float *src, int64_t lds, float *dst, int64_t ldd) {
   __m256 r[8], t[8], u[8];
   for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * lds);
-  for (int i = 0; i < 8; i += 2) { t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]); t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]); }
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
   for (int i = 0; i < 8; i += 4) {
     u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
     u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
@@ -78,8 +81,8 @@ static void pack_b(float *strip, const product *p, int64_t k0, int64_t kc, int64
 
 /* The C tiles thread tid of nth computes: rows [*i0, *i1), columns [*j0, *j1). The threads split the rows
    (in MR panels) or the columns (in NR strips), whichever leaves the largest part smaller. */
-static void thread_part(const product *p, const sgemm_kernel *kr, int tid, int nth, int64_t *i0, int64_t *i1, int64_t *j0,
-                        int64_t *j1) {
+static void thread_part(const product *p, const sgemm_kernel *kr, int tid, int nth, int64_t *i0, int64_t *i1,
+                        int64_t *j0, int64_t *j1) {
   int64_t P = (p->M + kr->mr - 1) / kr->mr, S = (p->N + kr->nr - 1) / kr->nr;
   int64_t by_rows = (P + nth - 1) / nth * S, by_cols = P * ((S + nth - 1) / nth);
   *i0 = 0; *i1 = p->M; *j0 = 0; *j1 = p->N;

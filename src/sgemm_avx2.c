@@ -12,9 +12,9 @@ static inline __m256i lanes(int n) {
 }
 
 /* one tile; mr and full (nr == NR) are constants in each instantiation; a partial strip uses masks */
-__attribute__((always_inline)) static inline void
-tile(const int mr, const int full, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc,
-     int load_c) {
+__attribute__((always_inline)) static inline void tile(const int mr, const int full, int nr, int64_t kc,
+                                                       const float *ap, const float *b, int64_t ldb, float *c,
+                                                       int64_t ldc, int load_c) {
   const __m256i m0 = lanes(full ? 8 : nr), m1 = lanes(full ? 8 : nr - 8);
   __m256 acc0[MR], acc1[MR];
 #pragma GCC unroll 6

@@ -7,9 +7,9 @@
 #define NR 32
 
 /* one tile; mr and full (nr == NR) are constants in each instantiation; a partial strip uses masks */
-__attribute__((always_inline)) static inline void
-tile(const int mr, const int full, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc,
-     int load_c) {
+__attribute__((always_inline)) static inline void tile(const int mr, const int full, int nr, int64_t kc,
+                                                       const float *ap, const float *b, int64_t ldb, float *c,
+                                                       int64_t ldc, int load_c) {
   const __mmask16 m0 = full || nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
   const __mmask16 m1 = full ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
   __m512 acc0[MR], acc1[MR];

@@ -7,7 +7,8 @@
 typedef int (*line_fn)(const char *x, int64_t xs, char *y0, char *y1, int64_t ys0, int64_t ys1, int64_t n, double opt);
 
 /* runs fn over every line of x along dim; outputs y0 (and y1 when given) have x's shape */
-static int for_each_line(const char *op, const ds_tensor *x, ds_tensor *y0, ds_tensor *y1, double dim_attr, double opt, line_fn fn) {
+static int for_each_line(const char *op, const ds_tensor *x, ds_tensor *y0, ds_tensor *y1, double dim_attr, double opt,
+                         line_fn fn) {
   char b1[128], b2[128];
   int nd = x->ndim ? x->ndim : 1;
   if (dim_attr != floor(dim_attr) || dim_attr < 0 || dim_attr >= nd)
@@ -17,16 +18,20 @@ static int for_each_line(const char *op, const ds_tensor *x, ds_tensor *y0, ds_t
     if (!ys[k]) continue;
     int ok = ys[k]->ndim == x->ndim;
     for (int d = 0; ok && d < x->ndim; d++) ok = ys[k]->shape[d] == x->shape[d];
-    if (!ok) return ds_fail(DS_EINVAL, "%s: output %s does not match input %s", op, ds_shape_str(ys[k], b1), ds_shape_str(x, b2));
+    if (!ok)
+      return ds_fail(DS_EINVAL, "%s: output %s does not match input %s", op, ds_shape_str(ys[k], b1),
+                     ds_shape_str(x, b2));
   }
   if (x->numel == 0) return DS_OK;
   int dim = (int)dim_attr;
   int64_t n = x->ndim ? x->shape[dim] : 1, nlines = x->numel / n;
   int64_t es_x = ds_dtype_size(x->dtype), es0 = ds_dtype_size(y0->dtype), es1 = y1 ? ds_dtype_size(y1->dtype) : 0;
-  int64_t xs = x->ndim ? x->strides[dim] : 0, s0 = x->ndim ? y0->strides[dim] : 0, s1 = (y1 && x->ndim) ? y1->strides[dim] : 0;
+  int64_t xs = x->ndim ? x->strides[dim] : 0, s0 = x->ndim ? y0->strides[dim] : 0,
+          s1 = (y1 && x->ndim) ? y1->strides[dim] : 0;
   int64_t idx[DS_MAXDIM] = {0}, xo = 0, o0 = 0, o1 = 0;
   for (int64_t l = 0; l < nlines; l++) {
-    int rc = fn((const char *)x->data + xo * es_x, xs, (char *)y0->data + o0 * es0, y1 ? (char *)y1->data + o1 * es1 : NULL, s0, s1, n, opt);
+    int rc = fn((const char *)x->data + xo * es_x, xs, (char *)y0->data + o0 * es0,
+                y1 ? (char *)y1->data + o1 * es1 : NULL, s0, s1, n, opt);
     if (rc) return rc;
     for (int d = x->ndim - 1; d >= 0; d--) {
       if (d == dim) continue;
