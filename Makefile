@@ -9,7 +9,7 @@ SRCS    := $(wildcard src/*.c)
 HDRS    := $(wildcard src/*.h src/*.def src/*.inc)
 BUSTED  := busted
 BUILD   ?= build
-DEPS    := gcc libc6-dev luajit2 libluajit2-5.1-dev libopenblas-dev libopenblas0-openmp lua-cjson lua-busted \
+DEPS    := gcc libc6-dev luajit2 libluajit2-5.1-dev libopenblas-dev libopenblas0-openmp lua-cjson lua-busted openmpi-bin libopenmpi-dev \
            zlib1g-dev dataset-fashion-mnist luarocks python3 nginx libnginx-mod-http-lua curl wrk graphviz
 DS_LIB_PATH = $(abspath $(BUILD))/libds.so
 ASAN_LIB_PATH = $(abspath $(BUILD))/asan/libds.so

@@ -8,7 +8,7 @@ local LAYERS = {
   { name = "op helpers", modules = { "ds.ops.common", "ds.sym", "ds.autograd" } },
   { name = "op families", modules = { "ds.ops", "ds.ops.*", "ds.random", "ds.print", "ds.gradcheck" } },
   { name = "library", modules = { "ds.nn", "ds.nn.*", "ds.optim", "ds.optim.*", "ds.data", "ds.data.*",
-                                  "ds.files", "ds.safetensors", "ds.state_file", "ds.progress" } },
+                                  "ds.files", "ds.safetensors", "ds.state_file", "ds.progress", "ds.distributed" } },
   { name = "graph", modules = { "ds.graph", "ds.trace", "ds.control", "ds.ops.control" } },
   { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy" } },
   { name = "files", modules = { "ds.io", "ds.io.*" } },

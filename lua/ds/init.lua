@@ -20,6 +20,7 @@ local compile = require("ds.compile")
 local lazy = require("ds.lazy")
 local progress = require("ds.progress")
 local io_ = require("ds.io")
+local distributed = require("ds.distributed")
 
 local ds = { Tensor = Tensor, version = require("ds.version"), ops = D, autograd = autograd }
 
@@ -34,6 +35,7 @@ ds.grad = autograd.grad
 ds.set_printoptions = print_.set_printoptions
 function ds.executing_eagerly() return state.trace == nil end
 ds.clock = clock -- wall-clock seconds, monotonic
+ds.distributed = distributed -- collectives over Open MPI processes (1-based ranks)
 
 -- engine facts: threads, BLAS core type, memory
 function ds.set_num_threads(n) dsffi.C.ds_set_num_threads(n) end
