@@ -143,7 +143,7 @@ static int check_tensors(const ds_tensor *out, const ds_tensor *in, int op, cons
   DS_CHECK(out->dtype == in->dtype, "%s: output dtype differs from the input's", name);
   DS_CHECK(op >= DS_REDUCE_SUM && op <= DS_REDUCE_MAX, "%s: unknown reduction %d", name, op);
   DS_CHECK(op != DS_REDUCE_MEAN || in->dtype != DS_I64, "%s: mean of an i64 tensor is not supported", name);
-  DS_CHECK(ds_is_contig(in) && ds_is_contig(out), "%s: operands must be contiguous", name);
+  DS_CHECK(ds_tensor_is_contiguous(in) && ds_tensor_is_contiguous(out), "%s: operands must be contiguous", name);
   return DS_OK;
 }
 
@@ -196,7 +196,7 @@ int ds_comm_reduce_scatter(ds_tensor *out, const ds_tensor *in, int op) {
 int ds_comm_all_gather(ds_tensor *out, const ds_tensor *in) {
   int rc = check_ready("all_gather");
   if (rc != DS_OK) return rc;
-  DS_CHECK(out && in && out->dtype == in->dtype && ds_is_contig(in) && ds_is_contig(out), "all_gather: operands must be contiguous, of one dtype");
+  DS_CHECK(out && in && out->dtype == in->dtype && ds_tensor_is_contiguous(in) && ds_tensor_is_contiguous(out), "all_gather: operands must be contiguous, of one dtype");
   int64_t c = in->numel, n = c * world.size, es = ds_dtype_size(in->dtype);
   DS_CHECK(out->numel == n, "all_gather: output has %lld elements, needs %lld", (long long)out->numel, (long long)n);
   if (n == 0) return DS_OK;
@@ -214,7 +214,7 @@ int ds_comm_all_gather(ds_tensor *out, const ds_tensor *in) {
 int ds_comm_broadcast(ds_tensor *t, int root) {
   int rc = check_ready("broadcast");
   if (rc != DS_OK) return rc;
-  DS_CHECK(t && ds_is_contig(t), "broadcast: the tensor must be contiguous");
+  DS_CHECK(t && ds_tensor_is_contiguous(t), "broadcast: the tensor must be contiguous");
   DS_CHECK(root >= 0 && root < world.size, "broadcast: root rank %d is not in 1..%d", root + 1, world.size);
   int64_t bytes = t->numel * ds_dtype_size(t->dtype);
   if (world.size == 1 || bytes == 0) return DS_OK;
