@@ -143,6 +143,14 @@ local function contiguous_tensor(t, what)
   return t:contiguous()
 end
 
+-- call(c) runs a collective on t's values (a contiguous copy when t is strided, written back)
+local function in_place(t, what, call)
+  local c = contiguous_tensor(t, what)
+  dsffi.check(call(c._c), what)
+  if c ~= t then t:copy_(c) end
+  return t
+end
+
 local REDUCTIONS = { sum = C.DS_REDUCE_SUM, mean = C.DS_REDUCE_MEAN, max = C.DS_REDUCE_MAX }
 local function reduction(opts, what)
   opts = opts or {}
@@ -162,10 +170,7 @@ function M.broadcast(t, root)
   if type(root) ~= "number" or root ~= math.floor(root) or root < 1 or root > comm.size then
     errors.raise("ds.distributed.broadcast: root must be a rank in 1.." .. comm.size .. ", got " .. tostring(root))
   end
-  local c = contiguous_tensor(t, "broadcast")
-  dsffi.check(C.ds_comm_broadcast(c._c, root - 1), "broadcast")
-  if c ~= t then t:copy_(c) end
-  return t
+  return in_place(t, "broadcast", function(c) return C.ds_comm_broadcast(c, root - 1) end)
 end
 
 -- all_reduce(t, {op = "sum" | "mean" | "max"}): t on every rank becomes the reduction over the ranks, computed in
@@ -173,10 +178,7 @@ end
 function M.all_reduce(t, opts)
   need("all_reduce")
   local op = reduction(opts, "all_reduce")
-  local c = contiguous_tensor(t, "all_reduce")
-  dsffi.check(C.ds_comm_all_reduce(c._c, c._c, REDUCTIONS[op]), "all_reduce")
-  if c ~= t then t:copy_(c) end
-  return t
+  return in_place(t, "all_reduce", function(c) return C.ds_comm_all_reduce(c, c, REDUCTIONS[op]) end)
 end
 
 -- all_gather(t): x (d1, ...) -> (world_size * d1, ...): every rank's t along dim 1, in rank order
