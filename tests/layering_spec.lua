@@ -10,6 +10,7 @@ local LAYERS = {
   { name = "library", modules = { "ds.nn", "ds.nn.*", "ds.optim", "ds.optim.*", "ds.data", "ds.data.*",
                                   "ds.files", "ds.safetensors", "ds.state_file", "ds.progress" } },
   { name = "graph", modules = { "ds.graph", "ds.trace", "ds.control", "ds.ops.control" } },
+  { name = "conversion", modules = { "ds.convert", "ds.convert.*" } },
   { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy" } },
   { name = "files", modules = { "ds.io", "ds.io.*" } },
   { name = "namespace", modules = { "ds" } },

@@ -100,7 +100,7 @@ function Lazy:specs_for(args, n)
 end
 
 function Lazy:trace_with(specs)
-  return T.trace(self.target, specs, { name = self.name })
+  return T.trace(self.target, specs, { name = self.name, convert = self.opts.convert })
 end
 
 function Lazy:trace_specs(specs)
@@ -190,7 +190,9 @@ function M.compile(target, specs_or_opts, opts)
   if type(specs_or_opts) ~= "table" or specs_or_opts[1] == nil and next(specs_or_opts) ~= nil and not specs_or_opts.shape then
     errors.raise("compile: give a graph, or a function/module and a list of specs (ds.spec)")
   end
-  return compiler.compile_graph(T.trace(target, specs_or_opts), opts)
+  local convert = opts and opts.convert
+  if convert ~= nil then opts = T.without(opts, "convert") end
+  return compiler.compile_graph(T.trace(target, specs_or_opts, { convert = convert }), opts)
 end
 
 M.Lazy = Lazy
