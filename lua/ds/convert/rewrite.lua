@@ -143,11 +143,16 @@ function M.generate(fnode, site_file, mode, prefix)
     elseif tag == "Index" then
       expr(e.obj); put("[", e.line); expr(e.key); put("]")
     elseif tag == "Call" then
+      -- the callee's description, for the error when it is not callable (a tail call leaves no frame to name)
+      local what = e.fn.tag == "Name" and ("'" .. e.fn.name .. "'")
+        or (e.fn.tag == "Index" and e.fn.key.field and ("field '" .. e.fn.key.field .. "'")) or "a value"
       put(RT .. ".call(", e.line); expr(e.fn)
+      put(", " .. string.format("%q", site_file .. ":" .. e.line .. ": attempt to call " .. what))
       for _, a in ipairs(e.args) do put(","); expr(a) end
       put(")")
     elseif tag == "Method" then
-      put(RT .. ".mcall(", e.line); expr(e.obj); put(", " .. string.format("%q", e.name))
+      put(RT .. ".mcall(", e.line); expr(e.obj)
+      put(", " .. string.format("%q", e.name) .. ", " .. site(e.line))
       for _, a in ipairs(e.args) do put(","); expr(a) end
       put(")")
     else

@@ -304,25 +304,27 @@ function M.new(mode, convert)
     return convert(f)
   end
 
-  function rt.call(f, ...)
+  -- f(...); what: "file:line: attempt to call <callee>" for the error when f is not callable
+  function rt.call(f, what, ...)
     local tf = type(f)
     if tf == "function" then return converted(f)(...) end
     if tf == "table" and not is_tensor(f) and rawget(f, "_order") and type(f.forward) == "function" then
       return converted(f.forward)(f, ...) -- a module instance: its forward
     end
-    if tf ~= "table" and tf ~= "userdata" and tf ~= "cdata" then
-      error("attempt to call a " .. tf .. " value", 2)
+    local m = (tf == "table" or tf == "userdata") and getmetatable(f)
+    if tf ~= "cdata" and not (type(m) == "table" and m.__call) and not is_tensor(f) then
+      error(string.format("%s (a %s value)", what, tf), 0)
     end
     return f(...)
   end
 
-  function rt.mcall(o, name, ...)
+  function rt.mcall(o, name, site, ...)
     local f = o[name]
     if type(f) == "function" then
       if is_tensor(o) then return f(o, ...) end
       return converted(f)(o, ...)
     end
-    if f == nil then error(string.format("attempt to call method '%s' (a nil value)", name), 2) end
+    if f == nil then error(string.format("%s: attempt to call method '%s' (a nil value)", site, name), 0) end
     return f(o, ...)
   end
 
