@@ -8,12 +8,14 @@ local LAYERS = {
   { name = "op helpers", modules = { "ds.ops.common", "ds.sym", "ds.autograd" } },
   { name = "op families", modules = { "ds.ops", "ds.ops.*", "ds.random", "ds.print", "ds.gradcheck" } },
   { name = "library", modules = { "ds.nn", "ds.nn.*", "ds.optim", "ds.optim.*", "ds.data", "ds.data.*",
-                                  "ds.files", "ds.safetensors", "ds.state_file", "ds.progress" } },
+                                  "ds.files", "ds.safetensors", "ds.state_file", "ds.progress", "ds.help",
+                                  "ds.pretty", "ds.plot", "ds.graphviz", "ds.profile_view" } },
   { name = "graph", modules = { "ds.graph", "ds.trace", "ds.control", "ds.ops.control" } },
   { name = "conversion", modules = { "ds.convert", "ds.convert.*" } },
   { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy" } },
   { name = "files", modules = { "ds.io", "ds.io.*" } },
   { name = "namespace", modules = { "ds" } },
+  { name = "front ends", modules = { "ds.repl" } },
 }
 
 -- modules whose requires are being rewritten on another branch: reported as pending, not failed
