@@ -187,6 +187,13 @@ function M.generate(fnode, site_file, mode, prefix)
     put("end")
   end
 
+  -- the runtime call's tail: site, carried names, the tensor-only refusal, extra args, the carried values
+  local function call_tail(ln, names, treason, extra)
+    put(", " .. site(ln) .. ", " .. names_list(names) .. ", " .. str_or_nil(treason) .. (extra or ""))
+    if #names > 0 then put(", " .. table.concat(names, ", ")) end
+    put(")")
+  end
+
   local function assign_prefix(names, ln)
     if #names > 0 then put(table.concat(names, ", ") .. " =", ln) end
   end
@@ -243,9 +250,7 @@ function M.generate(fnode, site_file, mode, prefix)
     carrier(names, thenb, names, bctx, (elseb[1] and elseb[1].line or s.line))
     put(",")
     carrier(names, elseb, names, bctx)
-    put(", " .. site(s.line) .. ", " .. names_list(names) .. ", " .. str_or_nil(treason))
-    if #names > 0 then put(", " .. table.concat(names, ", ")) end
-    put(")")
+    call_tail(s.line, names, treason)
     return false
   end
 
@@ -285,9 +290,7 @@ function M.generate(fnode, site_file, mode, prefix)
     assign_prefix(names, s.line)
     put(RT .. ".while_(function(" .. table.concat(names, ", ") .. ") return", s.line); cond_expr(condition); put("end,")
     carrier(names, body, names, { in_loop = true })
-    put(", " .. site(s.line) .. ", " .. names_list(names) .. ", " .. str_or_nil(fields_reason(info, "while")))
-    if #names > 0 then put(", " .. table.concat(names, ", ")) end
-    put(")")
+    call_tail(s.line, names, fields_reason(info, "while"))
   end
 
   local function stat_repeat(s)
@@ -303,9 +306,8 @@ function M.generate(fnode, site_file, mode, prefix)
     block(s.body, { in_loop = true })
     put("return", s.cond.line); cond_expr(s.cond)
     if #names > 0 then put(", " .. table.concat(names, ", ")) end
-    put("end, " .. site(s.line) .. ", " .. names_list(names) .. ", " .. str_or_nil(fields_reason(info, "repeat")))
-    if #names > 0 then put(", " .. table.concat(names, ", ")) end
-    put(")")
+    put("end")
+    call_tail(s.line, names, fields_reason(info, "repeat"))
   end
 
   local function stat_fornum(s)
@@ -336,9 +338,7 @@ function M.generate(fnode, site_file, mode, prefix)
     local params = { s.var }
     for _, n in ipairs(names) do params[#params + 1] = n end
     carrier(params, body, names, { in_loop = true })
-    put(", " .. site(s.line) .. ", " .. names_list(names) .. ", " .. str_or_nil(fields_reason(info, "for")) .. ", " .. brk)
-    if #names > 0 then put(", " .. table.concat(names, ", ")) end
-    put(")")
+    call_tail(s.line, names, fields_reason(info, "for"), ", " .. brk)
   end
 
   local function stat(s, ctx, rest)
