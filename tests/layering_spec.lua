@@ -18,9 +18,6 @@ local LAYERS = {
   { name = "front ends", modules = { "ds.repl" } },
 }
 
--- modules whose requires are being rewritten on another branch: reported as pending, not failed
-local PENDING = {}
-
 -- the layer index of a module: its own entry, else its directory's ("ds.ops.*"), else nil
 local function layer_of(mod)
   local by_dir
@@ -139,13 +136,9 @@ end
 
 describe("layering of lua/ds", function()
   local files = module_files()
-  local graph, problems, pending_problems = {}, {}, {}
-  local problem
+  local graph, problems = {}, {}
+  local function problem(fmt, ...) problems[#problems + 1] = string.format(fmt, ...) end
   for _, f in ipairs(files) do
-    problem = function(fmt, ...)
-      local list = PENDING[f.module] and pending_problems or problems
-      list[#list + 1] = string.format(fmt, ...)
-    end
     local mine = layer_of(f.module)
     if not mine then problem("%s: no layer declared for %s (add it to LAYERS in tests/layering_spec.lua)", f.path, f.module) end
     graph[f.module] = {}
@@ -180,9 +173,6 @@ describe("layering of lua/ds", function()
   it("requires at the top, literally, downward only", function()
     assert.same({}, problems)
   end)
-  for mod, why in pairs(PENDING) do
-    if graph[mod] and #pending_problems > 0 then pending(mod .. ": " .. why) end
-  end
 
   it("has no require cycles", function()
     local state, cycles = {}, {}
@@ -196,9 +186,7 @@ describe("layering of lua/ds", function()
       end
       state[m] = "open"
       path[#path + 1] = m
-      for _, d in ipairs(graph[m] or {}) do
-        if not (PENDING[m] or PENDING[d]) then visit(d, path) end
-      end
+      for _, d in ipairs(graph[m] or {}) do visit(d, path) end
       path[#path] = nil
       state[m] = "done"
     end
