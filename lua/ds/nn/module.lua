@@ -317,9 +317,12 @@ function Module:__tostring()
 end
 
 -- every method checks self, so m.eval() (a dot for a colon) is an error naming the method
+-- (Module._unchecked: the methods as written, for their parameter names in docs/API.md)
 local OWN_SELF = { extend = true, init = true, forward = true, is_module = true, Parameter = true }
+Module._unchecked = {}
 for name, f in pairs(Module) do
   if type(f) == "function" and not OWN_SELF[name] and name:sub(1, 2) ~= "__" then
+    Module._unchecked[name] = f
     Module[name] = function(self, ...)
       if not is_module(self) then
         errors.raise(string.format("%s: expects a module as self (call it as m:%s(...)), got %s", name, name,
