@@ -75,7 +75,7 @@ describe_or_skip("serving with nginx", function()
     assert.equal("ok", h.status)
     assert.equal(1, h.models.lenet.format_version)
     assert.same({ "batch", 1, 28, 28 }, h.models.lenet.inputs[1].shape)
-    assert.same({ 1, "seq" }, h.models.bert.inputs[1].shape)
+    assert.same({ "batch", "seq" }, h.models.bert.inputs[1].shape)
   end)
 
   it("predicts an image like ds.load does in this process", function()
