@@ -88,13 +88,19 @@ end
 
 local function bad(msg) return reply(400, { error = msg }) end
 
--- waits (up to 30 s) until this worker's thread VMs have loaded the models, so "ok" means ready to serve
-function M.health()
+-- A worker that is still loading its models (just started, or after a reload) holds requests until it is ready
+-- (at most 30 s); a request's deadline starts then. true when ready.
+local function wait_ready()
   for _ = 1, 3000 do
-    if ready then break end
+    if ready then return true end
     ngx.sleep(0.01)
   end
-  if not ready then return reply(503, { status = "starting", error = "models are still loading" }) end
+  return ready
+end
+
+-- answers once this worker is ready, so "ok" means ready to serve
+function M.health()
+  if not wait_ready() then return reply(503, { status = "starting", error = "models are still loading" }) end
   local out = { status = "ok", models = {} }
   for _, name in ipairs(names) do
     local e, s = loaded[name], settings[name]
@@ -124,15 +130,19 @@ local function timeout_of(req, s)
   return math.min(t, s.timeout_ms) / 1000
 end
 
-local ERROR_STATUS = { queue_full = 503, deadline = 503, model = 500 }
+local ERROR_STATUS = { queue_full = 503, starting = 503, deadline = 503, model = 500 }
 
 function M.predict(name)
   local s = settings[name]
   if not s then return reply(404, { error = "no model named '" .. tostring(name) .. "'" }) end
   local metrics = require("serve_metrics")
   metrics.count("ds_requests_total", name)
+  if not wait_ready() then
+    metrics.count("ds_errors_total", name, "starting")
+    return reply(503, { error = "the worker is still loading its models", reason = "starting" })
+  end
   local e = loaded[name]
-  if ready and not e.ok then
+  if not e.ok then
     metrics.count("ds_errors_total", name, "unavailable")
     return reply(503, { error = "model '" .. name .. "' is unavailable: " .. e.error, reason = "unavailable" })
   end

@@ -75,9 +75,9 @@ function Batcher:run_batch()
   for _, it in ipairs(items) do it.sema:post(1) end
 end
 
--- the dispatcher: runs until the worker exits (wakes at least every second to notice)
+-- the dispatcher: runs until the worker exits with nothing queued (wakes at least every second to notice)
 function Batcher:loop()
-  while not ngx.worker.exiting() do
+  while not ngx.worker.exiting() or self:queued() > 0 do
     if self:queued() <= 0 then
       self.wake:wait(1)
     else
