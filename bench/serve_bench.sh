@@ -7,6 +7,7 @@
 set -e
 SECS=${1:-10}; WEIGHTS=$2
 DIR=$(mktemp -d); PORT=$((20000 + $$ % 12000))
+chmod 755 $DIR   # nginx workers (user nobody when the master is root) read the models
 WRK="timeout $((SECS + 30)) wrk"
 stop() { examples/serve/serve.sh $DIR/nginx $PORT $DIR/models stop >/dev/null 2>&1 || true; sleep 1; }
 trap 'stop; rm -rf $DIR' EXIT
@@ -41,7 +42,9 @@ io.open(dir .. "/text.lua", "w"):write(head .. "local bodies = {" .. table.conca
 start() { # serve.json contents -> nginx running with those settings, models loaded
   echo "$1" > $DIR/models/serve.json
   examples/serve/serve.sh $DIR/nginx $PORT $DIR/models start
-  curl -s --max-time 60 -o /dev/null http://127.0.0.1:$PORT/health
+  for i in $(seq 1 10); do   # /health answers 200 once the models are loaded and warm (it waits up to 30 s)
+    [ "$(curl -s --max-time 60 -o /dev/null -w '%{http_code}' http://127.0.0.1:$PORT/health)" = 200 ] && break
+  done
 }
 rss() { for p in $(pgrep -P "$(cat $DIR/nginx/logs/nginx.pid)" | sort); do
           awk '/VmRSS/ {printf "%.1f ", $2/1024}' /proc/$p/status; done; }
@@ -58,16 +61,16 @@ run() { # connections script path -> row
   row $DIR/wrk.txt
 }
 bert_rows() { # label -> one table row per connection count
-  $WRK -t2 -c64 -d3s -s $DIR/text.lua http://127.0.0.1:$PORT/predict/bert >/dev/null   # warm-up: plans per shape
+  $WRK -t2 -c64 -d2s -s $DIR/text.lua http://127.0.0.1:$PORT/predict/bert >/dev/null   # warm-up (plans: "warm")
   for c in 1 16 64; do echo "| $1 | $c | $(run $c text.lua /predict/bert) |"; done
 }
 
 echo "| BERT-style endpoint | connections | requests/s | p50 | p99 | errors |"
 echo "|---|---|---|---|---|---|"
-start '{"models": {"bert": {"max_batch": 1}}}'
+start '{"models": {"bert": {"max_batch": 1, "warm": true}, "lenet": {"warm": true}}}'
 bert_rows "batching off (max_batch 1)"
 stop
-start '{"models": {}}'
+start '{"models": {"bert": {"warm": true}, "lenet": {"warm": true}}}'
 before=$(rss)
 bert_rows "batching on (max_batch 32, max_wait 2 ms)"
 echo

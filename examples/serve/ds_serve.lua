@@ -42,10 +42,15 @@ end
 -- once take `threads` distinct VMs. A model any VM failed to load is unavailable in this worker.
 local function load_all(premature)
   if premature then return end
+  local warm = {}
+  for _, name in ipairs(names) do
+    local s = settings[name]
+    warm[name] = s.warm and inputs.KINDS[s.kind].shapes(s.max_batch) or {}
+  end
   local done = 0
   local function load_one(premature2)
     if premature2 then return end
-    local ok, res = ngx.run_worker_thread(POOL, "serve_compute", "load", dir, names)
+    local ok, res = ngx.run_worker_thread(POOL, "serve_compute", "load", dir, names, warm)
     for _, name in ipairs(names) do
       local r = ok and res[name] or { ok = false, error = tostring(res) }
       if r.ok and settings[name].kind == "text" and not settings[name].vocab_table then

@@ -6,14 +6,15 @@ local M = {}
 
 -- kind: how a request becomes model inputs (serve_inputs.lua). max_batch: rows per model call (1 = no batching);
 -- max_wait_ms: how long the first request of an idle model waits for others; queue_limit: requests waiting per
--- worker before 503; timeout_ms: the longest a request may wait for its answer (queue + compute) before 503.
+-- worker before 503; timeout_ms: the longest a request may wait for its answer (queue + compute) before 503;
+-- warm: compile every batch shape (batch size x padded length) when a worker starts, not at its first request.
 M.DEFAULTS = {
   lenet = { kind = "image", max_batch = 32, max_wait_ms = 1, queue_limit = 256, timeout_ms = 1000 },
   bert = { kind = "text", vocab = "bert.vocab.json", max_batch = 32, max_wait_ms = 2, queue_limit = 256,
            timeout_ms = 2000 },
 }
 local FIELDS = { kind = "string", vocab = "string", max_batch = "number", max_wait_ms = "number",
-                 queue_limit = "number", timeout_ms = "number" }
+                 queue_limit = "number", timeout_ms = "number", warm = "boolean" }
 local KINDS = { image = true, text = true }
 
 -- the settings for the models in dir: DEFAULTS with dir/serve.json's {"models": {name: {field: value}}} applied

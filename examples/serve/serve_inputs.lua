@@ -123,10 +123,41 @@ local function text_batch(rows)
            { dtype = "f32", shape = { B, T }, bytes = ffi.string(mask, B * T * 4) } }
 end
 
+-- every batch a model with these settings can get (one per compiled plan), for warm-up: lists of inputs
+local function image_shapes(max_batch)
+  local out, row = {}, { bytes = string.rep("\0", 784 * 4) }
+  local b = 1
+  while b <= pow2(max_batch) do
+    local rows = {}
+    for i = 1, b do rows[i] = row end
+    out[#out + 1] = image_batch(rows)
+    b = b * 2
+  end
+  return out
+end
+
+local function text_shapes(max_batch)
+  local out = {}
+  local b = 1
+  while b <= pow2(max_batch) do
+    local t = 2
+    while t <= M.MAX_TOKENS do
+      local ids = {}
+      for i = 1, t do ids[i] = 2 end
+      local rows = {}
+      for i = 1, b do rows[i] = { ids = ids } end
+      out[#out + 1] = text_batch(rows)
+      t = t * 2
+    end
+    b = b * 2
+  end
+  return out
+end
+
 M.KINDS = {
-  image = { row = image_row, batch = image_batch, labels = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+  image = { row = image_row, batch = image_batch, shapes = image_shapes, labels = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
             "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot" } },
-  text = { row = text_row, batch = text_batch, labels = { "angry", "happy", "neutral", "surprise", "sad", "fear" } },
+  text = { row = text_row, batch = text_batch, shapes = text_shapes, labels = { "angry", "happy", "neutral", "surprise", "sad", "fear" } },
 }
 
 return M
