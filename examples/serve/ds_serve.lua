@@ -74,7 +74,7 @@ function M.init_worker()
   ngx.timer.at(0, load_all)
   for _, name in ipairs(names) do
     local s = settings[name]
-    local b = require("serve_batcher").new(name, s, inputs.KINDS[s.kind].batch, POOL)
+    local b = require("serve_batcher").new(name, s, inputs.KINDS[s.kind], POOL)
     batchers[name] = b
     ngx.timer.at(0, function(premature)
       if premature then return end

@@ -1,7 +1,7 @@
 -- examples/serve/serve_batcher.lua: dynamic batching of one model in one nginx worker. Requests queue; a dispatcher
--- (a timer's light thread) takes up to max_batch of them once the oldest has waited max_wait_ms (at once when
--- max_batch are queued, or when a model call just finished), runs them as one call in the worker thread pool
--- (serve_compute.run, off the event loop) and wakes each request with its row of the result.
+-- (a timer's light thread) takes the oldest and up to max_batch - 1 more of the same shape bucket once the oldest
+-- has waited max_wait_ms (at once when max_batch are queued, or when a model call just finished), runs them as
+-- one call in the worker thread pool (serve_compute.run, off the event loop) and wakes each request with its row.
 local ffi = require("ffi")
 local semaphore = require("ngx.semaphore")
 local metrics = require("serve_metrics")
@@ -10,9 +10,11 @@ local M = {}
 local Batcher = {}
 Batcher.__index = Batcher
 
--- name: the model; cfg: its serve_config settings; pack: rows -> model inputs (serve_inputs); pool: thread pool
-function M.new(name, cfg, pack, pool)
-  return setmetatable({ name = name, cfg = cfg, pack = pack, pool = pool, queue = {}, head = 1, tail = 0,
+-- name: the model; cfg: its serve_config settings; kind: its serve_inputs kind (batch: rows -> model inputs;
+-- bucket: row -> the key of the rows that batch together); pool: the thread pool
+function M.new(name, cfg, kind, pool)
+  return setmetatable({ name = name, cfg = cfg, pack = kind.batch, bucket = kind.bucket, pool = pool, queue = {},
+                        head = 1, tail = 0,
                         wake = semaphore.new(0), full = semaphore.new(0), collecting = false }, Batcher)
 end
 
@@ -41,15 +43,26 @@ function Batcher:submit(row, timeout)
   return item.result
 end
 
--- take up to max_batch live requests, run them as one model call, answer each
-function Batcher:run_batch()
-  local items = {}
-  while #items < self.cfg.max_batch and self.head <= self.tail do
-    local it = self.queue[self.head]
-    self.queue[self.head] = nil
-    self.head = self.head + 1
-    if not it.cancelled then items[#items + 1] = it end
+-- the oldest live request and up to max_batch - 1 more in its bucket (in arrival order), out of the queue
+function Batcher:take()
+  local items, rest, key = {}, {}, nil
+  for i = self.head, self.tail do
+    local it = self.queue[i]
+    self.queue[i] = nil
+    if not it.cancelled then
+      local k = self.bucket(it.row)
+      key = key or k
+      if k == key and #items < self.cfg.max_batch then items[#items + 1] = it else rest[#rest + 1] = it end
+    end
   end
+  for i, it in ipairs(rest) do self.queue[i] = it end
+  self.head, self.tail = 1, #rest
+  return items
+end
+
+-- run the next batch as one model call, answer each of its requests
+function Batcher:run_batch()
+  local items = self:take()
   if #items == 0 then return end
   local start = now()
   local rows = {}

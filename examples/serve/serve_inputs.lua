@@ -103,6 +103,10 @@ local function image_batch(rows)
   return { { dtype = "f32", shape = { B, 1, 28, 28 }, bytes = table.concat(parts) } }
 end
 
+-- the padded length of a text row; the batcher batches rows of one length together (docs/SERVING.md: measured
+-- against padding a batch of mixed lengths to its longest)
+local function text_bucket(row) return math.min(pow2(#row.ids), M.MAX_TOKENS) end
+
 -- rows (from text_row) -> ids (B,T) i64 and mask (B,T) f32, T = pow2(longest row) (at most MAX_TOKENS), padded
 -- with [PAD] = 1 under mask 0; rows past #rows repeat row 1. A row's answer does not depend on T or B: the
 -- serve specs check it bit for bit.
@@ -155,9 +159,9 @@ local function text_shapes(max_batch)
 end
 
 M.KINDS = {
-  image = { row = image_row, batch = image_batch, shapes = image_shapes, labels = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+  image = { row = image_row, batch = image_batch, bucket = function() return 1 end, shapes = image_shapes, labels = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
             "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot" } },
-  text = { row = text_row, batch = text_batch, shapes = text_shapes, labels = { "angry", "happy", "neutral", "surprise", "sad", "fear" } },
+  text = { row = text_row, batch = text_batch, bucket = text_bucket, shapes = text_shapes, labels = { "angry", "happy", "neutral", "surprise", "sad", "fear" } },
 }
 
 return M
