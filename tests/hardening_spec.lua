@@ -310,3 +310,12 @@ describe("modules, optimizers and schedulers check self and their options", func
     H.raises(function() ds.optim.StepLR(opt(), { step_size = 2 }):step("3") end, "StepLR.step: epoch must be a number")
   end)
 end)
+
+describe("module sizes are bounded", function()
+  it("TransformerEncoder refuses a layer count that is not an integer in 1..4096 (math.huge looped)", function()
+    local layer = ds.nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16 })
+    H.raises(function() ds.nn.TransformerEncoder(layer, math.huge) end, "TransformerEncoder: expects")
+    H.raises(function() ds.nn.TransformerEncoder(layer, 1.5) end, "TransformerEncoder: expects")
+    assert.equal(2, ds.nn.TransformerEncoder(layer, 2).num_layers)
+  end)
+end)
