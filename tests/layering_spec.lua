@@ -11,7 +11,7 @@ local LAYERS = {
                                   "ds.files", "ds.safetensors", "ds.state_file", "ds.progress" } },
   { name = "graph", modules = { "ds.graph", "ds.trace", "ds.control", "ds.ops.control" } },
   { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy" } },
-  { name = "files", modules = { "ds.io", "ds.io.*" } },
+  { name = "files", modules = { "ds.io", "ds.io.*", "ds.onnx", "ds.onnx.*" } },
   { name = "namespace", modules = { "ds" } },
 }
 

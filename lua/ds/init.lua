@@ -20,6 +20,7 @@ local compile = require("ds.compile")
 local lazy = require("ds.lazy")
 local progress = require("ds.progress")
 local io_ = require("ds.io")
+local onnx = require("ds.onnx")
 
 local ds = { Tensor = Tensor, version = require("ds.version"), ops = D, autograd = autograd }
 
@@ -75,6 +76,7 @@ ds.is_compiled = compile.is_compiled
 ds.format_profile = compile.format_profile
 ds.progress = progress
 io_.install(ds)
+onnx.install(ds)
 
 -- every Tensor method checks self (the eager shortcuts check their operands); ds.<name> is the same function
 local checked = Tensor._require_self(D.shortcuts)
