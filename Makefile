@@ -72,6 +72,11 @@ test-asan: deps all onnx $(BUILD)/asan/libds.so
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  LD_PRELOAD=$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so) $(BUSTED)
 
+# docs/API.md from the op table, the exported functions and the nn registry (tests/api_doc_spec.lua checks it)
+.PHONY: api-doc
+api-doc: all
+	$(RUN_LUA) tools/gen_api.lua
+
 # The main job: train LeNet-5 (1 epoch; EPOCHS=5 for the full recipe), trace, compile, save, load, predict.
 EPOCHS ?= 1
 example: deps all

@@ -36,6 +36,32 @@ static inline double el_gelu_tanh_f64(double x) {
   return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
 }
 
+static inline float el_log1p_f32(float x) { return ds_log1pf(x); }
+static inline double el_log1p_f64(double x) { return log1p(x); }
+static inline float el_expm1_f32(float x) { return expm1f(x); }
+static inline double el_expm1_f64(double x) { return expm1(x); }
+static inline float el_log2_f32(float x) { return log2f(x); }
+static inline double el_log2_f64(double x) { return log2(x); }
+/* rounding: round is half to even (rint in the default rounding mode), as PyTorch */
+static inline float el_floor_f32(float x) { return floorf(x); }
+static inline double el_floor_f64(double x) { return floor(x); }
+static inline float el_ceil_f32(float x) { return ceilf(x); }
+static inline double el_ceil_f64(double x) { return ceil(x); }
+static inline float el_round_f32(float x) { return nearbyintf(x); }
+static inline double el_round_f64(double x) { return nearbyint(x); }
+static inline float el_trunc_f32(float x) { return truncf(x); }
+static inline double el_trunc_f64(double x) { return trunc(x); }
+/* integers are already whole: the rounding ops give them back unchanged (as PyTorch) */
+#define DS_INT_ROUNDING(T, S) \
+  static inline T el_floor_##S(T x) { return x; } \
+  static inline T el_ceil_##S(T x) { return x; } \
+  static inline T el_round_##S(T x) { return x; } \
+  static inline T el_trunc_##S(T x) { return x; }
+DS_INT_ROUNDING(int64_t, i64)
+DS_INT_ROUNDING(int32_t, i32)
+DS_INT_ROUNDING(uint8_t, u8)
+#undef DS_INT_ROUNDING
+
 /* ---- unary: all numeric dtypes ---- */
 /* NEG: float negation, or integer negation that wraps (INT64_MIN stays INT64_MIN, as in PyTorch) */
 #define DS_SIGNED_UNARY(T, S, NEG) \
@@ -87,6 +113,24 @@ static inline double el_pow_f64(double a, double b) { return pow(a, b); }
     while (e) { if (e & 1) r *= x; x *= x; e >>= 1; } return (T)r; }
 DS_INT_DIVPOW(int64_t, i64)
 DS_INT_DIVPOW(int32_t, i32)
+
+/* fmod: remainder with the dividend's sign (C's fmod, %); remainder: with the divisor's sign (Python's %).
+   Integers: x mod 0 gives 0 (as div), x mod -1 gives 0 (no INT_MIN / -1 overflow). */
+static inline float el_fmod_f32(float a, float b) { return fmodf(a, b); }
+static inline double el_fmod_f64(double a, double b) { return fmod(a, b); }
+static inline float el_remainder_f32(float a, float b) {
+  float r = fmodf(a, b); return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+static inline double el_remainder_f64(double a, double b) {
+  double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+#define DS_INT_MOD(T, S) \
+  static inline T el_fmod_##S(T a, T b) { return (b == 0 || b == -1) ? 0 : a % b; } \
+  static inline T el_remainder_##S(T a, T b) { \
+    T r = el_fmod_##S(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+DS_INT_MOD(int64_t, i64)
+DS_INT_MOD(int32_t, i32)
+#undef DS_INT_MOD
 
 /* ---- comparisons (output bool) and logic ---- */
 #define DS_CMP(T, S) \

@@ -33,6 +33,7 @@ local OPERATORS = {
   ["op+"] = function(a, b) return a + b end, ["op-"] = function(a, b) return a - b end,
   ["op*"] = function(a, b) return a * b end, ["op/"] = function(a, b) return a / b end,
   ["op^"] = function(a, b) return a ^ b end, ["op-unm"] = function(a) return -a end,
+  ["op%"] = function(a, b) return a % b end,
 }
 local GELU_LIKE = { gelu = true, gelu_tanh = true, silu = true }
 
@@ -259,11 +260,11 @@ describe("operators", function()
     assert.same({ 3.5, -3.5 }, (i / 2):totable())
     assert.equal("f32", (i / 2).dtype)
     assert.same({ 3, -4 }, ds.floor_divide(i, 2):totable())
+    assert.same({ 1, 2 }, (i % 3):totable()) -- % floors (remainder), as Lua's and Python's %
   end)
   it("Lua comparison and concatenation operators explain the alternative", function()
     H.raises(function() return x < x end, "x:lt(y)")
     H.raises(function() return x <= x end, "x:le(y)")
-    H.raises(function() return x % 2 end, "%")
     H.raises(function() return x .. "a" end, "ds.cat")
   end)
 end)

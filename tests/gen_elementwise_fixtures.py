@@ -243,6 +243,33 @@ x = torch.tensor([2 ** 40 + 1, -(2 ** 35) - 3, 70000], dtype=torch.int64)
 for dst in (torch.int32, torch.uint8, torch.float64):
     add("astype", [tin(x)[0]], x.to(dst), attrs={"dtype": DT[dst]})
 
+# ---- log1p, expm1, log2; rounding (half to even) on every numeric dtype; fmod and remainder ----
+for name, fn, lo, hi in (("log1p", torch.log1p, -0.999, 50), ("expm1", torch.expm1, -20, 20), ("log2", torch.log2, 0, 100)):
+    x = torch.cat([sample(torch.float32, lo, hi, 120), torch.logspace(-30, 0, 40).to(torch.float32)])
+    add(name, [tin(x)[0]], fn(x), "rtol6")
+    x = sample(torch.float64, lo, hi, 60)
+    add(name, [tin(x)[0]], fn(x), "rtol12")
+for name, fn in {"floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc}.items():
+    for dt in FLOATS + INTS + (torch.uint8,):
+        if dt in FLOATS:
+            x = torch.cat([torch.tensor(SPECIAL + [2.5, -2.5, 0.5000001, -1.5, 3.5], dtype=torch.float64), torch.randn(20, dtype=torch.float64) * 5]).to(dt)
+        else:
+            x = rnd((12,), dt)
+        add(name, [tin(x)[0]], fn(x))
+        i, v = tin(rnd((4, 3), dt).t(), [1, 0])
+        add(name, [i], fn(v))
+for name, fn in {"fmod": torch.fmod, "remainder": torch.remainder}.items():
+    for dt in FLOATS + INTS:
+        a, b = rnd((3, 4), dt), rnd((4,), dt, 1, 6)
+        b = b * torch.tensor([1, -1, 1, -1], dtype=dt)
+        if dt in FLOATS:
+            a[0, :] = torch.tensor([0.0, -0.0, math.inf, math.nan])
+        add(name, [tin(a)[0], tin(b)[0]], fn(a, b))
+        add(name, [tin(a)[0], {"number": 3}], fn(a, 3))
+    x = rnd((2, 3), torch.float64)
+    for num in (2, -2.5):
+        add("op%" if name == "remainder" else name, [tin(x)[0], {"number": num}], fn(x, num))
+
 # ---- dtype promotion: result dtype of add for every pair of tensor dtypes, and with numbers ----
 promotion = []
 for a in DT:

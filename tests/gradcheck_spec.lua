@@ -48,6 +48,13 @@ for _, name in ipairs { "add", "sub", "mul", "div", "pow", "maximum", "minimum" 
   add(name, "broadcast (3,1) op (1,4)", call(name), function() return { ma(3, 1), mb(1, 4) } end)
   add(name, "non-contiguous and broadcast", call(name), function() return { NC(ma(4, 3)), mb(2, 1, 3) } end)
 end
+for _, name in ipairs { "log1p", "expm1", "log2", "floor", "ceil", "round", "trunc" } do
+  local make = (name == "log1p" or name == "log2") and P or N
+  add(name, "non-contiguous", call(name), function() return { NC(make(4, 3)) } end)
+end
+for _, name in ipairs { "fmod", "remainder" } do
+  add(name, "broadcast (3,4) op (4)", call(name), function() return { N(3, 4), A(4) } end)
+end
 add("mul", "with a Lua number", function(x) return x * 2.5 end, function() return { N(2, 3) } end)
 
 add("where", "broadcast", function(c, a, b) return ds.where(c, a, b) end,

@@ -56,7 +56,14 @@ local unary = {
   relu = { C.SIGNED, C.promote_arith, function(ctx, g)
     return g * F.gt(ctx.inputs[1], 0):astype(g.dtype) end },
   sign = { C.SIGNED, C.promote_arith, function(ctx, g) return g * 0 end },
+  log1p = { C.FLOAT, C.promote_float, function(ctx, g) return g / (ctx.inputs[1] + 1) end },
+  expm1 = { C.FLOAT, C.promote_float, function(ctx, g) return g * (ctx.outputs[1] + 1) end },
+  log2 = { C.FLOAT, C.promote_float, function(ctx, g) return g / (ctx.inputs[1] * 0.6931471805599453) end },
 }
+-- rounding (integers come back unchanged; round is half to even): the gradient is 0, as PyTorch's
+for _, name in ipairs { "floor", "ceil", "round", "trunc" } do
+  unary[name] = { C.NUMERIC, C.promote_arith, function(ctx, g) return g * 0 end }
+end
 for name, spec in pairs(unary) do def_unary(name, spec[1], spec[2], spec[3]) end
 def_unary("logical_not", C.BOOL, C.promote_bool, nil)
 
@@ -92,6 +99,15 @@ local function minmax_bw(pick)
     return ctx.needs[1] and sum_to(g * take_a, a._shape) or nil, ctx.needs[2] and sum_to(g * (1 - take_a), b._shape) or nil
   end
 end
+-- fmod (sign of a, C's fmod) and remainder (sign of b, Python's and Lua's %): d/db = -trunc(a/b) / -floor(a/b)
+local function mod_bw(whole)
+  return function(ctx, g)
+    local a, b = ctx.inputs[1], ctx.inputs[2]
+    return ctx.needs[1] and sum_to(g, a._shape) or nil, ctx.needs[2] and sum_to(-(g * whole(a / b)), b._shape) or nil
+  end
+end
+def_binary("fmod", C.SIGNED, C.promote_arith, mod_bw(function(q) return F.trunc(q) end))
+def_binary("remainder", C.SIGNED, C.promote_arith, mod_bw(function(q) return F.floor(q) end))
 def_binary("maximum", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.gt(a, b) end))
 def_binary("minimum", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.lt(a, b) end))
 for _, name in ipairs { "lt", "le", "gt", "ge", "eq", "ne" } do

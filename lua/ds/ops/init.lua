@@ -7,6 +7,7 @@ local errors = require("ds.errors")
 local S = require("ds.shape")
 
 require("ds.ops.elementwise")
+require("ds.ops.elementwise_compose")
 require("ds.ops.creation")
 require("ds.ops.movement")
 require("ds.ops.blas")
@@ -59,7 +60,7 @@ mt.__mul = F.mul
 mt.__div = F.div
 mt.__pow = F.pow
 mt.__unm = function(x) return F.neg(x) end
-mt.__mod = function() errors.raise("%: use ds.fmod / remainder (not implemented)") end
+mt.__mod = function(a, b) return F.remainder(a, b) end -- Lua's % floors, as Python's and remainder
 mt.__concat = function() errors.raise("..: tensors cannot be concatenated as strings; use ds.cat") end
 
 -- Lua's __eq/__lt must give booleans: tensors compare by identity; use x:eq(y), x:lt(y)
