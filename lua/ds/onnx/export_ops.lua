@@ -60,6 +60,36 @@ end
 
 FORMS.astype = function(w, n) last(w, n, "Cast", { n.ins[1] }, { to = A.int(types.onnx_type(n.outm[1].dtype, "astype")) }) end
 
+FORMS.log2 = function(w, n) last(w, n, "Div", { w:one("Log", { n.ins[1] }), w:scalar(math.log(2), n.outm[1].dtype) }) end
+
+-- rounding: ONNX's Floor/Ceil/Round are for floats (Round is half to even, as ds's); integers are already whole
+local ROUNDING = { floor = "Floor", ceil = "Ceil", round = "Round" }
+for op, onnx in pairs(ROUNDING) do
+  FORMS[op] = function(w, n)
+    last(w, n, dtype.is_float[n.outm[1].dtype] and onnx or "Identity", { n.ins[1] })
+  end
+end
+-- trunc(x) = ceil(x) where x < 0, else floor(x) (opset 17 has no Trunc)
+FORMS.trunc = function(w, n)
+  local x, dt = n.ins[1], n.outm[1].dtype
+  if not dtype.is_float[dt] then return last(w, n, "Identity", { x }) end
+  last(w, n, "Where", { w:one("Less", { x, w:scalar(0, dt) }), w:one("Ceil", { x }), w:one("Floor", { x }) })
+end
+-- fmod: C's fmod (the dividend's sign); remainder: fmod moved into the divisor's sign, as ds's kernels do
+local function fmod(w, n)
+  local dt = n.outm[1].dtype
+  local a, b = w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt)
+  return w:one("Mod", { a, b }, { fmod = A.int(1) }), b, dt
+end
+FORMS.fmod = function(w, n) last(w, n, "Identity", { (fmod(w, n)) }) end
+FORMS.remainder = function(w, n)
+  local r, b, dt = fmod(w, n)
+  local zero = w:scalar(0, dt)
+  local fix = w:one("And", { w:one("Not", { w:one("Equal", { r, zero }) }),
+    w:one("Xor", { w:one("Less", { r, zero }), w:one("Less", { b, zero }) }) })
+  last(w, n, "Where", { fix, w:one("Add", { r, b }), r })
+end
+
 FORMS.rsqrt = function(w, n) last(w, n, "Reciprocal", { w:one("Sqrt", { n.ins[1] }) }) end
 
 FORMS.silu = function(w, n) last(w, n, "Mul", { n.ins[1], w:one("Sigmoid", { n.ins[1] }) }) end
@@ -359,6 +389,8 @@ for _, op in ipairs({ "adam_update", "adam_amsgrad_update", "adagrad_update", "r
   "avg_pool2d_backward", "max_pool2d_backward", "layer_norm_backward" }) do NO_FORM[op] = TRAINING end
 local RANDOM = "ds draws from its own Philox stream, which ONNX's Random* ops cannot reproduce"
 for _, op in ipairs({ "rand", "randn", "randint" }) do NO_FORM[op] = RANDOM end
+NO_FORM.log1p = "ONNX has no log1p, and log(1 + x) loses ds's accuracy near 0"
+NO_FORM.expm1 = "ONNX has no expm1, and exp(x) - 1 loses ds's accuracy near 0"
 NO_FORM.cumprod = "ONNX has no cumulative product"
 NO_FORM.sort = "ONNX's TopK does not promise ds's stable order of equal values"
 NO_FORM.print = "ONNX has no printing op"
