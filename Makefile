@@ -10,7 +10,8 @@ HDRS    := $(wildcard src/*.h src/*.def src/*.inc)
 BUSTED  := busted
 BUILD   ?= build
 DEPS    := gcc libc6-dev luajit2 libluajit2-5.1-dev libopenblas-dev libopenblas0-openmp lua-cjson lua-busted \
-           zlib1g-dev dataset-fashion-mnist luarocks python3 nginx libnginx-mod-http-lua curl wrk graphviz
+           zlib1g-dev dataset-fashion-mnist luarocks python3 nginx libnginx-mod-http-lua curl wrk graphviz \
+           lua-readline tmux librsvg2-bin
 DS_LIB_PATH = $(abspath $(BUILD))/libds.so
 ASAN_LIB_PATH = $(abspath $(BUILD))/asan/libds.so
 RUN_LUA = DS_LIB=$(DS_LIB_PATH) LUA_PATH="./lua/?.lua;./lua/?/init.lua;;" luajit
@@ -18,7 +19,7 @@ RUN_LUA = DS_LIB=$(DS_LIB_PATH) LUA_PATH="./lua/?.lua;./lua/?/init.lua;;" luajit
 OPENBLAS_CORETYPE ?= SkylakeX
 BENCH_THREADS ?= 2
 
-.PHONY: all deps test test-asan example bench install clean onnx
+.PHONY: all deps test test-asan example repl bench install clean onnx
 
 all: $(BUILD)/libds.so
 
@@ -82,6 +83,10 @@ EPOCHS ?= 1
 example: deps all
 	$(RUN_LUA) examples/pipeline.lua --epochs $(EPOCHS)
 
+# The ds prompt (bin/ds): values printed, completion, history, ?help
+repl: deps all
+	bin/ds
+
 # Small-op latency and GEMM against OpenBLAS, PyTorch and the measured FMA peak; writes bench/RESULTS.md.
 $(BUILD)/peak_flops: bench/peak_flops.c
 	@mkdir -p $(BUILD)
@@ -94,10 +99,12 @@ bench: deps all $(BUILD)/peak_flops
 
 # Used by `luarocks make rocks/ds-scm-1.rockspec`: lua/ds with ds.h and libds.so next to its files.
 INST_LUADIR ?= /usr/local/share/lua/5.1
+INST_BINDIR ?= /usr/local/bin
 install: all
-	mkdir -p $(INST_LUADIR)
+	mkdir -p $(INST_LUADIR) $(INST_BINDIR)
 	cp -r lua/ds $(INST_LUADIR)/
 	cp src/ds.h $(BUILD)/libds.so $(INST_LUADIR)/ds/
+	cp bin/ds $(INST_BINDIR)/ds
 
 clean:
 	rm -rf build

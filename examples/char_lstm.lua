@@ -1,7 +1,7 @@
 -- examples/char_lstm.lua: a character-level LSTM language model on the GNU GPL v3 text (installed on
 -- every Debian system by base-files): trains with Adam and gradient clipping, eagerly or with the train
 -- step compiled (the same losses bit for bit), then samples text from the model.
---   luajit examples/char_lstm.lua [--steps N] [--eager] [--check N] [--sample N] [--text FILE]
+--   luajit examples/char_lstm.lua [--steps N] [--eager] [--check N] [--sample N] [--text FILE] [--plot out/char_lstm.svg]
 local ds = require("ds")
 local nn, F = ds.nn, ds.F
 
@@ -136,7 +136,8 @@ local function parse_args(argv)
     elseif a == "--check" then
       o.check = tonumber(argv[i + 1]) or error("char_lstm: a number must follow --check", 0); i = i + 2
     elseif a == "--eager" then o.compile = false; i = i + 1
-    else error("char_lstm: unknown argument " .. a .. " (--steps N, --eager, --check N, --sample N, --text FILE)", 0) end
+    elseif a == "--plot" then o.plot = argv[i + 1] or error("char_lstm: a path must follow --plot", 0); i = i + 2
+    else error("char_lstm: unknown argument " .. a .. " (--steps N, --eager, --check N, --sample N, --text FILE, --plot PATH)", 0) end
   end
   if not o.steps or not o.sample then error("char_lstm: a number must follow --steps and --sample", 0) end
   return o
@@ -167,6 +168,11 @@ local function main(argv)
   for i = o.steps - n + 1, o.steps do last = last + losses[i] / n end
   print(string.format("loss %.3f at the first step, %.3f over the last %d steps (%d steps, %.1f s)", losses[1], last, n,
     o.steps, ds.clock() - t0))
+  if o.plot then
+    ds.plot.lines(o.plot, { { title = "character LSTM: training loss", xlabel = "step", ylabel = "cross-entropy",
+                              series = { { name = "loss per step", y = losses } } } })
+    print("wrote the loss curve to " .. o.plot)
+  end
   print("sample:\n" .. sample(model, chars, id, "This License ", o.sample, 0.8, 1))
 end
 

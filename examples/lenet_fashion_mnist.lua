@@ -1,6 +1,7 @@
 -- examples/lenet_fashion_mnist.lua: LeNet-5 trained eagerly on Fashion-MNIST (the TensorFlow article's recipe:
 -- Adam 1e-3, batch 256, 5 epochs, seed 22). Prints per epoch the train loss, test accuracy and seconds.
 --   luajit examples/lenet_fashion_mnist.lua [--epochs N] [--limit N batches per epoch] [--out weights.safetensors]
+--                                          [--plot out/lenet_training.svg]   (training curves as SVG)
 --                                           [--threads N] [--quiet] [--compile]
 -- --compile trains with ds.compile'd steps (forward, backward and Adam in one C plan; same numbers).
 local ds = require("ds")
@@ -15,14 +16,14 @@ local function parse_args(argv)
       local v = tonumber(argv[i + 1])
       if not v or v < 1 or v ~= math.floor(v) then error(a .. " needs a positive integer", 0) end
       opts[a:sub(3)] = v; i = i + 2
-    elseif a == "--out" then
-      opts.out = argv[i + 1] or error("--out needs a path", 0); i = i + 2
+    elseif a == "--out" or a == "--plot" then
+      opts[a:sub(3)] = argv[i + 1] or error(a .. " needs a path", 0); i = i + 2
     elseif a == "--quiet" then
       opts.quiet = true; i = i + 1
     elseif a == "--compile" then
       opts.compile = true; i = i + 1
     else
-      error("unknown argument " .. a .. " (--epochs N, --limit N, --out PATH, --threads N, --quiet, --compile)", 0)
+      error("unknown argument " .. a .. " (--epochs N, --limit N, --out PATH, --plot PATH, --threads N, --quiet, --compile)", 0)
     end
   end
   return opts
@@ -84,14 +85,16 @@ local function main(argv)
   if opts.compile then   -- one plan per batch size (the last batch of an epoch is smaller)
     train_step = ds.compile(train_step, { ds.spec({ "batch", 1, 28, 28 }, "f32", "x"), ds.spec({ "batch" }, "i64", "y") })
   end
-  local results = {}
+  local results, curve = {}, { step = {}, loss = {} } -- curve: the loss of every batch, x in epochs
   for epoch = 1, opts.epochs do
     local bar = ds.progress.bar { total = nbatches, desc = string.format("epoch %d/%d", epoch, opts.epochs),
                                   unit = "batch", out = opts.quiet and { write = function() end } or io.stdout }
     local t0 = ds.clock()
     for i, x, y in train_loader:batches() do
-      local loss = train_step(x, y)
-      bar:update(1, { loss = loss:item() })
+      local loss = train_step(x, y):item()
+      bar:update(1, { loss = loss })
+      curve.step[#curve.step + 1] = epoch - 1 + i / nbatches
+      curve.loss[#curve.loss + 1] = loss
       if i == nbatches then break end
     end
     local seconds = ds.clock() - t0
@@ -104,6 +107,16 @@ local function main(argv)
   if opts.out then
     ds.save_state(model:state_dict(), opts.out)
     print("saved the trained weights to " .. opts.out)
+  end
+  if opts.plot then
+    local epochs, accs, losses = {}, {}, {}
+    for e, r in ipairs(results) do epochs[e], accs[e], losses[e] = e, r.accuracy, r.loss end
+    ds.plot.lines(opts.plot, {
+      { title = "LeNet-5 on Fashion-MNIST: training loss", xlabel = "epoch", ylabel = "cross-entropy",
+        series = { { name = "batch loss", x = curve.step, y = curve.loss }, { name = "epoch mean", x = epochs, y = losses } } },
+      { title = "test accuracy", xlabel = "epoch", ylabel = "accuracy", series = { { name = "test", x = epochs, y = accs } } },
+    })
+    print("wrote the training curves to " .. opts.plot)
   end
   return results
 end

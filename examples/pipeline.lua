@@ -26,7 +26,7 @@ end
 
 -- 1. train (the LeNet example's own loop: Adam 1e-3, batch 256, seed 22)
 local weights = out .. "/lenet.safetensors"
-local argv = { "--epochs", tostring(epochs), "--out", weights }
+local argv = { "--epochs", tostring(epochs), "--out", weights, "--plot", out .. "/lenet_training.svg" }
 if limit then argv[#argv + 1] = "--limit"; argv[#argv + 1] = tostring(limit) end
 stage(string.format("trained LeNet-5 for %d epoch(s)", epochs), function() lenet.main(argv) end)
 

@@ -12,5 +12,5 @@ dependencies = { "lua == 5.1" }
 build = {
   type = "make",
   build_variables = { MARCH = "x86-64-v3" },   -- not CFLAGS: the Makefile adds its own flags to it
-  install_variables = { INST_LUADIR = "$(LUADIR)" },
+  install_variables = { INST_LUADIR = "$(LUADIR)", INST_BINDIR = "$(BINDIR)" },
 }

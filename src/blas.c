@@ -33,9 +33,9 @@ static int matmul(ds_tensor *const *t, int dtype) {
   ds_tensor *o = t[0], *a = t[1], *b = t[2];
   char s1[128], s2[128], s3[128];
   DS_CHECK(o && a && b, "matmul: missing operand");
-  DS_CHECK(o->dtype == dtype && a->dtype == dtype && b->dtype == dtype, "matmul: dtypes must all be %s", dtype == DS_F32 ? "f32" : "f64");
+  DS_CHECK(o->dtype == dtype && a->dtype == dtype && b->dtype == dtype, "matmul: dtypes must all be %s", ds_dtype_name(dtype));
   DS_CHECK(a->ndim >= 2 && b->ndim >= 2 && o->ndim >= 2, "matmul: kernel needs >= 2-D operands");
-  DS_CHECK(ds_is_contig(o), "matmul: output must be contiguous");
+  DS_CHECK(ds_tensor_is_contiguous(o), "matmul: output must be contiguous");
   int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1], N = b->shape[b->ndim - 1];
   DS_CHECK(b->shape[b->ndim - 2] == K && o->shape[o->ndim - 2] == M && o->shape[o->ndim - 1] == N,
            "matmul: shapes %s @ %s -> %s do not match", ds_shape_str(a, s1), ds_shape_str(b, s2), ds_shape_str(o, s3));
@@ -51,7 +51,7 @@ static int matmul(ds_tensor *const *t, int dtype) {
   /* (..., M, K) @ (K, N) with a contiguous and b shared by every batch: one GEMM over all rows */
   int b_shared = 1;
   for (int i = 0; i < nb; i++) if (bs[i] != 0) b_shared = 0;
-  int folded = nb > 0 && batches > 1 && b_shared && ds_is_contig(a) && a->numel == batches * M * K;
+  int folded = nb > 0 && batches > 1 && b_shared && ds_tensor_is_contiguous(a) && a->numel == batches * M * K;
   if (folded) { M *= batches; batches = 1; }
   int64_t ars = folded ? K : a->strides[a->ndim - 2], acs = folded ? 1 : a->strides[a->ndim - 1];
   int64_t brs = b->strides[b->ndim - 2], bcs = b->strides[b->ndim - 1];

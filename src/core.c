@@ -25,7 +25,8 @@ int64_t ds_dtype_size(int dtype) {
 
 const char *ds_shape_str(const ds_tensor *t, char *buf) {
   int n = 0; n += snprintf(buf + n, 128 - n, "(");
-  for (int i = 0; i < t->ndim && n < 110; i++) n += snprintf(buf + n, 128 - n, i ? ",%lld" : "%lld", (long long)t->shape[i]);
+  for (int i = 0; i < t->ndim && n < 110; i++)
+    n += snprintf(buf + n, 128 - n, i ? ",%lld" : "%lld", (long long)t->shape[i]);
   snprintf(buf + n, 128 - n, ")");
   return buf;
 }
@@ -78,7 +79,8 @@ ds_tensor *ds_tensor_new(int dtype, int ndim, const int64_t *shape) {
   return t;
 }
 
-int ds_tensor_view_fill(ds_tensor *t, const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset) {
+int ds_tensor_view_fill(ds_tensor *t, const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides,
+                        int64_t offset) {
   memset(t, 0, sizeof *t);
   int rc = set_shape(t, src->dtype, ndim, shape);
   if (rc != DS_OK) return rc;
@@ -88,10 +90,11 @@ int ds_tensor_view_fill(ds_tensor *t, const ds_tensor *src, int ndim, const int6
     t->strides[i] = strides[i];
     if (shape[i] == 0) { lo = hi = offset; overflow = 0; break; }
     overflow |= __builtin_mul_overflow(strides[i], shape[i] - 1, &step);
-    if (step > 0) overflow |= __builtin_add_overflow(hi, step, &hi); else overflow |= __builtin_add_overflow(lo, step, &lo);
+    if (step > 0) overflow |= __builtin_add_overflow(hi, step, &hi);
+    else overflow |= __builtin_add_overflow(lo, step, &lo);
   }
-  if (t->numel > 0 && (overflow || lo < 0 || __builtin_add_overflow(hi, 1, &hi) || __builtin_mul_overflow(hi, es, &bytes) ||
-                       bytes > src->storage->nbytes))
+  if (t->numel > 0 && (overflow || lo < 0 || __builtin_add_overflow(hi, 1, &hi) ||
+                       __builtin_mul_overflow(hi, es, &bytes) || bytes > src->storage->nbytes))
     return ds_fail(DS_ERANGE, "view out of the storage's bounds");
   t->offset = offset;
   t->storage = src->storage;
@@ -99,10 +102,15 @@ int ds_tensor_view_fill(ds_tensor *t, const ds_tensor *src, int ndim, const int6
   return DS_OK;
 }
 
-ds_tensor *ds_tensor_view(const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset) {
+ds_tensor *ds_tensor_view(const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides,
+                          int64_t offset) {
   ds_tensor *t = tensor_struct();
   if (!t) { ds_fail(DS_ENOMEM, "out of memory"); return NULL; }
-  if (ds_tensor_view_fill(t, src, ndim, shape, strides, offset) != DS_OK) { t->storage = NULL; ds_tensor_free(t); return NULL; }
+  if (ds_tensor_view_fill(t, src, ndim, shape, strides, offset) != DS_OK) {
+    t->storage = NULL;
+    ds_tensor_free(t);
+    return NULL;
+  }
   t->storage->refcount++;
   return t;
 }
@@ -111,7 +119,8 @@ int ds_tensor_init(ds_tensor *t, ds_storage *s, void *data, int64_t nbytes, int 
   memset(t, 0, sizeof *t);
   int rc = set_shape(t, dtype, ndim, shape);
   if (rc != DS_OK) return rc;
-  if (t->numel * ds_dtype_size(dtype) > nbytes) return ds_fail(DS_ERANGE, "buffer of %lld bytes is too small", (long long)nbytes);
+  if (t->numel * ds_dtype_size(dtype) > nbytes)
+    return ds_fail(DS_ERANGE, "buffer of %lld bytes is too small", (long long)nbytes);
   contiguous_strides(t);
   s->data = data; s->nbytes = nbytes; s->refcount = 1; s->external = 1;
   t->storage = s; t->data = data;
@@ -122,7 +131,11 @@ ds_tensor *ds_tensor_wrap(void *data, int64_t nbytes, int dtype, int ndim, const
   ds_tensor *t = tensor_struct();
   if (!t) { ds_fail(DS_ENOMEM, "out of memory"); return NULL; }
   if (set_shape(t, dtype, ndim, shape) != DS_OK) { ds_tensor_free(t); return NULL; }
-  if (t->numel * ds_dtype_size(dtype) > nbytes) { ds_tensor_free(t); ds_fail(DS_ERANGE, "buffer of %lld bytes is too small", (long long)nbytes); return NULL; }
+  if (t->numel * ds_dtype_size(dtype) > nbytes) {
+    ds_tensor_free(t);
+    ds_fail(DS_ERANGE, "buffer of %lld bytes is too small", (long long)nbytes);
+    return NULL;
+  }
   contiguous_strides(t);
   ds_storage *st = malloc(sizeof *st);
   if (!st) { ds_tensor_free(t); ds_fail(DS_ENOMEM, "out of memory"); return NULL; }
@@ -141,7 +154,7 @@ void ds_tensor_free(ds_tensor *t) {
   t->data = tensor_pool; tensor_pool = t;
 }
 
-int ds_is_contig(const ds_tensor *t) {
+int ds_tensor_is_contiguous(const ds_tensor *t) {
   int64_t s = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     if (t->shape[i] != 1 && t->strides[i] != s) return 0;
@@ -149,7 +162,6 @@ int ds_is_contig(const ds_tensor *t) {
   }
   return 1;
 }
-int ds_tensor_is_contiguous(const ds_tensor *t) { return ds_is_contig(t); }
 
 /* ---- broadcasting and strided iteration ---- */
 int ds_broadcast_strides(const ds_tensor *out, const ds_tensor *src, int64_t *strides) {
@@ -173,7 +185,11 @@ int ds_coalesce(int ndim, int64_t *shape, int nops, int64_t strides[][DS_MAXDIM]
     if (nd > 0) {
       int ok = 1;
       for (int k = 0; k < nops; k++) if (strides[k][nd - 1] != strides[k][i] * shape[i]) { ok = 0; break; }
-      if (ok) { shape[nd - 1] *= shape[i]; for (int k = 0; k < nops; k++) strides[k][nd - 1] = strides[k][i]; continue; }
+      if (ok) {
+        shape[nd - 1] *= shape[i];
+        for (int k = 0; k < nops; k++) strides[k][nd - 1] = strides[k][i];
+        continue;
+      }
     }
     shape[nd] = shape[i];
     for (int k = 0; k < nops; k++) strides[k][nd] = strides[k][i];
@@ -250,7 +266,10 @@ static void write_from_double(void *p, int dtype, double v) {
     case DS_F64: *(double *)p = v; break;
     case DS_I64: *(int64_t *)p = (isfinite(v) && fabs(v) < 9.3e18) ? (int64_t)v : 0; break;
     case DS_I32: *(int32_t *)p = (isfinite(v) && fabs(v) < 2.2e9) ? (int32_t)v : 0; break;
-    case DS_U8: *(uint8_t *)p = (isfinite(v) && v >= 0 && v < 256) ? (uint8_t)v : (uint8_t)(int64_t)(isfinite(v) && fabs(v) < 9e18 ? v : 0); break;
+    case DS_U8:
+      *(uint8_t *)p =
+          (isfinite(v) && v >= 0 && v < 256) ? (uint8_t)v : (uint8_t)(int64_t)(isfinite(v) && fabs(v) < 9e18 ? v : 0);
+      break;
     default: *(uint8_t *)p = v != 0; break;
   }
 }
@@ -263,10 +282,17 @@ static void write_from_double(void *p, int dtype, double v) {
     for (int d_ = (t)->ndim - 1; d_ >= 0; d_--) { if (++idx_[d_] < (t)->shape[d_]) break; idx_[d_] = 0; } \
   } } while (0)
 
-int ds_read_flat(const ds_tensor *t, double *out) { FOR_EACH_ELEMENT(t, out[n_] = READ_AS(double, p_, t->dtype)); return DS_OK; }
-int ds_write_flat(ds_tensor *t, const double *in) { FOR_EACH_ELEMENT(t, write_from_double(p_, t->dtype, in[n_])); return DS_OK; }
+int ds_read_flat(const ds_tensor *t, double *out) {
+  FOR_EACH_ELEMENT(t, out[n_] = READ_AS(double, p_, t->dtype));
+  return DS_OK;
+}
+int ds_write_flat(ds_tensor *t, const double *in) {
+  FOR_EACH_ELEMENT(t, write_from_double(p_, t->dtype, in[n_]));
+  return DS_OK;
+}
 int ds_read_flat_i64(const ds_tensor *t, int64_t *out) {
-  FOR_EACH_ELEMENT(t, out[n_] = (t->dtype == DS_F32 || t->dtype == DS_F64) ? (int64_t)READ_AS(double, p_, t->dtype) : READ_AS(int64_t, p_, t->dtype));
+  FOR_EACH_ELEMENT(t, out[n_] = (t->dtype == DS_F32 || t->dtype == DS_F64) ? (int64_t)READ_AS(double, p_, t->dtype)
+                                                                           : READ_AS(int64_t, p_, t->dtype));
   return DS_OK;
 }
 int ds_write_flat_i64(ds_tensor *t, const int64_t *in) {

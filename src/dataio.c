@@ -96,7 +96,7 @@ int ds_data_gather_rows(ds_tensor *out, const ds_tensor *src, const int64_t *idx
   DS_CHECK(src->ndim >= 1 && out->ndim == src->ndim, "gather_rows: out %s and src %s differ in rank",
            ds_shape_str(out, a), ds_shape_str(src, b));
   DS_CHECK(out->dtype == src->dtype, "gather_rows: out dtype %d and src dtype %d differ", out->dtype, src->dtype);
-  DS_CHECK(ds_is_contig(out) && ds_is_contig(src), "gather_rows: out and src must be contiguous");
+  DS_CHECK(ds_tensor_is_contiguous(out) && ds_tensor_is_contiguous(src), "gather_rows: out and src must be contiguous");
   DS_CHECK(out->shape[0] == n, "gather_rows: out %s has %lld rows, %lld indices given", ds_shape_str(out, a),
            (long long)out->shape[0], (long long)n);
   for (int d = 1; d < src->ndim; d++)

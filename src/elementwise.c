@@ -7,12 +7,12 @@
 /* Check dtypes and broadcasting, then run fn over rows of t[0..nops-1] (t[0] is the output). */
 static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtypes, ds_row_fn fn, void *ctx) {
   ds_tensor *o = t[0];
-  int fast = ds_is_contig(o);
+  int fast = ds_tensor_is_contiguous(o);
   for (int k = 0; k < nops; k++) {
     if (!t[k] || t[k]->dtype != dtypes[k])
       return ds_fail(DS_EINVAL, "%s: operand %d has dtype %s, kernel expects %s", op, k,
                      t[k] ? ds_dtype_name(t[k]->dtype) : "none", ds_dtype_name(dtypes[k]));
-    if (k && (t[k]->numel != o->numel || !ds_is_contig(t[k]))) fast = 0;
+    if (k && (t[k]->numel != o->numel || !ds_tensor_is_contiguous(t[k]))) fast = 0;
   }
   int64_t es[4];
   for (int k = 0; k < nops; k++) es[k] = ds_dtype_size(dtypes[k]);
@@ -111,7 +111,7 @@ FILL(i32, int32_t, DS_I32) FILL(u8, uint8_t, DS_U8) FILL(bool, uint8_t, DS_BOOL)
 #define ARANGE(S, T, D) \
   int ds_arange_##S(ds_tensor *const *t, const double *attrs) { \
     ds_tensor *o = t[0]; \
-    DS_CHECK(o && o->dtype == D && ds_is_contig(o), "arange: output must be a contiguous " #S " tensor"); \
+    DS_CHECK(o && o->dtype == D && ds_tensor_is_contiguous(o), "arange: output must be a contiguous " #S " tensor"); \
     T *p = o->data; for (int64_t i = 0; i < o->numel; i++) p[i] = CV_TO_##S(attrs[0] + (double)i * attrs[1]); \
     return DS_OK; }
 ARANGE(f32, float, DS_F32) ARANGE(f64, double, DS_F64) ARANGE(i64, int64_t, DS_I64) ARANGE(i32, int32_t, DS_I32)

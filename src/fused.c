@@ -253,23 +253,8 @@ static int run_program(const program *p, ds_tensor *const *t) {
   }
   if (o->numel == 0) return DS_OK;
   memcpy(it.shape, o->shape, sizeof it.shape);
-  it.nd = o->ndim;
-  if (it.nd == 0) { it.nd = 1; it.shape[0] = 1; for (int k = 0; k < it.nops; k++) it.st[k][0] = 0; }
-  /* collapse dims that are contiguous in every operand (like ds_coalesce, any number of operands) */
-  int nd = 0;
-  for (int i = 0; i < it.nd; i++) {
-    if (it.shape[i] == 1 && it.nd > 1) continue;
-    if (nd > 0) {
-      int ok = 1;
-      for (int k = 0; k < it.nops; k++) if (it.st[k][nd - 1] != it.st[k][i] * it.shape[i]) { ok = 0; break; }
-      if (ok) { it.shape[nd - 1] *= it.shape[i]; for (int k = 0; k < it.nops; k++) it.st[k][nd - 1] = it.st[k][i]; continue; }
-    }
-    it.shape[nd] = it.shape[i];
-    for (int k = 0; k < it.nops; k++) it.st[k][nd] = it.st[k][i];
-    nd++;
-  }
-  if (nd == 0) { nd = 1; it.shape[0] = 1; for (int k = 0; k < it.nops; k++) it.st[k][0] = 0; }
-  it.nd = nd;
+  it.nd = ds_coalesce(o->ndim, it.shape, it.nops, it.st); /* dims contiguous in every operand collapse */
+  int nd = it.nd;
   int64_t rows = 1;
   for (int d = 0; d < nd - 1; d++) rows *= it.shape[d];
   int64_t units = rows * ((it.shape[nd - 1] + TILE - 1) / TILE);

@@ -83,7 +83,10 @@ static int same_view(const ds_tensor *a, const ds_tensor *b) {
 static void copy_into(ds_tensor *o, const ds_tensor *x) {
   if (same_view(o, x)) return;
   int64_t es = ds_dtype_size(o->dtype);
-  if (ds_is_contig(o) && ds_is_contig(x)) { if (o->numel) memmove(o->data, x->data, o->numel * es); return; }
+  if (ds_tensor_is_contiguous(o) && ds_tensor_is_contiguous(x)) {
+    if (o->numel) memmove(o->data, x->data, o->numel * es);
+    return;
+  }
   walk w; walk_init(&w, o->ndim, o->shape, 2);
   walk_operand(&w, 0, o, -1); walk_operand(&w, 1, x, -1);
   for (int64_t i = 0; i < o->numel; i++, walk_next(&w)) copy_el((char *)o->data + w.off[0], (const char *)x->data + w.off[1], es);
@@ -124,7 +127,7 @@ static int cat_impl(ds_tensor *const *t, const double *attrs, int dt) {
   int64_t start = 0;
   for (int k = 1; k <= n; k++) {
     const ds_tensor *x = t[k];
-    if (ds_is_contig(o) && ds_is_contig(x)) {
+    if (ds_tensor_is_contiguous(o) && ds_tensor_is_contiguous(x)) {
       int64_t blk = x->shape[dim] * inner, row = o->shape[dim] * inner;
       for (int64_t r = 0; r < outer; r++)
         if (blk) memcpy((char *)o->data + r * row + start * inner, (const char *)x->data + r * blk, blk);
@@ -238,7 +241,7 @@ static int index_select_impl(ds_tensor *const *t, const double *attrs, int dt) {
                    ds_shape_str(o, b1), ds_shape_str(x, b2), (long long)ix->numel, dim + 1);
   }
   int64_t es = ds_dtype_size(dt);
-  if (ds_is_contig(o) && ds_is_contig(x)) {
+  if (ds_tensor_is_contiguous(o) && ds_tensor_is_contiguous(x)) {
     int64_t outer = 1, inner = es, n = x->shape[dim], m = ix->numel;
     for (int d = 0; d < dim; d++) outer *= x->shape[d];
     for (int d = dim + 1; d < x->ndim; d++) inner *= x->shape[d];

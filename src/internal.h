@@ -40,7 +40,6 @@ typedef int ds_kernel_check(int nbuf, const int *dtypes, int nattrs, const doubl
 typedef struct { const char *name; ds_kernel fn; int noperands; ds_kernel_check *check; } ds_kernel_info;
 const ds_kernel_info *ds_kernel_info_find(const char *name);
 
-int ds_is_contig(const ds_tensor *t);
 void *ds_mem_alloc(int64_t nbytes, int64_t *rounded);
 void ds_mem_release(void *p, int64_t rounded);
 /* Shapes as text for messages: "(2,3)". buf must hold 128 bytes. */

@@ -86,8 +86,8 @@ static int buffer_span(const ds_planfile_buffer *b, uint32_t i, int64_t *numel, 
 }
 
 /* The bounds of buffer i against the arena or its view base (spans of the buffers before it). */
-static int check_buffer(const ds_planfile_buffer *b, uint32_t i, const int64_t (*span)[2], const ds_planfile_buffer *bufs,
-                        int64_t arena_bytes) {
+static int check_buffer(const ds_planfile_buffer *b, uint32_t i, const int64_t (*span)[2],
+                        const ds_planfile_buffer *bufs, int64_t arena_bytes) {
   int64_t numel, lo, hi, end;
   if (buffer_span(b, i, &numel, &lo, &hi) != 0) return -1;
   int64_t es = ds_dtype_size(b->dtype);
@@ -115,9 +115,13 @@ static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, 
   if (h.nbuffers > (1u << 20) || h.nsteps > (1u << 20) || h.ninputs > 4096 || h.noutputs > 4096 || h.noutputs < 1 ||
       h.arena_bytes < 0)
     FAIL("model: plan counts out of range");
-  if (q == &m->plans[0]) { m->ninputs = (int)h.ninputs; m->noutputs = (int)h.noutputs; }
-  else if ((int)h.ninputs != m->ninputs || (int)h.noutputs != m->noutputs) FAIL("model: plans disagree on their inputs/outputs");
-  if ((int64_t)h.nbuffers * (int64_t)sizeof(ds_planfile_buffer) > psize - *pos) FAIL("model: plan file truncated in its buffers");
+  if (q == &m->plans[0]) {
+    m->ninputs = (int)h.ninputs;
+    m->noutputs = (int)h.noutputs;
+  } else if ((int)h.ninputs != m->ninputs || (int)h.noutputs != m->noutputs)
+    FAIL("model: plans disagree on their inputs/outputs");
+  if ((int64_t)h.nbuffers * (int64_t)sizeof(ds_planfile_buffer) > psize - *pos)
+    FAIL("model: plan file truncated in its buffers");
   q->plan = ds_plan_new(h.arena_bytes);
   if (!q->plan) return -1;
   q->in_buf = malloc(sizeof(int) * (h.ninputs + 1)); q->out_buf = malloc(sizeof(int) * h.noutputs);
@@ -125,7 +129,10 @@ static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, 
   ds_planfile_buffer *bufs = malloc(sizeof *bufs * ((size_t)h.nbuffers + 1));
   int64_t (*span)[2] = malloc(sizeof *span * ((size_t)h.nbuffers + 1));
   int rc = -1;
-  if (!q->in_buf || !q->out_buf || !q->in_spec || !q->out_spec || !bufs || !span) { ds_fail(DS_ENOMEM, "model: out of memory"); goto done; }
+  if (!q->in_buf || !q->out_buf || !q->in_spec || !q->out_spec || !bufs || !span) {
+    ds_fail(DS_ENOMEM, "model: out of memory");
+    goto done;
+  }
   for (uint32_t i = 0; i < h.ninputs; i++) q->in_buf[i] = -1;
   for (uint32_t i = 0; i < h.noutputs; i++) q->out_buf[i] = -1;
   for (uint32_t i = 0; i < h.nbuffers; i++, *pos += sizeof(ds_planfile_buffer)) {
@@ -135,7 +142,8 @@ static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, 
     if (check_buffer(b, i, (const int64_t (*)[2])span, bufs, h.arena_bytes) != 0 ||
         buffer_span(b, i, &numel, &span[i][0], &span[i][1]) != 0) goto done;
     if (numel == 0) span[i][1] = span[i][0] - 1;   /* an empty buffer holds no element a view could reach */
-    int id = ds_plan_add_buffer(q->plan, b->kind, b->base, b->dtype, b->ndim, b->shape, b->has_strides ? b->strides : NULL, b->offset);
+    int id = ds_plan_add_buffer(q->plan, b->kind, b->base, b->dtype, b->ndim, b->shape,
+                                b->has_strides ? b->strides : NULL, b->offset);
     if (id < 0) goto done;
     int want_kind = b->role == DS_ROLE_ARENA ? DS_BUF_ARENA : b->role == DS_ROLE_VIEW ? DS_BUF_VIEW : DS_BUF_EXTERNAL;
     if (b->role < DS_ROLE_ARENA || b->role > DS_ROLE_VIEW || b->kind != want_kind) {
@@ -146,35 +154,64 @@ static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, 
       int *ids = b->role == DS_ROLE_INPUT ? q->in_buf : q->out_buf;
       ds_tensor *spec = b->role == DS_ROLE_INPUT ? q->in_spec : q->out_spec;
       if (b->index < 1 || b->index > n || ids[b->index - 1] >= 0) {
-        ds_fail(DS_EINVAL, "model: buffer %u: bad or repeated %s index %d", i, b->role == DS_ROLE_INPUT ? "input" : "output", b->index);
+        ds_fail(DS_EINVAL, "model: buffer %u: bad or repeated %s index %d", i,
+                b->role == DS_ROLE_INPUT ? "input" : "output", b->index);
         goto done;
       }
       ids[b->index - 1] = id;
       ds_tensor *s = &spec[b->index - 1];
       s->dtype = b->dtype; s->ndim = b->ndim; s->numel = numel;
       int64_t st = 1;
-      for (int d = b->ndim - 1; d >= 0; d--) { s->shape[d] = b->shape[d]; s->strides[d] = st; st *= b->shape[d] ? b->shape[d] : 1; }
+      for (int d = b->ndim - 1; d >= 0; d--) {
+        s->shape[d] = b->shape[d];
+        s->strides[d] = st;
+        st *= b->shape[d] ? b->shape[d] : 1;
+      }
     } else if (b->role == DS_ROLE_STATE || b->role == DS_ROLE_CONST) {
       ds_tensor *t = owned_tensor(m, b, params, xsize);
       if (!t || ds_plan_bind(q->plan, id, t) != DS_OK) goto done;
     }
   }
-  for (int i = 0; i < m->ninputs; i++) if (q->in_buf[i] < 0) { ds_fail(DS_EINVAL, "model: input %d has no buffer", i + 1); goto done; }
-  for (int i = 0; i < m->noutputs; i++) if (q->out_buf[i] < 0) { ds_fail(DS_EINVAL, "model: output %d has no buffer", i + 1); goto done; }
+  for (int i = 0; i < m->ninputs; i++)
+    if (q->in_buf[i] < 0) {
+      ds_fail(DS_EINVAL, "model: input %d has no buffer", i + 1);
+      goto done;
+    }
+  for (int i = 0; i < m->noutputs; i++)
+    if (q->out_buf[i] < 0) {
+      ds_fail(DS_EINVAL, "model: output %d has no buffer", i + 1);
+      goto done;
+    }
   for (uint32_t i = 0; i < h.nsteps; i++) {
     ds_planfile_step s;
-    if ((int64_t)sizeof s > psize - *pos) { ds_fail(DS_EINVAL, "model: plan file truncated at step %u", i + 1); goto done; }
-    memcpy(&s, pf + *pos, sizeof s); *pos += sizeof s;
-    if (memchr(s.kernel, 0, sizeof s.kernel) == NULL) { ds_fail(DS_EINVAL, "model: step %u: kernel name not terminated", i + 1); goto done; }
-    if (!ds_kernel_find(s.kernel)) {
-      ds_fail(DS_EINVAL, "model: step %u: kernel '%s' is not in this libds (saved by a newer ds?)", i + 1, s.kernel); goto done;
+    if ((int64_t)sizeof s > psize - *pos) {
+      ds_fail(DS_EINVAL, "model: plan file truncated at step %u", i + 1);
+      goto done;
     }
-    if (s.nbuf < 1 || s.nbuf > 256 || s.nattrs < 0 || s.nattrs > (1 << 20)) { ds_fail(DS_EINVAL, "model: step %u: bad operand counts", i + 1); goto done; }
-    if ((int64_t)s.nbuf * 4 + (int64_t)s.nattrs * 8 > psize - *pos) { ds_fail(DS_EINVAL, "model: plan file truncated at step %u", i + 1); goto done; }
+    memcpy(&s, pf + *pos, sizeof s); *pos += sizeof s;
+    if (memchr(s.kernel, 0, sizeof s.kernel) == NULL) {
+      ds_fail(DS_EINVAL, "model: step %u: kernel name not terminated", i + 1);
+      goto done;
+    }
+    if (!ds_kernel_find(s.kernel)) {
+      ds_fail(DS_EINVAL, "model: step %u: kernel '%s' is not in this libds (saved by a newer ds?)", i + 1, s.kernel);
+      goto done;
+    }
+    if (s.nbuf < 1 || s.nbuf > 256 || s.nattrs < 0 || s.nattrs > (1 << 20)) {
+      ds_fail(DS_EINVAL, "model: step %u: bad operand counts", i + 1);
+      goto done;
+    }
+    if ((int64_t)s.nbuf * 4 + (int64_t)s.nattrs * 8 > psize - *pos) {
+      ds_fail(DS_EINVAL, "model: plan file truncated at step %u", i + 1);
+      goto done;
+    }
     int ops[256];
     memcpy(ops, pf + *pos, (size_t)s.nbuf * 4); *pos += (int64_t)s.nbuf * 4;
     for (int k = 0; k < s.nbuf; k++)
-      if (ops[k] < 0 || (uint32_t)ops[k] >= h.nbuffers) { ds_fail(DS_EINVAL, "model: step %u: operand %d is buffer %d", i + 1, k + 1, ops[k]); goto done; }
+      if (ops[k] < 0 || (uint32_t)ops[k] >= h.nbuffers) {
+        ds_fail(DS_EINVAL, "model: step %u: operand %d is buffer %d", i + 1, k + 1, ops[k]);
+        goto done;
+      }
     double *attrs = malloc(sizeof(double) * ((size_t)s.nattrs + 1));
     if (!attrs) { ds_fail(DS_ENOMEM, "model: out of memory"); goto done; }
     if (s.nattrs) memcpy(attrs, pf + *pos, (size_t)s.nattrs * 8);
@@ -193,21 +230,25 @@ done:
    agree with this engine's for every op it names (ops appended since are fine), else the plan is refused
    naming the op. 0, or -1. */
 static int check_opcodes(const char *pf, int64_t psize, uint32_t nops, int64_t *pos) {
-  if (nops > 4096 || (int64_t)nops * (int64_t)sizeof(ds_planfile_opname) > psize - *pos) FAIL("model: bad elementwise op table");
+  if (nops > 4096 || (int64_t)nops * (int64_t)sizeof(ds_planfile_opname) > psize - *pos)
+    FAIL("model: bad elementwise op table");
   for (uint32_t i = 0; i < nops; i++, *pos += sizeof(ds_planfile_opname)) {
     ds_planfile_opname op;
     memcpy(&op, pf + *pos, sizeof op);
     if (memchr(op.name, 0, sizeof op.name) == NULL) FAIL("model: elementwise op %u: name not terminated", i);
     int mine = ds_ew_opcode(op.name);
-    if (mine < 0) FAIL("model: the plan uses elementwise op '%s', which this libds does not have (save the model again)", op.name);
+    if (mine < 0)
+      FAIL("model: the plan uses elementwise op '%s', which this libds does not have (save the model again)", op.name);
     if (mine != (int)i)
-      FAIL("model: elementwise op '%s' is opcode %u in the plan and %d in this libds (save the model again)", op.name, i, mine);
+      FAIL("model: elementwise op '%s' is opcode %u in the plan and %d in this libds (save the model again)", op.name,
+           i, mine);
   }
   return 0;
 }
 
 /* The records of a plan file whose header checked out, into m. 0, or -1 (the message names the record). */
-static int load_records(ds_model *m, const char *pf, int64_t psize, const ds_planfile_header *h, const char *params, int64_t xsize) {
+static int load_records(ds_model *m, const char *pf, int64_t psize, const ds_planfile_header *h, const char *params,
+                        int64_t xsize) {
   int64_t pos = sizeof(ds_planfile_header);
   uint32_t nrecords = h->nrecords;
   if (check_opcodes(pf, psize, h->nops, &pos) != 0) return -1;
@@ -234,17 +275,21 @@ static int check_header(const char *pf, int64_t psize, ds_planfile_header *h) {
   if (memcmp(h->magic, "DSPLAN", 6) != 0) FAIL("model: not a ds plan file");
   if (memcmp(h->magic, "DSPLAN02", 8) != 0 || h->version != 2)
     FAIL("model: plan file version %.8s is not supported (this libds reads DSPLAN02; save the model again)", h->magic);
-  if (h->body_bytes != psize - (int64_t)sizeof *h) FAIL("model: plan file truncated or extended (%lld bytes, its header says %lld)",
-                                                         (long long)psize, (long long)(h->body_bytes + (int64_t)sizeof *h));
-  if (ds_crc32(pf + sizeof *h, h->body_bytes) != h->body_crc32) FAIL("model: plan file does not match its checksum (corrupted)");
+  if (h->body_bytes != psize - (int64_t)sizeof *h)
+    FAIL("model: plan file truncated or extended (%lld bytes, its header says %lld)", (long long)psize,
+         (long long)(h->body_bytes + (int64_t)sizeof *h));
+  if (ds_crc32(pf + sizeof *h, h->body_bytes) != h->body_crc32)
+    FAIL("model: plan file does not match its checksum (corrupted)");
   if (memchr(h->params_file, 0, sizeof h->params_file) == NULL || h->params_file[0] == 0 || h->params_file[0] == '.' ||
       strchr(h->params_file, '/')) FAIL("model: the plan file names no valid params file");
   return 0;
 }
 
-static ds_model *load_checked(const char *pf, int64_t psize, const ds_planfile_header *h, const char *params, int64_t xsize) {
+static ds_model *load_checked(const char *pf, int64_t psize, const ds_planfile_header *h, const char *params,
+                              int64_t xsize) {
   if (h->params_bytes != xsize || h->params_crc32 != ds_crc32(params, xsize)) {
-    ds_fail(DS_EINVAL, "model: the params file %s (%lld bytes) is not the one the plan was saved with (replaced or truncated?)",
+    ds_fail(DS_EINVAL,
+            "model: the params file %s (%lld bytes) is not the one the plan was saved with (replaced or truncated?)",
             h->params_file, (long long)xsize);
     return NULL;
   }
@@ -256,7 +301,10 @@ static ds_model *load_checked(const char *pf, int64_t psize, const ds_planfile_h
 
 ds_model *ds_model_load_bytes(const void *plan, int64_t plan_bytes, const void *params, int64_t params_bytes) {
   ds_planfile_header h;
-  if (!plan || plan_bytes < 0 || params_bytes < 0 || (!params && params_bytes)) { ds_fail(DS_EINVAL, "model: bad arguments"); return NULL; }
+  if (!plan || plan_bytes < 0 || params_bytes < 0 || (!params && params_bytes)) {
+    ds_fail(DS_EINVAL, "model: bad arguments");
+    return NULL;
+  }
   if (check_header(plan, plan_bytes, &h) != 0) return NULL;
   return load_checked(plan, plan_bytes, &h, params ? params : "", params_bytes);
 }
@@ -323,12 +371,22 @@ int ds_model_run(ds_model *m, const ds_tensor *const *inputs, ds_tensor *const *
   model_plan *q = &m->plans[k];
   for (int i = 0; i < m->ninputs; i++) {
     int rc = ds_plan_bind(q->plan, q->in_buf[i], inputs[i]);
-    if (rc) { char msg[512]; snprintf(msg, sizeof msg, "model: input %d: %s", i + 1, ds_last_error()); ds_set_error(msg); return rc; }
+    if (rc) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "model: input %d: %s", i + 1, ds_last_error());
+      ds_set_error(msg);
+      return rc;
+    }
   }
   for (int i = 0; i < m->noutputs; i++) {
     if (!outputs[i]) return ds_fail(DS_EINVAL, "model: output %d missing", i + 1);
     int rc = ds_plan_bind(q->plan, q->out_buf[i], outputs[i]);
-    if (rc) { char msg[512]; snprintf(msg, sizeof msg, "model: output %d: %s", i + 1, ds_last_error()); ds_set_error(msg); return rc; }
+    if (rc) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "model: output %d: %s", i + 1, ds_last_error());
+      ds_set_error(msg);
+      return rc;
+    }
   }
   return ds_plan_run(q->plan);
 }

@@ -79,9 +79,9 @@ static int make_geom(geom *g, ds_tensor *const *t, const double *attrs, int dtyp
   g->scale = attrs[0];
   DS_CHECK(g->mask >= MASK_NONE && g->mask <= MASK_FLOAT, "%s: bad mask kind %d", op, g->mask);
   DS_CHECK(o->dtype == dtype && q->dtype == dtype && k->dtype == dtype && v->dtype == dtype, "%s: q, k, v and the output must all be %s",
-           op, dtype == DS_F32 ? "f32" : "f64");
+           op, ds_dtype_name(dtype));
   DS_CHECK(q->ndim >= 2 && k->ndim >= 2 && v->ndim >= 2 && o->ndim >= 2 && o->ndim <= DS_MAXDIM, "%s: q, k, v must be >= 2-D", op);
-  DS_CHECK(ds_is_contig(o), "%s: output must be contiguous", op);
+  DS_CHECK(ds_tensor_is_contiguous(o), "%s: output must be contiguous", op);
   g->L = q->shape[q->ndim - 2]; g->E = q->shape[q->ndim - 1];
   g->S = k->shape[k->ndim - 2]; g->Ev = v->shape[v->ndim - 1];
   DS_CHECK(k->shape[k->ndim - 1] == g->E && v->shape[v->ndim - 2] == g->S && o->shape[o->ndim - 2] == g->L && o->shape[o->ndim - 1] == g->Ev,
@@ -100,7 +100,7 @@ static int make_geom(geom *g, ds_tensor *const *t, const double *attrs, int dtyp
   if (g->mask != MASK_NONE) {
     ds_tensor *m = t[4];
     DS_CHECK(m, "%s: missing mask", op);
-    DS_CHECK(g->mask == MASK_BOOL ? m->dtype == DS_BOOL : m->dtype == dtype, "%s: mask must be bool or %s", op, dtype == DS_F32 ? "f32" : "f64");
+    DS_CHECK(g->mask == MASK_BOOL ? m->dtype == DS_BOOL : m->dtype == dtype, "%s: mask must be bool or %s", op, ds_dtype_name(dtype));
     int n = m->ndim;
     DS_CHECK(n >= 1 || m->numel == 1, "%s: bad mask", op);
     if (n >= 1) {

@@ -13,9 +13,9 @@ static int check_operands(ds_tensor *const *t, int n, int dtype, const char *op)
     DS_CHECK(t[k]->dtype == dtype, "%s: operand %d has the wrong dtype", op, k + 1);
     DS_CHECK(t[k]->numel == t[0]->numel, "%s: operand %d has shape %s, parameter has %s", op, k + 1,
              ds_shape_str(t[k], b1), ds_shape_str(t[0], b2));
-    DS_CHECK(k == 1 || ds_is_contig(t[k]), "%s: operand %d must be contiguous", op, k + 1);
+    DS_CHECK(k == 1 || ds_tensor_is_contiguous(t[k]), "%s: operand %d must be contiguous", op, k + 1);
   }
-  if (!ds_is_contig(t[1])) {
+  if (!ds_tensor_is_contiguous(t[1])) {
     int same = t[1]->ndim == t[0]->ndim;
     for (int d = 0; same && d < t[0]->ndim; d++) same = t[1]->shape[d] == t[0]->shape[d];
     DS_CHECK(same, "%s: grad shape %s differs from parameter shape %s", op, ds_shape_str(t[1], b1), ds_shape_str(t[0], b2));
@@ -35,7 +35,7 @@ static int64_t row_offset(const ds_tensor *t, int64_t r) {
 
 /* run the body (the macro's last argument) for every element i of the parameter (row-major), with gk the grad's element offset */
 #define FOR_EACH(n, gt, ...) \
-  if (ds_is_contig(gt)) { \
+  if (ds_tensor_is_contiguous(gt)) { \
     _Pragma("omp parallel for schedule(static) if (n > DS_PAR_MIN)") \
     for (int64_t i = 0; i < n; i++) { const int64_t gk = i; __VA_ARGS__ } \
   } else if (n > 0) { \

@@ -124,7 +124,7 @@ static int run(ds_tensor *const *t, const char *op, gen *g, int dtype) {
   g->seed = (uint64_t)st[0]; g->offset = (uint64_t)st[sstride];
   g->dtype = dtype;
   int64_t n = o->numel, nblocks = (n + g->per - 1) / g->per;
-  int contig = ds_is_contig(o);
+  int contig = ds_tensor_is_contiguous(o);
   if (n >= DS_PAR_MIN) {
     #pragma omp parallel
     {

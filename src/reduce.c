@@ -249,7 +249,7 @@ static int check_call(const char *op, ds_tensor *const *t, int nouts, int in_dt,
   }
   for (int k = 0; k < nouts; k++) {
     const ds_tensor *o = t[k];
-    if (!o || o->dtype != out_dt[k] || !ds_is_contig(o))
+    if (!o || o->dtype != out_dt[k] || !ds_tensor_is_contiguous(o))
       return ds_fail(DS_EINVAL, "%s: output %d must be a contiguous %s tensor", op, k + 1, ds_dtype_name(out_dt[k]));
     int ok = o->ndim == wn;
     for (int d = 0; ok && d < wn; d++) ok = o->shape[d] == want[d];
@@ -450,7 +450,7 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
                      line_fn fn, const double *attrs) {
   ds_tensor *y = t[0]; const ds_tensor *x = t[1];
   char b1[128], b2[128];
-  if (!x || !y || x->dtype != in_dt || y->dtype != out_dt || !ds_is_contig(y))
+  if (!x || !y || x->dtype != in_dt || y->dtype != out_dt || !ds_tensor_is_contiguous(y))
     return ds_fail(DS_EINVAL, "%s: expects a %s input and a contiguous %s output", op, ds_dtype_name(in_dt), ds_dtype_name(out_dt));
   int ok = x->ndim == y->ndim;
   for (int d = 0; ok && d < x->ndim; d++) ok = x->shape[d] == y->shape[d];

@@ -42,7 +42,10 @@ static int grow(void **p, int *cap, int need, size_t elsize) {
 }
 
 ds_plan *ds_plan_new(int64_t arena_bytes) {
-  if (arena_bytes < 0 || arena_bytes > (INT64_C(1) << 40)) { ds_fail(DS_EINVAL, "plan: arena size %lld out of range", (long long)arena_bytes); return NULL; }
+  if (arena_bytes < 0 || arena_bytes > (INT64_C(1) << 40)) {
+    ds_fail(DS_EINVAL, "plan: arena size %lld out of range", (long long)arena_bytes);
+    return NULL;
+  }
   ds_plan *p = calloc(1, sizeof *p);
   if (!p) { ds_fail(DS_ENOMEM, "plan: out of memory"); return NULL; }
   p->arena_bytes = arena_bytes;
@@ -72,7 +75,8 @@ static int check_shape(int dtype, int ndim, const int64_t *shape, int64_t *numel
   if (ndim < 0 || ndim > DS_MAXDIM) return ds_fail(DS_EINVAL, "plan: %d dims (at most %d)", ndim, DS_MAXDIM);
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
-    if (shape[i] < 0 || shape[i] > (INT64_C(1) << 40)) return ds_fail(DS_EINVAL, "plan: size %lld in dim %d out of range", (long long)shape[i], i + 1);
+    if (shape[i] < 0 || shape[i] > (INT64_C(1) << 40))
+      return ds_fail(DS_EINVAL, "plan: size %lld in dim %d out of range", (long long)shape[i], i + 1);
     if (shape[i] > 0 && n > (INT64_C(1) << 40) / shape[i]) return ds_fail(DS_EINVAL, "plan: buffer too large");
     n *= shape[i];
   }
@@ -105,12 +109,16 @@ int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, cons
     /* bytes [offset, offset + (hi + 1) * es) inside the arena, computed without overflow */
     if (numel > 0 && (offset < 0 || offset % es != 0 || lo < 0 || __builtin_mul_overflow(hi + 1, es, &end)
                       || __builtin_add_overflow(offset, end, &end) || end > p->arena_bytes)) {
-      ds_fail(DS_ERANGE, "plan: arena buffer at byte %lld (%lld elements of %lld bytes) lies outside the %lld-byte arena",
+      ds_fail(DS_ERANGE,
+              "plan: arena buffer at byte %lld (%lld elements of %lld bytes) lies outside the %lld-byte arena",
               (long long)offset, (long long)hi + 1, (long long)es, (long long)p->arena_bytes);
       return -1;
     }
   } else if (kind == DS_BUF_EXTERNAL) {
-    if (strides && !ds_is_contig(&b.t)) { ds_fail(DS_EINVAL, "plan: external buffers are contiguous"); return -1; }
+    if (strides && !ds_tensor_is_contiguous(&b.t)) {
+      ds_fail(DS_EINVAL, "plan: external buffers are contiguous");
+      return -1;
+    }
   } else if (kind == DS_BUF_VIEW) {
     if (base < 0 || base >= p->nbufs || p->bufs[base].kind == DS_BUF_VIEW) {
       ds_fail(DS_EINVAL, "plan: view base %d is not an arena or external buffer", base); return -1;
@@ -128,7 +136,10 @@ int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, cons
     }
     b.base = base;
   } else { ds_fail(DS_EINVAL, "plan: unknown buffer kind %d", kind); return -1; }
-  if (!grow((void **)&p->bufs, &p->capbufs, p->nbufs + 1, sizeof(buffer))) { ds_fail(DS_ENOMEM, "plan: out of memory"); return -1; }
+  if (!grow((void **)&p->bufs, &p->capbufs, p->nbufs + 1, sizeof(buffer))) {
+    ds_fail(DS_ENOMEM, "plan: out of memory");
+    return -1;
+  }
   p->bufs[p->nbufs] = b;
   p->ready = 0;
   return p->nbufs++;
@@ -137,7 +148,10 @@ int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, cons
 /* A step runs kernel `name` (a registry name, e.g. "ds_add_f32") on buffers bufs (outputs then inputs).
    Returns the step index, or -1. */
 int ds_plan_add_step(ds_plan *p, const char *name, int nbuf, const int *bufs, int nattrs, const double *attrs) {
-  if (!p || !name || (nbuf > 0 && !bufs) || (nattrs > 0 && !attrs)) { ds_fail(DS_EINVAL, "plan: NULL argument"); return -1; }
+  if (!p || !name || (nbuf > 0 && !bufs) || (nattrs > 0 && !attrs)) {
+    ds_fail(DS_EINVAL, "plan: NULL argument");
+    return -1;
+  }
   const ds_kernel_info *k = ds_kernel_info_find(name);
   if (!k) { ds_fail(DS_EINVAL, "plan: unknown kernel '%.64s'", name); return -1; }
   if (nbuf < 1 || nbuf > 256) { ds_fail(DS_EINVAL, "plan: step %s has %d operands", name, nbuf); return -1; }
@@ -159,7 +173,10 @@ int ds_plan_add_step(ds_plan *p, const char *name, int nbuf, const int *bufs, in
     ds_set_error(msg);
     return -1;
   }
-  if (!grow((void **)&p->steps, &p->capsteps, p->nsteps + 1, sizeof(step))) { ds_fail(DS_ENOMEM, "plan: out of memory"); return -1; }
+  if (!grow((void **)&p->steps, &p->capsteps, p->nsteps + 1, sizeof(step))) {
+    ds_fail(DS_ENOMEM, "plan: out of memory");
+    return -1;
+  }
   step s; memset(&s, 0, sizeof s);
   s.fn = k->fn; s.nbuf = nbuf; s.nattrs = nattrs;
   snprintf(s.name, sizeof s.name, "%s", name);
@@ -177,12 +194,13 @@ int ds_plan_add_step(ds_plan *p, const char *name, int nbuf, const int *bufs, in
 /* Bind an external buffer to a tensor for the next runs: same dtype and shape, contiguous. */
 int ds_plan_bind(ds_plan *p, int id, const ds_tensor *t) {
   if (!p || !t) return ds_fail(DS_EINVAL, "plan: NULL argument");
-  if (id < 0 || id >= p->nbufs || p->bufs[id].kind != DS_BUF_EXTERNAL) return ds_fail(DS_EINVAL, "plan: buffer %d is not external", id);
+  if (id < 0 || id >= p->nbufs || p->bufs[id].kind != DS_BUF_EXTERNAL)
+    return ds_fail(DS_EINVAL, "plan: buffer %d is not external", id);
   buffer *b = &p->bufs[id];
   char s1[128], s2[128];
   if (t->dtype != b->t.dtype || t->ndim != b->t.ndim) goto mismatch;
   for (int i = 0; i < t->ndim; i++) if (t->shape[i] != b->t.shape[i]) goto mismatch;
-  if (!ds_is_contig(t)) return ds_fail(DS_EINVAL, "plan: tensor bound to buffer %d is not contiguous", id);
+  if (!ds_tensor_is_contiguous(t)) return ds_fail(DS_EINVAL, "plan: tensor bound to buffer %d is not contiguous", id);
   b->t.data = t->data; b->t.storage = t->storage; b->t.offset = t->offset;
   b->bound = 1;
   return DS_OK;
@@ -193,7 +211,10 @@ mismatch:
 
 static int finalize(ds_plan *p) {
   if (!p->arena && p->arena_bytes > 0) {
-    if (posix_memalign((void **)&p->arena, 64, (size_t)p->arena_bytes) != 0) { p->arena = NULL; return ds_fail(DS_ENOMEM, "plan: cannot allocate a %lld-byte arena", (long long)p->arena_bytes); }
+    if (posix_memalign((void **)&p->arena, 64, (size_t)p->arena_bytes) != 0) {
+      p->arena = NULL;
+      return ds_fail(DS_ENOMEM, "plan: cannot allocate a %lld-byte arena", (long long)p->arena_bytes);
+    }
   }
   for (int i = 0; i < p->nsteps; i++) {
     step *s = &p->steps[i];
@@ -228,7 +249,8 @@ static void resolve(ds_plan *p) {
 /* Run steps [first, last) (0-based); every external a step touches must be bound. */
 int ds_plan_run_range(ds_plan *p, int first, int last) {
   if (!p) return ds_fail(DS_EINVAL, "plan: NULL plan");
-  if (first < 0 || last > p->nsteps || first > last) return ds_fail(DS_EINVAL, "plan: step range %d..%d outside 0..%d", first, last, p->nsteps);
+  if (first < 0 || last > p->nsteps || first > last)
+    return ds_fail(DS_EINVAL, "plan: step range %d..%d outside 0..%d", first, last, p->nsteps);
   if (!p->ready) { int rc = finalize(p); if (rc) return rc; }
   resolve(p);
   for (int i = first; i < last; i++) {
@@ -236,7 +258,8 @@ int ds_plan_run_range(ds_plan *p, int first, int last) {
     for (int k = 0; k < s->nbuf; k++) {
       const buffer *b = &p->bufs[s->bufs[k]];
       if (!b->bound)
-        return ds_fail(DS_EINVAL, "plan: step %d (%s) uses external buffer %d, which was not bound", i + 1, s->name, s->bufs[k]);
+        return ds_fail(DS_EINVAL, "plan: step %d (%s) uses external buffer %d, which was not bound", i + 1, s->name,
+                       s->bufs[k]);
     }
     struct timespec t0, t1;
     if (p->step_seconds) clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -14,7 +14,8 @@ jit.off() -- the instruction-count hook that bounds each call only fires in inte
 -- (the loader has its own fuzzer; save/load/serving belong to ds.io)
 local SKIP = { save = true, load = true, save_state = true, load_state = true, print = true, set_num_threads = true,
                manual_seed = true, seed = true, set_rng_state = true, set_grad_enabled = true, set_printoptions = true,
-               empty_cache = true, clock = true, info = true, memory = true, format_profile = true }
+               empty_cache = true, clock = true, info = true, memory = true, format_profile = true,
+               help = true, debug = true, save_profile = true } -- (help prints, debug switches error reports, save_profile writes)
 
 -- ---- the targets, enumerated from the namespaces (every op of the op table is exported into them) ----
 local targets = {}

@@ -17,6 +17,8 @@ local errors = require("ds.errors")
 local IR = require("ds.passes.ir")
 local lower = require("ds.passes.lower")
 local memplan = require("ds.passes.memplan")
+local ir_dot = require("ds.passes.ir_dot")
+local graphviz = require("ds.graphviz")
 local C = dsffi.C
 
 local M = {}
@@ -287,7 +289,8 @@ end
 function Compiled:plan_count() return self._nplans end
 
 -- Run the graph `runs` times on the given inputs with each C step timed; returns the steps sorted by
--- time, {kernel, op, line, shape, ms (per run), share (of the steps' total)}, plus the total ms per run.
+-- time, {step (its place in the plan), kernel, op, line, shape, ms (per run), share (of the steps' total)},
+-- plus the total ms per run.
 -- cg:profile(50, ids, mask) -- print(ds.format_profile(rows)) shows them as a table.
 function Compiled:profile(runs, ...)
   if type(runs) ~= "number" or runs < 1 then errors.raise("profile: give the number of runs first, then the inputs") end
@@ -301,7 +304,7 @@ function Compiled:profile(runs, ...)
   for i, st in ipairs(p.log.steps) do
     local ms = C.ds_plan_step_seconds(plan, i - 1) * 1e3 / runs
     total = total + ms
-    rows[i] = { kernel = st.kernel, op = st.op, line = st.line, shape = st.shape, ms = ms }
+    rows[i] = { step = i, kernel = st.kernel, op = st.op, line = st.line, shape = st.shape, ms = ms }
   end
   C.ds_plan_profile(plan, 0)
   if not ok then error(err, 0) end
@@ -321,6 +324,10 @@ function M.format_profile(rows, total, limit)
   out[#out + 1] = string.format("%9.4f        total of %d steps", total or 0, #rows)
   return table.concat(out, "\n")
 end
+
+-- cg:to_dot() / cg:to_svg("g.svg"): the compiled graph as Graphviz (fused regions as clusters)
+function Compiled:to_dot() return ir_dot.dot(self.ir, self.ir.name) end
+function Compiled:to_svg(path) return graphviz.render(self:to_dot(), path, "to_svg") end
 
 function Compiled:__tostring()
   local s = self.stats

@@ -45,16 +45,18 @@ function M.last_error()
   return ffi.string(C.ds_last_error())
 end
 
--- the Lua error for a failed C call: "what: <libds's message>" (once: kernels already name their op);
--- hot paths test the status themselves and call fail only then (what is often built with string.format)
+-- The one way a failed C call becomes a Lua error. what: a string, raising "what: <libds's message>" (what
+-- once: kernels already name their op), or a function what(message) that raises (a loader naming its file).
+-- Hot paths test the status themselves and call fail only then (what is often built with string.format).
 local function fail(what)
   local msg = M.last_error()
+  if type(what) == "function" then what(msg) end
   errors.raise(msg:sub(1, #what + 2) == what .. ": " and msg or what .. ": " .. msg)
 end
 
 M.fail = fail
 
--- check(C.ds_x(...), what): a status other than DS_OK, or a NULL pointer, raises; returns the result
+-- check(C.ds_x(...), what): a status other than DS_OK, or a NULL pointer, raises (fail(what)); returns the result
 function M.check(result, what)
   if type(result) == "number" then
     if result ~= 0 then fail(what) end
@@ -64,7 +66,7 @@ function M.check(result, what)
   return result
 end
 
--- check_index(C.ds_plan_add_buffer(...), what): for the calls that return an index, or -1 on failure
+-- check_index(C.ds_plan_add_buffer(...), what): for the calls that return an index or a count, or -1 on failure
 function M.check_index(i, what)
   if i < 0 then fail(what) end
   return i

@@ -20,8 +20,7 @@ end
 -- file and the reason).
 local size_box, crc_box = ffi.new("int64_t[1]"), ffi.new("uint32_t[1]")
 function M.read(path, limit, fail)
-  local p = C.ds_file_read(path, limit or 2 ^ 40, size_box, crc_box)
-  if p == nil then fail(dsffi.last_error()) end
+  local p = dsffi.check(C.ds_file_read(path, limit or 2 ^ 40, size_box, crc_box), fail)
   return ffi.gc(ffi.cast("uint8_t *", p), C.ds_file_free), tonumber(size_box[0]), string.format("%08x", crc_box[0])
 end
 
@@ -31,7 +30,7 @@ function M.read_string(path, limit, fail)
 end
 
 function M.sync(path, fail)
-  if C.ds_file_sync(path) ~= 0 then fail(dsffi.last_error()) end
+  dsffi.check(C.ds_file_sync(path), fail)
 end
 
 -- the names in dir (a list)
@@ -39,8 +38,7 @@ function M.list(dir, fail)
   local cap = 4096
   while true do
     local buf = ffi.new("char[?]", cap)
-    local n = tonumber(C.ds_dir_list(dir, buf, cap))
-    if n < 0 then fail(dsffi.last_error()) end
+    local n = dsffi.check_index(tonumber(C.ds_dir_list(dir, buf, cap)), fail)
     if n <= cap then
       local names, s = {}, ffi.string(buf, n)
       for name in s:gmatch("([^%z]+)%z") do names[#names + 1] = name end
@@ -53,8 +51,7 @@ end
 -- fn() with an exclusive lock on dir (other savers into the same directory wait); the lock is released
 -- when fn returns or raises (and by the kernel if the process dies)
 function M.with_lock(dir, fn, fail)
-  local h = C.ds_dir_lock(dir)
-  if h < 0 then fail(dsffi.last_error()) end
+  local h = dsffi.check_index(C.ds_dir_lock(dir), fail)
   local ok, a, b = pcall(fn)
   C.ds_dir_unlock(h)
   if not ok then error(a, 0) end

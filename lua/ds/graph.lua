@@ -43,6 +43,7 @@ local S = require("ds.shape")
 local sym = require("ds.sym")
 local errors = require("ds.errors")
 local state = require("ds.state")
+local graphviz = require("ds.graphviz")
 
 local Graph = {}
 Graph.__index = Graph
@@ -188,8 +189,8 @@ function Graph:to_dot()
   end
   for i, node in ipairs(self.nodes) do
     local id = "n" .. i
-    out[#out + 1] = string.format("  %s [shape=box, style=\"rounded,filled\", fillcolor=\"#eeeeee\", label=\"%s%s\\n%s\"];",
-      id, esc(node.op), esc(attrs_str(node.def, node.attrs)), esc(node.source))
+    out[#out + 1] = string.format("  %s [shape=box, style=\"rounded,filled\", fillcolor=\"#eeeeee\", label=\"%s%s\\n%s\", tooltip=\"%s\"];",
+      id, esc(node.op), esc(attrs_str(node.def, node.attrs)), esc(node.source), esc(node.source))
     for _, v in ipairs(node.inputs) do
       out[#out + 1] = string.format("  %s -> %s [label=\"%s\", fontsize=8];", producer[v], id, esc(type_str(self.values[v])))
     end
@@ -206,6 +207,9 @@ function Graph:to_dot()
   out[#out + 1] = "}"
   return table.concat(out, "\n") .. "\n"
 end
+
+-- graph:to_svg("g.svg"): the Graphviz picture (ops as boxes, inputs, state, outputs; source lines as tooltips)
+function Graph:to_svg(path) return graphviz.render(self:to_dot(), path, "graph:to_svg") end
 
 -- ---- running ----
 -- Bind symbolic dims from the actual inputs (env may carry the enclosing graph's bindings).

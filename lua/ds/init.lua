@@ -19,6 +19,10 @@ require("ds.ops.control") -- the cond, while_loop and print nodes (above control
 local compile = require("ds.compile")
 local lazy = require("ds.lazy")
 local progress = require("ds.progress")
+local help = require("ds.help")
+local errors = require("ds.errors")
+local plot = require("ds.plot")
+local profile_view = require("ds.profile_view")
 local io_ = require("ds.io")
 local onnx = require("ds.onnx")
 
@@ -75,6 +79,10 @@ ds.Lazy = lazy.Lazy
 ds.is_compiled = compile.is_compiled
 ds.format_profile = compile.format_profile
 ds.progress = progress
+function ds.help(name, value) return help.help(ds, name, value) end
+ds.debug = errors.set_debug
+ds.plot = plot
+ds.save_profile = profile_view.save
 io_.install(ds)
 onnx.install(ds)
 

@@ -150,8 +150,9 @@ end
 function M.tensor(entry, bytes, owner, fail)
   local dt, ptr = entry.dtype, bytes + entry.offset
   if owner and entry.nbytes > 0 and tonumber(ffi.cast("uintptr_t", ptr)) % dtype.size[dt] == 0 then
-    local c = C.ds_tensor_wrap(ptr, entry.nbytes, dtype.code[dt], #entry.shape, ffi.new("int64_t[8]", entry.shape))
-    if c == nil then fail("tensor '" .. entry.name .. "': " .. dsffi.last_error()) end
+    local shape = ffi.new("int64_t[8]", entry.shape)
+    local c = dsffi.check(C.ds_tensor_wrap(ptr, entry.nbytes, dtype.code[dt], #entry.shape, shape),
+      function(msg) fail("tensor '" .. entry.name .. "': " .. msg) end)
     local t = Tensor._wrap(c, entry.shape, dt)
     rawset(t, "_file_bytes", owner)
     return t

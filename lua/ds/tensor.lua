@@ -70,9 +70,7 @@ local function empty(dt, shape, opname)
   local bytes = numel * dtype.size[dt]
   if bytes <= SMALL_BYTES then
     local h = small_ct(bytes / 8 + 1)
-    if C.ds_tensor_init(h.t, h.s, h.d, bytes, dtype.code[dt], n, shape_buf) ~= 0 then
-      errors.raise((opname or "empty") .. ": " .. dsffi.last_error())
-    end
+    if C.ds_tensor_init(h.t, h.s, h.d, bytes, dtype.code[dt], n, shape_buf) ~= 0 then dsffi.fail(opname or "empty") end
     local t = setmetatable({ _c = ffi.cast(tensor_ptr, h), _h = h, _shape = shape, dtype = dt }, mt)
     return t
   end

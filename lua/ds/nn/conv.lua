@@ -49,21 +49,29 @@ function Conv2d:extra_repr()
 end
 M.Conv2d = Conv2d
 
--- pools: kernel_size, opts stride (default kernel_size), padding
-local function pool(name, fn)
+-- pools: kernel_size, opts stride (default kernel_size), padding, ceil_mode, and `extra` (the pool's own flags)
+local function pool(name, fn, extra)
   local cls = Module:extend(name)
+  local spec = { stride = "any", padding = "any", ceil_mode = "boolean" }
+  for k, kind in pairs(extra or {}) do spec[k] = kind end
   function cls:init(kernel_size, opts)
     if kernel_size == nil then errors.raise(name .. ": expects " .. name .. "(kernel_size, [opts])") end
-    opts = options.check(opts, name, { stride = "any", padding = "any" })
+    opts = options.check(opts, name, spec)
     self.kernel_size, self.stride, self.padding = kernel_size, opts.stride or kernel_size, opts.padding or 0
+    self.flags = {}
+    for k in pairs(spec) do if k ~= "stride" and k ~= "padding" then self.flags[k] = opts[k] end end
   end
-  function cls:forward(x) return fn(x, self.kernel_size, { stride = self.stride, padding = self.padding }) end
+  function cls:forward(x)
+    local o = { stride = self.stride, padding = self.padding }
+    for k, v in pairs(self.flags) do o[k] = v end
+    return fn(x, self.kernel_size, o)
+  end
   function cls:extra_repr()
     return string.format("kernel_size=%s, stride=%s, padding=%s", pair_str(self.kernel_size), pair_str(self.stride), pair_str(self.padding))
   end
   return cls
 end
 M.MaxPool2d = pool("MaxPool2d", F.max_pool2d)
-M.AvgPool2d = pool("AvgPool2d", F.avg_pool2d)
+M.AvgPool2d = pool("AvgPool2d", F.avg_pool2d, { count_include_pad = "boolean" })
 
 return M

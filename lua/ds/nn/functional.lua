@@ -1,11 +1,15 @@
 -- nn/functional.lua: ds.nn.functional (ds.F): layers as functions and the losses, composed from ds
--- ops (log_softmax + gather, ...) so autograd and tracing need nothing extra.
+-- ops (log_softmax + gather, ...) so autograd and tracing need nothing extra; the activations, spatial
+-- functions and norms of functional_activation/_spatial/_norm.lua are part of it.
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")
 local options = require("ds.options")
 local random = require("ds.random")
+local activation = require("ds.nn.functional_activation")
+local spatial = require("ds.nn.functional_spatial")
+local norm = require("ds.nn.functional_norm")
 
 local F = {}
 local is_tensor = Tensor.is_tensor
@@ -36,8 +40,20 @@ function F.conv2d(x, w, b, opts)
   return ops.conv2d(x, w, b, opts)
 end
 
-function F.max_pool2d(x, kernel_size, opts) return ops.max_pool2d(x, kernel_size, opts) end
-function F.avg_pool2d(x, kernel_size, opts) return ops.avg_pool2d(x, kernel_size, opts) end
+-- opts as ds.max_pool2d / ds.avg_pool2d, plus ceil_mode (the last window may hang over the input's end)
+local function without_ceil_mode(opts)
+  local o = {}
+  for k, v in pairs(opts) do if k ~= "ceil_mode" then o[k] = v end end
+  return o
+end
+function F.max_pool2d(x, kernel_size, opts)
+  if opts and opts.ceil_mode then return spatial.ceil_mode.max_pool2d(x, kernel_size, without_ceil_mode(opts)) end
+  return ops.max_pool2d(x, kernel_size, opts and without_ceil_mode(opts))
+end
+function F.avg_pool2d(x, kernel_size, opts)
+  if opts and opts.ceil_mode then return spatial.ceil_mode.avg_pool2d(x, kernel_size, without_ceil_mode(opts)) end
+  return ops.avg_pool2d(x, kernel_size, opts and without_ceil_mode(opts))
+end
 
 function F.relu(x) return ops.relu(x) end
 function F.tanh(x) return ops.tanh(x) end
@@ -72,6 +88,9 @@ end
 function F.embedding(ids, weight, padding_idx)
   return ops.embedding(ids, weight, padding_idx)
 end
+
+-- labels (...) 1-based i64 -> (..., num_classes) i64 (num_classes from the data when absent, eager only)
+function F.one_hot(labels, num_classes) return ops.one_hot(labels, num_classes or -1) end
 
 -- ---- losses ----
 -- Options as PyTorch's; weights follow its rules: a weighted 'mean' divides by the summed weights of
@@ -186,6 +205,49 @@ function F.l1_loss(input, target, opts)
   return reduce(ops.abs(input - target), opts.reduction)
 end
 
+-- |d| < beta: 0.5 d^2 / beta, else |d| - 0.5 beta (beta = 0: l1); opts: reduction, beta (1)
+function F.smooth_l1_loss(input, target, opts)
+  need_tensor(input, "smooth_l1_loss", "input"); need_tensor(target, "smooth_l1_loss", "target")
+  opts = options.check(opts, "smooth_l1_loss", { reduction = REDUCTION, beta = { "number", min = 0 } })
+  local beta = opts.beta or 1
+  local d = ops.abs(input - target)
+  if beta == 0 then return reduce(d, opts.reduction) end
+  return reduce(ops.where(ops.lt(d, beta), d * d * (0.5 / beta), d - 0.5 * beta), opts.reduction)
+end
+
+-- |d| < delta: 0.5 d^2, else delta (|d| - 0.5 delta); opts: reduction, delta (1)
+function F.huber_loss(input, target, opts)
+  need_tensor(input, "huber_loss", "input"); need_tensor(target, "huber_loss", "target")
+  opts = options.check(opts, "huber_loss", { reduction = REDUCTION, delta = { "number", min = 0 } })
+  local delta = opts.delta or 1
+  local d = ops.abs(input - target)
+  return reduce(ops.where(ops.lt(d, delta), d * d * 0.5, (d - 0.5 * delta) * delta), opts.reduction)
+end
+
+-- input: log-probabilities; target: probabilities (log-probabilities with log_target) of input's shape:
+-- target (log target - input), 0 where target is 0; opts: reduction ("mean" of every element, "batchmean"
+-- = sum / N, "sum", "none"), log_target (false)
+function F.kl_div(input, target, opts)
+  need_tensor(input, "kl_div", "input"); need_tensor(target, "kl_div", "target")
+  opts = options.check(opts, "kl_div", { reduction = { "mean", "batchmean", "sum", "none" }, log_target = "boolean" })
+  local loss
+  if opts.log_target then loss = ops.exp(target) * (target - input)
+  else
+    local positive = ops.gt(target, 0)
+    loss = target * (ops.log(ops.where(positive, target, 1)) - input)
+  end
+  if opts.reduction == "batchmean" then return loss:sum() / (#input._shape > 0 and input._shape[1] or 1) end
+  return reduce(loss, opts.reduction)
+end
+
+-- max(0, -y (x1 - x2) + margin), y = 1 or -1; opts: reduction, margin (0)
+function F.margin_ranking_loss(input1, input2, target, opts)
+  need_tensor(input1, "margin_ranking_loss", "input1"); need_tensor(input2, "margin_ranking_loss", "input2")
+  need_tensor(target, "margin_ranking_loss", "target")
+  opts = options.check(opts, "margin_ranking_loss", { reduction = REDUCTION, margin = "number" })
+  return reduce(ops.clamp_min(-target * (input1 - input2) + (opts.margin or 0), 0), opts.reduction)
+end
+
 -- stable: (1 - y) x + (1 + (pw - 1) y) (log(1 + exp(-|x|)) + max(-x, 0)), times weight;
 -- opts: reduction, weight (broadcast to input), pos_weight (broadcast along the last dim, one per class)
 function F.binary_cross_entropy_with_logits(input, target, opts)
@@ -213,6 +275,10 @@ function F.binary_cross_entropy(input, target, opts)
   local loss = -(target * lp + (1 - target) * lq)
   if opts.weight then loss = loss * opts.weight end
   return reduce(loss, opts.reduction)
+end
+
+for _, family in ipairs { activation, spatial, norm } do
+  for name, fn in pairs(family) do if type(fn) == "function" then F[name] = fn end end
 end
 
 return F

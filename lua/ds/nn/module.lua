@@ -5,6 +5,7 @@ local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local autograd = require("ds.autograd")
+local summary = require("ds.nn.summary")
 
 local is_tensor = Tensor.is_tensor
 
@@ -277,6 +278,9 @@ function Module:load_state_dict(sd, opts)
   end)
   return { missing_keys = missing, unexpected_keys = unexpected }
 end
+
+-- model:summary({1, 1, 28, 28}): layers in call order with output shapes and parameter counts
+Module.summary = summary.summary
 
 -- ---- printing ----
 function Module:extra_repr() return "" end

@@ -1,0 +1,92 @@
+-- nn/functional_activation.lua: ds.F's activations composed from ds ops (leaky_relu, elu, selu, celu, hardtanh,
+-- relu6, hardsigmoid, hardswish, mish, logsigmoid, softsign, glu) and normalize, cosine_similarity.
+-- Gradients follow PyTorch's, also at the kinks (hardtanh passes none at its bounds).
+local ops = require("ds.ops.common").functions
+local errors = require("ds.errors")
+local S = require("ds.shape")
+local Tensor = require("ds.tensor")
+
+local M = {}
+
+local function need_tensor(x, opname)
+  if not Tensor.is_tensor(x) then errors.raise(string.format("%s: input must be a tensor, got %s", opname, type(x))) end
+  return x
+end
+local function number_or(v, default, opname, what)
+  if v == nil then return default end
+  if type(v) ~= "number" then errors.raise(string.format("%s: %s must be a number, got %s", opname, what, type(v))) end
+  return v
+end
+
+-- x where x > 0, else negative_slope * x (the gradient at 0 is negative_slope, as PyTorch's)
+function M.leaky_relu(x, negative_slope)
+  local s = number_or(negative_slope, 0.01, "leaky_relu", "negative_slope")
+  return ops.where(ops.gt(need_tensor(x, "leaky_relu"), 0), x, x * s)
+end
+
+-- alpha * (exp(x) - 1) on x <= 0 (computed on min(x, 0), so a large x never overflows the unused side)
+local function negative_exp(x, alpha, inner)
+  return ops.expm1(ops.clamp_max(x, 0) * inner) * alpha
+end
+function M.elu(x, alpha)
+  alpha = number_or(alpha, 1, "elu", "alpha")
+  return ops.where(ops.gt(need_tensor(x, "elu"), 0), x, negative_exp(x, alpha, 1))
+end
+local SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+function M.selu(x)
+  return ops.where(ops.gt(need_tensor(x, "selu"), 0), x * SELU_SCALE, negative_exp(x, SELU_ALPHA * SELU_SCALE, 1))
+end
+function M.celu(x, alpha)
+  alpha = number_or(alpha, 1, "celu", "alpha")
+  if alpha == 0 then errors.raise("celu: alpha must not be 0") end
+  return ops.where(ops.gt(need_tensor(x, "celu"), 0), x, negative_exp(x, alpha, 1 / alpha))
+end
+
+-- clamp(x, min_val, max_val) with PyTorch's gradient: 1 strictly inside (min_val, max_val), else 0
+function M.hardtanh(x, min_val, max_val)
+  local lo, hi = number_or(min_val, -1, "hardtanh", "min_val"), number_or(max_val, 1, "hardtanh", "max_val")
+  if lo > hi then errors.raise(string.format("hardtanh: min_val %s must not exceed max_val %s", lo, hi)) end
+  local inside = ops.logical_and(ops.gt(need_tensor(x, "hardtanh"), lo), ops.lt(x, hi))
+  return ops.where(inside, x, ops.clamp(x:detach(), lo, hi))
+end
+function M.relu6(x) return M.hardtanh(x, 0, 6) end
+-- relu6(x + 3) / 6; hardswish: x times that
+function M.hardsigmoid(x) return M.hardtanh(need_tensor(x, "hardsigmoid") + 3, 0, 6) / 6 end
+-- x relu6(x + 3) / 6; clamp's gradient (1 on [lo, hi], bounds included) gives PyTorch's exactly:
+-- 0 below -3, x / 3 + 0.5 on [-3, 3], 1 above
+function M.hardswish(x) return need_tensor(x, "hardswish") * ops.clamp(x + 3, 0, 6) / 6 end
+function M.mish(x) return need_tensor(x, "mish") * ops.tanh(ops.softplus(x)) end
+-- log(sigmoid(x)) = -softplus(-x), stable for large |x|
+function M.logsigmoid(x) return -ops.softplus(-need_tensor(x, "logsigmoid")) end
+function M.softsign(x) return need_tensor(x, "softsign") / (ops.abs(x) + 1) end
+
+-- a * sigmoid(b) where a, b are the halves of x along dim (default -1; its size must be even)
+function M.glu(x, dim)
+  need_tensor(x, "glu")
+  local d = S.dim(dim or -1, #x._shape, "glu")
+  local n = x._shape[d]
+  if type(n) ~= "number" or n % 2 ~= 0 then
+    errors.raise(string.format("glu: dim %d of %s must have an even size", d, S.str(x._shape)))
+  end
+  return x:narrow(d, 1, n / 2) * ops.sigmoid(x:narrow(d, n / 2 + 1, n / 2))
+end
+
+-- x / max(||x||_p, eps) along dim (default 2, PyTorch's dim 1)
+function M.normalize(x, p, dim, eps)
+  need_tensor(x, "normalize")
+  local n = ops.norm(x, number_or(p, 2, "normalize", "p"), dim or 2, true)
+  return x / ops.clamp_min(n, number_or(eps, 1e-12, "normalize", "eps"))
+end
+
+-- sum(x1 x2) / (max(||x1||, eps) max(||x2||, eps)) along dim (default 2), x1 and x2 broadcast together
+function M.cosine_similarity(x1, x2, dim, eps)
+  need_tensor(x1, "cosine_similarity"); need_tensor(x2, "cosine_similarity")
+  eps = number_or(eps, 1e-8, "cosine_similarity", "eps")
+  local shape = S.broadcast(x1._shape, x2._shape, "cosine_similarity")
+  x1, x2 = x1:broadcast_to(shape), x2:broadcast_to(shape)
+  local d = dim or 2
+  local n1, n2 = ops.clamp_min(ops.norm(x1, 2, d), eps), ops.clamp_min(ops.norm(x2, 2, d), eps)
+  return (x1 * x2):sum(d) / (n1 * n2)
+end
+
+return M

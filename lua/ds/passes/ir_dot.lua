@@ -1,0 +1,63 @@
+-- passes/ir_dot.lua: a compiled graph's IR as Graphviz dot: ops as boxes (source line as tooltip), each
+-- fused region (fused chain, matmul with epilogue) drawn as a cluster around the ops it runs in one kernel.
+local S = require("ds.shape")
+local graphviz = require("ds.graphviz")
+
+local M = {}
+
+local q = graphviz.quote
+
+local function vtype(v) return v and (v.dtype .. " " .. S.str(v.shape)) or "" end
+
+-- ir: a compiled IR (passes/ir.lua); returns the dot text
+function M.dot(ir, name)
+  local out = { "digraph " .. q(name or "compiled") .. " {",
+                '  rankdir=TB; node [fontname="Helvetica", fontsize=10]; edge [fontsize=8];' }
+  local producer, edges, nid = {}, {}, 0
+  local function add(s) out[#out + 1] = s end
+  local function op_node(op, line, inputs, outputs, indent)
+    nid = nid + 1
+    local id = "n" .. nid
+    add(string.format('%s%s [shape=box, style="rounded,filled", fillcolor="#eeeeee", label=%s, tooltip=%s];',
+      indent, id, q(op .. (line and ("\n" .. line) or "")), q(line or op)))
+    for _, v in ipairs(inputs) do edges[#edges + 1] = { v, id } end
+    for _, v in ipairs(outputs) do producer[v] = id end
+  end
+  for i, v in ipairs(ir.inputs) do
+    producer[v] = "in" .. i
+    add(string.format('  in%d [shape=invhouse, style=filled, fillcolor="#d8e8ff", label=%s];', i, q("input " .. i .. "\n" .. vtype(ir.values[v]))))
+  end
+  for i, s in ipairs(ir.state) do
+    producer[s.value] = "st" .. i
+    add(string.format('  st%d [shape=cylinder, style=filled, fillcolor="#fff0c8", label=%s];', i, q(s.name .. "\n" .. vtype(ir.values[s.value]))))
+  end
+  for i, c in ipairs(ir.consts) do
+    producer[c.value] = "c" .. i
+    add(string.format("  c%d [shape=plaintext, label=%s];", i, q(c.name)))
+  end
+  for k, node in ipairs(ir.nodes) do
+    local members = node.program and node.program.members
+    if members then
+      add(string.format('  subgraph cluster_%d { style="rounded,filled"; fillcolor="#eef7ee"; color="#4a9a4a"; label=%s;', k,
+        q(node.op .. " (one kernel)")))
+      if node.op == "matmul_ep" then -- the product feeds the chain as its input 1
+        op_node("matmul", node.line, { node.inputs[1], node.inputs[2] }, { node.program.inputs[1] }, "    ")
+      end
+      for _, m in ipairs(members) do op_node(m.op, m.line, m.inputs, m.outputs, "    ") end
+      add("  }")
+    else
+      op_node(node.op, node.line, node.inputs, node.outputs, "  ")
+    end
+  end
+  for k, v in ipairs(ir.outputs) do
+    add(string.format('  out%d [shape=house, style=filled, fillcolor="#d8ffd8", label=%s];', k, q("output " .. k)))
+    edges[#edges + 1] = { v, "out" .. k }
+  end
+  for _, e in ipairs(edges) do
+    if producer[e[1]] then add(string.format("  %s -> %s [label=%s];", producer[e[1]], e[2], q(vtype(ir.values[e[1]])))) end
+  end
+  add("}")
+  return table.concat(out, "\n") .. "\n"
+end
+
+return M
