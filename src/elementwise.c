@@ -4,6 +4,10 @@
 #include "elementwise_table.h"
 
 
+int ds_zero_division; /* elementwise_ops.h: set by an integer x // 0 */
+#define ZERO_DIVISION_CHECK(op) \
+  if (ds_take_zero_division()) return ds_fail(DS_ERANGE, "%s: ZeroDivisionError: integer division by zero", op)
+
 /* Check dtypes and broadcasting, then run fn over rows of t[0..nops-1] (t[0] is the output). */
 static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtypes, ds_row_fn fn, void *ctx) {
   ds_tensor *o = t[0];
@@ -23,6 +27,7 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
     shape[0] = o->numel;
     for (int k = 0; k < nops; k++) st[k][0] = 1;
     ds_for_rows(1, shape, nops, base, st, es, fn, ctx, 1);
+    ZERO_DIVISION_CHECK(op);
     return DS_OK;
   }
   memcpy(shape, o->shape, sizeof shape);
@@ -34,6 +39,7 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
     }
   int nd = ds_coalesce(o->ndim, shape, nops, st);
   ds_for_rows(nd, shape, nops, base, st, es, fn, ctx, 1);
+  ZERO_DIVISION_CHECK(op);
   return DS_OK;
 }
 

@@ -101,10 +101,14 @@ static inline float el_pow_f32(float a, float b) {
   return b == 2.0f ? a * a : (b == 1.0f ? a : (b == 0.5f ? sqrtf(a) : powf(a, b)));
 }
 static inline double el_pow_f64(double a, double b) { return pow(a, b); }
-/* integer division floors (Python's //, torch.div rounding_mode="floor"); x / 0 gives 0 */
+/* integer division floors (Python's //, torch.div rounding_mode="floor"). x // 0 has no result: it gives 0
+   and raises ds_zero_division (a relaxed store, from any thread); the kernel that ran it (apply in
+   elementwise.c, run_program in fused.c) takes the flag and fails with ZeroDivisionError, as PyTorch does */
+extern int ds_zero_division;
+static inline int ds_take_zero_division(void) { return __atomic_exchange_n(&ds_zero_division, 0, __ATOMIC_RELAXED); }
 #define DS_INT_DIVPOW(T, S) \
   static inline T el_div_##S(T a, T b) { \
-    if (b == 0) return 0; \
+    if (b == 0) { __atomic_store_n(&ds_zero_division, 1, __ATOMIC_RELAXED); return 0; } \
     if (b == -1) return (T)(0 - (uint64_t)a); \
     T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; } \
   static inline T el_pow_##S(T a, T b) { \
@@ -115,7 +119,7 @@ DS_INT_DIVPOW(int64_t, i64)
 DS_INT_DIVPOW(int32_t, i32)
 
 /* fmod: remainder with the dividend's sign (C's fmod, %); remainder: with the divisor's sign (Python's %).
-   Integers: x mod 0 gives 0 (as div), x mod -1 gives 0 (no INT_MIN / -1 overflow). */
+   Integers: x mod 0 raises ds_zero_division (ZeroDivisionError, as div), x mod -1 gives 0 (no INT_MIN / -1 overflow). */
 static inline float el_fmod_f32(float a, float b) { return fmodf(a, b); }
 static inline double el_fmod_f64(double a, double b) { return fmod(a, b); }
 static inline float el_remainder_f32(float a, float b) {
@@ -125,7 +129,9 @@ static inline double el_remainder_f64(double a, double b) {
   double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
 }
 #define DS_INT_MOD(T, S) \
-  static inline T el_fmod_##S(T a, T b) { return (b == 0 || b == -1) ? 0 : a % b; } \
+  static inline T el_fmod_##S(T a, T b) { \
+    if (b == 0) { __atomic_store_n(&ds_zero_division, 1, __ATOMIC_RELAXED); return 0; } \
+    return b == -1 ? 0 : a % b; } \
   static inline T el_remainder_##S(T a, T b) { \
     T r = el_fmod_##S(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 DS_INT_MOD(int64_t, i64)

@@ -265,6 +265,7 @@ static int run_program(const program *p, ds_tensor *const *t) {
       run_units(&it, units * id / nt, units * (id + 1) / nt);
     }
   } else run_units(&it, 0, units);
+  if (ds_take_zero_division()) return ds_fail(DS_ERANGE, "fused: ZeroDivisionError: integer division by zero");
   return DS_OK;
 }
 

@@ -107,7 +107,8 @@ local function elementwise_case(def)
       local lo, hi = -3, 3
       if def.name == "log" or def.name == "sqrt" or def.name == "rsqrt" or def.name == "pow" then lo = 0.1 end
       if dt == "u8" or dt == "bool" then lo = 0 end
-      if def.name == "floor_divide" or (def.name == "div" and dt ~= "f32" and dt ~= "f64") then lo = 1 end
+      local int_div = def.name == "div" or def.name == "fmod" or def.name == "remainder" -- integer x / 0 raises
+      if def.name == "floor_divide" or (int_div and dt ~= "f32" and dt ~= "f64") then lo = 1 end
       local function arg(shape) return dt == "bool" and t(shape, "f32"):gt(0) or t(shape, dt, lo, hi) end
       local args
       if def.name == "where" then args = { t({ 3, 4 }):gt(0), arg({ 3, 4 }), arg({ 4 }) }

@@ -66,6 +66,7 @@ function M.from_graph(g)
   end
   ir.outputs = { unpack(g.outputs) }
   for i, w in ipairs(g.state_writes) do ir.state_writes[i] = { state = w.state, value = w.value } end
+  for i, w in ipairs(g.input_writes) do ir.input_writes[i] = { input = w.input, value = w.value } end
   ir.grad_writes = {}
   for i, w in ipairs(g.grad_writes or {}) do
     ir.grad_writes[i] = { state = w.state, value = w.value, into_existing = w.into_existing }
@@ -73,15 +74,17 @@ function M.from_graph(g)
   return ir
 end
 
--- grad writes keep their values alive through the passes (they are outputs of a kind)
+-- grad writes and input writes keep their values alive through the passes (they are outputs of a kind)
 local function with_grad_outputs(ir, fn)
   local n = #ir.outputs
   for _, w in ipairs(ir.grad_writes or {}) do if w.value then ir.outputs[#ir.outputs + 1] = w.value end end
+  for _, w in ipairs(ir.input_writes) do ir.outputs[#ir.outputs + 1] = w.value end
   local _, count = fn(ir)
   local k = n
   for _, w in ipairs(ir.grad_writes or {}) do
     if w.value then k = k + 1; w.value = ir.outputs[k] end
   end
+  for _, w in ipairs(ir.input_writes) do k = k + 1; w.value = ir.outputs[k] end
   for i = #ir.outputs, n + 1, -1 do ir.outputs[i] = nil end
   return count
 end
@@ -227,6 +230,10 @@ function Compiled:run(args)
     if C.ds_plan_run_range(plan, seg.from, seg.to) ~= 0 then dsffi.fail("compiled " .. (ir.name or "graph")) end
     if seg.lua then run_lua_step(plan, seg.lua, env, keep) end
   end
+  for _, w in ipairs(ir.input_writes) do -- the plan wrote the input's buffer; a copy made contiguous goes back
+    local x = args[w.input]
+    if keep[w.input] ~= x then x:copy_(keep[w.input]) end
+  end
   for k = 1, #grads do
     local g = grads[k]
     local t = graph_state[g.state].tensor
@@ -246,6 +253,10 @@ function Compiled:run(args)
 end
 
 function Compiled:__call(...)
+  if self.current then -- compiled from modules: the graph for their current train/eval mode
+    local c = self.current()
+    if c ~= self then return c(...) end
+  end
   local n = select("#", ...)
   local argv = { ... }
   local ir = self.ir

@@ -66,10 +66,13 @@ local function attr_error(def, name, fmt, ...)
   errors.raise(string.format("%s: option '%s' ", def.name, name) .. string.format(fmt, ...))
 end
 
--- a number that is an integer (symbolic sizes are tables, allowed when symbolic: tracing, or a loaded graph)
+-- a symbolic size (ds.sym), allowed where numbers are when symbolic: tracing, or a loaded graph
+local function is_sym(v, symbolic) return symbolic and getmetatable(v) == "ds.sym" end
+
+-- a number that is an integer, or a symbolic size
 local function integer_ok(v, symbolic)
   if type(v) == "number" then return v == math.floor(v) and v > -math.huge and v < math.huge end
-  return type(v) == "table" and symbolic
+  return is_sym(v, symbolic)
 end
 
 -- check one attr value against its schema entry { name, type, default, enum values, min =, max = }
@@ -81,7 +84,7 @@ local function check_attr(def, a, v, symbolic)
     or (ty == "dims" or ty == "ints" or ty == "floats") and tv == "table" and getmetatable(v) == nil
     or (ty == "enum" or ty == "string" or ty == "dtype") and tv == "string"
     or ty == "any"
-  if not ok and (ty == "int" or ty == "dim" or ty == "float") and tv == "table" and symbolic then ok = true end
+  if not ok and (ty == "int" or ty == "dim" or ty == "float") and is_sym(v, symbolic) then ok = true end
   if not ok then attr_error(def, name, "must be %s, got %s", ty, tv) end
   if (ty == "int" or ty == "dim") and not integer_ok(v, symbolic) then attr_error(def, name, "must be an integer, got %s", tostring(v)) end
   if ty == "dims" or ty == "ints" or ty == "floats" then
@@ -184,7 +187,8 @@ end
 -- input 1), each input a known dtype and a valid shape, then shape inference and the output shapes.
 --   def: an op table entry; inputs: array of { dtype = "f32", _shape = {...} }; given: the attrs table.
 -- Returns attrs (defaults filled) and metas (array of { shape =, dtype = }); raises "op: message".
--- Control ops (def.run) are checked up to their attrs: their outputs come from their sub-graphs.
+-- Control ops (def.run) are checked up to their attrs (and def.check_attrs(attrs, ninputs), for attrs of
+-- type "any"): their outputs come from their sub-graphs.
 function M.validate(def, inputs, given)
   if type(given) ~= "table" then errors.raise(def.name .. ": attrs must be a table, got " .. type(given)) end
   if not def.variadic and def.ninputs and not def.run and #inputs ~= def.ninputs then
@@ -209,6 +213,7 @@ function M.validate(def, inputs, given)
       end
     end
   end
+  if def.check_attrs then def.check_attrs(attrs, #inputs) end
   if def.run then return attrs, nil end
   local ok, metas = pcall(def.infer, inputs, attrs, def)
   if not ok then

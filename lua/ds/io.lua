@@ -34,7 +34,7 @@ local function saveable(x)
     return entries[1].run
   end
   if not compile.is_compiled(x) then errors.raise("save: expects a compiled graph (ds.compile) or a ds.Graph") end
-  return x
+  return x.current and x.current() or x -- compiled from modules: the graph of their current mode
 end
 
 local function same_bytes(a, b, n) return ffi.string(a, n) == ffi.string(b, n) end

@@ -65,10 +65,16 @@ end
 
 function Lazy:arg_name(i) return self.arg_names[i] or ("arg" .. i) end
 
+-- the train/eval mode of each module, as signature parts appended to parts
+local function add_modes(parts, modules)
+  for _, m in ipairs(modules) do parts[#parts + 1] = m[1] .. " " .. (m[2].training == false and "eval" or "train") end
+  return parts
+end
+
 function Lazy:signature(args, n)
   local parts = { "n=" .. n }
   for i = 1, n do parts[#parts + 1] = describe(args[i]) end
-  for _, m in ipairs(self.modules) do parts[#parts + 1] = m[1] .. " " .. (m[2].training == false and "eval" or "train") end
+  add_modes(parts, self.modules)
   return table.concat(parts, "|"), parts
 end
 
@@ -190,7 +196,25 @@ function M.compile(target, specs_or_opts, opts)
   if type(specs_or_opts) ~= "table" or specs_or_opts[1] == nil and next(specs_or_opts) ~= nil and not specs_or_opts.shape then
     errors.raise("compile: give a graph, or a function/module and a list of specs (ds.spec)")
   end
-  return compiler.compile_graph(T.trace(target, specs_or_opts), opts)
+  local cg = compiler.compile_graph(T.trace(target, specs_or_opts), opts)
+  -- a module (or a function of modules) follows their train/eval mode: one compiled graph per mode,
+  -- traced with the same specs when the mode is first seen (cg.current() gives the one for now)
+  local modules = callable and (T.is_module(target) and { { "self", target } } or upvalue_modules(target)) or {}
+  if #modules > 0 then
+    local by_mode = { [table.concat(add_modes({}, modules), "|")] = cg }
+    local function current()
+      local key = table.concat(add_modes({}, modules), "|")
+      local c = by_mode[key]
+      if not c then
+        c = compiler.compile_graph(T.trace(target, specs_or_opts), opts)
+        c.current = current
+        by_mode[key] = c
+      end
+      return c
+    end
+    cg.current = current
+  end
+  return cg
 end
 
 M.Lazy = Lazy

@@ -92,7 +92,7 @@ end
 
 local function set(t) local s = {}; for _, k in ipairs(t) do s[k] = true end; return s end
 local TOP = set { "format", "format_version", "ds_version", "name", "params", "inputs", "args", "state", "constants",
-                  "nodes", "outputs", "state_writes", "grad_writes", "training", "plan" }
+                  "nodes", "outputs", "state_writes", "input_writes", "grad_writes", "training", "plan" }
 
 -- the document's top level: known fields, format and version; returns its params field
 -- ({file: a name in the graph file's directory, bytes, crc32})
@@ -134,20 +134,19 @@ local function load_node(L, n, where, values, define, use)
   if not def.variadic and not def.run and ninputs and #inputs ~= ninputs then
     L.fail(string.format("%s: %d inputs, the op takes %d", where, #inputs, ninputs))
   end
-  -- attrs: names and types from the op table's schema
+  -- attrs and inputs checked as the op table says (D.validate: schema, dim ranges, def.check_attrs, shape
+  -- inference); symbolic sizes ({"$dim": ...}) are accepted where ints are, as while tracing
   local given = attr_in(L, n.attrs or {}, where)
   if type(given) ~= "table" then L.fail(where .. ": attrs must be an object") end
-  -- symbolic sizes ({"$dim": ...}) are accepted where ints are, as while tracing
-  local prev = state.trace
-  state.trace = state.trace or {}
-  local ok, attrs = pcall(D.attrs, def, given)
-  state.trace = prev
-  if not ok then L.fail(where .. ": " .. tostring(attrs)) end
-  if def.attr_index.max_trips then attrs.max_trips = loop_bound(L, attrs.max_trips, where) end
   local fake = {}
   for k, id in ipairs(inputs) do fake[k] = { dtype = values[id].dtype, _shape = values[id].shape } end
+  local prev = state.trace
+  state.trace = state.trace or {}
+  local ok, attrs, metas = pcall(D.validate, def, fake, given)
+  state.trace = prev
+  if not ok then L.fail(where .. ": " .. tostring(attrs):gsub("^[^\n:]*:%d+: ", "")) end
+  if def.attr_index.max_trips then attrs.max_trips = loop_bound(L, attrs.max_trips, where) end
   local outs = list(L, n.outputs, where .. " outputs")
-  local metas
   if def.run then
     local nres = attrs.nresults
     if def.name ~= "print" and (type(nres) ~= "number" or #outs ~= nres + #(attrs.written or {})) then
@@ -158,10 +157,6 @@ local function load_node(L, n, where, values, define, use)
     end
   else
     -- outputs as the op's shape inference says, for these inputs and attrs
-    local ok2
-    ok2, metas = pcall(def.infer, fake, attrs, def)
-    if not ok2 or type(metas) ~= "table" then L.fail(where .. ": inputs and attrs do not fit the op: " .. tostring(metas)) end
-    if metas.shape then metas = { metas } end
     local mut = def.mutates or {}
     if #outs ~= def.noutputs + #mut then
       L.fail(string.format("%s: %d outputs, the op gives %d", where, #outs, def.noutputs + #mut))
@@ -302,6 +297,14 @@ function M.build(L, doc, params)
     local v, s = ir.values[use(w.value, "state write " .. k)], ir.values[ir.state[w.state].value]
     if v.dtype ~= s.dtype or not S.equal(v.shape, s.shape) then L.fail("state write " .. k .. ": value does not match the state's shape") end
     ir.state_writes[k] = { state = w.state, value = w.value }
+  end
+  for k, w in ipairs(list(L, doc.input_writes, "input_writes")) do
+    local where = "input write " .. k
+    check_keys(L, w, set { "input", "value" }, where)
+    if not is_int(w.input) or not ir.inputs[w.input] then L.fail(where .. ": no input " .. tostring(w.input)) end
+    local v, x = ir.values[use(w.value, where)], ir.values[ir.inputs[w.input]]
+    if v.dtype ~= x.dtype or not S.equal(v.shape, x.shape) then L.fail(where .. ": value does not match the input's shape and dtype") end
+    ir.input_writes[k] = { input = w.input, value = w.value }
   end
   ir.grad_writes = {}
   for k, w in ipairs(list(L, doc.grad_writes, "grad_writes")) do

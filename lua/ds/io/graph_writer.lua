@@ -157,6 +157,11 @@ function M.document(ir, ds_version)
   for i, w in ipairs(ir.grad_writes or {}) do
     doc.grad_writes[i] = { state = w.state, value = w.value or false, into_existing = w.into_existing or false }
   end
+  -- inputs the function updated in place (only when there are any: older readers refuse the field)
+  if #(ir.input_writes or {}) > 0 then
+    doc.input_writes = {}
+    for i, w in ipairs(ir.input_writes) do doc.input_writes[i] = { input = w.input, value = w.value } end
+  end
   if ir.training ~= nil then doc.training = ir.training end
   return doc, tensors
 end

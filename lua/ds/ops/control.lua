@@ -89,6 +89,20 @@ D.define {
 D.define {
   name = "print", kind = "control", noutputs = 0, side_effects = true,
   attrs = { { "parts", "any" } },
+  -- parts: a list of strings and { tensor = k } (k: one of the node's inputs)
+  check_attrs = function(attrs, ninputs)
+    local parts = attrs.parts
+    if type(parts) ~= "table" or #parts > 1000 then errors.raise("print: attr 'parts' must be a list of at most 1000 parts") end
+    for k in pairs(parts) do
+      if type(k) ~= "number" or k < 1 or k > #parts or k ~= math.floor(k) then errors.raise("print: attr 'parts' must be a list") end
+    end
+    for i, p in ipairs(parts) do
+      local t = type(p) == "table" and p.tensor
+      if not (type(p) == "string" or type(t) == "number" and t >= 1 and t <= ninputs and t == math.floor(t) and next(p, next(p)) == nil) then
+        errors.raise(string.format("print: part %d must be a string or { tensor = k } with k in 1..%d", i, ninputs))
+      end
+    end
+  end,
   run = function(node, ins, env, attrs)
     control.emit(attrs.parts, ins)
     return {}

@@ -82,7 +82,17 @@ def_binary("div", C.FLOAT, C.promote_float, function(ctx, g)
   return ctx.needs[1] and sum_to(g / b, a._shape) or nil,
          ctx.needs[2] and sum_to(-(g * a) / (b * b), b._shape) or nil end)
 def_binary("floor_divide", C.set { "i64", "i32" }, C.promote_same, nil, nil, "div")
-def_binary("pow", C.SIGNED, C.promote_arith, function(ctx, g)
+-- an integer base to a negative Lua-number power has no integer result: an error, as PyTorch's
+-- (a tensor exponent's negative elements give 0 there, and here)
+local function promote_pow(inputs, attrs)
+  local out = C.promote_arith(inputs, attrs)
+  local e = inputs[2]
+  if type(e) == "number" and e < 0 and not dtype.is_float[out[1].dtype] then
+    errors.raise(string.format("pow: integers to negative integer powers are not allowed (%s ^ %s)", out[1].dtype, tostring(e)))
+  end
+  return out
+end
+def_binary("pow", C.SIGNED, promote_pow, function(ctx, g)
   local a, b, y = ctx.inputs[1], ctx.inputs[2], ctx.outputs[1]
   local ga, gb
   -- as PyTorch: b a^(b-1) is 0 where b == 0 (also at a == 0); y log a is 0 where a == 0 and b >= 0

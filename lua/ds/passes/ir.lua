@@ -1,7 +1,8 @@
 -- passes/ir.lua: the IR the passes rewrite (values + nodes in topological order), its printer and helpers.
 -- ir = { values = {[id] = value}, nodes = {node...}, inputs = {id...}, specs = {spec...},
 --        state = {{name, tensor, value}...}, consts = {{name, tensor, value}...}, outputs = {id...},
---        state_writes = {{state = index into ir.state, value = id}...}, next_id }
+--        state_writes = {{state = index into ir.state, value = id}...},
+--        input_writes = {{input = index into ir.inputs, value = id}...} (the caller's tensor receives it), next_id }
 -- value = { id, shape, dtype, kind = "input"|"state"|"const"|"node", node = producer, index = output slot }
 -- node  = { op, def, inputs = {id...}, attrs, outputs = {id...}, line, program = fused chain (fuse pass) }
 local S = require("ds.shape")
@@ -10,7 +11,7 @@ local M = {}
 
 function M.new()
   return { values = {}, nodes = {}, inputs = {}, specs = {}, state = {}, consts = {}, outputs = {},
-           state_writes = {}, next_id = 1 }
+           state_writes = {}, input_writes = {}, next_id = 1 }
 end
 
 -- node has effects beyond its outputs (mutates an input, prints, ...): never removed or merged
@@ -84,6 +85,9 @@ function M.tostring(ir)
   for _, w in ipairs(ir.state_writes) do
     lines[#lines + 1] = string.format("  %s <- %%%d", ir.state[w.state].name, w.value)
   end
+  for _, w in ipairs(ir.input_writes or {}) do
+    lines[#lines + 1] = string.format("  %s <- %%%d", ir.specs[w.input].name, w.value)
+  end
   local outs = {}
   for i, id in ipairs(ir.outputs) do outs[i] = "%" .. id end
   lines[#lines + 1] = "  return " .. table.concat(outs, ", ")
@@ -121,6 +125,8 @@ function M.copy(ir)
   for i, c in ipairs(ir.consts) do out.consts[i] = { name = c.name, tensor = c.tensor, value = c.value } end
   out.outputs = { unpack(ir.outputs) }
   for i, w in ipairs(ir.state_writes) do out.state_writes[i] = { state = w.state, value = w.value } end
+  out.input_writes = {}
+  for i, w in ipairs(ir.input_writes or {}) do out.input_writes[i] = { input = w.input, value = w.value } end
   return out
 end
 

@@ -86,6 +86,7 @@ function M.build(ir, env)
   end
   for _, id in ipairs(ir.outputs) do kept[g(id)] = true end
   for _, w in ipairs(ir.grad_writes or {}) do if w.value then kept[g(w.value)] = true end end
+  for _, w in ipairs(ir.input_writes or {}) do kept[g(w.value)] = true end
   local written_back = {}
   for _, w in ipairs(ir.state_writes) do written_back[w.value] = ir.state[w.state].value end
   local function in_place(node, pos, j, out_id)
@@ -183,6 +184,10 @@ function M.build(ir, env)
     local l, target = lay[w.value], lay[ir.state[w.state].value]
     if l.root ~= target.root then L.writes[#L.writes + 1] = { target = target, src = l } end
   end
+  for _, w in ipairs(ir.input_writes or {}) do -- an input the function updated in place: the caller's tensor
+    local l, target = lay[w.value], lay[ir.inputs[w.input]]
+    if l.root ~= target.root then L.writes[#L.writes + 1] = { target = target, src = l } end
+  end
   for _, w in ipairs(ir.grad_writes or {}) do
     if w.value then
       local l = lay[w.value]
@@ -193,7 +198,7 @@ function M.build(ir, env)
       L.grads[#L.grads + 1] = { state = w.state }
     end
   end
-  -- state writes last: every read of the old values is done by then
+  -- state and input writes last: every read of the old values is done by then
   for _, w in ipairs(L.writes) do copy_to(w.target, w.src) end
   return L
 end
