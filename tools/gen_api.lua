@@ -3,6 +3,7 @@
 local ds = require("ds")
 local D = require("ds.dispatch")
 local C = require("ds.ops.common")
+local files = require("ds.files")
 
 local M = {}
 
@@ -67,6 +68,52 @@ local function fn_signature(name, f)
   return name .. "(" .. table.concat(params, ", ") .. ")"
 end
 
+-- the comment block right above the line where f is defined (its source's description), as one line;
+-- "" when there is none. Source files are read once.
+local source_lines = {}
+local function lines_of(path)
+  if not source_lines[path] then
+    local t = {}
+    local f = io.open(path, "rb")
+    if f then for line in f:lines() do t[#t + 1] = line end; f:close() end
+    source_lines[path] = t
+  end
+  return source_lines[path]
+end
+local function comment_above(lines, line)
+  local parts, i = {}, line - 1
+  while i >= 1 and lines[i]:match("^%s*%-%-") do
+    if not lines[i]:match("%-%-%-%-%s*$") then table.insert(parts, 1, (lines[i]:gsub("^%s*%-%-+%s?", ""))) end -- not a "---- section ----"
+    i = i - 1
+  end
+  return table.concat(parts, " ")
+end
+local function description(f)
+  local info = debug.getinfo(f, "S")
+  if not info.source:match("^@") or info.linedefined < 1 then return "" end
+  return comment_above(lines_of(info.source:sub(2)), info.linedefined)
+end
+-- a module class: its _doc (classes made in a loop), the comment above its Module:extend("Name") line,
+-- else above its init
+local function class_description(name, cls)
+  if rawget(cls, "_doc") then return cls._doc end
+  local info = debug.getinfo(cls.init, "S")
+  if info.source:match("^@") then
+    local lines = lines_of(info.source:sub(2))
+    for i, line in ipairs(lines) do
+      if line:find('extend("' .. name .. '")', 1, true) then
+        local d = comment_above(lines, i)
+        if d ~= "" then return d end
+      end
+    end
+  end
+  return description(cls.init)
+end
+local function entry(sig, f, d)
+  d = d or description(f)
+  return "- `" .. sig .. "`" .. (d ~= "" and ": " .. d or "")
+end
+
 local function sorted_keys(t, keep)
   local out = {}
   for k, v in pairs(t) do if keep(k, v) then out[#out + 1] = k end end
@@ -74,12 +121,7 @@ local function sorted_keys(t, keep)
   return out
 end
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local function read(path) return files.read_string(path, nil, error) end
 
 -- the reasons rows of the differential harness give for ops not compared with PyTorch
 local function harness_skips()
@@ -120,7 +162,7 @@ function M.render()
   add("only where the README says so. Methods: `x:name(...)` is `ds.name(x, ...)`.")
   add("")
   local fns = sorted_keys(C.functions, function(k, v) return not D.by_name[k] and type(v) == "function" end)
-  for _, name in ipairs(fns) do add("- `" .. fn_signature("ds." .. name, C.functions[name]) .. "`") end
+  for _, name in ipairs(fns) do add(entry(fn_signature("ds." .. name, C.functions[name]), C.functions[name])) end
   add("")
   add("## nn modules (`ds.nn`)")
   add("")
@@ -128,7 +170,7 @@ function M.render()
     return type(v) == "table" and v._is_module == true and v ~= ds.nn.Module end)
   for _, name in ipairs(mods) do
     local sig = fn_signature("ds.nn." .. name, ds.nn[name].init):gsub("%(self,? ?", "(")
-    add("- `" .. sig .. "`")
+    add(entry(sig, nil, class_description(name, ds.nn[name])))
   end
   add("")
   add("Methods every module has (`ds.nn.Module`; a new layer is `ds.nn.Module:extend(\"Name\")`):")
@@ -136,13 +178,13 @@ function M.render()
   local methods = sorted_keys(ds.nn.Module, function(k, v)
     return type(v) == "function" and not k:match("^_") and debug.getlocal(v, 1) == "self" end)
   for _, name in ipairs(methods) do
-    add("- `" .. fn_signature("m:" .. name, ds.nn.Module[name]):gsub("%(self,? ?", "(") .. "`")
+    add(entry(fn_signature("m:" .. name, ds.nn.Module[name]):gsub("%(self,? ?", "("), ds.nn.Module[name]))
   end
   add("")
   add("## nn.functional (`ds.F`)")
   add("")
   local fs = sorted_keys(ds.F, function(_, v) return type(v) == "function" end)
-  for _, name in ipairs(fs) do add("- `" .. fn_signature("ds.F." .. name, ds.F[name]) .. "`") end
+  for _, name in ipairs(fs) do add(entry(fn_signature("ds.F." .. name, ds.F[name]), ds.F[name])) end
   add("")
   add(read("docs/differences.md"):gsub("%s+$", ""))
   add("")

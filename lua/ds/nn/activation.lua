@@ -8,6 +8,7 @@ local M = {}
 
 local function simple(name, fn)
   local cls = Module:extend(name)
+  cls._doc = "elementwise " .. name:lower()
   function cls:forward(x) return fn(x) end
   M[name] = cls
 end

@@ -40,19 +40,24 @@ function F.conv2d(x, w, b, opts)
   return ops.conv2d(x, w, b, opts)
 end
 
--- opts as ds.max_pool2d / ds.avg_pool2d, plus ceil_mode (the last window may hang over the input's end)
-local function without_ceil_mode(opts)
+-- opts as ds.max_pool2d / ds.avg_pool2d, plus ceil_mode (the last window may hang over the input's end):
+-- the options without ceil_mode, and ceil_mode
+local function split_ceil_mode(opts, opname)
+  if opts == nil then return nil, false end
+  if type(opts) ~= "table" then errors.raise(opname .. ": options must be a table, got " .. type(opts)) end
   local o = {}
   for k, v in pairs(opts) do if k ~= "ceil_mode" then o[k] = v end end
-  return o
+  return o, opts.ceil_mode == true
 end
 function F.max_pool2d(x, kernel_size, opts)
-  if opts and opts.ceil_mode then return spatial.ceil_mode.max_pool2d(x, kernel_size, without_ceil_mode(opts)) end
-  return ops.max_pool2d(x, kernel_size, opts and without_ceil_mode(opts))
+  local o, ceil_mode = split_ceil_mode(opts, "max_pool2d")
+  if ceil_mode then return spatial.ceil_mode.max_pool2d(x, kernel_size, o) end
+  return ops.max_pool2d(x, kernel_size, o)
 end
 function F.avg_pool2d(x, kernel_size, opts)
-  if opts and opts.ceil_mode then return spatial.ceil_mode.avg_pool2d(x, kernel_size, without_ceil_mode(opts)) end
-  return ops.avg_pool2d(x, kernel_size, opts and without_ceil_mode(opts))
+  local o, ceil_mode = split_ceil_mode(opts, "avg_pool2d")
+  if ceil_mode then return spatial.ceil_mode.avg_pool2d(x, kernel_size, o) end
+  return ops.avg_pool2d(x, kernel_size, o)
 end
 
 function F.relu(x) return ops.relu(x) end
@@ -205,23 +210,26 @@ function F.l1_loss(input, target, opts)
   return reduce(ops.abs(input - target), opts.reduction)
 end
 
--- |d| < beta: 0.5 d^2 / beta, else |d| - 0.5 beta (beta = 0: l1); opts: reduction, beta (1)
-function F.smooth_l1_loss(input, target, opts)
-  need_tensor(input, "smooth_l1_loss", "input"); need_tensor(target, "smooth_l1_loss", "target")
-  opts = options.check(opts, "smooth_l1_loss", { reduction = REDUCTION, beta = { "number", min = 0 } })
-  local beta = opts.beta or 1
-  local d = ops.abs(input - target)
-  if beta == 0 then return reduce(d, opts.reduction) end
-  return reduce(ops.where(ops.lt(d, beta), d * d * (0.5 / beta), d - 0.5 * beta), opts.reduction)
+-- the Huber terms of d = |input - target|: 0.5 d^2 below delta, delta (d - 0.5 delta) above
+local function huber_terms(d, delta) return ops.where(ops.lt(d, delta), d * d * 0.5, (d - 0.5 * delta) * delta) end
+local function abs_difference(input, target, opname)
+  need_tensor(input, opname, "input"); need_tensor(target, opname, "target")
+  return ops.abs(input - target)
 end
 
--- |d| < delta: 0.5 d^2, else delta (|d| - 0.5 delta); opts: reduction, delta (1)
+-- huber / beta: 0.5 d^2 / beta below beta, d - 0.5 beta above (beta = 0: l1); opts: reduction, beta (1)
+function F.smooth_l1_loss(input, target, opts)
+  local d = abs_difference(input, target, "smooth_l1_loss")
+  opts = options.check(opts, "smooth_l1_loss", { reduction = REDUCTION, beta = { "number", min = 0 } })
+  local beta = opts.beta or 1
+  return reduce(beta == 0 and d or huber_terms(d, beta) / beta, opts.reduction)
+end
+
+-- opts: reduction, delta (1)
 function F.huber_loss(input, target, opts)
-  need_tensor(input, "huber_loss", "input"); need_tensor(target, "huber_loss", "target")
+  local d = abs_difference(input, target, "huber_loss")
   opts = options.check(opts, "huber_loss", { reduction = REDUCTION, delta = { "number", min = 0 } })
-  local delta = opts.delta or 1
-  local d = ops.abs(input - target)
-  return reduce(ops.where(ops.lt(d, delta), d * d * 0.5, (d - 0.5 * delta) * delta), opts.reduction)
+  return reduce(huber_terms(d, opts.delta or 1), opts.reduction)
 end
 
 -- input: log-probabilities; target: probabilities (log-probabilities with log_target) of input's shape:

@@ -17,6 +17,7 @@ for name, fname in pairs(LOSSES) do
   local fn = F[fname]
   if fn then -- a loss whose function is not in ds.F yet has no module either
     local cls = Module:extend(name)
+    cls._doc = "ds.F." .. fname .. " as a module (its options table; tensor options become buffers)"
     function cls:init(opts)
       local o = {}
       for k, v in pairs(opts or {}) do

@@ -5,6 +5,7 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local options = require("ds.options")
 local F = C.functions
 
 local is_tensor = C.is_tensor
@@ -33,7 +34,12 @@ C.export("split", function(x, sizes, dim)
     for start = 1, math.max(n, 1), sizes do list[#list + 1] = math.min(sizes, n - start + 1) end
   elseif type(sizes) == "table" and not is_tensor(sizes) then
     local total = 0
-    for i, s in ipairs(sizes) do list[i] = s; total = total + s end
+    for i, s in ipairs(sizes) do
+      if type(s) ~= "number" or s < 0 or s ~= math.floor(s) then
+        errors.raise("split: sizes must be integers >= 0, got " .. tostring(s))
+      end
+      list[i] = s; total = total + s
+    end
     if total ~= n then
       errors.raise(string.format("split: sizes sum to %d, but dim %d of %s has %d", total, d, S.str(x._shape), n))
     end
@@ -122,6 +128,9 @@ C.export("triu", triangle("triu", function(off, k) return off:ge(k) end))
 C.export("diag", function(x, k)
   check_tensor("diag", x)
   k = k or 0
+  if type(k) ~= "number" or k ~= math.floor(k) or math.abs(k) == math.huge then
+    errors.raise("diag: the diagonal k must be an integer, got " .. tostring(k))
+  end
   local nd = #x._shape
   local r0, c0 = math.max(-k, 0), math.max(k, 0) -- 0-based row and column where diagonal k starts
   if nd == 1 then
@@ -182,7 +191,8 @@ C.export("broadcast_to", function(x, ...) check_tensor("broadcast_to", x); retur
 -- (as torch.scatter; duplicate indices sum, where PyTorch leaves the winner unspecified)
 local function scatter(x, dim, index, src, opts)
   check_tensor("scatter", x)
-  local reduce = opts and opts.reduce
+  if not is_tensor(index) then errors.raise("scatter: index must be a tensor of 1-based i64 indices, got " .. type(index)) end
+  local reduce = options.check(opts, "scatter", { reduce = "string" }).reduce
   if reduce ~= nil and reduce ~= "add" then
     errors.raise("scatter: reduce = '" .. tostring(reduce) .. "' is not implemented (only 'add')")
   end
@@ -202,5 +212,6 @@ C.export("new_ones", function(x, ...)
   return F.ones(shape, { dtype = opts.dtype or x.dtype })
 end)
 C.export("new_full", function(x, size, value, opts)
-  return F.full(size, value, { dtype = opts and opts.dtype or x.dtype })
+  check_tensor("new_full", x)
+  return F.full(size, value, { dtype = options.check(opts, "new_full", { dtype = "dtype" }).dtype or x.dtype })
 end)

@@ -4,6 +4,7 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local options = require("ds.options")
 local state = require("ds.state")
 local ffi = require("ffi")
 local F = C.functions
@@ -111,7 +112,7 @@ local function nonzero(x, opts)
     end
   end
   local out = F.tensor(flat, { dtype = "i64" }):reshape(#pos, nd)
-  if opts and opts.as_tuple then
+  if options.check(opts, "nonzero", { as_tuple = "boolean" }).as_tuple then
     local cols = {}
     for d = 1, nd do cols[d] = out:select(2, d) end
     return cols
