@@ -97,6 +97,12 @@ bench: deps all $(BUILD)/peak_flops
 	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
 	  PEAK_FLOPS=$(BUILD)/peak_flops $(RUN_LUA) bench/run.lua $(BENCH_THREADS)
 
+# ONNX Runtime (optimization all, 1 and 2 threads) vs ds compiled on BERT (padded, real length) and LeNet-5.
+.PHONY: bench-onnx
+bench-onnx: deps all onnx
+	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
+	  ORT_DIR=$(abspath $(ORT_DIR)) $(RUN_LUA) bench/onnx_bench.lua
+
 # Used by `luarocks make rocks/ds-scm-1.rockspec`: lua/ds with ds.h and libds.so next to its files.
 INST_LUADIR ?= /usr/local/share/lua/5.1
 INST_BINDIR ?= /usr/local/bin
