@@ -46,7 +46,7 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
 #define UNARY(OP, S, TI, TO, DI, DO) \
   static void row_##OP##_##S(void *ctx, char **p, int64_t n, const int64_t *s) { \
     TO *o = (TO *)p[0]; const TI *a = (const TI *)p[1]; (void)ctx; \
-    if (s[0] == 1 && s[1] == 1) for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i]); \
+    if (s[0] == 1 && s[1] == 1) { WIDE_RUN_##S(OP, o, a, n) for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i]); } \
     else for (int64_t i = 0; i < n; i++) o[i * s[0]] = el_##OP##_##S(a[i * s[1]]); } \
   int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
     static const int dt[2] = {DO, DI}; (void)attrs; return apply(t, 2, #OP, dt, row_##OP##_##S, NULL); }

@@ -21,19 +21,18 @@ static inline float el_cos_f32(float x) { return cosf(x); }
 static inline double el_cos_f64(double x) { return cos(x); }
 static inline float el_tanh_f32(float x) { return ds_tanhf(x); }
 static inline double el_tanh_f64(double x) { return tanh(x); }
-static inline float el_sigmoid_f32(float x) { return 1.0f / (1.0f + ds_expf(-x)); }
+static inline float el_sigmoid_f32(float x) { return ds_sigmoidf(x); }
 static inline double el_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
-static inline float el_silu_f32(float x) { return x / (1.0f + ds_expf(-x)); }
+static inline float el_silu_f32(float x) { return ds_siluf(x); }
 static inline double el_silu_f64(double x) { return x / (1.0 + exp(-x)); }
 static inline float el_erf_f32(float x) { return ds_erff(x); }
 static inline double el_erf_f64(double x) { return erf(x); }
-static inline float el_gelu_f32(float x) { return 0.5f * x * (1.0f + ds_erff(x * 0.70710678118654752f)); }
-static inline double el_gelu_f64(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }
-static inline float el_gelu_tanh_f32(float x) {
-  return 0.5f * x * (1.0f + ds_tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-}
+static inline float el_gelu_f32(float x) { return ds_geluf(x); }
+/* f64 gelu as x/2 erfc(-x/sqrt 2) and x sigmoid(2u): 1 + erf, 1 + tanh would cancel for negative x */
+static inline double el_gelu_f64(double x) { return 0.5 * x * erfc(x * -0.70710678118654752440); }
+static inline float el_gelu_tanh_f32(float x) { return ds_gelu_tanhf(x); }
 static inline double el_gelu_tanh_f64(double x) {
-  return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
+  return x / (1.0 + exp(-1.5957691216057308 * (x + 0.044715 * x * x * x)));
 }
 
 static inline float el_log1p_f32(float x) { return ds_log1pf(x); }
@@ -168,7 +167,7 @@ DS_CLAMP(uint8_t, u8)
 #undef DS_CLAMP
 /* softplus(x, beta, threshold) as PyTorch: x where beta * x > threshold, else log1p(exp(beta * x)) / beta */
 static inline float el_softplus_f32(float x, float beta, float threshold) {
-  float z = x * beta; return z > threshold ? x : ds_log1pf(ds_expf(z)) / beta;
+  return ds_softplusf(x, beta, threshold);
 }
 static inline double el_softplus_f64(double x, double beta, double threshold) {
   double z = x * beta; return z > threshold ? x : log1p(exp(z)) / beta;

@@ -27,7 +27,7 @@ typedef void (*loop_fn)(void);
 #define U(OP, S, TI, TO) \
   static void u_##OP##_##S(void *o_, const void *a_, int64_t sa, int64_t n) { \
     TO *o = o_; const TI *a = a_; \
-    if (sa == 1) for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i]); \
+    if (sa == 1) { WIDE_RUN_##S(OP, o, a, n) for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i]); } \
     else for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i * sa]); }
 /* params are converted to the dtype exactly as the eager kernel ds_<op>_<dtype> does */
 #define PRM(OP, S, T) \

@@ -1,5 +1,10 @@
-/* mathfn.h: f32 exp/log/log1p/tanh/erf as branch-free arithmetic so loops auto-vectorize; one
-   definition shared by eager kernels and fused chains, so both round identically. */
+/* mathfn.h: f32 exp, log, log1p, tanh, erf, sigmoid, silu, gelu, softplus as branch-free arithmetic
+   that loops auto-vectorize; one definition shared by eager kernels, fused chains and epilogues, so all
+   round identically. Only IEEE operations and explicit fma(): no result depends on the vector width
+   (the build uses -ffp-contract=off), so AVX2 and AVX-512 code give the same bits.
+   exp and log work in f32 (Cephes, < 1 ulp). The rest evaluate in f64 and round once, so the error is
+   the final rounding plus ~1e-10 relative: <= 0.51 ulp, and no cancellation near the tails
+   (sigmoid, silu, gelu of large negative x keep their tiny values). tests/mathfn_spec.lua measures it. */
 #ifndef DS_MATHFN_H
 #define DS_MATHFN_H
 #include <math.h>
@@ -8,6 +13,8 @@
 
 static inline float ds_bits_to_f32(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int32_t ds_f32_to_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
+static inline double ds_bits_to_f64(uint64_t i) { double f; memcpy(&f, &i, 8); return f; }
+static inline uint64_t ds_f64_to_bits(double f) { uint64_t i; memcpy(&i, &f, 8); return i; }
 
 /* Cephes expf: range reduction by ln2 in two parts, degree-6 polynomial. ~1 ulp, subnormal
    results included (down to 2^-150, below which exp rounds to 0). */
@@ -61,60 +68,154 @@ static inline float ds_logf(float x) {
   return y;
 }
 
-/* log1p: log(u) * x / (u - 1) with u = 1 + x as rounded (Goldberg), so a small x keeps its relative precision. */
+/* ---- f64 cores (arguments from f32 inputs; relative error ~1e-13 unless noted) ---- */
+
+/* exp(x) for x clamped to [-120, 120] (a NaN stays NaN): x = k ln2 + r, |r| <= ln2/2, Taylor to r^10. */
+static inline double ds_exp_d(double x) {
+  x = x < -120.0 ? -120.0 : (x > 120.0 ? 120.0 : x);
+  double t = x * 1.4426950408889634 + 0x1.8p52; /* k = round(x / ln2) in t's low mantissa bits */
+  double k = t - 0x1.8p52;
+  double r = fma(-k, 0x1.62e42fefa39efp-1, x);
+  r = fma(-k, 0x1.abc9e3b39803fp-56, r);
+  double p = 1.0 / 3628800;
+  p = fma(p, r, 1.0 / 362880);
+  p = fma(p, r, 1.0 / 40320);
+  p = fma(p, r, 1.0 / 5040);
+  p = fma(p, r, 1.0 / 720);
+  p = fma(p, r, 1.0 / 120);
+  p = fma(p, r, 1.0 / 24);
+  p = fma(p, r, 1.0 / 6);
+  p = fma(p, r, 0.5);
+  p = fma(p, r, 1.0);
+  p = fma(p, r, 1.0);
+  return p * ds_bits_to_f64((ds_f64_to_bits(t) + 1023) << 52); /* 2^k: k + 1023 in the exponent field */
+}
+
+/* log(u) for a positive finite u: u = 2^e m, m in [sqrt(.5), sqrt(2)), log m = 2 atanh(s), s = (m-1)/(m+1). */
+static inline double ds_log_d(double u) {
+  uint64_t b = ds_f64_to_bits(u);
+  double m = ds_bits_to_f64((b & 0xfffffffffffffull) | 0x3ff0000000000000ull); /* [1, 2) */
+  int big = m > 1.4142135623730951;
+  m = big ? m * 0.5 : m;
+  double e = ds_bits_to_f64((b >> 52) | 0x4330000000000000ull) - (0x1p52 + 1023.0) + (big ? 1.0 : 0.0);
+  double s = (m - 1.0) / (m + 1.0), w = s * s;
+  double p = 1.0 / 15;
+  p = fma(p, w, 1.0 / 13);
+  p = fma(p, w, 1.0 / 11);
+  p = fma(p, w, 1.0 / 9);
+  p = fma(p, w, 1.0 / 7);
+  p = fma(p, w, 1.0 / 5);
+  p = fma(p, w, 1.0 / 3);
+  p = fma(p, w, 1.0);
+  return fma(e, 0x1.62e42fefa39efp-1, 2.0 * s * p);
+}
+
+/* log(1 + y) for y > -1 finite: log(u) * y / (u - 1) with u = 1 + y as rounded (Goldberg). */
+static inline double ds_log1p_d(double y) {
+  double u = 1.0 + y, d = u - 1.0;
+  return d == 0.0 ? y : ds_log_d(u) * (y / (d == 0.0 ? 1.0 : d));
+}
+
+/* 1 / (1 + exp(-u)): exactly 0 or 1 beyond |u| = 120 (a NaN gives 0: callers pass NaN through). */
+static inline double ds_sigmoid_d(double u) {
+  double a = fabs(u);
+  double e = ds_exp_d(-a);
+  double s = (u >= 0.0 ? 1.0 : e) / (1.0 + e);
+  return a < 120.0 ? s : (u > 0.0 ? 1.0 : 0.0);
+}
+
+/* erfc(a) for a in [0, 10.6] (relative error < 4e-11): 1 - a P(a^2) below 1, else exp(-a^2) R(1 / (1 + a/2));
+   P and R least-squares fits of erf(a)/a on [0, 1] and erfc(a) exp(a^2) on [1, 10.6]. */
+static inline double ds_erf_small_d(double a) {
+  double w = a * a;
+  double p = -0x1.45223e1d4e000p-17;
+  p = fma(p, w, 0x1.d8e593b9d3c00p-14);
+  p = fma(p, w, -0x1.bce1a22032c80p-11);
+  p = fma(p, w, 0x1.562c2bf2f3aa0p-8);
+  p = fma(p, w, -0x1.b829f8ae9efd8p-6);
+  p = fma(p, w, 0x1.ce2f0b8aa9342p-4);
+  p = fma(p, w, -0x1.8127467406c9fp-2);
+  p = fma(p, w, 0x1.20dd750418c5dp+0);
+  return a * p;
+}
+static inline double ds_erfc_big_d(double a) {
+  double t = 1.0 / (1.0 + 0.5 * a);
+  double p = 0x1.1f7f12eccafe5p-4;
+  p = fma(p, t, -0x1.7650ddbf33e8fp-2);
+  p = fma(p, t, 0x1.8a588e3476889p-1);
+  p = fma(p, t, -0x1.947b09c38d9c5p-1);
+  p = fma(p, t, 0x1.8ed1fae3d7b23p-2);
+  p = fma(p, t, -0x1.856791c13bfa7p-3);
+  p = fma(p, t, 0x1.1b5d0d9276d83p-3);
+  p = fma(p, t, 0x1.51cf609a07119p-3);
+  p = fma(p, t, 0x1.fcde95f6d460ap-3);
+  p = fma(p, t, 0x1.20b49fd5a11bbp-2);
+  p = fma(p, t, 0x1.20dfc1f1023b8p-2);
+  p = fma(p, t, -0x1.dc2c94ca5e3bfp-23);
+  return ds_exp_d(-(a * a)) * p;
+}
+
+/* ---- f32 functions ---- */
+
+/* log1p: 1 + x is exact in f64 for |x| >= 2^-29; below, log1p(x) = x (1 - x/2) to f32 precision. */
 static inline float ds_log1pf(float x) {
-  float u = 1.0f + x;
-  float d = u - 1.0f;
-  float y = ds_logf(u) * (x / (d == 0.0f ? 1.0f : d));
-  y = d == 0.0f ? x : y;
-  return x == INFINITY ? INFINITY : y;
+  double y = x > -1.0f && x < INFINITY ? (double)x : 0.0;
+  double r = fabs(y) < 0x1p-29 ? y * (1.0 - 0.5 * y) : ds_log1p_d(y);
+  float f = (float)r;
+  f = x == INFINITY ? INFINITY : f;
+  f = x == -1.0f ? -INFINITY : f;
+  return (x < -1.0f || x != x) ? NAN : f;
 }
 
-/* tanh: odd polynomial near 0 (Cephes), 1 - 2/(exp(2|x|)+1) elsewhere. */
+/* tanh(|x|) = (e - 1) / (e + 1), e = exp(2|x|); |x| - |x|^3/3 below 2^-12; the sign copied. */
 static inline float ds_tanhf(float x) {
-  float ax = fabsf(x);
-  float z = x * x;
-  float p = -5.70498872745e-3f;
-  p = p * z + 2.06390887954e-2f;
-  p = p * z - 5.37397155531e-2f;
-  p = p * z + 1.33314422036e-1f;
-  p = p * z - 3.33332819422e-1f;
-  float small = x + x * z * p;
-  float e = ds_expf(2.0f * (ax > 9.0f ? 9.0f : ax));
-  float big = 1.0f - 2.0f / (e + 1.0f);
-  big = ax > 9.0f ? 1.0f : big;
-  big = x < 0.0f ? -big : big;
-  return ax < 0.625f ? small : big;
+  double a = fabs((double)x);
+  a = a < 10.0 ? a : 10.0;
+  double e = ds_exp_d(a + a);
+  double t = a < 0x1p-12 ? a - a * a * a * (1.0 / 3) : (e - 1.0) / (e + 1.0);
+  float f = copysignf((float)t, x);
+  return x != x ? x : f;
 }
 
-/* erf: |x| < 1: x * P(x^2), a least-squares fit of erf(x)/x on [0, 1] with each coefficient
-   refitted after rounding the previous ones to f32 (relative error 1.4e-9). |x| >= 1: 1 - erfc(|x|) with
-   erfc = t*exp(-x^2 + P(t)) (Numerical Recipes erfcc, relative error 1.2e-7 of a value <= 0.16). */
 static inline float ds_erff(float x) {
-  float ax = fabsf(x);
-  float z = x * x;
-  float q = 7.913451554486528e-05f;
-  q = q * z - 8.028957527130842e-04f;
-  q = q * z + 5.190568510442972e-03f;
-  q = q * z - 2.6855064556002617e-02f;
-  q = q * z + 1.1283617466688156e-01f;
-  q = q * z - 3.761262893676758e-01f;
-  q = q * z + 1.2837916612625122e-01f;
-  float small = x + x * q; /* x * (1 + q): the only rounding near the result is the last add */
-  float t = 1.0f / (1.0f + 0.5f * ax);
-  float p = 0.17087277f;
-  p = p * t - 0.82215223f;
-  p = p * t + 1.48851587f;
-  p = p * t - 1.13520398f;
-  p = p * t + 0.27886807f;
-  p = p * t - 0.18628806f;
-  p = p * t + 0.09678418f;
-  p = p * t + 0.37409196f;
-  p = p * t + 1.00002368f;
-  p = p * t - 1.26551223f;
-  float ec = t * ds_expf(-ax * ax + p);
-  float big = 1.0f - ec;
-  big = x < 0.0f ? -big : big;
-  return ax < 1.0f ? small : big;
+  double a = fabs((double)x);
+  a = a < 6.0 ? a : 6.0;   /* erf(6) rounds to 1 */
+  double r = a < 1.0 ? ds_erf_small_d(a) : 1.0 - ds_erfc_big_d(a);
+  float f = copysignf((float)r, x);
+  return x != x ? x : f;
+}
+
+static inline float ds_sigmoidf(float x) {
+  float f = (float)ds_sigmoid_d((double)x);
+  return x != x ? x : f;
+}
+
+/* silu(x) = x sigmoid(x); silu(-inf) = -inf * 0 = NaN, as x / (1 + exp(-x)) gives */
+static inline float ds_siluf(float x) { return (float)((double)x * ds_sigmoid_d((double)x)); }
+
+/* gelu(x) = x/2 erfc(-x/sqrt 2) = x/2 (1 + erf(x/sqrt 2)); erfc for x < 0, so the left tail keeps its bits */
+static inline float ds_geluf(float x) {
+  double xd = x, z = xd * 0.70710678118654752440;
+  double a = fabs(z);
+  double ac = a < 10.6 ? a : 10.6;   /* beyond, the result rounds to -0 or x */
+  double c = ac < 1.0 ? 1.0 - ds_erf_small_d(ac) : ds_erfc_big_d(ac);
+  double m = xd < 0.0 ? c : 2.0 - c;
+  m = a <= 10.6 ? m : (xd < 0.0 ? 0.0 : 2.0);
+  return (float)(0.5 * xd * m);
+}
+
+/* gelu, tanh form: x/2 (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
+static inline float ds_gelu_tanhf(float x) {
+  double xd = x;
+  double u2 = 1.5957691216057308 * (xd + 0.044715 * xd * xd * xd);
+  return (float)(xd * ds_sigmoid_d(u2));
+}
+
+/* softplus as PyTorch: x where beta x > threshold, else log1p(exp(beta x)) / beta (beta x in f32) */
+static inline float ds_softplusf(float x, float beta, float threshold) {
+  float z = x * beta;
+  double e = ds_exp_d((double)z);
+  float f = (float)(ds_log1p_d(e) / (double)beta);
+  return z > threshold ? x : f;
 }
 #endif

@@ -37,8 +37,18 @@ void ds_model_free(ds_model *m) {
 
 #define FAIL(...) do { ds_fail(DS_EINVAL, __VA_ARGS__); return -1; } while (0)
 
-/* the state/constant tensor whose bytes are at b->data_offset: made once, shared by every plan */
-static ds_tensor *owned_tensor(ds_model *m, const ds_planfile_buffer *b, const char *params, int64_t xsize) {
+/* the state/constant tensor whose bytes are at b->data_offset: made once, shared by every plan. numel: the
+   buffer's element count (buffer_span, overflow-checked); its bytes must lie in the params file before any
+   allocation, so a small file cannot ask for a large tensor. */
+static ds_tensor *owned_tensor(ds_model *m, const ds_planfile_buffer *b, const char *params, int64_t xsize,
+                               int64_t numel) {
+  int64_t size = ds_dtype_size(b->dtype);
+  if (size <= 0 || numel > (INT64_MAX / size) || b->data_bytes != numel * size || b->data_offset < 8 ||
+      b->data_offset > xsize || b->data_bytes > xsize - b->data_offset) {
+    ds_fail(DS_EINVAL, "model: a state tensor's data (%lld bytes at %lld) does not fit the params file or its shape",
+            (long long)b->data_bytes, (long long)b->data_offset);
+    return NULL;
+  }
   for (int i = 0; i < m->nowned; i++) {
     ds_tensor *t = m->owned[i];
     if (m->owned_offset[i] == b->data_offset && t->dtype == b->dtype && t->ndim == b->ndim &&
@@ -55,13 +65,7 @@ static ds_tensor *owned_tensor(ds_model *m, const ds_planfile_buffer *b, const c
   ds_tensor *t = ds_tensor_new(b->dtype, b->ndim, b->shape);
   if (!t) return NULL;
   m->owned[m->nowned] = t; m->owned_offset[m->nowned] = b->data_offset; m->nowned++;
-  int64_t need = t->numel * ds_dtype_size(b->dtype);
-  if (b->data_bytes != need || b->data_offset < 8 || b->data_offset > xsize || b->data_bytes > xsize - b->data_offset) {
-    ds_fail(DS_EINVAL, "model: a state tensor's data (%lld bytes at %lld) does not fit the params file or its shape",
-            (long long)b->data_bytes, (long long)b->data_offset);
-    return NULL;
-  }
-  if (need) memcpy(t->data, params + b->data_offset, (size_t)need);
+  if (b->data_bytes) memcpy(t->data, params + b->data_offset, (size_t)b->data_bytes);
   return t;
 }
 
@@ -168,7 +172,7 @@ static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, 
         st *= b->shape[d] ? b->shape[d] : 1;
       }
     } else if (b->role == DS_ROLE_STATE || b->role == DS_ROLE_CONST) {
-      ds_tensor *t = owned_tensor(m, b, params, xsize);
+      ds_tensor *t = owned_tensor(m, b, params, xsize, numel);
       if (!t || ds_plan_bind(q->plan, id, t) != DS_OK) goto done;
     }
   }

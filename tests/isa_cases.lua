@@ -1,6 +1,7 @@
 -- tests/isa_cases.lua: the products tests/isa_spec.lua runs on every ISA path (in-process and in a child
 -- with DS_ISA set): matmul over micro-tile tails, K blocks, strides and batches, linear and conv2d with their
--- gradients, and a compiled linear + gelu. Returns a list of { name, tensor }, the same inputs every time.
+-- gradients, a compiled linear + gelu, the f32 math functions over tests/mathfn_sweep.lua's inputs (eager and in
+-- a fused chain), softmax, log_softmax and attention. Returns a list of { name, tensor }, the same inputs every time.
 local ds = require("ds")
 
 return function()
@@ -36,5 +37,17 @@ return function()
   local wl, bl = rnd(64, 32), rnd(64)
   local cg = ds.compile(function(t) return ds.nn.functional.gelu(t:matmul(wl:t()) + bl) end, { ds.spec({ 10, 32 }, "f32", "t") })
   add("compiled linear + gelu", cg(rnd(10, 32)))
+  local sweep = require("mathfn_sweep")
+  local xs = sweep.inputs(64)
+  for _, fn in ipairs(sweep.functions) do add("mathfn " .. fn[1], fn[2](xs)) end
+  local F = ds.nn.functional
+  local chain = ds.compile(function(t) return F.silu(ds.tanh(t) * 3) + F.gelu(t) * ds.sigmoid(t) end,
+    { ds.spec({ xs:numel() }, "f32", "t") })
+  add("compiled chain tanh, silu, gelu, sigmoid", chain(xs))
+  local logits = rnd(37, 301) * 30
+  add("softmax", F.softmax(logits, 2))
+  add("log_softmax", F.log_softmax(logits, 2))
+  local q, kk, v = rnd(2, 3, 19, 16), rnd(2, 3, 23, 16), rnd(2, 3, 23, 16)
+  add("attention", F.scaled_dot_product_attention(q, kk, v))
   return out
 end
