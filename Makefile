@@ -133,7 +133,7 @@ $(BUILD)/predict: examples/embed/predict.c src/ds.h $(BUILD)/libds.so
 # Serve the saved LeNet-5 and BERT-style models over HTTP with nginx + its Lua module (examples/serve/).
 SERVE_PORT ?= 8089
 SERVE_DIR  ?= $(BUILD)/serve
-.PHONY: serve serve-models serve-test
+.PHONY: serve serve-models serve-test serve-bench
 serve-models: deps all
 	@mkdir -p $(SERVE_DIR)
 	$(RUN_LUA) examples/serve/export_models.lua $(SERVE_DIR)/models
@@ -142,6 +142,10 @@ serve: serve-models
 	examples/serve/serve.sh $(SERVE_DIR)/nginx $(SERVE_PORT) $(SERVE_DIR)/models foreground
 serve-test: deps all
 	$(BUSTED) tests/serve_spec.lua
+# wrk load tests of the served models (bench/serve_bench.sh): about 9 x SERVE_BENCH_SECONDS plus export and warm-up
+SERVE_BENCH_SECONDS ?= 10
+serve-bench: deps all
+	DS_LIB=$(DS_LIB_PATH) bench/serve_bench.sh $(SERVE_BENCH_SECONDS)
 
 # Loader fuzzers (tests/fuzz/): libFuzzer over ds.load's graph + params files (LuaJIT embedded) and over the
 # C loader's plan + params files (ds_model_load_bytes), on a clang ASan + UBSan build of libds, from seed

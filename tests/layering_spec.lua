@@ -11,6 +11,7 @@ local LAYERS = {
                                   "ds.files", "ds.safetensors", "ds.state_file", "ds.progress", "ds.help",
                                   "ds.pretty", "ds.plot", "ds.graphviz", "ds.profile_view" } },
   { name = "graph", modules = { "ds.graph", "ds.trace", "ds.control", "ds.ops.control" } },
+  { name = "conversion", modules = { "ds.convert", "ds.convert.*" } },
   { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy" } },
   { name = "files", modules = { "ds.io", "ds.io.*", "ds.onnx", "ds.onnx.*" } },
   { name = "namespace", modules = { "ds" } },

@@ -18,6 +18,7 @@ local control = require("ds.control")
 require("ds.ops.control") -- the cond, while_loop and print nodes (above control.lua, which traces them)
 local compile = require("ds.compile")
 local lazy = require("ds.lazy")
+local convert = require("ds.convert")
 local progress = require("ds.progress")
 local help = require("ds.help")
 local errors = require("ds.errors")
@@ -74,6 +75,7 @@ data.install(ds)
 state_file.install(ds)
 trace.install(ds)
 control.install(ds)
+convert.install(ds)
 ds.compile = lazy.compile
 ds.Lazy = lazy.Lazy
 ds.is_compiled = compile.is_compiled
