@@ -25,6 +25,7 @@ local errors = require("ds.errors")
 local plot = require("ds.plot")
 local profile_view = require("ds.profile_view")
 local io_ = require("ds.io")
+local onnx = require("ds.onnx")
 
 local ds = { Tensor = Tensor, version = require("ds.version"), ops = D, autograd = autograd }
 
@@ -85,6 +86,7 @@ ds.debug = errors.set_debug
 ds.plot = plot
 ds.save_profile = profile_view.save
 io_.install(ds)
+onnx.install(ds)
 
 -- every Tensor method checks self (the eager shortcuts check their operands); ds.<name> is the same function
 local checked = Tensor._require_self(D.shortcuts)
