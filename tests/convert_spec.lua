@@ -425,6 +425,13 @@ describe("ds.convert: refusals", function()
     assert.same({ 5, 7 }, g(ds.tensor { 1, 2 }, 3):totable())
   end)
 
+  it("a tensor used as a Lua number while tracing names the line and how to fix it", function()
+    local function f(x) return x * math.floor(x:sum()) end
+    local line = debug.getinfo(f, "S").linedefined
+    H.raises(function() ds.trace(f, { S({ 2 }) }) end, "number expected", "convert_spec.lua:" .. line,
+      "a tensor used as a Lua number", "ds.while_loop")
+  end)
+
   it("bad options and functions without source are clear errors", function()
     H.raises(function() ds.trace(counters, { S(), S() }, { convert = "yes" }) end, "option 'convert' must be a boolean")
     H.raises(function() ds.trace(counters, { S(), S() }, { convrt = false }) end, "unknown option 'convrt'")

@@ -379,6 +379,11 @@ function M.run_traced(tr, fn, args, nargs)
         e = e .. "\n  (while tracing, dims named in specs are symbolic and tensors are abstract: their values exist "
           .. "only when the graph runs; use ds.cond / ds.while_loop, or a spec with a fixed size)"
       end
+      if e:find("number expected, got table", 1, true) or e:find("'for' [%a ]+ must be a number") then
+        e = e .. "\n  (while tracing, a tensor used as a Lua number has no value yet: keep computing with tensor ops, "
+          .. "or branch and loop with ds.cond / ds.while_loop; source conversion (docs/CONVERSION.md) turns a numeric "
+          .. "for with tensor bounds into a graph loop, but not this use)"
+      end
     end
     return e
   end) }
