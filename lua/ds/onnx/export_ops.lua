@@ -391,6 +391,7 @@ local RANDOM = "ds draws from its own Philox stream, which ONNX's Random* ops ca
 for _, op in ipairs({ "rand", "randn", "randint" }) do NO_FORM[op] = RANDOM end
 NO_FORM.log1p = "ONNX has no log1p, and log(1 + x) loses ds's accuracy near 0"
 NO_FORM.expm1 = "ONNX has no expm1, and exp(x) - 1 loses ds's accuracy near 0"
+NO_FORM.all_reduce = "a collective across MPI processes (ds.distributed): an ONNX model runs in one process"
 NO_FORM.cumprod = "ONNX has no cumulative product"
 NO_FORM.sort = "ONNX's TopK does not promise ds's stable order of equal values"
 NO_FORM.print = "ONNX has no printing op"
