@@ -103,13 +103,14 @@ bench-onnx: deps all onnx
 	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
 	  ORT_DIR=$(abspath $(ORT_DIR)) $(RUN_LUA) bench/onnx_bench.lua
 
-# Used by `luarocks make rocks/ds-scm-1.rockspec`: lua/ds with ds.h and libds.so next to its files.
+# Used by `luarocks make rocks/ds-scm-1.rockspec`: lua/ds with ds.h, libds.so (and libds_onnx.so once built) next to its files.
 INST_LUADIR ?= /usr/local/share/lua/5.1
 INST_BINDIR ?= /usr/local/bin
 install: all
 	mkdir -p $(INST_LUADIR) $(INST_BINDIR)
 	cp -r lua/ds $(INST_LUADIR)/
 	cp src/ds.h $(BUILD)/libds.so $(INST_LUADIR)/ds/
+	if [ -f $(BUILD)/libds_onnx.so ]; then cp $(BUILD)/libds_onnx.so $(INST_LUADIR)/ds/; fi
 	cp bin/ds $(INST_BINDIR)/ds
 
 clean:
