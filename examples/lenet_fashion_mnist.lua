@@ -2,13 +2,15 @@
 -- Adam 1e-3, batch 256, 5 epochs, seed 22). Prints per epoch the train loss, test accuracy and seconds.
 --   luajit examples/lenet_fashion_mnist.lua [--epochs N] [--limit N batches per epoch] [--out weights.safetensors]
 --                                          [--plot out/lenet_training.svg]   (training curves as SVG)
---                                           [--threads N] [--quiet] [--compile]
+--                                           [--threads N] [--quiet] [--compile] [--distributed]
 -- --compile trains with ds.compile'd steps (forward, backward and Adam in one C plan; same numbers).
+-- --distributed: data parallel under mpirun (docs/DISTRIBUTED.md), the global batch of 256 split across the ranks:
+--   mpirun --allow-run-as-root --oversubscribe -np 2 -x OMP_NUM_THREADS=1 luajit examples/lenet_fashion_mnist.lua --distributed
 local ds = require("ds")
 local nn, F = ds.nn, ds.nn.functional
 
 local function parse_args(argv)
-  local opts = { epochs = 5, limit = nil, out = nil, threads = nil, quiet = false, compile = nil }
+  local opts = { epochs = 5, limit = nil, out = nil, threads = nil, quiet = false, compile = nil, distributed = nil }
   local i = 1
   while i <= #argv do
     local a = argv[i]
@@ -20,10 +22,10 @@ local function parse_args(argv)
       opts[a:sub(3)] = argv[i + 1] or error(a .. " needs a path", 0); i = i + 2
     elseif a == "--quiet" then
       opts.quiet = true; i = i + 1
-    elseif a == "--compile" then
-      opts.compile = true; i = i + 1
+    elseif a == "--compile" or a == "--distributed" then
+      opts[a:sub(3)] = true; i = i + 1
     else
-      error("unknown argument " .. a .. " (--epochs N, --limit N, --out PATH, --plot PATH, --threads N, --quiet, --compile)", 0)
+      error("unknown argument " .. a .. " (--epochs N, --limit N, --out PATH, --plot PATH, --threads N, --quiet, --compile, --distributed)", 0)
     end
   end
   return opts
@@ -67,18 +69,27 @@ local function main(argv)
   ds.manual_seed(22)
   local train = ds.data.fashion_mnist { split = "train" }
   local test = ds.data.fashion_mnist { split = "test" }
-  local train_loader = ds.data.DataLoader(train, { batch_size = 256, shuffle = true, transform = scale })
+  local batching = { batch_size = 256, shuffle = true, transform = scale }
+  local dist = opts.distributed and ds.distributed.init()
+  local print = dist and dist.rank() > 1 and function() end or print   -- rank 1 reports
+  if dist then   -- each rank trains on its shard with 256 / world_size samples per step
+    if 256 % dist.world_size() ~= 0 then error("--distributed: the batch of 256 does not split over " .. dist.world_size() .. " ranks", 0) end
+    batching = { batch_size = 256 / dist.world_size(), transform = scale, sampler = ds.data.DistributedSampler(train, { seed = 22 }) }
+  end
+  local train_loader = ds.data.DataLoader(train, batching)
   local test_loader = ds.data.DataLoader(test, { batch_size = 1000, transform = scale })
-  local model = LeNet()
+  local net = LeNet()
+  local model = dist and nn.DistributedDataParallel(net) or net
   local opt = ds.optim.Adam(model:parameters(), { lr = 1e-3 })
   local info = ds.info()
-  print(string.format("LeNet-5 on Fashion-MNIST: %d train / %d test images, %d threads, BLAS core %s",
-    train:len(), test:len(), info.threads, info.blas_core))
+  print(string.format("LeNet-5 on Fashion-MNIST: %d train / %d test images, %d threads, BLAS core %s%s",
+    train:len(), test:len(), info.threads, info.blas_core, dist and string.format(", %d processes", dist.world_size()) or ""))
   local nbatches = opts.limit and math.min(opts.limit, train_loader:len()) or train_loader:len()
   local function train_step(x, y)
     local loss = F.cross_entropy(model(x), y)
     opt:zero_grad()
     loss:backward()
+    if dist then model:sync_gradients() end
     opt:step()
     return loss
   end
@@ -88,7 +99,7 @@ local function main(argv)
   local results, curve = {}, { step = {}, loss = {} } -- curve: the loss of every batch, x in epochs
   for epoch = 1, opts.epochs do
     local bar = ds.progress.bar { total = nbatches, desc = string.format("epoch %d/%d", epoch, opts.epochs),
-                                  unit = "batch", out = opts.quiet and { write = function() end } or io.stdout }
+                                  unit = "batch", out = (opts.quiet or print ~= _G.print) and { write = function() end } or io.stdout }
     local t0 = ds.clock()
     for i, x, y in train_loader:batches() do
       local loss = train_step(x, y):item()
@@ -105,10 +116,10 @@ local function main(argv)
       opts.compile and " (compiled)" or ""))
   end
   if opts.out then
-    ds.save_state(model:state_dict(), opts.out)
+    if dist then dist.save_state(net:state_dict(), opts.out) else ds.save_state(net:state_dict(), opts.out) end
     print("saved the trained weights to " .. opts.out)
   end
-  if opts.plot then
+  if opts.plot and (not dist or dist.rank() == 1) then
     local epochs, accs, losses = {}, {}, {}
     for e, r in ipairs(results) do epochs[e], accs[e], losses[e] = e, r.accuracy, r.loss end
     ds.plot.lines(opts.plot, {

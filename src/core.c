@@ -1,5 +1,6 @@
 /* core.c: errors, tensor structs (new/view/wrap/free), strided iteration, element access, threads. */
 #include "internal.h"
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <omp.h>
@@ -31,11 +32,15 @@ const char *ds_shape_str(const ds_tensor *t, char *buf) {
   return buf;
 }
 
-/* ---- tensor structs: a small free list avoids malloc per eager op ---- */
+/* ---- tensor structs: a small free list avoids malloc per eager op (locked: threads may share libds) ---- */
 static ds_tensor *tensor_pool;
+static pthread_mutex_t tensor_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static ds_tensor *tensor_struct(void) {
+  pthread_mutex_lock(&tensor_pool_lock);
   ds_tensor *t = tensor_pool;
-  if (t) tensor_pool = (ds_tensor *)t->data; else t = malloc(sizeof *t);
+  if (t) tensor_pool = (ds_tensor *)t->data;
+  pthread_mutex_unlock(&tensor_pool_lock);
+  if (!t) t = malloc(sizeof *t);
   if (t) memset(t, 0, sizeof *t);
   return t;
 }
@@ -151,7 +156,9 @@ void ds_tensor_free(ds_tensor *t) {
     if (!st->external) ds_mem_release(st->data, st->nbytes);
     free(st);
   }
+  pthread_mutex_lock(&tensor_pool_lock);
   t->data = tensor_pool; tensor_pool = t;
+  pthread_mutex_unlock(&tensor_pool_lock);
 }
 
 int ds_tensor_is_contiguous(const ds_tensor *t) {

@@ -160,4 +160,25 @@ void ds_dir_unlock(int handle);
 int ds_process_id(void);
 int ds_process_alive(int pid);
 
+/* collective.c: collectives with a fixed reduction order over MPI functions registered from Lua (ds.distributed);
+   libds does not link MPI. Handles are Open MPI's (pointers); rank is 0-based here, 1-based in Lua. A
+   world of size 1 needs no functions. The collectives fail (naming the silent rank) after `timeout` seconds. */
+enum { DS_REDUCE_SUM = 0, DS_REDUCE_MEAN = 1, DS_REDUCE_MAX = 2 };
+typedef struct ds_comm {
+  int32_t rank, size;
+  double timeout;
+  void *comm, *byte;   /* MPI_Comm, MPI_Datatype MPI_BYTE */
+  int (*isend)(const void *buf, int count, void *type, int dest, int tag, void *comm, void **req);
+  int (*irecv)(void *buf, int count, void *type, int source, int tag, void *comm, void **req);
+  int (*test)(void **req, int *flag, void *status);
+  double (*wtime)(void);
+} ds_comm;
+int ds_comm_set(const ds_comm *c);     /* NULL: forget the world */
+int ds_comm_size(void);                /* 0 when not set */
+int ds_comm_all_reduce(ds_tensor *out, const ds_tensor *in, int op);
+int ds_comm_reduce_scatter(ds_tensor *out, const ds_tensor *in, int op);
+int ds_comm_all_gather(ds_tensor *out, const ds_tensor *in);
+int ds_comm_broadcast(ds_tensor *t, int root);
+int ds_comm_barrier(void);
+
 #endif

@@ -1,6 +1,7 @@
 /* isa.c: the instruction set the kernels use, chosen once from cpuid; DS_ISA=avx2 forces the narrower path. */
 #include "internal.h"
 #include <cpuid.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 static int isa_level = -1;          /* DS_ISA_AVX2 or DS_ISA_AVX512 once chosen */
@@ -30,8 +31,10 @@ static void isa_choose(void) {
              strcmp(want, "avx512") == 0 ? " (this CPU has no AVX-512 F/DQ/BW/VL)" : "");
 }
 
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;   /* threads sharing libds choose once */
+
 int ds_isa(void) {
-  if (isa_level < 0) isa_choose();
+  pthread_once(&isa_once, isa_choose);
   return isa_level;
 }
 

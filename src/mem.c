@@ -1,5 +1,8 @@
 /* mem.c: storage allocation with a size-class caching allocator and live/peak byte accounting. */
+/* One lock guards the free lists and counters: several threads of one process may run ds (the nginx worker
+   threads of examples/serve, each with its own Lua VM); the lock is uncontended in single-threaded use. */
 #include "internal.h"
+#include <pthread.h>
 #include <stdlib.h>
 
 #define NCLASS 256
@@ -8,6 +11,7 @@
 typedef struct block { struct block *next; } block;
 static block *free_lists[NCLASS];
 static int64_t live_bytes, cached_bytes, peak_bytes;
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* size class: 64-byte steps up to 1 KiB, then 4 steps per power of two (<= 25% slack). */
 static int size_class(int64_t n, int64_t *rounded) {
@@ -20,32 +24,42 @@ static int size_class(int64_t n, int64_t *rounded) {
   return cls < NCLASS ? cls : -1;
 }
 
+static void empty_cache_locked(void) {
+  for (int i = 0; i < NCLASS; i++) while (free_lists[i]) { block *b = free_lists[i]; free_lists[i] = b->next; free(b); }
+  cached_bytes = 0;
+}
+
 void *ds_mem_alloc(int64_t nbytes, int64_t *rounded) {
   int cls = size_class(nbytes, rounded);
   void *p = NULL;
+  pthread_mutex_lock(&mem_lock);
   if (cls >= 0 && free_lists[cls]) {
     block *b = free_lists[cls]; free_lists[cls] = b->next; p = b; cached_bytes -= *rounded;
   } else {
     if (posix_memalign(&p, 64, (size_t)*rounded) != 0) p = NULL;
-    if (!p && cached_bytes > 0) { ds_mem_empty_cache(); if (posix_memalign(&p, 64, (size_t)*rounded) != 0) p = NULL; }
-    if (!p) return NULL;
+    if (!p && cached_bytes > 0) { empty_cache_locked(); if (posix_memalign(&p, 64, (size_t)*rounded) != 0) p = NULL; }
+    if (!p) { pthread_mutex_unlock(&mem_lock); return NULL; }
   }
   live_bytes += *rounded;
   if (live_bytes > peak_bytes) peak_bytes = live_bytes;
+  pthread_mutex_unlock(&mem_lock);
   return p;
 }
 
 void ds_mem_release(void *p, int64_t rounded) {
-  live_bytes -= rounded;
   int64_t r; int cls = size_class(rounded, &r);
-  if (cls >= 0 && r == rounded && cached_bytes + rounded <= CACHE_LIMIT_DEFAULT) {
-    block *b = p; b->next = free_lists[cls]; free_lists[cls] = b; cached_bytes += rounded;
-  } else free(p);
+  pthread_mutex_lock(&mem_lock);
+  live_bytes -= rounded;
+  int cached = cls >= 0 && r == rounded && cached_bytes + rounded <= CACHE_LIMIT_DEFAULT;
+  if (cached) { block *b = p; b->next = free_lists[cls]; free_lists[cls] = b; cached_bytes += rounded; }
+  pthread_mutex_unlock(&mem_lock);
+  if (!cached) free(p);
 }
 
 void ds_mem_empty_cache(void) {
-  for (int i = 0; i < NCLASS; i++) while (free_lists[i]) { block *b = free_lists[i]; free_lists[i] = b->next; free(b); }
-  cached_bytes = 0;
+  pthread_mutex_lock(&mem_lock);
+  empty_cache_locked();
+  pthread_mutex_unlock(&mem_lock);
 }
 int64_t ds_mem_live_bytes(void) { return live_bytes; }
 int64_t ds_mem_cached_bytes(void) { return cached_bytes; }

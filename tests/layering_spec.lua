@@ -9,10 +9,11 @@ local LAYERS = {
   { name = "op families", modules = { "ds.ops", "ds.ops.*", "ds.random", "ds.print", "ds.gradcheck" } },
   { name = "library", modules = { "ds.nn", "ds.nn.*", "ds.optim", "ds.optim.*", "ds.data", "ds.data.*",
                                   "ds.files", "ds.safetensors", "ds.state_file", "ds.progress", "ds.help",
-                                  "ds.pretty", "ds.plot", "ds.graphviz", "ds.profile_view" } },
+                                  "ds.pretty", "ds.plot", "ds.graphviz", "ds.profile_view", "ds.distributed" } },
   { name = "graph", modules = { "ds.graph", "ds.trace", "ds.control", "ds.ops.control" } },
+  { name = "conversion", modules = { "ds.convert", "ds.convert.*" } },
   { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy" } },
-  { name = "files", modules = { "ds.io", "ds.io.*" } },
+  { name = "files", modules = { "ds.io", "ds.io.*", "ds.onnx", "ds.onnx.*" } },
   { name = "namespace", modules = { "ds" } },
   { name = "front ends", modules = { "ds.repl" } },
 }

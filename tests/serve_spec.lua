@@ -1,4 +1,5 @@
--- tests/serve_spec.lua: nginx + Lua module serving ds.save'd models: predict, health, bad requests,
+-- tests/serve_spec.lua: nginx + Lua module serving ds.save'd models: predict, health, bad requests, batched
+-- answers bitwise equal to single ones, LeNet answered while a BERT batch computes, deadlines (503), /metrics,
 -- a missing model (503), hot reload with HUP under load, stop by pid. Skipped without nginx's Lua module.
 local ds = require("ds")
 local cjson = require("cjson")
@@ -54,6 +55,9 @@ end
 describe_or_skip("serving with nginx", function()
   setup(function()
     assert(os.execute(clean(string.format("cd %s && luajit examples/serve/export_models.lua %s/models --train-batches 5 >/dev/null", root, dir))) == 0)
+    -- a long batching wait for bert, so concurrent test requests surely share a model call (docs/SERVING.md)
+    local f = io.open(dir .. "/models/serve.json", "wb")
+    f:write('{"models": {"bert": {"max_wait_ms": 50, "max_batch": 16}}}'); f:close()
     local up = false
     for try = 1, 5 do
       serve("start")
@@ -75,7 +79,7 @@ describe_or_skip("serving with nginx", function()
     assert.equal("ok", h.status)
     assert.equal(1, h.models.lenet.format_version)
     assert.same({ "batch", 1, 28, 28 }, h.models.lenet.inputs[1].shape)
-    assert.same({ 1, "seq" }, h.models.bert.inputs[1].shape)
+    assert.same({ "batch", "seq" }, h.models.bert.inputs[1].shape)
   end)
 
   it("predicts an image like ds.load does in this process", function()
@@ -156,6 +160,103 @@ describe_or_skip("serving with nginx", function()
       assert.truthy(r.error:find("not JSON", 1, true), r.error)
     end
     assert.equal(200, (request("POST", "/predict", image():gsub("%[%[%d+", "[[1.5e1", 1))))
+  end)
+
+  -- POST each body at once (one curl per body, all in flight together): the replies, decoded, in order
+  local function concurrently(path, bodies)
+    for i, b in ipairs(bodies) do local f = io.open(dir .. "/req" .. i, "wb"); f:write(b); f:close() end
+    sh(string.format("seq 1 %d | xargs -P %d -I{} curl -s --max-time 30 -o %s/resp{} -X POST --data-binary @%s/req{} http://127.0.0.1:%d%s",
+      #bodies, #bodies, dir, dir, port, path))
+    local out = {}
+    for i = 1 , #bodies do
+      local r = io.open(dir .. "/resp" .. i):read("*a")
+      out[i] = assert(cjson.decode(r), r)
+    end
+    return out
+  end
+  local function metric(text, series)
+    return tonumber(text:match("\n" .. series:gsub("[%(%)%.%%%+%-%*%?%[%]%^%$]", "%%%0") .. " ([%d%.e%+%-]+)"))
+  end
+  local function metrics() return sh(string.format("curl -s --max-time 10 http://127.0.0.1:%d/metrics", port)) end
+  local TEXTS = { "好", "今天的天气真好", "这家餐厅的服务太差了，我再也不来了", "听到这个消息我简直不敢相信",
+    string.rep("深夜里传来奇怪的声音让我很害怕", 3), "会议改到明天下午三点举行", string.rep("终于考完试了", 12),
+    "hello world", "小狗走丢了", "黑暗的走廊里好像有人在跟着我", string.rep("这本书一共有三百页", 5), "你" }
+
+  it("answers each request of a batch bit for bit as when it is served alone (text padded, images)", function()
+    local bodies, alone = {}, {}
+    for i, t in ipairs(TEXTS) do
+      bodies[i] = cjson.encode { text = t }
+      local code, r = request("POST", "/predict/bert", bodies[i])
+      assert.equal(200, code)
+      alone[i] = r.probs
+    end
+    local calls0 = metric(metrics(), 'ds_batch_size_count{model="bert"}')
+    local batched = concurrently("/predict/bert", bodies)
+    for i = 1, #TEXTS do assert.same(alone[i], batched[i].probs, "text " .. i) end
+    -- the concurrent requests shared model calls (fewer calls than requests)
+    local calls = metric(metrics(), 'ds_batch_size_count{model="bert"}') - calls0
+    assert.is_true(calls < #TEXTS, "model calls: " .. calls)
+    -- images: each alone, then all at once
+    local imgs, single = {}, {}
+    for i = 1, 8 do
+      imgs[i] = image(i * 31)
+      imgs[i] = imgs[i]:gsub("%[%[%d+", "[[" .. (i * 17) % 256, 1)
+      local code, r = request("POST", "/predict", imgs[i])
+      assert.equal(200, code)
+      single[i] = r.probs
+    end
+    local many = concurrently("/predict", imgs)
+    for i = 1, 8 do assert.same(single[i], many[i].probs, "image " .. i) end
+  end)
+
+  it("answers LeNet while a long BERT batch computes, and 503 with a reason past a request's deadline", function()
+    local long = cjson.encode { text = string.rep("深夜里传来奇怪的声音让我很害怕", 10) }
+    for i = 1, 48 do local f = io.open(dir .. "/req" .. i, "wb"); f:write(long); f:close() end
+    local started = metric(metrics(), 'ds_batch_size_count{model="bert"}')
+    os.remove(dir .. "/bert_done")
+    local load = io.popen(clean(string.format("seq 1 48 | xargs -P 48 -I{} curl -s --max-time 60 -o /dev/null -w '%%{http_code}\n' -X POST --data-binary @%s/req{} http://127.0.0.1:%d/predict/bert; touch %s/bert_done",
+      dir, port, dir)))
+    local running = false
+    for _ = 1, 200 do   -- until a bert batch has started (the histogram counts a call when it starts)
+      if metric(metrics(), 'ds_batch_size_count{model="bert"}') > started then running = true; break end
+      os.execute("sleep 0.01")
+    end
+    assert.is_true(running)
+    local code, r = request("POST", "/predict", image())
+    assert.equal(200, code)
+    assert.equal(10, #r.probs)
+    assert.is_nil(io.open(dir .. "/bert_done"), "the BERT requests finished before the LeNet answer")
+    -- a request whose deadline (1 ms) is shorter than bert's batching wait (50 ms): 503 and the reason
+    local c503, d = request("POST", "/predict/bert", cjson.encode { text = "你好", timeout_ms = 1 })
+    assert.equal(503, c503)
+    assert.equal("deadline", d.reason)
+    assert.truthy(d.error:find("deadline exceeded", 1, true))
+    local codes = load:read("*a"); load:close()
+    local n = 0
+    for c in codes:gmatch("%d+") do assert.equal("200", c); n = n + 1 end
+    assert.equal(48, n)
+    local bad_code, bad = request("POST", "/predict/bert", cjson.encode { text = "x", timeout_ms = -5 })
+    assert.equal(400, bad_code); assert.truthy(bad.error:find("timeout_ms", 1, true))
+  end)
+
+  it("exports Prometheus metrics per model: requests, errors by reason, batch size, queue wait and compute time", function()
+    local m = metrics()
+    assert.truthy(m:find("# TYPE ds_requests_total counter", 1, true))
+    assert.is_true(metric(m, 'ds_requests_total{model="bert"}') >= 48)
+    assert.is_true(metric(m, 'ds_errors_total{model="bert",reason="deadline"}') >= 1)
+    assert.is_true(metric(m, 'ds_errors_total{model="bert",reason="bad_request"}') >= 1)
+    for _, h in ipairs { "ds_batch_size", "ds_queue_wait_seconds", "ds_compute_seconds" } do
+      assert.truthy(m:find("# TYPE " .. h .. " histogram", 1, true))
+      for _, model in ipairs { "lenet", "bert" } do
+        local prev = 0
+        for le in m:gmatch(h .. '_bucket{model="' .. model .. '",le="([^"]+)"}') do
+          local v = metric(m, string.format('%s_bucket{model="%s",le="%s"}', h, model, le))
+          assert.is_true(v >= prev); prev = v
+        end
+        assert.equal(prev, metric(m, string.format('%s_count{model="%s"}', h, model)))
+        assert.is_true(prev > 0)
+      end
+    end
   end)
 
   it("reports a corrupted model in /health, answers 503 for it, and reloads on HUP without dropping requests", function()

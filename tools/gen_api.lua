@@ -175,10 +175,12 @@ function M.render()
   add("")
   add("Methods every module has (`ds.nn.Module`; a new layer is `ds.nn.Module:extend(\"Name\")`):")
   add("")
+  local unchecked = ds.nn.Module._unchecked -- the methods as written (Module's are wrapped by a self check)
   local methods = sorted_keys(ds.nn.Module, function(k, v)
-    return type(v) == "function" and not k:match("^_") and debug.getlocal(v, 1) == "self" end)
+    return type(v) == "function" and not k:match("^_") and debug.getlocal(unchecked[k] or v, 1) == "self" end)
   for _, name in ipairs(methods) do
-    add(entry(fn_signature("m:" .. name, ds.nn.Module[name]):gsub("%(self,? ?", "("), ds.nn.Module[name]))
+    local f = unchecked[name] or ds.nn.Module[name]
+    add(entry(fn_signature("m:" .. name, f):gsub("%(self,? ?", "("), f))
   end
   add("")
   add("## nn.functional (`ds.F`)")

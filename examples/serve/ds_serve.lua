@@ -1,15 +1,18 @@
--- examples/serve/ds_serve.lua: nginx Lua handlers serving ds models saved by ds.save (no model code).
--- Each worker loads the models once (init_worker), answers POST /predict[/name] and GET /health.
--- a decoder of its own that refuses what JSON refuses and lua-cjson would accept (hex, inf, nan, +1)
-local cjson = require("cjson.safe").new()
-cjson.decode_invalid_numbers(false)
+-- examples/serve/ds_serve.lua: nginx Lua handlers serving ds models saved by ds.save (no model code):
+-- POST /predict[/name], GET /health, GET /metrics. Models run in the worker thread pool (serve_compute.lua),
+-- requests are batched per model (serve_batcher.lua); the event loop only parses, queues and answers.
+local cjson = require("cjson.safe")
+local config = require("serve_config")
+local inputs = require("serve_inputs")
 
 local M = {}
-local ds
-local models = {}          -- name -> { model =, error =, info = , vocab = }
-local MAX_TEXT = 512
-local FASHION = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot" }
-local SENTIMENT = { "angry", "happy", "neutral", "surprise", "sad", "fear" }
+local POOL = "ds"             -- the thread_pool of nginx.conf
+local dir, threads
+local settings = {}           -- name -> serve_config settings (+ vocab for text models), read by the master
+local names = {}              -- model names, sorted
+local loaded = {}             -- this worker: name -> {ok, info | error} from its thread VMs
+local batchers = {}           -- this worker: name -> serve_batcher
+local ready = false           -- this worker: every thread VM has loaded the models
 
 local function read_json(path)
   local f = io.open(path, "rb")
@@ -18,50 +21,67 @@ local function read_json(path)
   return cjson.decode(s)
 end
 
--- what /health tells about a loaded model: name, format version, input specs (symbolic dims by name)
-local function describe(m, name)
-  local inputs = {}
-  for i, s in ipairs(m.ir.specs) do
-    local shape = {}
-    for d, v in ipairs(s.shape) do shape[d] = type(v) == "number" and v or tostring(v) end
-    inputs[i] = { name = s.name, dtype = s.dtype, shape = shape }
+-- Master process (init_by_lua): settings and vocabularies only. ds itself is loaded by the worker threads'
+-- Lua VMs: the master runs no ds code, so no OpenMP thread exists when nginx forks (TOOLCHAIN.md).
+-- nthreads: the thread_pool's threads = lua_worker_thread_vm_pool_size (serve.sh renders both).
+function M.init(models_dir, nthreads)
+  dir, threads = models_dir, nthreads
+  settings = config.read(dir)
+  for name, s in pairs(settings) do
+    names[#names + 1] = name
+    if s.vocab then s.vocab_table = read_json(dir .. "/" .. s.vocab) end
   end
-  return { name = name, format_version = m.format_version, params_file = m.params_file, inputs = inputs }
+  table.sort(names)
+  if #names > threads then
+    error(string.format("ds_serve: %d models need %d worker threads (one call in flight per model), the pool has %d",
+      #names, #names, threads), 0)
+  end
 end
 
-local function load_model(dir, name)
-  local entry = { name = name }
-  local ok, m = pcall(ds.load, dir .. "/" .. name)
-  if ok then
-    entry.model = m
-    entry.info = describe(m, name)
-    if name == "bert" then
-      entry.vocab = read_json(dir .. "/bert.vocab.json")
-      if not entry.vocab then entry.model, entry.error = nil, "bert.vocab.json missing or malformed" end
+-- every thread VM of this worker loads every model (the pool hands tasks to any free VM): `threads` loads at
+-- once take `threads` distinct VMs. A model any VM failed to load is unavailable in this worker.
+local function load_all(premature)
+  if premature then return end
+  local warm = {}
+  for _, name in ipairs(names) do
+    local s = settings[name]
+    warm[name] = s.warm and inputs.KINDS[s.kind].shapes(s.max_batch) or {}
+  end
+  local done = 0
+  local function load_one(premature2)
+    if premature2 then return end
+    local ok, res = ngx.run_worker_thread(POOL, "serve_compute", "load", dir, names, warm)
+    for _, name in ipairs(names) do
+      local r = ok and res[name] or { ok = false, error = tostring(res) }
+      if r.ok and settings[name].kind == "text" and not settings[name].vocab_table then
+        r = { ok = false, error = settings[name].vocab .. " missing or malformed" }
+      end
+      if not loaded[name] or loaded[name].ok then loaded[name] = r end
     end
-  else
-    entry.error = tostring(m)
+    done = done + 1
+    if done == threads then
+      ready = true
+      for name, e in pairs(loaded) do
+        if not e.ok then ngx.log(ngx.WARN, "model ", name, ": ", e.error) end
+      end
+    end
   end
-  return entry
+  for _ = 1, threads do ngx.timer.at(0, load_one) end
 end
 
--- Master process (init_by_lua): load the models before fork so the workers share the parameter pages
--- copy-on-write. One thread: no OpenMP thread may exist in the master when it forks (TOOLCHAIN.md).
-function M.init(dir)
-  ds = require("ds")
-  ds.set_num_threads(1)
-  for _, name in ipairs { "lenet", "bert" } do
-    models[name] = load_model(dir, name)
-    if models[name].error then ngx.log(ngx.WARN, "model ", name, ": ", models[name].error) end
-  end
-end
-
--- Worker process: one warm-up prediction per model builds its plan and arena before traffic arrives.
+-- Worker process: load the models in the thread VMs, start one batching dispatcher per model.
 function M.init_worker()
-  local e = models.lenet
-  if e and e.model then pcall(e.model, ds.zeros(1, 1, 28, 28)) end
-  e = models.bert
-  if e and e.model then pcall(e.model, ds.tensor({ { 3, 4 } }, { dtype = "i64" }), ds.ones(1, 2)) end
+  ngx.timer.at(0, load_all)
+  for _, name in ipairs(names) do
+    local s = settings[name]
+    local b = require("serve_batcher").new(name, s, inputs.KINDS[s.kind], POOL)
+    batchers[name] = b
+    ngx.timer.at(0, function(premature)
+      if premature then return end
+      while not ready and not ngx.worker.exiting() do ngx.sleep(0.01) end
+      b:loop()
+    end)
+  end
 end
 
 local function reply(status, tbl)
@@ -73,12 +93,27 @@ end
 
 local function bad(msg) return reply(400, { error = msg }) end
 
+-- A worker that is still loading its models (just started, or after a reload) holds requests until it is ready
+-- (at most 30 s); a request's deadline starts then. true when ready.
+local function wait_ready()
+  for _ = 1, 3000 do
+    if ready then return true end
+    ngx.sleep(0.01)
+  end
+  return ready
+end
+
+-- answers once this worker is ready, so "ok" means ready to serve
 function M.health()
+  if not wait_ready() then return reply(503, { status = "starting", error = "models are still loading" }) end
   local out = { status = "ok", models = {} }
-  for name, e in pairs(models) do
-    if e.model then
+  for _, name in ipairs(names) do
+    local e, s = loaded[name], settings[name]
+    if e.ok then
       out.models[name] = { ok = true, name = e.info.name, format_version = e.info.format_version,
-                           params_file = e.info.params_file, inputs = e.info.inputs }
+                           params_file = e.info.params_file, inputs = e.info.inputs, max_batch = s.max_batch,
+                           max_wait_ms = s.max_wait_ms, timeout_ms = s.timeout_ms, queue_limit = s.queue_limit,
+                           queued = batchers[name]:queued() }
     else
       out.models[name] = { ok = false, error = e.error }
       out.status = "degraded"
@@ -87,118 +122,63 @@ function M.health()
   return reply(200, out)
 end
 
--- The first number token of text outside strings that is not in JSON's grammar
--- (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, finite), or nil. Complements decode_invalid_numbers(false),
--- which lets "1." and overflowing exponents through.
-local function bad_number(text)
-  local pos = 1
-  while true do
-    local at, _, ch = text:find('(["%-%d])', pos)
-    if not at then return nil end
-    if ch == '"' then
-      local close = text:find('["\\]', at + 1)
-      while close and text:sub(close, close) == "\\" do close = text:find('["\\]', close + 2) end
-      if not close then return nil end
-      pos = close + 1
-    else
-      local tok = text:match("^%-?[%d%.eE+%-]*", at)
-      local int, frac, exp = tok:match("^%-?(%d+)(%.?%d*)([eE]?[+-]?%d*)$")
-      local ok = int and not (#int > 1 and int:sub(1, 1) == "0") and (frac == "" or #frac > 1)
-        and (exp == "" or exp:match("^[eE][+-]?%d+$")) and math.abs(tonumber(tok) or math.huge) < math.huge
-      if not ok then return tok end
-      pos = at + #tok
-    end
-  end
+function M.metrics()
+  ngx.header["Content-Type"] = "text/plain; version=0.0.4"
+  ngx.print(require("serve_metrics").render(names))
 end
 
-local function body_json()
-  if ngx.req.get_method() ~= "POST" then return nil, "use POST with a JSON body" end
-  ngx.req.read_body()
-  local body = ngx.req.get_body_data()
-  if not body then return nil, "empty body (or larger than 1 MiB)" end
-  local bad = bad_number(body)
-  if bad then return nil, "body is not JSON: '" .. bad:sub(1, 40) .. "' is not a JSON number" end
-  local req, err = cjson.decode(body)
-  if type(req) ~= "table" then return nil, "body is not JSON: " .. tostring(err or "not an object") end
-  return req
+-- the request's own deadline: "timeout_ms" in the body (a positive number), at most the model's timeout_ms
+local function timeout_of(req, s)
+  local t = req.timeout_ms
+  if t == nil then return s.timeout_ms / 1000 end
+  if type(t) ~= "number" or not (t > 0) then return nil, "'timeout_ms' must be a positive number of milliseconds" end
+  return math.min(t, s.timeout_ms) / 1000
 end
 
--- image: 28 rows of 28 numbers in 0..255 (or a flat list of 784) -> 784 values in [0,1]
-local function image_values(req)
-  local img = req.image
-  if img == nil then return nil, "missing field 'image' (28x28 numbers in 0..255)" end
-  if type(img) ~= "table" then return nil, "'image' must be an array" end
-  local flat = {}
-  if #img == 28 and type(img[1]) == "table" then
-    for r = 1, 28 do
-      local row = img[r]
-      if type(row) ~= "table" or #row ~= 28 then return nil, "'image' must be 28 rows of 28 numbers (row " .. r .. " is not)" end
-      for c = 1, 28 do flat[#flat + 1] = row[c] end
-    end
-  elseif #img == 784 then
-    flat = img
-  else
-    return nil, "'image' must have shape 28x28 or 784, got " .. #img .. " entries"
-  end
-  for i = 1, 784 do
-    local v = flat[i]
-    if type(v) ~= "number" or v ~= v or v < 0 or v > 255 then
-      return nil, "'image' values must be numbers in 0..255 (entry " .. i .. " is " .. tostring(v) .. ")"
-    end
-    flat[i] = v / 255
-  end
-  return flat
-end
-
--- text -> ids (1,T) i64 and mask (1,T) f32, with the vocab saved next to the model
-local function text_tensors(req, vocab)
-  local text = req.text
-  if text == nil then return nil, "missing field 'text'" end
-  if type(text) ~= "string" then return nil, "'text' must be a string" end
-  if #text == 0 or #text > MAX_TEXT then return nil, "'text' must have 1.." .. MAX_TEXT .. " bytes" end
-  local ids = { vocab["[CLS]"] }
-  for ch in text:gmatch("[%z\1-\127\194-\244][\128-\191]*") do
-    if #ids < 127 then ids[#ids + 1] = vocab[ch] or vocab["[UNK]"] end
-  end
-  ids[#ids + 1] = vocab["[SEP]"]
-  local mask = {}
-  for i = 1, #ids do mask[i] = 1 end
-  return ds.tensor({ ids }, { dtype = "i64" }), ds.tensor({ mask })
-end
+local ERROR_STATUS = { queue_full = 503, starting = 503, deadline = 503, model = 500 }
 
 function M.predict(name)
-  local e = models[name]
-  if not e then return reply(404, { error = "no model named '" .. tostring(name) .. "'" }) end
-  if not e.model then return reply(503, { error = "model '" .. name .. "' is unavailable: " .. e.error }) end
-  local req, err = body_json()
-  if not req then return bad(err) end
-  local ok, probs
-  if name == "lenet" then
-    local flat, xerr = image_values(req)
-    if not flat then return bad(xerr) end
-    ok, probs = pcall(e.model, ds.tensor(flat):reshape(1, 1, 28, 28))
-  else
-    local ids, mask = text_tensors(req, e.vocab)
-    if not ids then return bad(mask) end
-    ok, probs = pcall(e.model, ids, mask)
+  local s = settings[name]
+  if not s then return reply(404, { error = "no model named '" .. tostring(name) .. "'" }) end
+  local metrics = require("serve_metrics")
+  metrics.count("ds_requests_total", name)
+  if not wait_ready() then
+    metrics.count("ds_errors_total", name, "starting")
+    return reply(503, { error = "the worker is still loading its models", reason = "starting" })
   end
-  if not ok then return reply(500, { error = "model run failed: " .. tostring(probs) }) end
-  local p = probs:reshape(-1):totable()
+  local e = loaded[name]
+  if not e.ok then
+    metrics.count("ds_errors_total", name, "unavailable")
+    return reply(503, { error = "model '" .. name .. "' is unavailable: " .. e.error, reason = "unavailable" })
+  end
+  local kind = inputs.KINDS[s.kind]
+  local req, err = inputs.body_json()
+  local row, timeout
+  if req then row, err = kind.row(req, s.vocab_table) end
+  if row then timeout, err = timeout_of(req, s) end
+  if not timeout then
+    metrics.count("ds_errors_total", name, "bad_request")
+    return bad(err)
+  end
+  local p, reason, msg = batchers[name]:submit(row, timeout)
+  if not p then
+    metrics.count("ds_errors_total", name, reason)
+    return reply(ERROR_STATUS[reason], { error = msg, reason = reason })
+  end
   local best = 1
   for i = 2, #p do if p[i] > p[best] then best = i end end
-  local names = name == "lenet" and FASHION or SENTIMENT
-  return reply(200, { label = names[best], class = best, probs = p })
+  return reply(200, { label = kind.labels[best], class = best, probs = p })
 end
 
 -- same parsing and reply as /predict for an image, without the model
 function M.echo()
-  local req, err = body_json()
+  local req, err = inputs.body_json()
   if not req then return bad(err) end
-  local flat, xerr = image_values(req)
-  if not flat then return bad(xerr) end
+  local row, xerr = inputs.KINDS.image.row(req)
+  if not row then return bad(xerr) end
   local p = {}
   for i = 1, 10 do p[i] = 0.1 end
-  return reply(200, { label = FASHION[1], class = 1, probs = p })
+  return reply(200, { label = inputs.KINDS.image.labels[1], class = 1, probs = p })
 end
 
 return M

@@ -18,12 +18,14 @@ local control = require("ds.control")
 require("ds.ops.control") -- the cond, while_loop and print nodes (above control.lua, which traces them)
 local compile = require("ds.compile")
 local lazy = require("ds.lazy")
+local convert = require("ds.convert")
 local progress = require("ds.progress")
 local help = require("ds.help")
 local errors = require("ds.errors")
 local plot = require("ds.plot")
 local profile_view = require("ds.profile_view")
 local io_ = require("ds.io")
+local distributed = require("ds.distributed")
 
 local ds = { Tensor = Tensor, version = require("ds.version"), ops = D, autograd = autograd }
 
@@ -38,6 +40,7 @@ ds.grad = autograd.grad
 ds.set_printoptions = print_.set_printoptions
 function ds.executing_eagerly() return state.trace == nil end
 ds.clock = clock -- wall-clock seconds, monotonic
+ds.distributed = distributed -- collectives over Open MPI processes (1-based ranks)
 
 -- engine facts: threads, BLAS core type, memory
 function ds.set_num_threads(n) dsffi.C.ds_set_num_threads(n) end
@@ -73,6 +76,7 @@ data.install(ds)
 state_file.install(ds)
 trace.install(ds)
 control.install(ds)
+convert.install(ds)
 ds.compile = lazy.compile
 ds.Lazy = lazy.Lazy
 ds.is_compiled = compile.is_compiled
@@ -83,6 +87,13 @@ ds.debug = errors.set_debug
 ds.plot = plot
 ds.save_profile = profile_view.save
 io_.install(ds)
+
+-- ds.onnx is loaded on first use: it needs libds_onnx.so (`make onnx`), which a plain `require "ds"` must not
+setmetatable(ds, { __index = function(t, key)
+  if key ~= "onnx" then return nil end
+  require("ds.onnx").install(t)
+  return rawget(t, "onnx")
+end })
 
 -- every Tensor method checks self (the eager shortcuts check their operands); ds.<name> is the same function
 local checked = Tensor._require_self(D.shortcuts)

@@ -106,7 +106,7 @@ function Lazy:specs_for(args, n)
 end
 
 function Lazy:trace_with(specs)
-  return T.trace(self.target, specs, { name = self.name })
+  return T.trace(self.target, specs, { name = self.name, convert = self.opts.convert })
 end
 
 function Lazy:trace_specs(specs)
@@ -196,7 +196,10 @@ function M.compile(target, specs_or_opts, opts)
   if type(specs_or_opts) ~= "table" or specs_or_opts[1] == nil and next(specs_or_opts) ~= nil and not specs_or_opts.shape then
     errors.raise("compile: give a graph, or a function/module and a list of specs (ds.spec)")
   end
-  local cg = compiler.compile_graph(T.trace(target, specs_or_opts), opts)
+  local convert = opts and opts.convert
+  if convert ~= nil then opts = T.without(opts, "convert") end
+  local trace_opts = { convert = convert }
+  local cg = compiler.compile_graph(T.trace(target, specs_or_opts, trace_opts), opts)
   -- a module (or a function of modules) follows their train/eval mode: one compiled graph per mode,
   -- traced with the same specs when the mode is first seen (cg.current() gives the one for now)
   local modules = callable and (T.is_module(target) and { { "self", target } } or upvalue_modules(target)) or {}
@@ -206,7 +209,7 @@ function M.compile(target, specs_or_opts, opts)
       local key = table.concat(add_modes({}, modules), "|")
       local c = by_mode[key]
       if not c then
-        c = compiler.compile_graph(T.trace(target, specs_or_opts), opts)
+        c = compiler.compile_graph(T.trace(target, specs_or_opts, trace_opts), opts)
         c.current = current
         by_mode[key] = c
       end

@@ -19,6 +19,7 @@ function M.maybe_record(def, inputs, attrs, outputs)
   end
   if not any then return end
   local node = { def = def, inputs = inputs, attrs = attrs, outputs = outputs, needs = needs }
+  if M.observer then M.observer(node) end -- control.lua's eager loops: which tensors a trip made
   for i = 1, #outputs do
     local o = outputs[i]
     if dtype.is_float[o.dtype] then

@@ -111,6 +111,7 @@ mt.__index = function(x, k)
   local m = Tensor[k]
   if m ~= nil then return m end
   if type(k) == "number" then return x:select(1, k) end
+  if getmetatable(k) == "ds.Tensor" then return x:index_select(1, k):squeeze(1) end -- x[t], t a 0-d i64 tensor
   local g = getters[k]
   if g then return g(x) end
   return nil

@@ -379,6 +379,11 @@ function M.run_traced(tr, fn, args, nargs)
         e = e .. "\n  (while tracing, dims named in specs are symbolic and tensors are abstract: their values exist "
           .. "only when the graph runs; use ds.cond / ds.while_loop, or a spec with a fixed size)"
       end
+      if e:find("number expected, got table", 1, true) or e:find("'for' [%a ]+ must be a number") then
+        e = e .. "\n  (while tracing, a tensor used as a Lua number has no value yet: keep computing with tensor ops, "
+          .. "or branch and loop with ds.cond / ds.while_loop; source conversion (docs/CONVERSION.md) turns a numeric "
+          .. "for with tensor bounds into a graph loop, but not this use)"
+      end
     end
     return e
   end) }
@@ -535,20 +540,32 @@ function M.param_names(fn, skip_self)
   return names
 end
 
--- ds.trace(fn_or_module, specs, opts) -> ds.Graph
+-- source conversion (ds/convert, a layer above, registers itself): converter(fn, convert) -> the function to trace
+local converter = function(fn) return fn end
+function M.set_converter(f) converter = f end
+
+local TRACE_OPTIONS = { name = "string", convert = "boolean" }
+
+-- ds.trace(fn_or_module, specs, opts) -> ds.Graph; opts: {name = string, convert = false (no source conversion)}
 function M.trace(target, specs, opts)
   opts = opts or {}
+  for k, v in pairs(opts) do
+    if not TRACE_OPTIONS[k] then errors.raise(string.format("trace: unknown option '%s' (name, convert)", tostring(k))) end
+    if type(v) ~= TRACE_OPTIONS[k] then errors.raise(string.format("trace: option '%s' must be a %s", k, TRACE_OPTIONS[k])) end
+  end
   specs = specs or {}
   if M.is_spec(specs) then specs = { specs } end
   local fn, name, module = target, opts.name, nil
   if is_module(target) then
     module = target
-    fn = function(...) return module:forward(...) end
+    local forward = converter(module.forward, opts.convert)
+    fn = function(...) return forward(module, ...) end
     name = name or rawget(getmetatable(module), "_name") or "module"
   elseif type(target) ~= "function" then
     errors.raise("trace: expects a function or a module, got " .. type(target))
   else
     name = name or fn_name(target)
+    fn = converter(target, opts.convert)
   end
   local g = Graph.new(name)
   if module then g.training = module.training ~= false end
@@ -595,6 +612,13 @@ function M.init_scope(fn, ...)
   state.trace = prev
   if not res[1] then error(res[2], 0) end
   return unpack(res, 2, table.maxn(res))
+end
+
+-- a copy of opts without key k (options meant for the tracer, taken out of compile's)
+function M.without(opts, k)
+  local o = {}
+  for key, v in pairs(opts) do if key ~= k then o[key] = v end end
+  return o
 end
 
 function M.install(ds)

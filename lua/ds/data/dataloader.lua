@@ -51,16 +51,18 @@ end
 -- k-th pass uses a permutation derived from (seed, k); without it the seed of each pass is drawn
 -- from ds's generator, so ds.manual_seed makes the order reproducible.
 -- transform(x, y, ...) runs on each whole batch (not per sample) and returns the batch to yield.
+-- sampler (instead of shuffle): an object whose order() gives each pass's 0-based indices, int64_t[len()]
+-- (ds.data.DistributedSampler).
 local DataLoader = {}
 DataLoader.__index = DataLoader
 
-local options = { batch_size = true, shuffle = true, drop_last = true, transform = true, seed = true }
+local options = { batch_size = true, shuffle = true, drop_last = true, transform = true, seed = true, sampler = true }
 
 function M.DataLoader(dataset, opts)
   opts = opts or {}
   for k in pairs(opts) do
     if not options[k] then
-      errors.raise(string.format("DataLoader: unknown option '%s' (batch_size, shuffle, drop_last, transform, seed)", tostring(k)))
+      errors.raise(string.format("DataLoader: unknown option '%s' (batch_size, shuffle, drop_last, transform, seed, sampler)", tostring(k)))
     end
   end
   if type(dataset) == "table" and getmetatable(dataset) ~= TensorDataset then
@@ -81,8 +83,13 @@ function M.DataLoader(dataset, opts)
   if opts.transform ~= nil and type(opts.transform) ~= "function" then
     errors.raise("DataLoader: transform must be a function(x, y, ...) -> batch, got " .. type(opts.transform))
   end
-  local n = dataset.n or dataset.tensors[1]:size(1)
-  return setmetatable({
+  local sampler = opts.sampler
+  if sampler ~= nil and (type(sampler) ~= "table" or type(sampler.order) ~= "function" or type(sampler.len) ~= "function") then
+    errors.raise("DataLoader: sampler must have order() and len() (a ds.data.DistributedSampler), got " .. type(sampler))
+  end
+  if sampler and opts.shuffle then errors.raise("DataLoader: give shuffle or sampler, not both (the sampler shuffles)") end
+  local n = sampler and sampler:len() or dataset.n or dataset.tensors[1]:size(1)
+  return setmetatable({ sampler = sampler,
     dataset = dataset, tensors = dataset.tensors, n = n, batch_size = bs, shuffle = opts.shuffle == true,
     drop_last = opts.drop_last == true, transform = opts.transform, seed = seed, passes = 0,
   }, DataLoader)
@@ -105,6 +112,7 @@ end
 
 -- the sample order of a new pass, 0-based int64 indices
 function DataLoader:_order()
+  if self.sampler then return self.sampler:order() end
   local order = ffi.new("int64_t[?]", math.max(self.n, 1))
   if self.shuffle then
     C.ds_data_permutation(order, self.n, pass_seed(self))

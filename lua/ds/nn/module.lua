@@ -6,6 +6,7 @@ local errors = require("ds.errors")
 local S = require("ds.shape")
 local autograd = require("ds.autograd")
 local summary = require("ds.nn.summary")
+local options = require("ds.options")
 
 local is_tensor = Tensor.is_tensor
 
@@ -72,7 +73,15 @@ function Module:forward()
 end
 
 -- ---- registration ----
+-- a member name: a string, or a positive integer (Sequential's 1-based keys)
+local function check_name(self, what, name)
+  if not (type(name) == "string" and name ~= "" or type(name) == "number" and name >= 1 and name == math.floor(name) and name < 2 ^ 53) then
+    errors.raise(string.format("%s.%s: name must be a non-empty string or a positive integer, got %s", self._name, what, tostring(name)))
+  end
+end
+
 function Module:register_buffer(name, t, persistent)
+  check_name(self, "register_buffer", name)
   if t ~= nil and not is_tensor(t) then errors.raise(self._name .. ".register_buffer: '" .. tostring(name) .. "' must be a tensor or nil") end
   rawget(self, "_buffers")[name] = persistent == false and "nonpersistent" or "persistent"
   local known = rawget(self, "_known")
@@ -84,11 +93,13 @@ function Module:register_buffer(name, t, persistent)
 end
 
 function Module:register_parameter(name, p)
+  check_name(self, "register_parameter", name)
   if p ~= nil then p = Parameter(p) end
   self[name] = p
 end
 
 function Module:add_module(name, m)
+  check_name(self, "add_module", name)
   if m ~= nil and not is_module(m) then errors.raise(self._name .. ".add_module: '" .. tostring(name) .. "' is not a module") end
   self[name] = m
 end
@@ -166,6 +177,7 @@ function Module:modules() return values(module_list(self)) end
 -- ---- modes, grads ----
 function Module:train(mode)
   if mode == nil then mode = true end
+  if type(mode) ~= "boolean" then errors.raise(self._name .. ".train: mode must be a boolean, got " .. type(mode)) end
   for _, m in ipairs(self:modules()) do rawset(m, "training", mode and true or false) end
   return self
 end
@@ -176,12 +188,14 @@ function Module:zero_grad()
 end
 
 function Module:requires_grad_(on)
+  if on ~= nil and type(on) ~= "boolean" then errors.raise(self._name .. ".requires_grad_: expects a boolean, got " .. type(on)) end
   for _, p in ipairs(self:parameters()) do p:requires_grad_(on ~= false) end
   return self
 end
 
 -- fn(module) on every submodule, then on self
 function Module:apply(fn)
+  if type(fn) ~= "function" then errors.raise(self._name .. ".apply: expects a function, got " .. type(fn)) end
   for _, c in ipairs(self:children()) do c:apply(fn) end
   fn(self)
   return self
@@ -189,6 +203,7 @@ end
 
 -- convert floating parameters and buffers to dtype, in place (do it before building an optimizer)
 function Module:astype(dt)
+  if dt ~= "f32" and dt ~= "f64" then errors.raise(self._name .. ".astype: dtype must be 'f32' or 'f64', got " .. tostring(dt)) end
   for _, m in ipairs(self:modules()) do
     for _, kind in ipairs { "param", "buffer" } do
       for _, e in ipairs(own(m, kind)) do
@@ -248,7 +263,8 @@ end
 -- copy values from sd into the parameters and buffers; opts.strict (default true) refuses missing
 -- and unexpected keys; a shape mismatch is always an error. Returns {missing_keys, unexpected_keys}.
 function Module:load_state_dict(sd, opts)
-  local strict = not (opts and opts.strict == false)
+  opts = options.check(opts, self._name .. ".load_state_dict", { strict = "boolean" })
+  local strict = opts.strict ~= false
   if type(sd) ~= "table" then errors.raise(self._name .. ".load_state_dict: expects a table of tensors") end
   local targets = {}
   for _, e in ipairs(member_list(self, "param")) do targets[e[1]] = e[2] end
@@ -298,6 +314,23 @@ function Module:__tostring()
   for _, e in ipairs(kids) do lines[#lines + 1] = "  (" .. e[1] .. "): " .. indent(tostring(e[2])) end
   lines[#lines + 1] = ")"
   return table.concat(lines, "\n")
+end
+
+-- every method checks self, so m.eval() (a dot for a colon) is an error naming the method
+-- (Module._unchecked: the methods as written, for their parameter names in docs/API.md)
+local OWN_SELF = { extend = true, init = true, forward = true, is_module = true, Parameter = true }
+Module._unchecked = {}
+for name, f in pairs(Module) do
+  if type(f) == "function" and not OWN_SELF[name] and name:sub(1, 2) ~= "__" then
+    Module._unchecked[name] = f
+    Module[name] = function(self, ...)
+      if not is_module(self) then
+        errors.raise(string.format("%s: expects a module as self (call it as m:%s(...)), got %s", name, name,
+          is_tensor(self) and "a tensor" or type(self)))
+      end
+      return f(self, ...)
+    end
+  end
 end
 
 Module.__newindex = newindex

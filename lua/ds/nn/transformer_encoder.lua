@@ -8,8 +8,9 @@ local errors = require("ds.errors")
 -- opts: norm (a module applied to the output, e.g. LayerNorm)
 local Encoder = Module:extend("TransformerEncoder")
 function Encoder:init(encoder_layer, num_layers, opts)
-  if not Module.is_module(encoder_layer) or type(num_layers) ~= "number" or num_layers < 1 then
-    errors.raise("TransformerEncoder: expects TransformerEncoder(encoder_layer, num_layers, [{norm =}])")
+  if not Module.is_module(encoder_layer) or type(num_layers) ~= "number" or num_layers < 1 or num_layers > 4096
+    or num_layers ~= math.floor(num_layers) then
+    errors.raise("TransformerEncoder: expects TransformerEncoder(encoder_layer, num_layers (an integer 1..4096), [{norm =}])")
   end
   opts = opts or {}
   if opts.norm ~= nil and not Module.is_module(opts.norm) then errors.raise("TransformerEncoder: norm must be a module") end

@@ -82,6 +82,9 @@ D.define {
     return vars
   end,
   replay = replay,
+  backward = function(ctx, ...)
+    return control.while_backward(ctx, ...)
+  end,
   sample = function() return control.sample("while_loop") end,
 }
 

@@ -21,6 +21,7 @@ require("ds.ops.fused")
 require("ds.ops.sorting")
 require("ds.ops.shaping")
 require("ds.ops.linalg")
+require("ds.ops.collective")
 
 local F = C.functions
 

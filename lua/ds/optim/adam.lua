@@ -11,7 +11,8 @@ local update, amsgrad_update = D.by_name.adam_update, D.by_name.adam_amsgrad_upd
 local function check_group(g, name)
   if g.lr < 0 then errors.raise(name .. ": invalid lr " .. g.lr) end
   if g.eps < 0 then errors.raise(name .. ": invalid eps " .. g.eps) end
-  if type(g.betas) ~= "table" or not (g.betas[1] >= 0 and g.betas[1] < 1 and g.betas[2] >= 0 and g.betas[2] < 1) then
+  local b1, b2 = type(g.betas) == "table" and g.betas[1], type(g.betas) == "table" and g.betas[2]
+  if type(b1) ~= "number" or type(b2) ~= "number" or not (b1 >= 0 and b1 < 1 and b2 >= 0 and b2 < 1) then
     errors.raise(name .. ": betas must be {beta1, beta2} in [0, 1)")
   end
   if g.weight_decay < 0 then errors.raise(name .. ": invalid weight_decay " .. g.weight_decay) end

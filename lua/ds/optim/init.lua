@@ -10,11 +10,31 @@ local OneCycleLR = require("ds.optim.one_cycle_lr")
 local ReduceLROnPlateau = require("ds.optim.reduce_lr_on_plateau")
 local SequentialLR = require("ds.optim.sequential_lr")
 
+local errors = require("ds.errors")
+
 local M = {}
+
+-- every method of the classes checks self, so opt.step() (a dot for a colon) is an error naming it
+local NOT_METHODS = { new = true, extend = true, init = true, check_group = true, grad_of = true }
+local function check_self(cls, instance_field)
+  for k, f in pairs(cls) do
+    if type(f) == "function" and not NOT_METHODS[k] and k:sub(1, 2) ~= "__" then
+      cls[k] = function(self, ...)
+        if type(self) ~= "table" or type(rawget(self, instance_field)) ~= "table" then
+          errors.raise(string.format("%s: expects the %s as self (call it as x:%s(...))", k,
+            instance_field == "optimizer" and "scheduler" or "optimizer", k))
+        end
+        return f(self, ...)
+      end
+    end
+  end
+end
 
 function M.install(ds)
   local sched = { OneCycleLR = OneCycleLR, ReduceLROnPlateau = ReduceLROnPlateau, SequentialLR = SequentialLR }
   for name, cls in pairs(epoch_schedulers) do sched[name] = cls end
+  for _, cls in ipairs { Optimizer, SGD, adam.Adam, adam.AdamW, RMSprop, Adagrad } do check_self(cls, "param_groups") end
+  for _, cls in pairs(sched) do check_self(cls, "optimizer") end
   ds.optim = { Optimizer = Optimizer, SGD = SGD, Adam = adam.Adam, AdamW = adam.AdamW, RMSprop = RMSprop, Adagrad = Adagrad,
                lr_scheduler = sched }
   for name, cls in pairs(sched) do

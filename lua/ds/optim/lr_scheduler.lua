@@ -2,13 +2,18 @@
 -- closed form, state_dict) and the epoch-based schedulers with torch's recursive (chainable) formulas,
 -- so learning rates match PyTorch's to the last bit; scheduler:step() once per epoch.
 local errors = require("ds.errors")
+local options = require("ds.options")
 
 local Scheduler = {}
 Scheduler.__index = Scheduler
 
--- a subclass; Class(optimizer, opts) calls Class.new
-function Scheduler.extend(name, base)
-  local cls = setmetatable({ name = name }, { __index = base or Scheduler, __call = function(c, ...) return c.new(c, ...) end })
+-- a subclass whose options have these kinds (ds.options; last_epoch is every scheduler's);
+-- Class(optimizer, opts) checks opts, then calls Class.new
+function Scheduler.extend(name, kinds, base)
+  kinds.last_epoch = { "integer", min = -1 }
+  local cls = setmetatable({ name = name }, { __index = base or Scheduler, __call = function(c, optimizer, opts, ...)
+    return c.new(c, optimizer, options.check(opts, name, kinds), ...)
+  end })
   cls.__index = cls
   return cls
 end
@@ -39,6 +44,9 @@ end
 
 -- step(): the next epoch; step(epoch): jump to epoch (the closed form where the class has one)
 function Scheduler:step(epoch)
+  if epoch ~= nil and (type(epoch) ~= "number" or epoch ~= epoch) then
+    errors.raise(string.format("%s.step: epoch must be a number, got %s", self.name, tostring(epoch)))
+  end
   self._step_count = self._step_count + 1
   local lrs
   if epoch == nil then
@@ -91,7 +99,7 @@ end
 local M = { Scheduler = Scheduler }
 
 -- lr *= gamma every step_size epochs
-local StepLR = Scheduler.extend("StepLR")
+local StepLR = Scheduler.extend("StepLR", { step_size = { "integer", min = 1 }, gamma = "number" })
 function StepLR.new(cls, optimizer, opts)
   opts = opts or {}
   if type(opts.step_size) ~= "number" or opts.step_size < 1 then errors.raise("StepLR: step_size must be a positive integer") end
@@ -112,7 +120,7 @@ end
 M.StepLR = StepLR
 
 -- lr *= gamma at each milestone epoch (a milestone listed k times multiplies by gamma^k)
-local MultiStepLR = Scheduler.extend("MultiStepLR")
+local MultiStepLR = Scheduler.extend("MultiStepLR", { milestones = "table", gamma = "number" })
 function MultiStepLR.new(cls, optimizer, opts)
   opts = opts or {}
   if type(opts.milestones) ~= "table" then errors.raise("MultiStepLR: milestones must be a list of epochs") end
@@ -139,7 +147,7 @@ end
 M.MultiStepLR = MultiStepLR
 
 -- lr *= gamma every epoch
-local ExponentialLR = Scheduler.extend("ExponentialLR")
+local ExponentialLR = Scheduler.extend("ExponentialLR", { gamma = "number" })
 function ExponentialLR.new(cls, optimizer, opts)
   opts = opts or {}
   local self = Scheduler.init(cls, optimizer, opts)
@@ -156,7 +164,7 @@ end
 M.ExponentialLR = ExponentialLR
 
 -- lr = base_lr * lr_lambda(epoch); lr_lambda: a function or one per group (not in state_dict)
-local LambdaLR = Scheduler.extend("LambdaLR")
+local LambdaLR = Scheduler.extend("LambdaLR", { lr_lambda = "any" })
 function LambdaLR.new(cls, optimizer, opts)
   opts = opts or {}
   check_optimizer(cls, optimizer)
@@ -184,7 +192,8 @@ end
 M.LambdaLR = LambdaLR
 
 -- the factor goes linearly from start_factor to end_factor over total_iters epochs
-local LinearLR = Scheduler.extend("LinearLR")
+local LinearLR = Scheduler.extend("LinearLR", { start_factor = "number", end_factor = "number",
+                                              total_iters = { "integer", min = 1 } })
 function LinearLR.new(cls, optimizer, opts)
   opts = opts or {}
   local self = Scheduler.init(cls, optimizer, opts)
@@ -210,7 +219,7 @@ end
 M.LinearLR = LinearLR
 
 -- cosine from the base lr down to eta_min over T_max epochs
-local CosineAnnealingLR = Scheduler.extend("CosineAnnealingLR")
+local CosineAnnealingLR = Scheduler.extend("CosineAnnealingLR", { T_max = { "number", min = 1 }, eta_min = "number" })
 function CosineAnnealingLR.new(cls, optimizer, opts)
   opts = opts or {}
   if type(opts.T_max) ~= "number" or opts.T_max <= 0 then errors.raise("CosineAnnealingLR: T_max must be a positive number") end
@@ -237,7 +246,8 @@ M.CosineAnnealingLR = CosineAnnealingLR
 
 -- cosine annealing restarted every T_i epochs (T_0, then T_i *= T_mult); step(epoch) takes fractional
 -- epochs for per-batch schedules
-local WarmRestarts = Scheduler.extend("CosineAnnealingWarmRestarts")
+local WarmRestarts = Scheduler.extend("CosineAnnealingWarmRestarts", { T_0 = "number", T_mult = "number",
+                                                                  eta_min = "number" })
 function WarmRestarts.new(cls, optimizer, opts)
   opts = opts or {}
   local T_0 = need_number(cls, opts, "T_0", function(v) return v >= 1 and v % 1 == 0 end)

@@ -3,6 +3,7 @@
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local S = require("ds.shape")
+local options = require("ds.options")
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
@@ -24,12 +25,17 @@ local function check_params(list, name)
   end
 end
 
+-- the kind of each option, from its default's Lua type (lr = 1e-3: a number, nesterov = false: a boolean,
+-- betas: a table); with_params: a param group's keys (params too)
+local function option_kinds(defaults, with_params)
+  local kinds = { params = with_params and "any" or nil }
+  for k, v in pairs(defaults) do kinds[k] = type(v) end
+  return kinds
+end
+
 -- params: list of tensors, or list of groups {params = {...}, lr = ...}; opts: defaults overrides
 function Optimizer.new(cls, params, opts)
-  opts = opts or {}
-  for k in pairs(opts) do
-    if cls.defaults[k] == nil then errors.raise(string.format("%s: unknown option '%s'", cls.name, tostring(k))) end
-  end
+  opts = options.check(opts, cls.name, option_kinds(cls.defaults))
   local self = setmetatable({ param_groups = {}, state = {}, defaults = {} }, cls)
   for k, v in pairs(cls.defaults) do
     if opts[k] ~= nil then self.defaults[k] = opts[k] else self.defaults[k] = v end
@@ -57,9 +63,7 @@ function Optimizer:add_param_group(g)
     seen[p] = true
     group.params[i] = p
   end
-  for k in pairs(g) do
-    if k ~= "params" and self.defaults[k] == nil then errors.raise(string.format("%s: unknown group option '%s'", name, tostring(k))) end
-  end
+  options.check(g, name .. " param group " .. gi, option_kinds(self.defaults, true))
   for k, v in pairs(self.defaults) do
     if g[k] ~= nil then group[k] = g[k] else group[k] = v end
   end

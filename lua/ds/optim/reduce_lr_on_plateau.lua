@@ -1,6 +1,7 @@
 -- optim/reduce_lr_on_plateau.lua: ReduceLROnPlateau (torch 1.13): lr *= factor when a metric has not
 -- improved for more than patience epochs; scheduler:step(metric) once per epoch.
 local errors = require("ds.errors")
+local options = require("ds.options")
 
 local Plateau = { name = "ReduceLROnPlateau" }
 Plateau.__index = Plateau
@@ -12,7 +13,9 @@ local THRESHOLD_MODES = { rel = true, abs = true }
 -- opts: mode ("min"), factor (0.1), patience (10), threshold (1e-4), threshold_mode ("rel"),
 -- cooldown (0), min_lr (0, or one per group), eps (1e-8)
 function Plateau.new(cls, optimizer, opts)
-  opts = opts or {}
+  opts = options.check(opts, "ReduceLROnPlateau", { mode = { "min", "max" }, factor = "number",
+    patience = { "integer", min = 0 }, threshold = "number", threshold_mode = { "rel", "abs" },
+    cooldown = { "integer", min = 0 }, min_lr = "any", eps = "number" })
   if type(optimizer) ~= "table" or type(optimizer.param_groups) ~= "table" then
     errors.raise("ReduceLROnPlateau: first argument must be an optimizer")
   end

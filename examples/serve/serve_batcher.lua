@@ -1,0 +1,108 @@
+-- examples/serve/serve_batcher.lua: dynamic batching of one model in one nginx worker. Requests queue; a dispatcher
+-- (a timer's light thread) takes the oldest and up to max_batch - 1 more of the same shape bucket once the oldest
+-- has waited max_wait_ms (at once when max_batch are queued, or when a model call just finished), runs them as
+-- one call in the worker thread pool (serve_compute.run, off the event loop) and wakes each request with its row.
+local ffi = require("ffi")
+local semaphore = require("ngx.semaphore")
+local metrics = require("serve_metrics")
+
+local M = {}
+local Batcher = {}
+Batcher.__index = Batcher
+
+-- name: the model; cfg: its serve_config settings; kind: its serve_inputs kind (batch: rows -> model inputs;
+-- bucket: row -> the key of the rows that batch together); pool: the thread pool
+function M.new(name, cfg, kind, pool)
+  return setmetatable({ name = name, cfg = cfg, pack = kind.batch, bucket = kind.bucket, pool = pool, queue = {},
+                        head = 1, tail = 0,
+                        wake = semaphore.new(0), full = semaphore.new(0), collecting = false }, Batcher)
+end
+
+function Batcher:queued() return self.tail - self.head + 1 end
+
+local function now() ngx.update_time(); return ngx.now() end
+
+-- Queue one row and wait for its answer: the output row (a list of numbers), or nil, reason, message with reason
+-- "queue_full" or "deadline" (503) or "model" (500). timeout: seconds from now.
+function Batcher:submit(row, timeout)
+  local n = self:queued()
+  if n >= self.cfg.queue_limit then
+    return nil, "queue_full", string.format("model '%s' has %d requests waiting (queue_limit)", self.name, n)
+  end
+  local item = { row = row, sema = semaphore.new(0), arrived = now() }
+  self.tail = self.tail + 1
+  self.queue[self.tail] = item
+  if self.wake:count() < 1 then self.wake:post(1) end
+  if self.collecting and n + 1 >= self.cfg.max_batch and self.full:count() < 1 then self.full:post(1) end
+  if not item.sema:wait(timeout) then
+    item.cancelled = true          -- a dispatcher that has not taken it yet skips it
+    return nil, "deadline", string.format("deadline exceeded: no answer from model '%s' within %g ms", self.name,
+      timeout * 1000)
+  end
+  if item.err then return nil, "model", item.err end
+  return item.result
+end
+
+-- the oldest live request and up to max_batch - 1 more in its bucket (in arrival order), out of the queue
+function Batcher:take()
+  local items, rest, key = {}, {}, nil
+  for i = self.head, self.tail do
+    local it = self.queue[i]
+    self.queue[i] = nil
+    if not it.cancelled then
+      local k = self.bucket(it.row)
+      key = key or k
+      if k == key and #items < self.cfg.max_batch then items[#items + 1] = it else rest[#rest + 1] = it end
+    end
+  end
+  for i, it in ipairs(rest) do self.queue[i] = it end
+  self.head, self.tail = 1, #rest
+  return items
+end
+
+-- run the next batch as one model call, answer each of its requests
+function Batcher:run_batch()
+  local items = self:take()
+  if #items == 0 then return end
+  local start = now()
+  local rows = {}
+  for i, it in ipairs(items) do
+    rows[i] = it.row
+    metrics.observe("ds_queue_wait_seconds", self.name, start - it.arrived)
+  end
+  metrics.observe("ds_batch_size", self.name, #items)
+  local ok, bytes, cols, secs = ngx.run_worker_thread(self.pool, "serve_compute", "run", self.name, self.pack(rows))
+  if ok and bytes then
+    metrics.observe("ds_compute_seconds", self.name, secs)
+    local out = ffi.cast("const float *", bytes)
+    for i, it in ipairs(items) do
+      local p = {}
+      for c = 1, cols do p[c] = out[(i - 1) * cols + c - 1] end
+      it.result = p
+    end
+  else
+    local err = "model run failed: " .. tostring(ok and cols or bytes)
+    ngx.log(ngx.ERR, self.name, ": ", err)
+    for _, it in ipairs(items) do it.err = err end
+  end
+  for _, it in ipairs(items) do it.sema:post(1) end
+end
+
+-- the dispatcher: runs until the worker exits with nothing queued (wakes at least every second to notice)
+function Batcher:loop()
+  while not ngx.worker.exiting() or self:queued() > 0 do
+    if self:queued() <= 0 then
+      self.wake:wait(1)
+    else
+      local left = self.queue[self.head].arrived + self.cfg.max_wait_ms / 1000 - now()
+      if left > 0 and self:queued() < self.cfg.max_batch then
+        self.collecting = true
+        self.full:wait(left)
+        self.collecting = false
+      end
+      self:run_batch()
+    end
+  end
+end
+
+return M

@@ -1,0 +1,167 @@
+-- examples/serve/serve_inputs.lua: a request body -> one row of model input (strict JSON, clear 400 errors), and
+-- rows -> one batch of inputs as byte strings for the worker thread (serve_compute.lua), by model kind.
+local ffi = require("ffi")
+-- a decoder of its own that refuses what JSON refuses and lua-cjson would accept (hex, inf, nan, +1)
+local cjson = require("cjson.safe").new()
+cjson.decode_invalid_numbers(false)
+
+local M = {}
+local MAX_TEXT = 512
+M.MAX_TOKENS = 128            -- the BERT-style model's positions ([CLS] .. [SEP])
+
+-- The first number token of text outside strings that is not in JSON's grammar
+-- (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, finite), or nil. Complements decode_invalid_numbers(false),
+-- which lets "1." and overflowing exponents through.
+local function bad_number(text)
+  local pos = 1
+  while true do
+    local at, _, ch = text:find('(["%-%d])', pos)
+    if not at then return nil end
+    if ch == '"' then
+      local close = text:find('["\\]', at + 1)
+      while close and text:sub(close, close) == "\\" do close = text:find('["\\]', close + 2) end
+      if not close then return nil end
+      pos = close + 1
+    else
+      local tok = text:match("^%-?[%d%.eE+%-]*", at)
+      local int, frac, exp = tok:match("^%-?(%d+)(%.?%d*)([eE]?[+-]?%d*)$")
+      local ok = int and not (#int > 1 and int:sub(1, 1) == "0") and (frac == "" or #frac > 1)
+        and (exp == "" or exp:match("^[eE][+-]?%d+$")) and math.abs(tonumber(tok) or math.huge) < math.huge
+      if not ok then return tok end
+      pos = at + #tok
+    end
+  end
+end
+
+-- the POST body as a decoded JSON object, or nil and what is wrong
+function M.body_json()
+  if ngx.req.get_method() ~= "POST" then return nil, "use POST with a JSON body" end
+  ngx.req.read_body()
+  local body = ngx.req.get_body_data()
+  if not body then return nil, "empty body (or larger than 1 MiB)" end
+  local bad = bad_number(body)
+  if bad then return nil, "body is not JSON: '" .. bad:sub(1, 40) .. "' is not a JSON number" end
+  local req, err = cjson.decode(body)
+  if type(req) ~= "table" then return nil, "body is not JSON: " .. tostring(err or "not an object") end
+  return req
+end
+
+-- image: 28 rows of 28 numbers in 0..255 (or a flat list of 784) -> 784 f32 values in [0,1] as bytes
+local function image_row(req)
+  local img = req.image
+  if img == nil then return nil, "missing field 'image' (28x28 numbers in 0..255)" end
+  if type(img) ~= "table" then return nil, "'image' must be an array" end
+  local flat = {}
+  if #img == 28 and type(img[1]) == "table" then
+    for r = 1, 28 do
+      local row = img[r]
+      if type(row) ~= "table" or #row ~= 28 then return nil, "'image' must be 28 rows of 28 numbers (row " .. r .. " is not)" end
+      for c = 1, 28 do flat[#flat + 1] = row[c] end
+    end
+  elseif #img == 784 then
+    flat = img
+  else
+    return nil, "'image' must have shape 28x28 or 784, got " .. #img .. " entries"
+  end
+  local row = ffi.new("float[784]")
+  for i = 1, 784 do
+    local v = flat[i]
+    if type(v) ~= "number" or v ~= v or v < 0 or v > 255 then
+      return nil, "'image' values must be numbers in 0..255 (entry " .. i .. " is " .. tostring(v) .. ")"
+    end
+    row[i - 1] = v / 255
+  end
+  return { bytes = ffi.string(row, 784 * 4) }
+end
+
+-- text -> token ids ([CLS] chars [SEP], 1-based vocab ids) with the vocab saved next to the model
+local function text_row(req, vocab)
+  local text = req.text
+  if text == nil then return nil, "missing field 'text'" end
+  if type(text) ~= "string" then return nil, "'text' must be a string" end
+  if #text == 0 or #text > MAX_TEXT then return nil, "'text' must have 1.." .. MAX_TEXT .. " bytes" end
+  local ids = { vocab["[CLS]"] }
+  for ch in text:gmatch("[%z\1-\127\194-\244][\128-\191]*") do
+    if #ids < M.MAX_TOKENS - 1 then ids[#ids + 1] = vocab[ch] or vocab["[UNK]"] end
+  end
+  ids[#ids + 1] = vocab["[SEP]"]
+  return { ids = ids }
+end
+
+-- the smallest power of two >= n (batch sizes and padded lengths: a few shapes, so a few compiled plans)
+local function pow2(n)
+  local p = 1
+  while p < n do p = p * 2 end
+  return p
+end
+
+-- rows (from image_row) -> inputs {{dtype, shape, bytes}} of B = pow2(#rows) rows; rows past #rows repeat row 1
+local function image_batch(rows)
+  local B = pow2(#rows)
+  local parts = {}
+  for b = 1, B do parts[b] = (rows[b] or rows[1]).bytes end
+  return { { dtype = "f32", shape = { B, 1, 28, 28 }, bytes = table.concat(parts) } }
+end
+
+-- the padded length of a text row; the batcher batches rows of one length together (docs/SERVING.md: measured
+-- against padding a batch of mixed lengths to its longest)
+local function text_bucket(row) return math.min(pow2(#row.ids), M.MAX_TOKENS) end
+
+-- rows (from text_row) -> ids (B,T) i64 and mask (B,T) f32, T = pow2(longest row) (at most MAX_TOKENS), padded
+-- with [PAD] = 1 under mask 0; rows past #rows repeat row 1. A row's answer does not depend on T or B: the
+-- serve specs check it bit for bit.
+local function text_batch(rows)
+  local B, T = pow2(#rows), 1
+  for _, r in ipairs(rows) do T = math.max(T, #r.ids) end
+  T = math.min(pow2(T), M.MAX_TOKENS)
+  local ids, mask = ffi.new("int64_t[?]", B * T), ffi.new("float[?]", B * T)
+  for b = 1, B do
+    local r = (rows[b] or rows[1]).ids
+    for t = 1, T do
+      local k = (b - 1) * T + t - 1
+      ids[k] = r[t] or 1
+      mask[k] = r[t] and 1 or 0
+    end
+  end
+  return { { dtype = "i64", shape = { B, T }, bytes = ffi.string(ids, B * T * 8) },
+           { dtype = "f32", shape = { B, T }, bytes = ffi.string(mask, B * T * 4) } }
+end
+
+-- every batch a model with these settings can get (one per compiled plan), for warm-up: lists of inputs
+local function image_shapes(max_batch)
+  local out, row = {}, { bytes = string.rep("\0", 784 * 4) }
+  local b = 1
+  while b <= pow2(max_batch) do
+    local rows = {}
+    for i = 1, b do rows[i] = row end
+    out[#out + 1] = image_batch(rows)
+    b = b * 2
+  end
+  return out
+end
+
+local function text_shapes(max_batch)
+  local out = {}
+  local b = 1
+  while b <= pow2(max_batch) do
+    local t = 2
+    while t <= M.MAX_TOKENS do
+      local ids = {}
+      for i = 1, t do ids[i] = 2 end
+      local rows = {}
+      for i = 1, b do rows[i] = { ids = ids } end
+      out[#out + 1] = text_batch(rows)
+      t = t * 2
+    end
+    b = b * 2
+  end
+  return out
+end
+
+M.KINDS = {
+  image = { row = image_row, batch = image_batch, bucket = function() return 1 end, shapes = image_shapes, labels = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+            "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot" } },
+  text = { row = text_row, batch = text_batch, bucket = text_bucket, shapes = text_shapes, labels = { "angry", "happy", "neutral", "surprise", "sad", "fear" } },
+}
+
+return M

@@ -1,0 +1,387 @@
+-- convert/rewrite.lua: a parsed function -> converted Lua source on the user's original lines. `if`/`while`/
+-- `repeat`/numeric `for` become calls of the runtime (`__ds_rt.if_(cond, then_fn, else_fn, ...)`) with the
+-- variables they assign carried in and out; `break` becomes a flag; and/or/not in conditions become runtime
+-- calls; calls go through `__ds_rt.call` (so callees are converted). What cannot be converted stays plain Lua
+-- with its condition checked (`__ds_rt.check`), which names the construct, its line and the reason when the
+-- condition is a tensor while tracing. mode "check" ({convert = false}) only checks.
+local A = require("ds.convert.analysis")
+
+local M = {}
+local RT = "__ds_rt"
+
+local function Name(n, line) return { tag = "Name", name = n, line = line } end
+
+-- ---- break -> flag ----
+-- block with every `break` that leaves it replaced by `flag = true`, and the statements after a statement that
+-- may break wrapped in `if not flag then ... end`; returns the new block and whether it may break
+local function lower_breaks(block, flag)
+  local out = {}
+  for i, s in ipairs(block) do
+    local broke = false
+    if s.tag == "Break" then
+      out[#out + 1] = { tag = "Assign", targets = { Name(flag, s.line) }, exprs = { { tag = "True", line = s.line } }, line = s.line }
+      return out, true
+    elseif s.tag == "If" then
+      local ns = { tag = "If", clauses = {}, line = s.line }
+      for k, c in ipairs(s.clauses) do
+        local b, br = lower_breaks(c.body, flag)
+        ns.clauses[k] = { cond = c.cond, body = b, line = c.line }
+        broke = broke or br
+      end
+      if s.orelse then
+        local b, br = lower_breaks(s.orelse, flag)
+        ns.orelse = b
+        broke = broke or br
+      end
+      out[#out + 1] = ns
+    elseif s.tag == "Do" then
+      local b, br = lower_breaks(s.body, flag)
+      out[#out + 1] = { tag = "Do", body = b, line = s.line }
+      broke = br
+    else
+      out[#out + 1] = s
+    end
+    if broke then
+      local rest = { unpack(block, i + 1) }
+      if #rest > 0 then
+        local lowered = lower_breaks(rest, flag)
+        out[#out + 1] = { tag = "If", line = rest[1].line, clauses = { {
+          cond = { tag = "Unop", op = "not", expr = Name(flag, rest[1].line), line = rest[1].line },
+          body = lowered, line = rest[1].line } } }
+      end
+      return out, true
+    end
+  end
+  return out, false
+end
+
+-- the reason a block (a branch or a loop body) cannot become a function, or nil
+local function refusal(info, construct)
+  if info.gotos then return string.format("goto or label inside the %s (line %d)", construct, info.gotos.line) end
+  if info.vararg then return string.format("`...` used inside the %s (line %d)", construct, info.vararg.line) end
+  if info.closure_assign then
+    return string.format("a function defined inside the %s assigns `%s` (line %d), a variable outside it",
+      construct, info.closure_assign.name, info.closure_assign.line)
+  end
+  if info.breaks then
+    return string.format("break inside the %s (line %d) leaves a loop that is not converted", construct, info.breaks.line)
+  end
+  return nil
+end
+
+local function union(a, b)
+  local out, seen = {}, {}
+  for _, l in ipairs { a, b } do
+    for _, n in ipairs(l) do if not seen[n] then seen[n] = true; out[#out + 1] = n end end
+  end
+  return out
+end
+
+-- generate(fnode, chunk, mode) -> the text of `function(params) ... end` placed on its original lines, preceded
+-- by `prefix` (which must fit on line 1)
+function M.generate(fnode, site_file, mode, prefix)
+  local parts, line = { prefix }, 1
+  local nflags = 0
+
+  local function put(text, ln)
+    if ln and ln > line then parts[#parts + 1] = string.rep("\n", ln - line); line = ln end
+    parts[#parts + 1] = " " .. text
+    local _, nl = text:gsub("\n", "")
+    line = line + nl
+  end
+  local function site(ln) return string.format("%q", site_file .. ":" .. ln) end
+  local function names_list(names)
+    local q = {}
+    for i, n in ipairs(names) do q[i] = string.format("%q", n) end
+    return "{" .. table.concat(q, ",") .. "}"
+  end
+  local function str_or_nil(s) return s and string.format("%q", s) or "nil" end
+
+  local expr, block, cond_expr
+
+  local function exprs(list)
+    for i, e in ipairs(list) do
+      if i > 1 then put(",") end
+      expr(e)
+    end
+  end
+
+  local function func(f)
+    put(RT .. ".mark(function(", f.line)
+    local ps = {}
+    for i, p in ipairs(f.params) do ps[i] = p end
+    if f.vararg then ps[#ps + 1] = "..." end
+    put(table.concat(ps, ", ") .. ")")
+    block(f.body, { fnlevel = true })
+    put("end)", f.endline)
+  end
+
+  expr = function(e)
+    local tag = e.tag
+    if tag == "Name" then put(e.name, e.line)
+    elseif tag == "Nil" then put("nil", e.line)
+    elseif tag == "True" then put("true", e.line)
+    elseif tag == "False" then put("false", e.line)
+    elseif tag == "Number" or tag == "String" then put(e.value, e.line)
+    elseif tag == "Vararg" then put("...", e.line)
+    elseif tag == "Function" then func(e)
+    elseif tag == "Table" then
+      put("{", e.line)
+      for i, fl in ipairs(e.fields) do
+        if i > 1 then put(",") end
+        if fl.key then put("["); expr(fl.key); put("] =")
+        elseif fl.name then put(fl.name .. " =", fl.value.line) end
+        expr(fl.value)
+      end
+      put("}")
+    elseif tag == "Binop" then
+      expr(e.left); put(e.op, e.line); expr(e.right)
+    elseif tag == "Unop" then
+      put(e.op, e.line); expr(e.expr)
+    elseif tag == "Paren" then
+      put("(", e.line); expr(e.expr); put(")")
+    elseif tag == "Index" then
+      expr(e.obj); put("[", e.line); expr(e.key); put("]")
+    elseif tag == "Call" then
+      -- the callee's description, for the error when it is not callable (a tail call leaves no frame to name)
+      local what = e.fn.tag == "Name" and ("'" .. e.fn.name .. "'")
+        or (e.fn.tag == "Index" and e.fn.key.field and ("field '" .. e.fn.key.field .. "'")) or "a value"
+      put(RT .. ".call(", e.line); expr(e.fn)
+      put(", " .. string.format("%q", site_file .. ":" .. e.line .. ": attempt to call " .. what))
+      for _, a in ipairs(e.args) do put(","); expr(a) end
+      put(")")
+    elseif tag == "Method" then
+      put(RT .. ".mcall(", e.line); expr(e.obj)
+      put(", " .. string.format("%q", e.name) .. ", " .. site(e.line))
+      for _, a in ipairs(e.args) do put(","); expr(a) end
+      put(")")
+    else
+      error("convert: unknown expression " .. tostring(tag))
+    end
+  end
+
+  -- a condition: and/or/not become runtime calls (tensor-aware); the rest is a plain expression
+  cond_expr = function(e)
+    if e.tag == "Binop" and (e.op == "and" or e.op == "or") and not A.scan({ { tag = "Return", exprs = { e.right } } }).vararg then
+      put(RT .. (e.op == "and" and ".and_(" or ".or_("), e.line); cond_expr(e.left)
+      put(", function() return"); cond_expr(e.right); put("end, " .. site(e.line) .. ")")
+    elseif e.tag == "Unop" and e.op == "not" then
+      put(RT .. ".not_(", e.line); cond_expr(e.expr); put(", " .. site(e.line) .. ")")
+    elseif e.tag == "Paren" then
+      put("(", e.line); cond_expr(e.expr); put(")")
+    else
+      expr(e)
+    end
+  end
+
+  local function checked(e, construct, reason)
+    put(RT .. ".check(", e.line); cond_expr(e)
+    put(", " .. site(e.line) .. ", " .. string.format("%q", construct) .. ", " .. string.format("%q", reason) .. ")")
+  end
+
+  -- `function(names) <body> return names end`
+  local function carrier(params, body, names, ctx, endline, tail)
+    put("function(" .. table.concat(params, ", ") .. ")")
+    block(body, ctx)
+    put("return " .. (tail and (tail .. (#names > 0 and ", " or "")) or "") .. table.concat(names, ", "), endline)
+    put("end")
+  end
+
+  -- the runtime call's tail: site, carried names, the tensor-only refusal, extra args, the carried values
+  local function call_tail(ln, names, treason, extra)
+    put(", " .. site(ln) .. ", " .. names_list(names) .. ", " .. str_or_nil(treason) .. (extra or ""))
+    if #names > 0 then put(", " .. table.concat(names, ", ")) end
+    put(")")
+  end
+
+  local function assign_prefix(names, ln)
+    if #names > 0 then put(table.concat(names, ", ") .. " =", ln) end
+  end
+
+  local OFF = "conversion is off ({convert = false})"
+
+  local function stat_if(s, ctx, rest)
+    if #s.clauses > 1 then -- elseif -> else if
+      local c2 = s.clauses[2]
+      s = { tag = "If", line = s.line, clauses = { s.clauses[1] },
+            orelse = { { tag = "If", line = c2.line, clauses = { unpack(s.clauses, 2) }, orelse = s.orelse } } }
+    end
+    local c = s.clauses[1]
+    local thenb, elseb, consumed = c.body, s.orelse or {}, false
+    local ti, ei = A.scan(thenb), A.scan(elseb)
+    local reason = mode == "check" and OFF or refusal(ti, "branch") or refusal(ei, "branch")
+    local returning = false
+    if not reason and (ti.tail_returns or ei.tail_returns) then
+      if ti.returns or ei.returns then
+        reason = string.format("return inside a branch (line %d) that is not its last statement", (ti.returns or ei.returns).line)
+      elseif not ctx.fnlevel then
+        reason = "return inside a branch of an if that is inside a loop"
+      elseif A.always_returns(thenb) and not s.orelse and #rest > 0 then
+        elseb, consumed, returning = rest, true, true
+        ei = A.scan(elseb)
+        reason = refusal(ei, "code after the if") or (ei.returns and string.format("return (line %d) that is not the "
+          .. "last statement of the code after the if", ei.returns.line))
+        if reason then elseb, consumed, returning = s.orelse or {}, false, false end
+      elseif A.always_returns(thenb) and A.always_returns(elseb) then
+        returning = true
+      else
+        reason = "only some branches return (give the if an else that returns too, or return after the if)"
+      end
+    end
+    if reason then
+      put("if", s.line); checked(c.cond, "if", reason); put("then")
+      block(thenb, { fnlevel = ctx.fnlevel, in_loop = ctx.in_loop })
+      if s.orelse then put("else"); block(s.orelse, { fnlevel = ctx.fnlevel, in_loop = ctx.in_loop }) end
+      put("end")
+      return false
+    end
+    local treason = ti.fields or ei.fields
+    treason = treason and string.format("a branch assigns a table field (line %d), which graph branches cannot carry", treason.line)
+    if returning then
+      put("do return " .. RT .. ".if_ret(", s.line); cond_expr(c.cond); put(", function()")
+      block(thenb, { fnlevel = true }); put("end, function()")
+      block(elseb, { fnlevel = true }); put("end, " .. site(s.line) .. ", " .. str_or_nil(treason) .. ") end")
+      return consumed
+    end
+    local names = union(ti.assigned, ei.assigned)
+    assign_prefix(names, s.line)
+    put(RT .. ".if_(", s.line); cond_expr(c.cond); put(",")
+    local bctx = { in_loop = ctx.in_loop }
+    carrier(names, thenb, names, bctx, (elseb[1] and elseb[1].line or s.line))
+    put(",")
+    carrier(names, elseb, names, bctx)
+    call_tail(s.line, names, treason)
+    return false
+  end
+
+  local function loop_refusal(body, construct)
+    local info = A.scan(body)
+    if mode == "check" then return OFF end
+    if info.tail_returns then return string.format("return inside the %s body", construct) end
+    if construct == "repeat" and info.breaks then return "break inside repeat ... until" end
+    local r = refusal({ gotos = info.gotos, vararg = info.vararg, closure_assign = info.closure_assign }, construct .. " body")
+    return r
+  end
+
+  local function fields_reason(info, construct)
+    return info.fields and string.format("the %s body assigns a table field (line %d), which a graph loop cannot carry",
+      construct, info.fields.line) or nil
+  end
+
+  local function new_flag() nflags = nflags + 1; return "__ds_break" .. nflags end
+
+  local function stat_while(s)
+    local reason = loop_refusal(s.body, "while")
+    if reason then
+      put("while", s.line); checked(s.cond, "while", reason); put("do")
+      block(s.body, { in_loop = true }); put("end")
+      return
+    end
+    local body, condition = s.body, s.cond
+    if A.scan(body).breaks then
+      local flag = new_flag()
+      body = lower_breaks(body, flag)
+      condition = { tag = "Binop", op = "and", line = s.line,
+        left = { tag = "Unop", op = "not", expr = Name(flag, s.line), line = s.line }, right = condition }
+      put("local " .. flag .. " = false;", s.line)
+    end
+    local info = A.scan(body)
+    local names = info.assigned
+    assign_prefix(names, s.line)
+    put(RT .. ".while_(function(" .. table.concat(names, ", ") .. ") return", s.line); cond_expr(condition); put("end,")
+    carrier(names, body, names, { in_loop = true })
+    call_tail(s.line, names, fields_reason(info, "while"))
+  end
+
+  local function stat_repeat(s)
+    local reason = loop_refusal(s.body, "repeat")
+    if reason then
+      put("repeat", s.line); block(s.body, { in_loop = true }); put("until"); checked(s.cond, "repeat", reason)
+      return
+    end
+    local info = A.scan(s.body)
+    local names = info.assigned
+    assign_prefix(names, s.line)
+    put(RT .. ".repeat_(function(" .. table.concat(names, ", ") .. ")", s.line)
+    block(s.body, { in_loop = true })
+    put("return", s.cond.line); cond_expr(s.cond)
+    if #names > 0 then put(", " .. table.concat(names, ", ")) end
+    put("end")
+    call_tail(s.line, names, fields_reason(info, "repeat"))
+  end
+
+  local function stat_fornum(s)
+    local reason = loop_refusal(s.body, "for")
+    if reason then
+      put("for " .. s.var .. " =", s.line)
+      for i, e in ipairs { s.start, s.limit, s.step } do
+        if i > 1 then put(",") end
+        put(RT .. ".num("); expr(e); put(", " .. site(s.line) .. ", " .. string.format("%q", reason) .. ")")
+      end
+      put("do"); block(s.body, { in_loop = true }); put("end")
+      return
+    end
+    local body, flag = s.body, nil
+    if A.scan(body).breaks then
+      flag = new_flag()
+      body = lower_breaks(body, flag)
+      put("local " .. flag .. " = false;", s.line)
+    end
+    local info = A.scan(body)
+    local names = info.assigned
+    local brk = 0
+    for i, n in ipairs(names) do if n == flag then brk = i end end
+    assign_prefix(names, s.line)
+    put(RT .. ".for_(", s.line); expr(s.start); put(","); expr(s.limit); put(",")
+    if s.step then expr(s.step) else put("nil") end
+    put(",")
+    local params = { s.var }
+    for _, n in ipairs(names) do params[#params + 1] = n end
+    carrier(params, body, names, { in_loop = true })
+    call_tail(s.line, names, fields_reason(info, "for"), ", " .. brk)
+  end
+
+  local function stat(s, ctx, rest)
+    local tag = s.tag
+    if tag == "Local" then
+      put("local " .. table.concat(s.names, ", "), s.line)
+      if #s.exprs > 0 then put("="); exprs(s.exprs) end
+    elseif tag == "Assign" then
+      exprs(s.targets); put("="); exprs(s.exprs)
+    elseif tag == "CallStat" then expr(s.call)
+    elseif tag == "Do" then put("do", s.line); block(s.body, { in_loop = ctx.in_loop }); put("end")
+    elseif tag == "LocalFunction" then
+      put("local " .. s.name .. "; " .. s.name .. " =", s.line); func(s.func)
+    elseif tag == "FunctionStat" then
+      local path = s.path[1]
+      for i = 2, #s.path do path = path .. "[" .. string.format("%q", s.path[i]) .. "]" end
+      if s.method then path = path .. "[" .. string.format("%q", s.method) .. "]" end
+      put(path .. " =", s.line); func(s.func)
+    elseif tag == "Return" then put("return", s.line); exprs(s.exprs)
+    elseif tag == "Break" then put("break", s.line)
+    elseif tag == "Goto" then put("goto " .. s.label, s.line)
+    elseif tag == "Label" then put("::" .. s.name .. "::", s.line)
+    elseif tag == "Forin" then
+      put("for " .. table.concat(s.names, ", ") .. " in", s.line); exprs(s.exprs); put("do")
+      block(s.body, { in_loop = true }); put("end")
+    elseif tag == "If" then return stat_if(s, ctx, rest)
+    elseif tag == "While" then stat_while(s)
+    elseif tag == "Repeat" then stat_repeat(s)
+    elseif tag == "Fornum" then stat_fornum(s)
+    else error("convert: unknown statement " .. tostring(tag)) end
+    return false
+  end
+
+  block = function(b, ctx)
+    for i, s in ipairs(b) do
+      local consumed = stat(s, ctx, ctx.fnlevel and i < #b and { unpack(b, i + 1) } or {})
+      put(";")
+      if consumed then break end
+    end
+  end
+
+  func(fnode)
+  return table.concat(parts)
+end
+
+return M

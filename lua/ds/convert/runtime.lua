@@ -1,0 +1,334 @@
+-- convert/runtime.lua: what converted code calls: a condition that is a tensor while tracing becomes ds.cond /
+-- ds.while_loop (the carried variables as operands); a Lua value runs plain Lua; a tensor eagerly is true when
+-- non-zero (PyTorch's bool(tensor)). Calls go through `call`/`mcall`, which convert the Lua functions they reach.
+local D = require("ds.dispatch")
+local S = require("ds.shape")
+local state = require("ds.state")
+local dtype = require("ds.dtype")
+local Tensor = require("ds.tensor")
+local control = require("ds.control")
+local F = require("ds.ops.common").functions
+
+local M = {}
+local is_tensor = Tensor.is_tensor
+
+local function pack(...) return { n = select("#", ...), ... } end
+
+-- a tensor while tracing: its value exists only when the graph runs
+local function graph_value(c) return state.trace ~= nil and is_tensor(c) end
+
+-- bool(c) as PyTorch has it for tensors, Lua's truth for anything else
+local function truth(c, construct, site)
+  if not is_tensor(c) then return c end
+  if c:numel() ~= 1 then
+    error(string.format("%s: %s: the condition is a tensor of shape %s; a condition needs one element (use "
+      .. ":any() or :all())", site, construct, S.str(c._shape)), 0)
+  end
+  local v = c:item()
+  return v == true or (type(v) == "number" and v ~= 0)
+end
+
+local function refuse(site, construct, reason)
+  error(string.format("%s: %s on a tensor while tracing: %s; the graph cannot take this branch by the tensor's "
+    .. "value. Use ds.cond / ds.while_loop (docs/CONVERSION.md), or a condition that is a Lua value", site,
+    construct, reason), 0)
+end
+
+-- a 0-d bool tensor holding the truth of v (a graph tensor, a Lua value)
+local function as_pred(v)
+  if is_tensor(v) then
+    if v.dtype == "bool" then return v end
+    return v:ne(0)
+  end
+  return D.scalar(v ~= nil and v ~= false, "bool")
+end
+
+-- the non-tensor carried values a graph branch or loop must leave alone
+local function check_kept(before, after, names, site, construct)
+  if rawequal(before, after) then return end
+  error(string.format("%s: %s on a tensor: `%s` is a %s before and a %s after; in graph control flow carried "
+    .. "variables are tensors (give it a tensor value before, e.g. ds.tensor(0))", site, construct, names,
+    type(before) == "nil" and "nil value" or type(before), is_tensor(after) and "tensor" or type(after)), 0)
+end
+
+-- ---- if ----
+-- branches: fn(carried...) -> carried...; in graph mode the tensor-valued ones go through ds.cond
+local function graph_if(c, then_fn, else_fn, site, names, ...)
+  local init = pack(...)
+  local n = #names
+  local pattern -- per carried variable: true when the then branch made it a tensor
+  local function wrap(fn, which)
+    return function(...)
+      local r = pack(fn(...))
+      for i = 1, n do if type(r[i]) == "boolean" then r[i] = D.scalar(r[i], "bool") end end
+      if which == "then" then
+        pattern = {}
+        for i = 1, n do pattern[i] = is_tensor(r[i]) or r[i] end
+      end
+      local out = {}
+      for i = 1, n do
+        local p = pattern[i]
+        if p == true then
+          if not is_tensor(r[i]) then
+            error(string.format("%s: if on a tensor: `%s` is a tensor after the then branch but a %s after the "
+              .. "else branch; give it a tensor value in both", site, names[i], type(r[i])), 0)
+          end
+          out[#out + 1] = r[i]
+        elseif is_tensor(r[i]) then
+          error(string.format("%s: if on a tensor: `%s` is a tensor after the else branch but a %s after the "
+            .. "then branch; give it a tensor value in both", site, names[i], type(p)), 0)
+        else
+          check_kept(p, r[i], names[i], site, "if")
+        end
+      end
+      return unpack(out, 1, #out)
+    end
+  end
+  local res = pack(control.cond(as_pred(c), wrap(then_fn, "then"), wrap(else_fn, "else"), unpack(init, 1, n)))
+  local out, k = {}, 0
+  for i = 1, n do
+    if pattern[i] == true then k = k + 1; out[i] = res[k] else out[i] = pattern[i] end
+  end
+  return unpack(out, 1, n)
+end
+
+local OFF = "conversion is off ({convert = false})"
+
+-- the runtime of one mode ("convert", or "check" for {convert = false}); convert(f) converts a callee
+function M.new(mode, convert)
+  local rt = {}
+
+  function rt.check(c, site, construct, reason)
+    if graph_value(c) then refuse(site, construct, reason) end
+    return truth(c, construct, site)
+  end
+
+  function rt.num(v, site, reason)
+    if is_tensor(v) then
+      if state.trace then refuse(site, "for", reason) end
+      return v:item()
+    end
+    return v
+  end
+
+  function rt.if_(c, then_fn, else_fn, site, names, reason, ...)
+    if not graph_value(c) then
+      if truth(c, "if", site) then return then_fn(...) end
+      return else_fn(...)
+    end
+    if reason then refuse(site, "if", reason) end
+    return graph_if(c, then_fn, else_fn, site, names, ...)
+  end
+
+  -- both branches return: the results of the branch taken (ds.cond's results in graph mode)
+  function rt.if_ret(c, then_fn, else_fn, site, reason)
+    if not graph_value(c) then
+      if truth(c, "if", site) then return then_fn() end
+      return else_fn()
+    end
+    if reason then refuse(site, "if", reason) end
+    local function wrap(fn)
+      return function()
+        local r = pack(fn())
+        for i = 1, r.n do if type(r[i]) == "boolean" then r[i] = D.scalar(r[i], "bool") end end
+        return unpack(r, 1, r.n)
+      end
+    end
+    return control.cond(as_pred(c), wrap(then_fn), wrap(else_fn))
+  end
+
+  -- ---- loops ----
+  -- a graph loop over carried variables (names[i] = vars[i]); the non-tensor ones must stay as they are.
+  -- cond(vars...) -> predicate; body(vars...) -> vars...
+  local function graph_loop(site, construct, names, vars, cond, body, opts)
+    local n = #names
+    local init, pos = {}, {}
+    for i = 1, n do
+      if type(vars[i]) == "boolean" then vars[i] = D.scalar(vars[i], "bool") end
+      if is_tensor(vars[i]) then init[#init + 1] = vars[i]; pos[#pos + 1] = i end
+    end
+    if #init == 0 then
+      error(string.format("%s: %s on a tensor changes no tensor variable, so it would never end", site, construct), 0)
+    end
+    local function full(...)
+      local v = {}
+      for i = 1, n do v[i] = vars[i] end
+      for k = 1, #pos do v[pos[k]] = select(k, ...) end
+      return unpack(v, 1, n)
+    end
+    local function body_t(...)
+      local r = pack(body(full(...)))
+      local out = {}
+      for i = 1, n do
+        local x = r[i]
+        if type(x) == "boolean" then x = D.scalar(x, "bool") end
+        if is_tensor(vars[i]) then
+          if not is_tensor(x) then
+            error(string.format("%s: %s on a tensor: `%s` is a tensor before the body and a %s after it",
+              site, construct, names[i], type(x)), 0)
+          end
+          if x.dtype ~= vars[i].dtype or not S.equal(x._shape, vars[i]._shape) then
+            error(string.format("%s: %s on a tensor: the body turns `%s` from %s %s into %s %s; loop variables "
+              .. "keep their shape and dtype", site, construct, names[i], vars[i].dtype, S.str(vars[i]._shape),
+              x.dtype, S.str(x._shape)), 0)
+          end
+          out[#out + 1] = x
+        else
+          check_kept(vars[i], x, names[i], site, construct)
+        end
+      end
+      return unpack(out, 1, #out)
+    end
+    local res = pack(control.while_loop(function(...) return as_pred(cond(full(...))) end, body_t, init, opts))
+    for k = 1, #pos do vars[pos[k]] = res[k] end
+    return unpack(vars, 1, n)
+  end
+
+  function rt.while_(cond_fn, body_fn, site, names, reason, ...)
+    local n = #names
+    local vars = pack(...)
+    while true do
+      local c = cond_fn(unpack(vars, 1, n))
+      if graph_value(c) then
+        if reason then refuse(site, "while", reason) end
+        return graph_loop(site, "while", names, vars, cond_fn, body_fn)
+      end
+      if not truth(c, "while", site) then break end
+      vars = pack(body_fn(unpack(vars, 1, n)))
+    end
+    return unpack(vars, 1, n)
+  end
+
+  -- repeat: body_fn(vars...) -> until_value, vars...
+  function rt.repeat_(body_fn, site, names, reason, ...)
+    local n = #names
+    local vars = pack(...)
+    while true do
+      local r = pack(body_fn(unpack(vars, 1, n)))
+      local c = r[1]
+      vars = { unpack(r, 2, n + 1) }
+      if graph_value(c) then
+        if reason then refuse(site, "repeat", reason) end
+        local names2, vars2 = { "(until)" }, { c }
+        for i = 1, n do names2[i + 1] = names[i]; vars2[i + 1] = vars[i] end
+        local res = pack(graph_loop(site, "repeat", names2, vars2,
+          function(u) return as_pred(u):logical_not() end,
+          function(_, ...) return body_fn(...) end))
+        return unpack(res, 2, n + 1)
+      end
+      if truth(c, "repeat", site) then break end
+    end
+    return unpack(vars, 1, n)
+  end
+
+  -- numeric for with a tensor bound (or a break on a tensor): a counter tensor k runs a, a+s, ... while k <= b
+  -- (k >= b for a negative step); body_fn(k, vars...) -> vars...; brk: index of the break flag in vars (0: none)
+  local function graph_for(a, b, s, body_fn, site, names, brk, vars)
+    local dt = "i64"
+    for _, v in ipairs { a, b, s } do
+      if is_tensor(v) and dtype.is_float[v.dtype] then dt = v.dtype end
+    end
+    local n = #names
+    local names2, vars2 = { "(for counter)" }, { D.cast(a, dt) }
+    for i = 1, n do names2[i + 1] = names[i]; vars2[i + 1] = vars[i] end
+    local limit, step = D.cast(b, dt), is_tensor(s) and D.cast(s, dt) or s
+    local function cond(k, ...)
+      local c
+      if is_tensor(step) then c = F.where(step:gt(0), k:le(limit), k:ge(limit))
+      elseif step > 0 then c = k:le(limit) else c = k:ge(limit) end
+      if brk > 0 then c = c:logical_and(as_pred((select(brk, ...))):logical_not()) end
+      return c
+    end
+    local res = pack(graph_loop(site, "for", names2, vars2, cond, function(k, ...)
+      return k + step, body_fn(k, ...)
+    end))
+    return unpack(res, 2, n + 1)
+  end
+
+  function rt.for_(a, b, s, body_fn, site, names, reason, brk, ...)
+    local n = #names
+    local vars = pack(...)
+    s = s == nil and 1 or s
+    if is_tensor(a) or is_tensor(b) or is_tensor(s) then
+      if reason and state.trace then refuse(site, "for", reason) end
+      return graph_for(a, b, s, body_fn, site, names, brk, vars)
+    end
+    for i = a, b, s do
+      vars = pack(body_fn(i, unpack(vars, 1, n)))
+      if brk > 0 then
+        local f = vars[brk]
+        if graph_value(f) then
+          if reason then refuse(site, "for", reason) end
+          return graph_for(i + s, b, s, body_fn, site, names, brk, vars)
+        end
+        if truth(f, "for", site) then break end
+      end
+    end
+    return unpack(vars, 1, n)
+  end
+
+  -- ---- and / or / not in conditions ----
+  function rt.and_(a, b_fn, site)
+    if not graph_value(a) then
+      if is_tensor(a) then if truth(a, "and", site) then return b_fn() end return a end
+      return a and b_fn()
+    end
+    if mode == "check" then refuse(site, "and", OFF) end
+    return control.cond(as_pred(a), function() return as_pred(b_fn()) end, function() return D.scalar(false, "bool") end)
+  end
+
+  function rt.or_(a, b_fn, site)
+    if not graph_value(a) then
+      if is_tensor(a) then if truth(a, "or", site) then return a end return b_fn() end
+      return a or b_fn()
+    end
+    if mode == "check" then refuse(site, "or", OFF) end
+    return control.cond(as_pred(a), function() return D.scalar(true, "bool") end, function() return as_pred(b_fn()) end)
+  end
+
+  function rt.not_(a, site)
+    if graph_value(a) then
+      if mode == "check" then refuse(site, "not", OFF) end
+      return as_pred(a):logical_not()
+    end
+    if is_tensor(a) then return not truth(a, "not", site) end
+    return not a
+  end
+
+  -- ---- calls: the Lua functions converted code reaches are converted too ----
+  local marked = setmetatable({}, { __mode = "k" })
+  function rt.mark(f) marked[f] = true; return f end
+
+  local function converted(f)
+    if marked[f] then return f end
+    return convert(f)
+  end
+
+  -- f(...); what: "file:line: attempt to call <callee>" for the error when f is not callable
+  function rt.call(f, what, ...)
+    local tf = type(f)
+    if tf == "function" then return converted(f)(...) end
+    if tf == "table" and not is_tensor(f) and rawget(f, "_order") and type(f.forward) == "function" then
+      return converted(f.forward)(f, ...) -- a module instance: its forward
+    end
+    local m = (tf == "table" or tf == "userdata") and getmetatable(f)
+    if tf ~= "cdata" and not (type(m) == "table" and m.__call) and not is_tensor(f) then
+      error(string.format("%s (a %s value)", what, tf), 0)
+    end
+    return f(...)
+  end
+
+  function rt.mcall(o, name, site, ...)
+    local f = o[name]
+    if type(f) == "function" then
+      if is_tensor(o) then return f(o, ...) end
+      return converted(f)(o, ...)
+    end
+    if f == nil then error(string.format("%s: attempt to call method '%s' (a nil value)", site, name), 0) end
+    return f(o, ...)
+  end
+
+  return rt
+end
+
+return M

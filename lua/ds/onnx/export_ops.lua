@@ -1,0 +1,409 @@
+-- onnx/export_ops.lua: the ONNX form of every ds op (opset 17), or the reason it has none.
+--[[ FORMS[op](w, n): n.node is the ds node, n.ins the ONNX names of its inputs, n.outs the names its outputs
+  must get, n.inm / n.outm the metas ({shape, dtype}) of inputs and outputs, n.used[k] whether output k is
+  read. w is the Writer (export.lua): w:node, w:one, w:const, w:scalar, w:i64s, w:shape, w:dim, w:cast.
+  NO_FORM[op] = reason: exporting a graph holding the op is an error naming it, the reason and its Lua line.
+  Every op of the table is in one of the two (tests/onnx_spec.lua fails naming an op that is in neither).
+  ds indices are 1-based: Gather/ArgMax/OneHot... get index - 1, and indices they return get + 1. ]]
+local types = require("ds.onnx.types")
+local dtype = require("ds.dtype")
+
+local M = {}
+local FORMS, NO_FORM = {}, {}
+M.FORMS, M.NO_FORM = FORMS, NO_FORM
+
+local A -- attribute wrappers, set by export.lua (M.init) to avoid a require cycle
+function M.init(attr_wrappers) A = attr_wrappers end
+
+local function last(w, n, op_type, ins, attrs) w:node(op_type, ins, attrs, { n.outs[1] }) end
+local function axis0(d) return d - 1 end -- ds dims are 1-based and normalized (positive) in the graph
+
+-- ---- elementwise ----
+local SIMPLE_UNARY = { abs = "Abs", cos = "Cos", erf = "Erf", exp = "Exp", log = "Log", neg = "Neg", relu = "Relu",
+  sigmoid = "Sigmoid", sign = "Sign", sin = "Sin", sqrt = "Sqrt", tanh = "Tanh", logical_not = "Not",
+  contiguous = "Identity" }
+for op, onnx in pairs(SIMPLE_UNARY) do
+  FORMS[op] = function(w, n)
+    local x = n.ins[1]
+    if onnx == "Not" then x = w:cast(x, n.inm[1].dtype, "bool") end
+    last(w, n, onnx, { x })
+  end
+end
+
+local ARITH = { add = "Add", sub = "Sub", mul = "Mul", div = "Div", pow = "Pow", maximum = "Max", minimum = "Min" }
+for op, onnx in pairs(ARITH) do
+  FORMS[op] = function(w, n)
+    local dt = n.outm[1].dtype
+    last(w, n, onnx, { w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt) })
+  end
+end
+
+local COMPARE = { eq = "Equal", lt = "Less", le = "LessOrEqual", gt = "Greater", ge = "GreaterOrEqual" }
+local function common(n) return dtype.promote(n.inm[1].dtype, n.inm[2].dtype) end
+for op, onnx in pairs(COMPARE) do
+  FORMS[op] = function(w, n)
+    local dt = common(n)
+    last(w, n, onnx, { w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt) })
+  end
+end
+FORMS.ne = function(w, n)
+  local dt = common(n)
+  last(w, n, "Not", { w:one("Equal", { w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt) }) })
+end
+
+local LOGIC = { logical_and = "And", logical_or = "Or", logical_xor = "Xor" }
+for op, onnx in pairs(LOGIC) do
+  FORMS[op] = function(w, n)
+    last(w, n, onnx, { w:cast(n.ins[1], n.inm[1].dtype, "bool"), w:cast(n.ins[2], n.inm[2].dtype, "bool") })
+  end
+end
+
+FORMS.astype = function(w, n) last(w, n, "Cast", { n.ins[1] }, { to = A.int(types.onnx_type(n.outm[1].dtype, "astype")) }) end
+
+FORMS.log2 = function(w, n) last(w, n, "Div", { w:one("Log", { n.ins[1] }), w:scalar(math.log(2), n.outm[1].dtype) }) end
+
+-- rounding: ONNX's Floor/Ceil/Round are for floats (Round is half to even, as ds's); integers are already whole
+local ROUNDING = { floor = "Floor", ceil = "Ceil", round = "Round" }
+for op, onnx in pairs(ROUNDING) do
+  FORMS[op] = function(w, n)
+    last(w, n, dtype.is_float[n.outm[1].dtype] and onnx or "Identity", { n.ins[1] })
+  end
+end
+-- trunc(x) = ceil(x) where x < 0, else floor(x) (opset 17 has no Trunc)
+FORMS.trunc = function(w, n)
+  local x, dt = n.ins[1], n.outm[1].dtype
+  if not dtype.is_float[dt] then return last(w, n, "Identity", { x }) end
+  last(w, n, "Where", { w:one("Less", { x, w:scalar(0, dt) }), w:one("Ceil", { x }), w:one("Floor", { x }) })
+end
+-- fmod: C's fmod (the dividend's sign); remainder: fmod moved into the divisor's sign, as ds's kernels do
+local function fmod(w, n)
+  local dt = n.outm[1].dtype
+  local a, b = w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt)
+  return w:one("Mod", { a, b }, { fmod = A.int(1) }), b, dt
+end
+FORMS.fmod = function(w, n) last(w, n, "Identity", { (fmod(w, n)) }) end
+FORMS.remainder = function(w, n)
+  local r, b, dt = fmod(w, n)
+  local zero = w:scalar(0, dt)
+  local fix = w:one("And", { w:one("Not", { w:one("Equal", { r, zero }) }),
+    w:one("Xor", { w:one("Less", { r, zero }), w:one("Less", { b, zero }) }) })
+  last(w, n, "Where", { fix, w:one("Add", { r, b }), r })
+end
+
+FORMS.rsqrt = function(w, n) last(w, n, "Reciprocal", { w:one("Sqrt", { n.ins[1] }) }) end
+
+FORMS.silu = function(w, n) last(w, n, "Mul", { n.ins[1], w:one("Sigmoid", { n.ins[1] }) }) end
+
+-- gelu(x) = x/2 (1 + erf(x / sqrt 2))
+FORMS.gelu = function(w, n)
+  local x, dt = n.ins[1], n.outm[1].dtype
+  local e = w:one("Erf", { w:one("Div", { x, w:scalar(math.sqrt(2), dt) }) })
+  local half_x = w:one("Mul", { x, w:scalar(0.5, dt) })
+  last(w, n, "Mul", { half_x, w:one("Add", { e, w:scalar(1, dt) }) })
+end
+
+-- gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+FORMS.gelu_tanh = function(w, n)
+  local x, dt = n.ins[1], n.outm[1].dtype
+  local x3 = w:one("Mul", { w:one("Mul", { x, x }), x })
+  local inner = w:one("Mul", { w:one("Add", { x, w:one("Mul", { x3, w:scalar(0.044715, dt) }) }),
+    w:scalar(math.sqrt(2 / math.pi), dt) })
+  local half_x = w:one("Mul", { x, w:scalar(0.5, dt) })
+  last(w, n, "Mul", { half_x, w:one("Add", { w:one("Tanh", { inner }), w:scalar(1, dt) }) })
+end
+
+-- softplus(x; beta, threshold) = x where beta x > threshold, else log(1 + exp(beta x)) / beta
+FORMS.softplus = function(w, n)
+  local a, x, dt = n.node.attrs, n.ins[1], n.outm[1].dtype
+  local bx = w:one("Mul", { x, w:scalar(a.beta, dt) })
+  local soft = w:one("Div", { w:one("Softplus", { bx }), w:scalar(a.beta, dt) })
+  last(w, n, "Where", { w:one("Greater", { bx, w:scalar(a.threshold, dt) }), x, soft })
+end
+
+FORMS.clamp = function(w, n)
+  local a, dt = n.node.attrs, n.outm[1].dtype
+  local x = w:cast(n.ins[1], n.inm[1].dtype, dt)
+  local lo = a.min ~= -math.huge and w:scalar(a.min, dt) or ""
+  local hi = a.max ~= math.huge and w:scalar(a.max, dt) or ""
+  last(w, n, "Clip", { x, lo, hi })
+end
+
+-- floor division: floats floor(a / b); integers (a - mod(a, b)) / b with mod's sign the divisor's (exact)
+FORMS.floor_divide = function(w, n)
+  local dt = n.outm[1].dtype
+  local a, b = w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt)
+  if dtype.is_float[dt] then return last(w, n, "Floor", { w:one("Div", { a, b }) }) end
+  local r = w:one("Mod", { a, b }, { fmod = A.int(0) })
+  last(w, n, "Div", { w:one("Sub", { a, r }), b })
+end
+
+FORMS.where = function(w, n)
+  local dt = n.outm[1].dtype
+  last(w, n, "Where", { w:cast(n.ins[1], n.inm[1].dtype, "bool"), w:cast(n.ins[2], n.inm[2].dtype, dt),
+    w:cast(n.ins[3], n.inm[3].dtype, dt) })
+end
+
+-- ---- reductions ----
+-- the 0-based axes a reduction's dims attr names (nil: all dims)
+local function axes_of(n)
+  local dims, nd = n.node.attrs.dims, #n.inm[1].shape
+  local out = {}
+  if dims == nil then for i = 1, nd do out[i] = i - 1 end
+  else for i, d in ipairs(dims) do out[i] = axis0(d) end end
+  return out
+end
+
+-- reshape name x to the ds meta shape of output k (when ONNX keeps dims ds drops, or the reverse)
+local function to_shape(w, x, shape) return w:one("Reshape", { x, w:shape(shape) }) end
+local function finish_reshape(w, n, x, k)
+  w:node("Reshape", { x, w:shape(n.outm[k or 1].shape) }, nil, { n.outs[k or 1] })
+end
+
+local function reduce_attr(onnx)
+  return function(w, n)
+    if #n.inm[1].shape == 0 then return last(w, n, "Identity", { n.ins[1] }) end
+    last(w, n, onnx, { n.ins[1] }, { axes = A.ints(axes_of(n)), keepdims = A.int(n.node.attrs.keepdim and 1 or 0) })
+  end
+end
+FORMS.mean = reduce_attr("ReduceMean")
+FORMS.amax = reduce_attr("ReduceMax")
+FORMS.amin = reduce_attr("ReduceMin")
+FORMS.prod = reduce_attr("ReduceProd")
+FORMS.logsumexp = reduce_attr("ReduceLogSumExp")
+FORMS.sum = function(w, n)
+  if #n.inm[1].shape == 0 then return last(w, n, "Identity", { n.ins[1] }) end
+  local x = w:cast(n.ins[1], n.inm[1].dtype, n.outm[1].dtype)
+  last(w, n, "ReduceSum", { x, w:i64s(axes_of(n)) }, { keepdims = A.int(n.node.attrs.keepdim and 1 or 0) })
+end
+
+-- all / any: min / max over the values as i32 (ONNX reduces no bools)
+local function reduce_bool(onnx)
+  return function(w, n)
+    local x = w:cast(w:cast(n.ins[1], n.inm[1].dtype, "bool"), "bool", "i32")
+    if #n.inm[1].shape == 0 then return last(w, n, "Cast", { x }, { to = A.int(types.ONNX.bool) }) end
+    local r = w:one(onnx, { x }, { axes = A.ints(axes_of(n)), keepdims = A.int(n.node.attrs.keepdim and 1 or 0) })
+    last(w, n, "Cast", { r }, { to = A.int(types.ONNX.bool) })
+  end
+end
+FORMS.all = reduce_bool("ReduceMin")
+FORMS.any = reduce_bool("ReduceMax")
+
+-- argmax / argmin over one dim (or the flattened tensor), + 1 (ds indices are 1-based); the first of equal values
+local function arg_reduce(onnx)
+  return function(w, n, k)
+    local dims, x = n.node.attrs.dims, n.ins[1]
+    local axis
+    if dims == nil then
+      x, axis = to_shape(w, x, { -1 }), 0
+    else
+      if #dims ~= 1 then error("ds.onnx.export: " .. n.node.op .. " over " .. #dims .. " dims has no ONNX form (" ..
+        (n.node.source or "?") .. ")", 0) end
+      axis = axis0(dims[1])
+    end
+    local i = w:one(onnx, { x }, { axis = A.int(axis), keepdims = A.int(1), select_last_index = A.int(0) })
+    i = w:one("Add", { i, w:scalar(1, "i64") })
+    finish_reshape(w, n, i, k)
+  end
+end
+FORMS.argmax = arg_reduce("ArgMax")
+FORMS.argmin = arg_reduce("ArgMin")
+
+-- max / min with dims: values and 1-based indices
+local function value_and_index(value_op, arg_op)
+  local arg = arg_reduce(arg_op)
+  return function(w, n)
+    local dims = n.node.attrs.dims
+    local x = n.ins[1]
+    if dims == nil then x = to_shape(w, x, { -1 }) end
+    local axes = dims == nil and { 0 } or axes_of(n)
+    finish_reshape(w, n, w:one(value_op, { x }, { axes = A.ints(axes), keepdims = A.int(1) }), 1)
+    if n.used[2] then arg(w, n, 2) end
+  end
+end
+FORMS.max = value_and_index("ReduceMax", "ArgMax")
+FORMS.min = value_and_index("ReduceMin", "ArgMin")
+
+FORMS.softmax = function(w, n) last(w, n, "Softmax", { n.ins[1] }, { axis = A.int(axis0(n.node.attrs.dim)) }) end
+FORMS.log_softmax = function(w, n) last(w, n, "LogSoftmax", { n.ins[1] }, { axis = A.int(axis0(n.node.attrs.dim)) }) end
+FORMS.cumsum = function(w, n)
+  local a = n.node.attrs
+  last(w, n, "CumSum", { w:cast(n.ins[1], n.inm[1].dtype, n.outm[1].dtype), w:scalar(axis0(a.dim), "i64") },
+    { reverse = A.int(a.reverse and 1 or 0) })
+end
+
+-- var / std: sum((x - mean)^2) / (count - correction)
+local function variance(w, n)
+  local a, x, dt = n.node.attrs, n.ins[1], n.outm[1].dtype
+  local axes = axes_of(n)
+  local mean = w:one("ReduceMean", { x }, { axes = A.ints(axes), keepdims = A.int(1) })
+  local d = w:one("Sub", { x, mean })
+  local ss = w:one("ReduceSum", { w:one("Mul", { d, d }), w:i64s(axes) }, { keepdims = A.int(a.keepdim and 1 or 0) })
+  local count = 1
+  for _, ax in ipairs(axes) do count = count * n.inm[1].shape[ax + 1] end
+  local denom
+  if type(count) == "number" then denom = w:scalar(count - a.correction, dt)
+  else denom = w:one("Sub", { w:cast(w:dim_scalar(count), "i64", dt), w:scalar(a.correction, dt) }) end
+  return w:one("Div", { ss, denom })
+end
+FORMS.var = function(w, n) last(w, n, "Identity", { variance(w, n) }) end
+FORMS.std = function(w, n) last(w, n, "Sqrt", { variance(w, n) }) end
+
+-- ---- shapes and views ----
+FORMS.reshape = function(w, n) finish_reshape(w, n, n.ins[1]) end
+FORMS.expand = function(w, n) last(w, n, "Expand", { n.ins[1], w:shape(n.outm[1].shape) }) end
+FORMS.permute = function(w, n)
+  local perm = {}
+  for i, d in ipairs(n.node.attrs.dims) do perm[i] = axis0(d) end
+  last(w, n, "Transpose", { n.ins[1] }, { perm = A.ints(perm) })
+end
+FORMS.transpose = function(w, n)
+  local perm, a = {}, n.node.attrs
+  for i = 1, #n.inm[1].shape do perm[i] = i - 1 end
+  perm[a.dim0], perm[a.dim1] = a.dim1 - 1, a.dim0 - 1
+  last(w, n, "Transpose", { n.ins[1] }, { perm = A.ints(perm) })
+end
+FORMS.narrow = function(w, n)
+  local a = n.node.attrs
+  local start = w:dim(a.start - 1)
+  local stop = w:dim(a.start - 1 + a.length)
+  last(w, n, "Slice", { n.ins[1], start, stop, w:i64s({ axis0(a.dim) }) })
+end
+FORMS.select = function(w, n)
+  local a = n.node.attrs
+  last(w, n, "Gather", { n.ins[1], w:dim_scalar(a.index - 1) }, { axis = A.int(axis0(a.dim)) })
+end
+FORMS.cat = function(w, n)
+  local dt, ins = n.outm[1].dtype, {}
+  for i, x in ipairs(n.ins) do ins[i] = w:cast(x, n.inm[i].dtype, dt) end
+  last(w, n, "Concat", ins, { axis = A.int(axis0(n.node.attrs.dim)) })
+end
+
+-- ---- creation ----
+FORMS.full = function(w, n)
+  local a, dt = n.node.attrs, n.outm[1].dtype
+  local value = { data_type = types.onnx_type(dt, "full"), dims = { 1 }, raw_data = types.list_bytes({ a.value }, dt) }
+  last(w, n, "ConstantOfShape", { w:shape(n.outm[1].shape) }, { value = A.tensor(value) })
+end
+-- arange: start + i * step for i < length (Range's count is ceil((limit - start) / step): a limit half a step
+-- short of start + length * step gives exactly length values)
+FORMS.arange = function(w, n)
+  local a, dt = n.node.attrs, n.outm[1].dtype
+  if type(a.length) ~= "number" then
+    error("ds.onnx.export: arange with the dynamic length " .. tostring(a.length) .. " has no ONNX form here (" ..
+      (n.node.source or "?") .. ")", 0)
+  end
+  local limit = a.start + a.step * (a.length - 0.5)
+  if not dtype.is_float[dt] then limit = a.start + a.step * a.length end
+  last(w, n, "Range", { w:scalar(a.start, dt), w:scalar(limit, dt), w:scalar(a.step, dt) })
+end
+
+-- ---- indexing (ds indices are 1-based) ----
+local function minus_one(w, ix) return w:one("Sub", { ix, w:scalar(1, "i64") }) end
+FORMS.index_select = function(w, n)
+  last(w, n, "Gather", { n.ins[1], minus_one(w, n.ins[2]) }, { axis = A.int(axis0(n.node.attrs.dim)) })
+end
+FORMS.embedding = function(w, n) last(w, n, "Gather", { n.ins[2], minus_one(w, n.ins[1]) }, { axis = A.int(0) }) end
+FORMS.gather = function(w, n)
+  last(w, n, "GatherElements", { n.ins[1], minus_one(w, n.ins[2]) }, { axis = A.int(axis0(n.node.attrs.dim)) })
+end
+FORMS.scatter_add = function(w, n)
+  last(w, n, "ScatterElements", { n.ins[1], minus_one(w, n.ins[2]), n.ins[3] },
+    { axis = A.int(axis0(n.node.attrs.dim)), reduction = A.string("add") })
+end
+-- index_add(x, index (n), src): ScatterElements with the index broadcast along dim to src's shape
+FORMS.index_add = function(w, n)
+  local d, src_shape = n.node.attrs.dim, n.inm[3].shape
+  local view = {}
+  for i = 1, #src_shape do view[i] = i == d and -1 or 1 end
+  local ix = w:one("Expand", { to_shape(w, minus_one(w, n.ins[2]), view), w:shape(src_shape) })
+  last(w, n, "ScatterElements", { n.ins[1], ix, n.ins[3] }, { axis = A.int(axis0(d)), reduction = A.string("add") })
+end
+FORMS.one_hot = function(w, n)
+  local dt, depth = n.outm[1].dtype, n.outm[1].shape[#n.outm[1].shape]
+  last(w, n, "OneHot", { minus_one(w, n.ins[1]), w:dim(depth), w:const({ 0, 1 }, dt) }, { axis = A.int(-1) })
+end
+
+-- ---- matmul, nn ----
+FORMS.matmul = function(w, n) last(w, n, "MatMul", { n.ins[1], n.ins[2] }) end
+
+local function pads(p) return { p[1], p[2], p[1], p[2] } end
+FORMS.conv2d = function(w, n)
+  local a = n.node.attrs
+  last(w, n, "Conv", { n.ins[1], n.ins[2], n.ins[3] }, { strides = A.ints(a.stride), pads = A.ints(pads(a.padding)),
+    dilations = A.ints(a.dilation), group = A.int(a.groups), kernel_shape = A.ints({ n.inm[2].shape[3], n.inm[2].shape[4] }) })
+end
+-- max_pool2d: values, and indices 1-based within each (H,W) plane (ONNX's count over the whole NCHW tensor)
+FORMS.max_pool2d = function(w, n)
+  local a = n.node.attrs
+  local outs = { n.outs[1], n.used[2] and w:fresh("flat_indices") or nil }
+  w:node("MaxPool", { n.ins[1] }, { kernel_shape = A.ints(a.kernel_size), strides = A.ints(a.stride or a.kernel_size),
+    pads = A.ints(pads(a.padding)) }, outs)
+  if n.used[2] then
+    local s = n.inm[1].shape
+    local plane = w:one("Mul", { w:dim(s[3]), w:dim(s[4]) })
+    w:node("Add", { w:one("Mod", { outs[2], plane }), w:scalar(1, "i64") }, nil, { n.outs[2] })
+  end
+end
+FORMS.avg_pool2d = function(w, n)
+  local a = n.node.attrs
+  last(w, n, "AveragePool", { n.ins[1] }, { kernel_shape = A.ints(a.kernel_size), strides = A.ints(a.stride or a.kernel_size),
+    pads = A.ints(pads(a.padding)), count_include_pad = A.int(a.count_include_pad and 1 or 0) })
+end
+-- layer_norm -> LayerNormalization (y, mean, 1/std: the same three outputs and shapes as ds's)
+FORMS.layer_norm = function(w, n)
+  local a = n.node.attrs
+  local outs = { n.outs[1], n.used[2] and n.outs[2] or "", n.used[3] and n.outs[3] or "" }
+  while outs[#outs] == "" do outs[#outs] = nil end
+  w:node("LayerNormalization", { n.ins[1], n.ins[2], n.ins[3] }, { axis = A.int(-#a.normalized_shape),
+    epsilon = A.float(a.eps) }, outs)
+end
+-- attention: softmax(q k^T * scale + mask) v, the mask bool (true attends) or float (added); is_causal hides
+-- key j from query i when j > i
+FORMS.scaled_dot_product_attention = function(w, n)
+  local a, dt = n.node.attrs, n.outm[1].dtype
+  local qs, ks = n.inm[1].shape, n.inm[2].shape
+  local nd = #ks
+  local perm = {}
+  for i = 1, nd do perm[i] = i - 1 end
+  perm[nd - 1], perm[nd] = nd - 1, nd - 2
+  local scale = a.scale or 1 / math.sqrt(qs[#qs])
+  local s = w:one("Mul", { w:one("MatMul", { n.ins[1], w:one("Transpose", { n.ins[2] }, { perm = A.ints(perm) }) }),
+    w:scalar(scale, dt) })
+  local ninf = w:scalar(-math.huge, dt)
+  if a.mask == "bool" then s = w:one("Where", { w:cast(n.ins[4], n.inm[4].dtype, "bool"), s, ninf })
+  elseif a.mask == "float" then s = w:one("Add", { s, w:cast(n.ins[4], n.inm[4].dtype, dt) }) end
+  if a.is_causal then
+    local L, S = qs[#qs - 1], ks[#ks - 1]
+    local ones = w:one("ConstantOfShape", { w:shape({ L, S }) }, { value = A.tensor({ data_type = types.ONNX.i64,
+      dims = { 1 }, raw_data = types.list_bytes({ 1 }, "i64") }) })
+    local keep = w:cast(w:one("Trilu", { ones }, { upper = A.int(0) }), "i64", "bool")
+    s = w:one("Where", { keep, s, ninf })
+  end
+  last(w, n, "MatMul", { w:one("Softmax", { s }, { axis = A.int(-1) }), n.ins[3] })
+end
+
+-- ---- no ONNX form ----
+local TRAINING = "a training-graph op (ONNX export covers inference graphs; the optimizer update is out of scope)"
+for _, op in ipairs({ "adam_update", "adam_amsgrad_update", "adagrad_update", "rmsprop_update", "rmsprop_full_update",
+  "sgd_update", "sgd_momentum_update", "conv2d_backward_input", "conv2d_backward_weight", "conv2d_backward_bias",
+  "avg_pool2d_backward", "max_pool2d_backward", "layer_norm_backward" }) do NO_FORM[op] = TRAINING end
+local RANDOM = "ds draws from its own Philox stream, which ONNX's Random* ops cannot reproduce"
+for _, op in ipairs({ "rand", "randn", "randint" }) do NO_FORM[op] = RANDOM end
+NO_FORM.log1p = "ONNX has no log1p, and log(1 + x) loses ds's accuracy near 0"
+NO_FORM.expm1 = "ONNX has no expm1, and exp(x) - 1 loses ds's accuracy near 0"
+NO_FORM.all_reduce = "a collective across MPI processes (ds.distributed): an ONNX model runs in one process"
+NO_FORM.cumprod = "ONNX has no cumulative product"
+NO_FORM.sort = "ONNX's TopK does not promise ds's stable order of equal values"
+NO_FORM.print = "ONNX has no printing op"
+
+-- write ds node `node` through its form (w.scope is the graph being written)
+function M.write(w, node, n)
+  local form = FORMS[node.op]
+  if not form then
+    local why = NO_FORM[node.op] or "no ONNX mapping is written for it (lua/ds/onnx/export_ops.lua)"
+    error(string.format("ds.onnx.export: op %s has no ONNX form: %s (%s)", node.op, why, node.source or "?"), 0)
+  end
+  form(w, n)
+end
+
+return M

@@ -1,0 +1,119 @@
+-- onnx/import.lua: ds.onnx.load: an ONNX model file -> a ds.Graph (then ds.compile, ds.save, serving).
+--[[ The ONNX graph is interpreted by a Lua function that ds.trace records: each node runs its handler from
+  onnx/import_ops.lua on ds tensors (abstract while tracing), so the result is an ordinary traced graph whose
+  initializers are its state. Small integer tensors (Constant nodes, Shape outputs, small initializers) are
+  also kept as Lua values ("consts": dtype, shape, flat data whose entries may be symbolic dims), and every
+  node whose inputs are all consts is folded in Lua: Shape -> Gather -> Concat -> Reshape chains become a
+  reshape to symbolic dims, so the graph's dynamic dims (dim_params) stay dynamic. Unknown ops, attributes a
+  handler does not implement and malformed files are errors naming the node; nothing is run until the
+  whole file has been decoded and checked. ]]
+local trace = require("ds.trace")
+local files = require("ds.files")
+local proto = require("ds.onnx.proto")
+local types = require("ds.onnx.types")
+local V = require("ds.onnx.import_values")
+local handlers = require("ds.onnx.import_ops")
+
+local M = {}
+M.MAX_BYTES = 2 ^ 31 -- a model file larger than this is refused (protobuf's own limit is 2 GiB)
+M.OPSETS = { min = 7, max = 17 }
+
+local function fail(path, msg) error("ds.onnx.load: " .. path .. ": " .. msg, 0) end
+
+-- the spec of a graph input: dim_value -> number, dim_param -> named dynamic dim, unknown -> -1
+local function spec_of(vi, path)
+  local tt = vi.type and vi.type.tensor_type
+  if not tt then fail(path, "input " .. tostring(vi.name) .. " is not a tensor") end
+  local dt = types.DS[tt.elem_type or 0]
+  if not dt then
+    fail(path, "input " .. vi.name .. " has element type " .. (types.NAME[tt.elem_type or 0] or tostring(tt.elem_type)) ..
+      ", which ds does not support")
+  end
+  if not tt.shape then fail(path, "input " .. vi.name .. " has no shape (rank unknown)") end
+  local shape = {}
+  for i, d in ipairs(tt.shape.dim or {}) do
+    if d.dim_value then shape[i] = d.dim_value
+    elseif d.dim_param and d.dim_param:match("^[%a_][%w_]*$") then shape[i] = d.dim_param
+    else shape[i] = -1 end
+  end
+  return shape, dt
+end
+
+-- check the model before anything runs: opset, every op known, attributes of a known type
+local function validate(model, path)
+  if not model.graph then fail(path, "has no graph") end
+  local opset
+  for _, o in ipairs(model.opset_import or {}) do
+    if o.domain == nil or o.domain == "" or o.domain == "ai.onnx" then opset = o.version
+    else fail(path, "imports the operator set '" .. o.domain .. "', which ds does not implement") end
+  end
+  opset = opset or 1
+  if opset < M.OPSETS.min or opset > M.OPSETS.max then
+    fail(path, string.format("uses opset %d; ds reads opsets %d to %d", opset, M.OPSETS.min, M.OPSETS.max))
+  end
+  for i, node in ipairs(model.graph.node or {}) do
+    local where = string.format("node %d (%s%s)", i, tostring(node.op_type), node.name and (" '" .. node.name .. "'") or "")
+    if node.domain and node.domain ~= "" and node.domain ~= "ai.onnx" then
+      fail(path, where .. " is in domain '" .. node.domain .. "', which ds does not implement")
+    end
+    if not handlers.OPS[node.op_type or ""] then
+      fail(path, where .. ": the ONNX op " .. tostring(node.op_type) .. " is not supported by ds.onnx.load")
+    end
+    handlers.check_attrs(node, where, path)
+  end
+  return opset
+end
+
+-- ds.onnx.load(path): the model as a ds.Graph whose inputs are the model's (names and dims kept)
+function M.load(path, opts)
+  if type(path) ~= "string" then error("ds.onnx.load: expects a file path", 2) end
+  for k in pairs(opts or {}) do error("ds.onnx.load: unknown option " .. tostring(k), 2) end
+  local bytes = files.read_string(path, M.MAX_BYTES, files.raiser("ds.onnx.load: "))
+  local model = proto.decode("ModelProto", bytes, path)
+  local opset = validate(model, path)
+  local g = model.graph
+  local values = {}
+  for _, init in ipairs(g.initializer or {}) do
+    local ok, c = pcall(V.tensor_of, init, "initializer " .. tostring(init.name))
+    if not ok then fail(path, c) end
+    values[init.name] = c
+  end
+  local specs, names = {}, {}
+  for _, vi in ipairs(g.input or {}) do
+    if not values[vi.name] then
+      local shape, dt = spec_of(vi, path)
+      specs[#specs + 1] = trace.spec(shape, dt, vi.name)
+      names[#names + 1] = vi.name
+    end
+  end
+  if #(g.output or {}) == 0 then fail(path, "the graph has no outputs") end
+  local function run(...)
+    local env = setmetatable({}, { __index = values })
+    for i, nm in ipairs(names) do env[nm] = (select(i, ...)) end
+    for i, node in ipairs(g.node or {}) do
+      local where = string.format("node %d (%s%s)", i, node.op_type, node.name and (" '" .. node.name .. "'") or "")
+      local ins = {}
+      for k, nm in ipairs(node.input or {}) do
+        if nm ~= "" then
+          ins[k] = env[nm]
+          if ins[k] == nil then fail(path, where .. " reads " .. nm .. ", which no node or input defines") end
+        end
+      end
+      local ok, outs = pcall(handlers.run, node, ins, opset)
+      if not ok then fail(path, where .. ": " .. tostring(outs)) end
+      for k, nm in ipairs(node.output or {}) do if nm ~= "" then env[nm] = outs[k] end end
+    end
+    local res = {}
+    for k, vi in ipairs(g.output) do
+      local v = env[vi.name]
+      if v == nil then fail(path, "output " .. tostring(vi.name) .. " is not computed by the graph") end
+      res[k] = V.tensor(v)
+    end
+    return unpack(res)
+  end
+  local graph = trace.trace(run, specs)
+  graph.name = g.name and g.name:gsub("[^%w_]", "_") or "onnx"
+  return graph
+end
+
+return M

@@ -1,0 +1,152 @@
+-- tests/distributed_spec.lua: ds.distributed over Open MPI: 2- and 3-process jobs (mpirun under `timeout`, shared
+-- memory and loopback only) running tests/distributed_worker.lua; the sampler and the errors in this process.
+local ds = require("ds")
+local H = require("tests.helpers")
+
+local have_mpi = os.execute("command -v mpirun >/dev/null 2>&1") == 0
+-- child processes run without the sanitizer preload of make test-asan (and find libds from the source tree)
+local CLEAN = "env -u LD_PRELOAD -u DS_ALLOC -u DS_LIB -u ASAN_OPTIONS -u UBSAN_OPTIONS "
+  .. "LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "
+local ROOT_FLAG = io.popen("id -u"):read("*l") == "0" and "--allow-run-as-root " or ""
+local LIMIT = 120   -- seconds any job may take before `timeout` ends it (the test then fails)
+
+-- runs an mpirun job; returns its output, exit status, seconds taken, and RESULT lines as results[rank][key]
+local function job(np, args)
+  local t0 = ds.clock()
+  local p = io.popen(CLEAN .. string.format("timeout %d mpirun %s--oversubscribe --bind-to none --mca btl self,vader -np %d " ..
+    "-x LUA_PATH -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS luajit tests/distributed_worker.lua %s 2>&1; echo \"exit=$?\"", LIMIT, ROOT_FLAG, np, args))
+  local out = p:read("*a")
+  p:close()
+  local results = {}
+  for r, k, v in out:gmatch("RESULT (%d+) (%S+) ([^\n]*)") do
+    r = tonumber(r)
+    results[r] = results[r] or {}
+    results[r][k] = v
+  end
+  return out, tonumber(out:match("exit=(%d+)")), ds.clock() - t0, results
+end
+
+local function single(args)
+  local p = io.popen(CLEAN .. "timeout " .. LIMIT .. " luajit tests/distributed_worker.lua " .. args .. " 2>&1")
+  local out = p:read("*a")
+  p:close()
+  local results = {}
+  for k, v in out:gmatch("RESULT 1 (%S+) ([^\n]*)") do results[k] = v end
+  return out, results
+end
+
+describe("ds.distributed in one process", function()
+  it("init outside mpirun says how to start the job", function()
+    H.raises(function() ds.distributed.init() end, "not started by Open MPI's mpirun", "mpirun -np 2", "--allow-run-as-root")
+    assert.is_false(ds.distributed.is_initialized())
+    H.raises(function() ds.distributed.rank() end, "ds.distributed.rank: call ds.distributed.init() first")
+    H.raises(function() ds.distributed.init({ world_size = 2 }) end, "world_size can only be 1")
+    H.raises(function() ds.distributed.init({ bogus = 1 }) end, "unknown option bogus")
+  end)
+  it("DistributedDataParallel needs init", function()
+    if ds.distributed.is_initialized() then return end   -- the op table's sample may have set a world of one
+    H.raises(function() ds.nn.DistributedDataParallel(ds.nn.Linear(2, 2)) end, "call ds.distributed.init() first")
+  end)
+  it("DistributedSampler: shards are disjoint, cover the data, share one shuffle per epoch", function()
+    local data = ds.data.TensorDataset(ds.arange(1, 11))
+    local function shard(rank, epoch, opts)
+      local s = ds.data.DistributedSampler(data, { rank = rank, world_size = 3, seed = 7, drop_last = opts and opts.drop_last })
+      s:set_epoch(epoch)
+      local o, list = s:order(), {}
+      for i = 0, s:len() - 1 do list[#list + 1] = tonumber(o[i]) end
+      return list
+    end
+    local seen = {}
+    for r = 1, 3 do
+      local l = shard(r, 0)
+      assert.equal(4, #l)            -- ceil(10 / 3), the order wraps around
+      for _, i in ipairs(l) do seen[i] = (seen[i] or 0) + 1 end
+    end
+    for i = 0, 9 do assert.truthy(seen[i], "sample " .. i .. " in no shard") end
+    assert.same(shard(2, 1), shard(2, 1))
+    assert.are_not.same(shard(2, 0), shard(2, 1))
+    assert.equal(3, #shard(1, 0, { drop_last = true }))
+    local loader = ds.data.DataLoader(data, { batch_size = 2, sampler = ds.data.DistributedSampler(data, { rank = 1, world_size = 2, shuffle = false }) })
+    assert.equal(3, loader:len())
+    assert.same({ 1, 3 }, select(2, loader:batches()()):totable())
+    H.raises(function() ds.data.DistributedSampler(data, { rank = 3, world_size = 2 }) end, "rank must be an integer in 1..2")
+    H.raises(function() ds.data.DataLoader(data, { shuffle = true, sampler = ds.data.DistributedSampler(data, { rank = 1, world_size = 2 }) }) end,
+      "give shuffle or sampler, not both")
+  end)
+end)
+
+local d = have_mpi and describe or pending
+d("ds.distributed under mpirun", function()
+  it("collectives equal the rank-order reference, the same bits on every rank, with 2 and 3 processes", function()
+    for _, np in ipairs { 2, 3 } do
+      local out, code, _, res = job(np, "collectives")
+      assert.equal(0, code, out)
+      for r = 1, np do
+        local R = res[r] or error("no results from rank " .. r .. ":\n" .. out)
+        assert.equal(R.sum, res[1].sum)
+        for _, k in ipairs { "sum_is_rank_order", "mean_is_sum_over_P", "max", "op" } do assert.equal("true", R[k], k .. " on rank " .. r) end
+        assert.equal(np == 2 and "1 10 2 20" or "1 10 2 20 3 30", R.all_gather)
+        -- reduce_scatter of arange(2P) * r summed over r = 1..P: slice r is (sum of r) * {2r-2, 2r-1}
+        local s = np * (np + 1) / 2
+        assert.equal(string.format("%d %d", s * (2 * r - 2), s * (2 * r - 1)), R.reduce_scatter)
+        assert.equal(string.format("%d %d %d", np, np, np), R.broadcast)
+        assert.equal("yes", R.done)
+      end
+    end
+  end)
+
+  it("LeNet-5 with DistributedDataParallel: same weights on both ranks and runs, compiled == eager, in line with one process", function()
+    local out, code, _, a = job(2, "train 12")
+    assert.equal(0, code, out)
+    local out2, code2, _, b = job(2, "train 12 eager")
+    assert.equal(0, code2, out2)
+    assert.truthy(a[1] and a[2], out)
+    assert.equal(a[1].weights, a[2].weights)            -- ranks agree bit for bit
+    assert.equal(a[1].weights, b[1].weights)            -- and so do runs
+    assert.equal("true", a[1].compiled_equals_eager)
+    assert.equal("true", a[2].compiled_equals_eager)
+    assert.equal("3", a[1].buckets)                     -- bucket_mb = 0.1 cuts LeNet's 61706 parameters into 3
+    -- one process on the same global batches (the shards of 2 ranks are its batches): the same training up to rounding
+    local sout, s = single("train_single 12 eager")
+    assert.truthy(s.loss, sout)
+    local mean_loss = (tonumber(a[1].loss) + tonumber(a[2].loss)) / 2
+    assert(math.abs(mean_loss - tonumber(s.loss)) <= 1e-4 * tonumber(s.loss), string.format("loss %.9g vs one process %s", mean_loss, s.loss))
+    assert(math.abs(tonumber(a[1].accuracy) - tonumber(s.accuracy)) <= 0.01, "accuracy " .. a[1].accuracy .. " vs one process " .. s.accuracy)
+  end)
+
+  it("a checkpoint written by rank 1 loads on every rank", function()
+    local path = os.tmpname()
+    local out, code, _, res = job(2, "checkpoint " .. path)
+    os.remove(path)
+    assert.equal(0, code, out)
+    assert.equal(res[1].loaded, res[2].loaded)
+    assert.are_not.equal("differs", res[1].loaded)
+  end)
+
+  it("a rank that raises ends the job at once, naming the rank", function()
+    local out, code, seconds = job(2, "raise")
+    assert.are_not.equal(0, code)
+    assert.truthy(out:find("ds.distributed: rank 2 of 2 failed: [^\n]*boom on purpose"), out)
+    assert(seconds < LIMIT - 10, "took " .. seconds .. " s")
+  end)
+
+  it("a rank that is killed ends the job (mpirun names it with MPI's 0-based rank)", function()
+    local out, code, seconds = job(2, "die")
+    assert.are_not.equal(0, code)
+    assert.truthy(out:find("process rank 1 with PID %d+ on node [^\n]* exited on signal 9"), out)
+    assert(seconds < LIMIT - 10, "took " .. seconds .. " s")
+  end)
+
+  it("a rank that stays silent past the timeout is named by the others", function()
+    local out, code, seconds = job(2, "silent")
+    assert.are_not.equal(0, code)
+    assert.truthy(out:find("all_reduce: rank 1: no message from rank 2 within 2 s", 1, true), out)
+    assert(seconds < 20, "took " .. seconds .. " s")
+  end)
+
+  it("parameter shapes that differ between ranks are refused at wrap time", function()
+    local out, code = job(2, "mismatch")
+    assert.are_not.equal(0, code)
+    assert.truthy(out:find("DistributedDataParallel: parameter weight has shape (3,4) on rank 2 but (2,4) on rank 1", 1, true), out)
+  end)
+end)
