@@ -9,27 +9,15 @@ local Graph = require("ds.graph")
 local compile = require("ds.compile")
 local sym = require("ds.sym")
 local types = require("ds.onnx.types")
+local A = require("ds.onnx.attr")
 local proto = require("ds.onnx.proto")
 local ops = require("ds.onnx.export_ops")
-local control = require("ds.onnx.export_control")
+require("ds.onnx.export_control") -- adds the forms of cond and while_loop to export_ops
 local files = require("ds.files")
 
 local M = {}
 M.OPSET = 17
 M.IR_VERSION = 8 -- the IR version of ONNX 1.12, whose checker validates opset 17
-
--- ---- attributes: {name = value} with typed wrappers (a Lua number alone cannot say int or float) ----
-local A = {}
-M.A = A
-function A.int(v) return { type = 2, i = v } end
-function A.float(v) return { type = 1, f = v } end
-function A.string(v) return { type = 3, s = v } end
-function A.ints(v) return { type = 7, ints = v } end
-function A.floats(v) return { type = 6, floats = v } end
-function A.tensor(v) return { type = 4, t = v } end
-function A.graph(v) return { type = 5, g = v } end
-ops.init(A)
-control.init(A)
 
 -- ---- the writer: one per model; scopes for sub-graphs ----
 local Writer = {}

@@ -5,10 +5,9 @@
   while_loop -> Loop with no trip limit and the loop vars + written captures carried; the body runs the ds
   body, then the ds cond on the new values (the Loop's cond output); the first test runs before the Loop. ]]
 local ops = require("ds.onnx.export_ops")
+local A = require("ds.onnx.attr")
 
 local M = {}
-local A
-function M.init(attr_wrappers) A = attr_wrappers end
 
 local function bool_scalar(w, pred, pred_dtype)
   return w:one("Reshape", { w:cast(pred, pred_dtype, "bool"), w:i64s({}) })

@@ -6,14 +6,13 @@
   Every op of the table is in one of the two (tests/onnx_spec.lua fails naming an op that is in neither).
   ds indices are 1-based: Gather/ArgMax/OneHot... get index - 1, and indices they return get + 1. ]]
 local types = require("ds.onnx.types")
+local A = require("ds.onnx.attr")
 local dtype = require("ds.dtype")
 
 local M = {}
 local FORMS, NO_FORM = {}, {}
 M.FORMS, M.NO_FORM = FORMS, NO_FORM
 
-local A -- attribute wrappers, set by export.lua (M.init) to avoid a require cycle
-function M.init(attr_wrappers) A = attr_wrappers end
 
 local function last(w, n, op_type, ins, attrs) w:node(op_type, ins, attrs, { n.outs[1] }) end
 local function axis0(d) return d - 1 end -- ds dims are 1-based and normalized (positive) in the graph
