@@ -201,7 +201,7 @@ function M.validate(def, inputs, given)
     end
     S.check(x._shape, def.name)
   end
-  local attrs = M.attrs(def, given)
+  local attrs = M.attrs(def, given, { symbolic = true }) -- a graph's sizes may be symbolic dims
   local ndim = inputs[1] and #inputs[1]._shape
   for _, a in ipairs(def.attrs) do
     local v, ty = attrs[a[1]], a[2]

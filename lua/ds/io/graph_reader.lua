@@ -7,7 +7,6 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local sym = require("ds.sym")
 local dtype = require("ds.dtype")
-local state = require("ds.state")
 local IR = require("ds.passes.ir")
 local Graph = require("ds.graph")
 local random = require("ds.random")
@@ -140,10 +139,7 @@ local function load_node(L, n, where, values, define, use)
   if type(given) ~= "table" then L.fail(where .. ": attrs must be an object") end
   local fake = {}
   for k, id in ipairs(inputs) do fake[k] = { dtype = values[id].dtype, _shape = values[id].shape } end
-  local prev = state.trace
-  state.trace = state.trace or {}
   local ok, attrs, metas = pcall(D.validate, def, fake, given)
-  state.trace = prev
   if not ok then L.fail(where .. ": " .. tostring(attrs):gsub("^[^\n:]*:%d+: ", "")) end
   if def.attr_index.max_trips then attrs.max_trips = loop_bound(L, attrs.max_trips, where) end
   local outs = list(L, n.outputs, where .. " outputs")
