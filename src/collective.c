@@ -21,7 +21,8 @@ static int sequence;          /* one tag per collective call, the same on every 
 
 int ds_comm_set(const ds_comm *c) {
   if (!c) { memset(&world, 0, sizeof world); failed[0] = 0; return DS_OK; }
-  DS_CHECK(c->size >= 1 && c->rank >= 0 && c->rank < c->size, "ds_comm_set: rank %d of %d is out of range", c->rank, c->size);
+  DS_CHECK(c->size >= 1 && c->rank >= 0 && c->rank < c->size, "ds_comm_set: rank %d of %d is out of range",
+      c->rank, c->size);
   DS_CHECK(c->size == 1 || (c->isend && c->irecv && c->test && c->wtime), "ds_comm_set: MPI functions missing");
   DS_CHECK(c->timeout > 0, "ds_comm_set: timeout must be positive");
   world = *c;
@@ -63,7 +64,8 @@ static int wait_all(requests *q, const char *op) {
       if (!q->recv[k]) continue;   /* completed (set to NULL below) */
       int done = 0;
       if (world.test(&q->recv[k], &done, NULL) != 0) {
-        snprintf(failed, sizeof failed, "MPI error while talking to rank %d", (q->peer_of[k] < 0 ? -1 - q->peer_of[k] : q->peer_of[k]) + 1);
+        snprintf(failed, sizeof failed, "MPI error while talking to rank %d",
+            (q->peer_of[k] < 0 ? -1 - q->peer_of[k] : q->peer_of[k]) + 1);
         return ds_fail(DS_EIO, "%s: %s", op, failed);
       }
       if (done) q->recv[k] = NULL; else pending++;
@@ -73,8 +75,10 @@ static int wait_all(requests *q, const char *op) {
         char who[160] = "";
         int len = 0;
         for (int k = 0; k < q->n && len < 120; k++)
-          if (q->recv[k] && q->peer_of[k] >= 0) len += snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "", q->peer_of[k] + 1);
-        snprintf(failed, sizeof failed, "rank %d: no message from rank %s within %g s (it failed, exited, or called another collective)",
+          if (q->recv[k] && q->peer_of[k] >= 0) len += snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "",
+              q->peer_of[k] + 1);
+        snprintf(failed, sizeof failed,
+            "rank %d: no message from rank %s within %g s (it failed, exited, or called another collective)",
                  world.rank + 1, len ? who : "?", world.timeout);
         return ds_fail(DS_EIO, "%s: %s", op, failed);
       }
@@ -138,7 +142,8 @@ REDUCE(int64_t, MAX_INT)
 
 static int check_tensors(const ds_tensor *out, const ds_tensor *in, int op, const char *name) {
   DS_CHECK(out && in, "%s: operand missing", name);
-  DS_CHECK(in->dtype == DS_F32 || in->dtype == DS_F64 || in->dtype == DS_I64, "%s: dtype %s is not supported (f32, f64, i64)",
+  DS_CHECK(in->dtype == DS_F32 || in->dtype == DS_F64 || in->dtype == DS_I64,
+      "%s: dtype %s is not supported (f32, f64, i64)",
            name, ds_dtype_name(in->dtype));
   DS_CHECK(out->dtype == in->dtype, "%s: output dtype differs from the input's", name);
   DS_CHECK(op >= DS_REDUCE_SUM && op <= DS_REDUCE_MAX, "%s: unknown reduction %d", name, op);
@@ -167,7 +172,8 @@ int ds_comm_all_reduce(ds_tensor *out, const ds_tensor *in, int op) {
   int rc = check_ready("all_reduce");
   if (rc == DS_OK) rc = check_tensors(out, in, op, "all_reduce");
   if (rc != DS_OK) return rc;
-  DS_CHECK(out->numel == in->numel, "all_reduce: output has %lld elements, input %lld", (long long)out->numel, (long long)in->numel);
+  DS_CHECK(out->numel == in->numel, "all_reduce: output has %lld elements, input %lld", (long long)out->numel,
+      (long long)in->numel);
   int64_t n = in->numel, c = (n + world.size - 1) / world.size, es = ds_dtype_size(in->dtype);
   if (n == 0) return DS_OK;
   /* the gather lands in a private copy of the output, so an abandoned receive never writes into a freed tensor */
@@ -196,7 +202,8 @@ int ds_comm_reduce_scatter(ds_tensor *out, const ds_tensor *in, int op) {
 int ds_comm_all_gather(ds_tensor *out, const ds_tensor *in) {
   int rc = check_ready("all_gather");
   if (rc != DS_OK) return rc;
-  DS_CHECK(out && in && out->dtype == in->dtype && ds_tensor_is_contiguous(in) && ds_tensor_is_contiguous(out), "all_gather: operands must be contiguous, of one dtype");
+  DS_CHECK(out && in && out->dtype == in->dtype && ds_tensor_is_contiguous(in) && ds_tensor_is_contiguous(out),
+      "all_gather: operands must be contiguous, of one dtype");
   int64_t c = in->numel, n = c * world.size, es = ds_dtype_size(in->dtype);
   DS_CHECK(out->numel == n, "all_gather: output has %lld elements, needs %lld", (long long)out->numel, (long long)n);
   if (n == 0) return DS_OK;
@@ -242,7 +249,8 @@ int ds_comm_barrier(void) {
 }
 
 /* the op-table kernels: t = {out, x}, attrs = {reduction} */
-#define ALL_REDUCE_KERNEL(T) \
-  int ds_all_reduce_##T(ds_tensor *const *t, const double *attrs) { return ds_comm_all_reduce(t[0], t[1], (int)attrs[0]); }
+#define ALL_REDUCE_KERNEL(T)                                                                                           \
+  int ds_all_reduce_##T(ds_tensor *const *t, const double *attrs) { return ds_comm_all_reduce(t[0], t[1],              \
+      (int)attrs[0]); }
 ALL_REDUCE_KERNEL(f32)
 ALL_REDUCE_KERNEL(f64)

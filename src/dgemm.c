@@ -17,7 +17,8 @@ int ds_dgemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int6
   double *copy = NULL;
   if (bcs != 1 && K > 0) {
     copy = malloc((size_t)(K * N) * sizeof(double));
-    if (!copy) return ds_fail(DS_ENOMEM, "matmul: out of memory for a (%lld,%lld) f64 copy", (long long)K, (long long)N);
+    if (!copy) return ds_fail(DS_ENOMEM, "matmul: out of memory for a (%lld,%lld) f64 copy",
+        (long long)K, (long long)N);
     for (int64_t k = 0; k < K; k++)
       for (int64_t n = 0; n < N; n++) copy[k * N + n] = B[k * brs + n * bcs];
     B = copy; brs = N;

@@ -46,7 +46,8 @@ void ds_tensor_free(ds_tensor *t);
 /* Fill caller-owned structs (Lua keeps them in GC memory, so small tensors need no finalizer):
    init: contiguous tensor over data (s becomes an external storage); view_fill: a view of src. */
 int ds_tensor_init(ds_tensor *t, ds_storage *s, void *data, int64_t nbytes, int dtype, int ndim, const int64_t *shape);
-int ds_tensor_view_fill(ds_tensor *dst, const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset);
+int ds_tensor_view_fill(ds_tensor *dst, const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides,
+    int64_t offset);
 int ds_tensor_is_contiguous(const ds_tensor *t);
 int64_t ds_mem_live_bytes(void);
 int64_t ds_mem_cached_bytes(void);
@@ -147,9 +148,9 @@ typedef struct { char kernel[64]; int32_t nbuf, nattrs; } ds_planfile_step;
 enum { DS_ROLE_ARENA, DS_ROLE_INPUT, DS_ROLE_OUTPUT, DS_ROLE_STATE, DS_ROLE_CONST, DS_ROLE_VIEW };
 
 /* fileio.c: files for savers and loaders. ds_file_read: a whole regular file copied into new memory, and
-   its CRC-32 if crc is not NULL (FIFOs, devices, directories refused before reading; free with ds_file_free). ds_file_sync: fsync of a
-   file or directory. ds_dir_list: NUL-separated names, returns the bytes needed. ds_dir_lock: an exclusive
-   flock on a directory (a handle, or -1). */
+   its CRC-32 if crc is not NULL (FIFOs, devices, directories refused before reading; free with ds_file_free).
+   ds_file_sync: fsync of a file or directory. ds_dir_list: NUL-separated names, returns the bytes needed.
+   ds_dir_lock: an exclusive flock on a directory (a handle, or -1). */
 uint32_t ds_crc32(const void *p, int64_t n);
 void *ds_file_read(const char *path, int64_t limit, int64_t *size, uint32_t *crc);
 void ds_file_free(void *p);

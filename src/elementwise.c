@@ -35,7 +35,8 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
   for (int k = 1; k < nops; k++)
     if (!ds_broadcast_strides(o, t[k], st[k])) {
       char b1[128], b2[128];
-      return ds_fail(DS_EINVAL, "%s: operand shape %s does not broadcast to %s", op, ds_shape_str(t[k], b1), ds_shape_str(o, b2));
+      return ds_fail(DS_EINVAL, "%s: operand shape %s does not broadcast to %s", op, ds_shape_str(t[k], b1),
+          ds_shape_str(o, b2));
     }
   int nd = ds_coalesce(o->ndim, shape, nops, st);
   ds_for_rows(nd, shape, nops, base, st, es, fn, ctx, 1);
@@ -46,7 +47,8 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
 #define UNARY(OP, S, TI, TO, DI, DO) \
   static void row_##OP##_##S(void *ctx, char **p, int64_t n, const int64_t *s) { \
     TO *o = (TO *)p[0]; const TI *a = (const TI *)p[1]; (void)ctx; \
-    if (s[0] == 1 && s[1] == 1) { WIDE_RUN_##S(OP, o, a, n) for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i]); } \
+    if (s[0] == 1 && s[1] == 1) { WIDE_RUN_##S(OP, o, a, \
+        n) for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i]); } \
     else for (int64_t i = 0; i < n; i++) o[i * s[0]] = el_##OP##_##S(a[i * s[1]]); } \
   int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
     static const int dt[2] = {DO, DI}; (void)attrs; return apply(t, 2, #OP, dt, row_##OP##_##S, NULL); }
@@ -55,8 +57,10 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
   static void row_##OP##_##S(void *ctx, char **p, int64_t n, const int64_t *s) { \
     TO *o = (TO *)p[0]; const TI *a = (const TI *)p[1], *b = (const TI *)p[2]; (void)ctx; \
     if (s[0] == 1 && s[1] == 1 && s[2] == 1) for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i], b[i]); \
-    else if (s[0] == 1 && s[1] == 1 && s[2] == 0) { TI y = b[0]; for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i], y); } \
-    else if (s[0] == 1 && s[1] == 0 && s[2] == 1) { TI x = a[0]; for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(x, b[i]); } \
+    else if (s[0] == 1 && s[1] == 1 && s[2] == 0) { TI y = b[0]; \
+        for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i], y); } \
+    else if (s[0] == 1 && s[1] == 0 && s[2] == 1) { TI x = a[0]; \
+        for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(x, b[i]); } \
     else for (int64_t i = 0; i < n; i++) o[i * s[0]] = el_##OP##_##S(a[i * s[1]], b[i * s[2]]); } \
   int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
     static const int dt[3] = {DO, DI, DI}; (void)attrs; return apply(t, 3, #OP, dt, row_##OP##_##S, NULL); }

@@ -118,7 +118,8 @@ DS_INT_DIVPOW(int64_t, i64)
 DS_INT_DIVPOW(int32_t, i32)
 
 /* fmod: remainder with the dividend's sign (C's fmod, %); remainder: with the divisor's sign (Python's %).
-   Integers: x mod 0 raises ds_zero_division (ZeroDivisionError, as div), x mod -1 gives 0 (no INT_MIN / -1 overflow). */
+   Integers: x mod 0 raises ds_zero_division (ZeroDivisionError, as div), x mod -1 gives 0 (no INT_MIN / -1
+   overflow). */
 static inline float el_fmod_f32(float a, float b) { return fmodf(a, b); }
 static inline double el_fmod_f64(double a, double b) { return fmod(a, b); }
 static inline float el_remainder_f32(float a, float b) {
@@ -174,8 +175,12 @@ static inline double el_softplus_f64(double x, double beta, double threshold) {
 }
 
 /* ---- casts: float -> integer saturates, NaN -> 0 (C leaves these undefined) ---- */
-static inline int64_t ds_f2i64(double x) { return x != x ? 0 : (x >= 9.2233720368547758e18 ? INT64_MAX : (x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x)); }
-static inline int32_t ds_f2i32(double x) { return x != x ? 0 : (x >= 2147483647.0 ? INT32_MAX : (x <= -2147483648.0 ? INT32_MIN : (int32_t)x)); }
+static inline int64_t ds_f2i64(double x) {
+  return x != x ? 0 : (x >= 9.2233720368547758e18 ? INT64_MAX : (x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x));
+}
+static inline int32_t ds_f2i32(double x) {
+  return x != x ? 0 : (x >= 2147483647.0 ? INT32_MAX : (x <= -2147483648.0 ? INT32_MIN : (int32_t)x));
+}
 static inline uint8_t ds_f2u8(double x) { return x != x ? 0 : (x >= 255.0 ? 255 : (x <= 0.0 ? 0 : (uint8_t)x)); }
 /* a value converted to dtype S, as copy/cast and params (clamp bounds) do it */
 #define CV_TO_f32(x) ((float)(x))

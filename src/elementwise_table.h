@@ -52,7 +52,8 @@ enum {
    (elementwise_avx512.c); WIDE_<dtype>(op, o, a, n) runs it and returns from the calling loop function */
 typedef void (*ew_f32_loop)(float *o, const float *a, int64_t n);
 ew_f32_loop ds_ew_wide_f32(int op);
-#define WIDE_RUN_f32(OP, o, a, n) { ew_f32_loop wide_ = ds_ew_wide_f32(EW_OP_##OP); if (wide_) { wide_(o, a, n); return; } }
+#define WIDE_RUN_f32(OP, o, a, n) \
+  { ew_f32_loop wide_ = ds_ew_wide_f32(EW_OP_##OP); if (wide_) { wide_(o, a, n); return; } }
 #define WIDE_RUN_f64(OP, o, a, n)
 #define WIDE_RUN_i64(OP, o, a, n)
 #define WIDE_RUN_i32(OP, o, a, n)

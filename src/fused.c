@@ -77,7 +77,8 @@ static const loop_fn loops[EW_OP_COUNT][DS_BOOL + 1] = {
 #undef EW
 };
 /* cast_fns[to][from] */
-#define CAST_ENTRY(OP, S, T) [EW_CODE(S)] = {k_##S##_f32, k_##S##_f64, k_##S##_i64, k_##S##_i32, k_##S##_u8, k_##S##_bool},
+#define CAST_ENTRY(OP, S, T) \
+  [EW_CODE(S)] = {k_##S##_f32, k_##S##_f64, k_##S##_i64, k_##S##_i32, k_##S##_u8, k_##S##_bool},
 static const unary_fn cast_fns[DS_BOOL + 1][DS_BOOL + 1] = {EW_ALL(CAST_ENTRY, copy)};
 
 /* the properties of each opcode, for decoding here and for the fusion pass (ds_ew_*) */
@@ -120,12 +121,16 @@ static int decode(program *p, int ntensors, const int *opdt, int nattrs, const d
   DS_CHECK(nattrs >= 4, "fused: program too short (%d numbers)", nattrs);
   for (int i = 0; i < 4; i++) DS_CHECK(is_int(at[i]) && at[i] >= 0, "fused: bad program header");
   p->nout = (int)at[0]; p->nin = (int)at[1]; p->nregs = (int)at[2]; p->ninstr = (int)at[3];
-  DS_CHECK(p->nout >= 1 && p->nin >= 0 && p->nout + p->nin <= MAXOPS, "fused: %d outputs and %d inputs (at most %d operands)", p->nout, p->nin, MAXOPS);
-  DS_CHECK(p->nregs >= 1 && p->nregs <= MAXREG && p->ninstr >= 1 && p->ninstr <= MAXINS, "fused: %d registers, %d instructions out of range", p->nregs, p->ninstr);
+  DS_CHECK(p->nout >= 1 && p->nin >= 0 && p->nout + p->nin <= MAXOPS,
+      "fused: %d outputs and %d inputs (at most %d operands)", p->nout, p->nin, MAXOPS);
+  DS_CHECK(p->nregs >= 1 && p->nregs <= MAXREG && p->ninstr >= 1 && p->ninstr <= MAXINS,
+      "fused: %d registers, %d instructions out of range", p->nregs, p->ninstr);
   DS_CHECK(p->nout + p->nin == ntensors, "fused: program names %d operands, step has %d", p->nout + p->nin, ntensors);
-  DS_CHECK(nattrs == 4 + p->nout + WIDTH * p->ninstr, "fused: program has %d numbers, header implies %d", nattrs, 4 + p->nout + WIDTH * p->ninstr);
+  DS_CHECK(nattrs == 4 + p->nout + WIDTH * p->ninstr, "fused: program has %d numbers, header implies %d", nattrs,
+      4 + p->nout + WIDTH * p->ninstr);
   int written[MAXREG] = {0};
-  for (int k = 0; k < ntensors; k++) DS_CHECK(opdt[k] >= 0 && opdt[k] <= DS_BOOL, "fused: operand %d has a bad dtype", k);
+  for (int k = 0; k < ntensors; k++) DS_CHECK(opdt[k] >= 0 && opdt[k] <= DS_BOOL,
+      "fused: operand %d has a bad dtype", k);
   const double *ip = at + 4 + p->nout;
   for (int i = 0; i < p->ninstr; i++, ip += WIDTH) {
     instr *in = &p->ins[i];
@@ -221,7 +226,11 @@ static void run_units(const iter *it, int64_t u0, int64_t u1) {
     int64_t row = u / tiles, t0 = (u % tiles) * TILE, n = inner - t0 < TILE ? inner - t0 : TILE;
     for (int k = 0; k < it->nops; k++) {
       int64_t rem = row, off = t0 * it->st[k][nd - 1];
-      for (int d = nd - 2; d >= 0; d--) { int64_t i = rem % it->shape[d]; rem /= it->shape[d]; off += i * it->st[k][d]; }
+      for (int d = nd - 2; d >= 0; d--) {
+        int64_t i = rem % it->shape[d];
+        rem /= it->shape[d];
+        off += i * it->st[k][d];
+      }
       char *ptr = it->base[k] + off * it->es[k];
       if (k < p->nout) out[k] = ptr; else in[k - p->nout] = ptr;
     }
@@ -245,9 +254,13 @@ static int run_program(const program *p, ds_tensor *const *t) {
     DS_CHECK(t[k] != NULL, "fused: operand %d missing", k);
     if (k < p->nout) {
       DS_CHECK(t[k]->ndim == o->ndim && t[k]->numel == o->numel, "fused: outputs differ in shape");
-      for (int d = 0; d < o->ndim; d++) { DS_CHECK(t[k]->shape[d] == o->shape[d], "fused: outputs differ in shape"); it.st[k][d] = t[k]->strides[d]; }
+      for (int d = 0; d < o->ndim; d++) {
+        DS_CHECK(t[k]->shape[d] == o->shape[d], "fused: outputs differ in shape");
+        it.st[k][d] = t[k]->strides[d];
+      }
     } else if (!ds_broadcast_strides(o, t[k], it.st[k]))
-      return ds_fail(DS_EINVAL, "fused: input shape %s does not broadcast to %s", ds_shape_str(t[k], b1), ds_shape_str(o, b2));
+      return ds_fail(DS_EINVAL, "fused: input shape %s does not broadcast to %s", ds_shape_str(t[k], b1),
+          ds_shape_str(o, b2));
     it.base[k] = t[k]->data;
     it.es[k] = ds_dtype_size(t[k]->dtype);
   }
@@ -301,10 +314,12 @@ int ds_fused_bool(ds_tensor *const *t, const double *attrs) { return fused(t, at
 int ds_matmul_f32(ds_tensor *const *t, const double *attrs);
 int ds_matmul_f64(ds_tensor *const *t, const double *attrs);
 static int matmul_ep(ds_tensor *const *t, const double *attrs, ds_kernel mm) {
-  for (int i = 0; i < 4; i++) DS_CHECK(is_int(attrs[i]) && attrs[i] >= 0 && attrs[i] <= MAXINS, "matmul epilogue: bad program header");
+  for (int i = 0; i < 4; i++) DS_CHECK(is_int(attrs[i]) && attrs[i] >= 0 && attrs[i] <= MAXINS,
+      "matmul epilogue: bad program header");
   int nin = (int)attrs[1];
   DS_CHECK(attrs[0] == 1 && nin >= 1 && nin + 2 <= MAXOPS, "matmul epilogue: bad program header");
-  for (int k = 0; k < nin + 2; k++) DS_CHECK(t[k] != NULL, "matmul epilogue: program names %d operands, fewer given", nin + 2);
+  for (int k = 0; k < nin + 2; k++) DS_CHECK(t[k] != NULL,
+      "matmul epilogue: program names %d operands, fewer given", nin + 2);
   int rc = mm(t, NULL);
   if (rc) return rc;
   ds_tensor *ops[MAXOPS + 1];

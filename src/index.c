@@ -272,7 +272,8 @@ static int index_select_impl(ds_tensor *const *t, const double *attrs, int dt) {
   return DS_OK;
 }
 
-/* ---- index_add: out, x, index (1-D), src; attrs = {dim}. out = x; out.select(dim, index[j]) += src.select(dim, j) ---- */
+/* ---- index_add: out, x, index (1-D), src; attrs = {dim}.
+   out = x; out.select(dim, index[j]) += src.select(dim, j) ---- */
 static int index_add_impl(ds_tensor *const *t, const double *attrs, int dt) {
   ds_tensor *o = t[0];
   const ds_tensor *x = t[1], *ix = t[2], *src = t[3];

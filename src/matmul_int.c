@@ -9,11 +9,13 @@
     if (!y || !a || !b || y->dtype != DT || a->dtype != DT || b->dtype != DT) \
       return ds_fail(DS_EINVAL, "matmul: expects " #S " operands and output"); \
     if (a->ndim < 2 || b->ndim < 2 || y->ndim < 2 || a->shape[a->ndim - 1] != b->shape[b->ndim - 2]) \
-      return ds_fail(DS_EINVAL, "matmul: operands %s and %s do not multiply", ds_shape_str(a, b1), ds_shape_str(b, b2)); \
+      return ds_fail(DS_EINVAL, "matmul: operands %s and %s do not multiply", ds_shape_str(a, b1), \
+          ds_shape_str(b, b2)); \
     int nb = y->ndim - 2; \
     int64_t M = y->shape[nb], N = y->shape[nb + 1], K = a->shape[a->ndim - 1]; \
     if (a->shape[a->ndim - 2] != M || b->shape[b->ndim - 1] != N) \
-      return ds_fail(DS_EINVAL, "matmul: output %s does not match %s @ %s", ds_shape_str(y, b1), ds_shape_str(a, b2), "b"); \
+      return ds_fail(DS_EINVAL, "matmul: output %s does not match %s @ %s", ds_shape_str(y, b1), \
+          ds_shape_str(a, b2), "b"); \
     int64_t sa[DS_MAXDIM] = {0}, sb[DS_MAXDIM] = {0}, idx[DS_MAXDIM] = {0}, nbatch = 1; \
     for (int d = 0; d < nb; d++) { \
       int da = d - (nb - (a->ndim - 2)), db = d - (nb - (b->ndim - 2)); \

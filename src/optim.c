@@ -34,7 +34,8 @@ static int64_t row_offset(const ds_tensor *t, int64_t r) {
   return off;
 }
 
-/* run the body (the macro's last argument) for every element i of the parameter (row-major), with gk the grad's element offset */
+/* run the body (the macro's last argument) for every element i of the parameter (row-major), with gk the grad's
+   element offset */
 #define FOR_EACH(n, gt, ...) \
   if (ds_tensor_is_contiguous(gt)) { \
     _Pragma("omp parallel for schedule(static) if (n > DS_PAR_MIN)") \
@@ -179,7 +180,8 @@ static int check_step(const ds_tensor *s, const char *op) {
       T si = sq[i] * alpha; si = si + a1 * gi * gi; \
       sq[i] = si; \
       T avg; \
-      if (centered) { T gai = ga[i] * alpha; gai = gai + a1 * gi; ga[i] = gai; avg = SQRT(si + (T)(-1) * gai * gai) + e; } \
+      if (centered) { T gai = ga[i] * alpha; gai = gai + a1 * gi; ga[i] = gai; \
+          avg = SQRT(si + (T)(-1) * gai * gai) + e; } \
       else avg = SQRT(si) + e; \
       if (with_momentum) { T b = buf[i] * mom; b = b + gi / avg; buf[i] = b; p[i] = p[i] + lr_neg * b; } \
       else p[i] = p[i] + lr_neg * gi / avg; \

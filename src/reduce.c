@@ -52,7 +52,14 @@ typedef void (*run_fn)(const char *x, int64_t n, int64_t s, int64_t r, const voi
 typedef void (*cols_fn)(const char *x, int64_t w, int64_t r, const void *c, void *acc);
 typedef void (*merge_fn)(void *acc, const void *part);
 /* par_min: the element count from which a fold is worth a parallel region (~11 us) */
-typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge; const void *init; int64_t par_min; } rdesc;
+typedef struct {
+  int64_t esize, asize;
+  run_fn run;
+  cols_fn cols;
+  merge_fn merge;
+  const void *init;
+  int64_t par_min;
+} rdesc;
 /* a vectorized add/max fold runs ~0.1 ns per element: only large ones go parallel */
 #define CHEAP_PAR_MIN (8 * DS_PAR_MIN)
 
@@ -96,12 +103,14 @@ typedef struct { int64_t esize, asize; run_fn run; cols_fn cols; merge_fn merge;
   static void merge_##NAME(void *ap, const void *pp) { \
     arg_##NAME *a = ap; const arg_##NAME *p = pp; \
     if (p->i >= 0 && (a->i < 0 || BETTER(p->v, a->v))) *a = *p; } \
-  static const rdesc desc_##NAME = {sizeof(T), sizeof(arg_##NAME), run_##NAME, cols_##NAME, merge_##NAME, &init_##NAME, DS_PAR_MIN};
+  static const rdesc desc_##NAME = {sizeof(T), sizeof(arg_##NAME), run_##NAME, cols_##NAME, merge_##NAME, \
+      &init_##NAME, DS_PAR_MIN};
 
 /* ==== the driver ================================================================================ */
 #define TILE 256 /* outputs folded side by side by cols */
 
-static void fold_range(const rdesc *d, const rplan *p, const char *x0, int64_t r0, int64_t r1, const void *c, void *acc) {
+static void fold_range(const rdesc *d, const rplan *p, const char *x0, int64_t r0, int64_t r1,
+    const void *c, void *acc) {
   int nr = p->nr; int64_t idx[DS_MAXDIM], rem = r0;
   for (int i = nr - 1; i >= 0; i--) { idx[i] = rem % p->rsh[i]; rem /= p->rsh[i]; }
   for (int64_t r = r0; r < r1;) {
@@ -115,7 +124,8 @@ static void fold_range(const rdesc *d, const rplan *p, const char *x0, int64_t r
   }
 }
 
-static void cols_range(const rdesc *d, const rplan *p, const char *x0, int64_t w, int64_t r0, int64_t r1, const void *c, void *acc) {
+static void cols_range(const rdesc *d, const rplan *p, const char *x0, int64_t w, int64_t r0, int64_t r1,
+    const void *c, void *acc) {
   int nr = p->nr; int64_t idx[DS_MAXDIM], rem = r0, off = 0;
   for (int i = nr - 1; i >= 0; i--) { idx[i] = rem % p->rsh[i]; rem /= p->rsh[i]; off += idx[i] * p->rst[i]; }
   for (int64_t r = r0; r < r1; r++) {
@@ -225,10 +235,12 @@ static int reduce_exec(const rdesc *d, const rplan *p, const ds_tensor *x, const
    attrs = {ndims, dims... (0-based), keepdim, extra...}; t = outputs then x. */
 typedef struct { int mask[DS_MAXDIM]; int keepdim; const double *extra; rplan plan; } rcall;
 
-static int check_call(const char *op, ds_tensor *const *t, int nouts, int in_dt, const int *out_dt, const double *attrs, rcall *rc) {
+static int check_call(const char *op, ds_tensor *const *t, int nouts, int in_dt, const int *out_dt,
+    const double *attrs, rcall *rc) {
   const ds_tensor *x = t[nouts];
   if (!x || x->dtype != in_dt)
-    return ds_fail(DS_EINVAL, "%s: input has dtype %s, kernel expects %s", op, x ? ds_dtype_name(x->dtype) : "none", ds_dtype_name(in_dt));
+    return ds_fail(DS_EINVAL, "%s: input has dtype %s, kernel expects %s", op, x ? ds_dtype_name(x->dtype) : "none",
+        ds_dtype_name(in_dt));
   char b1[128], b2[128];
   double nd = attrs[0];
   if (nd != floor(nd) || nd < 0 || nd > x->ndim)
@@ -253,7 +265,8 @@ static int check_call(const char *op, ds_tensor *const *t, int nouts, int in_dt,
       return ds_fail(DS_EINVAL, "%s: output %d must be a contiguous %s tensor", op, k + 1, ds_dtype_name(out_dt[k]));
     int ok = o->ndim == wn;
     for (int d = 0; ok && d < wn; d++) ok = o->shape[d] == want[d];
-    if (!ok) return ds_fail(DS_EINVAL, "%s: output shape %s does not match input %s reduced", op, ds_shape_str(o, b1), ds_shape_str(x, b2));
+    if (!ok) return ds_fail(DS_EINVAL, "%s: output shape %s does not match input %s reduced", op, ds_shape_str(o, b1),
+        ds_shape_str(x, b2));
   }
   make_plan(x, rc->mask, &rc->plan);
   return DS_OK;
@@ -295,7 +308,8 @@ FOLD(sum_u8, uint8_t, uint64_t, 0, TO_U64, ADD) FOLD(sum_bool, uint8_t, uint64_t
 FOLD(prod_f32, float, double, 1.0, TO_D, MUL) FOLD(prod_f64, double, double, 1.0, TO_D, MUL)
 FOLD(prod_i64, int64_t, uint64_t, 1, TO_U64, MUL) FOLD(prod_i32, int32_t, uint64_t, 1, TO_U64, MUL)
 FOLD(prod_u8, uint8_t, uint64_t, 1, TO_U64, MUL) FOLD(prod_bool, uint8_t, uint64_t, 1, TO_U64, MUL)
-FOLDL(sqdev_f32, float, double, float, 0.0, SQDEV_F32, ADD, CHEAP_PAR_MIN) FOLD(sqdev_f64, double, double, 0.0, SQDEV_F64, ADD)
+FOLDL(sqdev_f32, float, double, float, 0.0, SQDEV_F32, ADD, CHEAP_PAR_MIN)
+FOLD(sqdev_f64, double, double, 0.0, SQDEV_F64, ADD)
 FOLDL(expdev_f32, float, double, float, 0.0, EXPDEV_F32, ADD, DS_PAR_MIN)
 FOLDL(expdev_f64, double, double, double, 0.0, EXPDEV_F64, ADD, DS_PAR_MIN)
 FOLD(amax_f32, float, float, -INFINITY, SAME, MAXN) FOLD(amax_f64, double, double, -INFINITY, SAME, MAXN)
@@ -344,9 +358,12 @@ SUMLIKE_ALL(sum) SUMLIKE_ALL(prod)
     memcpy(t[0]->data, acc, (size_t)(rc.plan.nout * desc_##OP##_##S.asize)); \
     free(acc); return DS_OK; }
 #define SAMEOUT_ALL(OP, BOOLOUT) \
-  SAMEOUT(OP, f32, float, DS_F32, BOOLOUT ? DS_BOOL : DS_F32, BOOLOUT) SAMEOUT(OP, f64, double, DS_F64, BOOLOUT ? DS_BOOL : DS_F64, BOOLOUT) \
-  SAMEOUT(OP, i64, int64_t, DS_I64, BOOLOUT ? DS_BOOL : DS_I64, BOOLOUT) SAMEOUT(OP, i32, int32_t, DS_I32, BOOLOUT ? DS_BOOL : DS_I32, BOOLOUT) \
-  SAMEOUT(OP, u8, uint8_t, DS_U8, BOOLOUT ? DS_BOOL : DS_U8, BOOLOUT) SAMEOUT(OP, bool, uint8_t, DS_BOOL, DS_BOOL, BOOLOUT)
+  SAMEOUT(OP, f32, float, DS_F32, BOOLOUT ? DS_BOOL : DS_F32, BOOLOUT) SAMEOUT(OP, f64, double, DS_F64, \
+      BOOLOUT ? DS_BOOL : DS_F64, BOOLOUT) \
+  SAMEOUT(OP, i64, int64_t, DS_I64, BOOLOUT ? DS_BOOL : DS_I64, BOOLOUT) SAMEOUT(OP, i32, int32_t, DS_I32, \
+      BOOLOUT ? DS_BOOL : DS_I32, BOOLOUT) \
+  SAMEOUT(OP, u8, uint8_t, DS_U8, BOOLOUT ? DS_BOOL : DS_U8, BOOLOUT) SAMEOUT(OP, bool, uint8_t, DS_BOOL, \
+      DS_BOOL, BOOLOUT)
 SAMEOUT_ALL(amax, 0) SAMEOUT_ALL(amin, 0) SAMEOUT_ALL(all, 1) SAMEOUT_ALL(any, 1)
 
 /* mean, var, std, logsumexp: floats only. var/std: extra[0] = correction (1 = unbiased);
@@ -451,13 +468,16 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
   ds_tensor *y = t[0]; const ds_tensor *x = t[1];
   char b1[128], b2[128];
   if (!x || !y || x->dtype != in_dt || y->dtype != out_dt || !ds_tensor_is_contiguous(y))
-    return ds_fail(DS_EINVAL, "%s: expects a %s input and a contiguous %s output", op, ds_dtype_name(in_dt), ds_dtype_name(out_dt));
+    return ds_fail(DS_EINVAL, "%s: expects a %s input and a contiguous %s output", op, ds_dtype_name(in_dt),
+        ds_dtype_name(out_dt));
   int ok = x->ndim == y->ndim;
   for (int d = 0; ok && d < x->ndim; d++) ok = x->shape[d] == y->shape[d];
-  if (!ok) return ds_fail(DS_EINVAL, "%s: output %s does not match input %s", op, ds_shape_str(y, b1), ds_shape_str(x, b2));
+  if (!ok) return ds_fail(DS_EINVAL, "%s: output %s does not match input %s", op, ds_shape_str(y, b1),
+      ds_shape_str(x, b2));
   double dd = attrs[0];
   int nd = x->ndim ? x->ndim : 1;
-  if (dd != floor(dd) || dd < 0 || dd >= nd) return ds_fail(DS_EINVAL, "%s: dim %g out of range for %s", op, dd + 1, ds_shape_str(x, b1));
+  if (dd != floor(dd) || dd < 0 || dd >= nd) return ds_fail(DS_EINVAL, "%s: dim %g out of range for %s", op, dd + 1,
+      ds_shape_str(x, b1));
   if (x->numel == 0) return DS_OK;
   int dim = (int)dd;
   int64_t n = x->ndim ? x->shape[dim] : 1, xs = x->ndim ? x->strides[dim] : 0, ys = x->ndim ? y->strides[dim] : 0;
@@ -496,14 +516,18 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
     if (n >= EXP_LANES) { /* fewer lanes here: the inlined exp needs the registers */ \
       for (int k = 0; k < EXP_LANES; k++) l[k] = 0; \
       for (; i + EXP_LANES <= n; i += EXP_LANES) { \
-        _Pragma("omp simd") for (int k = 0; k < EXP_LANES; k++) { T e = EXP(x[i + k] - m); y[i + k] = e; l[k] += e; } } \
+        _Pragma("omp simd") for (int k = 0; k < EXP_LANES; k++) { \
+          T e = EXP(x[i + k] - m); y[i + k] = e; l[k] += e; \
+        } \
+      } \
       for (int w = EXP_LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] += l[k + w]; \
       s = l[0]; \
     } \
     for (; i < n; i++) { T e = EXP(x[i] - m); y[i] = e; s += e; } \
     if (logsm) { T ls = LOG(s); for (i = 0; i < n; i++) y[i] = (x[i] - m) - ls; } \
     else { T r = 1 / s; for (i = 0; i < n; i++) y[i] = y[i] * r; } } \
-  static void softmax_line_##S(const char *xp, int64_t xs, char *yp, int64_t ys, int64_t n, const double *attrs, char *scratch) { \
+  static void softmax_line_##S(const char *xp, int64_t xs, char *yp, int64_t ys, int64_t n, const double *attrs, \
+      char *scratch) { \
     int logsm = attrs[1] != 0; \
     if (xs == 1 && ys == 1) { softmax_core_##S((const T *)xp, (T *)yp, n, logsm); return; } \
     const T *x = (const T *)xp; T *y = (T *)yp, *a = (T *)scratch, *b = a + n; \
@@ -521,7 +545,8 @@ SOFTMAX(f32, float, ds_expf, ds_logf) SOFTMAX(f64, double, exp, log)
 /* cumsum: attrs = {dim, reverse}; floats accumulate in double (as PyTorch's CPU kernel),
    integers and bools in wrapping 64-bit and give i64 */
 #define CUMSUM(S, T, D, A, TO, DO) \
-  static void cumsum_line_##S(const char *xp, int64_t xs, char *yp, int64_t ys, int64_t n, const double *attrs, char *scratch) { \
+  static void cumsum_line_##S(const char *xp, int64_t xs, char *yp, int64_t ys, int64_t n, const double *attrs, \
+      char *scratch) { \
     const T *x = (const T *)xp; TO *y = (TO *)yp; A acc = 0; (void)scratch; \
     if (attrs[1] != 0) for (int64_t i = n - 1; i >= 0; i--) { acc += (A)x[i * xs]; y[i * ys] = (TO)acc; } \
     else for (int64_t i = 0; i < n; i++) { acc += (A)x[i * xs]; y[i * ys] = (TO)acc; } } \

@@ -51,7 +51,8 @@ static int for_each_line(const char *op, const ds_tensor *x, ds_tensor *y0, ds_t
     if (ISNAN(a)) return desc && !ISNAN(b); \
     if (ISNAN(b)) return !desc; \
     return desc ? a > b : a < b; } \
-  static int sort_line_##S(const char *xp, int64_t xs, char *vp, char *ip, int64_t vs, int64_t is, int64_t n, double desc) { \
+  static int sort_line_##S(const char *xp, int64_t xs, char *vp, char *ip, int64_t vs, int64_t is, \
+      int64_t n, double desc) { \
     const T *x = (const T *)xp; T *v = (T *)vp; int64_t *ix = (int64_t *)ip; \
     int64_t *a = malloc((size_t)n * 2 * sizeof(int64_t)); \
     if (!a) return ds_fail(DS_ENOMEM, "sort: out of memory for a line of %lld", (long long)n); \
@@ -80,7 +81,8 @@ SORT(i32, int32_t, DS_I32, NOT_NAN) SORT(u8, uint8_t, DS_U8, NOT_NAN)
 /* cumprod: t = {y, x}; attrs = {dim}. Floats multiply in double (as cumsum does, PyTorch's CPU
    accumulation), integers in wrapping 64-bit and give i64. */
 #define CUMPROD(S, T, DT, A, TO, DO) \
-  static int cumprod_line_##S(const char *xp, int64_t xs, char *yp, char *unused, int64_t ys, int64_t us, int64_t n, double opt) { \
+  static int cumprod_line_##S(const char *xp, int64_t xs, char *yp, char *unused, int64_t ys, int64_t us, \
+      int64_t n, double opt) { \
     const T *x = (const T *)xp; TO *y = (TO *)yp; A acc = 1; \
     for (int64_t i = 0; i < n; i++) { acc *= (A)x[i * xs]; y[i * ys] = (TO)acc; } \
     return 0; } \
