@@ -87,12 +87,14 @@ local function run_backward(outputs, grad_outputs, create_graph, wanted)
   local roots = {}
   for i, y in ipairs(outputs) do
     if not requires(y) then
-      errors.raise("backward: output " .. i .. " does not require grad (no input of its graph has requires_grad = true)")
+      errors.raise("backward: output " .. i ..
+        " does not require grad (no input of its graph has requires_grad = true)")
     end
     local g = grad_outputs and grad_outputs[i]
     if g == nil then
       if S.numel(y._shape) ~= 1 then
-        errors.raise("backward: output " .. i .. " has shape " .. S.str(y._shape) .. "; grad can be implicit only for scalar outputs")
+        errors.raise("backward: output " .. i .. " has shape " .. S.str(y._shape) ..
+          "; grad can be implicit only for scalar outputs")
       end
       g = F.ones_like(y)
     end
@@ -200,7 +202,11 @@ function M.enable_grad(fn, ...)
   return unpack(res, 2, table.maxn(res))
 end
 
-function M.set_grad_enabled(on) local prev = state.grad_enabled; state.grad_enabled = on and true or false; return prev end
+function M.set_grad_enabled(on)
+  local prev = state.grad_enabled
+  state.grad_enabled = on and true or false
+  return prev
+end
 function M.is_grad_enabled() return state.grad_enabled end
 
 function Tensor.requires_grad_(x, on)

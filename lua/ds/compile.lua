@@ -118,7 +118,8 @@ function Compiled:plan_for(env)
   local L = lower.build(self.ir, env)
   local arena, eager, stats = memplan(L)
   local plan, segments, log = lower.emit(L, arena)
-  p = { plan = plan, segments = segments, log = log, env = env, L = L, arena_bytes = arena, eager_bytes = eager, stats = stats, inputs = {}, state = {},
+  p = { plan = plan, segments = segments, log = log, env = env, L = L, arena_bytes = arena, eager_bytes = eager,
+    stats = stats, inputs = {}, state = {},
         outputs = {}, keep = {} }
   for _, r in ipairs(L.roots) do
     if r.kind == "const" then
@@ -239,7 +240,8 @@ function Compiled:run(args)
     local t = graph_state[g.state].tensor
     local v = gvals[k]
     local cur = rawget(t, "grad")
-    if v and g.into_existing and cur and rawget(cur, "_c") and S.equal(cur._shape, v._shape) and cur.dtype == v.dtype then
+    if v and g.into_existing and cur and rawget(cur, "_c") and S.equal(cur._shape, v._shape) and
+      cur.dtype == v.dtype then
       cur:copy_(v)
     else
       rawset(t, "grad", v)
@@ -273,7 +275,9 @@ function Compiled:__call(...)
   end
   if state.trace then
     -- called while tracing another function: its graph becomes part of that trace
-    if not self.graph then errors.raise("compiled " .. (ir.name or "graph") .. ": a loaded graph cannot be called while tracing") end
+    if not self.graph then
+      errors.raise("compiled " .. (ir.name or "graph") .. ": a loaded graph cannot be called while tracing")
+    end
     return state.trace.inline(self.graph, tensors)
   end
   return unpack(self:run(tensors), 1, #ir.outputs)
@@ -345,7 +349,8 @@ function Compiled:__tostring()
   local p = self._last_plan
   local plan = p and string.format("\nplan: %d C steps, %d buffers, arena %d bytes (unplanned %d)",
     C.ds_plan_num_steps(p.plan), C.ds_plan_num_buffers(p.plan), p.arena_bytes, p.eager_bytes) or ""
-  return string.format("compiled %s (dce %d, cse %d, fold %d, prune %d, fuse %d, epilogue %d)\n%s%s", self.ir.name or "graph",
+  return string.format("compiled %s (dce %d, cse %d, fold %d, prune %d, fuse %d, epilogue %d)\n%s%s",
+    self.ir.name or "graph",
     s.dce or 0, s.cse or 0, s.fold or 0, s.prune or 0, s.fuse or 0, s.epilogue or 0, IR.tostring(self.ir), plan)
 end
 

@@ -43,7 +43,8 @@ local function load_mpi()
     if ok then return lib end
     tried[#tried + 1] = name
   end
-  errors.raise("ds.distributed.init: cannot load Open MPI's library (tried " .. table.concat(tried, ", ") .. "); " .. PACKAGES)
+  errors.raise("ds.distributed.init: cannot load Open MPI's library (tried " .. table.concat(tried, ", ") ..
+    "); " .. PACKAGES)
 end
 
 local function mpi_check(rc, what)
@@ -56,15 +57,21 @@ end
 function M.init(opts)
   opts = opts or {}
   for k in pairs(opts) do
-    if k ~= "timeout" and k ~= "world_size" then errors.raise("ds.distributed.init: unknown option " .. tostring(k) .. " (timeout, world_size)") end
+    if k ~= "timeout" and k ~= "world_size" then
+      errors.raise("ds.distributed.init: unknown option " .. tostring(k) .. " (timeout, world_size)")
+    end
   end
   if comm then return M end
   local timeout = opts.timeout or tonumber(os.getenv("DS_DIST_TIMEOUT") or "") or DEFAULT_TIMEOUT
-  if type(timeout) ~= "number" or not (timeout > 0) then errors.raise("ds.distributed.init: timeout must be a positive number of seconds") end
+  if type(timeout) ~= "number" or not (timeout > 0) then
+    errors.raise("ds.distributed.init: timeout must be a positive number of seconds")
+  end
   local c = ffi.new("ds_comm")
   c.timeout = timeout
   if opts.world_size ~= nil then
-    if opts.world_size ~= 1 then errors.raise("ds.distributed.init: world_size can only be 1 (more processes come from mpirun -np N)") end
+    if opts.world_size ~= 1 then
+      errors.raise("ds.distributed.init: world_size can only be 1 (more processes come from mpirun -np N)")
+    end
     c.size, c.rank = 1, 0
   else
     if not os.getenv("OMPI_COMM_WORLD_SIZE") then
@@ -129,7 +136,8 @@ function M.run(fn, ...)
   M.init()
   local res = { xpcall(fn, debug.traceback, ...) }
   if not res[1] then
-    io.stderr:write(string.format("ds.distributed: rank %d of %d failed: %s\n", M.rank(), M.world_size(), tostring(res[2])))
+    io.stderr:write(string.format("ds.distributed: rank %d of %d failed: %s\n", M.rank(), M.world_size(),
+      tostring(res[2])))
     io.stderr:flush()
     M.abort(1)
   end
@@ -139,7 +147,9 @@ end
 
 local function contiguous_tensor(t, what)
   if not Tensor.is_tensor(t) then errors.raise("ds.distributed." .. what .. ": expects a tensor, got " .. type(t)) end
-  if not rawget(t, "_c") then errors.raise("ds.distributed." .. what .. ": needs a concrete tensor (inside a trace use ds.all_reduce)") end
+  if not rawget(t, "_c") then
+    errors.raise("ds.distributed." .. what .. ": needs a concrete tensor (inside a trace use ds.all_reduce)")
+  end
   return t:contiguous()
 end
 
@@ -154,9 +164,12 @@ end
 local REDUCTIONS = { sum = C.DS_REDUCE_SUM, mean = C.DS_REDUCE_MEAN, max = C.DS_REDUCE_MAX }
 local function reduction(opts, what)
   opts = opts or {}
-  for k in pairs(opts) do if k ~= "op" then errors.raise("ds.distributed." .. what .. ": unknown option " .. tostring(k) .. " (op)") end end
+  for k in pairs(opts) do if k ~= "op" then errors.raise("ds.distributed." .. what .. ": unknown option " ..
+    tostring(k) .. " (op)") end end
   local op = opts.op or "sum"
-  if not REDUCTIONS[op] then errors.raise("ds.distributed." .. what .. ": op must be \"sum\", \"mean\" or \"max\", got " .. tostring(op)) end
+  if not REDUCTIONS[op] then
+    errors.raise("ds.distributed." .. what .. ": op must be \"sum\", \"mean\" or \"max\", got " .. tostring(op))
+  end
   return op
 end
 

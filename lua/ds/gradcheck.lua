@@ -105,7 +105,8 @@ function M.gradcheck(fn, inputs, opts)
     local gs = autograd.grad(grad_outs, diff, { grad_outputs = grad_vs, allow_unused = true })
     for j, g in ipairs(gs) do
       if not S.equal(g._shape, diff[j]._shape) then
-        return fail(string.format("grad of input %d has shape %s, input has %s", diff_pos[j], S.str(g._shape), S.str(diff[j]._shape)))
+        return fail(string.format("grad of input %d has shape %s, input has %s", diff_pos[j], S.str(g._shape),
+          S.str(diff[j]._shape)))
       end
       analytic[j] = g:astype("f64"):_flat()
     end
@@ -147,7 +148,8 @@ function M.gradgradcheck(fn, inputs, opts)
   local all = {}
   for i = 1, n do all[i] = inputs[i] end
   local diff_idx = {}
-  for i = 1, n do if is_tensor(inputs[i]) and rawget(inputs[i], "requires_grad") then diff_idx[#diff_idx + 1] = i end end
+  for i = 1, n do if is_tensor(inputs[i]) and rawget(inputs[i], "requires_grad") then
+    diff_idx[#diff_idx + 1] = i end end
   local nv = 0
   for _, o in ipairs(outs) do
     if rawget(o, "requires_grad") then

@@ -120,10 +120,12 @@ function Graph:_lines(lines, indent)
   lines[#lines + 1] = string.format("%sgraph %s(%s)%s", indent, self.name, table.concat(ins, ", "), mode)
   local ind = indent .. "  "
   for _, inp in ipairs(self.inputs) do
-    lines[#lines + 1] = string.format("%s%s = input %s : %s", ind, vname(inp.value), inp.name, type_str(self.values[inp.value]))
+    lines[#lines + 1] = string.format("%s%s = input %s : %s", ind, vname(inp.value), inp.name,
+      type_str(self.values[inp.value]))
   end
   for _, s in ipairs(self.state) do
-    lines[#lines + 1] = string.format("%s%s = state %s : %s", ind, vname(s.value), s.name, type_str(self.values[s.value]))
+    lines[#lines + 1] = string.format("%s%s = state %s : %s", ind, vname(s.value), s.name,
+      type_str(self.values[s.value]))
   end
   for _, c in ipairs(self.constants) do
     lines[#lines + 1] = string.format("%s%s = const %s : %s", ind, vname(c.value), tostring(c.number), c.dtype)
@@ -155,7 +157,8 @@ function Graph:_lines(lines, indent)
     lines[#lines + 1] = string.format("%sinput %s <- %s", ind, self.inputs[w.input].name, vname(w.value))
   end
   for _, w in ipairs(self.grad_writes) do
-    lines[#lines + 1] = string.format("%sstate %s.grad <- %s", ind, self.state[w.state].name, w.value and vname(w.value) or "nil")
+    lines[#lines + 1] = string.format("%sstate %s.grad <- %s", ind, self.state[w.state].name, w.value and
+      vname(w.value) or "nil")
   end
 end
 
@@ -189,16 +192,20 @@ function Graph:to_dot()
   end
   for i, node in ipairs(self.nodes) do
     local id = "n" .. i
-    out[#out + 1] = string.format("  %s [shape=box, style=\"rounded,filled\", fillcolor=\"#eeeeee\", label=\"%s%s\\n%s\", tooltip=\"%s\"];",
+    out[#out + 1] = string.format("  %s [shape=box, style=\"rounded,filled\", fillcolor=\"#eeeeee\", " ..
+      "label=\"%s%s\\n%s\", tooltip=\"%s\"];",
       id, esc(node.op), esc(attrs_str(node.def, node.attrs)), esc(node.source), esc(node.source))
     for _, v in ipairs(node.inputs) do
-      out[#out + 1] = string.format("  %s -> %s [label=\"%s\", fontsize=8];", producer[v], id, esc(type_str(self.values[v])))
+      out[#out + 1] = string.format("  %s -> %s [label=\"%s\", fontsize=8];", producer[v], id,
+        esc(type_str(self.values[v])))
     end
     for _, v in ipairs(node.outputs) do producer[v] = id end
   end
   for k, v in ipairs(self.outputs) do
-    out[#out + 1] = string.format("  out%d [shape=house, style=filled, fillcolor=\"#d8ffd8\", label=\"output %d\"];", k, k)
-    out[#out + 1] = string.format("  %s -> out%d [label=\"%s\", fontsize=8];", producer[v], k, esc(type_str(self.values[v])))
+    out[#out + 1] = string.format("  out%d [shape=house, style=filled, fillcolor=\"#d8ffd8\", label=\"output " ..
+      "%d\"];", k, k)
+    out[#out + 1] = string.format("  %s -> out%d [label=\"%s\", fontsize=8];", producer[v], k,
+      esc(type_str(self.values[v])))
   end
   for _, w in ipairs(self.state_writes) do
     out[#out + 1] = string.format("  %s -> v%d [style=dashed, color=\"#aa6600\", label=\"write\", fontsize=8];",
@@ -302,7 +309,8 @@ function Graph:apply_writes(vals, args)
     local t = self.state[w.state].tensor
     local v = w.value and vals[w.value] or nil
     local cur = rawget(t, "grad")
-    if v and w.into_existing and cur and rawget(cur, "_c") and S.equal(cur._shape, v._shape) and cur.dtype == v.dtype then
+    if v and w.into_existing and cur and rawget(cur, "_c") and S.equal(cur._shape, v._shape) and
+      cur.dtype == v.dtype then
       if v ~= cur then D.run_kernel(copy, { v }, {}, { { shape = cur._shape, dtype = cur.dtype } }, cur) end
     else
       rawset(t, "grad", v)

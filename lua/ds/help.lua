@@ -82,7 +82,8 @@ local function op_text(def)
     for i = 1, def.ninputs or 1 do args[#args + 1] = names[i] or ("t" .. i) end
   end
   for _, a in ipairs(def.args or {}) do args[#args + 1] = a end
-  local lines = { "ds." .. def.name .. "(" .. table.concat(args, ", ") .. (#(def.attrs or {}) > 0 and ", {options})" or ")") }
+  local options = #(def.attrs or {}) > 0 and ", {options})" or ")"
+  local lines = { "ds." .. def.name .. "(" .. table.concat(args, ", ") .. options }
   if def.doc then lines[#lines + 1] = def.doc end
   for _, a in ipairs(def.attrs or {}) do
     local kind = a[2] == "enum" and table.concat(a[4] or {}, "|") or a[2]
@@ -112,7 +113,8 @@ function M.text(ns, name, value)
   local nn, optim = ns.nn, ns.optim
   local short = name and name:gsub("^ds%.", "")
   if short then
-    local op = D.by_name[short] or D.by_name[short:match("^F%.(.*)$") or ""] or D.by_name[short:match("^Tensor[.:](.*)$") or ""]
+    local op = D.by_name[short] or D.by_name[short:match("^F%.(.*)$") or ""] or
+      D.by_name[short:match("^Tensor[.:](.*)$") or ""]
     if op then return op_text(op) end
     local mod = short:match("^nn%.(.*)$")
     if mod and is_class(nn[mod]) then return class_text("nn." .. mod, nn[mod]) end

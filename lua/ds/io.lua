@@ -54,11 +54,16 @@ end
 
 -- after the commit: temporary files of dead savers, params files no graph names, a plan of an older save
 local function clean_up(dir, stem, keep, old_params, has_plan, fail)
-  for _, target in ipairs { stem .. ".json", stem .. ".safetensors", stem .. ".plan" } do files.remove_stale_temps(dir, target, fail) end
+  for _, target in ipairs { stem .. ".json", stem .. ".safetensors", stem .. ".plan" } do
+    files.remove_stale_temps(dir, target, fail)
+  end
   local esc = stem:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")
   for _, name in ipairs(files.list(dir, fail)) do
-    local content = name:match("^" .. esc .. "%.(%x%x%x%x%x%x%x%x)%.safetensors$") or name:match("^" .. esc .. "%.(%x%x%x%x%x%x%x%x%-%d+)%.safetensors$")
-    if content and name ~= keep and not io.open(dir .. "/" .. stem .. "." .. content .. ".json") then os.remove(dir .. "/" .. name) end
+    local content = name:match("^" .. esc .. "%.(%x%x%x%x%x%x%x%x)%.safetensors$") or
+      name:match("^" .. esc .. "%.(%x%x%x%x%x%x%x%x%-%d+)%.safetensors$")
+    if content and name ~= keep and not io.open(dir .. "/" .. stem .. "." .. content .. ".json") then
+      os.remove(dir .. "/" .. name)
+    end
   end
   if old_params and old_params ~= keep then os.remove(dir .. "/" .. old_params) end
   if not has_plan then os.remove(dir .. "/" .. stem .. ".plan") end
@@ -76,7 +81,9 @@ end
 -- and a crash at any point leaves the previous or the new model loadable. Then the leftovers are removed.
 -- Saves into one directory take its lock, so concurrent saves cannot remove each other's files.
 function M.save(compiled, path)
-  if type(path) ~= "string" or path == "" then errors.raise("save: path must be a non-empty string like \"dir/name\"") end
+  if type(path) ~= "string" or path == "" then
+    errors.raise("save: path must be a non-empty string like \"dir/name\"")
+  end
   compiled = saveable(compiled)
   local base = path:gsub("%.json$", "")
   local dir, stem = files.split(base)
@@ -88,7 +95,8 @@ function M.save(compiled, path)
   for i, c in ipairs(compiled.ir.consts) do names.const[i] = "const." .. c.value end
   files.with_lock(dir, function()
     local old_params = current_params(base .. ".json")
-    local tmp = files.write_temp(base .. ".safetensors", safetensors.chunks(tensors, { format = writer.FORMAT, graph = stem }, fail), fail)
+    local tmp = files.write_temp(base .. ".safetensors", safetensors.chunks(tensors,
+      { format = writer.FORMAT, graph = stem }, fail), fail)
     local p = params_file.open(tmp, nil, fail)
     local pname = commit_params(dir, stem, tmp, p, fail)
     doc.params = { file = pname, bytes = p.size, crc32 = p.crc32 }
@@ -120,7 +128,9 @@ local function load_options(opts)
 end
 
 function M.load(path, opts)
-  if type(path) ~= "string" or path == "" then errors.raise("load: path must be a non-empty string like \"dir/name\"") end
+  if type(path) ~= "string" or path == "" then
+    errors.raise("load: path must be a non-empty string like \"dir/name\"")
+  end
   local trips, copts = load_options(opts)
   local base = path:gsub("%.json$", "")
   local dir = files.split(base)

@@ -26,7 +26,8 @@ local function describe(v)
   if tv == "string" then return string.format("string %q", v) end
   if tv == "boolean" or tv == "nil" then return tv .. " " .. tostring(v) end
   if T.is_module(v) then
-    return string.format("module %s %s (%s)", rawget(getmetatable(v) or {}, "_name") or "?", tostring(v):match("0x%x+") or "",
+    return string.format("module %s %s (%s)", rawget(getmetatable(v) or {}, "_name") or "?",
+      tostring(v):match("0x%x+") or "",
       v.training == false and "eval" or "train")
   end
   return tv .. " " .. tostring(v)
@@ -193,7 +194,8 @@ function M.compile(target, specs_or_opts, opts)
   local callable = type(target) == "function" or T.is_module(target)
   if callable and not is_spec_list(specs_or_opts) then return M.new(target, specs_or_opts) end
   if Graph.is_graph(target) then return compiler.compile_graph(target, specs_or_opts or opts) end
-  if type(specs_or_opts) ~= "table" or specs_or_opts[1] == nil and next(specs_or_opts) ~= nil and not specs_or_opts.shape then
+  if type(specs_or_opts) ~= "table" or specs_or_opts[1] == nil and next(specs_or_opts) ~= nil and
+    not specs_or_opts.shape then
     errors.raise("compile: give a graph, or a function/module and a list of specs (ds.spec)")
   end
   local convert = opts and opts.convert

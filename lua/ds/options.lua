@@ -42,7 +42,8 @@ function M.check(opts, opname, spec)
       local known = {}
       for name in pairs(spec) do known[#known + 1] = name end
       table.sort(known)
-      raise("%s: unknown option '%s' (options: %s)", opname, tostring(k), #known > 0 and table.concat(known, ", ") or "none")
+      raise("%s: unknown option '%s' (options: %s)", opname, tostring(k), #known > 0 and
+        table.concat(known, ", ") or "none")
     end
     local ok, want = kind_ok(kind, v)
     if not ok then

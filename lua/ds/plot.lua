@@ -1,7 +1,8 @@
 -- plot.lua: SVG line charts with no dependency (training curves: loss, accuracy, learning rate), one
 -- chart per panel, stacked; and the small SVG helpers the graph and profile pictures share.
 --   ds.plot.lines("out/lenet.svg", {
---     { title = "loss", xlabel = "epoch", series = { { name = "train", y = losses }, { name = "test", x = xs, y = ys } } },
+--     { title = "loss", xlabel = "epoch",
+--       series = { { name = "train", y = losses }, { name = "test", x = xs, y = ys } } },
 --     { title = "accuracy", series = { { name = "test", y = accs } } } })
 local errors = require("ds.errors")
 
@@ -11,7 +12,8 @@ M.PALETTE = { "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", 
 
 -- text escaped for SVG/XML content and attribute values
 function M.escape(s)
-  return (tostring(s):gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;", ["'"] = "&apos;" }))
+  return (tostring(s):gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;",
+    ["'"] = "&apos;" }))
 end
 
 -- write a whole file, or raise naming the op and the path
@@ -49,13 +51,20 @@ end
 
 local function check_series(s, p, k)
   local where = string.format("plot: panel %d series %d", p, k)
-  if type(s) ~= "table" or type(s.y) ~= "table" then errors.raise(where .. ": expects {name =, y = {numbers}, x = {numbers}?}") end
+  if type(s) ~= "table" or type(s.y) ~= "table" then
+    errors.raise(where .. ": expects {name =, y = {numbers}, x = {numbers}?}")
+  end
   if s.x ~= nil and (type(s.x) ~= "table" or #s.x ~= #s.y) then
-    errors.raise(string.format("%s: x has %s values, y has %d", where, type(s.x) == "table" and tostring(#s.x) or "no", #s.y))
+    errors.raise(string.format("%s: x has %s values, y has %d", where, type(s.x) == "table" and
+      tostring(#s.x) or "no", #s.y))
   end
   for i = 1, #s.y do
-    if type(s.y[i]) ~= "number" then errors.raise(string.format("%s: y[%d] is a %s, not a number", where, i, type(s.y[i]))) end
-    if s.x and type(s.x[i]) ~= "number" then errors.raise(string.format("%s: x[%d] is a %s, not a number", where, i, type(s.x[i]))) end
+    if type(s.y[i]) ~= "number" then
+      errors.raise(string.format("%s: y[%d] is a %s, not a number", where, i, type(s.y[i])))
+    end
+    if s.x and type(s.x[i]) ~= "number" then
+      errors.raise(string.format("%s: x[%d] is a %s, not a number", where, i, type(s.x[i])))
+    end
   end
 end
 
@@ -79,22 +88,28 @@ local function panel_svg(out, panel, top, W, H)
   local function py(y) return top + T + ph - (y - ylo) / (yhi - ylo) * ph end
   local add = function(s) out[#out + 1] = s end
   if panel.title then
-    add(string.format('<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>', L, top + 18, M.escape(panel.title)))
+    add(string.format('<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>', L, top + 18,
+      M.escape(panel.title)))
   end
   for _, v in ipairs(yt) do
     add(string.format('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/>', L, py(v), L + pw, py(v)))
-    add(string.format('<text x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>', L - 6, py(v) + 4, tick_label(v)))
+    add(string.format('<text x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>', L - 6,
+      py(v) + 4, tick_label(v)))
   end
   for _, v in ipairs(xt) do
-    add(string.format('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e0e0e0"/>', px(v), top + T, px(v), top + T + ph))
-    add(string.format('<text x="%.1f" y="%d" font-size="11" text-anchor="middle">%s</text>', px(v), top + T + ph + 16, tick_label(v)))
+    add(string.format('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e0e0e0"/>', px(v), top + T,
+      px(v), top + T + ph))
+    add(string.format('<text x="%.1f" y="%d" font-size="11" text-anchor="middle">%s</text>', px(v),
+      top + T + ph + 16, tick_label(v)))
   end
   add(string.format('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>', L, top + T, pw, ph))
   if panel.xlabel then
-    add(string.format('<text x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>', L + pw / 2, top + H - 6, M.escape(panel.xlabel)))
+    add(string.format('<text x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>', L + pw / 2, top + H - 6,
+      M.escape(panel.xlabel)))
   end
   if panel.ylabel then
-    add(string.format('<text x="14" y="%.1f" font-size="12" text-anchor="middle" transform="rotate(-90 14 %.1f)">%s</text>',
+    add(string.format('<text x="14" y="%.1f" font-size="12" text-anchor="middle" ' ..
+      'transform="rotate(-90 14 %.1f)">%s</text>',
       top + T + ph / 2, top + T + ph / 2, M.escape(panel.ylabel)))
   end
   for k, s in ipairs(panel.series) do
@@ -102,7 +117,8 @@ local function panel_svg(out, panel, top, W, H)
     local run = {}
     local function flush()
       if #run >= 2 then
-        add(string.format('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>', color, table.concat(run, " ")))
+        add(string.format('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>', color,
+          table.concat(run, " ")))
       elseif #run == 1 then
         local x, y = run[1]:match("([^,]+),(.+)")
         add(string.format('<circle cx="%s" cy="%s" r="3" fill="%s"/>', x, y, color))
@@ -115,14 +131,18 @@ local function panel_svg(out, panel, top, W, H)
     end
     flush()
     local ly = top + T + 10 + (k - 1) * 18
-    add(string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>', L + pw + 12, ly, L + pw + 32, ly, color))
-    add(string.format('<text x="%d" y="%d" font-size="12">%s</text>', L + pw + 38, ly + 4, M.escape(s.name or ("series " .. k))))
+    add(string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>', L + pw + 12, ly,
+      L + pw + 32, ly, color))
+    add(string.format('<text x="%d" y="%d" font-size="12">%s</text>', L + pw + 38, ly + 4,
+      M.escape(s.name or ("series " .. k))))
   end
 end
 
 -- the SVG text of stacked line-chart panels; opts: {width = 720, height = 260 per panel, title}
 function M.lines_svg(panels, opts)
-  if type(panels) ~= "table" or #panels == 0 then errors.raise("plot: expects a list of panels {title =, series = {...}}") end
+  if type(panels) ~= "table" or #panels == 0 then
+    errors.raise("plot: expects a list of panels {title =, series = {...}}")
+  end
   if panels.series then panels = { panels } end
   for p, panel in ipairs(panels) do
     if type(panel) ~= "table" or type(panel.series) ~= "table" or #panel.series == 0 then
@@ -134,7 +154,8 @@ function M.lines_svg(panels, opts)
   local W, H = opts.width or 720, opts.height or 260
   local out = {
     '<?xml version="1.0" encoding="UTF-8"?>',
-    string.format('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif">',
+    string.format('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" ' ..
+      'font-family="sans-serif">',
       W, H * #panels, W, H * #panels),
     string.format('<rect width="%d" height="%d" fill="white"/>', W, H * #panels),
   }

@@ -29,7 +29,8 @@ local function formatter(x, flat)
     end
   end
   local sci = maxa >= 1e8 or (mina < 1e-4 and mina > 0) or (mina ~= math.huge and maxa / mina > 1e8 and mina < 1)
-  if all_int and not sci then return function(v) if v ~= v or v == math.huge or v == -math.huge then return fmt_float(v) end return string.format("%.0f.", v) end end
+  if all_int and not sci then return function(v) if v ~= v or v == math.huge or v == -math.huge then
+    return fmt_float(v) end return string.format("%.0f.", v) end end
   return function(v) return fmt_float(v, M.precision, sci) end
 end
 
@@ -63,7 +64,8 @@ local function render(x, fmt, summarize)
   end
   local tree = walk(1, 0)
   local width = 0
-  local function measure(t) for _, v in ipairs(t) do if type(v) == "table" then measure(v) else width = math.max(width, #v) end end end
+  local function measure(t) for _, v in ipairs(t) do if type(v) == "table" then measure(v) else width =
+    math.max(width, #v) end end end
   measure(tree)
   local function emit(t, dim, indent)
     if dim == nd then
@@ -83,7 +85,8 @@ end
 
 function M.tostring(x)
   if not x._c then
-    return string.format("tensor(<abstract %s%s, dtype=%s>)", rawget(x, "_name") and (x._name .. " ") or "", S.str(x._shape), x.dtype)
+    return string.format("tensor(<abstract %s%s, dtype=%s>)", rawget(x, "_name") and (x._name .. " ") or "",
+      S.str(x._shape), x.dtype)
   end
   local n = x:numel()
   local body

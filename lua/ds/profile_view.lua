@@ -41,7 +41,8 @@ function M.chrome_trace(rows)
   for _, r in ipairs(in_plan_order(rows)) do
     local us = r.ms * 1e3
     events[#events + 1] = string.format(
-      '{"name":%s,"cat":%s,"ph":"X","ts":%.3f,"dur":%.3f,"pid":1,"tid":1,"args":{"kernel":%s,"shape":%s,"source":%s,"step":%d}}',
+      '{"name":%s,"cat":%s,"ph":"X","ts":%.3f,"dur":%.3f,"pid":1,"tid":1,' ..
+      '"args":{"kernel":%s,"shape":%s,"source":%s,"step":%d}}',
       json_string(r.op or r.kernel), json_string(r.op or "step"), t, us, json_string(r.kernel or ""),
       json_string(shape_str(r.shape)), json_string(r.line or ""), r.step or 0)
     t = t + us
@@ -58,14 +59,17 @@ function M.flame_svg(rows, total)
   local scale = total > 0 and (W - 2 * L) / total or 0
   local out = {
     '<?xml version="1.0" encoding="UTF-8"?>',
-    string.format('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">',
+    string.format('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" ' ..
+      'font-size="11">',
       W, top + 3 * (H + 4) + 10),
     string.format('<rect width="%d" height="%d" fill="white"/>', W, top + 3 * (H + 4) + 10),
-    string.format('<text x="%d" y="22" font-size="14" font-weight="bold">compiled plan: %.4f ms per run, %d steps</text>', L, total, #rows),
+    string.format('<text x="%d" y="22" font-size="14" font-weight="bold">' ..
+      'compiled plan: %.4f ms per run, %d steps</text>', L, total, #rows),
   }
   local function box(x, y, w, label, title, k)
     local color = plot.PALETTE[(k - 1) % #plot.PALETTE + 1]
-    out[#out + 1] = string.format('<g><title>%s</title><rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" fill-opacity="0.75" stroke="white"/>',
+    out[#out + 1] = string.format('<g><title>%s</title><rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" ' ..
+      'fill-opacity="0.75" stroke="white"/>',
       plot.escape(title), x, y, math.max(w, 0.5), H, color)
     if w > #label * 6.5 then
       out[#out + 1] = string.format('<text x="%.2f" y="%d">%s</text>', x + 3, y + 17, plot.escape(label))
@@ -84,7 +88,8 @@ function M.flame_svg(rows, total)
   local x, index = L, {}
   for i, k in ipairs(order) do
     index[k] = i
-    box(x, top + H + 4, kinds[k] * scale, k, string.format("%s: %.4f ms (%.1f%%)", k, kinds[k], 100 * kinds[k] / math.max(total, 1e-12)), i + 1)
+    box(x, top + H + 4, kinds[k] * scale, k, string.format("%s: %.4f ms (%.1f%%)", k, kinds[k],
+      100 * kinds[k] / math.max(total, 1e-12)), i + 1)
     x = x + kinds[k] * scale
   end
   x = L
@@ -103,7 +108,9 @@ function M.save(rows, total, path)
   if type(path) ~= "string" then errors.raise("save_profile: expects (rows, total, path)") end
   if path:match("%.json$") then plot.write_file(path, M.chrome_trace(rows), "save_profile")
   elseif path:match("%.svg$") then plot.write_file(path, M.flame_svg(rows, total), "save_profile")
-  else errors.raise("save_profile: the path must end in .json (Chrome trace) or .svg (flame-style picture), got " .. path) end
+  else
+    errors.raise("save_profile: the path must end in .json (Chrome trace) or .svg (flame-style picture), got " .. path)
+  end
   return path
 end
 

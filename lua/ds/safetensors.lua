@@ -75,7 +75,9 @@ local function check_entry(name, e, data_start, data_len, fail)
   local shape = e.shape
   if type(shape) ~= "table" then fail(where .. ": missing shape") end
   for k in pairs(shape) do
-    if type(k) ~= "number" or k < 1 or k > #shape or k ~= math.floor(k) then fail(where .. ": shape is not a JSON array") end
+    if type(k) ~= "number" or k < 1 or k > #shape or k ~= math.floor(k) then
+      fail(where .. ": shape is not a JSON array")
+    end
   end
   if #shape > 8 then fail(string.format("%s: %d dims (ds tensors have at most 8)", where, #shape)) end
   -- numel, and the product of the nonzero dims (every stride of the tensor divides it): both must stay exact
@@ -114,7 +116,8 @@ function M.parse(bytes, size, fail)
   local n = 0
   for i = 7, 0, -1 do n = n * 256 + bytes[i] end
   if n > size - 8 then
-    fail(string.format("header length %d goes beyond the end of the file (%d bytes): truncated or not a safetensors file", n, size))
+    fail(string.format("header length %d goes beyond the end of the file (%d bytes): " ..
+      "truncated or not a safetensors file", n, size))
   end
   local json, jerr = cjson.decode(ffi.string(bytes + 8, n))
   if json == nil then fail("header is not valid JSON (" .. tostring(jerr) .. ")") end

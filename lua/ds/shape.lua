@@ -82,7 +82,8 @@ function M.check(shape, opname)
     local d = shape[i]
     if type(d) == "number" then
       if d < 0 or d ~= math.floor(d) then
-        errors.raise(string.format("%s: invalid size %s in dim %d (sizes must be non-negative integers)", opname, tostring(d), i))
+        errors.raise(string.format("%s: invalid size %s in dim %d (sizes must be non-negative integers)", opname,
+          tostring(d), i))
       end
       if d > 0 then extent = extent * d end
     elseif getmetatable(d) ~= "ds.sym" then -- a symbolic dim (sym.lua) while tracing

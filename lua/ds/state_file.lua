@@ -13,7 +13,8 @@ local function failer(path) return function(msg) errors.raise(string.format("sta
 function M.write(path, named, metadata)
   if type(path) ~= "string" then errors.raise("save_state: path must be a string, got " .. type(path)) end
   if type(named) ~= "table" or Tensor.is_tensor(named) then
-    errors.raise("save_state: expected a table of name -> tensor, got " .. (Tensor.is_tensor(named) and "a tensor" or type(named)))
+    errors.raise("save_state: expected a table of name -> tensor, got " ..
+      (Tensor.is_tensor(named) and "a tensor" or type(named)))
   end
   local fail = failer(path)
   local tensors = {}

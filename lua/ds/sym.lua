@@ -67,7 +67,8 @@ end
 
 -- a named dim (a single symbol)
 function M.named(name)
-  assert(type(name) == "string" and name ~= "" and not name:find("[*+%- ]"), "bad symbolic dim name: " .. tostring(name))
+  assert(type(name) == "string" and name ~= "" and not name:find("[*+%- ]"),
+    "bad symbolic dim name: " .. tostring(name))
   return make({ [name] = 1 })
 end
 
@@ -207,7 +208,8 @@ function M.bind_inputs(label, specs, args, env)
       errors.raise(string.format("%s: input %d (%s) must be a tensor, got %s", label, i, name, type(t)))
     end
     if not rawget(t, "_c") then
-      errors.raise(string.format("%s: input %d (%s) is an abstract tensor; inside a trace call the graph", label, i, name))
+      errors.raise(string.format("%s: input %d (%s) is an abstract tensor; inside a trace call the graph",
+        label, i, name))
     end
     if t.dtype ~= spec.dtype or #t._shape ~= #spec.shape then
       errors.raise(string.format("%s: input %d (%s) must be %s %s, got %s %s", label, i, name,

@@ -33,7 +33,8 @@ end
 -- an in-place op on x, which requires grad, is always an error (leaf or part of a graph)
 function M.check_inplace(def, x)
   if rawget(x, "_grad_fn") == nil then
-    errors.raise(def.name .. "_: in-place op on a leaf tensor that requires grad; wrap it in ds.no_grad or use the out-of-place form")
+    errors.raise(def.name ..
+      "_: in-place op on a leaf tensor that requires grad; wrap it in ds.no_grad or use the out-of-place form")
   end
   errors.raise(def.name .. "_: in-place op on a tensor that is part of a graph needing grad; use the out-of-place form")
 end

@@ -93,7 +93,8 @@ function Tensor._view(x, shape, strides, offset, opname)
   for i = 1, n do shape_buf[i - 1] = shape[i]; stride_buf[i - 1] = strides[i] end
   local v = view_ct()
   dsffi.check(C.ds_tensor_view_fill(v, x._c, n, shape_buf, stride_buf, offset), opname or "view")
-  local t = setmetatable({ _c = ffi.cast(tensor_ptr, v), _h = v, _base = rawget(x, "_base") or x, _shape = shape, dtype = x.dtype }, mt)
+  local t = setmetatable({ _c = ffi.cast(tensor_ptr, v), _h = v, _base = rawget(x, "_base") or x, _shape = shape,
+    dtype = x.dtype }, mt)
   return t
 end
 
@@ -259,7 +260,8 @@ local wrapped = setmetatable({}, { __mode = "k" })
 function Tensor._require_self(skip)
   local map = {}
   for name, f in pairs(Tensor) do
-    if type(f) == "function" and name:sub(1, 1) ~= "_" and name ~= "is_tensor" and not wrapped[f] and not (skip and skip[f]) then
+    if type(f) == "function" and name:sub(1, 1) ~= "_" and name ~= "is_tensor" and not wrapped[f] and
+      not (skip and skip[f]) then
       local g = function(x, ...)
         if getmetatable(x) ~= "ds.Tensor" then
           errors.raise(string.format("%s: expects a tensor as self (x:%s(...)), got %s", name, name, type(x)))

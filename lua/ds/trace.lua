@@ -21,7 +21,8 @@ Spec.__index = Spec
 Spec.__tostring = function(s)
   local dims = {}
   for i, d in ipairs(s.shape) do dims[i] = type(d) == "string" and d or (d == -1 and "?" or tostring(d)) end
-  return string.format("spec(%s%s, %s)", s.name and (s.name .. ": ") or "", "(" .. table.concat(dims, ",") .. ")", s.dtype)
+  return string.format("spec(%s%s, %s)", s.name and (s.name .. ": ") or "", "(" ..
+    table.concat(dims, ",") .. ")", s.dtype)
 end
 
 -- ds.spec(shape, dtype, name): dims are numbers, -1 (dynamic) or strings (named dynamic dims)
@@ -98,7 +99,8 @@ Tracer.__index = Tracer
 
 local function new_tracer(graph, parent, registry)
   local t = setmetatable({ graph = graph, parent = parent, registry = registry, bound = {}, state_ix = {},
-    consts = {}, versions = {}, written_state = {}, grad_before = {}, names = {}, cap_vid = {}, cap_written = {} }, Tracer)
+    consts = {}, versions = {}, written_state = {}, grad_before = {}, names = {}, cap_vid = {},
+      cap_written = {} }, Tracer)
   -- dispatch and autograd call these without self
   t.record = function(def, inputs, attrs, metas, out) return t:record_op(def, inputs, attrs, metas, out) end
   t.detach = function(x) return t:detach_(x) end
@@ -411,7 +413,8 @@ function Tracer:lift_escaped()
     local origin = rawget(t, "_origin")
     local ni = producer[origin]
     local node = ni and g.nodes[ni]
-    if not node or #node.inputs > 0 or sym.contains(node.attrs) or sym.contains(g.values[origin].shape) or node.def.run then
+    if not node or #node.inputs > 0 or sym.contains(node.attrs) or sym.contains(g.values[origin].shape) or
+      node.def.run then
       errors.raise(string.format("trace: a tensor computed inside the traced function was stored outside it, in %s "
         .. "(made at %s); create it before tracing (or inside ds.init_scope(fn)) so the graph can keep it as state",
         clean_path(path), node and node.source or "?"))
@@ -550,8 +553,12 @@ local TRACE_OPTIONS = { name = "string", convert = "boolean" }
 function M.trace(target, specs, opts)
   opts = opts or {}
   for k, v in pairs(opts) do
-    if not TRACE_OPTIONS[k] then errors.raise(string.format("trace: unknown option '%s' (name, convert)", tostring(k))) end
-    if type(v) ~= TRACE_OPTIONS[k] then errors.raise(string.format("trace: option '%s' must be a %s", k, TRACE_OPTIONS[k])) end
+    if not TRACE_OPTIONS[k] then
+      errors.raise(string.format("trace: unknown option '%s' (name, convert)", tostring(k)))
+    end
+    if type(v) ~= TRACE_OPTIONS[k] then
+      errors.raise(string.format("trace: option '%s' must be a %s", k, TRACE_OPTIONS[k]))
+    end
   end
   specs = specs or {}
   if M.is_spec(specs) then specs = { specs } end

@@ -62,7 +62,8 @@ function M.DataLoader(dataset, opts)
   opts = opts or {}
   for k in pairs(opts) do
     if not options[k] then
-      errors.raise(string.format("DataLoader: unknown option '%s' (batch_size, shuffle, drop_last, transform, seed, sampler)", tostring(k)))
+      errors.raise(string.format("DataLoader: unknown option '%s' (batch_size, shuffle, drop_last, transform, seed, " ..
+        "sampler)", tostring(k)))
     end
   end
   if type(dataset) == "table" and getmetatable(dataset) ~= TensorDataset then
@@ -84,10 +85,14 @@ function M.DataLoader(dataset, opts)
     errors.raise("DataLoader: transform must be a function(x, y, ...) -> batch, got " .. type(opts.transform))
   end
   local sampler = opts.sampler
-  if sampler ~= nil and (type(sampler) ~= "table" or type(sampler.order) ~= "function" or type(sampler.len) ~= "function") then
-    errors.raise("DataLoader: sampler must have order() and len() (a ds.data.DistributedSampler), got " .. type(sampler))
+  if sampler ~= nil and (type(sampler) ~= "table" or type(sampler.order) ~= "function" or
+    type(sampler.len) ~= "function") then
+    errors.raise("DataLoader: sampler must have order() and len() (a ds.data.DistributedSampler), " ..
+      "got " .. type(sampler))
   end
-  if sampler and opts.shuffle then errors.raise("DataLoader: give shuffle or sampler, not both (the sampler shuffles)") end
+  if sampler and opts.shuffle then
+    errors.raise("DataLoader: give shuffle or sampler, not both (the sampler shuffles)")
+  end
   local n = sampler and sampler:len() or dataset.n or dataset.tensors[1]:size(1)
   return setmetatable({ sampler = sampler,
     dataset = dataset, tensors = dataset.tensors, n = n, batch_size = bs, shuffle = opts.shuffle == true,

@@ -20,26 +20,40 @@ local OPTIONS = { shuffle = true, seed = true, drop_last = true, rank = true, wo
 function M.DistributedSampler(dataset, opts)
   opts = opts or {}
   for k in pairs(opts) do
-    if not OPTIONS[k] then errors.raise("DistributedSampler: unknown option " .. tostring(k) .. " (shuffle, seed, drop_last, rank, world_size)") end
+    if not OPTIONS[k] then
+      errors.raise("DistributedSampler: unknown option " .. tostring(k) ..
+        " (shuffle, seed, drop_last, rank, world_size)")
+    end
   end
-  if type(dataset) ~= "table" or type(dataset.len) ~= "function" then errors.raise("DistributedSampler: expects a dataset with len()") end
+  if type(dataset) ~= "table" or type(dataset.len) ~= "function" then
+    errors.raise("DistributedSampler: expects a dataset with len()")
+  end
   local P = opts.world_size or distributed.world_size()
   local rank = opts.rank or distributed.rank()
-  if type(P) ~= "number" or P < 1 or P ~= math.floor(P) then errors.raise("DistributedSampler: world_size must be a positive integer") end
+  if type(P) ~= "number" or P < 1 or P ~= math.floor(P) then
+    errors.raise("DistributedSampler: world_size must be a positive integer")
+  end
   if type(rank) ~= "number" or rank < 1 or rank > P or rank ~= math.floor(rank) then
     errors.raise("DistributedSampler: rank must be an integer in 1.." .. P .. ", got " .. tostring(rank))
   end
   local seed = opts.seed or 0
-  if type(seed) ~= "number" or seed < 0 or seed ~= math.floor(seed) then errors.raise("DistributedSampler: seed must be a non-negative integer") end
+  if type(seed) ~= "number" or seed < 0 or seed ~= math.floor(seed) then
+    errors.raise("DistributedSampler: seed must be a non-negative integer")
+  end
   local n = dataset:len()
   local per_rank = opts.drop_last and math.floor(n / P) or math.ceil(n / P)
-  if per_rank == 0 then errors.raise(string.format("DistributedSampler: %d samples cannot be shared by %d ranks", n, P)) end
-  return setmetatable({ n = n, P = P, rank = rank, shuffle = opts.shuffle ~= false, seed = seed, per_rank = per_rank, epoch = 0 }, Sampler)
+  if per_rank == 0 then
+    errors.raise(string.format("DistributedSampler: %d samples cannot be shared by %d ranks", n, P))
+  end
+  return setmetatable({ n = n, P = P, rank = rank, shuffle = opts.shuffle ~= false, seed = seed, per_rank = per_rank,
+    epoch = 0 }, Sampler)
 end
 
 function Sampler:len() return self.per_rank end
 function Sampler:set_epoch(e)
-  if type(e) ~= "number" or e < 0 or e ~= math.floor(e) then errors.raise("DistributedSampler.set_epoch: expects a non-negative integer") end
+  if type(e) ~= "number" or e < 0 or e ~= math.floor(e) then
+    errors.raise("DistributedSampler.set_epoch: expects a non-negative integer")
+  end
   self.epoch = e
 end
 

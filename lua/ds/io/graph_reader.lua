@@ -36,7 +36,9 @@ local function parse_dim(L, text, where)
       elseif f:match("^[%a_][%w_#]*$") then t = sym.mul(t, sym.named(f))
       else L.fail(where .. ": bad factor '" .. f .. "' in dim " .. text) end
     end
-    if term:sub(-1) == "*" or term:sub(1, 1) == "*" or term:find("**", 1, true) then L.fail(where .. ": bad dim expression " .. text) end
+    if term:sub(-1) == "*" or term:sub(1, 1) == "*" or term:find("**", 1, true) then
+      L.fail(where .. ": bad dim expression " .. text)
+    end
     total = sym.add(total, t)
     pos = nxt
   end
@@ -100,7 +102,8 @@ function M.check_document(L, doc, format, version)
   check_keys(L, doc, TOP, "the graph file")
   if doc.format ~= format then L.fail("not a ds graph file (format is " .. tostring(doc.format) .. ")") end
   if doc.format_version ~= version then
-    L.fail(string.format("format version %s is not supported (this ds reads version %d)", tostring(doc.format_version), version))
+    L.fail(string.format("format version %s is not supported (this ds reads version %d)",
+      tostring(doc.format_version), version))
   end
   local p = doc.params
   check_keys(L, p, set { "file", "bytes", "crc32" }, "params")
@@ -149,7 +152,9 @@ local function load_node(L, n, where, values, define, use)
       L.fail(where .. ": output count does not match nresults and written")
     end
     for _, key in ipairs { "then_graph", "else_graph", "cond_graph", "body_graph" } do
-      if def.attr_index[key] and not Graph.is_graph(attrs[key]) then L.fail(where .. ": " .. key .. " must be a graph") end
+      if def.attr_index[key] and not Graph.is_graph(attrs[key]) then
+        L.fail(where .. ": " .. key .. " must be a graph")
+      end
     end
   else
     -- outputs as the op's shape inference says, for these inputs and attrs
@@ -172,7 +177,8 @@ local function load_node(L, n, where, values, define, use)
     local m = metas and metas[k]
     if metas and (type(m) ~= "table" or m.dtype ~= dt or type(m.shape) ~= "table" or not S.equal(m.shape, shape)) then
       L.fail(string.format("%s: is %s %s, the op gives %s %s", ow, dt, S.str(shape),
-        type(m) == "table" and tostring(m.dtype) or "?", type(m) == "table" and type(m.shape) == "table" and S.str(m.shape) or "?"))
+        type(m) == "table" and tostring(m.dtype) or "?", type(m) == "table" and type(m.shape) == "table" and
+          S.str(m.shape) or "?"))
     end
     define(o.value, shape, dt, "node", ow)
     node.outputs[k] = o.value
@@ -191,13 +197,17 @@ end
 local function value_ids(L, make)
   local defined = {}
   local function define(id, shape, dt, kind, where)
-    if not is_int(id) or id < 1 or id > 2 ^ 31 then L.fail(where .. ": value id " .. tostring(id) .. " is not a positive integer") end
+    if not is_int(id) or id < 1 or id > 2 ^ 31 then
+      L.fail(where .. ": value id " .. tostring(id) .. " is not a positive integer")
+    end
     if defined[id] then L.fail(string.format("%s: value %%%d is defined twice", where, id)) end
     defined[id] = true
     return make(id, shape, dt, kind)
   end
   local function use(id, where)
-    if not is_int(id) or not defined[id] then L.fail(string.format("%s: value %s is used before it is defined", where, tostring(id))) end
+    if not is_int(id) or not defined[id] then
+      L.fail(string.format("%s: value %s is used before it is defined", where, tostring(id)))
+    end
     return id
   end
   return define, use
@@ -289,9 +299,13 @@ function M.build(L, doc, params)
   for k, id in ipairs(list(L, doc.outputs, "outputs")) do ir.outputs[k] = use(id, "output " .. k) end
   for k, w in ipairs(list(L, doc.state_writes, "state_writes")) do
     check_keys(L, w, set { "state", "value" }, "state write " .. k)
-    if not is_int(w.state) or not ir.state[w.state] then L.fail("state write " .. k .. ": no state " .. tostring(w.state)) end
+    if not is_int(w.state) or not ir.state[w.state] then
+      L.fail("state write " .. k .. ": no state " .. tostring(w.state))
+    end
     local v, s = ir.values[use(w.value, "state write " .. k)], ir.values[ir.state[w.state].value]
-    if v.dtype ~= s.dtype or not S.equal(v.shape, s.shape) then L.fail("state write " .. k .. ": value does not match the state's shape") end
+    if v.dtype ~= s.dtype or not S.equal(v.shape, s.shape) then
+      L.fail("state write " .. k .. ": value does not match the state's shape")
+    end
     ir.state_writes[k] = { state = w.state, value = w.value }
   end
   for k, w in ipairs(list(L, doc.input_writes, "input_writes")) do
@@ -299,13 +313,17 @@ function M.build(L, doc, params)
     check_keys(L, w, set { "input", "value" }, where)
     if not is_int(w.input) or not ir.inputs[w.input] then L.fail(where .. ": no input " .. tostring(w.input)) end
     local v, x = ir.values[use(w.value, where)], ir.values[ir.inputs[w.input]]
-    if v.dtype ~= x.dtype or not S.equal(v.shape, x.shape) then L.fail(where .. ": value does not match the input's shape and dtype") end
+    if v.dtype ~= x.dtype or not S.equal(v.shape, x.shape) then
+      L.fail(where .. ": value does not match the input's shape and dtype")
+    end
     ir.input_writes[k] = { input = w.input, value = w.value }
   end
   ir.grad_writes = {}
   for k, w in ipairs(list(L, doc.grad_writes, "grad_writes")) do
     check_keys(L, w, set { "state", "value", "into_existing" }, "grad write " .. k)
-    if not is_int(w.state) or not ir.state[w.state] then L.fail("grad write " .. k .. ": no state " .. tostring(w.state)) end
+    if not is_int(w.state) or not ir.state[w.state] then
+      L.fail("grad write " .. k .. ": no state " .. tostring(w.state))
+    end
     ir.grad_writes[k] = { state = w.state, value = w.value and use(w.value, "grad write " .. k) or false,
                           into_existing = w.into_existing == true }
   end
@@ -313,7 +331,9 @@ function M.build(L, doc, params)
     ir.args = {}
     for k, a in ipairs(list(L, doc.args, "args")) do
       check_keys(L, a, set { "input", "value" }, "arg " .. k)
-      if a.input ~= nil and not (is_int(a.input) and ir.inputs[a.input]) then L.fail("arg " .. k .. ": no input " .. tostring(a.input)) end
+      if a.input ~= nil and not (is_int(a.input) and ir.inputs[a.input]) then
+        L.fail("arg " .. k .. ": no input " .. tostring(a.input))
+      end
       ir.args[k] = { input = a.input, value = a.value }
     end
   end

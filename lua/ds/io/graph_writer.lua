@@ -51,7 +51,8 @@ local function encode(v, out)
       out[#out + 1] = "}"
     end
   else
-    errors.raise("save: cannot write a " .. (Tensor.is_tensor(v) and "tensor" or tv) .. " attribute into the graph file")
+    errors.raise("save: cannot write a " .. (Tensor.is_tensor(v) and "tensor" or tv) ..
+      " attribute into the graph file")
   end
 end
 
@@ -110,7 +111,9 @@ subgraph_doc = function(g)
     doc.inputs[i] = { name = inp.name, value = inp.value, dtype = v.dtype, shape = dims_out(v.shape) }
   end
   for i, c in ipairs(g.constants) do
-    if type(c.number) ~= "number" and type(c.number) ~= "boolean" then errors.raise("save: sub-graph constant is not a number") end
+    if type(c.number) ~= "number" and type(c.number) ~= "boolean" then
+      errors.raise("save: sub-graph constant is not a number")
+    end
     doc.constants[i] = { value = c.value, number = c.number, dtype = c.dtype }
   end
   for i, node in ipairs(g.nodes) do doc.nodes[i] = node_doc(node, g.values, node.source) end
@@ -134,7 +137,8 @@ function M.document(ir, ds_version)
     local args, ok = {}, true
     for k, a in ipairs(ir.args) do
       if a.input then args[k] = { input = a.input }
-      elseif type(a.value) == "number" or type(a.value) == "string" or type(a.value) == "boolean" then args[k] = { value = a.value }
+      elseif type(a.value) == "number" or type(a.value) == "string" or type(a.value) == "boolean" then
+        args[k] = { value = a.value }
       else ok = false end
     end
     if ok and #args > 0 then doc.args = args end

@@ -12,9 +12,12 @@ local M = {}
 function M.open(path, want, fail)
   local bytes, size, crc = files.read(path, nil, function(msg) fail("params file: " .. msg) end)
   if want and size ~= want.bytes then
-    fail(string.format("params file %s has %d bytes, the graph file says %s (truncated or replaced?)", path, size, tostring(want.bytes)))
+    fail(string.format("params file %s has %d bytes, the graph file says %s (truncated or replaced?)", path, size,
+      tostring(want.bytes)))
   end
-  if want and crc ~= want.crc32 then fail("params file " .. path .. " does not match its checksum (corrupted or replaced)") end
+  if want and crc ~= want.crc32 then
+    fail("params file " .. path .. " does not match its checksum (corrupted or replaced)")
+  end
   local where = function(msg) fail("params file " .. path .. ": " .. msg) end
   local entries = safetensors.parse(bytes, size, where)
   return { entries = entries, bytes = bytes, size = size, crc32 = crc,

@@ -30,7 +30,9 @@ M.GELU = GELU
 local Softplus = Module:extend("Softplus")
 function Softplus:init(opts) self.beta, self.threshold = opts and opts.beta or 1, opts and opts.threshold or 20 end
 function Softplus:forward(x) return ops.softplus(x, self.beta, self.threshold) end
-function Softplus:extra_repr() return string.format("beta=%s, threshold=%s", tostring(self.beta), tostring(self.threshold)) end
+function Softplus:extra_repr()
+  return string.format("beta=%s, threshold=%s", tostring(self.beta), tostring(self.threshold))
+end
 M.Softplus = Softplus
 
 local function along_dim(name, fn)

@@ -29,7 +29,8 @@ for name, spec in pairs(ACTIVATIONS) do
   local cls = Module:extend(name)
   local shown = {}
   for i, k in ipairs(keys) do shown[i] = k .. " = " .. tostring(defaults[i]) end
-  cls._doc = "ds.F." .. spec[1] .. " as a module" .. (#keys > 0 and " (options: " .. table.concat(shown, ", ") .. ")" or "")
+  cls._doc = "ds.F." .. spec[1] .. " as a module" .. (#keys > 0 and " (options: " ..
+    table.concat(shown, ", ") .. ")" or "")
   -- Name({key = value}) with the keys of `keys`; or the first key positionally (LeakyReLU(0.2), GLU(2))
   function cls:init(opts)
     if type(opts) == "number" and #keys > 0 then opts = { [keys[1]] = opts } end

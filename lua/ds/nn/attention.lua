@@ -18,7 +18,8 @@ function MHA:init(embed_dim, num_heads, opts)
     errors.raise("MultiheadAttention: expects MultiheadAttention(embed_dim, num_heads, [opts])")
   end
   if embed_dim % num_heads ~= 0 then
-    errors.raise(string.format("MultiheadAttention: embed_dim %d is not divisible by num_heads %d", embed_dim, num_heads))
+    errors.raise(string.format("MultiheadAttention: embed_dim %d is not divisible by num_heads %d",
+      embed_dim, num_heads))
   end
   opts = options.check(opts, "MultiheadAttention", { dropout = { "number", min = 0, max = 1 }, bias = "boolean",
                                                      batch_first = "boolean", dtype = "dtype",
@@ -57,13 +58,16 @@ local function attention_mask(kpm, am, B, H, L, Sk, dt)
   local parts = {}
   if kpm ~= nil then
     if not S.equal(kpm._shape, { B, Sk }) then
-      errors.raise(string.format("MultiheadAttention: key_padding_mask must be (%s,%s), got %s", tostring(B), tostring(Sk), S.str(kpm._shape)))
+      errors.raise(string.format("MultiheadAttention: key_padding_mask must be (%s,%s), got %s", tostring(B),
+        tostring(Sk), S.str(kpm._shape)))
     end
     parts[#parts + 1] = kpm:reshape(B, 1, 1, Sk)
   end
   if am ~= nil then
     if #am._shape == 3 then am = am:reshape(B, H, L, Sk)
-    elseif #am._shape ~= 2 then errors.raise("MultiheadAttention: attn_mask must be (L,S) or (B*H,L,S), got " .. S.str(am._shape)) end
+    elseif #am._shape ~= 2 then
+      errors.raise("MultiheadAttention: attn_mask must be (L,S) or (B*H,L,S), got " .. S.str(am._shape))
+    end
     parts[#parts + 1] = am
   end
   if #parts == 0 then return nil end
@@ -82,15 +86,17 @@ end
 -- bool or float, need_weights (true), average_attn_weights (true).
 -- Returns output like query, and the attention weights (B,L,S) (or (B,H,L,S)) when need_weights.
 function MHA:forward(query, key, value, opts)
-  opts = options.check(opts, "MultiheadAttention", { key_padding_mask = "tensor", attn_mask = "tensor", need_weights = "boolean",
+  opts = options.check(opts, "MultiheadAttention", { key_padding_mask = "tensor", attn_mask = "tensor",
+    need_weights = "boolean",
                                                      average_attn_weights = "boolean" })
   key, value = key or query, value or key or query
   local E, H, D = self.embed_dim, self.num_heads, self.head_dim
   for i, x in ipairs { query, key, value } do
     local size = ({ E, self.kdim, self.vdim })[i]
     if not Tensor.is_tensor(x) or #x._shape ~= 3 or not S.same(x._shape[3], size) then
-      errors.raise(string.format("MultiheadAttention: %s must be 3-D with %s %d last, got %s", ({ "query", "key", "value" })[i],
-        ({ "embed_dim", "kdim", "vdim" })[i], size, Tensor.is_tensor(x) and S.str(x._shape) or type(x)))
+      errors.raise(string.format("MultiheadAttention: %s must be 3-D with %s %d last, got %s",
+        ({ "query", "key", "value" })[i], ({ "embed_dim", "kdim", "vdim" })[i], size,
+        Tensor.is_tensor(x) and S.str(x._shape) or type(x)))
     end
   end
   local q, k, v = query, key, value
@@ -103,7 +109,8 @@ function MHA:forward(query, key, value, opts)
     local qkv = F.linear(q, W, b)
     q, k, v = qkv:narrow(3, 1, E), qkv:narrow(3, E + 1, E), qkv:narrow(3, 2 * E + 1, E)
   else
-    q, k, v = F.linear(q, part(W, 1, E), part(b, 1, E)), F.linear(k, part(W, 2, E), part(b, 2, E)), F.linear(v, part(W, 3, E), part(b, 3, E))
+    q, k, v = F.linear(q, part(W, 1, E), part(b, 1, E)), F.linear(k, part(W, 2, E), part(b, 2, E)),
+      F.linear(v, part(W, 3, E), part(b, 3, E))
   end
   local B, L, Sk = q._shape[1], q._shape[2], k._shape[2]
   q, k, v = heads(q, H, D), heads(k, H, D), heads(v, H, D)
@@ -126,7 +133,8 @@ function MHA:forward(query, key, value, opts)
   return out, attn:mean(2)
 end
 function MHA:extra_repr()
-  return string.format("embed_dim=%d, num_heads=%d, batch_first=%s", self.embed_dim, self.num_heads, tostring(self.batch_first))
+  return string.format("embed_dim=%d, num_heads=%d, batch_first=%s", self.embed_dim, self.num_heads,
+    tostring(self.batch_first))
 end
 
 return { MultiheadAttention = MHA }

@@ -14,7 +14,9 @@ function Sequential:init(...)
   if n == 1 and type(list[1]) == "table" and not Module.is_module(list[1]) then list = list[1]; n = #list end
   for i = 1, n do
     local m = list[i]
-    if not Module.is_module(m) then errors.raise(string.format("Sequential: argument %d is not a module (%s)", i, type(m))) end
+    if not Module.is_module(m) then
+      errors.raise(string.format("Sequential: argument %d is not a module (%s)", i, type(m)))
+    end
     self[i] = m
   end
 end
@@ -52,10 +54,14 @@ function ModuleDict:init(entries)
 end
 -- md:update(entries): add or replace entries (same forms as the constructor)
 function ModuleDict:update(entries)
-  if type(entries) ~= "table" or Module.is_module(entries) then errors.raise("ModuleDict: expects a table of modules") end
+  if type(entries) ~= "table" or Module.is_module(entries) then
+    errors.raise("ModuleDict: expects a table of modules")
+  end
   if #entries > 0 then
     for i, e in ipairs(entries) do
-      if type(e) ~= "table" or Module.is_module(e) then errors.raise(string.format("ModuleDict: entry %d must be a {key, module} pair", i)) end
+      if type(e) ~= "table" or Module.is_module(e) then
+        errors.raise(string.format("ModuleDict: entry %d must be a {key, module} pair", i))
+      end
       self:set(e[1], e[2])
     end
   else
@@ -105,7 +111,9 @@ function ParameterList:append(p)
 end
 function ParameterList:extra_repr()
   local lines = {}
-  for i = 1, #self do lines[i] = string.format("(%d): Parameter containing: [%s of size %s]", i, self[i].dtype, S.str(self[i]._shape)) end
+  for i = 1, #self do
+    lines[i] = string.format("(%d): Parameter containing: [%s of size %s]", i, self[i].dtype, S.str(self[i]._shape))
+  end
   return table.concat(lines, "\n")
 end
 M.ParameterList = ParameterList

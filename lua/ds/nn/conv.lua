@@ -21,26 +21,32 @@ function Conv2d:init(in_channels, out_channels, kernel_size, opts)
   if type(in_channels) ~= "number" or type(out_channels) ~= "number" or kernel_size == nil then
     errors.raise("Conv2d: expects Conv2d(in_channels, out_channels, kernel_size, [opts])")
   end
-  opts = options.check(opts, "Conv2d", { stride = "any", padding = "any", dilation = "any", groups = { "integer", min = 1 },
+  opts = options.check(opts, "Conv2d", { stride = "any", padding = "any", dilation = "any",
+    groups = { "integer", min = 1 },
                                          bias = "boolean", dtype = "dtype" })
   local groups = opts.groups or 1
   if in_channels % groups ~= 0 or out_channels % groups ~= 0 then
-    errors.raise(string.format("Conv2d: in_channels %d and out_channels %d must be divisible by groups %d", in_channels, out_channels, groups))
+    errors.raise(string.format("Conv2d: in_channels %d and out_channels %d must be divisible by groups %d", in_channels,
+      out_channels, groups))
   end
   self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, pair(kernel_size)
-  self.stride, self.padding, self.dilation, self.groups = opts.stride or 1, opts.padding or 0, opts.dilation or 1, groups
+  self.stride, self.padding, self.dilation, self.groups = opts.stride or 1, opts.padding or 0,
+    opts.dilation or 1, groups
   local k = self.kernel_size
   local dt = opts.dtype or "f32"
-  self.weight = Module.Parameter(init.default_weight_(ops.empty(out_channels, in_channels / groups, k[1], k[2], { dtype = dt })))
+  self.weight = Module.Parameter(init.default_weight_(ops.empty(out_channels, in_channels / groups, k[1], k[2],
+    { dtype = dt })))
   if opts.bias ~= false then
     self.bias = Module.Parameter(init.default_bias_(ops.empty(out_channels, { dtype = dt }), self.weight))
   end
 end
 function Conv2d:forward(x)
-  return F.conv2d(x, self.weight, self.bias, { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups })
+  return F.conv2d(x, self.weight, self.bias, { stride = self.stride, padding = self.padding, dilation = self.dilation,
+    groups = self.groups })
 end
 function Conv2d:extra_repr()
-  local s = string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels, self.out_channels, pair_str(self.kernel_size), pair_str(self.stride))
+  local s = string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels, self.out_channels,
+    pair_str(self.kernel_size), pair_str(self.stride))
   if self.padding ~= 0 then s = s .. ", padding=" .. pair_str(self.padding) end
   if self.dilation ~= 1 then s = s .. ", dilation=" .. pair_str(self.dilation) end
   if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
@@ -67,7 +73,8 @@ local function pool(name, fn, extra)
     return fn(x, self.kernel_size, o)
   end
   function cls:extra_repr()
-    return string.format("kernel_size=%s, stride=%s, padding=%s", pair_str(self.kernel_size), pair_str(self.stride), pair_str(self.padding))
+    return string.format("kernel_size=%s, stride=%s, padding=%s", pair_str(self.kernel_size), pair_str(self.stride),
+      pair_str(self.padding))
   end
   return cls
 end

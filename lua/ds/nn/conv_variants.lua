@@ -15,40 +15,50 @@ local function check_channels(name, in_channels, out_channels, groups)
     errors.raise(name .. ": expects " .. name .. "(in_channels, out_channels, kernel_size, [opts])")
   end
   if in_channels % groups ~= 0 or out_channels % groups ~= 0 then
-    errors.raise(string.format("%s: in_channels %d and out_channels %d must be divisible by groups %d", name, in_channels, out_channels, groups))
+    errors.raise(string.format("%s: in_channels %d and out_channels %d must be divisible by groups %d", name,
+      in_channels, out_channels, groups))
   end
 end
 -- weight of `shape` (kaiming uniform, a = sqrt(5)) and bias (uniform by fan-in), as PyTorch's conv layers
 local function parameters(self, shape, out_channels, opts)
   local dt = opts.dtype or "f32"
   self.weight = Module.Parameter(init.default_weight_(ops.empty(shape, { dtype = dt })))
-  if opts.bias ~= false then self.bias = Module.Parameter(init.default_bias_(ops.empty(out_channels, { dtype = dt }), self.weight)) end
+  if opts.bias ~= false then
+    self.bias = Module.Parameter(init.default_bias_(ops.empty(out_channels, { dtype = dt }), self.weight))
+  end
 end
 
--- x: (N,C,L) -> (N,OC,OL); weight (OC, C/groups, K); opts stride, padding (number, "same", "valid"), dilation, groups, bias, dtype
+-- x: (N,C,L) -> (N,OC,OL); weight (OC, C/groups, K); opts stride, padding (number, "same", "valid"), dilation, groups,
+-- bias, dtype
 local Conv1d = Module:extend("Conv1d")
 function Conv1d:init(in_channels, out_channels, kernel_size, opts)
-  opts = options.check(opts, "Conv1d", { stride = { "integer", min = 1 }, padding = "any", dilation = { "integer", min = 1 },
+  opts = options.check(opts, "Conv1d", { stride = { "integer", min = 1 }, padding = "any",
+    dilation = { "integer", min = 1 },
                                          groups = { "integer", min = 1 }, bias = "boolean", dtype = "dtype" })
   local groups = opts.groups or 1
   check_channels("Conv1d", in_channels, out_channels, groups)
   if type(kernel_size) ~= "number" then errors.raise("Conv1d: kernel_size must be a number") end
   self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
-  self.stride, self.padding, self.dilation, self.groups = opts.stride or 1, opts.padding or 0, opts.dilation or 1, groups
+  self.stride, self.padding, self.dilation, self.groups = opts.stride or 1, opts.padding or 0,
+    opts.dilation or 1, groups
   parameters(self, { out_channels, in_channels / groups, kernel_size }, out_channels, opts)
 end
 function Conv1d:forward(x)
-  return F.conv1d(x, self.weight, self.bias, { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups })
+  return F.conv1d(x, self.weight, self.bias, { stride = self.stride, padding = self.padding, dilation = self.dilation,
+    groups = self.groups })
 end
 function Conv1d:extra_repr()
-  return string.format("%d, %d, kernel_size=%d, stride=%d", self.in_channels, self.out_channels, self.kernel_size, self.stride)
+  return string.format("%d, %d, kernel_size=%d, stride=%d", self.in_channels, self.out_channels,
+    self.kernel_size, self.stride)
 end
 M.Conv1d = Conv1d
 
--- x: (N,C,H,W) -> (N,OC,OH,OW); weight (C, OC/groups, KH, KW); opts stride, padding, output_padding, dilation, groups, bias, dtype
+-- x: (N,C,H,W) -> (N,OC,OH,OW); weight (C, OC/groups, KH, KW); opts stride, padding, output_padding, dilation, groups,
+-- bias, dtype
 local ConvTranspose2d = Module:extend("ConvTranspose2d")
 function ConvTranspose2d:init(in_channels, out_channels, kernel_size, opts)
-  opts = options.check(opts, "ConvTranspose2d", { stride = "any", padding = "any", output_padding = "any", dilation = "any",
+  opts = options.check(opts, "ConvTranspose2d", { stride = "any", padding = "any", output_padding = "any",
+    dilation = "any",
                                                   groups = { "integer", min = 1 }, bias = "boolean", dtype = "dtype" })
   local groups = opts.groups or 1
   check_channels("ConvTranspose2d", in_channels, out_channels, groups)
@@ -60,7 +70,8 @@ function ConvTranspose2d:init(in_channels, out_channels, kernel_size, opts)
 end
 function ConvTranspose2d:forward(x) return F.conv_transpose2d(x, self.weight, self.bias, self.conv_opts) end
 function ConvTranspose2d:extra_repr()
-  return string.format("%d, %d, kernel_size=(%d, %d)", self.in_channels, self.out_channels, self.kernel_size[1], self.kernel_size[2])
+  return string.format("%d, %d, kernel_size=(%d, %d)", self.in_channels, self.out_channels, self.kernel_size[1],
+    self.kernel_size[2])
 end
 M.ConvTranspose2d = ConvTranspose2d
 
@@ -82,7 +93,8 @@ adaptive("AdaptiveMaxPool2d", F.adaptive_max_pool2d)
 -- opts as F.interpolate: size or scale_factor, mode, align_corners
 local Upsample = Module:extend("Upsample")
 function Upsample:init(opts)
-  self.opts = options.check(opts, "Upsample", { size = "any", scale_factor = "any", mode = "string", align_corners = "boolean" })
+  self.opts = options.check(opts, "Upsample", { size = "any", scale_factor = "any", mode = "string",
+    align_corners = "boolean" })
 end
 function Upsample:forward(x) return F.interpolate(x, self.opts) end
 M.Upsample = Upsample

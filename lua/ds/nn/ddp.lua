@@ -34,7 +34,8 @@ local function check_same_parameters(named)
   local count = distributed.all_gather(ops.tensor({ #named }, { dtype = "i64" })):totable()
   for r = 2, P do
     if count[r] ~= count[1] then
-      errors.raise(string.format("DistributedDataParallel: rank %d has %d parameter tensors, rank 1 has %d", r, count[r], count[1]))
+      errors.raise(string.format("DistributedDataParallel: rank %d has %d parameter tensors, rank 1 has %d", r,
+        count[r], count[1]))
     end
   end
   local sig = {}   -- per parameter: ndim, then 8 sizes
@@ -65,12 +66,18 @@ local DDP = Module:extend("DistributedDataParallel")
 function DDP:init(module, opts)
   opts = opts or {}
   for k in pairs(opts) do
-    if k ~= "bucket_mb" then errors.raise("DistributedDataParallel: unknown option " .. tostring(k) .. " (bucket_mb)") end
+    if k ~= "bucket_mb" then
+      errors.raise("DistributedDataParallel: unknown option " .. tostring(k) .. " (bucket_mb)")
+    end
   end
-  if not Module.is_module(module) then errors.raise("DistributedDataParallel: expects a module, got " .. type(module)) end
+  if not Module.is_module(module) then
+    errors.raise("DistributedDataParallel: expects a module, got " .. type(module))
+  end
   if not distributed.is_initialized() then errors.raise("DistributedDataParallel: call ds.distributed.init() first") end
   local bucket_mb = opts.bucket_mb or DEFAULT_BUCKET_MB
-  if type(bucket_mb) ~= "number" or not (bucket_mb > 0) then errors.raise("DistributedDataParallel: bucket_mb must be a positive number") end
+  if type(bucket_mb) ~= "number" or not (bucket_mb > 0) then
+    errors.raise("DistributedDataParallel: bucket_mb must be a positive number")
+  end
   self.module = module
   local named, params = {}, {}
   for name, p in module:named_parameters() do named[#named + 1] = { name, p }; params[#params + 1] = p end

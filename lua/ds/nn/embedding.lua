@@ -19,7 +19,8 @@ function Embedding:init(num_embeddings, embedding_dim, opts)
   if p ~= nil then
     if p < 0 then p = num_embeddings + 1 + p end
     if p < 1 or p > num_embeddings then
-      errors.raise(string.format("Embedding: padding_idx %d out of range for %d embeddings", opts.padding_idx, num_embeddings))
+      errors.raise(string.format("Embedding: padding_idx %d out of range for %d embeddings", opts.padding_idx,
+        num_embeddings))
     end
   end
   self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, p

@@ -170,7 +170,9 @@ function F.cross_entropy(input, target, opts)
   local C = x._shape[#x._shape]
   local w = class_weight(opts.weight, logp, "cross_entropy")
   if is_tensor(target) and target.dtype == input.dtype and S.equal(target._shape, input._shape) then
-    if opts.ignore_index ~= nil then errors.raise("cross_entropy: ignore_index applies to class-index targets, not probabilities") end
+    if opts.ignore_index ~= nil then
+      errors.raise("cross_entropy: ignore_index applies to class-index targets, not probabilities")
+    end
     local p = classes_last(target)
     if eps > 0 then p = p * (1 - eps) + eps / C end
     local wlogp = w and logp * w or logp

@@ -29,7 +29,8 @@ function M.group_norm(x, num_groups, weight, bias, eps)
   if #x._shape < 2 then raise("group_norm: input must be (N,C,...), got %s", S.str(x._shape)) end
   local c = x._shape[2]
   if type(num_groups) ~= "number" or num_groups < 1 or type(c) ~= "number" or c % num_groups ~= 0 then
-    raise("group_norm: num_groups %s must divide the %s channels of %s", tostring(num_groups), tostring(c), S.str(x._shape))
+    raise("group_norm: num_groups %s must divide the %s channels of %s", tostring(num_groups), tostring(c),
+      S.str(x._shape))
   end
   local xg = x:reshape(x._shape[1], num_groups, -1)
   local mean, var = xg:mean(3, true), xg:var(3, false, true)
@@ -52,7 +53,8 @@ end
 -- opts: offsets, mode ("mean" or "sum"), per_sample_weights (input's shape, mode "sum"); an empty bag gives 0
 function M.embedding_bag(input, weight, opts)
   need_tensor(input, "embedding_bag", "input"); need_tensor(weight, "embedding_bag", "weight")
-  opts = options.check(opts, "embedding_bag", { offsets = "tensor", mode = { "mean", "sum" }, per_sample_weights = "tensor" })
+  opts = options.check(opts, "embedding_bag", { offsets = "tensor", mode = { "mean", "sum" },
+    per_sample_weights = "tensor" })
   local mode = opts.mode or "mean"
   local psw = opts.per_sample_weights
   if psw ~= nil and mode ~= "sum" then raise("embedding_bag: per_sample_weights needs mode 'sum'") end
@@ -71,7 +73,9 @@ function M.embedding_bag(input, weight, opts)
   local n, b = input._shape[1], opts.offsets._shape[1]
   -- bag of each id: 1 + the number of bag starts after the first at or before its position
   local starts = ops.zeros(n, { dtype = "i64" })
-  if b > 1 then starts = ops.index_add(starts, 1, opts.offsets:narrow(1, 2, b - 1), ops.ones(b - 1, { dtype = "i64" })) end
+  if b > 1 then
+    starts = ops.index_add(starts, 1, opts.offsets:narrow(1, 2, b - 1), ops.ones(b - 1, { dtype = "i64" }))
+  end
   local bag = ops.cumsum(starts, 1) + 1
   local sums = ops.index_add(ops.zeros(b, weight._shape[2], { dtype = rows.dtype }), 1, bag, rows)
   if mode == "sum" then return sums end

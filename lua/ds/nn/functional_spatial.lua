@@ -26,7 +26,9 @@ local function index_tensor(list) return ops.tensor(list, { dtype = "i64" }) end
 -- a number or {h, w} as a list of n numbers
 local function tuple(v, n, opname, what)
   if type(v) == "number" then local t = {}; for i = 1, n do t[i] = v end; return t end
-  if type(v) ~= "table" or #v ~= n then raise("%s: %s must be a number or a list of %d, got %s", opname, what, n, tostring(v)) end
+  if type(v) ~= "table" or #v ~= n then
+    raise("%s: %s must be a number or a list of %d, got %s", opname, what, n, tostring(v))
+  end
   return v
 end
 
@@ -119,16 +121,23 @@ local INTERP_MODES = { nearest = 0, linear = 1, bilinear = 2, trilinear = 3 }
 -- opts: size (number or list), scale_factor (number or list), mode ("nearest"), align_corners
 function M.interpolate(x, opts)
   need_tensor(x, "interpolate")
-  opts = options.check(opts, "interpolate", { size = "any", scale_factor = "any", mode = { "nearest", "linear", "bilinear", "trilinear" },
+  opts = options.check(opts, "interpolate", { size = "any", scale_factor = "any",
+    mode = { "nearest", "linear", "bilinear", "trilinear" },
                                                align_corners = "boolean" })
   local mode = opts.mode or "nearest"
   local k = #x._shape - 2
-  if k < 1 or k > 3 then raise("interpolate: input must be (N,C,spatial...) with 1 to 3 spatial dims, got %s", S.str(x._shape)) end
+  if k < 1 or k > 3 then
+    raise("interpolate: input must be (N,C,spatial...) with 1 to 3 spatial dims, got %s", S.str(x._shape))
+  end
   if INTERP_MODES[mode] > 0 and INTERP_MODES[mode] ~= k then
     raise("interpolate: mode '%s' needs %d spatial dims, got %s", mode, INTERP_MODES[mode], S.str(x._shape))
   end
-  if mode == "nearest" and opts.align_corners ~= nil then raise("interpolate: align_corners applies to the linear modes only") end
-  if (opts.size == nil) == (opts.scale_factor == nil) then raise("interpolate: give exactly one of size and scale_factor") end
+  if mode == "nearest" and opts.align_corners ~= nil then
+    raise("interpolate: align_corners applies to the linear modes only")
+  end
+  if (opts.size == nil) == (opts.scale_factor == nil) then
+    raise("interpolate: give exactly one of size and scale_factor")
+  end
   local sizes, factors = {}, opts.scale_factor and tuple(opts.scale_factor, k, "interpolate", "scale_factor")
   for i = 1, k do
     local n = size(x, i + 2, "interpolate")
@@ -162,7 +171,9 @@ local function output_pair(output_size, x, opname)
 end
 local function spatial_input(x, opname)
   need_tensor(x, opname)
-  if #x._shape ~= 3 and #x._shape ~= 4 then raise("%s: input must be (N,C,H,W) or (C,H,W), got %s", opname, S.str(x._shape)) end
+  if #x._shape ~= 3 and #x._shape ~= 4 then
+    raise("%s: input must be (N,C,H,W) or (C,H,W), got %s", opname, S.str(x._shape))
+  end
 end
 -- the (m, n) averaging matrix of a dim: row i holds 1/len over cell i
 local function averaging_matrix(n, m, dt)
@@ -252,14 +263,17 @@ M.ceil_mode = { max_pool2d = max_pool2d_ceil, avg_pool2d = avg_pool2d_ceil }
 -- ---- conv1d: x (N,C,L) or (C,L), w (OC,C/groups,K) -> (N,OC,OL), as conv2d over (L, 1) ----
 function M.conv1d(x, w, b, opts)
   need_tensor(x, "conv1d"); need_tensor(w, "conv1d")
-  opts = options.check(opts, "conv1d", { stride = "integer", padding = "any", dilation = "integer", groups = "integer" })
+  opts = options.check(opts, "conv1d", { stride = "integer", padding = "any", dilation = "integer",
+    groups = "integer" })
   if #x._shape ~= 2 and #x._shape ~= 3 then raise("conv1d: input must be (N,C,L) or (C,L), got %s", S.str(x._shape)) end
   if #w._shape ~= 3 then raise("conv1d: weight must be (OC,C/groups,K), got %s", S.str(w._shape)) end
   local padding = opts.padding or 0
   if type(padding) == "number" then padding = { padding, 0 }
-  elseif padding ~= "same" and padding ~= "valid" then raise("conv1d: padding must be a number, 'same' or 'valid', got %s", tostring(padding)) end
+  elseif padding ~= "same" and padding ~= "valid" then
+    raise("conv1d: padding must be a number, 'same' or 'valid', got %s", tostring(padding)) end
   local y = ops.conv2d(x:unsqueeze(-1), w:unsqueeze(-1), b, {
-    stride = { opts.stride or 1, 1 }, padding = padding, dilation = { opts.dilation or 1, 1 }, groups = opts.groups or 1 })
+    stride = { opts.stride or 1, 1 }, padding = padding, dilation = { opts.dilation or 1, 1 }, groups =
+      opts.groups or 1 })
   return y:squeeze(-1)
 end
 
@@ -267,12 +281,14 @@ end
 -- OH = (H - 1) stride - 2 padding + dilation (KH - 1) + output_padding + 1 ----
 function M.conv_transpose2d(x, w, b, opts)
   need_tensor(x, "conv_transpose2d"); need_tensor(w, "conv_transpose2d")
-  opts = options.check(opts, "conv_transpose2d", { stride = "any", padding = "any", output_padding = "any", groups = "integer", dilation = "any" })
+  opts = options.check(opts, "conv_transpose2d", { stride = "any", padding = "any", output_padding = "any",
+    groups = "integer", dilation = "any" })
   local squeeze = #x._shape == 3
   if squeeze then x = x:unsqueeze(1) end
   if #x._shape ~= 4 then raise("conv_transpose2d: input must be (N,C,H,W) or (C,H,W), got %s", S.str(x._shape)) end
   if #w._shape ~= 4 then raise("conv_transpose2d: weight must be (C,OC/groups,KH,KW), got %s", S.str(w._shape)) end
-  local stride, padding = tuple(opts.stride or 1, 2, "conv_transpose2d", "stride"), tuple(opts.padding or 0, 2, "conv_transpose2d", "padding")
+  local stride, padding = tuple(opts.stride or 1, 2, "conv_transpose2d", "stride"),
+    tuple(opts.padding or 0, 2, "conv_transpose2d", "padding")
   local dilation = tuple(opts.dilation or 1, 2, "conv_transpose2d", "dilation")
   local output_padding = tuple(opts.output_padding or 0, 2, "conv_transpose2d", "output_padding")
   local groups = opts.groups or 1
@@ -281,10 +297,12 @@ function M.conv_transpose2d(x, w, b, opts)
     if output_padding[i] >= math.max(stride[i], dilation[i]) then
       raise("conv_transpose2d: output_padding %d must be smaller than stride or dilation", output_padding[i])
     end
-    out[i] = (size(x, i + 2, "conv_transpose2d") - 1) * stride[i] - 2 * padding[i] + dilation[i] * (w._shape[i + 2] - 1) + output_padding[i] + 1
+    out[i] = (size(x, i + 2, "conv_transpose2d") - 1) * stride[i] - 2 * padding[i]
+      + dilation[i] * (w._shape[i + 2] - 1) + output_padding[i] + 1
   end
   if w._shape[1] ~= x._shape[2] then
-    raise("conv_transpose2d: weight %s must have %s input channels (input %s)", S.str(w._shape), tostring(x._shape[2]), S.str(x._shape))
+    raise("conv_transpose2d: weight %s must have %s input channels (input %s)", S.str(w._shape), tostring(x._shape[2]),
+      S.str(x._shape))
   end
   local y = D.call(D.by_name.conv2d_backward_input, { x, w },
     { stride = stride, padding = padding, dilation = dilation, groups = groups, input_size = out })

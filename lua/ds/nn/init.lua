@@ -16,7 +16,8 @@ local LAYER_FAMILIES = {
 local M = {}
 
 function M.install(ds)
-  local nn = { Module = Module, Parameter = Module.Parameter, functional = functional, init = init_weights, utils = utils }
+  local nn = { Module = Module, Parameter = Module.Parameter, functional = functional,
+    init = init_weights, utils = utils }
   for _, family in ipairs(LAYER_FAMILIES) do
     for name, cls in pairs(family) do nn[name] = cls end
   end

@@ -24,7 +24,8 @@ function Linear:init(in_features, out_features, opts)
 end
 function Linear:forward(x) return F.linear(x, self.weight, self.bias) end
 function Linear:extra_repr()
-  return string.format("in_features=%d, out_features=%d, bias=%s", self.in_features, self.out_features, tostring(self.bias ~= nil))
+  return string.format("in_features=%d, out_features=%d, bias=%s", self.in_features, self.out_features,
+    tostring(self.bias ~= nil))
 end
 M.Linear = Linear
 

@@ -56,7 +56,8 @@ end
 -- Module:extend("Name") -> a class; Class(...) builds an instance and calls its init(...)
 function Module:extend(name)
   if type(name) ~= "string" then errors.raise("Module:extend: expects a class name") end
-  local cls = setmetatable({}, { __index = self, __call = construct, __tostring = function() return "class " .. name end })
+  local cls = setmetatable({}, { __index = self, __call = construct,
+    __tostring = function() return "class " .. name end })
   cls.__index = cls
   cls.__newindex = newindex
   cls.__call = call
@@ -75,14 +76,18 @@ end
 -- ---- registration ----
 -- a member name: a string, or a positive integer (Sequential's 1-based keys)
 local function check_name(self, what, name)
-  if not (type(name) == "string" and name ~= "" or type(name) == "number" and name >= 1 and name == math.floor(name) and name < 2 ^ 53) then
-    errors.raise(string.format("%s.%s: name must be a non-empty string or a positive integer, got %s", self._name, what, tostring(name)))
+  if not (type(name) == "string" and name ~= "" or type(name) == "number" and name >= 1 and name == math.floor(name) and
+    name < 2 ^ 53) then
+    errors.raise(string.format("%s.%s: name must be a non-empty string or a positive integer, got %s", self._name, what,
+      tostring(name)))
   end
 end
 
 function Module:register_buffer(name, t, persistent)
   check_name(self, "register_buffer", name)
-  if t ~= nil and not is_tensor(t) then errors.raise(self._name .. ".register_buffer: '" .. tostring(name) .. "' must be a tensor or nil") end
+  if t ~= nil and not is_tensor(t) then
+    errors.raise(self._name .. ".register_buffer: '" .. tostring(name) .. "' must be a tensor or nil")
+  end
   rawget(self, "_buffers")[name] = persistent == false and "nonpersistent" or "persistent"
   local known = rawget(self, "_known")
   if not known[name] then
@@ -100,7 +105,9 @@ end
 
 function Module:add_module(name, m)
   check_name(self, "add_module", name)
-  if m ~= nil and not is_module(m) then errors.raise(self._name .. ".add_module: '" .. tostring(name) .. "' is not a module") end
+  if m ~= nil and not is_module(m) then
+    errors.raise(self._name .. ".add_module: '" .. tostring(name) .. "' is not a module")
+  end
   self[name] = m
 end
 
@@ -188,7 +195,9 @@ function Module:zero_grad()
 end
 
 function Module:requires_grad_(on)
-  if on ~= nil and type(on) ~= "boolean" then errors.raise(self._name .. ".requires_grad_: expects a boolean, got " .. type(on)) end
+  if on ~= nil and type(on) ~= "boolean" then
+    errors.raise(self._name .. ".requires_grad_: expects a boolean, got " .. type(on))
+  end
   for _, p in ipairs(self:parameters()) do p:requires_grad_(on ~= false) end
   return self
 end
@@ -203,7 +212,9 @@ end
 
 -- convert floating parameters and buffers to dtype, in place (do it before building an optimizer)
 function Module:astype(dt)
-  if dt ~= "f32" and dt ~= "f64" then errors.raise(self._name .. ".astype: dtype must be 'f32' or 'f64', got " .. tostring(dt)) end
+  if dt ~= "f32" and dt ~= "f64" then
+    errors.raise(self._name .. ".astype: dtype must be 'f32' or 'f64', got " .. tostring(dt))
+  end
   for _, m in ipairs(self:modules()) do
     for _, kind in ipairs { "param", "buffer" } do
       for _, e in ipairs(own(m, kind)) do
@@ -274,9 +285,11 @@ function Module:load_state_dict(sd, opts)
   for _, k in ipairs(sorted_keys(sd)) do
     local v, t = sd[k], targets[k]
     if t == nil then unexpected[#unexpected + 1] = tostring(k)
-    elseif not is_tensor(v) then mismatched[#mismatched + 1] = string.format("%s: expected a tensor, got %s", k, type(v))
+    elseif not is_tensor(v) then
+      mismatched[#mismatched + 1] = string.format("%s: expected a tensor, got %s", k, type(v))
     elseif not S.equal(v._shape, t._shape) then
-      mismatched[#mismatched + 1] = string.format("%s: checkpoint shape %s, model shape %s", k, S.str(v._shape), S.str(t._shape))
+      mismatched[#mismatched + 1] = string.format("%s: checkpoint shape %s, model shape %s", k, S.str(v._shape),
+        S.str(t._shape))
     end
   end
   local problems = {}

@@ -45,7 +45,8 @@ local function batch_norm(name, ndims_ok, dims_text)
       local nbt = self.num_batches_tracked
       autograd.no_grad(function() nbt:add_(1) end)
     end
-    return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_batch, self.momentum, self.eps)
+    return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_batch,
+      self.momentum, self.eps)
   end
   function cls:extra_repr()
     return string.format("%d, eps=%g, momentum=%g, affine=%s, track_running_stats=%s", self.num_features, self.eps,
@@ -61,7 +62,8 @@ local LayerNorm = Module:extend("LayerNorm")
 function LayerNorm:init(normalized_shape, opts)
   if type(normalized_shape) == "number" then normalized_shape = { normalized_shape } end
   if type(normalized_shape) ~= "table" then errors.raise("LayerNorm: expects LayerNorm(normalized_shape, [opts])") end
-  opts = options.check(opts, "LayerNorm", { eps = { "number", min = 0 }, elementwise_affine = "boolean", bias = "boolean",
+  opts = options.check(opts, "LayerNorm", { eps = { "number", min = 0 }, elementwise_affine = "boolean",
+    bias = "boolean",
                                             dtype = "dtype" })
   local dt = opts.dtype or "f32"
   self.normalized_shape, self.eps = normalized_shape, opts.eps or 1e-5
@@ -73,7 +75,8 @@ function LayerNorm:init(normalized_shape, opts)
 end
 function LayerNorm:forward(x) return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps) end
 function LayerNorm:extra_repr()
-  return string.format("%s, eps=%g, elementwise_affine=%s", S.str(self.normalized_shape), self.eps, tostring(self.elementwise_affine))
+  return string.format("%s, eps=%g, elementwise_affine=%s", S.str(self.normalized_shape), self.eps,
+    tostring(self.elementwise_affine))
 end
 M.LayerNorm = LayerNorm
 

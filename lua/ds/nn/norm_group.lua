@@ -43,7 +43,8 @@ local function instance_norm(name, spatial)
     local unbatched = #x._shape == spatial + 1
     if unbatched then x = x:unsqueeze(1) end
     if #x._shape ~= spatial + 2 then
-      errors.raise(string.format("%s: input must have %d or %d dims, got %d", name, spatial + 1, spatial + 2, #x._shape))
+      errors.raise(string.format("%s: input must have %d or %d dims, got %d", name, spatial + 1,
+        spatial + 2, #x._shape))
     end
     local y = F.instance_norm(x, { weight = self.weight, bias = self.bias, eps = self.eps })
     return unbatched and y:squeeze(1) or y

@@ -34,7 +34,8 @@ function cells.GRU(xw, hw, h, H)
 end
 
 local GATES = { RNN_TANH = 1, RNN_RELU = 1, LSTM = 4, GRU = 3 }
-local OPTIONS = { num_layers = true, bias = true, batch_first = true, dropout = true, bidirectional = true, dtype = true,
+local OPTIONS = { num_layers = true, bias = true, batch_first = true, dropout = true,
+  bidirectional = true, dtype = true,
                   nonlinearity = true, proj_size = true }
 
 local RNNBase = Module:extend("RNNBase")
@@ -55,7 +56,9 @@ function RNNBase:init(mode, input_size, hidden_size, opts)
   if opts.proj_size and opts.proj_size ~= 0 then errors.raise(name .. ": proj_size is not supported") end
   local L, p = opts.num_layers or 1, opts.dropout or 0
   if type(L) ~= "number" or L < 1 or L % 1 ~= 0 then errors.raise(name .. ": num_layers must be a positive integer") end
-  if type(p) ~= "number" or p < 0 or p > 1 then errors.raise(name .. ": dropout must be in [0, 1], got " .. tostring(p)) end
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    errors.raise(name .. ": dropout must be in [0, 1], got " .. tostring(p))
+  end
   self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
   self.num_layers, self.bias, self.batch_first = L, opts.bias ~= false, opts.batch_first == true
   self.dropout, self.bidirectional = p, opts.bidirectional == true
@@ -66,7 +69,8 @@ function RNNBase:init(mode, input_size, hidden_size, opts)
     for dir = 1, D do
       local sfx = "_l" .. layer .. (dir == 2 and "_reverse" or "")
       local in_size = layer == 0 and input_size or hidden_size * D
-      local shapes = { { "weight_ih", { G * hidden_size, in_size } }, { "weight_hh", { G * hidden_size, hidden_size } } }
+      local shapes = { { "weight_ih", { G * hidden_size, in_size } },
+        { "weight_hh", { G * hidden_size, hidden_size } } }
       if self.bias then
         shapes[3] = { "bias_ih", { G * hidden_size } }
         shapes[4] = { "bias_hh", { G * hidden_size } }
@@ -130,11 +134,14 @@ function RNNBase:forward(input, hx)
   if not batched then x = x:unsqueeze(2) elseif self.batch_first then x = x:transpose(1, 2) end
   local T, N = x._shape[1], x._shape[2]
   if type(T) ~= "number" then
-    errors.raise(name .. ": the sequence length must be fixed when tracing (the time loop is unrolled), got " .. S.str(shp))
+    errors.raise(name .. ": the sequence length must be fixed when tracing (the time loop is unrolled), " ..
+      "got " .. S.str(shp))
   end
   local h0, c0 = hx, nil
   if self.mode == "LSTM" then
-    if hx ~= nil and (type(hx) ~= "table" or Tensor.is_tensor(hx)) then errors.raise(name .. ": hx must be {h0, c0}") end
+    if hx ~= nil and (type(hx) ~= "table" or Tensor.is_tensor(hx)) then
+      errors.raise(name .. ": hx must be {h0, c0}")
+    end
     h0, c0 = hx and hx[1], hx and hx[2]
   end
   if not batched then
@@ -183,7 +190,9 @@ local M = {}
 M.RNN = RNNBase:extend("RNN")
 function M.RNN:init(input_size, hidden_size, opts)
   local nl = opts and opts.nonlinearity or "tanh"
-  if nl ~= "tanh" and nl ~= "relu" then errors.raise("RNN: nonlinearity must be 'tanh' or 'relu', got '" .. tostring(nl) .. "'") end
+  if nl ~= "tanh" and nl ~= "relu" then
+    errors.raise("RNN: nonlinearity must be 'tanh' or 'relu', got '" .. tostring(nl) .. "'")
+  end
   RNNBase.init(self, nl == "tanh" and "RNN_TANH" or "RNN_RELU", input_size, hidden_size, opts)
 end
 

@@ -52,7 +52,9 @@ end
 
 -- summary(model, input_shape, {dtype = "f32"}) -> a Summary (tostring prints the table)
 function M.summary(model, input, opts)
-  if type(model) ~= "table" or not model._is_module then errors.raise("summary: expects a module (model:summary(input_shape))") end
+  if type(model) ~= "table" or not model._is_module then
+    errors.raise("summary: expects a module (model:summary(input_shape))")
+  end
   opts = opts or {}
   local inputs = example_inputs(input, opts.dtype)
   local names = {}
@@ -105,7 +107,8 @@ function Summary:__tostring()
   lines[2] = rule
   for _, r in ipairs(self.rows) do
     local label = string.rep("  ", r.depth) .. (r.name ~= "" and (r.name .. " (" .. r.type .. ")") or r.type)
-    lines[#lines + 1] = string.format("%-" .. width .. "s%-28s%12s", label, r.output or "?", r.params > 0 and grouped(r.params) or "--")
+    lines[#lines + 1] = string.format("%-" .. width .. "s%-28s%12s", label, r.output or "?", r.params > 0 and
+      grouped(r.params) or "--")
   end
   lines[#lines + 1] = rule
   lines[#lines + 1] = "Input: " .. self.input

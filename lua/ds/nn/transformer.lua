@@ -24,7 +24,8 @@ function Layer:init(d_model, nhead, opts)
   local ff, p, dt = opts.dim_feedforward or 2048, opts.dropout == nil and 0.1 or opts.dropout, opts.dtype
   self.activation_name = opts.activation or "relu"
   if not ACTIVATIONS[self.activation_name] then
-    errors.raise("TransformerEncoderLayer: activation must be 'relu' or 'gelu', got '" .. tostring(self.activation_name) .. "'")
+    errors.raise("TransformerEncoderLayer: activation must be 'relu' or 'gelu', got '" ..
+      tostring(self.activation_name) .. "'")
   end
   self.norm_first, self.batch_first = opts.norm_first == true, opts.batch_first == true
   self.self_attn = MHA(d_model, nhead, { dropout = p, batch_first = self.batch_first, dtype = dt })
@@ -39,7 +40,8 @@ function Layer:init(d_model, nhead, opts)
 end
 
 function Layer:_sa_block(x, attn_mask, key_padding_mask)
-  local y = self.self_attn(x, x, x, { attn_mask = attn_mask, key_padding_mask = key_padding_mask, need_weights = false })
+  local y = self.self_attn(x, x, x, { attn_mask = attn_mask, key_padding_mask = key_padding_mask,
+    need_weights = false })
   return self.dropout1(y)
 end
 

@@ -23,7 +23,8 @@ end
 -- cross-attention: queries from x, keys and values from memory (the dropouts all have the same p, so
 -- which Dropout module a block uses does not change the numbers)
 function Layer:_mha_block(x, memory, mask, key_padding_mask)
-  local y = self.multihead_attn(x, memory, memory, { attn_mask = mask, key_padding_mask = key_padding_mask, need_weights = false })
+  local y = self.multihead_attn(x, memory, memory, { attn_mask = mask, key_padding_mask = key_padding_mask,
+    need_weights = false })
   return self.dropout3(y)
 end
 

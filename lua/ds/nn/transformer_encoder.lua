@@ -10,10 +10,13 @@ local Encoder = Module:extend("TransformerEncoder")
 function Encoder:init(encoder_layer, num_layers, opts)
   if not Module.is_module(encoder_layer) or type(num_layers) ~= "number" or num_layers < 1 or num_layers > 4096
     or num_layers ~= math.floor(num_layers) then
-    errors.raise("TransformerEncoder: expects TransformerEncoder(encoder_layer, num_layers (an integer 1..4096), [{norm =}])")
+    errors.raise("TransformerEncoder: expects TransformerEncoder(encoder_layer, num_layers (an integer 1..4096), " ..
+      "[{norm =}])")
   end
   opts = opts or {}
-  if opts.norm ~= nil and not Module.is_module(opts.norm) then errors.raise("TransformerEncoder: norm must be a module") end
+  if opts.norm ~= nil and not Module.is_module(opts.norm) then
+    errors.raise("TransformerEncoder: norm must be a module")
+  end
   local layers = {}
   for i = 1, num_layers do layers[i] = encoder_layer:deepcopy() end
   self.layers = ModuleList(layers)
@@ -21,9 +24,12 @@ function Encoder:init(encoder_layer, num_layers, opts)
   self.norm = opts.norm
 end
 
--- src: as the layer takes it; forward(src, mask, src_key_padding_mask) or forward(src, {mask =, src_key_padding_mask =})
+-- src: as the layer takes it; forward(src, mask, src_key_padding_mask) or
+-- forward(src, {mask =, src_key_padding_mask =})
 function Encoder:forward(src, mask, src_key_padding_mask)
-  if type(mask) == "table" and not Tensor.is_tensor(mask) then mask, src_key_padding_mask = mask.mask, mask.src_key_padding_mask end
+  if type(mask) == "table" and not Tensor.is_tensor(mask) then
+    mask, src_key_padding_mask = mask.mask, mask.src_key_padding_mask
+  end
   local x = src
   for i = 1, self.num_layers do x = self.layers[i](x, mask, src_key_padding_mask) end
   if self.norm then x = self.norm(x) end

@@ -11,9 +11,13 @@ local M = {}
 -- a tensor or a list of tensors -> a list
 local function tensor_list(params, opname)
   if Tensor.is_tensor(params) then return { params } end
-  if type(params) ~= "table" then errors.raise(opname .. ": expects a tensor or a list of tensors, got " .. type(params)) end
+  if type(params) ~= "table" then
+    errors.raise(opname .. ": expects a tensor or a list of tensors, got " .. type(params))
+  end
   for i, p in ipairs(params) do
-    if not Tensor.is_tensor(p) then errors.raise(string.format("%s: element %d is a %s, not a tensor", opname, i, type(p))) end
+    if not Tensor.is_tensor(p) then
+      errors.raise(string.format("%s: element %d is a %s, not a tensor", opname, i, type(p)))
+    end
   end
   return params
 end
@@ -35,7 +39,9 @@ function M.clip_grad_norm_(parameters, max_norm, opts)
   opts = opts or {}
   local p = opts.norm_type or 2
   if type(max_norm) ~= "number" then errors.raise("clip_grad_norm_: max_norm must be a number") end
-  if type(p) ~= "number" or p <= 0 then errors.raise("clip_grad_norm_: norm_type must be a positive number or math.huge") end
+  if type(p) ~= "number" or p <= 0 then
+    errors.raise("clip_grad_norm_: norm_type must be a positive number or math.huge")
+  end
   local grads = grads_of(tensor_list(parameters, "clip_grad_norm_"))
   if #grads == 0 then return ops.zeros({}) end
   return autograd.no_grad(function()

@@ -211,7 +211,8 @@ local function graph_of(x)
     error("ds.onnx.export: this compiled graph was loaded from a file (ds.load) and has no ds.Graph; export the " ..
       "graph (or its ds.compile result) before ds.save", 0)
   end
-  error("ds.onnx.export: expects a ds.Graph or a ds.compile result made from one (ds.trace / ds.compile with specs), got " ..
+  error("ds.onnx.export: expects a ds.Graph or a ds.compile result made from one (ds.trace / ds.compile with " ..
+    "specs), got " ..
     (type(x) == "table" and "a table" or type(x)), 0)
 end
 
@@ -221,10 +222,13 @@ local KNOWN_OPTS = { opset = true, dynamic = true, name = true, producer_version
 function M.model(graph_or_compiled, opts)
   opts = opts or {}
   for k in pairs(opts) do
-    if not KNOWN_OPTS[k] then error("ds.onnx.export: unknown option " .. tostring(k) .. " (opset, dynamic, name)", 0) end
+    if not KNOWN_OPTS[k] then
+      error("ds.onnx.export: unknown option " .. tostring(k) .. " (opset, dynamic, name)", 0)
+    end
   end
   if opts.opset ~= nil and opts.opset ~= M.OPSET then
-    error("ds.onnx.export: opset " .. tostring(opts.opset) .. " is not supported (ds writes opset " .. M.OPSET .. ")", 0)
+    error("ds.onnx.export: opset " .. tostring(opts.opset) .. " is not supported (ds writes opset " ..
+      M.OPSET .. ")", 0)
   end
   local g = graph_of(graph_or_compiled)
   if #g.state_writes > 0 or #g.input_writes > 0 or #g.grad_writes > 0 then

@@ -39,7 +39,8 @@ ops.FORMS.cond = function(w, n)
     return graph_proto(w, label, nodes, results, n.outm)
   end
   local then_g, else_g = branch(a.then_graph, "then"), branch(a.else_graph, "else")
-  w:node("If", { bool_scalar(w, n.ins[1], n.inm[1].dtype) }, { then_branch = A.graph(then_g), else_branch = A.graph(else_g) },
+  w:node("If", { bool_scalar(w, n.ins[1], n.inm[1].dtype) }, { then_branch = A.graph(then_g),
+    else_branch = A.graph(else_g) },
     n.outs)
 end
 

@@ -57,9 +57,13 @@ for op, onnx in pairs(LOGIC) do
   end
 end
 
-FORMS.astype = function(w, n) last(w, n, "Cast", { n.ins[1] }, { to = A.int(types.onnx_type(n.outm[1].dtype, "astype")) }) end
+FORMS.astype = function(w, n)
+  last(w, n, "Cast", { n.ins[1] }, { to = A.int(types.onnx_type(n.outm[1].dtype, "astype")) })
+end
 
-FORMS.log2 = function(w, n) last(w, n, "Div", { w:one("Log", { n.ins[1] }), w:scalar(math.log(2), n.outm[1].dtype) }) end
+FORMS.log2 = function(w, n)
+  last(w, n, "Div", { w:one("Log", { n.ins[1] }), w:scalar(math.log(2), n.outm[1].dtype) })
+end
 
 -- rounding: ONNX's Floor/Ceil/Round are for floats (Round is half to even, as ds's); integers are already whole
 local ROUNDING = { floor = "Floor", ceil = "Ceil", round = "Round" }
@@ -329,7 +333,8 @@ local function pads(p) return { p[1], p[2], p[1], p[2] } end
 FORMS.conv2d = function(w, n)
   local a = n.node.attrs
   last(w, n, "Conv", { n.ins[1], n.ins[2], n.ins[3] }, { strides = A.ints(a.stride), pads = A.ints(pads(a.padding)),
-    dilations = A.ints(a.dilation), group = A.int(a.groups), kernel_shape = A.ints({ n.inm[2].shape[3], n.inm[2].shape[4] }) })
+    dilations = A.ints(a.dilation), group = A.int(a.groups), kernel_shape =
+      A.ints({ n.inm[2].shape[3], n.inm[2].shape[4] }) })
 end
 -- max_pool2d: values, and indices 1-based within each (H,W) plane (ONNX's count over the whole NCHW tensor)
 FORMS.max_pool2d = function(w, n)
@@ -345,7 +350,8 @@ FORMS.max_pool2d = function(w, n)
 end
 FORMS.avg_pool2d = function(w, n)
   local a = n.node.attrs
-  last(w, n, "AveragePool", { n.ins[1] }, { kernel_shape = A.ints(a.kernel_size), strides = A.ints(a.stride or a.kernel_size),
+  last(w, n, "AveragePool", { n.ins[1] }, { kernel_shape = A.ints(a.kernel_size),
+    strides = A.ints(a.stride or a.kernel_size),
     pads = A.ints(pads(a.padding)), count_include_pad = A.int(a.count_include_pad and 1 or 0) })
 end
 -- layer_norm -> LayerNormalization (y, mean, 1/std: the same three outputs and shapes as ds's)

@@ -26,7 +26,8 @@ local function spec_of(vi, path)
   if not tt then fail(path, "input " .. tostring(vi.name) .. " is not a tensor") end
   local dt = types.DS[tt.elem_type or 0]
   if not dt then
-    fail(path, "input " .. vi.name .. " has element type " .. (types.NAME[tt.elem_type or 0] or tostring(tt.elem_type)) ..
+    fail(path, "input " .. vi.name .. " has element type " .. (types.NAME[tt.elem_type or 0] or
+      tostring(tt.elem_type)) ..
       ", which ds does not support")
   end
   if not tt.shape then fail(path, "input " .. vi.name .. " has no shape (rank unknown)") end
@@ -52,7 +53,8 @@ local function validate(model, path)
     fail(path, string.format("uses opset %d; ds reads opsets %d to %d", opset, M.OPSETS.min, M.OPSETS.max))
   end
   for i, node in ipairs(model.graph.node or {}) do
-    local where = string.format("node %d (%s%s)", i, tostring(node.op_type), node.name and (" '" .. node.name .. "'") or "")
+    local named = node.name and (" '" .. node.name .. "'") or ""
+    local where = string.format("node %d (%s%s)", i, tostring(node.op_type), named)
     if node.domain and node.domain ~= "" and node.domain ~= "ai.onnx" then
       fail(path, where .. " is in domain '" .. node.domain .. "', which ds does not implement")
     end

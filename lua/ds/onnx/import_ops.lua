@@ -27,7 +27,8 @@ local function all_const(ins)
 end
 
 -- ---- attribute values ----
-local ATTR_VALUE = { [1] = "f", [2] = "i", [3] = "s", [4] = "t", [5] = "g", [6] = "floats", [7] = "ints", [8] = "strings" }
+local ATTR_VALUE = { [1] = "f", [2] = "i", [3] = "s", [4] = "t", [5] = "g", [6] = "floats", [7] = "ints",
+  [8] = "strings" }
 local function attr_value(a)
   local field = ATTR_VALUE[a.type or 0]
   if not field then refuse("attribute " .. tostring(a.name) .. " has a type ds does not read") end
@@ -43,7 +44,9 @@ function M.check_attrs(node, where, path)
       error(string.format("ds.onnx.load: %s: %s: attribute %s is not supported by ds.onnx.load", path, where,
         tostring(a.name)), 0)
     end
-    if a.ref_attr_name then error(string.format("ds.onnx.load: %s: %s: attribute references are not supported", path, where), 0) end
+    if a.ref_attr_name then
+      error(string.format("ds.onnx.load: %s: %s: attribute references are not supported", path, where), 0)
+    end
     if not ATTR_VALUE[a.type or 0] then
       error(string.format("ds.onnx.load: %s: %s: attribute %s has an unknown type", path, where, tostring(a.name)), 0)
     end
@@ -200,7 +203,9 @@ end
 def("MaxPool", { auto_pad = "NOTSET", ceil_mode = 0, dilations = false, kernel_shape = REQUIRED, pads = false,
   storage_order = 0, strides = false }, function(ins, at, node)
   pool_check(at, "MaxPool")
-  if node.output and node.output[2] and node.output[2] ~= "" then refuse("MaxPool: the Indices output is not supported") end
+  if node.output and node.output[2] and node.output[2] ~= "" then
+    refuse("MaxPool: the Indices output is not supported")
+  end
   return F.max_pool2d(T(ins[1]), at.kernel_shape, { stride = ones2(at.strides), padding = pads2(at.pads, "MaxPool") })
 end)
 def("AveragePool", { auto_pad = "NOTSET", ceil_mode = 0, count_include_pad = 0, dilations = false,
@@ -231,7 +236,9 @@ def("Pad", { mode = "constant" }, function(ins, at)
     local shape = x.shape
     if before > 0 then shape[d] = before; parts[#parts + 1] = F.full(shape, value, { dtype = x.dtype }) end
     parts[#parts + 1] = x
-    if after > 0 then shape = x.shape; shape[d] = after; parts[#parts + 1] = F.full(shape, value, { dtype = x.dtype }) end
+    if after > 0 then
+      shape = x.shape; shape[d] = after; parts[#parts + 1] = F.full(shape, value, { dtype = x.dtype })
+    end
     if #parts > 1 then x = F.cat(parts, d) end
   end
   return x
@@ -420,7 +427,8 @@ def("Expand", {}, function(ins)
   return x:expand(out)
 end)
 def("Range", {}, function(ins)
-  local start, limit, delta = V.data(ins[1], "Range's start")[1], V.data(ins[2], "Range's limit")[1], V.data(ins[3], "Range's delta")[1]
+  local start, limit, delta = V.data(ins[1], "Range's start")[1], V.data(ins[2], "Range's limit")[1],
+    V.data(ins[3], "Range's delta")[1]
   local dt = ins[1].dtype
   if not sym.is(limit) then return F.arange(start, limit, delta, { dtype = dt }) end
   -- a dynamic length: start + i * delta as a running sum of delta (exact for integers)
@@ -447,7 +455,8 @@ def("Slice", { starts = false, ends = false, axes = false }, function(ins, at)
   local steps = ins[5] and V.ints(ins[5], "Slice's steps")
   local s = V.shape(x)
   if not axes or #axes == 0 then axes = {}; for i = 1, #starts do axes[i] = i - 1 end end
-  for i, st in ipairs(steps or {}) do if st ~= 1 then refuse("Slice: step " .. st .. " on axis " .. axes[i] .. " is not supported") end end
+  for i, st in ipairs(steps or {}) do if st ~= 1 then refuse("Slice: step " .. st .. " on axis " .. axes[i] ..
+    " is not supported") end end
   local t = (is_const(x) and x.data and #s == 1) and x or T(x)
   for i, a in ipairs(axes) do
     local d = axis0(a, #s) + 1
@@ -472,7 +481,9 @@ def("Split", { axis = 0, split = false, num_outputs = false }, function(ins, at,
   local nout = #node.output
   if not sizes then
     local n = x.shape[d]
-    if type(n) ~= "number" or n % nout ~= 0 then refuse("Split: dim " .. tostring(n) .. " does not split evenly in " .. nout) end
+    if type(n) ~= "number" or n % nout ~= 0 then
+      refuse("Split: dim " .. tostring(n) .. " does not split evenly in " .. nout)
+    end
     sizes = {}
     for i = 1, nout do sizes[i] = n / nout end
   end

@@ -74,7 +74,8 @@ function M.tensor_of(tp, what) return trace.init_scope(tensor_of, tp, what) end
 -- a const's data, which must be known (refuses big initializers)
 function M.data(v, what)
   if not M.is_const(v) or not v.data then
-    error((what or "this input") .. " must be a constant (an initializer or a Constant node, or computed from shapes)", 0)
+    error((what or "this input") ..
+      " must be a constant (an initializer or a Constant node, or computed from shapes)", 0)
   end
   return v.data
 end
@@ -83,7 +84,9 @@ end
 function M.ints(v, what)
   local d = M.data(v, what)
   for _, x in ipairs(d) do
-    if type(x) ~= "number" then error((what or "this input") .. " must hold numbers, not the dynamic dim " .. tostring(x), 0) end
+    if type(x) ~= "number" then
+      error((what or "this input") .. " must hold numbers, not the dynamic dim " .. tostring(x), 0)
+    end
   end
   return d
 end

@@ -20,7 +20,8 @@ typedef struct { uint32_t magic; const char *name; const char *short_name; const
 typedef struct { size_t len; uint8_t *data; } ds_pbc_binary;
 size_t protobuf_c_message_get_packed_size(const void *message);
 size_t protobuf_c_message_pack(const void *message, uint8_t *out);
-void *protobuf_c_message_unpack(const ds_pbc_message_desc *descriptor, void *allocator, size_t len, const uint8_t *data);
+void *protobuf_c_message_unpack(const ds_pbc_message_desc *descriptor, void *allocator, size_t len,
+  const uint8_t *data);
 void protobuf_c_message_free_unpacked(void *message, void *allocator);
 int ds_onnx_max_depth(const uint8_t *data, size_t len, int limit);
 ]]
@@ -29,7 +30,8 @@ local function load_lib()
   local dir = dsffi.libpath:match("^(.*)/[^/]*$") or "."
   local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
   local tried = {}
-  for _, path in ipairs({ os.getenv("DS_ONNX_LIB") or false, dir .. "/libds_onnx.so", here .. "/../../../build/libds_onnx.so" }) do
+  for _, path in ipairs({ os.getenv("DS_ONNX_LIB") or false, dir .. "/libds_onnx.so", here ..
+    "/../../../build/libds_onnx.so" }) do
     if path then
       local ok, lib = pcall(ffi.load, path)
       if ok then return lib end
@@ -212,7 +214,9 @@ function M.decode(name, bytes, what)
       depth == -2 and "messages nested deeper than " .. M.MAX_DEPTH or "malformed wire format"), 0)
   end
   local msg = lib().protobuf_c_message_unpack(M.descriptor(name), nil, #bytes, bytes)
-  if msg == nil then error("ds.onnx.load: " .. what .. " is not a valid ONNX " .. name .. " (protobuf-c could not unpack it)", 0) end
+  if msg == nil then
+    error("ds.onnx.load: " .. what .. " is not a valid ONNX " .. name .. " (protobuf-c could not unpack it)", 0)
+  end
   local ok, res = pcall(read, M.descriptor(name), ffi.cast("uint8_t *", msg))
   lib().protobuf_c_message_free_unpacked(msg, nil)
   if not ok then error(res, 0) end

@@ -16,7 +16,9 @@ M.CTYPE = { f32 = "float", f64 = "double", i64 = "int64_t", i32 = "int32_t", u8 
 
 function M.onnx_type(dt, what)
   local t = M.ONNX[dt]
-  if not t then error(string.format("ds.onnx.export: %s has dtype %s, which ONNX export does not map", what, tostring(dt)), 0) end
+  if not t then
+    error(string.format("ds.onnx.export: %s has dtype %s, which ONNX export does not map", what, tostring(dt)), 0)
+  end
   return t
 end
 

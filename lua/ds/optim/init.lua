@@ -33,9 +33,12 @@ end
 function M.install(ds)
   local sched = { OneCycleLR = OneCycleLR, ReduceLROnPlateau = ReduceLROnPlateau, SequentialLR = SequentialLR }
   for name, cls in pairs(epoch_schedulers) do sched[name] = cls end
-  for _, cls in ipairs { Optimizer, SGD, adam.Adam, adam.AdamW, RMSprop, Adagrad } do check_self(cls, "param_groups") end
+  for _, cls in ipairs { Optimizer, SGD, adam.Adam, adam.AdamW, RMSprop, Adagrad } do
+    check_self(cls, "param_groups")
+  end
   for _, cls in pairs(sched) do check_self(cls, "optimizer") end
-  ds.optim = { Optimizer = Optimizer, SGD = SGD, Adam = adam.Adam, AdamW = adam.AdamW, RMSprop = RMSprop, Adagrad = Adagrad,
+  ds.optim = { Optimizer = Optimizer, SGD = SGD, Adam = adam.Adam, AdamW = adam.AdamW, RMSprop = RMSprop,
+    Adagrad = Adagrad,
                lr_scheduler = sched }
   for name, cls in pairs(sched) do
     if name ~= "Scheduler" then ds.optim[name] = cls end

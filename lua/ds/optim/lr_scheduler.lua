@@ -30,7 +30,9 @@ function Scheduler.init(cls, optimizer, opts)
   local self = setmetatable({ optimizer = optimizer, last_epoch = opts.last_epoch or -1, base_lrs = {} }, cls)
   for i, g in ipairs(optimizer.param_groups) do
     if self.last_epoch == -1 and g.initial_lr == nil then g.initial_lr = g.lr end
-    if g.initial_lr == nil then errors.raise(cls.name .. ": param group " .. i .. " has no initial_lr (last_epoch given)") end
+    if g.initial_lr == nil then
+      errors.raise(cls.name .. ": param group " .. i .. " has no initial_lr (last_epoch given)")
+    end
     self.base_lrs[i] = g.initial_lr
   end
   return self
@@ -92,7 +94,9 @@ end
 
 local function need_number(cls, opts, key, check)
   local v = opts[key]
-  if type(v) ~= "number" or not check(v) then errors.raise(string.format("%s: invalid %s %s", cls.name, key, tostring(v))) end
+  if type(v) ~= "number" or not check(v) then
+    errors.raise(string.format("%s: invalid %s %s", cls.name, key, tostring(v)))
+  end
   return v
 end
 
@@ -102,7 +106,9 @@ local M = { Scheduler = Scheduler }
 local StepLR = Scheduler.extend("StepLR", { step_size = { "integer", min = 1 }, gamma = "number" })
 function StepLR.new(cls, optimizer, opts)
   opts = opts or {}
-  if type(opts.step_size) ~= "number" or opts.step_size < 1 then errors.raise("StepLR: step_size must be a positive integer") end
+  if type(opts.step_size) ~= "number" or opts.step_size < 1 then
+    errors.raise("StepLR: step_size must be a positive integer")
+  end
   local self = Scheduler.init(cls, optimizer, opts)
   self.step_size, self.gamma = opts.step_size, opts.gamma or 0.1
   self:_initial_step()
@@ -197,7 +203,8 @@ local LinearLR = Scheduler.extend("LinearLR", { start_factor = "number", end_fac
 function LinearLR.new(cls, optimizer, opts)
   opts = opts or {}
   local self = Scheduler.init(cls, optimizer, opts)
-  self.start_factor, self.end_factor, self.total_iters = opts.start_factor or 1 / 3, opts.end_factor or 1, opts.total_iters or 5
+  self.start_factor, self.end_factor, self.total_iters = opts.start_factor or 1 / 3, opts.end_factor or 1,
+    opts.total_iters or 5
   if self.start_factor <= 0 or self.start_factor > 1 or self.end_factor < 0 or self.end_factor > 1 then
     errors.raise("LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1]")
   end
@@ -222,7 +229,9 @@ M.LinearLR = LinearLR
 local CosineAnnealingLR = Scheduler.extend("CosineAnnealingLR", { T_max = { "number", min = 1 }, eta_min = "number" })
 function CosineAnnealingLR.new(cls, optimizer, opts)
   opts = opts or {}
-  if type(opts.T_max) ~= "number" or opts.T_max <= 0 then errors.raise("CosineAnnealingLR: T_max must be a positive number") end
+  if type(opts.T_max) ~= "number" or opts.T_max <= 0 then
+    errors.raise("CosineAnnealingLR: T_max must be a positive number")
+  end
   local self = Scheduler.init(cls, optimizer, opts)
   self.T_max, self.eta_min = opts.T_max, opts.eta_min or 0
   self:_initial_step()
@@ -253,7 +262,9 @@ function WarmRestarts.new(cls, optimizer, opts)
   local T_0 = need_number(cls, opts, "T_0", function(v) return v >= 1 and v % 1 == 0 end)
   local self = Scheduler.init(cls, optimizer, opts)
   self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, opts.T_mult or 1, opts.eta_min or 0
-  if self.T_mult < 1 or self.T_mult % 1 ~= 0 then errors.raise("CosineAnnealingWarmRestarts: T_mult must be an integer >= 1") end
+  if self.T_mult < 1 or self.T_mult % 1 ~= 0 then
+    errors.raise("CosineAnnealingWarmRestarts: T_mult must be an integer >= 1")
+  end
   self.T_cur = self.last_epoch
   self:_initial_step()
   return self

@@ -19,7 +19,9 @@ local function per_group(optimizer, name, v)
   local out = {}
   for i = 1, #optimizer.param_groups do
     out[i] = type(v) == "table" and v[i] or v
-    if type(out[i]) ~= "number" then errors.raise("OneCycleLR: " .. name .. " must be a number or one per param group") end
+    if type(out[i]) ~= "number" then
+      errors.raise("OneCycleLR: " .. name .. " must be a number or one per param group")
+    end
   end
   return out
 end

@@ -10,7 +10,8 @@ Optimizer.__index = Optimizer
 
 -- a subclass with its own defaults; Class(params, opts) builds an instance
 function Optimizer:extend(name, defaults)
-  local cls = setmetatable({ name = name, defaults = defaults }, { __index = self, __call = function(c, ...) return c.new(c, ...) end })
+  local cls = setmetatable({ name = name, defaults = defaults }, { __index = self,
+    __call = function(c, ...) return c.new(c, ...) end })
   cls.__index = cls
   cls.__tostring = self.__tostring
   return cls
@@ -19,8 +20,12 @@ end
 local function check_params(list, name)
   if type(list) ~= "table" then errors.raise(name .. ": params must be a list of tensors or of param groups") end
   for i, p in ipairs(list) do
-    if not Tensor.is_tensor(p) then errors.raise(string.format("%s: param %d is a %s, not a tensor", name, i, type(p))) end
-    if p.dtype ~= "f32" and p.dtype ~= "f64" then errors.raise(string.format("%s: param %d is %s; only floating point tensors can be optimized", name, i, p.dtype)) end
+    if not Tensor.is_tensor(p) then
+      errors.raise(string.format("%s: param %d is a %s, not a tensor", name, i, type(p)))
+    end
+    if p.dtype ~= "f32" and p.dtype ~= "f64" then
+      errors.raise(string.format("%s: param %d is %s; only floating point tensors can be optimized", name, i, p.dtype))
+    end
     if rawget(p, "_grad_fn") then errors.raise(string.format("%s: param %d is not a leaf tensor", name, i)) end
   end
 end
@@ -114,25 +119,30 @@ function Optimizer:load_state_dict(sd)
     errors.raise(name .. ".load_state_dict: expects {state = ..., param_groups = ...}")
   end
   if #sd.param_groups ~= #self.param_groups then
-    errors.raise(string.format("%s.load_state_dict: %d param groups given, optimizer has %d", name, #sd.param_groups, #self.param_groups))
+    errors.raise(string.format("%s.load_state_dict: %d param groups given, optimizer has %d", name, #sd.param_groups,
+      #self.param_groups))
   end
   local by_index, idx = {}, 0
   for gi, g in ipairs(self.param_groups) do
     local pg = sd.param_groups[gi]
     if #pg.params ~= #g.params then
-      errors.raise(string.format("%s.load_state_dict: group %d has %d params, optimizer's has %d", name, gi, #pg.params, #g.params))
+      errors.raise(string.format("%s.load_state_dict: group %d has %d params, optimizer's has %d", name, gi,
+        #pg.params, #g.params))
     end
     for i, p in ipairs(g.params) do idx = idx + 1; by_index[pg.params[i]] = p end
   end
   local new_state = {}
   for i, st in pairs(sd.state) do
     local p = by_index[i]
-    if not p then errors.raise(string.format("%s.load_state_dict: state for parameter %s, which no group lists", name, tostring(i))) end
+    if not p then
+      errors.raise(string.format("%s.load_state_dict: state for parameter %s, which no group lists", name, tostring(i)))
+    end
     local copy = {}
     for k, v in pairs(st) do
       if Tensor.is_tensor(v) then
         if k ~= "step" and not S.equal(v._shape, p._shape) then
-          errors.raise(string.format("%s.load_state_dict: state '%s' of parameter %d has shape %s, parameter has %s", name, k, i,
+          errors.raise(string.format("%s.load_state_dict: state '%s' of parameter %d has shape %s, parameter has " ..
+            "%s", name, k, i,
             S.str(v._shape), S.str(p._shape)))
         end
         v = v:astype(k == "step" and "f32" or p.dtype):clone()

@@ -25,7 +25,9 @@ function Plateau.new(cls, optimizer, opts)
     cooldown_counter = 0 }, cls)
   if self.factor >= 1 then errors.raise("ReduceLROnPlateau: factor must be < 1") end
   if not MODES[self.mode] then errors.raise("ReduceLROnPlateau: mode must be 'min' or 'max'") end
-  if not THRESHOLD_MODES[self.threshold_mode] then errors.raise("ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs'") end
+  if not THRESHOLD_MODES[self.threshold_mode] then
+    errors.raise("ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs'")
+  end
   for i = 1, #optimizer.param_groups do
     local m = opts.min_lr or 0
     self.min_lrs[i] = type(m) == "table" and m[i] or m

@@ -39,7 +39,8 @@ function SequentialLR:step()
 end
 
 function SequentialLR:state_dict()
-  local sd = { last_epoch = self.last_epoch, _milestones = { unpack(self._milestones) }, _last_lr = { unpack(self._last_lr) },
+  local sd = { last_epoch = self.last_epoch, _milestones = { unpack(self._milestones) },
+    _last_lr = { unpack(self._last_lr) },
                _schedulers = {} }
   for i, s in ipairs(self._schedulers) do sd._schedulers[i] = s:state_dict() end
   return sd

@@ -23,7 +23,8 @@ return function(ir)
     local ep = consumer[out]
     local v = ir.values[out]
     -- (matmul_ep kernels exist for f32/f64; integer matmuls stay plain)
-    if mm.op == "matmul" and (v.dtype == "f32" or v.dtype == "f64") and not graph_use[out] and users[out] == 1 and ep and not replaced[ep]
+    if mm.op == "matmul" and (v.dtype == "f32" or v.dtype == "f64") and not graph_use[out] and users[out] == 1 and
+      ep and not replaced[ep]
       and (ep.program or fuse.fusible(ir, ep)) and #ep.outputs == 1 then
       local ov = ir.values[ep.outputs[1]]
       if ov.dtype == v.dtype and S.equal(ov.shape, v.shape) then

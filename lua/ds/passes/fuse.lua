@@ -65,7 +65,8 @@ function M.program(ir, members, outside_use, first_inputs)
   for i, n in ipairs(members) do
     local op = kernel_op(n.def)
     local function operand(id) return in_group[id] and reg_of[id] or -input_index[id] end
-    local a, b, c = operand(n.inputs[1]), n.inputs[2] and operand(n.inputs[2]) or 0, n.inputs[3] and operand(n.inputs[3]) or 0
+    local a, b, c = operand(n.inputs[1]), n.inputs[2] and operand(n.inputs[2]) or 0, n.inputs[3] and
+      operand(n.inputs[3]) or 0
     if KIND[op] == "param" then    -- the two params are the op's first two attrs, in its table order
       b, c = n.attrs[n.def.attrs[1][1]], n.attrs[n.def.attrs[2][1]]
     end

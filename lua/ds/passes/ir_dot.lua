@@ -25,11 +25,13 @@ function M.dot(ir, name)
   end
   for i, v in ipairs(ir.inputs) do
     producer[v] = "in" .. i
-    add(string.format('  in%d [shape=invhouse, style=filled, fillcolor="#d8e8ff", label=%s];', i, q("input " .. i .. "\n" .. vtype(ir.values[v]))))
+    add(string.format('  in%d [shape=invhouse, style=filled, fillcolor="#d8e8ff", label=%s];', i,
+      q("input " .. i .. "\n" .. vtype(ir.values[v]))))
   end
   for i, s in ipairs(ir.state) do
     producer[s.value] = "st" .. i
-    add(string.format('  st%d [shape=cylinder, style=filled, fillcolor="#fff0c8", label=%s];', i, q(s.name .. "\n" .. vtype(ir.values[s.value]))))
+    add(string.format('  st%d [shape=cylinder, style=filled, fillcolor="#fff0c8", label=%s];', i,
+      q(s.name .. "\n" .. vtype(ir.values[s.value]))))
   end
   for i, c in ipairs(ir.consts) do
     producer[c.value] = "c" .. i
@@ -38,7 +40,8 @@ function M.dot(ir, name)
   for k, node in ipairs(ir.nodes) do
     local members = node.program and node.program.members
     if members then
-      add(string.format('  subgraph cluster_%d { style="rounded,filled"; fillcolor="#eef7ee"; color="#4a9a4a"; label=%s;', k,
+      add(string.format('  subgraph cluster_%d { style="rounded,filled"; fillcolor="#eef7ee"; color="#4a9a4a"; ' ..
+        'label=%s;', k,
         q(node.op .. " (one kernel)")))
       if node.op == "matmul_ep" then -- the product feeds the chain as its input 1
         op_node("matmul", node.line, { node.inputs[1], node.inputs[2] }, { node.program.inputs[1] }, "    ")
@@ -54,7 +57,9 @@ function M.dot(ir, name)
     edges[#edges + 1] = { v, "out" .. k }
   end
   for _, e in ipairs(edges) do
-    if producer[e[1]] then add(string.format("  %s -> %s [label=%s];", producer[e[1]], e[2], q(vtype(ir.values[e[1]])))) end
+    if producer[e[1]] then
+      add(string.format("  %s -> %s [label=%s];", producer[e[1]], e[2], q(vtype(ir.values[e[1]]))))
+    end
   end
   add("}")
   return table.concat(out, "\n") .. "\n"

@@ -68,7 +68,8 @@ function M.build(ir, env)
   for i, s in ipairs(ir.state) do lay[s.value] = new_root("state", i, ir.values[s.value].dtype, shape_of(s.value)) end
   for i, c in ipairs(ir.consts) do lay[c.value] = new_root("const", i, ir.values[c.value].dtype, shape_of(c.value)) end
   local function step(kernel, outs, ins, attrs, node, inplace_ok)
-    L.steps[#L.steps + 1] = { kernel = kernel, outs = outs, ins = ins, attrs = attrs or {}, op = node and node.op or "copy",
+    L.steps[#L.steps + 1] = { kernel = kernel, outs = outs, ins = ins, attrs = attrs or {}, op = node and
+      node.op or "copy",
                               line = node and node.line, inplace_ok = inplace_ok }
   end
   local function copy_to(dst, src)
@@ -104,7 +105,9 @@ function M.build(ir, env)
     local ins = {}
     for i, id in ipairs(node.inputs) do
       ins[i] = lay[id]
-      if not ins[i] then errors.raise(string.format("compile: %s reads value %%%d before it is computed", node.op, id)) end
+      if not ins[i] then
+        errors.raise(string.format("compile: %s reads value %%%d before it is computed", node.op, id))
+      end
     end
     if node.program then
       local outs = {}
@@ -218,7 +221,8 @@ function M.emit(L, arena_bytes)
     S.check(shape, "compile")
     for i = 1, #shape do i64buf[i - 1] = shape[i] end
     if strides then for i = 1, #strides do st_buf[i - 1] = strides[i] end end
-    local id = dsffi.check_index(C.ds_plan_add_buffer(plan, kind, base, dtype.code[dt], #shape, i64buf, strides and st_buf or nil, offset),
+    local id = dsffi.check_index(C.ds_plan_add_buffer(plan, kind, base, dtype.code[dt], #shape, i64buf, strides and
+      st_buf or nil, offset),
       "compile: " .. role .. " buffer")
     log.buffers[id + 1] = { kind = tonumber(kind), base = base, dtype = dt, shape = shape, strides = strides,
                             offset = offset, role = role, index = index }
@@ -256,7 +260,8 @@ function M.emit(L, arena_bytes)
       for _, l in ipairs(s.ins) do ids[#ids + 1] = buffer_of(l) end
       local b = ffi.new("int[?]", #ids, ids)
       local a = ffi.new("double[?]", #s.attrs + 1, s.attrs)
-      dsffi.check_index(C.ds_plan_add_step(plan, s.kernel, #ids, b, #s.attrs, a), "compile: " .. s.op .. " (" .. (s.line or "?") .. ")")
+      dsffi.check_index(C.ds_plan_add_step(plan, s.kernel, #ids, b, #s.attrs, a),
+        "compile: " .. s.op .. " (" .. (s.line or "?") .. ")")
       log.steps[#log.steps + 1] = { kernel = s.kernel, buffers = ids, attrs = s.attrs, op = s.op, line = s.line,
                                     shape = s.outs[1] and s.outs[1].shape }
       nc = nc + 1

@@ -113,7 +113,9 @@ end
 local function source_rows(node)
   local a = node.attrs
   if node.op == "select" then return rows(a.dim, a.index, 1) end
-  if node.op == "narrow" and type(a.start) == "number" and type(a.length) == "number" then return rows(a.dim, a.start, a.length) end
+  if node.op == "narrow" and type(a.start) == "number" and type(a.length) == "number" then
+    return rows(a.dim, a.start, a.length)
+  end
   return nil
 end
 
