@@ -174,6 +174,32 @@ describe("layering of lua/ds", function()
     assert.same({}, problems)
   end)
 
+  it("is drawn in docs/INTERNALS.md: every layer, top down, naming each of its modules", function()
+    local doc = read("docs/INTERNALS.md")
+    local block = assert(doc:match("## The layers of lua/ds.-```\n(.-)```"), "no layer diagram in docs/INTERNALS.md")
+    local drawn, order = {}, {} -- layer name -> the words of its line and its continuation lines
+    local current
+    for line in block:gmatch("[^\n]+") do
+      local name = line:match("^(%S.-)%s%s+")
+      if name then
+        current = {}
+        drawn[name], order[#order + 1] = current, name
+      end
+      for word in line:gmatch("[^%s,()]+") do if current then current[word] = true end end
+    end
+    local want, missing = {}, {}
+    for i = #LAYERS, 1, -1 do
+      local layer = LAYERS[i]
+      want[#want + 1] = layer.name
+      for _, mod in ipairs(layer.modules) do
+        local short = mod == "ds" and "ds" or mod:gsub("^ds%.", ""):gsub("%.", "/")
+        if drawn[layer.name] and not drawn[layer.name][short] then missing[#missing + 1] = layer.name .. ": " .. short end
+      end
+    end
+    assert.same(want, order)
+    assert.same({}, missing)
+  end)
+
   it("has no require cycles", function()
     local state, cycles = {}, {}
     local function visit(m, path)
