@@ -30,6 +30,13 @@ end
 
 local function pack(...) return { n = select("#", ...), ... } end
 
+-- x detached, as the same graph value while tracing (x:detach() of a concrete tensor, a parameter the loop
+-- captured, would be a new tensor: a second state entry that ds.save writes as a separate copy)
+local function detached(x)
+  if state.trace then return state.trace.detach(x) end
+  return x:detach()
+end
+
 -- a bool tensor from a predicate (a bool or numeric tensor, or a Lua boolean)
 local function as_pred(p)
   if type(p) == "boolean" then return D.scalar(p, "bool") end
@@ -449,7 +456,7 @@ function M.while_backward(ctx, ...)
   local function vjp(s, gv)
     local xs, differentiable = {}, {}
     for i = 1, n + ncap do
-      xs[i] = (i <= n and s[i] or caps[i - n]):detach()
+      xs[i] = detached(i <= n and s[i] or caps[i - n])
       if dtype.is_float[xs[i].dtype] then xs[i]:requires_grad_(); differentiable[i] = true end
     end
     return trip_vjp(function() return state.trace.inline(attrs.body_graph, xs) end, xs, n, differentiable, gv)
