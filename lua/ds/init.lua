@@ -88,7 +88,7 @@ ds.debug = errors.set_debug
 ds.plot = plot
 ds.save_profile = profile_view.save
 io_.install(ds)
-onnx.install(ds) -- libds_onnx.so (`make onnx`) is loaded by the first export or load, not here
+onnx.install(ds)
 
 -- every Tensor method checks self (the eager shortcuts check their operands); ds.<name> is the same function
 local checked = Tensor._require_self(D.shortcuts)

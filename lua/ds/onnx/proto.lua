@@ -41,7 +41,7 @@ local function load_lib()
   error("ds.onnx: cannot load libds_onnx.so (tried " .. table.concat(tried, ", ") .. "); run `make onnx`", 0)
 end
 
--- libds_onnx.so is loaded on first use, so `require "ds"` works where it was not built (a rock without it)
+-- libds_onnx.so is loaded on first use, so `require "ds"` works where it was not built (`make onnx`)
 local loaded
 local function lib()
   loaded = loaded or load_lib()
