@@ -104,6 +104,7 @@ end
 
 -- the converted fn in mode, or fn itself when it cannot or must not be converted (callees, the trace hook)
 local function converted_or_self(fn, mode)
+  fn = require("ds.args").original[fn] or fn -- a method behind its argument check: the method as written
   local c = cache[mode]
   local g = c[fn]
   if g then return g end
