@@ -2,7 +2,8 @@
 -- runs, so a wrong argument is an error naming the function ("view_as: argument 2 must be a tensor, got
 -- nil"), never a Lua internal from deep inside it.
 --[[ A signature is a list of kinds, one per positional argument: "tensor", "number", "integer",
-  "boolean", "string", "function", "table" (a plain table: a list or an options table), "module", "any",
+  "boolean", "string", "function", "table" (a plain table: a list or an options table), "module", "size"
+  (an integer or a symbolic ds.sym size), "any",
   or alternatives "tensor|number"; a trailing "?" lets the argument be nil. Arguments past the list are
   not checked (varargs). M.wrap(name, sig, f) returns f behind the check; M.original maps the wrapper back
   to f (tools/gen_api.lua documents f's own parameter names). Hot elementwise ops do not go through this:
@@ -22,10 +23,14 @@ local TESTS = {
   ["function"] = function(v) return type(v) == "function" end,
   table = function(v) return type(v) == "table" and getmetatable(v) == nil end,
   module = function(v) return type(v) == "table" and not is_tensor(v) and v._is_module == true end,
+  size = function(v) -- an integer or a symbolic size (ds.sym, while tracing)
+    return type(v) == "number" and v == math.floor(v) and v > -math.huge and v < math.huge or getmetatable(v) == "ds.sym"
+  end,
   any = function() return true end,
 }
 local TEXT = { tensor = "a tensor", number = "a number", integer = "an integer", boolean = "a boolean",
-  string = "a string", ["function"] = "a function", table = "a table", module = "a module", any = "anything" }
+  string = "a string", ["function"] = "a function", table = "a table", module = "a module", size = "an integer size",
+  any = "anything" }
 
 -- "tensor|number?" -> { tests = {...}, optional = true, text = "a tensor or a number" }
 local function parse_kind(kind)

@@ -9,6 +9,7 @@ local Tensor = require("ds.tensor")
 local T = require("ds.trace")
 local Graph = require("ds.graph")
 local compiler = require("ds.compile")
+local args = require("ds.args")
 
 local M = { warn_after = 5 }
 local is_tensor = Tensor.is_tensor
@@ -50,7 +51,7 @@ end
 function M.new(target, opts)
   opts = opts or {}
   local is_mod = T.is_module(target)
-  local fn = is_mod and (require("ds.args").original[target.forward] or target.forward) or target
+  local fn = is_mod and (args.original[target.forward] or target.forward) or target
   local info = debug.getinfo(fn, "S")
   local self = setmetatable({
     target = target, opts = opts, cache = {}, count = 0, warned = false, is_module = is_mod,

@@ -10,7 +10,6 @@ local Tensor = require("ds.tensor")
 local Graph = require("ds.graph")
 local tape = require("ds.tape")
 local random = require("ds.random")
-local options = require("ds.options")
 local argcheck = require("ds.args")
 
 local M = {}
@@ -550,7 +549,12 @@ local TRACE_OPTIONS = { name = "string", convert = "boolean" }
 
 -- ds.trace(fn_or_module, specs, opts) -> ds.Graph; opts: {name = string, convert = false (no source conversion)}
 function M.trace(target, specs, opts)
-  opts = options.check(opts, "trace", TRACE_OPTIONS)
+  if opts ~= nil and (type(opts) ~= "table" or Tensor.is_tensor(opts)) then errors.raise("trace: options must be a table, got " .. type(opts)) end
+  opts = opts or {}
+  for k, v in pairs(opts) do
+    if not TRACE_OPTIONS[k] then errors.raise(string.format("trace: unknown option '%s' (name, convert)", tostring(k))) end
+    if type(v) ~= TRACE_OPTIONS[k] then errors.raise(string.format("trace: option '%s' must be a %s", k, TRACE_OPTIONS[k])) end
+  end
   if specs ~= nil and type(specs) ~= "table" then
     errors.raise("trace: specs must be a list of specs or example tensors, got " .. type(specs))
   end

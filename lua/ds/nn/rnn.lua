@@ -180,17 +180,17 @@ end
 local M = {}
 
 -- opts.nonlinearity: "tanh" (default) or "relu"
-M.RNN = RNNBase:extend("RNN", { init = { "integer", "integer", "table?" } })
+M.RNN = RNNBase:extend("RNN", { init = { "any", "any", "table?" } })
 function M.RNN:init(input_size, hidden_size, opts)
   local nl = opts and opts.nonlinearity or "tanh"
   if nl ~= "tanh" and nl ~= "relu" then errors.raise("RNN: nonlinearity must be 'tanh' or 'relu', got '" .. tostring(nl) .. "'") end
   RNNBase.init(self, nl == "tanh" and "RNN_TANH" or "RNN_RELU", input_size, hidden_size, opts)
 end
 
-M.LSTM = RNNBase:extend("LSTM", { init = { "integer", "integer", "table?" } })
+M.LSTM = RNNBase:extend("LSTM", { init = { "any", "any", "table?" } })
 function M.LSTM:init(input_size, hidden_size, opts) RNNBase.init(self, "LSTM", input_size, hidden_size, opts) end
 
-M.GRU = RNNBase:extend("GRU", { init = { "integer", "integer", "table?" } })
+M.GRU = RNNBase:extend("GRU", { init = { "any", "any", "table?" } })
 function M.GRU:init(input_size, hidden_size, opts) RNNBase.init(self, "GRU", input_size, hidden_size, opts) end
 
 return M

@@ -10,7 +10,7 @@ local errors = require("ds.errors")
 
 -- opts: as TransformerEncoderLayer's (dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
 -- norm_first, dtype)
-local Layer = EncoderLayer:extend("TransformerDecoderLayer", { forward = { "tensor", "tensor", "table?" } })
+local Layer = EncoderLayer:extend("TransformerDecoderLayer")
 function Layer:init(d_model, nhead, opts)
   EncoderLayer.init(self, d_model, nhead, opts)
   opts = opts or {}

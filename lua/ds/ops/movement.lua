@@ -263,7 +263,7 @@ C.export("view_as", function(x, y) return D.call(reshape, { x }, { shape = y._sh
 C.export("reshape_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end, { args = { "tensor", "tensor" } })
 C.export("transpose", C.api(D.by_name.transpose))
 C.export("permute", function(x, ...) return D.call(D.by_name.permute, { x }, { dims = shape_args("permute", ...) }) end)
-C.export("narrow", C.api(D.by_name.narrow), { args = { "tensor", "integer", "integer", "integer" } })
+C.export("narrow", C.api(D.by_name.narrow), { args = { "tensor", "integer", "size", "size" } })
 C.export("select", C.api(D.by_name.select))
 C.export("expand", function(x, ...) return D.call(D.by_name.expand, { x }, { shape = shape_args("expand", ...) }) end)
 C.export("expand_as", function(x, y) return D.call(D.by_name.expand, { x }, { shape = y._shape }) end, { args = { "tensor", "tensor" } })
