@@ -172,7 +172,7 @@ $(BUILD)/fuzz/libds.so: $(SRCS:src/%.c=$(BUILD)/fuzz/%.o)
 	  $$(gcc -print-file-name=libgomp.so)
 $(BUILD)/fuzz/libds_onnx.so: $(BUILD)/onnx/onnx/onnx.pb-c.c src/onnx/onnx_depth.c
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -std=gnu11 -fPIC -shared -I$(BUILD)/onnx $^ -o $@ -lprotobuf-c
-$(BUILD)/fuzz/%_fuzz: tests/fuzz/%_fuzz.c src/ds.h $(BUILD)/fuzz/libds.so
+$(BUILD)/fuzz/%_fuzz: tests/fuzz/%_fuzz.c tests/fuzz/lua_harness.h src/ds.h $(BUILD)/fuzz/libds.so
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -Isrc -I/usr/include/luajit-2.1 $< -o $@ \
 	  -L$(BUILD)/fuzz -l:libds.so -Wl,-rpath,$(abspath $(BUILD))/fuzz -lluajit-5.1
 .PHONY: fuzz
