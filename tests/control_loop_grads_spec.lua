@@ -179,6 +179,20 @@ describe("loop gradients: linear work and honest memory", function()
     assert.is_nil(control.saved_trips[saves[1]])
   end)
 
+  it("saves only the loop variables the reverse trip reads: scan keeps its counter and carry, not the stacked ys", function()
+    local g = ds.trace(grad_step(scan_sin), { ds.spec({ 4, 2 }, "f64"), ds.spec({ 2 }, "f64") })
+    local forward, reverse
+    for _, node in ipairs(g.nodes) do
+      if node.op == "while_loop" then
+        if node.attrs.reads then reverse = node else forward = node end
+      end
+    end
+    assert.same({ 1, 2 }, forward.attrs.saved_vars) -- loop vars: counter, carry, ys (T, 2)
+    assert.same({ 1, 2 }, reverse.attrs.reads_vars)
+    local body = reverse.attrs.body_graph
+    assert.same({ "saved1", "saved2" }, { body.inputs[#body.inputs - 1].name, body.inputs[#body.inputs].name })
+  end)
+
   it("nested loops: the inner loop's gradient inside the outer reverse loop, the same bits compiled", function()
     local function nested(x, w, n)
       local h = ds.fori_loop(1, n, function(_, a)
@@ -195,7 +209,7 @@ describe("loop gradients: linear work and honest memory", function()
 end)
 
 describe("loop gradients: refusals", function()
-  it("a reverse loop whose forward did not save (a crafted graph file) is an error naming the key", function()
+  it("a reverse loop whose forward did not save (crafted graph files) is an error naming the key", function()
     ds.save(ds.compile(grad_step(fori_tanh), VN), dir .. "/crafted")
     local path = dir .. "/crafted.json"
     local text = H.read_file(path)
@@ -205,6 +219,18 @@ describe("loop gradients: refusals", function()
     f:write(edited)
     f:close()
     H.raises(function() ds.load(dir .. "/crafted")(X, W, i64(3)) end, "while_loop", "no loop saved them")
+    edited, k = text:gsub('"saved_vars":%[[%d,]+%]', '"saved_vars":[]')
+    assert.equal(1, k)
+    f = assert(io.open(path, "wb"))
+    f:write(edited)
+    f:close()
+    H.raises(function() ds.load(dir .. "/crafted")(X, W, i64(3)) end, "while_loop", "reads loop variable",
+      "did not save")
+  end)
+
+  it("ONNX export of a loop's reverse loop is refused by name (the forward alone exports)", function()
+    H.raises(function() ds.onnx.export(ds.compile(grad_step(fori_tanh), VN), dir .. "/g.onnx") end,
+      "while_loop", "reverse loop", "no ONNX form")
   end)
 
   it("second-order gradients through a loop are refused by name", function()
