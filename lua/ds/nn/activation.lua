@@ -28,7 +28,10 @@ M.GELU = GELU
 
 -- log(1 + exp(beta x)) / beta, x where beta x > threshold; opts: beta (1), threshold (20)
 local Softplus = Module:extend("Softplus")
-function Softplus:init(opts) self.beta, self.threshold = opts and opts.beta or 1, opts and opts.threshold or 20 end
+function Softplus:init(opts)
+  opts = options.check(opts, "Softplus", { beta = "number", threshold = "number" })
+  self.beta, self.threshold = opts.beta or 1, opts.threshold or 20
+end
 function Softplus:forward(x) return ops.softplus(x, self.beta, self.threshold) end
 function Softplus:extra_repr() return string.format("beta=%s, threshold=%s", tostring(self.beta), tostring(self.threshold)) end
 M.Softplus = Softplus

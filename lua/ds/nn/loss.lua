@@ -16,7 +16,7 @@ local LOSSES = {
 for name, fname in pairs(LOSSES) do
   local fn = F[fname]
   if fn then -- a loss whose function is not in ds.F yet has no module either
-    local cls = Module:extend(name)
+    local cls = Module:extend(name, { init = { "table?" } })
     cls._doc = "ds.F." .. fname .. " as a module (its options table; tensor options become buffers)"
     function cls:init(opts)
       local o = {}

@@ -37,7 +37,7 @@ local GATES = { RNN_TANH = 1, RNN_RELU = 1, LSTM = 4, GRU = 3 }
 local OPTIONS = { num_layers = true, bias = true, batch_first = true, dropout = true, bidirectional = true, dtype = true,
                   nonlinearity = true, proj_size = true }
 
-local RNNBase = Module:extend("RNNBase")
+local RNNBase = Module:extend("RNNBase", { forward = { "tensor", "tensor|table?" } })
 
 -- mode: RNN_TANH | RNN_RELU | LSTM | GRU; opts: num_layers (1), bias (true), batch_first (false),
 -- dropout (0, between layers, training only), bidirectional (false), dtype ("f32")
@@ -180,17 +180,17 @@ end
 local M = {}
 
 -- opts.nonlinearity: "tanh" (default) or "relu"
-M.RNN = RNNBase:extend("RNN")
+M.RNN = RNNBase:extend("RNN", { init = { "any", "any", "table?" } })
 function M.RNN:init(input_size, hidden_size, opts)
   local nl = opts and opts.nonlinearity or "tanh"
   if nl ~= "tanh" and nl ~= "relu" then errors.raise("RNN: nonlinearity must be 'tanh' or 'relu', got '" .. tostring(nl) .. "'") end
   RNNBase.init(self, nl == "tanh" and "RNN_TANH" or "RNN_RELU", input_size, hidden_size, opts)
 end
 
-M.LSTM = RNNBase:extend("LSTM")
+M.LSTM = RNNBase:extend("LSTM", { init = { "any", "any", "table?" } })
 function M.LSTM:init(input_size, hidden_size, opts) RNNBase.init(self, "LSTM", input_size, hidden_size, opts) end
 
-M.GRU = RNNBase:extend("GRU")
+M.GRU = RNNBase:extend("GRU", { init = { "any", "any", "table?" } })
 function M.GRU:init(input_size, hidden_size, opts) RNNBase.init(self, "GRU", input_size, hidden_size, opts) end
 
 return M
