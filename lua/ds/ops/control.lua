@@ -38,7 +38,7 @@ end
 
 -- inputs: pred, operands..., captures...; outputs: results..., updated captures...
 D.define {
-  name = "cond", kind = "control", noutputs = 0,
+  name = "cond", doc = "runs then_graph or else_graph by a 0-d predicate (ds.cond)", kind = "control", noutputs = 0,
   attrs = { { "then_graph", "any" }, { "else_graph", "any" }, { "nresults", "int" }, { "first_capture", "int" },
             { "written", "ints", {} } },
   run = function(node, ins, env, attrs)
@@ -55,7 +55,7 @@ D.define {
 -- inputs: loop vars..., captures...; outputs: final vars..., updated captures...
 -- max_trips: more trips than this is an error (ds.load sets it on every loop it reads; nil: unbounded)
 D.define {
-  name = "while_loop", kind = "control", noutputs = 0,
+  name = "while_loop", doc = "runs body_graph while cond_graph is true, carrying loop values (ds.while_loop)", kind = "control", noutputs = 0,
   attrs = { { "cond_graph", "any" }, { "body_graph", "any" }, { "nresults", "int" }, { "first_capture", "int" },
             { "written", "ints", {} }, { "max_trips", "float" } },
   run = function(node, ins, env, attrs)
@@ -90,7 +90,7 @@ D.define {
 
 -- prints its tensors (and the literal text between them) every time the graph runs
 D.define {
-  name = "print", kind = "control", noutputs = 0, side_effects = true,
+  name = "print", doc = "prints tensors and text each time a traced graph runs (ds.print)", kind = "control", noutputs = 0, side_effects = true,
   attrs = { { "parts", "any" } },
   -- parts: a list of strings and { tensor = k } (k: one of the node's inputs)
   check_attrs = function(attrs, ninputs)

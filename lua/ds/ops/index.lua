@@ -38,7 +38,7 @@ end
 
 -- ---- cat(list, dim): (a..., n_k, b...) for each k -> (a..., sum n_k, b...) ----
 local cat = D.define {
-  name = "cat", kind = "join", kernel = "ds_cat_%s", dtypes = C.ALL, variadic = true,
+  name = "cat", doc = "tensors joined along an existing dim (torch.cat)", kind = "join", kernel = "ds_cat_%s", dtypes = C.ALL, variadic = true,
   attrs = { { "dim", "dim", 1 }, { "n", "int", 0 } }, args = { "dim" },
   prepare = function(inputs, attrs)
     if #inputs == 0 then errors.raise("cat: expects a non-empty list of tensors") end
@@ -118,7 +118,7 @@ end
 
 -- ---- gather(x, dim, index): out[i][j] = x[index[i][j]][j] (dim 1); out has index's shape ----
 local gather = D.define {
-  name = "gather", kind = "index", kernel = "ds_gather_%s", dtypes = C.ALL, ninputs = 2,
+  name = "gather", doc = "values of x at the 1-based indices along dim; the index's shape", kind = "index", kernel = "ds_gather_%s", dtypes = C.ALL, ninputs = 2,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
@@ -137,7 +137,7 @@ C.export("gather", function(x, dim, index) return D.call(gather, { x, index }, {
 
 -- ---- scatter_add(x, dim, index, src): out = x; out[index[i][j]][j] += src[i][j] (dim 1) ----
 local scatter_add = D.define {
-  name = "scatter_add", kind = "index", kernel = "ds_scatter_add_%s", dtypes = ARITH, ninputs = 3,
+  name = "scatter_add", doc = "x with src added at the 1-based indices along dim (duplicates accumulate)", kind = "index", kernel = "ds_scatter_add_%s", dtypes = ARITH, ninputs = 3,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x, src = inputs[1], inputs[3]
@@ -174,7 +174,7 @@ end
 
 -- ---- index_select(x, dim, index): (a..., n, b...) with m indices -> (a..., m, b...) ----
 local index_select = D.define {
-  name = "index_select", kind = "index", kernel = "ds_index_select_%s", dtypes = C.ALL, ninputs = 2,
+  name = "index_select", doc = "the slices of x along dim at a 1-D list of 1-based indices", kind = "index", kernel = "ds_index_select_%s", dtypes = C.ALL, ninputs = 2,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
@@ -197,7 +197,7 @@ C.export("index_select", function(x, dim, index) return D.call(index_select, { x
 
 -- ---- index_add(x, dim, index, src): out = x; out.select(dim, index[j]) += src.select(dim, j) ----
 local index_add = D.define {
-  name = "index_add", kind = "index", kernel = "ds_index_add_%s", dtypes = ARITH, ninputs = 3,
+  name = "index_add", doc = "x with the slices of src added at 1-based indices along dim", kind = "index", kernel = "ds_index_add_%s", dtypes = ARITH, ninputs = 3,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x, src = inputs[1], inputs[3]
@@ -251,7 +251,7 @@ Tensor.masked_fill_ = function(x, mask, value) return x:copy_(masked_fill(x, mas
 
 -- ---- one_hot(labels, num_classes, {dtype = "i64"}): (...) 1-based classes -> (..., num_classes) ----
 local one_hot = D.define {
-  name = "one_hot", kind = "index", kernel = "ds_one_hot_%s", dtypes = C.set { "i64", "f32", "f64" }, ninputs = 1,
+  name = "one_hot", doc = "1-based class labels as one-hot rows of num_classes (F.one_hot)", kind = "index", kernel = "ds_one_hot_%s", dtypes = C.set { "i64", "f32", "f64" }, ninputs = 1,
   attrs = { { "num_classes", "int", -1 }, { "dtype", "dtype", "i64" } }, args = { "num_classes" },
   prepare = function(inputs, attrs)
     local lab = as_index(inputs[1], "one_hot", "labels")
@@ -286,7 +286,7 @@ C.export("one_hot", C.api(one_hot))
 -- ---- embedding(ids, weight, {padding_idx}): ids (...) 1-based, weight (V, D) -> (..., D) ----
 -- padding_idx's row gets no gradient (negative counts from the end, as in PyTorch)
 local embedding = D.define {
-  name = "embedding", kind = "index", kernel = "ds_embedding_%s", dtypes = C.ALL, ninputs = 2,
+  name = "embedding", doc = "rows of weight (V, D) at 1-based ids; padding_idx's row gets no gradient (F.embedding)", kind = "index", kernel = "ds_embedding_%s", dtypes = C.ALL, ninputs = 2,
   attrs = { { "padding_idx", "int" } }, args = { "padding_idx" },
   prepare = function(inputs, attrs)
     local ids = as_index(inputs[1], "embedding", "ids")
