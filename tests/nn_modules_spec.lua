@@ -191,12 +191,16 @@ end)
 describe("loss modules match PyTorch's", function()
   local fx = H.fixture("nn_modules.json")
   for _, case in ipairs(fx.losses) do
-    it(case.name, function()
-      local opts = {}
+    it(case.name .. " " .. require("cjson").encode(case.opts) .. " after " .. #case.args .. " positional arguments", function()
+      local opts, args = {}, {}
       for k, v in pairs(case.opts) do opts[k] = type(v) == "table" and T(v) or v end
-      local m = nn[case.name](opts)
+      for i, v in ipairs(case.args) do args[i] = type(v) == "table" and T(v) or v end
+      args[#args + 1] = opts
+      local m = nn[case.name](unpack(args))
       local input = T(case.inputs[1]):requires_grad_()
-      local out = m(input, T(case.inputs[2]))
+      local rest = {}
+      for i = 2, #case.inputs do rest[#rest + 1] = T(case.inputs[i]) end
+      local out = m(input, unpack(rest))
       H.close(out, T(case.output), 1e-5, 1e-6)
       out:sum():backward()
       H.close(input.grad, T(case.grad), 1e-5, 1e-6)
@@ -210,7 +214,19 @@ describe("loss modules match PyTorch's", function()
     local x = ds.zeros(3, 2, { dtype = "f64" })
     assert.equal("f64", m(x, ds.ones(3, 2, { dtype = "f64" })).dtype)
     assert.truthy(tostring(m):find("reduction=sum", 1, true))
-    H.raises(function() nn.MSELoss({ reduction = "avg" })(ds.zeros(2), ds.zeros(2)) end, "mse_loss", "reduction")
+  end)
+
+  it("take PyTorch's positional arguments (with gaps) as the options table, and refuse bad ones by name when constructed", function()
+    local w, x, t = ds.tensor({ 1, 2, 3 }), ds.randn(4, 3), ds.tensor({ 1, 2, 3, 2 }, { dtype = "i64" })
+    assert(H.bitwise(nn.CrossEntropyLoss(w, nil, 2)(x, t), nn.CrossEntropyLoss({ weight = w, ignore_index = 2 })(x, t)))
+    H.raises(function() nn.MSELoss({ reduction = "avg" }) end, "MSELoss", "reduction")
+    H.raises(function() nn.CrossEntropyLoss({ wieght = w }) end, "CrossEntropyLoss", "unknown option 'wieght'")
+    H.raises(function() nn.MSELoss("sum") end, "MSELoss", "deprecated size_average", "reduction")
+    H.raises(function() nn.NLLLoss(5) end, "NLLLoss", "weight")
+    H.raises(function() nn.NLLLoss(w, { weight = w }) end, "NLLLoss", "weight given twice")
+    H.raises(function() nn.HuberLoss("sum", 1, 2) end, "HuberLoss", "at most 2 positional")
+    H.raises(function() nn.L1Loss({ reduction = "sum" }, w) end, "L1Loss", "options table must be the last")
+    H.raises(function() nn.MSELoss()(x, x, x) end, "MSELoss", "2 inputs")
   end)
 end)
 
