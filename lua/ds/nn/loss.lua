@@ -6,12 +6,13 @@ local F = require("ds.nn.functional")
 local LOSS_OPTIONS = require("ds.nn.loss_options")
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
-local options = require("ds.options")
+local constructor_args = require("ds.nn.constructor_args")
 
 local M = {}
 
 -- PyTorch 1.13's deprecated constructor arguments: a value there is refused (ds takes reduction only)
-local DEPRECATED = { size_average = true, reduce = true }
+local REDUCTION_ONLY = 'deprecated there and not taken here: give {reduction = "mean"|"sum"|"none"}'
+local DEPRECATED = { size_average = REDUCTION_ONLY, reduce = REDUCTION_ONLY }
 
 -- name -> the F function it calls, its number of tensor inputs and PyTorch 1.13's constructor parameters in
 -- order (the positional form: nn.NLLLoss(weight), nn.HuberLoss("sum", 0.5))
@@ -28,36 +29,6 @@ local LOSSES = {
   MarginRankingLoss = { "margin_ranking_loss", 3, { "margin", "size_average", "reduce", "reduction" } },
 }
 
-local function is_options(v) return type(v) == "table" and getmetatable(v) == nil end
-
--- (positional..., [options]) -> one options table, checked against the loss's options; errors name the module
-local function constructor_options(name, fname, params, ...)
-  local n = select("#", ...)
-  local args = { ... }
-  local opts = {}
-  if n > 0 and is_options(args[n]) then
-    for k, v in pairs(args[n]) do opts[k] = v end
-    n = n - 1
-  end
-  if n > #params then
-    errors.raise(string.format("%s: takes at most %d positional arguments (%s) and an options table, got %d",
-      name, #params, table.concat(params, ", "), n))
-  end
-  for i = 1, n do
-    local key, v = params[i], args[i]
-    if v ~= nil then
-      if is_options(v) then errors.raise(string.format("%s: the options table must be the last argument", name)) end
-      if DEPRECATED[key] then
-        errors.raise(string.format("%s: argument %d is PyTorch's deprecated %s; give the reduction as {reduction = \"mean\"|\"sum\"|\"none\"}",
-          name, i, key))
-      end
-      if opts[key] ~= nil then errors.raise(string.format("%s: %s given twice (argument %d and the options table)", name, key, i)) end
-      opts[key] = v
-    end
-  end
-  return options.check(opts, name, LOSS_OPTIONS[fname])
-end
-
 for name, spec in pairs(LOSSES) do
   local fname, ninputs, params = spec[1], spec[2], spec[3]
   local fn = F[fname]
@@ -66,7 +37,7 @@ for name, spec in pairs(LOSSES) do
     .. ") positionally as PyTorch's (size_average and reduce refused) and/or an options table; tensor options become buffers"
   function cls:init(...)
     local o = {}
-    for k, v in pairs(constructor_options(name, fname, params, ...)) do
+    for k, v in pairs(constructor_args.merge(name, params, LOSS_OPTIONS[fname], DEPRECATED, ...)) do
       if Tensor.is_tensor(v) then self:register_buffer(k, v) else o[k] = v end
     end
     self.opts = o

@@ -135,6 +135,25 @@ local gather = D.define {
 }
 C.export("gather", function(x, dim, index) return D.call(gather, { x, index }, { dim = dim }) end)
 
+-- src as PyTorch takes it: index's rank and at least index's size in every dim; its leading block of
+-- index's shape is what is scattered
+local function src_like_index(src, ix, opname)
+  local ss, si = src._shape, ix._shape
+  local fits = #ss == #si
+  for d = 1, #si do -- symbolic sizes (tracing) must be the same
+    local numbers = type(si[d]) == "number" and type(ss[d]) == "number"
+    fits = fits and (S.same(si[d], ss[d]) or numbers and si[d] <= ss[d])
+  end
+  if not fits then
+    errors.raise(string.format("%s: src %s must have index %s's number of dims and be at least as large in each",
+      opname, S.str(ss), S.str(si)))
+  end
+  for d = 1, #si do
+    if not S.same(si[d], ss[d]) then src = src:narrow(d, 1, si[d]) end
+  end
+  return src
+end
+
 -- ---- scatter_add(x, dim, index, src): out = x; out[index[i][j]][j] += src[i][j] (dim 1) ----
 local scatter_add = D.define {
   name = "scatter_add", doc = "x with src added at the 1-based indices along dim (duplicates accumulate)", kind = "index", kernel = "ds_scatter_add_%s", dtypes = ARITH, ninputs = 3,
@@ -144,10 +163,7 @@ local scatter_add = D.define {
     need_tensor(x, "scatter_add", "input"); need_tensor(src, "scatter_add", "src")
     local ix = as_index(inputs[2], "scatter_add")
     attrs.dim = check_index_dims(x, ix, attrs.dim, "scatter_add")
-    if not S.equal(ix._shape, src._shape) then
-      errors.raise(string.format("scatter_add: index %s and src %s must have the same shape", S.str(ix._shape), S.str(src._shape)))
-    end
-    return { x, ix, src }
+    return { x, ix, src_like_index(src, ix, "scatter_add") }
   end,
   promote = function(inputs)
     local dt = C.result_dtype { inputs[1], inputs[3] }

@@ -1,0 +1,37 @@
+-- nn/constructor_args.lua: a module constructor's PyTorch-style positional arguments and trailing options
+-- table merged into one options table, checked by ds.options (errors name the module).
+local errors = require("ds.errors")
+local options = require("ds.options")
+
+local M = {}
+
+local function is_options(v) return type(v) == "table" and getmetatable(v) == nil end
+
+-- name: the module; params: PyTorch's parameter names in order after the ones the caller took; spec: the
+-- options' kinds (ds.options); refused: { param = "why" } for parameters PyTorch has and ds does not take.
+-- ...: the positional arguments, then optionally an options table. Returns the checked options table.
+function M.merge(name, params, spec, refused, ...)
+  local n = select("#", ...)
+  local args = { ... }
+  local opts = {}
+  if n > 0 and is_options(args[n]) then
+    for k, v in pairs(args[n]) do opts[k] = v end
+    n = n - 1
+  end
+  if n > #params then
+    errors.raise(string.format("%s: takes at most %d positional arguments (%s) before the options table, got %d",
+      name, #params, table.concat(params, ", "), n))
+  end
+  for i = 1, n do
+    local key, v = params[i], args[i]
+    if v ~= nil then
+      if is_options(v) then errors.raise(name .. ": the options table must be the last argument") end
+      if refused[key] then errors.raise(string.format("%s: argument %d is PyTorch's %s; %s", name, i, key, refused[key])) end
+      if opts[key] ~= nil then errors.raise(string.format("%s: %s given twice (argument %d and the options table)", name, key, i)) end
+      opts[key] = v
+    end
+  end
+  return options.check(opts, name, spec)
+end
+
+return M
