@@ -6,6 +6,7 @@
 local ds = require("ds")
 local H = require("helpers")
 local nn = ds.nn
+local F = ds.F
 
 local fixtures = H.fixture("training.json")
 
@@ -312,4 +313,21 @@ describe("activation modules match PyTorch's", function()
       H.close(x.grad, T(case.grad), 1e-6, 1e-7)
     end)
   end
+end)
+
+describe("activation module constructors", function()
+  it("take PyTorch's positional arguments, refuse inplace = true and anything unknown by name", function()
+    local x = ds.randn(3, 4)
+    assert(H.bitwise(nn.Hardtanh(-0.5, 0.5)(x), F.hardtanh(x, -0.5, 0.5)))
+    assert(H.bitwise(nn.Softplus(2, 1)(x), nn.Softplus({ beta = 2, threshold = 1 })(x)))
+    assert(H.bitwise(nn.LeakyReLU(0.2, false)(x), F.leaky_relu(x, 0.2)))
+    assert(H.bitwise(nn.Softmax({ dim = 1 })(x), nn.Softmax(1)(x)))
+    assert.equal("GELU(approximate='tanh')", tostring(nn.GELU("tanh")))
+    assert(H.bitwise(nn.ReLU(false)(x), x:relu()))
+    H.raises(function() nn.ReLU({ inplace = true }) end, "ReLU", "inplace = true is not implemented")
+    H.raises(function() nn.ELU(1, true) end, "ELU", "inplace")
+    H.raises(function() nn.Tanh(3) end, "Tanh", "no positional arguments")
+    H.raises(function() nn.Softplus({ betta = 2 }) end, "Softplus", "unknown option 'betta'")
+    H.raises(function() nn.Softmax("x") end, "Softmax", "dim", "integer")
+  end)
 end)

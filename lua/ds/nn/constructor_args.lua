@@ -19,6 +19,7 @@ function M.merge(name, params, spec, refused, ...)
     n = n - 1
   end
   if n > #params then
+    if #params == 0 then errors.raise(string.format("%s: takes no positional arguments, got %d", name, n)) end
     errors.raise(string.format("%s: takes at most %d positional arguments (%s) before the options table, got %d",
       name, #params, table.concat(params, ", "), n))
   end
@@ -32,6 +33,12 @@ function M.merge(name, params, spec, refused, ...)
     end
   end
   return options.check(opts, name, spec)
+end
+
+-- PyTorch's inplace flag of activation modules: false is taken, true is an error (ds's modules compute out of place)
+function M.no_inplace(name, opts)
+  if opts.inplace then errors.raise(name .. ": inplace = true is not implemented (ds's modules compute out of place)") end
+  return opts
 end
 
 return M
