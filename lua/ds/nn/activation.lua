@@ -27,7 +27,8 @@ simple("SiLU", F.silu, true)
 -- approximate: "none" (default) or "tanh", positionally or as an option
 local GELU = Module:extend("GELU")
 function GELU:init(...)
-  self.approximate = constructor_args.merge("GELU", { "approximate" }, { approximate = { "none", "tanh" } }, NOT_REFUSED, ...).approximate or "none"
+  local opts = constructor_args.merge("GELU", { "approximate" }, { approximate = { "none", "tanh" } }, NOT_REFUSED, ...)
+  self.approximate = opts.approximate or "none"
 end
 function GELU:forward(x) return F.gelu(x, { approximate = self.approximate }) end
 function GELU:extra_repr() return self.approximate ~= "none" and "approximate='" .. self.approximate .. "'" or "" end

@@ -1,11 +1,12 @@
--- nn/constructor_args.lua: a module constructor's PyTorch-style positional arguments and trailing options
--- table merged into one options table, checked by ds.options (errors name the module).
+-- nn/constructor_args.lua: a constructor's PyTorch-style positional arguments and trailing options table
+-- merged into one options table, checked by ds.options (errors name the class); nn modules and optim use it.
 local errors = require("ds.errors")
 local options = require("ds.options")
 
 local M = {}
 
-local function is_options(v) return type(v) == "table" and getmetatable(v) == nil end
+-- an options table: a plain table that is not a list (a list, {2, 4} or {0.9, 0.999}, is a positional value)
+local function is_options(v) return type(v) == "table" and getmetatable(v) == nil and v[1] == nil end
 
 -- name: the module; params: PyTorch's parameter names in order after the ones the caller took; spec: the
 -- options' kinds (ds.options); refused: { param = "why" } for parameters PyTorch has and ds does not take.
