@@ -30,6 +30,13 @@ end
 
 local function pack(...) return { n = select("#", ...), ... } end
 
+-- x detached, as the same graph value while tracing (x:detach() of a concrete tensor, a parameter the loop
+-- captured, would be a new tensor: a second state entry that ds.save writes as a separate copy)
+local function detached(x)
+  if state.trace then return state.trace.detach(x) end
+  return x:detach()
+end
+
 -- a bool tensor from a predicate (a bool or numeric tensor, or a Lua boolean)
 local function as_pred(p)
   if type(p) == "boolean" then return D.scalar(p, "bool") end
@@ -38,8 +45,9 @@ local function as_pred(p)
 end
 
 -- ---- tracing sub-graphs ----
--- trace fn(operands...) as a sub-graph of the active tracer; captures go through the shared registry
-local function trace_child(parent, registry, fn, operands, nops, name)
+-- trace fn(operands..., extra...) as a sub-graph of the active tracer; captures go through the shared registry.
+-- extra (optional): metas {shape, dtype} of inputs that come after the captures (a reverse loop's saved trip)
+local function trace_child(parent, registry, fn, operands, nops, name, extra)
   local g = Graph.new(name)
   local tr = T.new_tracer(g, parent, registry)
   local args = {}
@@ -54,7 +62,13 @@ local function trace_child(parent, registry, fn, operands, nops, name)
       args[i] = x
     end
   end
-  local res = T.run_traced(tr, fn, args, nops)
+  local extra_inputs = {}
+  for k, m in ipairs(extra or {}) do
+    local v = tr:new_value(m.shape, m.dtype, "input", "saved" .. k)
+    extra_inputs[k] = { name = "saved" .. k, value = v }
+    args[nops + k] = tr:abstract(v, "saved" .. k)
+  end
+  local res = T.run_traced(tr, fn, args, nops + #extra_inputs)
   if not res[1] then error(res[2], 0) end
   for i = 1, nops do
     local a = args[i]
@@ -72,7 +86,7 @@ local function trace_child(parent, registry, fn, operands, nops, name)
     outs[i - 1] = r
     g.outputs[i - 1] = tr:value_of(r)
   end
-  return { graph = g, tracer = tr, nresults = #outs }
+  return { graph = g, tracer = tr, nresults = #outs, extra_inputs = extra_inputs }
 end
 
 -- every child gets an input per capture (in registry order) and an output per updated capture
@@ -87,6 +101,7 @@ local function seal(registry, children)
     for k = 1, #registry.list do
       g.inputs[#g.inputs + 1] = { name = "capture" .. k, value = tr:capture_input(k) }
     end
+    for _, e in ipairs(c.extra_inputs) do g.inputs[#g.inputs + 1] = e end
     if not c.reads_only then
       for _, k in ipairs(written) do
         g.outputs[#g.outputs + 1] = tr.bound[registry.list[k]] or tr:capture_input(k)
@@ -101,12 +116,14 @@ local function new_registry() return { list = {}, index = {}, outer = {} } end
 
 local function meta_of(g, v) local val = g.values[v]; return { shape = val.shape, dtype = val.dtype } end
 
--- record the control node in the parent and rebind updated captures
+-- record the control node in the parent and rebind updated captures. Its tape node holds the graph node's own
+-- attrs, so a loop's backward can ask its forward node to save the trips (attrs.saves).
 local function emit_node(parent, def, inputs, attrs, metas, registry, written)
   local outs = parent:record_op(def, inputs, attrs, metas, nil)
+  local node_attrs = parent.graph.nodes[#parent.graph.nodes].attrs
   local n = attrs.nresults
   for j, k in ipairs(written) do parent:rebind(registry.list[k], parent:value_of(outs[n + j])) end
-  if state.grad_enabled and def.backward then tape.maybe_record(def, inputs, attrs, outs) end
+  if state.grad_enabled and def.backward then tape.maybe_record(def, inputs, node_attrs, outs) end
   return unpack(outs, 1, n)
 end
 
@@ -243,6 +260,13 @@ function M.while_loop(cond_fn, body_fn, init, opts)
     end
     return unpack(vars, 1, n)
   end
+  return M.graph_loop(tr, cond_fn, body_fn, init, n)
+end
+
+-- the traced while_loop node. reads (a reverse loop only): {key = k, metas = {{shape, dtype}...}}: the loop runs
+-- once per trip that the forward loop saving under key k made, last trip first, and body_fn receives that trip's
+-- saved loop variables after its own: body_fn(vars..., saved...)
+function M.graph_loop(tr, cond_fn, body_fn, init, n, reads)
   for i = 1, n do
     if not is_tensor(init[i]) then
       errors.raise(string.format("while_loop: loop variable %d is a %s; inside a trace loop variables are tensors", i, type(init[i])))
@@ -251,7 +275,7 @@ function M.while_loop(cond_fn, body_fn, init, opts)
   local registry = new_registry()
   local c = trace_child(tr, registry, cond_fn, init, n, "while_cond")
   if c.nresults ~= 1 then errors.raise("while_loop: cond_fn must return one tensor (e.g. a:lt(b)), got " .. c.nresults .. " results") end
-  local b = trace_child(tr, registry, body_fn, init, n, "while_body")
+  local b = trace_child(tr, registry, body_fn, init, n, "while_body", reads and reads.metas)
   if b.nresults ~= n then
     errors.raise(string.format("while_loop: the body returns %d tensors for %d loop variables (%s)", b.nresults, n, errors.user_site()))
   end
@@ -273,7 +297,8 @@ function M.while_loop(cond_fn, body_fn, init, opts)
   local metas = {}
   for i = 1, n do metas[i] = meta_of(tr.graph, tr:value_of(init[i])) end
   for _, k in ipairs(written) do metas[#metas + 1] = meta_of(tr.graph, tr:value_of(registry.list[k])) end
-  local attrs = { cond_graph = c.graph, body_graph = b.graph, nresults = n, first_capture = n + 1, written = written }
+  local attrs = { cond_graph = c.graph, body_graph = b.graph, nresults = n, first_capture = n + 1, written = written,
+                  reads = reads and reads.key or nil }
   return emit_node(tr, D.by_name.while_loop, inputs, attrs, metas, registry, written)
 end
 
@@ -393,55 +418,65 @@ function EAGER_LOOP.backward(ctx, ...)
   return unpack(grads, 1, n + #caps)
 end
 
--- gradient of a traced while_loop, itself graph loops (the forward saves nothing: each trip's state is recomputed
--- from the initial values, so memory stays that of one trip and time grows with trips^2):
---   n = the trip count (the forward loop again, counting);
---   for j = n-1 down to 0: s_j = j body trips from init; (g_vars, g_caps_j) = vjp(body at s_j, g_vars); g_caps += g_caps_j
+-- ---- the trips a differentiated graph loop saves ----
+-- A traced loop whose gradient is taken saves, when it runs, the loop variables each trip starts from (attrs.saves:
+-- the keys it saves under); its reverse loop (attrs.reads = key) takes them, last trip first, and drops them.
+-- Keys are unique in the process; a forward node and its readers sit in one graph, and one graph run finishes
+-- before another starts, so a key's trips are always those of the current run.
+M.saved_trips = {}
+local last_key = 0
+function M.new_trips_key()
+  last_key = last_key + 1
+  return last_key
+end
+
+-- gradient of a traced while_loop: a reverse graph loop over the trips the forward loop saved (attrs.saves gets a
+-- new key here, so the forward node saves its trips' starting values s_j when the graph runs):
+--   for j = n-1 down to 0: (g_vars, g_caps_j) = vjp(one body trip at s_j, g_vars); g_caps += g_caps_j
+-- Each reverse trip replays the body once (its intermediates are recomputed, not saved): time and memory grow
+-- linearly with the trips.
 function M.while_backward(ctx, ...)
   local gouts = pack(...)
   local attrs = ctx.attrs
   refuse_state_grads(attrs, "while_loop: gradients through loop bodies")
+  if attrs.reads then
+    errors.raise("while_loop: gradients of a loop's backward (second order through a loop) are not supported")
+  end
   local n = attrs.nresults
-  local init, caps = {}, {}
-  for i = 1, n do init[i] = ctx.inputs[i] end
+  local caps = {}
   for i = n + 1, #ctx.inputs do caps[#caps + 1] = ctx.inputs[i] end
   local ncap = #caps
-  local function args_of(vars, cs)
-    local a = {}
-    for i = 1, n do a[i] = vars[i] end
-    for k = 1, ncap do a[n + k] = cs[k] end
-    return a
-  end
-  local function body(vars) return { state.trace.inline(attrs.body_graph, args_of(vars, caps)) } end
-  local function holds(vars) return (state.trace.inline(attrs.cond_graph, args_of(vars, caps))) end
-  local zero = D.scalar(0, "i64")
-  -- the trip count
-  local counted = pack(M.while_loop(function(_, ...) return holds({ ... }) end,
-    function(k, ...) return k + 1, unpack(body({ ... }), 1, n) end, { zero, unpack(init, 1, n) }))
-  local trips = counted[1]
+  local key = M.new_trips_key()
+  local saves = attrs.saves or {}
+  saves[#saves + 1] = key
+  attrs.saves = saves
+  local saved_metas = {}
+  for i = 1, n do saved_metas[i] = { shape = ctx.inputs[i]._shape, dtype = ctx.inputs[i].dtype } end
   -- one trip's vector-Jacobian product at state s: grads of the vars and of the captures
   local function vjp(s, gv)
     local xs, differentiable = {}, {}
     for i = 1, n + ncap do
-      xs[i] = (i <= n and s[i] or caps[i - n]):detach()
+      xs[i] = detached(i <= n and s[i] or caps[i - n])
       if dtype.is_float[xs[i].dtype] then xs[i]:requires_grad_(); differentiable[i] = true end
     end
     return trip_vjp(function() return state.trace.inline(attrs.body_graph, xs) end, xs, n, differentiable, gv)
   end
-  local g0 = {}
-  for i = 1, n do g0[i] = gouts[i] or F.zeros_like(ctx.outputs[i]) end
+  -- loop variables: the forward's first result (an edge that orders the reverse loop after the forward, which
+  -- fills the saved trips), then the gradients of the vars and of the captures
+  local g0 = { ctx.outputs[1] }
+  for i = 1, n do g0[1 + i] = gouts[i] or F.zeros_like(ctx.outputs[i]) end
   -- capture grads start at -0, the exact additive identity (0 + -0 would lose the sign the eager tape keeps)
-  for k = 1, ncap do g0[n + k] = -F.zeros_like(caps[k]) end
-  local back = pack(M.while_loop(function(j) return j:ge(0) end, function(j, ...)
+  for k = 1, ncap do g0[1 + n + k] = -F.zeros_like(caps[k]) end
+  local m = 1 + n + ncap
+  local back = pack(M.graph_loop(state.trace, function() return D.scalar(true, "bool") end, function(after, ...)
     local g = { ... }
-    local s = pack(M.while_loop(function(i) return i:lt(j) end,
-      function(i, ...) return i + 1, unpack(body({ ... }), 1, n) end, { zero, unpack(init, 1, n) }))
-    local d = vjp({ unpack(s, 2, n + 1) }, g)
-    local nxt = {}
-    for i = 1, n do nxt[i] = d[i] end
-    for k = 1, ncap do nxt[n + k] = g[n + k] + d[n + k] end
-    return j - 1, unpack(nxt, 1, n + ncap)
-  end, { trips - 1, unpack(g0, 1, n + ncap) }))
+    local s = { unpack(g, m, m + n - 1) }
+    local d = vjp(s, g)
+    local nxt = { after }
+    for i = 1, n do nxt[1 + i] = d[i] end
+    for k = 1, ncap do nxt[1 + n + k] = g[n + k] + d[n + k] end
+    return unpack(nxt, 1, m)
+  end, g0, m, { key = key, metas = saved_metas }))
   local grads = {}
   for i = 1, n + ncap do
     local x = ctx.inputs[i]

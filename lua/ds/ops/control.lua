@@ -25,13 +25,15 @@ local function copy(env)
   return e
 end
 
--- record the same node again in the active trace (a graph holding it is being inlined)
+-- record the same node again in the active trace (a graph holding it is being inlined); its tape node holds the
+-- new node's attrs (a copy), so a backward of the copy changes the copy only
 local function replay(node, ins)
-  local outs = state.trace.record(node.def, ins, node.attrs, node.metas, nil)
+  local tr = state.trace
+  local outs = tr.record(node.def, ins, node.attrs, node.metas, nil)
   local a = node.attrs
-  for j, k in ipairs(a.written or {}) do state.trace.rebind_outer(ins[a.first_capture + k - 1], outs[a.nresults + j]) end
+  for j, k in ipairs(a.written or {}) do tr.rebind_outer(ins[a.first_capture + k - 1], outs[a.nresults + j]) end
   if state.grad_enabled and node.def.backward then
-    tape.maybe_record(node.def, ins, node.attrs, outs)
+    tape.maybe_record(node.def, ins, tr.graph.nodes[#tr.graph.nodes].attrs, outs)
   end
   return outs
 end
@@ -52,32 +54,52 @@ D.define {
   sample = function() return control.sample("cond") end,
 }
 
+-- the trips a reverse loop reads (its forward loop saved them in this graph run); dropped once read
+local function take_trips(key)
+  local trips = control.saved_trips[key]
+  if not trips then
+    errors.raise(string.format("while_loop: the reverse loop reads the trips saved under key %d, but no loop saved "
+      .. "them in this run (the graph's forward loop with saves = {..., %d} must run first)", key, key))
+  end
+  control.saved_trips[key] = nil
+  return trips
+end
+
 -- inputs: loop vars..., captures...; outputs: final vars..., updated captures...
 -- max_trips: more trips than this is an error (ds.load sets it on every loop it reads; nil: unbounded)
+-- saves: keys under which each run keeps the loop vars every trip starts from (set when the loop is differentiated)
+-- reads: a reverse loop: one trip per trip saved under this key, last first; its body's inputs end with that trip's
+-- saved loop vars (loop vars..., captures..., saved...)
 D.define {
   name = "while_loop", doc = "runs body_graph while cond_graph is true, carrying loop values (ds.while_loop)", kind = "control", noutputs = 0,
   attrs = { { "cond_graph", "any" }, { "body_graph", "any" }, { "nresults", "int" }, { "first_capture", "int" },
-            { "written", "ints", {} }, { "max_trips", "float" } },
+            { "written", "ints", {} }, { "max_trips", "float" }, { "saves", "ints", {} }, { "reads", "int" } },
   run = function(node, ins, env, attrs)
     local n = attrs.nresults
     local vars, caps = { unpack(ins, 1, n) }, { unpack(ins, n + 1) }
-    local function args()
+    local saved = attrs.reads and take_trips(attrs.reads)
+    local function args(trip)
       local a = {}
       for i = 1, n do a[i] = vars[i] end
       for k = 1, #caps do a[n + k] = caps[k] end
+      for i, s in ipairs(trip or {}) do a[n + #caps + i] = s end
       return a
     end
+    local saves = attrs.saves or {}
+    local saving = #saves > 0 and {} or nil
     local trips, max_trips = 0, attrs.max_trips or math.huge
-    while truth(attrs.cond_graph:run(args(), copy(env), true)[1], "while_loop") do
+    while (not saved or trips < #saved) and truth(attrs.cond_graph:run(args(), copy(env), true)[1], "while_loop") do
       trips = trips + 1
       if trips > max_trips then
         errors.raise(string.format("while_loop: more than %d trips (the loop's max_trips; ds.load(path, "
           .. "{max_loop_trips = n}) sets it for loaded graphs)", max_trips))
       end
-      local outs = attrs.body_graph:run(args(), copy(env), true)
+      if saving then saving[trips] = { unpack(vars, 1, n) } end
+      local outs = attrs.body_graph:run(args(saved and saved[#saved - trips + 1]), copy(env), true)
       for i = 1, n do vars[i] = outs[i] end
       for j, k in ipairs(attrs.written) do caps[k] = outs[n + j] end
     end
+    for _, key in ipairs(saves) do control.saved_trips[key] = saving end
     for j, k in ipairs(attrs.written) do vars[n + j] = caps[k] end
     return vars
   end,

@@ -1,0 +1,221 @@
+-- tests/control_loop_grads_spec.lua: loop gradients that save per trip: the traced forward loop keeps each trip's
+-- starting loop variables, the backward is one reverse graph loop over them (linear work, counted), and the gradients
+-- are the same bits eagerly, traced, compiled and loaded; gradcheck on fori_loop, scan and while_loop (a tensor trip
+-- count, a converted loop with a break); the saved trips are dropped after the backward; refusals.
+local ds = require("ds")
+local H = require("helpers")
+local Graph = require("ds.graph")
+local control = require("ds.control")
+
+local same = H.bitwise
+local f64 = { dtype = "f64" }
+local function i64(v) return ds.tensor(v, { dtype = "i64" }) end
+local dir = os.tmpname()
+os.remove(dir)
+os.execute("mkdir -p " .. dir)
+
+-- step(x, w, ...) -> loss, d loss/dx, d loss/dw for a loss fn(x, w, ...)
+local function grad_step(fn)
+  return function(x, w, ...)
+    local xr, wr = x:detach():requires_grad_(), w:detach():requires_grad_()
+    local y = fn(xr, wr, ...)
+    local g = ds.grad(y, { xr, wr })
+    return y:detach(), g[1], g[2]
+  end
+end
+
+-- the step's results eagerly, from the traced graph, compiled, and loaded from disk
+local function four_ways(step, specs, args, name)
+  local ways = { eager = { step(unpack(args)) } }
+  local g = ds.trace(step, specs)
+  ways.traced = { g(unpack(args)) }
+  local cg = ds.compile(step, specs)
+  ways.compiled = { cg(unpack(args)) }
+  ds.save(cg, dir .. "/" .. name)
+  ways.loaded = { ds.load(dir .. "/" .. name)(unpack(args)) }
+  return ways, g
+end
+
+local function assert_same_ways(ways)
+  for _, way in ipairs { "traced", "compiled", "loaded" } do
+    for i = 1, 3 do
+      assert.is_true(same(ways.eager[i], ways[way][i]), way .. " result " .. i .. ": " .. tostring(ways.eager[i])
+        .. " vs " .. tostring(ways[way][i]))
+    end
+  end
+end
+
+local function gradcheck(fn, x, w, ...)
+  local rest = { ... }
+  return ds.autograd.gradcheck(function(a, b) return fn(a, b, unpack(rest)) end,
+    { x:clone():requires_grad_(), w:clone():requires_grad_() })
+end
+
+-- ---- the loops under test ----
+local function fori_tanh(x, w, n)
+  return (ds.fori_loop(1, n, function(i, h) return (h * w + x * i:astype("f64")):tanh() end, { x * 0 })):sum()
+end
+
+local function scan_sin(x, w)
+  local carry, ys = ds.scan(function(c, xt) local h = (c * w + xt):sin(); return h, h * 2 end, x[1] * 0, x)
+  return carry:sum() + (ys * ys):sum()
+end
+
+-- no max_iter: the trip count comes from the values (3 trips for the inputs below, kept under gradcheck's steps)
+local function while_grow(x, w)
+  local _, h = ds.while_loop(function(k, h) return k:lt(3) end,
+    function(k, h) return k + 1, (h * w):sin() + x end, { i64(0), x })
+  return (h * h):sum()
+end
+
+-- a plain Lua loop, converted: a tensor trip count and a break on a running total
+local function walk(x, w, n)
+  local h, total = x, x:sum() * 0
+  for t = 1, n do
+    h = (h * w + x):sin()
+    total = total + h:sum()
+    if total:gt(1.5) then break end
+  end
+  return (h * h):sum() + total
+end
+
+local X = ds.tensor({ 0.3, -0.2, 0.5 }, f64)
+local W = ds.tensor({ 0.9, -0.4, 0.7 }, f64)
+local V = { ds.spec({ 3 }, "f64"), ds.spec({ 3 }, "f64") }
+local VN = { ds.spec({ 3 }, "f64"), ds.spec({ 3 }, "f64"), ds.spec({}, "i64") }
+
+describe("loop gradients saved per trip", function()
+  it("fori_loop (Lua and tensor trip counts): eager == traced == compiled == loaded bitwise, gradcheck", function()
+    for _, n in ipairs { 4, i64(4), i64(1) } do
+      local specs = type(n) == "number" and V or VN
+      local step = type(n) == "number" and grad_step(function(x, w) return fori_tanh(x, w, n) end) or grad_step(fori_tanh)
+      local args = type(n) == "number" and { X, W } or { X, W, n }
+      assert_same_ways((four_ways(step, specs, args, "fori")))
+    end
+    assert.is_true(gradcheck(fori_tanh, X, W, i64(5)))
+  end)
+
+  it("scan: eager == traced == compiled == loaded bitwise, gradcheck", function()
+    local x = ds.tensor({ { 0.1, 0.2 }, { -0.3, 0.4 }, { 0.5, 0.6 }, { 0.7, -0.8 } }, f64)
+    local w = ds.tensor({ 1.1, -0.9 }, f64)
+    assert_same_ways((four_ways(grad_step(scan_sin), { ds.spec({ 4, 2 }, "f64"), ds.spec({ 2 }, "f64") }, { x, w }, "scan")))
+    assert.is_true(gradcheck(scan_sin, x, w))
+  end)
+
+  it("while_loop without max_iter: eager == traced == compiled == loaded bitwise, gradcheck", function()
+    assert_same_ways((four_ways(grad_step(while_grow), V, { X, W }, "while")))
+    assert.is_true(gradcheck(while_grow, X, W))
+  end)
+
+  it("a converted for over a tensor trip count with a break: the same bits four ways, gradcheck", function()
+    local walk_c = ds.convert(walk)
+    -- the break ends the loop after 2 trips for n = 8 (totals 1.17, 2.58), the bound ends it for n = 1
+    for _, n in ipairs { 8, 1 } do
+      local ways, g = four_ways(grad_step(walk_c), VN, { X, W, i64(n) }, "walk")
+      assert_same_ways(ways)
+      local loops = 0
+      for _, node in ipairs(g.nodes) do if node.op == "while_loop" then loops = loops + 1 end end
+      assert.equal(2, loops) -- the forward loop and its reverse loop
+      assert.is_true(gradcheck(walk_c, X, W, i64(n)))
+    end
+  end)
+end)
+
+-- body sub-graph runs per call, by graph name
+local function count_runs(fn)
+  local counts, run = {}, Graph.run
+  Graph.run = function(self, ...)
+    counts[self.name] = (counts[self.name] or 0) + 1
+    return run(self, ...)
+  end
+  local ok, err = pcall(fn)
+  Graph.run = run
+  assert(ok, err)
+  return counts
+end
+
+describe("loop gradients: linear work and honest memory", function()
+  it("the backward runs the body once per trip (compiled and loaded: 2T body runs for T trips, not T^2)", function()
+    local step = grad_step(fori_tanh)
+    local cg = ds.compile(step, VN)
+    ds.save(cg, dir .. "/linear")
+    local loaded = ds.load(dir .. "/linear")
+    for _, T in ipairs { 3, 7, 12 } do
+      for name, f in pairs { compiled = cg, loaded = loaded } do
+        local counts = count_runs(function() f(X, W, i64(T)) end)
+        assert.equal(2 * T, counts.while_body, name .. " T = " .. T) -- T forward trips, T reverse trips
+      end
+    end
+  end)
+
+  it("eagerly the body runs once per trip forward and once per trip in the backward", function()
+    local calls = 0
+    local function f(x, w, n)
+      return (ds.fori_loop(1, n, function(_, h) calls = calls + 1; return (h * w + x):tanh() end, { x * 0 })):sum()
+    end
+    for _, T in ipairs { 3, 9 } do
+      calls = 0
+      grad_step(f)(X, W, i64(T))
+      assert.equal(2 * T, calls)
+    end
+  end)
+
+  it("saves only when differentiated, and drops the saved trips once the reverse loop has read them", function()
+    local forward_only = ds.trace(fori_tanh, VN)
+    for _, node in ipairs(forward_only.nodes) do
+      if node.op == "while_loop" then assert.same({}, node.attrs.saves or {}) end
+    end
+    local g = ds.trace(grad_step(fori_tanh), VN)
+    local saves, reads = {}, {}
+    for _, node in ipairs(g.nodes) do
+      if node.op == "while_loop" then
+        for _, k in ipairs(node.attrs.saves or {}) do saves[#saves + 1] = k end
+        reads[#reads + 1] = node.attrs.reads
+      end
+    end
+    assert.equal(1, #saves)
+    assert.same({ saves[1] }, reads)
+    g(X, W, i64(5))
+    assert.is_nil(control.saved_trips[saves[1]])
+  end)
+
+  it("nested loops: the inner loop's gradient inside the outer reverse loop, the same bits compiled", function()
+    local function nested(x, w, n)
+      local h = ds.fori_loop(1, n, function(_, a)
+        return (ds.fori_loop(1, 2, function(_, b) return (b * w + a):sin() end, { a }))
+      end, { x })
+      return (h * h):sum()
+    end
+    local step = grad_step(nested)
+    local e = { step(X, W, i64(3)) }
+    local c = { ds.compile(step, VN)(X, W, i64(3)) }
+    for i = 1, 3 do assert.is_true(same(e[i], c[i]), "result " .. i) end
+    assert.is_true(gradcheck(nested, X, W, i64(3)))
+  end)
+end)
+
+describe("loop gradients: refusals", function()
+  it("a reverse loop whose forward did not save (a crafted graph file) is an error naming the key", function()
+    ds.save(ds.compile(grad_step(fori_tanh), VN), dir .. "/crafted")
+    local path = dir .. "/crafted.json"
+    local text = H.read_file(path)
+    local edited, k = text:gsub('"saves":%[(%d+)%]', '"saves":[]')
+    assert.equal(1, k)
+    local f = assert(io.open(path, "wb"))
+    f:write(edited)
+    f:close()
+    H.raises(function() ds.load(dir .. "/crafted")(X, W, i64(3)) end, "while_loop", "no loop saved them")
+  end)
+
+  it("second-order gradients through a loop are refused by name", function()
+    local function second(x, w, n)
+      local xr = x:detach():requires_grad_()
+      local y = fori_tanh(xr, w, n)
+      local g = ds.grad(y, { xr }, { create_graph = true })[1]
+      return ds.grad(g:sum(), { xr })[1]
+    end
+    H.raises(function() ds.trace(second, VN) end, "while_loop", "second order")
+  end)
+end)
+
+teardown(function() os.execute("rm -rf " .. dir) end)
