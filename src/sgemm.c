@@ -11,9 +11,9 @@
    and the next block continues it, so the blocking changes no bit. Nothing else touches an element: its
    bits do not depend on M, N, the tiling, which rows share a tile, the batch, the thread count or the ISA
    (each micro-kernel keeps the same chain; tails use masks, not another order). */
-#define KC 256          /* k per block: an A panel (MR x KC) stays in L1 */
-#define MC_ROWS 512     /* rows per packed A block (a multiple of MR below it), packed once per K block */
-#define NC 512          /* columns per packed B panel (KC x NC floats = 512 KiB: stays in L2) */
+#define KC 256          /* k per block: a B strip (KC x NR) stays in L1 while the A block's panels stream past */
+#define MC_ROWS 336     /* rows per packed A block at most (MC x KC floats: ~336 KiB, stays in L2) */
+#define NC 2048         /* columns per packed B panel (KC x NC floats: 2 MiB, shared by the threads, in L3) */
 #define PAR_FLOPS (1 << 20)  /* below it a parallel region costs more than it saves */
 
 static const sgemm_kernel *isa_kernel(void) { return ds_isa() == DS_ISA_AVX512 ? &ds_sgemm_avx512 : &ds_sgemm_avx2; }
@@ -59,8 +59,8 @@ static void pack_b(float *strip, const product *p, int64_t k0, int64_t kc, int64
   const float *b = p->B + k0 * p->brs + n0 * p->bcs;
   if (p->bcs == 1) {
     for (int64_t k = 0; k < kc; k++) {
-      for (int j = 0; j < nr; j++) strip[k * NR + j] = b[k * p->brs + j];
-      for (int j = nr; j < NR; j++) strip[k * NR + j] = 0.0f;
+      memcpy(strip + k * NR, b + k * p->brs, (size_t)nr * sizeof(float));
+      if (nr < NR) memset(strip + k * NR + nr, 0, (size_t)(NR - nr) * sizeof(float));
     }
     return;
   }
@@ -94,47 +94,52 @@ static void thread_part(const product *p, const sgemm_kernel *kr, int tid, int n
   if (*j1 > p->N) *j1 = p->N;
 }
 
+/* rows per A block: the thread's rows cut into equal blocks of at most MC_ROWS (whole MR panels), so no
+   block is a small remainder that would cost a pass over the B panel of its own */
+static int64_t block_rows(int64_t rows, int MR) {
+  int64_t blocks = (rows + MC_ROWS - 1) / MC_ROWS;
+  if (blocks < 1) blocks = 1;
+  int64_t per = (rows + blocks - 1) / blocks;
+  return (per + MR - 1) / MR * MR;
+}
+
 /* One product by thread tid of the nth threads working on it (they meet at barriers when nth > 1, the
-   same number of times each). Per K block: the thread's rows in blocks of MC, each packed once (ap); per
-   panel of NC columns the threads pack B together (bp, shared) and each computes its tiles, A panel by A
-   panel (in L1) against the panel's strips (in L2). */
+   same number of times each). Per panel of NC columns and block of KC k's, the threads pack the panel's B
+   strips together (bp, shared); then each thread, per block of its rows (ap, packed once per panel and
+   k block), runs strip by strip (in L1) over the block's A panels (in L2). */
 static void run_product(const product *p, const sgemm_kernel *kr, int tid, int nth, float *ap, float *bp) {
   const int MR = kr->mr, NR = kr->nr;
-  const int64_t MC = MC_ROWS / MR * MR;
-  int64_t i0, i1, j0, j1, most = 0;
-  for (int t = 0; t < nth; t++) {          /* row blocks of the thread with the most rows: everyone's count */
-    thread_part(p, kr, t, nth, &i0, &i1, &j0, &j1);
-    if (i1 - i0 > most) most = i1 - i0;
-  }
+  int64_t i0, i1, j0, j1;
   thread_part(p, kr, tid, nth, &i0, &i1, &j0, &j1);
+  const int64_t MC = block_rows(i1 - i0, MR);
   int packed = !(p->bcs == 1 && p->M <= MR);   /* B read in place when no second row panel reuses it */
-  for (int64_t pc = 0; pc < p->K; pc += KC) {
-    int64_t kc = p->K - pc < KC ? p->K - pc : KC;
-    int load_c = p->accumulate || pc > 0;
-    for (int64_t ic = i0; ic < i0 + most; ic += MC) {
-      int64_t mc = i1 - ic < MC ? i1 - ic : MC;   /* <= 0: this thread has no rows left, it only packs */
-      if (mc > 0) pack_a(ap, p, ic, mc, pc, kc, MR);
-      for (int64_t jc = 0; jc < p->N; jc += NC) {
-        int64_t nc = p->N - jc < NC ? p->N - jc : NC, ns = (nc + NR - 1) / NR;
-        int64_t lo = j0 > jc ? j0 : jc, hi = j1 < jc + nc ? j1 : jc + nc;
-        if (packed) {
-          for (int64_t s = tid * ns / nth; s < (tid + 1) * ns / nth; s++) {
-            int64_t n0 = jc + s * NR;
-            pack_b(bp + s * kc * NR, p, pc, kc, n0, (int)(p->N - n0 < NR ? p->N - n0 : NR), NR);
-          }
-          if (nth > 1) {
-#pragma omp barrier
-          }
+  for (int64_t jc = 0; jc < p->N; jc += NC) {
+    int64_t nc = p->N - jc < NC ? p->N - jc : NC, ns = (nc + NR - 1) / NR;
+    int64_t lo = j0 > jc ? j0 : jc, hi = j1 < jc + nc ? j1 : jc + nc;
+    for (int64_t pc = 0; pc < p->K; pc += KC) {
+      int64_t kc = p->K - pc < KC ? p->K - pc : KC;
+      int load_c = p->accumulate || pc > 0;
+      if (packed) {
+        for (int64_t s = tid * ns / nth; s < (tid + 1) * ns / nth; s++) {
+          int64_t n0 = jc + s * NR;
+          pack_b(bp + s * kc * NR, p, pc, kc, n0, (int)(p->N - n0 < NR ? p->N - n0 : NR), NR);
         }
-        for (int64_t i = 0; i < mc && lo < hi; i += MR)
-          for (int64_t j = lo; j < hi; j += NR) {
-            const float *b = packed ? bp + (j - jc) / NR * kc * NR : p->B + pc * p->brs + j;
+        if (nth > 1) {
+#pragma omp barrier
+        }
+      }
+      for (int64_t ic = i0; ic < i1 && lo < hi; ic += MC) {
+        int64_t mc = i1 - ic < MC ? i1 - ic : MC;
+        pack_a(ap, p, ic, mc, pc, kc, MR);
+        for (int64_t j = lo; j < hi; j += NR) {
+          const float *b = packed ? bp + (j - jc) / NR * kc * NR : p->B + pc * p->brs + j;
+          for (int64_t i = 0; i < mc; i += MR)
             kr->micro((int)(mc - i < MR ? mc - i : MR), (int)(hi - j < NR ? hi - j : NR), kc, ap + i * kc, b,
                       packed ? NR : p->brs, p->C + (ic + i) * p->ldc + j, p->ldc, load_c);
-          }
-        if (packed && nth > 1) {
-#pragma omp barrier
         }
+      }
+      if (packed && nth > 1) {
+#pragma omp barrier
       }
     }
   }
@@ -166,7 +171,7 @@ int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B,
   int nth = omp_in_parallel() || flops < PAR_FLOPS ? 1 : omp_get_max_threads();
   /* many products: each thread takes whole products; few: the threads share each product */
   int by_batch = nth > 1 && (nbatch % nth == 0 || nbatch >= 4 * nth);
-  size_t a_floats = (size_t)(MC_ROWS / kr->mr * kr->mr) * KC, b_floats = (size_t)KC * NC;
+  size_t a_floats = (size_t)(MC_ROWS + kr->mr) * KC, b_floats = (size_t)KC * NC;
   float *buf = scratch((size_t)nth * (a_floats + (by_batch ? b_floats : 0)) + (by_batch ? 0 : b_floats));
   if (!buf) return ds_fail(DS_ENOMEM, "matmul: out of memory for the packing buffers");
 #pragma omp parallel num_threads(nth) if (nth > 1)

@@ -6,7 +6,7 @@ local ds = require("ds")
 local D = require("ds.dispatch")
 local H = require("helpers")
 local ort = require("onnx.ort")
-local export_ops = ds.onnx and require("ds.onnx.export_ops") -- ds.onnx loads every form (export_control adds its own)
+local export_ops = require("ds.onnx.export_ops")
 
 -- Tolerance (rtol, atol) of ONNX Runtime's result against ds's, per op; a row takes the loosest of its ops.
 -- 0: ORT computes the same IEEE operations in the same order (movement, indexing, compare, select, exact

@@ -23,6 +23,7 @@ local C = dsffi.C
 
 local M = {}
 
+local freeze = require("ds.passes.freeze")
 local PASSES = {
   { "dce", require("ds.passes.dce") },
   { "cse", require("ds.passes.cse") },
@@ -89,10 +90,12 @@ local function with_grad_outputs(ir, fn)
   return count
 end
 
--- early passes (the result is what ds.save writes), then fusion on a copy
-function M.optimize(ir, opts)
+-- early passes (the result is what ds.save writes), then fusion on a copy. owns_state: the IR's state
+-- tensors belong to it alone (ds.load), so freezing need not copy them.
+function M.optimize(ir, opts, owns_state)
   opts = opts or {}
   local stats = {}
+  if opts.freeze then stats.freeze = select(2, freeze(ir, not owns_state)) end
   for _, p in ipairs(PASSES) do
     if opts[p[1]] ~= false then stats[p[1]] = (stats[p[1]] or 0) + with_grad_outputs(ir, p[2]) end
   end
@@ -349,17 +352,18 @@ function Compiled:__tostring()
     s.dce or 0, s.cse or 0, s.fold or 0, s.prune or 0, s.fuse or 0, s.epilogue or 0, IR.tostring(self.ir), plan)
 end
 
-local OPTIONS = { dce = true, cse = true, fold = true, prune = true, fuse = true, epilogue = true }
+local OPTIONS = { dce = true, cse = true, fold = true, prune = true, fuse = true, epilogue = true, freeze = true }
 
--- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, prune, fuse, epilogue = false to skip}
-function M.from_ir(ir, opts)
+-- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, prune, fuse, epilogue = false to skip,
+-- freeze = true for parameters as constants (passes/freeze.lua)}; owns_state: as M.optimize
+function M.from_ir(ir, opts, owns_state)
   for k, v in pairs(opts or {}) do
     if not OPTIONS[k] then
-      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, prune, fuse, epilogue)", tostring(k)))
+      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, prune, fuse, epilogue, freeze)", tostring(k)))
     end
     if type(v) ~= "boolean" then errors.raise(string.format("compile: option '%s' must be a boolean", k)) end
   end
-  local base, late, stats = M.optimize(ir, opts)
+  local base, late, stats = M.optimize(ir, opts, owns_state)
   return setmetatable({ base = base, ir = late, stats = stats, opts = opts or {}, _plans = {}, _nplans = 0,
                         _dynamic = sym.contains(late.specs) }, Compiled)
 end

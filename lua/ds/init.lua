@@ -26,6 +26,7 @@ local plot = require("ds.plot")
 local profile_view = require("ds.profile_view")
 local io_ = require("ds.io")
 local distributed = require("ds.distributed")
+local onnx = require("ds.onnx")
 
 local ds = { Tensor = Tensor, version = require("ds.version"), ops = D, autograd = autograd }
 
@@ -87,13 +88,7 @@ ds.debug = errors.set_debug
 ds.plot = plot
 ds.save_profile = profile_view.save
 io_.install(ds)
-
--- ds.onnx is loaded on first use: it needs libds_onnx.so (`make onnx`), which a plain `require "ds"` must not
-setmetatable(ds, { __index = function(t, key)
-  if key ~= "onnx" then return nil end
-  require("ds.onnx").install(t)
-  return rawget(t, "onnx")
-end })
+onnx.install(ds)
 
 -- every Tensor method checks self (the eager shortcuts check their operands); ds.<name> is the same function
 local checked = Tensor._require_self(D.shortcuts)

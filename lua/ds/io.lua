@@ -132,7 +132,9 @@ function M.load(path, opts)
   local p = reader.check_document(L, doc, writer.FORMAT, writer.FORMAT_VERSION)
   local params = params_file.open(dir .. "/" .. p.file, p, L.fail)
   local ir = reader.build(L, doc, params)
-  local cg = compile.from_ir(ir, copts)
+  -- the loaded model's parameters are its own: inference graphs run with them as constants (freeze)
+  if copts.freeze == nil then copts.freeze = true end
+  local cg = compile.from_ir(ir, copts, true)
   cg.loaded_from = base
   cg.format_version = doc.format_version
   cg.params_file = p.file

@@ -39,8 +39,13 @@ local function load_lib()
   error("ds.onnx: cannot load libds_onnx.so (tried " .. table.concat(tried, ", ") .. "); run `make onnx`", 0)
 end
 
-local lib = load_lib()
-local M = { lib = lib }
+-- libds_onnx.so is loaded on first use, so `require "ds"` works where it was not built (`make onnx`)
+local loaded
+local function lib()
+  loaded = loaded or load_lib()
+  return loaded
+end
+local M = {}
 
 -- protobuf-c's labels and types (protobuf-c.h)
 local REQUIRED, OPTIONAL, REPEATED, NONE = 0, 1, 2, 3
@@ -64,7 +69,7 @@ function M.descriptor(name)
   local sym = "onnx__" .. snake(name) .. "__descriptor"
   local ok, arr = pcall(function()
     ffi.cdef("extern const ds_pbc_message_desc " .. sym .. "[1];")
-    return lib[sym]
+    return lib()[sym]
   end)
   if not ok then error("ds.onnx: no protobuf message " .. name, 2) end
   d = ffi.cast("const ds_pbc_message_desc *", arr)
@@ -149,9 +154,9 @@ end
 function M.encode(name, tbl)
   local keep = {}
   local msg = build(M.descriptor(name), tbl, keep, name)
-  local n = lib.protobuf_c_message_get_packed_size(msg)
+  local n = lib().protobuf_c_message_get_packed_size(msg)
   local out = ffi.new("uint8_t[?]", n)
-  local wrote = lib.protobuf_c_message_pack(msg, out)
+  local wrote = lib().protobuf_c_message_pack(msg, out)
   assert(wrote == n, "protobuf-c packed a different size than it measured")
   return ffi.string(out, n)
 end
@@ -200,15 +205,15 @@ M.MAX_DEPTH = 64 -- nesting of messages (graphs inside attributes inside graphs 
 
 -- the Lua table of message `name` in bytes; what = the file name for errors
 function M.decode(name, bytes, what)
-  local depth = lib.ds_onnx_max_depth(bytes, #bytes, M.MAX_DEPTH)
+  local depth = lib().ds_onnx_max_depth(bytes, #bytes, M.MAX_DEPTH)
   if depth < 0 then
     error(string.format("ds.onnx.load: %s is not a valid protobuf (%s)", what,
       depth == -2 and "messages nested deeper than " .. M.MAX_DEPTH or "malformed wire format"), 0)
   end
-  local msg = lib.protobuf_c_message_unpack(M.descriptor(name), nil, #bytes, bytes)
+  local msg = lib().protobuf_c_message_unpack(M.descriptor(name), nil, #bytes, bytes)
   if msg == nil then error("ds.onnx.load: " .. what .. " is not a valid ONNX " .. name .. " (protobuf-c could not unpack it)", 0) end
   local ok, res = pcall(read, M.descriptor(name), ffi.cast("uint8_t *", msg))
-  lib.protobuf_c_message_free_unpacked(msg, nil)
+  lib().protobuf_c_message_free_unpacked(msg, nil)
   if not ok then error(res, 0) end
   return res
 end
