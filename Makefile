@@ -61,6 +61,11 @@ $(ORT_PKG):
 	cd $(ORT_DIR) && npm install --ignore-scripts --no-audit --no-fund --prefix . onnxruntime-node@$(ORT_VERSION)
 onnx: deps $(BUILD)/libds_onnx.so $(ORT_PKG)
 
+# lua/ds/onnx/arity.lua: the input counts of the ONNX ops ds.onnx.load reads, from python3-onnx's schemas
+.PHONY: onnx-arity
+onnx-arity: deps all $(BUILD)/libds_onnx.so
+	/usr/bin/python3 tools/gen_onnx_arity.py $$($(RUN_LUA) -e 'for k in pairs(require("ds.onnx.import_ops").OPS) do print(k) end')
+
 # The whole suite; its last line is "N passed, N failed" (tools/busted_summary.lua).
 test: deps all onnx
 	DS_LIB=$(DS_LIB_PATH) $(BUSTED)
@@ -148,9 +153,10 @@ SERVE_BENCH_SECONDS ?= 10
 serve-bench: deps all
 	DS_LIB=$(DS_LIB_PATH) bench/serve_bench.sh $(SERVE_BENCH_SECONDS)
 
-# Loader fuzzers (tests/fuzz/): libFuzzer over ds.load's graph + params files (LuaJIT embedded) and over the
-# C loader's plan + params files (ds_model_load_bytes), on a clang ASan + UBSan build of libds, from seed
-# corpora of saved models, FUZZ_SECONDS each. Any finding fails (its input is left in $(BUILD)/fuzz).
+# Loader fuzzers (tests/fuzz/): libFuzzer over ds.load's graph + params files (LuaJIT embedded), over the
+# C loader's plan + params files (ds_model_load_bytes) and over ONNX files (ds.onnx.load), on a clang
+# ASan + UBSan build of libds (and of libds_onnx), from seed corpora of saved and exported models,
+# FUZZ_SECONDS each. Any finding fails (its input is left in $(BUILD)/fuzz).
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -march=$(MARCH) -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -164,17 +170,19 @@ $(BUILD)/fuzz/%.o: src/%.c $(HDRS)
 $(BUILD)/fuzz/libds.so: $(SRCS:src/%.c=$(BUILD)/fuzz/%.o)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -shared -L$(BLASDIR) -l:libopenblas.so.0 -Wl,-rpath,$(BLASDIR) -lz -lm \
 	  $$(gcc -print-file-name=libgomp.so)
-$(BUILD)/fuzz/%_fuzz: tests/fuzz/%_fuzz.c src/ds.h $(BUILD)/fuzz/libds.so
+$(BUILD)/fuzz/libds_onnx.so: $(BUILD)/onnx/onnx/onnx.pb-c.c src/onnx/onnx_depth.c
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -std=gnu11 -fPIC -shared -I$(BUILD)/onnx $^ -o $@ -lprotobuf-c
+$(BUILD)/fuzz/%_fuzz: tests/fuzz/%_fuzz.c tests/fuzz/lua_harness.h src/ds.h $(BUILD)/fuzz/libds.so
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -Isrc -I/usr/include/luajit-2.1 $< -o $@ \
 	  -L$(BUILD)/fuzz -l:libds.so -Wl,-rpath,$(abspath $(BUILD))/fuzz -lluajit-5.1
 .PHONY: fuzz
-fuzz: deps all $(BUILD)/fuzz/graph_fuzz $(BUILD)/fuzz/plan_fuzz
+fuzz: deps all $(BUILD)/libds_onnx.so $(BUILD)/fuzz/graph_fuzz $(BUILD)/fuzz/plan_fuzz $(BUILD)/fuzz/onnx_fuzz $(BUILD)/fuzz/libds_onnx.so
 	rm -rf $(BUILD)/fuzz/seeds && $(RUN_LUA) tests/fuzz/make_seeds.lua $(BUILD)/fuzz/seeds >/dev/null
-	@for t in graph plan; do \
+	@for t in graph plan onnx; do \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$t; \
 	  echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
 	  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  DS_ROOT=$(CURDIR) DS_LIB=$(abspath $(BUILD))/fuzz/libds.so DS_ALLOC=c \
+	  DS_ROOT=$(CURDIR) DS_LIB=$(abspath $(BUILD))/fuzz/libds.so DS_ONNX_LIB=$(abspath $(BUILD))/fuzz/libds_onnx.so DS_ALLOC=c \
 	  $(BUILD)/fuzz/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -max_len=262144 -timeout=20 \
 	    -artifact_prefix=$(BUILD)/fuzz/$$t- -print_final_stats=1 $(BUILD)/fuzz/corpus-$$t $(BUILD)/fuzz/seeds/$$t \
 	    >$(BUILD)/fuzz/$$t.log 2>&1; rc=$$?; \

@@ -3,7 +3,7 @@
 -- LAYERS (low to high) is the one declaration of the layering; docs/INTERNALS.md draws it.
 local LAYERS = {
   { name = "foundation", modules = { "ds.errors", "ds.dtype", "ds.state", "ds.ffi", "ds.clock", "ds.version" } },
-  { name = "tensor", modules = { "ds.shape", "ds.options", "ds.tensor", "ds.tape" } },
+  { name = "tensor", modules = { "ds.shape", "ds.options", "ds.args", "ds.tensor", "ds.tape" } },
   { name = "dispatch", modules = { "ds.dispatch" } },
   { name = "op helpers", modules = { "ds.ops.common", "ds.sym", "ds.autograd" } },
   { name = "op families", modules = { "ds.ops", "ds.ops.*", "ds.random", "ds.print", "ds.gradcheck" } },

@@ -4,6 +4,7 @@ local ds = require("ds")
 local D = require("ds.dispatch")
 local C = require("ds.ops.common")
 local files = require("ds.files")
+local args = require("ds.args")
 
 local M = {}
 
@@ -52,6 +53,7 @@ end
 
 -- name(params) of a Lua function from its parameter names
 local function fn_signature(name, f)
+  f = args.original[f] or f -- a function behind its argument check (lua/ds/args.lua): as written
   local params, info = {}, debug.getinfo(f, "u")
   for i = 1, info.nparams or 0 do params[i] = debug.getlocal(f, i) end
   if info.isvararg then params[#params + 1] = "..." end
@@ -79,6 +81,7 @@ local function comment_above(lines, line)
   return table.concat(parts, " ")
 end
 local function description(f)
+  f = args.original[f] or f
   local info = debug.getinfo(f, "S")
   if not info.source:match("^@") or info.linedefined < 1 then return "" end
   return comment_above(lines_of(info.source:sub(2)), info.linedefined)
@@ -91,7 +94,7 @@ local function class_description(name, cls)
   if info.source:match("^@") then
     local lines = lines_of(info.source:sub(2))
     for i, line in ipairs(lines) do
-      if line:find('extend("' .. name .. '")', 1, true) then
+      if line:find('extend("' .. name .. '"', 1, true) then
         local d = comment_above(lines, i)
         if d ~= "" then return d end
       end

@@ -53,7 +53,9 @@ local INSTANCES = {
   StepLR = function() return ds.optim.StepLR(sgd(), { step_size = 2 }) end,
   ReduceLROnPlateau = function() return ds.optim.ReduceLROnPlateau(sgd()) end,
 }
-local NOT_METHODS = { extend = true, new = true, init = true, __call = true, __index = true, __newindex = true, __tostring = true }
+-- (check_group and grad_of: hooks an optimizer class gives its base, not methods; see lua/ds/optim/init.lua)
+local NOT_METHODS = { extend = true, new = true, init = true, __call = true, __index = true, __newindex = true, __tostring = true,
+                      check_group = true, grad_of = true }
 for cname, make in pairs(INSTANCES) do
   local obj, seen_m = make(), {}
   local mt = getmetatable(obj)

@@ -10,6 +10,8 @@ local F = require("ds.ops.common").functions -- zeros_like, ones_like (ops/creat
 local M = {}
 local is_tensor = Tensor.is_tensor
 
+local options = require("ds.options")
+local args = require("ds.args")
 local requires = tape.requires
 
 -- Sum g down to shape (undo broadcasting): leading dims, then dims that were 1.
@@ -81,20 +83,41 @@ local function run_hooks(t, g, create_graph)
   return g
 end
 
+-- a given grad of output y: a tensor of y's shape and dtype (name: the caller, backward or grad)
+local function check_grad_output(name, i, y, g)
+  if not is_tensor(g) then
+    errors.raise(string.format("%s: the grad of output %d must be a tensor, got %s", name, i, type(g)))
+  end
+  if not S.equal(g._shape, y._shape) or g.dtype ~= y.dtype then
+    errors.raise(string.format("%s: the grad of output %d has shape %s and dtype %s, but the output has shape %s and dtype %s",
+      name, i, S.str(g._shape), g.dtype, S.str(y._shape), y.dtype))
+  end
+end
+
 -- Core engine: returns grads keyed by tensor for `wanted` (or accumulates into leaves' .grad).
-local function run_backward(outputs, grad_outputs, create_graph, wanted)
+-- name: the public caller (backward or grad) for errors
+local function run_backward(name, outputs, grad_outputs, create_graph, wanted)
   local grads = {}  -- tensor -> grad
   local roots = {}
-  for i, y in ipairs(outputs) do
+  if type(outputs) ~= "table" or is_tensor(outputs) then errors.raise(name .. ": outputs must be a tensor or a list of tensors") end
+  if grad_outputs ~= nil and (type(grad_outputs) ~= "table" or is_tensor(grad_outputs)) then
+    errors.raise(name .. ": grad_outputs must be a tensor or a list of tensors")
+  end
+  if #outputs == 0 then errors.raise(name .. ": no outputs given") end
+  for i = 1, table.maxn(outputs) do
+    local y = outputs[i]
+    if not is_tensor(y) then errors.raise(string.format("%s: output %d must be a tensor, got %s", name, i, type(y))) end
     if not requires(y) then
-      errors.raise("backward: output " .. i .. " does not require grad (no input of its graph has requires_grad = true)")
+      errors.raise(name .. ": output " .. i .. " does not require grad (no input of its graph has requires_grad = true)")
     end
     local g = grad_outputs and grad_outputs[i]
     if g == nil then
       if S.numel(y._shape) ~= 1 then
-        errors.raise("backward: output " .. i .. " has shape " .. S.str(y._shape) .. "; grad can be implicit only for scalar outputs")
+        errors.raise(name .. ": output " .. i .. " has shape " .. S.str(y._shape) .. "; grad can be implicit only for scalar outputs")
       end
       g = F.ones_like(y)
+    else
+      check_grad_output(name, i, y, g)
     end
     accumulate(grads, y, g)
     local fn = rawget(y, "_grad_fn")
@@ -136,11 +159,12 @@ local function run_backward(outputs, grad_outputs, create_graph, wanted)
   return grads
 end
 
--- y:backward([grad]): accumulate into .grad of leaves that require grad
-function Tensor.backward(y, grad, opts)
-  opts = opts or {}
+-- y:backward([grad] [, {create_graph =}]): accumulate into .grad of leaves that require grad; grad has
+-- y's shape and dtype (optional when y has one element)
+Tensor.backward = args.wrap("backward", { "tensor", "tensor|table?", "table?" }, function(y, grad, opts)
   if type(grad) == "table" and not is_tensor(grad) then opts, grad = grad, nil end
-  local grads = run_backward({ y }, { grad }, opts.create_graph)
+  opts = options.check(opts, "backward", { create_graph = "boolean" })
+  local grads = run_backward("backward", { y }, { grad }, opts.create_graph)
   for t, g in pairs(grads) do
     if rawget(t, "_grad_fn") == nil and requires(t) then
       if not opts.create_graph then g = g:detach() end
@@ -150,22 +174,24 @@ function Tensor.backward(y, grad, opts)
       rawset(t, "grad", cur and cur + g or g)
     end
   end
-end
+end)
 
 -- ds.grad(outputs, inputs, {grad_outputs =, create_graph =, allow_unused =}) -> list of grads
-function M.grad(outputs, inputs, opts)
-  opts = opts or {}
+M.grad = args.wrap("grad", { "tensor|table", "tensor|table", "table?" }, function(outputs, inputs, opts)
+  opts = options.check(opts, "grad", { grad_outputs = "any", create_graph = "boolean", allow_unused = "boolean" })
   if is_tensor(outputs) then outputs = { outputs } end
   local single = is_tensor(inputs)
   if single then inputs = { inputs } end
   local wanted = {}
-  for i, x in ipairs(inputs) do
+  for i = 1, table.maxn(inputs) do
+    local x = inputs[i]
+    if not is_tensor(x) then errors.raise(string.format("grad: input %d must be a tensor, got %s", i, type(x))) end
     if not requires(x) then errors.raise("grad: input " .. i .. " does not require grad") end
     wanted[x] = true
   end
   local go = opts.grad_outputs
   if is_tensor(go) then go = { go } end
-  local grads = run_backward(outputs, go, opts.create_graph, wanted)
+  local grads = run_backward("grad", outputs, go, opts.create_graph, wanted)
   local out = {}
   for i, x in ipairs(inputs) do
     local g = grads[x]
@@ -180,25 +206,25 @@ function M.grad(outputs, inputs, opts)
     out[i] = g
   end
   return out
-end
+end)
 
-function M.no_grad(fn, ...)
+M.no_grad = args.wrap("no_grad", { "function" }, function(fn, ...)
   local prev = state.grad_enabled
   state.grad_enabled = false
   local res = { pcall(fn, ...) }
   state.grad_enabled = prev
   if not res[1] then error(res[2], 0) end
   return unpack(res, 2, table.maxn(res))
-end
+end)
 
-function M.enable_grad(fn, ...)
+M.enable_grad = args.wrap("enable_grad", { "function" }, function(fn, ...)
   local prev = state.grad_enabled
   state.grad_enabled = true
   local res = { pcall(fn, ...) }
   state.grad_enabled = prev
   if not res[1] then error(res[2], 0) end
   return unpack(res, 2, table.maxn(res))
-end
+end)
 
 function M.set_grad_enabled(on) local prev = state.grad_enabled; state.grad_enabled = on and true or false; return prev end
 function M.is_grad_enabled() return state.grad_enabled end

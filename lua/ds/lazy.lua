@@ -9,6 +9,7 @@ local Tensor = require("ds.tensor")
 local T = require("ds.trace")
 local Graph = require("ds.graph")
 local compiler = require("ds.compile")
+local args = require("ds.args")
 
 local M = { warn_after = 5 }
 local is_tensor = Tensor.is_tensor
@@ -50,7 +51,7 @@ end
 function M.new(target, opts)
   opts = opts or {}
   local is_mod = T.is_module(target)
-  local fn = is_mod and target.forward or target
+  local fn = is_mod and (args.original[target.forward] or target.forward) or target
   local info = debug.getinfo(fn, "S")
   local self = setmetatable({
     target = target, opts = opts, cache = {}, count = 0, warned = false, is_module = is_mod,
@@ -190,6 +191,10 @@ end
 -- ds.compile(fn_or_module[, opts]) is lazy (this file); ds.compile(graph[, opts]) and
 -- ds.compile(fn_or_module, specs[, opts]) compile now (compile.lua), tracing once with the specs.
 function M.compile(target, specs_or_opts, opts)
+  if specs_or_opts ~= nil and type(specs_or_opts) ~= "table" then
+    errors.raise("compile: the second argument must be a list of specs or an options table, got " .. type(specs_or_opts))
+  end
+  if opts ~= nil and (type(opts) ~= "table" or is_tensor(opts)) then errors.raise("compile: options must be a table, got " .. type(opts)) end
   local callable = type(target) == "function" or T.is_module(target)
   if callable and not is_spec_list(specs_or_opts) then return M.new(target, specs_or_opts) end
   if Graph.is_graph(target) then return compiler.compile_graph(target, specs_or_opts or opts) end

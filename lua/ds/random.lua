@@ -4,6 +4,8 @@ local D = require("ds.dispatch")
 local C = require("ds.ops.common")
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
+local options = require("ds.options")
+local args = require("ds.args")
 local dsffi = require("ds.ffi")
 local ffi = dsffi.ffi
 
@@ -73,13 +75,8 @@ local function generate(name, shape, opts, params)
   return finish(D.call(D.by_name[name], { state }, attrs), opts)
 end
 
-local function check_opts(name, opts)
-  for k in pairs(opts) do
-    if k ~= "dtype" and k ~= "requires_grad" then
-      errors.raise(string.format("%s: unknown option '%s' (dtype, requires_grad)", name, tostring(k)))
-    end
-  end
-end
+local OPTIONS = { dtype = "dtype", requires_grad = "boolean" }
+local function check_opts(name, opts) return options.check(opts, name, OPTIONS) end
 
 -- rand(sizes... | {sizes}, [opts]): uniform on [0, 1)
 function M.rand(...)
@@ -106,21 +103,19 @@ function M.randint(a, b, c, d)
   if type(size) == "number" then size = { size } end
   if type(size) ~= "table" then errors.raise("randint: size must be a table of sizes, got " .. type(size)) end
   local shape = C.sizes_and_opts("randint", size)
-  opts = opts or {}
-  check_opts("randint", opts)
+  opts = check_opts("randint", opts)
   return generate("randint", shape, { dtype = opts.dtype or "i64", requires_grad = opts.requires_grad },
     { low = low, high = high })
 end
 
 local function like(name)
   return function(x, opts)
-    opts = opts or {}
-    check_opts(name .. "_like", opts)
+    opts = check_opts(name .. "_like", opts)
     return generate(name, x._shape, { dtype = opts.dtype or x.dtype, requires_grad = opts.requires_grad }, {})
   end
 end
-M.rand_like = like("rand")
-M.randn_like = like("randn")
+M.rand_like = args.wrap("rand_like", { "tensor", "table?" }, like("rand"))
+M.randn_like = args.wrap("randn_like", { "tensor", "table?" }, like("randn"))
 
 -- in place: x:uniform_(low, high), x:normal_(mean, std)
 function M.uniform_(x, low, high)
@@ -153,7 +148,7 @@ end
 
 -- dropout(x, p, training): zero each element with probability p and scale the rest by 1/(1-p);
 -- composed from ds ops so autograd and tracing need nothing extra.
-function M.dropout(x, p, training)
+M.dropout = args.wrap("dropout", { "tensor", "number?", "boolean?" }, function(x, p, training)
   p = p or 0.5
   if type(p) ~= "number" or p < 0 or p > 1 then
     errors.raise("dropout: probability must be in [0, 1], got " .. tostring(p))
@@ -162,7 +157,7 @@ function M.dropout(x, p, training)
   if p == 1 then return x * 0 end
   local keep = M.rand_like(x):ge(p):astype(x.dtype)
   return x * keep * (1 / (1 - p))
-end
+end)
 
 function M.install(ds)
   for _, name in ipairs { "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state", "rand", "randn",

@@ -10,6 +10,7 @@ local Tensor = require("ds.tensor")
 local Graph = require("ds.graph")
 local tape = require("ds.tape")
 local random = require("ds.random")
+local argcheck = require("ds.args")
 
 local M = {}
 local is_tensor = Tensor.is_tensor
@@ -548,17 +549,21 @@ local TRACE_OPTIONS = { name = "string", convert = "boolean" }
 
 -- ds.trace(fn_or_module, specs, opts) -> ds.Graph; opts: {name = string, convert = false (no source conversion)}
 function M.trace(target, specs, opts)
+  if opts ~= nil and (type(opts) ~= "table" or Tensor.is_tensor(opts)) then errors.raise("trace: options must be a table, got " .. type(opts)) end
   opts = opts or {}
   for k, v in pairs(opts) do
     if not TRACE_OPTIONS[k] then errors.raise(string.format("trace: unknown option '%s' (name, convert)", tostring(k))) end
     if type(v) ~= TRACE_OPTIONS[k] then errors.raise(string.format("trace: option '%s' must be a %s", k, TRACE_OPTIONS[k])) end
+  end
+  if specs ~= nil and type(specs) ~= "table" then
+    errors.raise("trace: specs must be a list of specs or example tensors, got " .. type(specs))
   end
   specs = specs or {}
   if M.is_spec(specs) then specs = { specs } end
   local fn, name, module = target, opts.name, nil
   if is_module(target) then
     module = target
-    local forward = converter(module.forward, opts.convert)
+    local forward = converter(argcheck.original[module.forward] or module.forward, opts.convert)
     fn = function(...) return forward(module, ...) end
     name = name or rawget(getmetatable(module), "_name") or "module"
   elseif type(target) ~= "function" then
@@ -593,7 +598,7 @@ function M.trace(target, specs, opts)
   for t, n in pairs(by_module) do named[t] = n end
   tr.names = named
   local nargs = specs.n or table.maxn(specs)
-  local args = M.bind_args(tr, specs, nargs, M.param_names(module and module.forward or target, module ~= nil))
+  local args = M.bind_args(tr, specs, nargs, M.param_names(module and (argcheck.original[module.forward] or module.forward) or target, module ~= nil))
   local res = M.run_traced(tr, fn, args, nargs)
   if not res[1] then
     tr:undo_grads()
@@ -605,14 +610,14 @@ function M.trace(target, specs, opts)
 end
 
 -- ds.init_scope(fn, ...): run fn eagerly even while tracing (tensors it makes are concrete: state, not nodes)
-function M.init_scope(fn, ...)
+M.init_scope = argcheck.wrap("init_scope", { "function" }, function(fn, ...)
   local prev = state.trace
   state.trace = nil
   local res = { pcall(fn, ...) }
   state.trace = prev
   if not res[1] then error(res[2], 0) end
   return unpack(res, 2, table.maxn(res))
-end
+end)
 
 -- a copy of opts without key k (options meant for the tracer, taken out of compile's)
 function M.without(opts, k)

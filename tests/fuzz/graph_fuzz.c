@@ -6,12 +6,8 @@
    instrumented libds this program links (DS_LIB names it, so the FFI binds the same copy).
    Built and run by `make fuzz` (ASan + UBSan). */
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <lua.h>
-#include <lauxlib.h>
-#include <lualib.h>
+#include "lua_harness.h"
 
 static lua_State *L;
 static char dir[64];
@@ -47,17 +43,7 @@ static const char *HARNESS =
   "end\n";
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  const char *root = getenv("DS_ROOT"), *lib = getenv("DS_LIB");
-  if (!root || !lib) { fprintf(stderr, "graph_fuzz: set DS_ROOT (the source tree) and DS_LIB (the fuzz libds.so)\n"); exit(2); }
-  strcpy(dir, "/tmp/ds-graph-fuzz.XXXXXX");
-  if (!mkdtemp(dir)) { perror("mkdtemp"); exit(2); }
-  L = luaL_newstate();
-  luaL_openlibs(L);
-  char path[4096];
-  snprintf(path, sizeof path, "package.path = '%s/lua/?.lua;%s/lua/?/init.lua;' .. package.path", root, root);
-  if (luaL_dostring(L, path) || luaL_dostring(L, HARNESS)) {
-    fprintf(stderr, "graph_fuzz: %s\n", lua_tostring(L, -1)); exit(2);
-  }
+  L = harness_open("graph_fuzz", HARNESS, dir);
   return 0;
 }
 

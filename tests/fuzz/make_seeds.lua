@@ -1,13 +1,15 @@
 -- tests/fuzz/make_seeds.lua: the seed corpora of the loader fuzzers (tests/fuzz/*_fuzz.c): saved models
 -- (an MLP with a dynamic batch, a graph with cond and while_loop, integer inputs and views) as fuzzer
--- inputs: flag byte 1 (reseal), u32 length, graph JSON or plan, params bytes.
--- usage: luajit tests/fuzz/make_seeds.lua OUT_DIR  (writes OUT_DIR/graph/* and OUT_DIR/plan/*)
+-- inputs: flag byte 1 (reseal), u32 length, graph JSON or plan, params bytes; the same graphs exported
+-- by ds.onnx.export (where they have an ONNX form) and the small PyTorch-exported ONNX fixtures as
+-- onnx_fuzz's inputs (the file as it is).
+-- usage: luajit tests/fuzz/make_seeds.lua OUT_DIR  (writes OUT_DIR/graph/*, OUT_DIR/plan/*, OUT_DIR/onnx/*)
 local ds = require("ds")
 local cjson = require("cjson")
 local nn = ds.nn
 
 local out = arg[1] or error("usage: make_seeds.lua OUT_DIR", 0)
-os.execute("mkdir -p '" .. out .. "/graph' '" .. out .. "/plan' '" .. out .. "/models'")
+os.execute("mkdir -p '" .. out .. "/graph' '" .. out .. "/plan' '" .. out .. "/models' '" .. out .. "/onnx'")
 
 local function read(path) local f = assert(io.open(path, "rb")); local s = f:read("*a"); f:close(); return s end
 local function u32le(n) return string.char(n % 256, math.floor(n / 256) % 256, math.floor(n / 65536) % 256, math.floor(n / 16777216)) end
@@ -19,6 +21,8 @@ local function seed(name, compiled, call)
   local json = read(base .. ".json")
   local params = read(out .. "/models/" .. cjson.decode(json).params.file)
   local f = assert(io.open(out .. "/graph/" .. name, "wb")); f:write("\1", u32le(#json), json, params); f:close()
+  local ok, err = pcall(ds.onnx.export, compiled, out .. "/onnx/" .. name)
+  if not ok then io.stderr:write("make_seeds: ", name, " has no ONNX seed: ", tostring(err), "\n") end
   local pf = io.open(base .. ".plan", "rb")
   if pf then
     local plan = pf:read("*a"); pf:close()
@@ -40,4 +44,9 @@ seed("control", ds.compile(function(x, n)
   local i, acc = ds.while_loop(function(k, a) return k:lt(n) end, function(k, a) return k + 1, a * 0.5 + 1 end, { ds.tensor(0), y })
   return acc, i
 end, { ds.randn(2, 3), ds.tensor(3) }))
+-- torch.onnx.export's models, but not the 250 KB LeNet (past the fuzzer's -max_len)
+for _, name in ipairs { "resblock", "bert" } do
+  local f = assert(io.open(out .. "/onnx/torch_" .. name, "wb"))
+  f:write(read("tests/fixtures/onnx/" .. name .. ".onnx")); f:close()
+end
 print("seeds in " .. out)

@@ -6,6 +6,7 @@ local rewrite = require("ds.convert.rewrite")
 local runtime = require("ds.convert.runtime")
 local errors = require("ds.errors")
 local T = require("ds.trace")
+local args = require("ds.args")
 
 local M = {}
 
@@ -104,6 +105,7 @@ end
 
 -- the converted fn in mode, or fn itself when it cannot or must not be converted (callees, the trace hook)
 local function converted_or_self(fn, mode)
+  fn = args.original[fn] or fn -- a method behind its argument check: the method as written
   local c = cache[mode]
   local g = c[fn]
   if g then return g end

@@ -12,7 +12,7 @@ local S = require("ds.shape")
 local attention_weights = require("ds.ops.attention").weights
 
 -- opts: dropout (0), bias (true), batch_first (false), kdim, vdim (key / value sizes, embed_dim), dtype
-local MHA = Module:extend("MultiheadAttention")
+local MHA = Module:extend("MultiheadAttention", { forward = { "tensor", "tensor?", "tensor?", "table?" } })
 function MHA:init(embed_dim, num_heads, opts)
   if type(embed_dim) ~= "number" or type(num_heads) ~= "number" then
     errors.raise("MultiheadAttention: expects MultiheadAttention(embed_dim, num_heads, [opts])")

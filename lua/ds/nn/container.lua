@@ -31,7 +31,7 @@ Sequential.add = Sequential.append -- Torch7's name
 M.Sequential = Sequential
 
 -- a list of modules registered as children "1", "2", ...; no forward of its own
-local ModuleList = Module:extend("ModuleList")
+local ModuleList = Module:extend("ModuleList", { init = { "table?" } })
 function ModuleList:init(list)
   for i, m in ipairs(list or {}) do
     if not Module.is_module(m) then errors.raise(string.format("ModuleList: element %d is not a module", i)) end
@@ -94,7 +94,7 @@ end
 M.ModuleDict = ModuleDict
 
 -- parameters registered as "1", "2", ... (pl[1]); tensors are made parameters
-local ParameterList = Module:extend("ParameterList")
+local ParameterList = Module:extend("ParameterList", { init = { "table?" } })
 function ParameterList:init(list)
   for _, p in ipairs(list or {}) do self:append(p) end
 end

@@ -61,7 +61,7 @@ end
 
 -- DistributedDataParallel(module, {bucket_mb = 25}): forward calls module; after loss:backward() call
 -- model:sync_gradients() (every rank, the same number of times) before the optimizer step.
-local DDP = Module:extend("DistributedDataParallel")
+local DDP = Module:extend("DistributedDataParallel", { init = { "module", "table?" } })
 function DDP:init(module, opts)
   opts = opts or {}
   for k in pairs(opts) do

@@ -3,6 +3,8 @@
 local errors = require("ds.errors")
 local autograd = require("ds.autograd")
 local S = require("ds.shape")
+local options = require("ds.options")
+local args = require("ds.args")
 
 local M = {}
 
@@ -49,17 +51,17 @@ function M.xavier_normal_(t, gain)
 end
 
 -- opts: a (leaky_relu slope, default 0), mode "fan_in" | "fan_out", nonlinearity (default leaky_relu)
-local function kaiming_std(t, opts)
-  opts = opts or {}
+local function kaiming_std(t, opts, name)
+  opts = options.check(opts, name, { a = "number", mode = { "fan_in", "fan_out" }, nonlinearity = "string" })
   local fi, fo = M.calculate_fan_in_and_fan_out(t)
   local fan = (opts.mode or "fan_in") == "fan_in" and fi or fo
   return M.calculate_gain(opts.nonlinearity or "leaky_relu", opts.a or 0) / math.sqrt(fan)
 end
 function M.kaiming_uniform_(t, opts)
-  local bound = math.sqrt(3) * kaiming_std(t, opts)
+  local bound = math.sqrt(3) * kaiming_std(t, opts, "kaiming_uniform_")
   return M.uniform_(t, -bound, bound)
 end
-function M.kaiming_normal_(t, opts) return M.normal_(t, 0, kaiming_std(t, opts)) end
+function M.kaiming_normal_(t, opts) return M.normal_(t, 0, kaiming_std(t, opts, "kaiming_normal_")) end
 
 -- PyTorch's default for Linear/Conv: weight kaiming_uniform(a = sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))
 function M.default_weight_(w) return M.kaiming_uniform_(w, { a = math.sqrt(5) }) end
@@ -68,5 +70,16 @@ function M.default_bias_(b, w)
   local bound = fi > 0 and 1 / math.sqrt(fi) or 0
   return M.uniform_(b, -bound, bound)
 end
+
+-- the kinds of each initializer's arguments, checked before it runs (lua/ds/args.lua)
+local SIGNATURES = {
+  calculate_fan_in_and_fan_out = { "tensor" }, calculate_gain = { "string", "number?" },
+  uniform_ = { "tensor", "number?", "number?" }, normal_ = { "tensor", "number?", "number?" },
+  constant_ = { "tensor", "number|boolean" }, zeros_ = { "tensor" }, ones_ = { "tensor" },
+  xavier_uniform_ = { "tensor", "number?" }, xavier_normal_ = { "tensor", "number?" },
+  kaiming_uniform_ = { "tensor", "table?" }, kaiming_normal_ = { "tensor", "table?" },
+  default_weight_ = { "tensor" }, default_bias_ = { "tensor", "tensor" },
+}
+for name, f in pairs(M) do M[name] = args.wrap(name, SIGNATURES[name] or error("init_weights: no signature for " .. name), f) end
 
 return M

@@ -7,6 +7,7 @@ local S = require("ds.shape")
 local autograd = require("ds.autograd")
 local summary = require("ds.nn.summary")
 local options = require("ds.options")
+local args = require("ds.args")
 
 local is_tensor = Tensor.is_tensor
 
@@ -48,15 +49,53 @@ end
 local function call(self, ...) return self:forward(...) end
 
 local function construct(cls, ...)
+  local sig = rawget(cls, "_signatures")
+  if sig and sig.init then args.check(cls._name, sig.init, ...) end
   local obj = setmetatable({ _order = {}, _known = {}, _buffers = {}, training = true }, cls)
   obj:init(...)
   return obj
 end
 
--- Module:extend("Name") -> a class; Class(...) builds an instance and calls its init(...)
-function Module:extend(name)
+-- v is an instance of cls or of a class extending it
+local function instance_of(v, cls)
+  if type(v) ~= "table" or is_tensor(v) then return false end
+  local c = getmetatable(v)
+  while c ~= nil do
+    if c == cls then return true end
+    c = rawget(c, "super")
+  end
+  return false
+end
+
+-- a method defined on a class (its first parameter is self) checks self, so m.forward(x) (a dot for a
+-- colon) is an error naming the method, and its arguments against the class's signature for it
+local function define_method(cls, k, f)
+  if type(f) == "function" and type(k) == "string" and k ~= "init" and k:sub(1, 1) ~= "_" and debug.getlocal(f, 1) == "self" then
+    local sig = rawget(cls, "_signatures")
+    sig = sig and sig[k]
+    local method = f
+    f = function(self, ...)
+      if not instance_of(self, cls) then
+        errors.raise(string.format("%s: expects a %s as self (call it as m:%s(...)), got %s", k, cls._name, k,
+          is_tensor(self) and "a tensor" or is_module(self) and "a " .. self._name or type(self)))
+      end
+      if sig then args.check_method(self, k, sig, ...) end
+      return method(self, ...)
+    end
+    args.original[f] = method
+  end
+  rawset(cls, k, f)
+end
+
+-- Module:extend("Name"[, signatures]) -> a class; Class(...) builds an instance and calls its init(...).
+-- signatures: { init = kinds, forward = kinds, ... }, the kinds of each method's arguments after self
+-- (lua/ds/args.lua), checked before it runs; every method defined on the class checks self.
+function Module:extend(name, signatures)
   if type(name) ~= "string" then errors.raise("Module:extend: expects a class name") end
-  local cls = setmetatable({}, { __index = self, __call = construct, __tostring = function() return "class " .. name end })
+  local sigs = nil
+  for k, kinds in pairs(signatures or {}) do sigs = sigs or {}; sigs[k] = args.signature(kinds) end
+  local cls = setmetatable({ _signatures = sigs },
+    { __index = self, __call = construct, __tostring = function() return "class " .. name end, __newindex = define_method })
   cls.__index = cls
   cls.__newindex = newindex
   cls.__call = call
@@ -266,6 +305,9 @@ function Module:load_state_dict(sd, opts)
   opts = options.check(opts, self._name .. ".load_state_dict", { strict = "boolean" })
   local strict = opts.strict ~= false
   if type(sd) ~= "table" then errors.raise(self._name .. ".load_state_dict: expects a table of tensors") end
+  for k in pairs(sd) do
+    if type(k) ~= "string" then errors.raise(self._name .. ".load_state_dict: keys must be parameter names (strings), got " .. type(k)) end
+  end
   local targets = {}
   for _, e in ipairs(member_list(self, "param")) do targets[e[1]] = e[2] end
   for _, e in ipairs(member_list(self, "buffer", true)) do targets[e[1]] = e[2] end

@@ -54,7 +54,7 @@ local function rnn_options(name, ...)
   return constructor_args.merge(name, sig[2], sig[1], NOT_REFUSED, ...)
 end
 
-local RNNBase = Module:extend("RNNBase")
+local RNNBase = Module:extend("RNNBase", { forward = { "tensor", "tensor|table?" } })
 
 -- mode: RNN_TANH | RNN_RELU | LSTM | GRU; opts (checked by rnn_options): num_layers (1), bias (true),
 -- batch_first (false), dropout (0, between layers, training only), bidirectional (false), dtype ("f32")

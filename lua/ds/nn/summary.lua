@@ -3,6 +3,7 @@
 --   print(model:summary({1, 1, 28, 28}))         -- or {{1, 16}, {1, 16}} for two inputs, or tensors
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
+local options = require("ds.options")
 local S = require("ds.shape")
 local autograd = require("ds.autograd")
 local ops = require("ds.ops.common").functions
@@ -53,7 +54,7 @@ end
 -- summary(model, input_shape, {dtype = "f32"}) -> a Summary (tostring prints the table)
 function M.summary(model, input, opts)
   if type(model) ~= "table" or not model._is_module then errors.raise("summary: expects a module (model:summary(input_shape))") end
-  opts = opts or {}
+  opts = options.check(opts, "summary", { dtype = "dtype" })
   local inputs = example_inputs(input, opts.dtype)
   local names = {}
   for name, m in model:named_modules() do names[m] = name end

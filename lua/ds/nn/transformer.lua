@@ -13,7 +13,7 @@ local ACTIVATIONS = { relu = F.relu, gelu = F.gelu }
 
 -- opts: dim_feedforward (2048), dropout (0.1), activation ("relu" as in PyTorch, or "gelu" as in BERT),
 -- layer_norm_eps (1e-5), batch_first (false), norm_first (false), dtype
-local Layer = Module:extend("TransformerEncoderLayer")
+local Layer = Module:extend("TransformerEncoderLayer", { forward = { "tensor", "tensor|table?", "tensor?" } })
 function Layer:init(d_model, nhead, opts)
   if type(d_model) ~= "number" or type(nhead) ~= "number" then
     errors.raise("TransformerEncoderLayer: expects TransformerEncoderLayer(d_model, nhead, [opts])")

@@ -5,6 +5,7 @@ local Tensor = require("ds.tensor")
 local ops = require("ds.ops.common").functions
 local autograd = require("ds.autograd")
 local errors = require("ds.errors")
+local options = require("ds.options")
 
 local M = {}
 
@@ -32,7 +33,7 @@ end
 -- opts: norm_type (2; any p > 0 or math.huge), error_if_nonfinite (false). Returns total (a 0-d tensor).
 function M.clip_grad_norm_(parameters, max_norm, opts)
   if type(opts) == "number" then opts = { norm_type = opts } end
-  opts = opts or {}
+  opts = options.check(opts, "clip_grad_norm_", { norm_type = "number", error_if_nonfinite = "boolean" })
   local p = opts.norm_type or 2
   if type(max_norm) ~= "number" then errors.raise("clip_grad_norm_: max_norm must be a number") end
   if type(p) ~= "number" or p <= 0 then errors.raise("clip_grad_norm_: norm_type must be a positive number or math.huge") end

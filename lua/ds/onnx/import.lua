@@ -13,12 +13,16 @@ local proto = require("ds.onnx.proto")
 local types = require("ds.onnx.types")
 local V = require("ds.onnx.import_values")
 local handlers = require("ds.onnx.import_ops")
+local ARITY = require("ds.onnx.arity")
 
 local M = {}
 M.MAX_BYTES = 2 ^ 31 -- a model file larger than this is refused (protobuf's own limit is 2 GiB)
 M.OPSETS = { min = 7, max = 17 }
 
 local function fail(path, msg) error("ds.onnx.load: " .. path .. ": " .. msg, 0) end
+
+-- an error message without the "file:line: " position Lua put in front of it
+local function message(err) return (tostring(err):gsub("^[^\n:]*:%d+: ", "")) end
 
 -- the spec of a graph input: dim_value -> number, dim_param -> named dynamic dim, unknown -> -1
 local function spec_of(vi, path)
@@ -32,6 +36,9 @@ local function spec_of(vi, path)
   if not tt.shape then fail(path, "input " .. vi.name .. " has no shape (rank unknown)") end
   local shape = {}
   for i, d in ipairs(tt.shape.dim or {}) do
+    if d.dim_value and (d.dim_value < 0 or d.dim_value >= 2 ^ 50) then
+      fail(path, string.format("input %s has the invalid dim %s", vi.name, tostring(d.dim_value)))
+    end
     if d.dim_value then shape[i] = d.dim_value
     elseif d.dim_param and d.dim_param:match("^[%a_][%w_]*$") then shape[i] = d.dim_param
     else shape[i] = -1 end
@@ -60,14 +67,20 @@ local function validate(model, path)
       fail(path, where .. ": the ONNX op " .. tostring(node.op_type) .. " is not supported by ds.onnx.load")
     end
     handlers.check_attrs(node, where, path)
+    local fewest, most = ARITY[node.op_type][1], ARITY[node.op_type][2]
+    local inputs = node.input or {}
+    if #inputs > most then fail(path, string.format("%s has %d inputs; the op takes at most %d", where, #inputs, most)) end
+    for k = 1, fewest do
+      if inputs[k] == nil or inputs[k] == "" then
+        fail(path, string.format("%s has no input %d; the op needs at least %d", where, k, fewest))
+      end
+    end
   end
   return opset
 end
 
--- ds.onnx.load(path): the model as a ds.Graph whose inputs are the model's (names and dims kept)
-function M.load(path, opts)
-  if type(path) ~= "string" then error("ds.onnx.load: expects a file path", 2) end
-  for k in pairs(opts or {}) do error("ds.onnx.load: unknown option " .. tostring(k), 2) end
+-- the model in path as a ds.Graph (M.load, past its argument checks)
+local function load(path)
   local bytes = files.read_string(path, M.MAX_BYTES, files.raiser("ds.onnx.load: "))
   local model = proto.decode("ModelProto", bytes, path)
   local opset = validate(model, path)
@@ -75,7 +88,7 @@ function M.load(path, opts)
   local values = {}
   for _, init in ipairs(g.initializer or {}) do
     local ok, c = pcall(V.tensor_of, init, "initializer " .. tostring(init.name))
-    if not ok then fail(path, c) end
+    if not ok then fail(path, message(c)) end
     values[init.name] = c
   end
   local specs, names = {}, {}
@@ -100,7 +113,7 @@ function M.load(path, opts)
         end
       end
       local ok, outs = pcall(handlers.run, node, ins, opset)
-      if not ok then fail(path, where .. ": " .. tostring(outs)) end
+      if not ok then fail(path, where .. ": " .. message(outs)) end
       for k, nm in ipairs(node.output or {}) do if nm ~= "" then env[nm] = outs[k] end end
     end
     local res = {}
@@ -114,6 +127,19 @@ function M.load(path, opts)
   local graph = trace.trace(run, specs)
   graph.name = g.name and g.name:gsub("[^%w_]", "_") or "onnx"
   return graph
+end
+
+-- ds.onnx.load(path): the model as a ds.Graph whose inputs are the model's (names and dims kept). Every
+-- error names the file: "ds.onnx.load: <path>: what is wrong".
+function M.load(path, opts)
+  if type(path) ~= "string" then error("ds.onnx.load: expects a file path", 2) end
+  if opts ~= nil and type(opts) ~= "table" then error("ds.onnx.load: options must be a table", 2) end
+  for k in pairs(opts or {}) do error("ds.onnx.load: unknown option " .. tostring(k), 2) end
+  local ok, res = pcall(load, path)
+  if ok then return res end
+  local msg = message(res)
+  if msg:sub(1, 14) == "ds.onnx.load: " and msg:find(path, 15, true) == 15 then error(msg, 0) end
+  fail(path, msg)
 end
 
 return M

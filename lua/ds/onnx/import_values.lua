@@ -47,21 +47,21 @@ local function tensor_of(tp, what)
     n = n * d
   end
   if n > 2 ^ 31 then error(what .. " has " .. n .. " elements", 0) end
+  -- the data the file holds must fill the shape, checked before the tensor is made: memory follows the file's size
   local size = dtype.size[dt]
+  local raw = tp.raw_data and #tp.raw_data > 0
+  local field = (dt == "f32" and tp.float_data) or (dt == "f64" and tp.double_data) or (dt == "i64" and tp.int64_data)
+    or tp.int32_data or {} -- i32, u8 and bool are stored in int32_data
+  if raw and #tp.raw_data ~= n * size then
+    error(string.format("%s: raw_data has %d bytes, its shape %s of %s needs %d", what, #tp.raw_data,
+      table.concat(shape, "x"), dt, n * size), 0)
+  elseif not raw and #field ~= n then
+    error(string.format("%s holds %d values, its shape %s needs %d", what, #field, table.concat(shape, "x"), n), 0)
+  end
   local t = F.zeros(shape, { dtype = dt })
-  if tp.raw_data and #tp.raw_data > 0 then
-    if #tp.raw_data ~= n * size then
-      error(string.format("%s: raw_data has %d bytes, its shape %s of %s needs %d", what, #tp.raw_data,
-        table.concat(shape, "x"), dt, n * size), 0)
-    end
+  if raw then
     ffi.copy(t:data_ptr(), tp.raw_data, n * size)
   else
-    local field = (dt == "f32" and tp.float_data) or (dt == "f64" and tp.double_data) or (dt == "i64" and tp.int64_data)
-      or tp.int32_data -- i32, u8 and bool are stored in int32_data
-    field = field or {}
-    if #field ~= n then
-      error(string.format("%s holds %d values, its shape %s needs %d", what, #field, table.concat(shape, "x"), n), 0)
-    end
     local p = ffi.cast(types.CTYPE[dt] .. " *", t:data_ptr())
     for i = 1, n do p[i - 1] = field[i] end
   end

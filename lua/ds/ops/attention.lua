@@ -127,6 +127,6 @@ C.export(OP, function(q, k, v, opts)
   if p == 0 then return D.call(def, { q, k, v, mask }, a) end
   local attn = weights(q, k, mask and (kind == "float" and mask:astype(q.dtype) or mask), a)
   return F.matmul(random.dropout(attn, p, true), v)
-end, { method = false })
+end, { method = false, args = { "tensor", "tensor", "tensor", "table?" } })
 
 return { weights = weights }

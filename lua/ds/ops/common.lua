@@ -4,6 +4,7 @@ local shape = require("ds.shape")
 local errors = require("ds.errors")
 local Tensor = require("ds.tensor")
 local D = require("ds.dispatch")
+local args = require("ds.args")
 
 local M = {}
 local is_tensor = Tensor.is_tensor
@@ -111,9 +112,11 @@ function M.collect_attrs(def, argnames, first, ...)
   return attrs
 end
 
--- register f as ds.<name> and Tensor:<name> (method = false to skip the method)
+-- register f as ds.<name> and Tensor:<name> (method = false to skip the method; args = the kinds of its
+-- positional arguments, checked before f runs: lua/ds/args.lua)
 M.functions = {}
 function M.export(name, f, opts)
+  if opts and opts.args then f = args.wrap(name, opts.args, f) end
   M.functions[name] = f
   if not (opts and opts.method == false) then Tensor[name] = f end
 end

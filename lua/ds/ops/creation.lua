@@ -69,7 +69,7 @@ C.export("full", function(size, value, opts)
   if type(value) == "boolean" then value = value and 1 or 0 end
   local shape = sizes_and_opts("full", size)
   return D.call(full, {}, { shape = shape, value = value, dtype = check_dtype(opts and opts.dtype, "full") })
-end, { method = false })
+end, { method = false, args = { "number|table", "number|boolean", "table?" } })
 C.export("empty", function(...)
   local shape, opts = sizes_and_opts("empty", ...)
   local dt = check_dtype(opts.dtype, "empty")
@@ -83,12 +83,12 @@ local function like(value)
     return D.call(full, {}, { shape = x._shape, value = value, dtype = dt })
   end
 end
-C.export("zeros_like", like(0))
-C.export("ones_like", like(1))
+C.export("zeros_like", like(0), { args = { "tensor", "table?" } })
+C.export("ones_like", like(1), { args = { "tensor", "table?" } })
 C.export("full_like", function(x, v, opts)
   return D.call(full, {}, { shape = x._shape, value = v, dtype = check_dtype(opts and opts.dtype or x.dtype, "full_like") })
-end)
-C.export("empty_like", like(0))
+end, { args = { "tensor", "number|boolean", "table?" } })
+C.export("empty_like", like(0), { args = { "tensor", "table?" } })
 C.export("new_zeros", function(x, ...) local s = sizes_and_opts("new_zeros", ...); return D.call(full, {}, { shape = s, value = 0, dtype = x.dtype }) end)
 
 -- arange(end) | arange(start, end[, step]) [, opts]: end excluded, as in PyTorch
@@ -99,6 +99,7 @@ C.export("arange", function(a, b, c, d)
     if type(args[i]) == "table" then opts = args[i]; args[i] = nil; break end
   end
   local start, stop, step
+  if args[1] == nil then errors.raise("arange: expects arange(end) or arange(start, end[, step]) [, opts]") end
   if args[2] == nil then start, stop, step = 0, args[1], 1 else start, stop, step = args[1], args[2], args[3] or 1 end
   for _, v in ipairs { start, stop, step } do
     if type(v) ~= "number" then errors.raise("arange: start, end and step must be numbers") end
@@ -112,14 +113,14 @@ C.export("arange", function(a, b, c, d)
     dt = all_int and "i64" or "f32"
   end
   return D.call(D.by_name.arange, {}, { start = start, step = step, length = len, dtype = check_dtype(dt, "arange") })
-end, { method = false })
+end, { method = false, args = { "number|table", "number|table?", "number|table?", "table?" } })
 
 C.export("linspace", function(start, stop, steps, opts)
   if type(steps) ~= "number" or steps < 0 then errors.raise("linspace: steps must be a non-negative number") end
   local step = steps > 1 and (stop - start) / (steps - 1) or 0
   return D.call(D.by_name.arange, {}, { start = start, step = step, length = steps,
     dtype = check_dtype(opts and opts.dtype, "linspace") })
-end, { method = false })
+end, { method = false, args = { "number", "number", "integer", "table?" } })
 
 C.export("eye", function(n, m, opts)
   if type(m) == "table" then opts, m = m, nil end
@@ -132,7 +133,7 @@ C.export("eye", function(n, m, opts)
     Tensor._view(out, { k }, { m + 1 }, 0):fill_(1)
   end
   return out
-end, { method = false })
+end, { method = false, args = { "integer", "integer|table?", "table?" } })
 
 -- ds.tensor(nested tables | number | boolean, {dtype = ...})
 local function nested_shape(v, opname)
@@ -202,4 +203,4 @@ C.export("tensor", function(v, opts)
     dsffi.C.ds_write_flat(t._c, buf)
   end
   return t
-end, { method = false })
+end, { method = false, args = { "any", "table?" } })

@@ -35,7 +35,7 @@ C.export("addmm", function(input, m1, m2, opts)
   if alpha ~= 1 then p = p * alpha end
   if beta == 0 then return p + F.zeros_like(input) * 0 end
   return (beta == 1 and input or input * beta) + p
-end)
+end, { args = { "tensor", "tensor", "tensor", "table?" } })
 
 -- ---- einsum ----
 local function letters(term, eq)

@@ -233,9 +233,10 @@ def_view {
 -- ---- API: varargs/table shapes and the derived views ----
 local function shape_args(opname, ...)
   local first = ...
-  if type(first) == "table" and not Tensor.is_tensor(first) and not sym.is(first) then return first end
-  local s = { ... }
-  for i, d in ipairs(s) do
+  local listed = type(first) == "table" and not Tensor.is_tensor(first) and not sym.is(first)
+  local s = listed and first or { ... }
+  for i = 1, listed and table.maxn(s) or select("#", ...) do -- a nil among the sizes is an error too
+    local d = s[i]
     if type(d) ~= "number" and not sym.is(d) then
       errors.raise(string.format("%s: size %d must be a number, got %s", opname, i, type(d)))
     end
@@ -258,14 +259,14 @@ C.export("view", function(x, ...)
   end
   return D.call(reshape, { x }, { shape = shape })
 end)
-C.export("view_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end)
-C.export("reshape_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end)
+C.export("view_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end, { args = { "tensor", "tensor" } })
+C.export("reshape_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end, { args = { "tensor", "tensor" } })
 C.export("transpose", C.api(D.by_name.transpose))
 C.export("permute", function(x, ...) return D.call(D.by_name.permute, { x }, { dims = shape_args("permute", ...) }) end)
-C.export("narrow", C.api(D.by_name.narrow))
+C.export("narrow", C.api(D.by_name.narrow), { args = { "tensor", "integer", "size", "size" } })
 C.export("select", C.api(D.by_name.select))
 C.export("expand", function(x, ...) return D.call(D.by_name.expand, { x }, { shape = shape_args("expand", ...) }) end)
-C.export("expand_as", function(x, y) return D.call(D.by_name.expand, { x }, { shape = y._shape }) end)
+C.export("expand_as", function(x, y) return D.call(D.by_name.expand, { x }, { shape = y._shape }) end, { args = { "tensor", "tensor" } })
 
 C.export("t", function(x)
   local n = #x._shape

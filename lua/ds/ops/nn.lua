@@ -198,7 +198,7 @@ C.export("conv2d", function(x, w, b, opts)
   local y = D.call(D.by_name.conv2d, { x4, w, b or zero_bias(w) }, { stride = stride, padding = padding, dilation = dilation, groups = groups })
   if squeeze then y = y:squeeze(1) end
   return y
-end)
+end, { args = { "tensor", "tensor", "tensor|table?", "table?" } })
 
 -- ---- pooling: x (N,C,H,W) -> (N,C,OH,OW) ----
 local POOL_ATTRS = { { "kernel_size", "ints" }, { "stride", "ints" }, { "padding", "ints", { 0, 0 } } }
@@ -312,7 +312,7 @@ C.export("max_pool2d", function(x, kernel_size, opts)
   if squeeze then y, idx = y:squeeze(1), idx:squeeze(1) end
   if opts and opts.return_indices then return y, idx end
   return y
-end)
+end, { args = { "tensor", "integer|table", "table?" } })
 
 -- ds.avg_pool2d(x, kernel_size, {stride =, padding =, count_include_pad = true})
 C.export("avg_pool2d", function(x, kernel_size, opts)
@@ -321,7 +321,7 @@ C.export("avg_pool2d", function(x, kernel_size, opts)
   local y = D.call(ap_fwd, { x4 }, a)
   if squeeze then y = y:squeeze(1) end
   return y
-end)
+end, { args = { "tensor", "integer|table", "table?" } })
 
 -- ---- layer_norm: x (..., *normalized_shape), w, b (normalized_shape) -> y, mean, rstd (..., 1...) ----
 local function norm_size(xs, ns, op)

@@ -101,13 +101,16 @@ C.export("roll", function(x, shifts, dims)
   local ds_ = dims_list("roll", x, dims)
   if type(shifts) == "number" then shifts = { shifts } end
   if #shifts ~= #ds_ then errors.raise(string.format("roll: %d shifts for %d dims", #shifts, #ds_)) end
+  for i = 1, #shifts do
+    if type(shifts[i]) ~= "number" or shifts[i] ~= math.floor(shifts[i]) then errors.raise("roll: shifts must be integers") end
+  end
   for i, d in ipairs(ds_) do
     local n = size_of("roll", x, d)
     local s = n > 0 and shifts[i] % n or 0
     if s ~= 0 then x = F.cat({ x:narrow(d, n - s + 1, s), x:narrow(d, 1, n - s) }, d) end
   end
   return x
-end)
+end, { args = { "tensor", "integer|table", "integer|table?" } })
 
 -- tril/triu(x, diagonal = 0) on the last two dims: where(col - row <= k (tril) / >= k (triu), x, 0)
 local function triangle(name, keep)
@@ -151,8 +154,10 @@ end)
 -- the sizes of repeat/tile/broadcast_to: numbers or one list
 local function sizes_arg(name, ...)
   local first = ...
-  local sizes = type(first) == "table" and not is_tensor(first) and first or { ... }
-  for _, s in ipairs(sizes) do
+  local listed = type(first) == "table" and not is_tensor(first)
+  local sizes = listed and first or { ... }
+  for i = 1, listed and table.maxn(sizes) or select("#", ...) do -- a nil among the sizes is an error too
+    local s = sizes[i]
     if type(s) ~= "number" or s < 0 or s ~= math.floor(s) then errors.raise(name .. ": sizes must be non-negative integers") end
   end
   return sizes

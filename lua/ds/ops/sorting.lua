@@ -167,4 +167,4 @@ C.export("unique", function(x, opts)
   end
   if opts.return_counts then out[#out + 1] = F.tensor(counts, { dtype = "i64" }) end
   return unpack(out)
-end)
+end, { args = { "tensor", "table?" } })

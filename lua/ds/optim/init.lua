@@ -16,11 +16,21 @@ local M = {}
 
 -- every method of the classes checks self, so opt.step() (a dot for a colon) is an error naming it
 local NOT_METHODS = { new = true, extend = true, init = true, check_group = true, grad_of = true }
+-- (self is an instance of cls or of a class extending it: each class's __index is its base)
+local function instance_of(v, cls)
+  local c = type(v) == "table" and getmetatable(v) or nil
+  while type(c) == "table" do
+    if c == cls then return true end
+    local mt = getmetatable(c)
+    c = mt and mt.__index
+  end
+  return false
+end
 local function check_self(cls, instance_field)
   for k, f in pairs(cls) do
     if type(f) == "function" and not NOT_METHODS[k] and k:sub(1, 2) ~= "__" then
       cls[k] = function(self, ...)
-        if type(self) ~= "table" or type(rawget(self, instance_field)) ~= "table" then
+        if not instance_of(self, cls) or type(rawget(self, instance_field)) ~= "table" then
           errors.raise(string.format("%s: expects the %s as self (call it as x:%s(...))", k,
             instance_field == "optimizer" and "scheduler" or "optimizer", k))
         end

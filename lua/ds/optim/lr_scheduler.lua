@@ -65,10 +65,13 @@ end
 
 function Scheduler:get_last_lr() return self._last_lr end
 
-local function copy(v)
+-- a deep copy of a state value (name: the scheduler, for the error on a cycle or deep nesting)
+local function copy(v, name, depth)
   if type(v) ~= "table" then return v end
+  depth = (depth or 0) + 1
+  if depth > 16 then errors.raise(name .. ".load_state_dict: the state is nested too deep (a cycle?)") end
   local out = {}
-  for k, x in pairs(v) do out[k] = copy(x) end
+  for k, x in pairs(v) do out[k] = copy(x, name, depth) end
   return out
 end
 
@@ -81,9 +84,23 @@ function Scheduler:state_dict()
   return sd
 end
 
+-- sd's fields into the scheduler: only fields of its own state (not its optimizer, not its functions),
+-- each of the kind it has now; checked before any is written
 function Scheduler:load_state_dict(sd)
-  if type(sd) ~= "table" then errors.raise(self.name .. ".load_state_dict: expects a table") end
-  for k, v in pairs(sd) do self[k] = copy(v) end
+  local name = self.name
+  if type(sd) ~= "table" then errors.raise(name .. ".load_state_dict: expects a table") end
+  local copies = {}
+  for k, v in pairs(sd) do
+    local cur = rawget(self, k)
+    if type(k) ~= "string" or k == "optimizer" or type(cur) == "function" or type(v) == "function" then
+      errors.raise(string.format("%s.load_state_dict: '%s' is not a field of the scheduler's state", name, tostring(k)))
+    end
+    if cur ~= nil and type(v) ~= type(cur) then
+      errors.raise(string.format("%s.load_state_dict: '%s' must be a %s, got %s", name, k, type(cur), type(v)))
+    end
+    copies[k] = copy(v, name)
+  end
+  for k, v in pairs(copies) do self[k] = v end
 end
 
 -- per group lr list from a function of (group, base_lr, i)

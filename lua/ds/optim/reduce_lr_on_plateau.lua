@@ -2,6 +2,7 @@
 -- improved for more than patience epochs; scheduler:step(metric) once per epoch.
 local errors = require("ds.errors")
 local constructor_args = require("ds.nn.constructor_args")
+local Scheduler = require("ds.optim.lr_scheduler").Scheduler
 
 local Plateau = { name = "ReduceLROnPlateau" }
 Plateau.__index = Plateau
@@ -37,7 +38,7 @@ function Plateau.new(cls, optimizer, ...)
   return self
 end
 
-function Plateau:is_better(a)
+local function is_better(self, a)
   local best, th = self.best, self.threshold
   if self.mode == "min" then
     if self.threshold_mode == "rel" then return a < best * (1 - th) end
@@ -52,7 +53,7 @@ function Plateau:step(metric)
   local current = type(metric) == "number" and metric or (type(metric) == "table" and metric.item and metric:item())
   if type(current) ~= "number" then errors.raise("ReduceLROnPlateau.step: expects the metric (a number)") end
   self.last_epoch = self.last_epoch + 1
-  if self:is_better(current) then
+  if is_better(self, current) then
     self.best, self.num_bad_epochs = current, 0
   else
     self.num_bad_epochs = self.num_bad_epochs + 1
@@ -82,8 +83,6 @@ function Plateau:state_dict()
   return sd
 end
 
-function Plateau:load_state_dict(sd)
-  for k, v in pairs(sd) do self[k] = type(v) == "table" and { unpack(v) } or v end
-end
+Plateau.load_state_dict = Scheduler.load_state_dict
 
 return Plateau
