@@ -91,19 +91,22 @@ describe("ds.convert: the documents' examples", function()
     end
   end)
 
-  it("a greedy decoding loop with a break stops at the end token the same way eagerly, traced and compiled", function()
+  it("a greedy decoding loop with a break stops at the end token the same way eagerly, traced, compiled and loaded", function()
     local e_out, e_i = ds.convert(decode)(ds.tensor(1, { dtype = "i64" }), ds.tensor(5, { dtype = "i64" }))
     assert.same({ 2, 4, 0, 0, 0, 0 }, e_out:totable()) -- 1 -> 2 -> 4 (EOS): the break ends it after two steps
     assert.equal(2, e_i:item())
     local specs = { S({}, "i64", "tok"), S({}, "i64", "max_len") }
     local g = ds.trace(decode, specs)
     local cg = ds.compile(decode, specs)
+    ds.save(cg, dir .. "/decode")
+    local m = ds.load(dir .. "/decode")
     for _, case in ipairs { { 1, 5 }, { 3, 5 }, { 3, 2 } } do -- 3 -> 6 -> 12 ... never EOS: max_len stops it
       local t, n = ds.tensor(case[1], { dtype = "i64" }), ds.tensor(case[2], { dtype = "i64" })
       local eo, ei = ds.convert(decode)(t, n)
-      local go, gi = g(t, n)
-      local co, ci = cg(t, n)
-      assert.is_true(same(eo, go) and same(ei, gi) and same(eo, co) and same(ei, ci))
+      for _, f in ipairs { g, cg, m } do
+        local o, i = f(t, n)
+        assert.is_true(same(eo, o) and same(ei, i))
+      end
     end
   end)
 end)

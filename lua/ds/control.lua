@@ -430,6 +430,43 @@ function M.new_trips_key()
   return last_key
 end
 
+-- Drop the nodes of sub-graph g whose results nothing reads (keeping effects), then its last n inputs (a reverse
+-- loop's saved loop vars) that no node reads; returns the indices (1..n) of the saved vars it still takes.
+local function keep_needed_saved(g, n)
+  local live = {}
+  for _, v in ipairs(g.outputs) do live[v] = true end
+  local kept = {}
+  for i = #g.nodes, 1, -1 do
+    local node = g.nodes[i]
+    local used = node.def.side_effects or node.def.mutates or #(node.attrs.written or {}) > 0
+    for _, v in ipairs(node.outputs) do used = used or live[v] end
+    if used then
+      for _, v in ipairs(node.inputs) do live[v] = true end
+      kept[#kept + 1] = node
+    end
+  end
+  local nodes = {}
+  for i = #kept, 1, -1 do nodes[#nodes + 1] = kept[i] end
+  g.nodes = nodes
+  local inputs, needed, first_saved = {}, {}, #g.inputs - n
+  for k, inp in ipairs(g.inputs) do
+    if k <= first_saved then inputs[#inputs + 1] = inp
+    elseif live[inp.value] then inputs[#inputs + 1] = inp; needed[#needed + 1] = k - first_saved end
+  end
+  g.inputs = inputs
+  g:finalize()
+  return needed
+end
+
+local function union_sorted(a, b)
+  local seen, out = {}, {}
+  for _, l in ipairs { a, b } do
+    for _, i in ipairs(l) do if not seen[i] then seen[i] = true; out[#out + 1] = i end end
+  end
+  table.sort(out)
+  return out
+end
+
 -- gradient of a traced while_loop: a reverse graph loop over the trips the forward loop saved (attrs.saves gets a
 -- new key here, so the forward node saves its trips' starting values s_j when the graph runs):
 --   for j = n-1 down to 0: (g_vars, g_caps_j) = vjp(one body trip at s_j, g_vars); g_caps += g_caps_j
@@ -477,6 +514,9 @@ function M.while_backward(ctx, ...)
     for k = 1, ncap do nxt[1 + n + k] = g[n + k] + d[n + k] end
     return unpack(nxt, 1, m)
   end, g0, m, { key = key, metas = saved_metas }))
+  local reverse = state.trace.graph.nodes[#state.trace.graph.nodes].attrs
+  reverse.reads_vars = keep_needed_saved(reverse.body_graph, n)
+  attrs.saved_vars = union_sorted(attrs.saved_vars or {}, reverse.reads_vars)
   local grads = {}
   for i = 1, n + ncap do
     local x = ctx.inputs[i]

@@ -46,6 +46,11 @@ end
 
 ops.FORMS.while_loop = function(w, n)
   local a = n.node.attrs
+  if a.reads then
+    error(string.format("ds.onnx.export: while_loop (%s) is the reverse loop of a traced loop's gradient: it reads the "
+      .. "trips its forward loop saves in ds's loop runtime, which has no ONNX form (export the forward only)",
+      n.node.source or "?"), 0)
+  end
   local nv = a.nresults
   local ncap = #n.ins - nv
   local written_slot = {}

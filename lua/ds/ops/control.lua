@@ -67,13 +67,15 @@ end
 
 -- inputs: loop vars..., captures...; outputs: final vars..., updated captures...
 -- max_trips: more trips than this is an error (ds.load sets it on every loop it reads; nil: unbounded)
--- saves: keys under which each run keeps the loop vars every trip starts from (set when the loop is differentiated)
+-- saves: keys under which each run keeps, per trip, the loop vars saved_vars (1-based) the trip starts from (set when
+-- the loop is differentiated: the vars its reverse loops read)
 -- reads: a reverse loop: one trip per trip saved under this key, last first; its body's inputs end with that trip's
--- saved loop vars (loop vars..., captures..., saved...)
+-- saved loop vars reads_vars (loop vars..., captures..., saved...)
 D.define {
   name = "while_loop", doc = "runs body_graph while cond_graph is true, carrying loop values (ds.while_loop)", kind = "control", noutputs = 0,
   attrs = { { "cond_graph", "any" }, { "body_graph", "any" }, { "nresults", "int" }, { "first_capture", "int" },
-            { "written", "ints", {} }, { "max_trips", "float" }, { "saves", "ints", {} }, { "reads", "int" } },
+            { "written", "ints", {} }, { "max_trips", "float" }, { "saves", "ints", {} }, { "saved_vars", "ints", {} },
+            { "reads", "int" }, { "reads_vars", "ints", {} } },
   run = function(node, ins, env, attrs)
     local n = attrs.nresults
     local vars, caps = { unpack(ins, 1, n) }, { unpack(ins, n + 1) }
@@ -82,10 +84,13 @@ D.define {
       local a = {}
       for i = 1, n do a[i] = vars[i] end
       for k = 1, #caps do a[n + k] = caps[k] end
-      for i, s in ipairs(trip or {}) do a[n + #caps + i] = s end
+      for k, i in ipairs(trip and attrs.reads_vars or {}) do
+        a[n + #caps + k] = trip[i] or errors.raise(string.format("while_loop: the reverse loop reads loop variable %d "
+          .. "of the trips saved under key %d, which its forward loop did not save", i, attrs.reads))
+      end
       return a
     end
-    local saves = attrs.saves or {}
+    local saves, saved_vars = attrs.saves or {}, attrs.saved_vars or {}
     local saving = #saves > 0 and {} or nil
     local trips, max_trips = 0, attrs.max_trips or math.huge
     while (not saved or trips < #saved) and truth(attrs.cond_graph:run(args(), copy(env), true)[1], "while_loop") do
@@ -94,7 +99,11 @@ D.define {
         errors.raise(string.format("while_loop: more than %d trips (the loop's max_trips; ds.load(path, "
           .. "{max_loop_trips = n}) sets it for loaded graphs)", max_trips))
       end
-      if saving then saving[trips] = { unpack(vars, 1, n) } end
+      if saving then
+        local trip = {}
+        for _, i in ipairs(saved_vars) do trip[i] = vars[i] end
+        saving[trips] = trip
+      end
       local outs = attrs.body_graph:run(args(saved and saved[#saved - trips + 1]), copy(env), true)
       for i = 1, n do vars[i] = outs[i] end
       for j, k in ipairs(attrs.written) do caps[k] = outs[n + j] end

@@ -1,7 +1,8 @@
--- tests/control_loop_grads_spec.lua: loop gradients that save per trip: the traced forward loop keeps each trip's
--- starting loop variables, the backward is one reverse graph loop over them (linear work, counted), and the gradients
--- are the same bits eagerly, traced, compiled and loaded; gradcheck on fori_loop, scan and while_loop (a tensor trip
--- count, a converted loop with a break); the saved trips are dropped after the backward; refusals.
+-- tests/control_loops_spec.lua: ds.fori_loop, ds.scan and ds.while_loop: values, max_iter, state writes in bodies,
+-- bad arguments; gradients that save per trip: the traced forward loop keeps each trip's starting loop variables, the
+-- backward is one reverse graph loop over them (linear work, counted), the same bits eagerly, traced, compiled and
+-- loaded; gradcheck on fori_loop, scan and while_loop (a tensor trip count, a converted loop with a break); the
+-- saved trips are dropped after the backward; refusals.
 local ds = require("ds")
 local H = require("helpers")
 local Graph = require("ds.graph")
@@ -79,10 +80,57 @@ local function walk(x, w, n)
   return (h * h):sum() + total
 end
 
+-- max_iter: at most 3 trips, whatever the condition says
+local function bounded(x, w)
+  local _, h = ds.while_loop(function(k, h) return h:sum():lt(100) end,
+    function(k, h) return k + 1, h * w + 1 end, { i64(0), x }, { max_iter = 3 })
+  return h:sum()
+end
+
 local X = ds.tensor({ 0.3, -0.2, 0.5 }, f64)
 local W = ds.tensor({ 0.9, -0.4, 0.7 }, f64)
 local V = { ds.spec({ 3 }, "f64"), ds.spec({ 3 }, "f64") }
 local VN = { ds.spec({ 3 }, "f64"), ds.spec({ 3 }, "f64"), ds.spec({}, "i64") }
+
+describe("loops: values", function()
+  it("scan stacks its outputs over the leading dim", function()
+    local x = ds.tensor({ { 0.1, 0.2 }, { -0.3, 0.4 }, { 0.5, 0.6 }, { 0.7, -0.8 } }, f64)
+    local carry, ys = ds.scan(function(c, xt) return c + xt, c * 10 end, ds.zeros({ 2 }, f64), x)
+    assert.is_true(H.close(carry, ds.tensor({ 1.0, 0.4 }, f64), 1e-12, 1e-12))
+    assert.same({ 4, 2 }, ys.shape)
+    assert.is_true(H.close(ys, ds.tensor({ { 0, 0 }, { 1, 2 }, { -2, 6 }, { 3, 12 } }, f64), 1e-12, 1e-12))
+  end)
+
+  it("while_loop with max_iter stops after N trips, eagerly and compiled", function()
+    local function trips(xx)
+      local k = ds.while_loop(function(k) return k:lt(100) end, function(k) return k + 1 end, { i64(0) }, { max_iter = 7 })
+      return k + xx:sum():astype("i64") * 0
+    end
+    assert.equal(7, trips(X):item())
+    assert.equal(7, ds.compile(trips, { ds.spec({ 3 }, "f64") })(X):item())
+  end)
+
+  it("state written inside a loop body is written back when the graph runs", function()
+    local hits = ds.tensor(0)
+    local function f(x, n)
+      return (ds.fori_loop(1, n, function(_, h) hits:add_(1); return h * 2 end, { x }))
+    end
+    local g = ds.compile(f, { ds.spec({ 2 }), ds.spec({}, "i64") })
+    local out = g(ds.tensor { 1, 2 }, i64(3))
+    assert.same({ 8, 16 }, out:totable())
+    assert.equal(3, hits:item())
+    f(ds.tensor { 1, 2 }, i64(2))
+    assert.equal(5, hits:item())
+  end)
+
+  it("bad loop arguments are clear errors", function()
+    H.raises(function() ds.while_loop(function() return true end, function() end, {}, { max_trips = 3 }) end,
+      "while_loop", "unknown option 'max_trips'")
+    H.raises(function() ds.while_loop(function() return true end, function() end, {}, { max_iter = -1 }) end, "max_iter")
+    H.raises(function() ds.fori_loop(1, 2.5, function(i, h) return h end, { ds.zeros(1) }) end, "fori_loop", "integer")
+    H.raises(function() ds.scan(function(c, x) return c, x end, ds.zeros(1), ds.zeros(0, 2)) end, "scan", "no rows")
+  end)
+end)
 
 describe("loop gradients saved per trip", function()
   it("fori_loop (Lua and tensor trip counts): eager == traced == compiled == loaded bitwise, gradcheck", function()
@@ -102,9 +150,11 @@ describe("loop gradients saved per trip", function()
     assert.is_true(gradcheck(scan_sin, x, w))
   end)
 
-  it("while_loop without max_iter: eager == traced == compiled == loaded bitwise, gradcheck", function()
+  it("while_loop with and without max_iter: eager == traced == compiled == loaded bitwise, gradcheck", function()
     assert_same_ways((four_ways(grad_step(while_grow), V, { X, W }, "while")))
     assert.is_true(gradcheck(while_grow, X, W))
+    assert_same_ways((four_ways(grad_step(bounded), V, { X, W }, "bounded")))
+    assert.is_true(gradcheck(bounded, X, W))
   end)
 
   it("a converted for over a tensor trip count with a break: the same bits four ways, gradcheck", function()
@@ -179,6 +229,20 @@ describe("loop gradients: linear work and honest memory", function()
     assert.is_nil(control.saved_trips[saves[1]])
   end)
 
+  it("saves only the loop variables the reverse trip reads: scan keeps its counter and carry, not the stacked ys", function()
+    local g = ds.trace(grad_step(scan_sin), { ds.spec({ 4, 2 }, "f64"), ds.spec({ 2 }, "f64") })
+    local forward, reverse
+    for _, node in ipairs(g.nodes) do
+      if node.op == "while_loop" then
+        if node.attrs.reads then reverse = node else forward = node end
+      end
+    end
+    assert.same({ 1, 2 }, forward.attrs.saved_vars) -- loop vars: counter, carry, ys (T, 2)
+    assert.same({ 1, 2 }, reverse.attrs.reads_vars)
+    local body = reverse.attrs.body_graph
+    assert.same({ "saved1", "saved2" }, { body.inputs[#body.inputs - 1].name, body.inputs[#body.inputs].name })
+  end)
+
   it("nested loops: the inner loop's gradient inside the outer reverse loop, the same bits compiled", function()
     local function nested(x, w, n)
       local h = ds.fori_loop(1, n, function(_, a)
@@ -195,7 +259,7 @@ describe("loop gradients: linear work and honest memory", function()
 end)
 
 describe("loop gradients: refusals", function()
-  it("a reverse loop whose forward did not save (a crafted graph file) is an error naming the key", function()
+  it("a reverse loop whose forward did not save (crafted graph files) is an error naming the key", function()
     ds.save(ds.compile(grad_step(fori_tanh), VN), dir .. "/crafted")
     local path = dir .. "/crafted.json"
     local text = H.read_file(path)
@@ -205,6 +269,27 @@ describe("loop gradients: refusals", function()
     f:write(edited)
     f:close()
     H.raises(function() ds.load(dir .. "/crafted")(X, W, i64(3)) end, "while_loop", "no loop saved them")
+    edited, k = text:gsub('"saved_vars":%[[%d,]+%]', '"saved_vars":[]')
+    assert.equal(1, k)
+    f = assert(io.open(path, "wb"))
+    f:write(edited)
+    f:close()
+    H.raises(function() ds.load(dir .. "/crafted")(X, W, i64(3)) end, "while_loop", "reads loop variable",
+      "did not save")
+  end)
+
+  it("ONNX export of a loop's reverse loop is refused by name (the forward alone exports)", function()
+    H.raises(function() ds.onnx.export(ds.compile(grad_step(fori_tanh), VN), dir .. "/g.onnx") end,
+      "while_loop", "reverse loop", "no ONNX form")
+  end)
+
+  it("differentiating a loop body that updates state (draws random numbers) is refused", function()
+    local function g(x, n)
+      local xr = x:detach():requires_grad_()
+      local y = ds.fori_loop(1, n, function(_, h) return h * ds.rand(2) end, { xr })
+      return ds.grad(y:sum(), { xr })[1]
+    end
+    H.raises(function() ds.trace(g, { ds.spec({ 2 }), ds.spec({}, "i64") }) end, "while_loop", "update state")
   end)
 
   it("second-order gradients through a loop are refused by name", function()
