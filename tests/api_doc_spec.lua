@@ -13,4 +13,12 @@ describe("docs/API.md", function()
       if not def.internal then assert(text:find("| `" .. def.name .. "` |", 1, true), def.name .. " is not in docs/API.md") end
     end
   end)
+  it("has a one-line description (the op's doc field) for every op of the table", function()
+    for _, def in ipairs(D.list) do
+      if not def.internal then
+        assert(type(def.doc) == "string" and def.doc:match("%S") and not def.doc:find("\n"),
+          def.name .. " has no one-line doc in the op table (lua/ds/ops/)")
+      end
+    end
+  end)
 end)

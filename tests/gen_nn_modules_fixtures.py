@@ -18,12 +18,13 @@ def losses():
     x, y = torch.randn(4, 3), torch.rand(4, 3)
     cases = []
 
-    def add(name, module, inputs, lua_inputs=None, opts=None):
+    def add(name, module, inputs, lua_inputs=None, opts=None, args=None):
+        """args: ds's positional constructor arguments (tensors encoded), before the options table opts"""
         ins = [t.clone().requires_grad_() if t.is_floating_point() else t for t in inputs]
         out = module(*ins)
         out.sum().backward()
-        cases.append({"name": name, "opts": opts or {}, "inputs": [enc(t) for t in (lua_inputs or inputs)],
-                      "output": enc(out), "grad": enc(ins[0].grad)})
+        cases.append({"name": name, "args": args or [], "opts": opts or {},
+                      "inputs": [enc(t) for t in (lua_inputs or inputs)], "output": enc(out), "grad": enc(ins[0].grad)})
 
     add("CrossEntropyLoss", nn.CrossEntropyLoss(label_smoothing=0.1), [logits, target], [logits, target + 1],
         {"label_smoothing": 0.1})
@@ -34,6 +35,22 @@ def losses():
     add("BCEWithLogitsLoss", nn.BCEWithLogitsLoss(pos_weight=torch.tensor([0.5, 1.0, 2.0])), [x * 3, y], None,
         {"pos_weight": enc(torch.tensor([0.5, 1.0, 2.0]))})
     add("BCELoss", nn.BCELoss(), [torch.sigmoid(x), y])
+    # PyTorch's positional constructor forms and the remaining loss modules
+    w5, w3 = torch.rand(5) + 0.5, torch.rand(3) + 0.5
+    add("CrossEntropyLoss", nn.CrossEntropyLoss(w5, reduction="sum"), [logits, target], [logits, target + 1],
+        {"reduction": "sum"}, [enc(w5)])
+    add("NLLLoss", nn.NLLLoss(w5, None, 2), [torch.log_softmax(logits, -1), target],
+        [torch.log_softmax(logits, -1), target + 1], {"ignore_index": 3}, [enc(w5)])
+    add("BCELoss", nn.BCELoss(w3), [torch.sigmoid(x), y], None, None, [enc(w3)])
+    add("BCEWithLogitsLoss", nn.BCEWithLogitsLoss(w3, reduction="none"), [x * 3, y], None, {"reduction": "none"},
+        [enc(w3)])
+    add("HuberLoss", nn.HuberLoss("sum", 0.5), [x * 2, y], None, None, ["sum", 0.5])
+    add("SmoothL1Loss", nn.SmoothL1Loss(beta=0.3), [x * 2, y], None, {"beta": 0.3})
+    add("KLDivLoss", nn.KLDivLoss(reduction="batchmean", log_target=True),
+        [torch.log_softmax(x, -1), torch.log_softmax(y, -1)], None, {"reduction": "batchmean", "log_target": True})
+    add("KLDivLoss", nn.KLDivLoss(), [torch.log_softmax(x, -1), torch.softmax(y, -1)])
+    add("MarginRankingLoss", nn.MarginRankingLoss(0.25), [x[:, 0], x[:, 1], torch.sign(y[:, 2] - 0.5)], None,
+        None, [0.25])
     return cases
 
 

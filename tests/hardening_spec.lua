@@ -304,7 +304,7 @@ describe("modules, optimizers and schedulers check self and their options", func
   it("scheduler options: unknown keys, kinds and ranges are errors naming the scheduler", function()
     H.raises(function() ds.optim.StepLR(opt(), { step_size = 2, gama = 0.5 }) end, "StepLR: unknown option 'gama'")
     H.raises(function() ds.optim.StepLR(opt(), { step_size = 0 }) end, "StepLR: option 'step_size' must be in [1")
-    H.raises(function() ds.optim.ExponentialLR(opt(), 0.5) end, "ExponentialLR: options must be a table")
+    H.raises(function() ds.optim.ExponentialLR(opt(), "0.5") end, "ExponentialLR: option 'gamma' must be a number")
     H.raises(function() ds.optim.OneCycleLR(opt(), { max_lr = 1, total_steps = 10, anneal = "cos" }) end, "OneCycleLR: unknown option 'anneal'")
     H.raises(function() ds.optim.ReduceLROnPlateau(opt(), { mode = "up" }) end, "ReduceLROnPlateau: option 'mode' must be one of")
     H.raises(function() ds.optim.StepLR(opt(), { step_size = 2 }):step("3") end, "StepLR.step: epoch must be a number")

@@ -57,8 +57,8 @@ describe("bad arguments name the function", function()
     fails_with("^forward: expects a Linear as self %(call it as m:forward", lin.forward, x)
     fails_with("^forward: expects a Linear as self.*got a Conv2d", lin.forward, ds.nn.Conv2d(1, 2, 3), x)
     fails_with("^LSTM:forward: argument 1 must be a tensor, got nil", ds.nn.LSTM(3, 2).forward, ds.nn.LSTM(3, 2))
-    fails_with("^NLLLoss: argument 1 must be a table or nil, got 1", ds.nn.NLLLoss, 1)
-    fails_with("^Softplus: options must be a table", ds.nn.Softplus, true)
+    fails_with("^NLLLoss: option 'weight' must be tensor, got 1", ds.nn.NLLLoss, 1) -- PyTorch's positional weight
+    fails_with("^Softplus: option 'beta' must be a number, got boolean", ds.nn.Softplus, true)
     fails_with("^Linear.load_state_dict: keys must be parameter names", lin.load_state_dict, lin, { [1] = x })
     -- a method still runs through the check: the result is the module's
     assert.are.same({ 2, 2 }, lin:forward(x):size())

@@ -6,6 +6,7 @@
 local ds = require("ds")
 local H = require("helpers")
 local nn = ds.nn
+local F = ds.F
 
 local fixtures = H.fixture("training.json")
 
@@ -191,12 +192,16 @@ end)
 describe("loss modules match PyTorch's", function()
   local fx = H.fixture("nn_modules.json")
   for _, case in ipairs(fx.losses) do
-    it(case.name, function()
-      local opts = {}
+    it(case.name .. " " .. require("cjson").encode(case.opts) .. " after " .. #case.args .. " positional arguments", function()
+      local opts, args = {}, {}
       for k, v in pairs(case.opts) do opts[k] = type(v) == "table" and T(v) or v end
-      local m = nn[case.name](opts)
+      for i, v in ipairs(case.args) do args[i] = type(v) == "table" and T(v) or v end
+      args[#args + 1] = opts
+      local m = nn[case.name](unpack(args))
       local input = T(case.inputs[1]):requires_grad_()
-      local out = m(input, T(case.inputs[2]))
+      local rest = {}
+      for i = 2, #case.inputs do rest[#rest + 1] = T(case.inputs[i]) end
+      local out = m(input, unpack(rest))
       H.close(out, T(case.output), 1e-5, 1e-6)
       out:sum():backward()
       H.close(input.grad, T(case.grad), 1e-5, 1e-6)
@@ -210,7 +215,19 @@ describe("loss modules match PyTorch's", function()
     local x = ds.zeros(3, 2, { dtype = "f64" })
     assert.equal("f64", m(x, ds.ones(3, 2, { dtype = "f64" })).dtype)
     assert.truthy(tostring(m):find("reduction=sum", 1, true))
-    H.raises(function() nn.MSELoss({ reduction = "avg" })(ds.zeros(2), ds.zeros(2)) end, "mse_loss", "reduction")
+  end)
+
+  it("take PyTorch's positional arguments (with gaps) as the options table, and refuse bad ones by name when constructed", function()
+    local w, x, t = ds.tensor({ 1, 2, 3 }), ds.randn(4, 3), ds.tensor({ 1, 2, 3, 2 }, { dtype = "i64" })
+    assert(H.bitwise(nn.CrossEntropyLoss(w, nil, 2)(x, t), nn.CrossEntropyLoss({ weight = w, ignore_index = 2 })(x, t)))
+    H.raises(function() nn.MSELoss({ reduction = "avg" }) end, "MSELoss", "reduction")
+    H.raises(function() nn.CrossEntropyLoss({ wieght = w }) end, "CrossEntropyLoss", "unknown option 'wieght'")
+    H.raises(function() nn.MSELoss("sum") end, "MSELoss", "size_average", "deprecated", "reduction")
+    H.raises(function() nn.NLLLoss(5) end, "NLLLoss", "weight")
+    H.raises(function() nn.NLLLoss(w, { weight = w }) end, "NLLLoss", "weight given twice")
+    H.raises(function() nn.HuberLoss("sum", 1, 2) end, "HuberLoss", "at most 2 positional")
+    H.raises(function() nn.L1Loss({ reduction = "sum" }, w) end, "L1Loss", "options table must be the last")
+    H.raises(function() nn.MSELoss()(x, x, x) end, "MSELoss", "2 inputs")
   end)
 end)
 
@@ -296,4 +313,21 @@ describe("activation modules match PyTorch's", function()
       H.close(x.grad, T(case.grad), 1e-6, 1e-7)
     end)
   end
+end)
+
+describe("activation module constructors", function()
+  it("take PyTorch's positional arguments, refuse inplace = true and anything unknown by name", function()
+    local x = ds.randn(3, 4)
+    assert(H.bitwise(nn.Hardtanh(-0.5, 0.5)(x), F.hardtanh(x, -0.5, 0.5)))
+    assert(H.bitwise(nn.Softplus(2, 1)(x), nn.Softplus({ beta = 2, threshold = 1 })(x)))
+    assert(H.bitwise(nn.LeakyReLU(0.2, false)(x), F.leaky_relu(x, 0.2)))
+    assert(H.bitwise(nn.Softmax({ dim = 1 })(x), nn.Softmax(1)(x)))
+    assert.equal("GELU(approximate='tanh')", tostring(nn.GELU("tanh")))
+    assert(H.bitwise(nn.ReLU(false)(x), x:relu()))
+    H.raises(function() nn.ReLU({ inplace = true }) end, "ReLU", "inplace = true is not implemented")
+    H.raises(function() nn.ELU(1, true) end, "ELU", "inplace")
+    H.raises(function() nn.Tanh(3) end, "Tanh", "no positional arguments")
+    H.raises(function() nn.Softplus({ betta = 2 }) end, "Softplus", "unknown option 'betta'")
+    H.raises(function() nn.Softmax("x") end, "Softmax", "dim", "integer")
+  end)
 end)

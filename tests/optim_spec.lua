@@ -112,6 +112,33 @@ describe("optimizers match torch.optim step by step", function()
     assert.same({ { -1, -3, -5 }, { -2, -4, -6 } }, p:totable())
   end)
 
+  it("take PyTorch's positional arguments after the parameters", function()
+    local function run(make)
+      ds.manual_seed(3)
+      local p = ds.randn(4):requires_grad_()
+      local o = make({ p })
+      for _ = 1, 3 do
+        o:zero_grad()
+        local loss = (p * p):sum() + p:sum()
+        loss:backward()
+        o:step()
+      end
+      return p
+    end
+    local O = ds.optim
+    assert(H.bitwise(run(function(ps) return O.SGD(ps, { lr = 0.1, momentum = 0.9, nesterov = true, dampening = 0 }) end),
+      run(function(ps) return O.SGD(ps, 0.1, 0.9, 0, 0, true) end)))
+    assert(H.bitwise(run(function(ps) return O.Adam(ps, { lr = 0.01, betas = { 0.8, 0.9 }, amsgrad = true }) end),
+      run(function(ps) return O.Adam(ps, 0.01, { 0.8, 0.9 }, nil, nil, true) end)))
+    assert(H.bitwise(run(function(ps) return O.RMSprop(ps, { lr = 0.01, alpha = 0.9, centered = true }) end),
+      run(function(ps) return O.RMSprop(ps, 0.01, 0.9, 1e-8, 0, 0, true) end)))
+    assert(H.bitwise(run(function(ps) return O.Adagrad(ps, { lr = 0.1, lr_decay = 0.01 }) end),
+      run(function(ps) return O.Adagrad(ps, 0.1, 0.01) end)))
+    H.raises(function() O.SGD({ ds.zeros(1):requires_grad_() }, "0.1") end, "SGD", "lr", "number")
+    H.raises(function() O.Adam({ ds.zeros(1):requires_grad_() }, 0.1, { 0.9, 0.99 }, 1e-8, 0, false, true) end,
+      "Adam", "at most 5 positional")
+  end)
+
   it("rejects bad options and parameters clearly", function()
     local p = ds.ones(2):requires_grad_()
     H.raises(function() ds.optim.Adam({ p }, { learning_rate = 1 }) end, "Adam", "learning_rate")
@@ -313,8 +340,42 @@ describe("the other schedulers match torch's learning rates", function()
     assert.equal(2, q.last_epoch)
   end)
 
+  it("take PyTorch's positional constructor arguments, the same schedules as the options forms", function()
+    local f = function(e) return 1 / (1 + e) end
+    local positional = {
+      multistep = function(o) return S.MultiStepLR(o, { 2, 5, 5, 8 }, 0.5) end,
+      exponential = function(o) return S.ExponentialLR(o, 0.9) end,
+      lambda = function(o) return S.LambdaLR(o, { f }) end,
+      linear = function(o) return S.LinearLR(o, 0.25, 1.0, 4) end,
+      onecycle_cos = function(o) return S.OneCycleLR(o, 1.0, 15) end,
+      warm_restarts = function(o) return S.CosineAnnealingWarmRestarts(o, 3, nil, 0.01) end,
+      warm_restarts_mult = function(o) return S.CosineAnnealingWarmRestarts(o, 2, 2) end,
+      sequential = function(o)
+        return S.SequentialLR(o, { S.LinearLR(o, 0.1, nil, 3), S.ExponentialLR(o, { gamma = 0.8 }) }, { 4 })
+      end,
+    }
+    for name, make in pairs(positional) do
+      local oa, ob = optimizer("SGD"), optimizer("SGD")
+      local sa, sb = makers[name](oa), make(ob)
+      for _ = 1, 12 do
+        assert.equal(oa.param_groups[1].lr, ob.param_groups[1].lr, name)
+        oa:step(); ob:step(); sa:step(); sb:step()
+      end
+    end
+    local oa, ob = optimizer("SGD"), optimizer("SGD")
+    local pa = S.ReduceLROnPlateau(oa, { mode = "max", factor = 0.5, patience = 1 })
+    local pb = S.ReduceLROnPlateau(ob, "max", 0.5, 1)
+    for _, m in ipairs { 1, 0.5, 0.4, 0.3, 2, 1 } do
+      pa:step(m); pb:step(m)
+      assert.equal(oa.param_groups[1].lr, ob.param_groups[1].lr)
+    end
+  end)
+
   it("reject bad arguments clearly", function()
     local S2 = ds.optim.lr_scheduler
+    H.raises(function() S2.StepLR(optimizer("SGD"), 2, 0.5, -1, true) end, "StepLR", "at most 3 positional")
+    H.raises(function() S2.StepLR(optimizer("SGD"), 2, { step_size = 3 }) end, "StepLR", "step_size given twice")
+    H.raises(function() S2.ExponentialLR(optimizer("SGD"), "0.9") end, "ExponentialLR", "gamma", "number")
     local o = optimizer("SGD")
     H.raises(function() S2.OneCycleLR(o, { max_lr = 1 }) end, "OneCycleLR", "total_steps")
     H.raises(function() S2.OneCycleLR(ds.optim.Adagrad({ ds.zeros(1):requires_grad_() }), { max_lr = 1, total_steps = 5 }) end,

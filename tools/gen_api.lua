@@ -20,16 +20,6 @@ local function show(v)
   return tostring(v)
 end
 
--- the description of an op without its own `doc`: what its kind does
-local KIND_DOC = {
-  unary = "elementwise, broadcasting", binary = "elementwise, broadcasting (Lua numbers become constants)",
-  where = "elementwise select: a where cond, else b", reduce = "reduction over dims (all dims when absent)",
-  view = "a view of the input's storage (no copy)", creation = "a new tensor of the given shape",
-  index = "indexing with 1-based indices", join = "concatenation along dim", nn = "neural-network layer",
-  update = "in-place optimizer step on its state inputs (no result)", random = "random tensor from ds's Philox stream",
-  control = "control flow (runs its Lua functions; traced as a subgraph)", matmul = "matrix product",
-}
-
 local INPUT_NAMES = { [0] = {}, { "x" }, { "a", "b" }, { "a", "b", "c" } }
 
 -- ds.name(inputs..., positional attrs..., {options}) for an op of the table
@@ -145,7 +135,7 @@ function M.render()
   add("functions, the `ds.nn` registry and `docs/differences.md`; `tests/api_doc_spec.lua` checks it is current.")
   add("Dims and indices are 1-based (negative from the end). Positional attributes follow the inputs; any")
   add("attribute may also be given in a trailing options table. Every op here traces and compiles unless its")
-  add("description says otherwise.")
+  add("description says otherwise. Elementwise ops broadcast their inputs, and a Lua number operand becomes a constant.")
   add("")
   add("## Ops of the table")
   add("")
@@ -156,7 +146,7 @@ function M.render()
   table.sort(defs, function(a, b) return a.name < b.name end)
   for _, def in ipairs(defs) do
       add(string.format("| `%s` | `%s` | %s | %s | %s | %s |", def.name, cell(op_signature(def)), cell(attrs_text(def)),
-        dtypes_text(def), def.backward and "yes" or "no", cell(def.doc or KIND_DOC[def.kind] or "")))
+        dtypes_text(def), def.backward and "yes" or "no", cell(def.doc)))
   end
   add("")
   add("## Functions built from the ops")

@@ -10,6 +10,7 @@ local random = require("ds.random")
 local activation = require("ds.nn.functional_activation")
 local spatial = require("ds.nn.functional_spatial")
 local norm = require("ds.nn.functional_norm")
+local LOSS_OPTIONS = require("ds.nn.loss_options")
 
 local F = {}
 local is_tensor = Tensor.is_tensor
@@ -100,7 +101,6 @@ function F.one_hot(labels, num_classes) return ops.one_hot(labels, num_classes o
 -- ---- losses ----
 -- Options as PyTorch's; weights follow its rules: a weighted 'mean' divides by the summed weights of
 -- the counted targets, so ignored targets count neither in the sum nor in the divisor.
-local REDUCTION = { "mean", "sum", "none" }
 local function reduce(loss, reduction, divisor)
   local r = reduction or "mean"
   if r == "mean" then return divisor and loss:sum() / divisor:sum() or loss:mean() end
@@ -157,13 +157,11 @@ local function pick(logp, target, weight, ignore_index, opname)
   return loss, counted
 end
 
-local CE_OPTIONS = { reduction = REDUCTION, weight = "tensor", ignore_index = "integer",
-                     label_smoothing = { "number", min = 0, max = 1 } }
 -- input: (N,C) / (N,C,d...) / (C) logits; target: i64 1-based classes (N) / (N,d...) / (),
 -- or class probabilities of input's shape. opts: reduction, weight (C), ignore_index, label_smoothing
 function F.cross_entropy(input, target, opts)
   need_tensor(input, "cross_entropy", "input")
-  opts = options.check(opts, "cross_entropy", CE_OPTIONS)
+  opts = options.check(opts, "cross_entropy", LOSS_OPTIONS.cross_entropy)
   local eps = opts.label_smoothing or 0
   local x = classes_last(input)
   local logp = ops.log_softmax(x, -1)
@@ -188,27 +186,25 @@ function F.cross_entropy(input, target, opts)
   return reduce(loss, opts.reduction, counted)
 end
 
-local NLL_OPTIONS = { reduction = REDUCTION, weight = "tensor", ignore_index = "integer" }
 -- input: log-probabilities (N,C) / (N,C,d...); target: i64 1-based classes; opts: reduction, weight, ignore_index
 function F.nll_loss(input, target, opts)
   need_tensor(input, "nll_loss", "input")
-  opts = options.check(opts, "nll_loss", NLL_OPTIONS)
+  opts = options.check(opts, "nll_loss", LOSS_OPTIONS.nll_loss)
   local logp = classes_last(input)
   local loss, counted = pick(logp, target, class_weight(opts.weight, logp, "nll_loss"), opts.ignore_index, "nll_loss")
   return reduce(loss, opts.reduction, counted)
 end
 
-local REDUCTION_ONLY = { reduction = REDUCTION }
 function F.mse_loss(input, target, opts)
   need_tensor(input, "mse_loss", "input"); need_tensor(target, "mse_loss", "target")
-  opts = options.check(opts, "mse_loss", REDUCTION_ONLY)
+  opts = options.check(opts, "mse_loss", LOSS_OPTIONS.mse_loss)
   local d = input - target
   return reduce(d * d, opts.reduction)
 end
 
 function F.l1_loss(input, target, opts)
   need_tensor(input, "l1_loss", "input"); need_tensor(target, "l1_loss", "target")
-  opts = options.check(opts, "l1_loss", REDUCTION_ONLY)
+  opts = options.check(opts, "l1_loss", LOSS_OPTIONS.l1_loss)
   return reduce(ops.abs(input - target), opts.reduction)
 end
 
@@ -222,7 +218,7 @@ end
 -- huber / beta: 0.5 d^2 / beta below beta, d - 0.5 beta above (beta = 0: l1); opts: reduction, beta (1)
 function F.smooth_l1_loss(input, target, opts)
   local d = abs_difference(input, target, "smooth_l1_loss")
-  opts = options.check(opts, "smooth_l1_loss", { reduction = REDUCTION, beta = { "number", min = 0 } })
+  opts = options.check(opts, "smooth_l1_loss", LOSS_OPTIONS.smooth_l1_loss)
   local beta = opts.beta or 1
   return reduce(beta == 0 and d or huber_terms(d, beta) / beta, opts.reduction)
 end
@@ -230,7 +226,7 @@ end
 -- opts: reduction, delta (1)
 function F.huber_loss(input, target, opts)
   local d = abs_difference(input, target, "huber_loss")
-  opts = options.check(opts, "huber_loss", { reduction = REDUCTION, delta = { "number", min = 0 } })
+  opts = options.check(opts, "huber_loss", LOSS_OPTIONS.huber_loss)
   return reduce(huber_terms(d, opts.delta or 1), opts.reduction)
 end
 
@@ -239,7 +235,7 @@ end
 -- = sum / N, "sum", "none"), log_target (false)
 function F.kl_div(input, target, opts)
   need_tensor(input, "kl_div", "input"); need_tensor(target, "kl_div", "target")
-  opts = options.check(opts, "kl_div", { reduction = { "mean", "batchmean", "sum", "none" }, log_target = "boolean" })
+  opts = options.check(opts, "kl_div", LOSS_OPTIONS.kl_div)
   local loss
   if opts.log_target then loss = ops.exp(target) * (target - input)
   else
@@ -254,7 +250,7 @@ end
 function F.margin_ranking_loss(input1, input2, target, opts)
   need_tensor(input1, "margin_ranking_loss", "input1"); need_tensor(input2, "margin_ranking_loss", "input2")
   need_tensor(target, "margin_ranking_loss", "target")
-  opts = options.check(opts, "margin_ranking_loss", { reduction = REDUCTION, margin = "number" })
+  opts = options.check(opts, "margin_ranking_loss", LOSS_OPTIONS.margin_ranking_loss)
   return reduce(ops.clamp_min(-target * (input1 - input2) + (opts.margin or 0), 0), opts.reduction)
 end
 
@@ -263,7 +259,7 @@ end
 function F.binary_cross_entropy_with_logits(input, target, opts)
   local op = "binary_cross_entropy_with_logits"
   need_tensor(input, op, "input"); need_tensor(target, op, "target")
-  opts = options.check(opts, op, { reduction = REDUCTION, weight = "tensor", pos_weight = "tensor" })
+  opts = options.check(opts, op, LOSS_OPTIONS.binary_cross_entropy_with_logits)
   local softplus_neg = ops.log(ops.exp(-ops.abs(input)) + 1) + ops.relu(-input)
   local pw = opts.pos_weight
   local loss
@@ -279,7 +275,7 @@ end
 -- input: probabilities; log terms clamped at -100 as in PyTorch; opts: reduction, weight
 function F.binary_cross_entropy(input, target, opts)
   need_tensor(input, "binary_cross_entropy", "input"); need_tensor(target, "binary_cross_entropy", "target")
-  opts = options.check(opts, "binary_cross_entropy", { reduction = REDUCTION, weight = "tensor" })
+  opts = options.check(opts, "binary_cross_entropy", LOSS_OPTIONS.binary_cross_entropy)
   local lp = ops.clamp(ops.log(input), -100)
   local lq = ops.clamp(ops.log(1 - input), -100)
   local loss = -(target * lp + (1 - target) * lq)

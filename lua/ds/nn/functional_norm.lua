@@ -50,11 +50,17 @@ function M.instance_norm(x, opts)
 end
 
 -- input: (B, L) bags of 1-based ids, or (n) ids with offsets (B) 1-based bag starts; weight (V, D) -> (B, D)
--- opts: offsets, mode ("mean" or "sum"), per_sample_weights (input's shape, mode "sum"); an empty bag gives 0
-function M.embedding_bag(input, weight, opts)
+-- opts: offsets (also the third argument, as PyTorch's), mode ("mean" or "sum"), per_sample_weights (input's
+-- shape, mode "sum"); an empty bag gives 0
+function M.embedding_bag(input, weight, offsets, opts)
   need_tensor(input, "embedding_bag", "input"); need_tensor(weight, "embedding_bag", "weight")
+  if not Tensor.is_tensor(offsets) then offsets, opts = nil, offsets end
   opts = options.check(opts, "embedding_bag", { offsets = "tensor", mode = { "mean", "sum" },
     per_sample_weights = "tensor" })
+  if offsets ~= nil then
+    if opts.offsets ~= nil then raise("embedding_bag: offsets given twice (argument 3 and the options table)") end
+    opts = { offsets = offsets, mode = opts.mode, per_sample_weights = opts.per_sample_weights }
+  end
   local mode = opts.mode or "mean"
   local psw = opts.per_sample_weights
   if psw ~= nil and mode ~= "sum" then raise("embedding_bag: per_sample_weights needs mode 'sum'") end

@@ -1,46 +1,64 @@
--- nn/loss.lua: the losses as modules (PyTorch's names): each stores its options and calls its
--- ds.F function; tensor options (weight, pos_weight) are registered as buffers, as in PyTorch.
+-- nn/loss.lua: the losses as modules (PyTorch's names): each takes PyTorch's positional arguments and/or
+-- an options table, checks them when constructed and calls its ds.F function; tensor options (weight,
+-- pos_weight) are registered as buffers, as in PyTorch.
 local Module = require("ds.nn.module")
 local F = require("ds.nn.functional")
+local LOSS_OPTIONS = require("ds.nn.loss_options")
 local Tensor = require("ds.tensor")
+local errors = require("ds.errors")
+local constructor_args = require("ds.nn.constructor_args")
 
 local M = {}
 
--- name -> the F function it calls; the module takes F's options table (reduction, ...)
+-- PyTorch 1.13's deprecated constructor arguments: a value there is refused (ds takes reduction only)
+local REDUCTION_ONLY = 'deprecated there and not taken here: give {reduction = "mean"|"sum"|"none"}'
+local DEPRECATED = { size_average = REDUCTION_ONLY, reduce = REDUCTION_ONLY }
+
+-- name -> the F function it calls, its number of tensor inputs and PyTorch 1.13's constructor parameters in
+-- order (the positional form: nn.NLLLoss(weight), nn.HuberLoss("sum", 0.5))
 local LOSSES = {
-  CrossEntropyLoss = "cross_entropy", NLLLoss = "nll_loss", MSELoss = "mse_loss", L1Loss = "l1_loss",
-  BCEWithLogitsLoss = "binary_cross_entropy_with_logits", BCELoss = "binary_cross_entropy",
-  SmoothL1Loss = "smooth_l1_loss", HuberLoss = "huber_loss", KLDivLoss = "kl_div",
+  CrossEntropyLoss = { "cross_entropy", 2, { "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing" } },
+  NLLLoss = { "nll_loss", 2, { "weight", "size_average", "ignore_index", "reduce", "reduction" } },
+  MSELoss = { "mse_loss", 2, { "size_average", "reduce", "reduction" } },
+  L1Loss = { "l1_loss", 2, { "size_average", "reduce", "reduction" } },
+  BCEWithLogitsLoss = { "binary_cross_entropy_with_logits", 2, { "weight", "size_average", "reduce", "reduction", "pos_weight" } },
+  BCELoss = { "binary_cross_entropy", 2, { "weight", "size_average", "reduce", "reduction" } },
+  SmoothL1Loss = { "smooth_l1_loss", 2, { "size_average", "reduce", "reduction", "beta" } },
+  HuberLoss = { "huber_loss", 2, { "reduction", "delta" } },
+  KLDivLoss = { "kl_div", 2, { "size_average", "reduce", "reduction", "log_target" } },
+  MarginRankingLoss = { "margin_ranking_loss", 3, { "margin", "size_average", "reduce", "reduction" } },
 }
 
-for name, fname in pairs(LOSSES) do
+for name, spec in pairs(LOSSES) do
+  local fname, ninputs, params = spec[1], spec[2], spec[3]
   local fn = F[fname]
-  if fn then -- a loss whose function is not in ds.F yet has no module either
-    local cls = Module:extend(name, { init = { "table?" } })
-    cls._doc = "ds.F." .. fname .. " as a module (its options table; tensor options become buffers)"
-    function cls:init(opts)
-      local o = {}
-      for k, v in pairs(opts or {}) do
-        if Tensor.is_tensor(v) then self:register_buffer(k, v) else o[k] = v end
-      end
-      self.opts = o
+  local cls = Module:extend(name)
+  cls._doc = "ds.F." .. fname .. " as a module: nn." .. name .. "(" .. table.concat(params, ", ")
+    .. ") positionally as PyTorch's (size_average and reduce refused) and/or an options table; tensor options become buffers"
+  function cls:init(...)
+    local o = {}
+    for k, v in pairs(constructor_args.merge(name, params, LOSS_OPTIONS[fname], DEPRECATED, ...)) do
+      if Tensor.is_tensor(v) then self:register_buffer(k, v) else o[k] = v end
     end
-    -- the options with the buffers' current tensors (they follow :to(dtype) and load_state_dict)
-    function cls:forward(input, target)
-      local o = {}
-      for k, v in pairs(self.opts) do o[k] = v end
-      for _, k in ipairs { "weight", "pos_weight" } do o[k] = rawget(self, k) end
-      return fn(input, target, o)
-    end
-    function cls:extra_repr()
-      local keys, parts = {}, {}
-      for k in pairs(self.opts) do keys[#keys + 1] = k end
-      table.sort(keys)
-      for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(self.opts[k]) end
-      return table.concat(parts, ", ")
-    end
-    M[name] = cls
+    self.opts = o
   end
+  -- the options with the buffers' current tensors (they follow :to(dtype) and load_state_dict)
+  function cls:forward(a, b, c)
+    local o = {}
+    for k, v in pairs(self.opts) do o[k] = v end
+    for _, k in ipairs { "weight", "pos_weight" } do o[k] = rawget(self, k) end
+    if ninputs == 3 then return fn(a, b, c, o) end
+    if c ~= nil then errors.raise(name .. ": takes 2 inputs (input, target), got a third") end
+    return fn(a, b, o)
+  end
+  function cls:extra_repr()
+    local keys, parts = {}, {}
+    for k in pairs(self.opts) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(self.opts[k]) end
+    return table.concat(parts, ", ")
+  end
+  M[name] = cls
 end
 
 return M

@@ -7,6 +7,7 @@ local ops = require("ds.ops.common").functions
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local S = require("ds.shape")
+local constructor_args = require("ds.nn.constructor_args")
 
 -- one step of each cell: xw = W_ih x + b_ih for this step (N, G*H), h/c (N, H) -> new h (and c)
 local cells = {}
@@ -34,31 +35,38 @@ function cells.GRU(xw, hw, h, H)
 end
 
 local GATES = { RNN_TANH = 1, RNN_RELU = 1, LSTM = 4, GRU = 3 }
-local OPTIONS = { num_layers = true, bias = true, batch_first = true, dropout = true,
-  bidirectional = true, dtype = true,
-                  nonlinearity = true, proj_size = true }
+local COMMON = { num_layers = { "integer", min = 1 }, bias = "boolean", batch_first = "boolean",
+                 dropout = { "number", min = 0, max = 1 }, bidirectional = "boolean", dtype = "dtype" }
+-- per module: its options and PyTorch 1.13's constructor parameters after (input_size, hidden_size), in order
+local SIGNATURES = {
+  RNN = { { nonlinearity = { "tanh", "relu" } },
+          { "num_layers", "nonlinearity", "bias", "batch_first", "dropout", "bidirectional" } },
+  LSTM = { { proj_size = "integer" },
+           { "num_layers", "bias", "batch_first", "dropout", "bidirectional", "proj_size" } },
+  GRU = { {}, { "num_layers", "bias", "batch_first", "dropout", "bidirectional" } },
+}
+for _, sig in pairs(SIGNATURES) do
+  for k, kind in pairs(COMMON) do sig[1][k] = kind end
+end
+local NOT_REFUSED = {}
+
+-- the options of name (RNN, LSTM, GRU) from PyTorch's positional arguments and/or an options table
+local function rnn_options(name, ...)
+  local sig = SIGNATURES[name]
+  return constructor_args.merge(name, sig[2], sig[1], NOT_REFUSED, ...)
+end
 
 local RNNBase = Module:extend("RNNBase", { forward = { "tensor", "tensor|table?" } })
 
--- mode: RNN_TANH | RNN_RELU | LSTM | GRU; opts: num_layers (1), bias (true), batch_first (false),
--- dropout (0, between layers, training only), bidirectional (false), dtype ("f32")
+-- mode: RNN_TANH | RNN_RELU | LSTM | GRU; opts (checked by rnn_options): num_layers (1), bias (true),
+-- batch_first (false), dropout (0, between layers, training only), bidirectional (false), dtype ("f32")
 function RNNBase:init(mode, input_size, hidden_size, opts)
   local name = self._name
   if type(input_size) ~= "number" or type(hidden_size) ~= "number" or input_size < 1 or hidden_size < 1 then
     errors.raise(name .. ": expects " .. name .. "(input_size, hidden_size, [opts]) with positive sizes")
   end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if not OPTIONS[k] or (k == "nonlinearity" and mode == "LSTM") or (k == "nonlinearity" and mode == "GRU") then
-      errors.raise(string.format("%s: unknown option '%s'", name, tostring(k)))
-    end
-  end
-  if opts.proj_size and opts.proj_size ~= 0 then errors.raise(name .. ": proj_size is not supported") end
+  if opts.proj_size and opts.proj_size ~= 0 then errors.raise(name .. ": proj_size is not supported (only 0)") end
   local L, p = opts.num_layers or 1, opts.dropout or 0
-  if type(L) ~= "number" or L < 1 or L % 1 ~= 0 then errors.raise(name .. ": num_layers must be a positive integer") end
-  if type(p) ~= "number" or p < 0 or p > 1 then
-    errors.raise(name .. ": dropout must be in [0, 1], got " .. tostring(p))
-  end
   self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
   self.num_layers, self.bias, self.batch_first = L, opts.bias ~= false, opts.batch_first == true
   self.dropout, self.bidirectional = p, opts.bidirectional == true
@@ -186,20 +194,22 @@ end
 
 local M = {}
 
--- opts.nonlinearity: "tanh" (default) or "relu"
-M.RNN = RNNBase:extend("RNN", { init = { "any", "any", "table?" } })
-function M.RNN:init(input_size, hidden_size, opts)
-  local nl = opts and opts.nonlinearity or "tanh"
-  if nl ~= "tanh" and nl ~= "relu" then
-    errors.raise("RNN: nonlinearity must be 'tanh' or 'relu', got '" .. tostring(nl) .. "'")
-  end
-  RNNBase.init(self, nl == "tanh" and "RNN_TANH" or "RNN_RELU", input_size, hidden_size, opts)
+-- each takes PyTorch's positional arguments after the sizes and/or an options table; RNN's nonlinearity is
+-- "tanh" (default) or "relu"; LSTM's proj_size can only be 0
+M.RNN = RNNBase:extend("RNN")
+function M.RNN:init(input_size, hidden_size, ...)
+  local opts = rnn_options("RNN", ...)
+  RNNBase.init(self, opts.nonlinearity == "relu" and "RNN_RELU" or "RNN_TANH", input_size, hidden_size, opts)
 end
 
-M.LSTM = RNNBase:extend("LSTM", { init = { "any", "any", "table?" } })
-function M.LSTM:init(input_size, hidden_size, opts) RNNBase.init(self, "LSTM", input_size, hidden_size, opts) end
+M.LSTM = RNNBase:extend("LSTM")
+function M.LSTM:init(input_size, hidden_size, ...)
+  RNNBase.init(self, "LSTM", input_size, hidden_size, rnn_options("LSTM", ...))
+end
 
-M.GRU = RNNBase:extend("GRU", { init = { "any", "any", "table?" } })
-function M.GRU:init(input_size, hidden_size, opts) RNNBase.init(self, "GRU", input_size, hidden_size, opts) end
+M.GRU = RNNBase:extend("GRU")
+function M.GRU:init(input_size, hidden_size, ...)
+  RNNBase.init(self, "GRU", input_size, hidden_size, rnn_options("GRU", ...))
+end
 
 return M

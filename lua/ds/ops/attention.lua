@@ -72,7 +72,7 @@ local function backward(ctx, g)
 end
 
 local def = D.define {
-  name = OP, kind = "nn", kernel = "ds_scaled_dot_product_attention_%s", dtypes = C.FLOAT, ninputs = 4, variadic = true,
+  name = OP, doc = "softmax(q k^T * scale + mask) v in one kernel, with bool/float mask or causal (F.scaled_dot_product_attention)", kind = "nn", kernel = "ds_scaled_dot_product_attention_%s", dtypes = C.FLOAT, ninputs = 4, variadic = true,
   attrs = { { "scale", "float" }, { "mask", "enum", "none", { "none", "bool", "float" } }, { "is_causal", "bool", false } },
   promote = function(inputs, a)
     local qkv = C.promote_float { inputs[1], inputs[2], inputs[3] }

@@ -40,7 +40,7 @@ end
 
 -- inputs: pred, operands..., captures...; outputs: results..., updated captures...
 D.define {
-  name = "cond", kind = "control", noutputs = 0,
+  name = "cond", doc = "runs then_graph or else_graph by a 0-d predicate (ds.cond)", kind = "control", noutputs = 0,
   attrs = { { "then_graph", "any" }, { "else_graph", "any" }, { "nresults", "int" }, { "first_capture", "int" },
             { "written", "ints", {} } },
   run = function(node, ins, env, attrs)
@@ -72,7 +72,7 @@ end
 -- reads: a reverse loop: one trip per trip saved under this key, last first; its body's inputs end with that trip's
 -- saved loop vars reads_vars (loop vars..., captures..., saved...)
 D.define {
-  name = "while_loop", kind = "control", noutputs = 0,
+  name = "while_loop", doc = "runs body_graph while cond_graph is true, carrying loop values (ds.while_loop)", kind = "control", noutputs = 0,
   attrs = { { "cond_graph", "any" }, { "body_graph", "any" }, { "nresults", "int" }, { "first_capture", "int" },
             { "written", "ints", {} }, { "max_trips", "float" }, { "saves", "ints", {} }, { "saved_vars", "ints", {} },
             { "reads", "int" }, { "reads_vars", "ints", {} } },
@@ -121,7 +121,7 @@ D.define {
 
 -- prints its tensors (and the literal text between them) every time the graph runs
 D.define {
-  name = "print", kind = "control", noutputs = 0, side_effects = true,
+  name = "print", doc = "prints tensors and text each time a traced graph runs (ds.print)", kind = "control", noutputs = 0, side_effects = true,
   attrs = { { "parts", "any" } },
   -- parts: a list of strings and { tensor = k } (k: one of the node's inputs)
   check_attrs = function(attrs, ninputs)

@@ -18,7 +18,7 @@ local function check_dtype(dt, opname)
 end
 
 D.define {
-  name = "full", inplace_name = "fill_", kind = "creation", kernel = "ds_fill_%s", dtypes = C.ALL, ninputs = 0,
+  name = "full", doc = "a tensor of shape filled with value (x:fill_(value) in place)", inplace_name = "fill_", kind = "creation", kernel = "ds_fill_%s", dtypes = C.ALL, ninputs = 0,
   attrs = { { "shape", "ints" }, { "value", "float", 0 }, { "dtype", "dtype", "f32" } },
   infer = function(_, attrs) return { shape = attrs.shape, dtype = attrs.dtype } end,
   kernel_dtype = function(_, outputs) return outputs[1].dtype end,
@@ -26,7 +26,7 @@ D.define {
 }
 
 D.define {
-  name = "arange", kind = "creation", kernel = "ds_arange_%s", dtypes = C.set { "f32", "f64", "i64", "i32" }, ninputs = 0,
+  name = "arange", doc = "length values start, start + step, ...; called as ds.arange(start, stop, step), stop excluded", kind = "creation", kernel = "ds_arange_%s", dtypes = C.set { "f32", "f64", "i64", "i32" }, ninputs = 0,
   attrs = { { "start", "float" }, { "step", "float" }, { "length", "int" }, { "dtype", "dtype", "f32" } },
   infer = function(_, attrs) return { shape = { attrs.length }, dtype = attrs.dtype } end,
   kernel_dtype = function(_, outputs) return outputs[1].dtype end,

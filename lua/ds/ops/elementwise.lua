@@ -18,70 +18,72 @@ local function def_unary(name, dtypes, promote, backward, extra)
   return D.define(def)
 end
 
-local function def_binary(name, dtypes, promote, backward, out_dtype, kernel)
+local function def_binary(name, doc, dtypes, promote, backward, out_dtype, kernel)
   return D.define {
-    name = name, kind = "binary", kernel = "ds_" .. (kernel or name) .. "_%s", dtypes = dtypes, ninputs = 2,
+    name = name, doc = doc, kind = "binary", kernel = "ds_" .. (kernel or name) .. "_%s", dtypes = dtypes, ninputs = 2,
     promote = promote, infer = C.infer_broadcast(out_dtype), backward = backward, elementwise = true,
   }
 end
 
 -- ---- unary (float math promotes integers to f32, like PyTorch) ----
 local unary = {
-  exp = { C.FLOAT, C.promote_float, function(ctx, g) return g * ctx.outputs[1] end },
-  log = { C.FLOAT, C.promote_float, function(ctx, g) return g / ctx.inputs[1] end },
-  sqrt = { C.FLOAT, C.promote_float, function(ctx, g) return g / (2 * ctx.outputs[1]) end },
-  rsqrt = { C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * (-0.5) * y * y * y end },
-  sin = { C.FLOAT, C.promote_float, function(ctx, g) return g * F.cos(ctx.inputs[1]) end },
-  cos = { C.FLOAT, C.promote_float, function(ctx, g) return -(g * F.sin(ctx.inputs[1])) end },
-  tanh = { C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * (1 - y * y) end },
-  sigmoid = { C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * y * (1 - y) end },
-  silu = { C.FLOAT, C.promote_float, function(ctx, g)
+  exp = { doc = "e^x", C.FLOAT, C.promote_float, function(ctx, g) return g * ctx.outputs[1] end },
+  log = { doc = "natural logarithm", C.FLOAT, C.promote_float, function(ctx, g) return g / ctx.inputs[1] end },
+  sqrt = { doc = "square root", C.FLOAT, C.promote_float, function(ctx, g) return g / (2 * ctx.outputs[1]) end },
+  rsqrt = { doc = "1 / sqrt(x)", C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * (-0.5) * y * y * y end },
+  sin = { doc = "sine", C.FLOAT, C.promote_float, function(ctx, g) return g * F.cos(ctx.inputs[1]) end },
+  cos = { doc = "cosine", C.FLOAT, C.promote_float, function(ctx, g) return -(g * F.sin(ctx.inputs[1])) end },
+  tanh = { doc = "hyperbolic tangent", C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * (1 - y * y) end },
+  sigmoid = { doc = "logistic 1 / (1 + e^-x)", C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * y * (1 - y) end },
+  silu = { doc = "x * sigmoid(x) (torch.nn.functional.silu)", C.FLOAT, C.promote_float, function(ctx, g)
     local x = ctx.inputs[1]; local s = F.sigmoid(x); return g * s * (1 + x * (1 - s)) end },
-  gelu = { C.FLOAT, C.promote_float, function(ctx, g)
+  gelu = { doc = "x * Phi(x), the exact erf form (torch.nn.functional.gelu)", C.FLOAT, C.promote_float, function(ctx, g)
     local x = ctx.inputs[1]
     local cdf = 0.5 * (1 + F.erf(x * 0.7071067811865476))
     local pdf = F.exp(-0.5 * x * x) * 0.3989422804014327
     return g * (cdf + x * pdf) end },
-  gelu_tanh = { C.FLOAT, C.promote_float, function(ctx, g)
+  gelu_tanh = { doc = "GELU's tanh approximation (torch.nn.functional.gelu(x, approximate='tanh'))", C.FLOAT, C.promote_float, function(ctx, g)
     local x = ctx.inputs[1]
     local k = 0.7978845608028654
     local inner = k * (x + 0.044715 * x * x * x)
     local t = F.tanh(inner)
     local dinner = k * (1 + 3 * 0.044715 * x * x)
     return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner) end },
-  erf = { C.FLOAT, C.promote_float, function(ctx, g)
+  erf = { doc = "Gauss error function", C.FLOAT, C.promote_float, function(ctx, g)
     local x = ctx.inputs[1]; return g * 1.1283791670955126 * F.exp(-(x * x)) end },
-  abs = { C.SIGNED, C.promote_arith, function(ctx, g) return g * F.sign(ctx.inputs[1]) end },
-  neg = { C.SIGNED, C.promote_arith, function(ctx, g) return -g end },
-  relu = { C.SIGNED, C.promote_arith, function(ctx, g)
+  abs = { doc = "absolute value", C.SIGNED, C.promote_arith, function(ctx, g) return g * F.sign(ctx.inputs[1]) end },
+  neg = { doc = "-x", C.SIGNED, C.promote_arith, function(ctx, g) return -g end },
+  relu = { doc = "max(x, 0)", C.SIGNED, C.promote_arith, function(ctx, g)
     return g * F.gt(ctx.inputs[1], 0):astype(g.dtype) end },
-  sign = { C.SIGNED, C.promote_arith, function(ctx, g) return g * 0 end },
-  log1p = { C.FLOAT, C.promote_float, function(ctx, g) return g / (ctx.inputs[1] + 1) end },
-  expm1 = { C.FLOAT, C.promote_float, function(ctx, g) return g * (ctx.outputs[1] + 1) end },
-  log2 = { C.FLOAT, C.promote_float, function(ctx, g) return g / (ctx.inputs[1] * 0.6931471805599453) end },
+  sign = { doc = "-1, 0 or 1 by the sign of x", C.SIGNED, C.promote_arith, function(ctx, g) return g * 0 end },
+  log1p = { doc = "log(1 + x), accurate near 0", C.FLOAT, C.promote_float, function(ctx, g) return g / (ctx.inputs[1] + 1) end },
+  expm1 = { doc = "e^x - 1, accurate near 0", C.FLOAT, C.promote_float, function(ctx, g) return g * (ctx.outputs[1] + 1) end },
+  log2 = { doc = "base-2 logarithm", C.FLOAT, C.promote_float, function(ctx, g) return g / (ctx.inputs[1] * 0.6931471805599453) end },
 }
 -- rounding (integers come back unchanged; round is half to even): the gradient is 0, as PyTorch's
-for _, name in ipairs { "floor", "ceil", "round", "trunc" } do
-  unary[name] = { C.NUMERIC, C.promote_arith, function(ctx, g) return g * 0 end }
+local rounding = { floor = "round down to an integer value", ceil = "round up to an integer value",
+  round = "round to the nearest integer value, halves to even", trunc = "round toward zero to an integer value" }
+for name, doc in pairs(rounding) do
+  unary[name] = { doc = doc, C.NUMERIC, C.promote_arith, function(ctx, g) return g * 0 end }
 end
-for name, spec in pairs(unary) do def_unary(name, spec[1], spec[2], spec[3]) end
-def_unary("logical_not", C.BOOL, C.promote_bool, nil)
+for name, spec in pairs(unary) do def_unary(name, spec[1], spec[2], spec[3], { doc = spec.doc }) end
+def_unary("logical_not", C.BOOL, C.promote_bool, nil, { doc = "not x, on bool tensors" })
 
 -- ---- binary ----
 local function mul_bw(ctx, g)
   local a, b = ctx.inputs[1], ctx.inputs[2]
   return ctx.needs[1] and sum_to(g * b, a._shape) or nil, ctx.needs[2] and sum_to(g * a, b._shape) or nil
 end
-def_binary("add", C.NUMERIC, C.promote_arith, function(ctx, g)
+def_binary("add", "a + b", C.NUMERIC, C.promote_arith, function(ctx, g)
   return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil, ctx.needs[2] and sum_to(g, ctx.inputs[2]._shape) or nil end)
-def_binary("sub", C.NUMERIC, C.promote_arith, function(ctx, g)
+def_binary("sub", "a - b", C.NUMERIC, C.promote_arith, function(ctx, g)
   return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil, ctx.needs[2] and sum_to(-g, ctx.inputs[2]._shape) or nil end)
-def_binary("mul", C.NUMERIC, C.promote_arith, mul_bw)
-def_binary("div", C.FLOAT, C.promote_float, function(ctx, g)
+def_binary("mul", "a * b", C.NUMERIC, C.promote_arith, mul_bw)
+def_binary("div", "a / b, true division (integers promote to f32)", C.FLOAT, C.promote_float, function(ctx, g)
   local a, b = ctx.inputs[1], ctx.inputs[2]
   return ctx.needs[1] and sum_to(g / b, a._shape) or nil,
          ctx.needs[2] and sum_to(-(g * a) / (b * b), b._shape) or nil end)
-def_binary("floor_divide", C.set { "i64", "i32" }, C.promote_same, nil, nil, "div")
+def_binary("floor_divide", "a // b on integer tensors (the integer kernel of div)", C.set { "i64", "i32" }, C.promote_same, nil, nil, "div")
 -- an integer base to a negative Lua-number power has no integer result: an error, as PyTorch's
 -- (a tensor exponent's negative elements give 0 there, and here)
 local function promote_pow(inputs, attrs)
@@ -92,7 +94,7 @@ local function promote_pow(inputs, attrs)
   end
   return out
 end
-def_binary("pow", C.SIGNED, promote_pow, function(ctx, g)
+def_binary("pow", "a ^ b", C.SIGNED, promote_pow, function(ctx, g)
   local a, b, y = ctx.inputs[1], ctx.inputs[2], ctx.outputs[1]
   local ga, gb
   -- as PyTorch: b a^(b-1) is 0 where b == 0 (also at a == 0); y log a is 0 where a == 0 and b >= 0
@@ -116,20 +118,22 @@ local function mod_bw(whole)
     return ctx.needs[1] and sum_to(g, a._shape) or nil, ctx.needs[2] and sum_to(-(g * whole(a / b)), b._shape) or nil
   end
 end
-def_binary("fmod", C.SIGNED, C.promote_arith, mod_bw(function(q) return F.trunc(q) end))
-def_binary("remainder", C.SIGNED, C.promote_arith, mod_bw(function(q) return F.floor(q) end))
-def_binary("maximum", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.gt(a, b) end))
-def_binary("minimum", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.lt(a, b) end))
-for _, name in ipairs { "lt", "le", "gt", "ge", "eq", "ne" } do
-  def_binary(name, C.ALL, C.promote_same, nil, "bool")
+def_binary("fmod", "remainder of a / b with the sign of a (C's fmod)", C.SIGNED, C.promote_arith, mod_bw(function(q) return F.trunc(q) end))
+def_binary("remainder", "a % b with the sign of b (Python's and Lua's %)", C.SIGNED, C.promote_arith, mod_bw(function(q) return F.floor(q) end))
+def_binary("maximum", "larger of a and b", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.gt(a, b) end))
+def_binary("minimum", "smaller of a and b", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.lt(a, b) end))
+local comparisons = { lt = "a < b", le = "a <= b", gt = "a > b", ge = "a >= b", eq = "a == b", ne = "a ~= b (torch.ne, !=)" }
+for name, relation in pairs(comparisons) do
+  def_binary(name, relation .. ", a bool tensor", C.ALL, C.promote_same, nil, "bool")
 end
-for _, name in ipairs { "logical_and", "logical_or", "logical_xor" } do
-  def_binary(name, C.BOOL, C.promote_bool, nil, "bool")
+local logical = { logical_and = "a and b", logical_or = "a or b", logical_xor = "a xor b" }
+for name, relation in pairs(logical) do
+  def_binary(name, relation .. ", on bool tensors", C.BOOL, C.promote_bool, nil, "bool")
 end
 
 -- where(cond, a, b): cond bool, a/b promoted together
 D.define {
-  name = "where", kind = "where", kernel = "ds_where_%s", dtypes = C.ALL, ninputs = 3, elementwise = true,
+  name = "where", doc = "a where cond is true, else b (torch.where(cond, a, b))", kind = "where", kernel = "ds_where_%s", dtypes = C.ALL, ninputs = 3, elementwise = true,
   promote = function(inputs)
     local dt = C.result_dtype { inputs[2], inputs[3] }
     return { D.cast(inputs[1], "bool"), D.cast(inputs[2], dt), D.cast(inputs[3], dt) }
@@ -151,7 +155,7 @@ D.define {
 
 -- clamp(x, min, max): absent bounds are -inf/+inf
 D.define {
-  name = "clamp", kind = "unary", kernel = "ds_clamp_%s", dtypes = C.NUMERIC, ninputs = 1, elementwise = true,
+  name = "clamp", doc = "x limited to [min, max]", kind = "unary", kernel = "ds_clamp_%s", dtypes = C.NUMERIC, ninputs = 1, elementwise = true,
   attrs = { { "min", "float", -math.huge }, { "max", "float", math.huge } }, args = { "min", "max" },
   promote = function(inputs, attrs)
     local dt = inputs[1].dtype
@@ -172,11 +176,12 @@ def_unary("softplus", C.FLOAT, C.promote_float, function(ctx, g)
   local x, beta, threshold = ctx.inputs[1], ctx.attrs.beta, ctx.attrs.threshold
   local z = F.exp(x * beta)
   return F.where(F.gt(x * beta, threshold), g, g * z / (z + 1))
-end, { attrs = { { "beta", "float", 1 }, { "threshold", "float", 20 } }, args = { "beta", "threshold" } })
+end, { doc = "log(1 + e^(beta x)) / beta, x above the threshold (torch.nn.functional.softplus)",
+  attrs = { { "beta", "float", 1 }, { "threshold", "float", 20 } }, args = { "beta", "threshold" } })
 
 -- astype (cast through the copy kernel; also used by dispatch to promote operands)
 D.define {
-  name = "astype", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
+  name = "astype", doc = "x converted to dtype (torch's x.to(dtype))", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
   attrs = { { "dtype", "dtype" } }, args = { "dtype" },
   prepare = function(inputs, attrs)
     local dt = dtype.normalize(attrs.dtype)
@@ -193,7 +198,7 @@ D.define {
 }
 -- contiguous copy of a (possibly strided) tensor, same dtype
 D.define {
-  name = "contiguous", inplace_name = "copy_", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
+  name = "contiguous", doc = "a contiguous copy of x (x:copy_(y) is its in-place form)", inplace_name = "copy_", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
   infer = function(inputs) return { shape = inputs[1]._shape, dtype = inputs[1].dtype } end,
   backward = function(ctx, g) return g end,
 }

@@ -38,7 +38,7 @@ end
 
 -- ---- cat(list, dim): (a..., n_k, b...) for each k -> (a..., sum n_k, b...) ----
 local cat = D.define {
-  name = "cat", kind = "join", kernel = "ds_cat_%s", dtypes = C.ALL, variadic = true,
+  name = "cat", doc = "tensors joined along an existing dim (torch.cat)", kind = "join", kernel = "ds_cat_%s", dtypes = C.ALL, variadic = true,
   attrs = { { "dim", "dim", 1 }, { "n", "int", 0 } }, args = { "dim" },
   prepare = function(inputs, attrs)
     if #inputs == 0 then errors.raise("cat: expects a non-empty list of tensors") end
@@ -118,7 +118,7 @@ end
 
 -- ---- gather(x, dim, index): out[i][j] = x[index[i][j]][j] (dim 1); out has index's shape ----
 local gather = D.define {
-  name = "gather", kind = "index", kernel = "ds_gather_%s", dtypes = C.ALL, ninputs = 2,
+  name = "gather", doc = "values of x at the 1-based indices along dim; the index's shape", kind = "index", kernel = "ds_gather_%s", dtypes = C.ALL, ninputs = 2,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
@@ -135,19 +135,35 @@ local gather = D.define {
 }
 C.export("gather", function(x, dim, index) return D.call(gather, { x, index }, { dim = dim }) end)
 
+-- src as PyTorch takes it: index's rank and at least index's size in every dim; its leading block of
+-- index's shape is what is scattered
+local function src_like_index(src, ix, opname)
+  local ss, si = src._shape, ix._shape
+  local fits = #ss == #si
+  for d = 1, #si do -- symbolic sizes (tracing) must be the same
+    local numbers = type(si[d]) == "number" and type(ss[d]) == "number"
+    fits = fits and (S.same(si[d], ss[d]) or numbers and si[d] <= ss[d])
+  end
+  if not fits then
+    errors.raise(string.format("%s: src %s must have index %s's number of dims and be at least as large in each",
+      opname, S.str(ss), S.str(si)))
+  end
+  for d = 1, #si do
+    if not S.same(si[d], ss[d]) then src = src:narrow(d, 1, si[d]) end
+  end
+  return src
+end
+
 -- ---- scatter_add(x, dim, index, src): out = x; out[index[i][j]][j] += src[i][j] (dim 1) ----
 local scatter_add = D.define {
-  name = "scatter_add", kind = "index", kernel = "ds_scatter_add_%s", dtypes = ARITH, ninputs = 3,
+  name = "scatter_add", doc = "x with src added at the 1-based indices along dim (duplicates accumulate)", kind = "index", kernel = "ds_scatter_add_%s", dtypes = ARITH, ninputs = 3,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x, src = inputs[1], inputs[3]
     need_tensor(x, "scatter_add", "input"); need_tensor(src, "scatter_add", "src")
     local ix = as_index(inputs[2], "scatter_add")
     attrs.dim = check_index_dims(x, ix, attrs.dim, "scatter_add")
-    if not S.equal(ix._shape, src._shape) then
-      errors.raise(string.format("scatter_add: index %s and src %s must have the same shape", S.str(ix._shape), S.str(src._shape)))
-    end
-    return { x, ix, src }
+    return { x, ix, src_like_index(src, ix, "scatter_add") }
   end,
   promote = function(inputs)
     local dt = C.result_dtype { inputs[1], inputs[3] }
@@ -174,7 +190,7 @@ end
 
 -- ---- index_select(x, dim, index): (a..., n, b...) with m indices -> (a..., m, b...) ----
 local index_select = D.define {
-  name = "index_select", kind = "index", kernel = "ds_index_select_%s", dtypes = C.ALL, ninputs = 2,
+  name = "index_select", doc = "the slices of x along dim at a 1-D list of 1-based indices", kind = "index", kernel = "ds_index_select_%s", dtypes = C.ALL, ninputs = 2,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
@@ -197,7 +213,7 @@ C.export("index_select", function(x, dim, index) return D.call(index_select, { x
 
 -- ---- index_add(x, dim, index, src): out = x; out.select(dim, index[j]) += src.select(dim, j) ----
 local index_add = D.define {
-  name = "index_add", kind = "index", kernel = "ds_index_add_%s", dtypes = ARITH, ninputs = 3,
+  name = "index_add", doc = "x with the slices of src added at 1-based indices along dim", kind = "index", kernel = "ds_index_add_%s", dtypes = ARITH, ninputs = 3,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x, src = inputs[1], inputs[3]
@@ -251,7 +267,7 @@ Tensor.masked_fill_ = function(x, mask, value) return x:copy_(masked_fill(x, mas
 
 -- ---- one_hot(labels, num_classes, {dtype = "i64"}): (...) 1-based classes -> (..., num_classes) ----
 local one_hot = D.define {
-  name = "one_hot", kind = "index", kernel = "ds_one_hot_%s", dtypes = C.set { "i64", "f32", "f64" }, ninputs = 1,
+  name = "one_hot", doc = "1-based class labels as one-hot rows of num_classes (F.one_hot)", kind = "index", kernel = "ds_one_hot_%s", dtypes = C.set { "i64", "f32", "f64" }, ninputs = 1,
   attrs = { { "num_classes", "int", -1 }, { "dtype", "dtype", "i64" } }, args = { "num_classes" },
   prepare = function(inputs, attrs)
     local lab = as_index(inputs[1], "one_hot", "labels")
@@ -286,7 +302,7 @@ C.export("one_hot", C.api(one_hot))
 -- ---- embedding(ids, weight, {padding_idx}): ids (...) 1-based, weight (V, D) -> (..., D) ----
 -- padding_idx's row gets no gradient (negative counts from the end, as in PyTorch)
 local embedding = D.define {
-  name = "embedding", kind = "index", kernel = "ds_embedding_%s", dtypes = C.ALL, ninputs = 2,
+  name = "embedding", doc = "rows of weight (V, D) at 1-based ids; padding_idx's row gets no gradient (F.embedding)", kind = "index", kernel = "ds_embedding_%s", dtypes = C.ALL, ninputs = 2,
   attrs = { { "padding_idx", "int" } }, args = { "padding_idx" },
   prepare = function(inputs, attrs)
     local ids = as_index(inputs[1], "embedding", "ids")

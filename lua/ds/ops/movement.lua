@@ -52,7 +52,7 @@ local function resolve_shape(x, want, opname)
 end
 
 def_view {
-  name = "reshape", attrs = { { "shape", "ints" } },
+  name = "reshape", doc = "x with a new shape of as many elements (-1 infers one size); a view when the strides allow, else a copy", attrs = { { "shape", "ints" } },
   infer = function(inputs, attrs)
     return { shape = resolve_shape(inputs[1], attrs.shape, "reshape"), dtype = inputs[1].dtype }
   end,
@@ -66,7 +66,7 @@ def_view {
 }
 
 def_view {
-  name = "transpose", attrs = { { "dim0", "dim" }, { "dim1", "dim" } }, args = { "dim0", "dim1" },
+  name = "transpose", doc = "view with dims dim0 and dim1 swapped", attrs = { { "dim0", "dim" }, { "dim1", "dim" } }, args = { "dim0", "dim1" },
   prepare = function(inputs, attrs)
     local n = #inputs[1]._shape
     attrs.dim0 = S.dim(attrs.dim0, n, "transpose"); attrs.dim1 = S.dim(attrs.dim1, n, "transpose")
@@ -86,7 +86,7 @@ def_view {
 }
 
 def_view {
-  name = "permute", attrs = { { "dims", "dims" } },
+  name = "permute", doc = "view with the dims reordered", attrs = { { "dims", "dims" } },
   prepare = function(inputs, attrs)
     local n, seen, dims = #inputs[1]._shape, {}, {}
     if #attrs.dims ~= n then
@@ -135,7 +135,7 @@ local function pad_along(g, dim, start, total)
 end
 
 def_view {
-  name = "narrow", attrs = { { "dim", "dim" }, { "start", "int" }, { "length", "int" } }, args = { "dim", "start", "length" },
+  name = "narrow", doc = "view of length elements of dim from 1-based start", attrs = { { "dim", "dim" }, { "start", "int" }, { "length", "int" } }, args = { "dim", "start", "length" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
     attrs.dim = S.dim(attrs.dim, #x._shape, "narrow")
@@ -164,7 +164,7 @@ def_view {
 }
 
 def_view {
-  name = "select", attrs = { { "dim", "dim" }, { "index", "int" } }, args = { "dim", "index" },
+  name = "select", doc = "view at 1-based index of dim, that dim removed", attrs = { { "dim", "dim" }, { "index", "int" } }, args = { "dim", "index" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
     if #x._shape == 0 then errors.raise("select: cannot index a 0-d tensor") end
@@ -198,7 +198,7 @@ def_view {
 
 -- expand: sizes may be -1 (keep); new leading dims allowed
 def_view {
-  name = "expand", attrs = { { "shape", "ints" } },
+  name = "expand", doc = "view broadcast to a larger shape (stride 0; -1 keeps a size)", attrs = { { "shape", "ints" } },
   infer = function(inputs, attrs)
     local x, want = inputs[1], attrs.shape
     local nx, n = #x._shape, #want

@@ -82,7 +82,7 @@ end
 local function zero_bias(w) return F.zeros({ w._shape[1] }, { dtype = w.dtype }) end
 
 D.define {
-  name = "conv2d", kind = "nn", kernel = "ds_conv2d_%s", dtypes = C.FLOAT, ninputs = 3, attrs = conv_attrs(),
+  name = "conv2d", doc = "2-D convolution (cross-correlation) of x (N,C,H,W) with weight (OC,C/groups,KH,KW) plus bias", kind = "nn", kernel = "ds_conv2d_%s", dtypes = C.FLOAT, ninputs = 3, attrs = conv_attrs(),
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   pack = function(a) return pack_conv(a) end,
   infer = function(inputs, a)
@@ -114,7 +114,7 @@ D.define {
 -- grad input (N,C,H,W) from g (N,OC,OH,OW) and w. Linear in g and in w, so its own backward is
 -- conv2d (for g) and the weight grad (for w).
 conv_bw_input = D.define {
-  name = "conv2d_backward_input", kind = "nn", kernel = "ds_conv2d_backward_input_%s", dtypes = C.FLOAT, ninputs = 2,
+  name = "conv2d_backward_input", doc = "gradient of conv2d for its input: g (N,OC,OH,OW), weight -> (N,C,H,W) (a transposed convolution)", kind = "nn", kernel = "ds_conv2d_backward_input_%s", dtypes = C.FLOAT, ninputs = 2,
   attrs = conv_attrs { "input_size", "ints" },
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   pack = function(a) return pack_conv(a, a.input_size) end,
@@ -133,7 +133,7 @@ conv_bw_input = D.define {
 
 -- grad weight (OC,C/groups,KH,KW) from g (N,OC,OH,OW) and x (N,C,H,W); bilinear like the above.
 conv_bw_weight = D.define {
-  name = "conv2d_backward_weight", kind = "nn", kernel = "ds_conv2d_backward_weight_%s", dtypes = C.FLOAT, ninputs = 2,
+  name = "conv2d_backward_weight", doc = "gradient of conv2d for its weight: g (N,OC,OH,OW), x (N,C,H,W) -> (OC,C/groups,KH,KW)", kind = "nn", kernel = "ds_conv2d_backward_weight_%s", dtypes = C.FLOAT, ninputs = 2,
   attrs = conv_attrs { "kernel_size", "ints" },
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   pack = function(a) return pack_conv(a, a.kernel_size) end,
@@ -152,7 +152,7 @@ conv_bw_weight = D.define {
 
 -- grad bias (OC): g (N,OC,OH,OW) summed over N, OH, OW
 conv_bw_bias = D.define {
-  name = "conv2d_backward_bias", kind = "nn", kernel = "ds_conv2d_backward_bias_%s", dtypes = C.FLOAT, ninputs = 1,
+  name = "conv2d_backward_bias", doc = "gradient of conv2d for its bias: g (N,OC,OH,OW) summed to (OC)", kind = "nn", kernel = "ds_conv2d_backward_bias_%s", dtypes = C.FLOAT, ninputs = 1,
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   infer = function(inputs)
     local gs = inputs[1]._shape
@@ -234,7 +234,7 @@ local function pool_call_attrs(a, extra)
 end
 
 local mp_bw = D.define {
-  name = "max_pool2d_backward", kind = "nn", kernel = "ds_max_pool2d_backward_%s", dtypes = C.FLOAT, ninputs = 2,
+  name = "max_pool2d_backward", doc = "gradient of max_pool2d: g routed to the input positions its indices name", kind = "nn", kernel = "ds_max_pool2d_backward_%s", dtypes = C.FLOAT, ninputs = 2,
   attrs = pool_attrs { { "input_size", "ints" } }, pack = pack_pool,
   promote = function(inputs) return contiguous_all(inputs) end,
   kernel_dtype = function(inputs) return inputs[1].dtype end,
@@ -250,7 +250,7 @@ local mp_bw = D.define {
 }
 
 D.define {
-  name = "max_pool2d", kind = "nn", kernel = "ds_max_pool2d_%s", dtypes = C.FLOAT, ninputs = 1, noutputs = 2,
+  name = "max_pool2d", doc = "2-D max pooling of (N,C,H,W): values and the 1-based flat index of each in its HxW plane", kind = "nn", kernel = "ds_max_pool2d_%s", dtypes = C.FLOAT, ninputs = 1, noutputs = 2,
   attrs = pool_attrs(), pack = pack_pool,
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   infer = function(inputs, a)
@@ -265,7 +265,7 @@ D.define {
 
 local ap_fwd
 local ap_bw = D.define {
-  name = "avg_pool2d_backward", kind = "nn", kernel = "ds_avg_pool2d_backward_%s", dtypes = C.FLOAT, ninputs = 1,
+  name = "avg_pool2d_backward", doc = "gradient of avg_pool2d: g spread evenly over each window", kind = "nn", kernel = "ds_avg_pool2d_backward_%s", dtypes = C.FLOAT, ninputs = 1,
   attrs = pool_attrs { { "count_include_pad", "bool", true }, { "input_size", "ints" } }, pack = pack_pool,
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   infer = function(inputs, a)
@@ -280,7 +280,7 @@ local ap_bw = D.define {
 }
 
 ap_fwd = D.define {
-  name = "avg_pool2d", kind = "nn", kernel = "ds_avg_pool2d_%s", dtypes = C.FLOAT, ninputs = 1,
+  name = "avg_pool2d", doc = "2-D average pooling of (N,C,H,W)", kind = "nn", kernel = "ds_avg_pool2d_%s", dtypes = C.FLOAT, ninputs = 1,
   attrs = pool_attrs { { "count_include_pad", "bool", true } }, pack = pack_pool,
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   infer = function(inputs, a) return { shape = pool_out("avg_pool2d", inputs[1]._shape, a), dtype = inputs[1].dtype } end,
@@ -340,7 +340,7 @@ end
 -- the fast backward (one kernel: gx, gw, gb); never recorded for a second derivative, since with
 -- create_graph the backward below uses ds ops instead
 local ln_bw = D.define {
-  name = "layer_norm_backward", kind = "nn", kernel = "ds_layer_norm_backward_%s", dtypes = C.FLOAT, ninputs = 5, noutputs = 3,
+  name = "layer_norm_backward", doc = "gradients of layer_norm for x, weight and bias in one kernel", kind = "nn", kernel = "ds_layer_norm_backward_%s", dtypes = C.FLOAT, ninputs = 5, noutputs = 3,
   attrs = { { "normalized_shape", "ints" } },
   promote = function(inputs) return contiguous_all(inputs) end,
   pack = function(a) return { norm_size(a.normalized_shape, a.normalized_shape, "layer_norm_backward") } end,
@@ -367,7 +367,7 @@ local function layer_norm_grads(x, w, g, ns, eps)
 end
 
 D.define {
-  name = "layer_norm", kind = "nn", kernel = "ds_layer_norm_%s", dtypes = C.FLOAT, ninputs = 3, noutputs = 3,
+  name = "layer_norm", doc = "(x - mean) / sqrt(var + eps) * weight + bias over the last dims; also gives mean and 1/std", kind = "nn", kernel = "ds_layer_norm_%s", dtypes = C.FLOAT, ninputs = 3, noutputs = 3,
   attrs = { { "normalized_shape", "ints" }, { "eps", "float", 1e-5 } },
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   pack = function(a) return { norm_size(a.normalized_shape, a.normalized_shape, "layer_norm"), a.eps } end,

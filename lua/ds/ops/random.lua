@@ -14,12 +14,12 @@ local function check_state(name, state)
 end
 
 -- state: (2) i64 -> out: attrs.shape, attrs.dtype
-local function def_random(name, dtypes, default_dtype, params)
+local function def_random(name, doc, dtypes, default_dtype, params)
   local attrs = { { "shape", "ints" } }
   for _, p in ipairs(params) do attrs[#attrs + 1] = { p[1], "float", p[2] } end
   attrs[#attrs + 1] = { "dtype", "dtype", default_dtype }
   return D.define {
-    name = name, kind = "random", kernel = "ds_" .. name .. "_%s", dtypes = dtypes, ninputs = 1,
+    name = name, doc = doc, kind = "random", kernel = "ds_" .. name .. "_%s", dtypes = dtypes, ninputs = 1,
     mutates = { 1 }, attrs = attrs,
     infer = function(inputs, a)
       check_state(name, inputs[1])
@@ -30,6 +30,6 @@ local function def_random(name, dtypes, default_dtype, params)
   }
 end
 
-def_random("rand", C.FLOAT, "f32", { { "low", 0 }, { "high", 1 } })        -- uniform [low, high)
-def_random("randn", C.FLOAT, "f32", { { "mean", 0 }, { "std", 1 } })       -- normal
-def_random("randint", C.set { "i64", "i32", "f32", "f64" }, "i64", { { "low", 0 }, { "high", 2 } }) -- [low, high)
+def_random("rand", "uniform in [low, high)", C.FLOAT, "f32", { { "low", 0 }, { "high", 1 } })
+def_random("randn", "normal with mean and std", C.FLOAT, "f32", { { "mean", 0 }, { "std", 1 } })
+def_random("randint", "uniform integers in [low, high)", C.set { "i64", "i32", "f32", "f64" }, "i64", { { "low", 0 }, { "high", 2 } })

@@ -99,12 +99,12 @@ end
 local function int_to_i64(dt) return dtype.is_float[dt] and dt or "i64" end
 local function same(dt) return dt end
 
--- o: dtypes, out (dtype map), promote, nonempty, extra attrs, noutputs, backward
+-- o: doc, dtypes, out (dtype map), promote, nonempty, extra attrs, noutputs, backward
 local function def_reduce(name, o)
   local attrs = { { "dims", "dims" }, { "keepdim", "bool", false } }
   for _, a in ipairs(o.extra or {}) do attrs[#attrs + 1] = a end
   return D.define {
-    name = name, kind = "reduce", kernel = "ds_" .. name .. "_%s", dtypes = o.dtypes, ninputs = 1,
+    name = name, doc = o.doc, kind = "reduce", kernel = "ds_" .. name .. "_%s", dtypes = o.dtypes, ninputs = 1,
     noutputs = o.noutputs, attrs = attrs, args = { "dims", "keepdim" },
     prepare = function(inputs, a)
       if not is_tensor(inputs[1]) then errors.raise(name .. ": expects a tensor, got " .. type(inputs[1])) end
@@ -137,15 +137,15 @@ local function sum_bw(ctx, g)
   return expand_back(unreduce(g, ctx.inputs[1], ctx.attrs), ctx.inputs[1])
 end
 
-def_reduce("sum", { dtypes = C.ALL, out = int_to_i64, backward = sum_bw })
-def_reduce("mean", { dtypes = C.FLOAT, promote = floats_only("mean"),
+def_reduce("sum", { doc = "sum over dims (integers and bools give i64)", dtypes = C.ALL, out = int_to_i64, backward = sum_bw })
+def_reduce("mean", { doc = "arithmetic mean over dims (floating point only)", dtypes = C.FLOAT, promote = floats_only("mean"),
   backward = function(ctx, g)
     local x = ctx.inputs[1]
     return expand_back(unreduce(g, x, ctx.attrs) / count(x, ctx.attrs.dims), x)
   end })
 -- d prod / dx_i = the product of the others: prod / x_i without zeros; with one zero, the product of the
 -- non-zeros at the zero and 0 elsewhere; with two or more, 0 everywhere (as PyTorch)
-def_reduce("prod", { dtypes = C.ALL, out = int_to_i64,
+def_reduce("prod", { doc = "product over dims (integers and bools give i64)", dtypes = C.ALL, out = int_to_i64,
   backward = function(ctx, g)
     local x, a = ctx.inputs[1], ctx.attrs
     local keep = { dims = a.dims, keepdim = a.keepdim }
@@ -167,9 +167,9 @@ local function var_bw(is_std)
     return unreduce(g, x, a) * 2 * dev / den
   end
 end
-def_reduce("var", { dtypes = C.FLOAT, promote = floats_only("var"), extra = { { "correction", "float", 1 } },
+def_reduce("var", { doc = "variance over dims, divisor N - correction (torch.var)", dtypes = C.FLOAT, promote = floats_only("var"), extra = { { "correction", "float", 1 } },
   backward = var_bw(false) })
-def_reduce("std", { dtypes = C.FLOAT, promote = floats_only("std"), extra = { { "correction", "float", 1 } },
+def_reduce("std", { doc = "standard deviation over dims, divisor N - correction (torch.std)", dtypes = C.FLOAT, promote = floats_only("std"), extra = { { "correction", "float", 1 } },
   backward = var_bw(true) })
 
 -- amax/amin: the grad is shared evenly by the elements equal to the result (as in torch)
@@ -178,8 +178,8 @@ local function extreme_bw(ctx, g)
   local mask = F.eq(x, unreduce(ctx.outputs[1], x, a)):astype(g.dtype)
   return unreduce(g, x, a) * mask / mask:sum(a.dims, true)
 end
-def_reduce("amax", { dtypes = C.ALL, nonempty = true, backward = extreme_bw })
-def_reduce("amin", { dtypes = C.ALL, nonempty = true, backward = extreme_bw })
+def_reduce("amax", { doc = "largest value over dims, no indices (torch.amax)", dtypes = C.ALL, nonempty = true, backward = extreme_bw })
+def_reduce("amin", { doc = "smallest value over dims, no indices (torch.amin)", dtypes = C.ALL, nonempty = true, backward = extreme_bw })
 
 -- max/min over one dim -> values, indices (1-based): the grad goes to the index's position
 local function indexed_bw(ctx, g)
@@ -198,15 +198,15 @@ local function indexed_bw(ctx, g)
   local hit = F.eq(pos, unreduce(ctx.outputs[2], x, a))
   return F.where(hit, gk, F.zeros_like(gk))
 end
-def_reduce("max", { dtypes = C.ALL, nonempty = true, noutputs = 2, backward = indexed_bw })
-def_reduce("min", { dtypes = C.ALL, nonempty = true, noutputs = 2, backward = indexed_bw })
-def_reduce("argmax", { dtypes = C.ALL, nonempty = true, out = function() return "i64" end })
-def_reduce("argmin", { dtypes = C.ALL, nonempty = true, out = function() return "i64" end })
-def_reduce("all", { dtypes = C.ALL, out = function() return "bool" end })
-def_reduce("any", { dtypes = C.ALL, out = function() return "bool" end })
+def_reduce("max", { doc = "largest value along one dim and its 1-based index (torch.max(x, dim))", dtypes = C.ALL, nonempty = true, noutputs = 2, backward = indexed_bw })
+def_reduce("min", { doc = "smallest value along one dim and its 1-based index (torch.min(x, dim))", dtypes = C.ALL, nonempty = true, noutputs = 2, backward = indexed_bw })
+def_reduce("argmax", { doc = "1-based index of the largest value along dim, or in the flattened tensor", dtypes = C.ALL, nonempty = true, out = function() return "i64" end })
+def_reduce("argmin", { doc = "1-based index of the smallest value along dim, or in the flattened tensor", dtypes = C.ALL, nonempty = true, out = function() return "i64" end })
+def_reduce("all", { doc = "true where every element over dims is non-zero", dtypes = C.ALL, out = function() return "bool" end })
+def_reduce("any", { doc = "true where some element over dims is non-zero", dtypes = C.ALL, out = function() return "bool" end })
 
 -- logsumexp: max-shifted in the kernel; grad = g * exp(x - lse)
-def_reduce("logsumexp", { dtypes = C.FLOAT, promote = C.promote_float,
+def_reduce("logsumexp", { doc = "log(sum(exp(x))) over dims, computed shifted by the max", dtypes = C.FLOAT, promote = C.promote_float,
   backward = function(ctx, g)
     local x, a = ctx.inputs[1], ctx.attrs
     return unreduce(g, x, a) * F.exp(x - unreduce(ctx.outputs[1], x, a))
@@ -217,7 +217,7 @@ local function def_along(name, o)
   local attrs = { { "dim", "dim" } }
   for _, a in ipairs(o.extra or {}) do attrs[#attrs + 1] = a end
   return D.define {
-    name = name, kind = "reduce", kernel = "ds_" .. name .. "_%s", dtypes = o.dtypes, ninputs = 1,
+    name = name, doc = o.doc, kind = "reduce", kernel = "ds_" .. name .. "_%s", dtypes = o.dtypes, ninputs = 1,
     attrs = attrs, args = { "dim" },
     prepare = function(inputs, a)
       local x = inputs[1]
@@ -232,17 +232,17 @@ local function def_along(name, o)
   }
 end
 
-def_along("softmax", { dtypes = C.FLOAT, promote = C.promote_float,
+def_along("softmax", { doc = "exp(x) / sum(exp(x)) along dim", dtypes = C.FLOAT, promote = C.promote_float,
   backward = function(ctx, g)
     local y = ctx.outputs[1]
     return y * (g - (g * y):sum(ctx.attrs.dim, true))
   end })
-def_along("log_softmax", { dtypes = C.FLOAT, promote = C.promote_float,
+def_along("log_softmax", { doc = "x - logsumexp(x) along dim", dtypes = C.FLOAT, promote = C.promote_float,
   backward = function(ctx, g)
     return g - F.exp(ctx.outputs[1]) * g:sum(ctx.attrs.dim, true)
   end })
 -- cumsum (reverse = true sums from the end); the grad of one direction is the other
-def_along("cumsum", { dtypes = C.ALL, out = int_to_i64, extra = { { "reverse", "bool", false } },
+def_along("cumsum", { doc = "cumulative sum along dim (reverse: from the end)", dtypes = C.ALL, out = int_to_i64, extra = { { "reverse", "bool", false } },
   backward = function(ctx, g)
     return D.call(D.by_name.cumsum, { g }, { dim = ctx.attrs.dim, reverse = not ctx.attrs.reverse })
   end })

@@ -8,7 +8,8 @@ local F = require("ds.ops.common").functions
 local update = D.by_name.adagrad_update
 
 local Adagrad = Optimizer:extend("Adagrad", { lr = 1e-2, lr_decay = 0, weight_decay = 0, initial_accumulator_value = 0,
-                                              eps = 1e-10 })
+                                              eps = 1e-10 },
+  { "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps" })
 
 function Adagrad.check_group(g)
   for _, k in ipairs { "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps" } do

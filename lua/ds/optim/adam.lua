@@ -42,12 +42,15 @@ local function step(self)
   end
 end
 
-local Adam = Optimizer:extend("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0,
-  amsgrad = false })
+local POSITIONAL = { "lr", "betas", "eps", "weight_decay", "amsgrad" } -- PyTorch's order, Adam's and AdamW's
+local Adam = Optimizer:extend("Adam",
+  { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, amsgrad = false },
+  POSITIONAL)
 Adam.check_group, Adam.step, Adam.decoupled = check_group, step, false
 
-local AdamW = Optimizer:extend("AdamW", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2,
-  amsgrad = false })
+local AdamW = Optimizer:extend("AdamW",
+  { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2, amsgrad = false },
+  POSITIONAL)
 AdamW.check_group, AdamW.step, AdamW.decoupled = check_group, step, true
 
 return { Adam = Adam, AdamW = AdamW }

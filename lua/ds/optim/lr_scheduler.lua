@@ -2,17 +2,20 @@
 -- closed form, state_dict) and the epoch-based schedulers with torch's recursive (chainable) formulas,
 -- so learning rates match PyTorch's to the last bit; scheduler:step() once per epoch.
 local errors = require("ds.errors")
-local options = require("ds.options")
+local constructor_args = require("ds.nn.constructor_args")
 
 local Scheduler = {}
 Scheduler.__index = Scheduler
 
--- a subclass whose options have these kinds (ds.options; last_epoch is every scheduler's);
--- Class(optimizer, opts) checks opts, then calls Class.new
-function Scheduler.extend(name, kinds, base)
+-- a subclass whose options have these kinds (ds.options), params: PyTorch 1.13's constructor parameters after
+-- the optimizer, in order (last_epoch is every scheduler's, last); Class(optimizer, positional..., [opts])
+-- merges and checks the options, then calls Class.new(cls, optimizer, opts)
+local NOT_REFUSED = {}
+function Scheduler.extend(name, params, kinds)
   kinds.last_epoch = { "integer", min = -1 }
-  local cls = setmetatable({ name = name }, { __index = base or Scheduler, __call = function(c, optimizer, opts, ...)
-    return c.new(c, optimizer, options.check(opts, name, kinds), ...)
+  params[#params + 1] = "last_epoch"
+  local cls = setmetatable({ name = name }, { __index = Scheduler, __call = function(c, optimizer, ...)
+    return c.new(c, optimizer, constructor_args.merge(name, params, kinds, NOT_REFUSED, ...))
   end })
   cls.__index = cls
   return cls
@@ -120,7 +123,7 @@ end
 local M = { Scheduler = Scheduler }
 
 -- lr *= gamma every step_size epochs
-local StepLR = Scheduler.extend("StepLR", { step_size = { "integer", min = 1 }, gamma = "number" })
+local StepLR = Scheduler.extend("StepLR", { "step_size", "gamma" }, { step_size = { "integer", min = 1 }, gamma = "number" })
 function StepLR.new(cls, optimizer, opts)
   opts = opts or {}
   if type(opts.step_size) ~= "number" or opts.step_size < 1 then
@@ -143,7 +146,7 @@ end
 M.StepLR = StepLR
 
 -- lr *= gamma at each milestone epoch (a milestone listed k times multiplies by gamma^k)
-local MultiStepLR = Scheduler.extend("MultiStepLR", { milestones = "table", gamma = "number" })
+local MultiStepLR = Scheduler.extend("MultiStepLR", { "milestones", "gamma" }, { milestones = "table", gamma = "number" })
 function MultiStepLR.new(cls, optimizer, opts)
   opts = opts or {}
   if type(opts.milestones) ~= "table" then errors.raise("MultiStepLR: milestones must be a list of epochs") end
@@ -170,7 +173,7 @@ end
 M.MultiStepLR = MultiStepLR
 
 -- lr *= gamma every epoch
-local ExponentialLR = Scheduler.extend("ExponentialLR", { gamma = "number" })
+local ExponentialLR = Scheduler.extend("ExponentialLR", { "gamma" }, { gamma = "number" })
 function ExponentialLR.new(cls, optimizer, opts)
   opts = opts or {}
   local self = Scheduler.init(cls, optimizer, opts)
@@ -187,7 +190,7 @@ end
 M.ExponentialLR = ExponentialLR
 
 -- lr = base_lr * lr_lambda(epoch); lr_lambda: a function or one per group (not in state_dict)
-local LambdaLR = Scheduler.extend("LambdaLR", { lr_lambda = "any" })
+local LambdaLR = Scheduler.extend("LambdaLR", { "lr_lambda" }, { lr_lambda = "any" })
 function LambdaLR.new(cls, optimizer, opts)
   opts = opts or {}
   check_optimizer(cls, optimizer)
@@ -215,8 +218,8 @@ end
 M.LambdaLR = LambdaLR
 
 -- the factor goes linearly from start_factor to end_factor over total_iters epochs
-local LinearLR = Scheduler.extend("LinearLR", { start_factor = "number", end_factor = "number",
-                                              total_iters = { "integer", min = 1 } })
+local LinearLR = Scheduler.extend("LinearLR", { "start_factor", "end_factor", "total_iters" },
+  { start_factor = "number", end_factor = "number", total_iters = { "integer", min = 1 } })
 function LinearLR.new(cls, optimizer, opts)
   opts = opts or {}
   local self = Scheduler.init(cls, optimizer, opts)
@@ -243,7 +246,8 @@ end
 M.LinearLR = LinearLR
 
 -- cosine from the base lr down to eta_min over T_max epochs
-local CosineAnnealingLR = Scheduler.extend("CosineAnnealingLR", { T_max = { "number", min = 1 }, eta_min = "number" })
+local CosineAnnealingLR = Scheduler.extend("CosineAnnealingLR", { "T_max", "eta_min" },
+  { T_max = { "number", min = 1 }, eta_min = "number" })
 function CosineAnnealingLR.new(cls, optimizer, opts)
   opts = opts or {}
   if type(opts.T_max) ~= "number" or opts.T_max <= 0 then
@@ -272,8 +276,8 @@ M.CosineAnnealingLR = CosineAnnealingLR
 
 -- cosine annealing restarted every T_i epochs (T_0, then T_i *= T_mult); step(epoch) takes fractional
 -- epochs for per-batch schedules
-local WarmRestarts = Scheduler.extend("CosineAnnealingWarmRestarts", { T_0 = "number", T_mult = "number",
-                                                                  eta_min = "number" })
+local WarmRestarts = Scheduler.extend("CosineAnnealingWarmRestarts", { "T_0", "T_mult", "eta_min" },
+  { T_0 = "number", T_mult = "number", eta_min = "number" })
 function WarmRestarts.new(cls, optimizer, opts)
   opts = opts or {}
   local T_0 = need_number(cls, opts, "T_0", function(v) return v >= 1 and v % 1 == 0 end)

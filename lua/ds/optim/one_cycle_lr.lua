@@ -4,7 +4,9 @@
 local Scheduler = require("ds.optim.lr_scheduler").Scheduler
 local errors = require("ds.errors")
 
-local OneCycleLR = Scheduler.extend("OneCycleLR", { max_lr = "any", total_steps = { "integer", min = 1 },
+local OneCycleLR = Scheduler.extend("OneCycleLR", { "max_lr", "total_steps", "epochs", "steps_per_epoch",
+  "pct_start", "anneal_strategy", "cycle_momentum", "base_momentum", "max_momentum", "div_factor", "final_div_factor",
+  "three_phase" }, { max_lr = "any", total_steps = { "integer", min = 1 },
   epochs = { "integer", min = 1 }, steps_per_epoch = { "integer", min = 1 }, pct_start = "number",
   anneal_strategy = { "cos", "linear" }, cycle_momentum = "boolean", base_momentum = "any", max_momentum = "any",
   div_factor = "number", final_div_factor = "number", three_phase = "boolean" })

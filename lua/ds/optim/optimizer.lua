@@ -4,14 +4,16 @@ local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local options = require("ds.options")
+local constructor_args = require("ds.nn.constructor_args")
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
 
--- a subclass with its own defaults; Class(params, opts) builds an instance
-function Optimizer:extend(name, defaults)
-  local cls = setmetatable({ name = name, defaults = defaults }, { __index = self,
-    __call = function(c, ...) return c.new(c, ...) end })
+-- a subclass with its own defaults and PyTorch 1.13's constructor parameters after params, in order (positional);
+-- Class(params, positional..., [opts]) builds an instance
+function Optimizer:extend(name, defaults, positional)
+  local cls = setmetatable({ name = name, defaults = defaults, positional = positional or {} },
+    { __index = self, __call = function(c, ...) return c.new(c, ...) end })
   cls.__index = cls
   cls.__tostring = self.__tostring
   return cls
@@ -38,9 +40,11 @@ local function option_kinds(defaults, with_params)
   return kinds
 end
 
--- params: list of tensors, or list of groups {params = {...}, lr = ...}; opts: defaults overrides
-function Optimizer.new(cls, params, opts)
-  opts = options.check(opts, cls.name, option_kinds(cls.defaults))
+-- params: list of tensors, or list of groups {params = {...}, lr = ...}; then the defaults' overrides, positionally
+-- (SGD(params, 0.1, 0.9)) and/or as options
+local NOT_REFUSED = {}
+function Optimizer.new(cls, params, ...)
+  local opts = constructor_args.merge(cls.name, cls.positional, option_kinds(cls.defaults), NOT_REFUSED, ...)
   local self = setmetatable({ param_groups = {}, state = {}, defaults = {} }, cls)
   for k, v in pairs(cls.defaults) do
     if opts[k] ~= nil then self.defaults[k] = opts[k] else self.defaults[k] = v end

@@ -1,7 +1,7 @@
 -- optim/reduce_lr_on_plateau.lua: ReduceLROnPlateau (torch 1.13): lr *= factor when a metric has not
 -- improved for more than patience epochs; scheduler:step(metric) once per epoch.
 local errors = require("ds.errors")
-local options = require("ds.options")
+local constructor_args = require("ds.nn.constructor_args")
 local Scheduler = require("ds.optim.lr_scheduler").Scheduler
 
 local Plateau = { name = "ReduceLROnPlateau" }
@@ -11,12 +11,15 @@ setmetatable(Plateau, { __call = function(cls, ...) return cls.new(cls, ...) end
 local MODES = { min = true, max = true }
 local THRESHOLD_MODES = { rel = true, abs = true }
 
--- opts: mode ("min"), factor (0.1), patience (10), threshold (1e-4), threshold_mode ("rel"),
--- cooldown (0), min_lr (0, or one per group), eps (1e-8)
-function Plateau.new(cls, optimizer, opts)
-  opts = options.check(opts, "ReduceLROnPlateau", { mode = { "min", "max" }, factor = "number",
-    patience = { "integer", min = 0 }, threshold = "number", threshold_mode = { "rel", "abs" },
-    cooldown = { "integer", min = 0 }, min_lr = "any", eps = "number" })
+local KINDS = { mode = { "min", "max" }, factor = "number", patience = { "integer", min = 0 }, threshold = "number",
+  threshold_mode = { "rel", "abs" }, cooldown = { "integer", min = 0 }, min_lr = "any", eps = "number" }
+local PARAMS = { "mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps" } -- PyTorch's order
+local NOT_REFUSED = {}
+
+-- mode ("min"), factor (0.1), patience (10), threshold (1e-4), threshold_mode ("rel"), cooldown (0), min_lr (0,
+-- or one per group), eps (1e-8): positionally in PyTorch's order and/or as options
+function Plateau.new(cls, optimizer, ...)
+  local opts = constructor_args.merge("ReduceLROnPlateau", PARAMS, KINDS, NOT_REFUSED, ...)
   if type(optimizer) ~= "table" or type(optimizer.param_groups) ~= "table" then
     errors.raise("ReduceLROnPlateau: first argument must be an optimizer")
   end

@@ -9,7 +9,8 @@ local F = require("ds.ops.common").functions
 local plain, full = D.by_name.rmsprop_update, D.by_name.rmsprop_full_update
 
 local RMSprop = Optimizer:extend("RMSprop", { lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0,
-                                              centered = false })
+                                              centered = false },
+  { "lr", "alpha", "eps", "weight_decay", "momentum", "centered" })
 
 function RMSprop.check_group(g)
   for _, k in ipairs { "lr", "alpha", "eps", "weight_decay", "momentum" } do

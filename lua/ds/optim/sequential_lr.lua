@@ -3,7 +3,8 @@
 local Scheduler = require("ds.optim.lr_scheduler").Scheduler
 local errors = require("ds.errors")
 
-local SequentialLR = Scheduler.extend("SequentialLR", { schedulers = "table", milestones = "table" })
+local SequentialLR = Scheduler.extend("SequentialLR", { "schedulers", "milestones" },
+  { schedulers = "table", milestones = "table" })
 
 -- opts: schedulers (list, all on this optimizer), milestones (one fewer), last_epoch (-1)
 function SequentialLR.new(cls, optimizer, opts)

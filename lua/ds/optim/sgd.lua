@@ -5,7 +5,8 @@ local D = require("ds.dispatch")
 local errors = require("ds.errors")
 local F = require("ds.ops.common").functions
 
-local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false })
+local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false },
+  { "lr", "momentum", "dampening", "weight_decay", "nesterov" })
 
 function SGD.check_group(g)
   if g.lr < 0 then errors.raise("SGD: invalid lr " .. g.lr) end

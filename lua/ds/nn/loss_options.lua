@@ -1,0 +1,16 @@
+-- nn/loss_options.lua: the options of each loss (key -> kind, as ds.options checks them), shared by the
+-- ds.F loss functions and the loss modules of nn/loss.lua (which check them when constructed).
+local REDUCTION = { "mean", "sum", "none" }
+
+return {
+  cross_entropy = { reduction = REDUCTION, weight = "tensor", ignore_index = "integer", label_smoothing = { "number", min = 0, max = 1 } },
+  nll_loss = { reduction = REDUCTION, weight = "tensor", ignore_index = "integer" },
+  mse_loss = { reduction = REDUCTION },
+  l1_loss = { reduction = REDUCTION },
+  smooth_l1_loss = { reduction = REDUCTION, beta = { "number", min = 0 } },
+  huber_loss = { reduction = REDUCTION, delta = { "number", min = 0 } },
+  kl_div = { reduction = { "mean", "batchmean", "sum", "none" }, log_target = "boolean" },
+  margin_ranking_loss = { reduction = REDUCTION, margin = "number" },
+  binary_cross_entropy_with_logits = { reduction = REDUCTION, weight = "tensor", pos_weight = "tensor" },
+  binary_cross_entropy = { reduction = REDUCTION, weight = "tensor" },
+}
