@@ -72,11 +72,14 @@ test: deps all onnx
 
 # The whole suite on an AddressSanitizer + UBSan build (LuaJIT itself is not instrumented: preload the runtimes).
 # DS_ALLOC=c keeps small tensors in C memory too, where ASan sees them; allocator_may_return_null lets the
-# "allocation too large" tests see NULL (as without ASan) instead of an abort.
+# "allocation too large" tests see NULL (as without ASan) instead of an abort. One busted per spec file, each
+# limited to ASAN_FILE_SECONDS, so a hang is named instead of holding CI.
+ASAN_FILE_SECONDS ?= 600
 test-asan: deps all onnx $(BUILD)/asan/libds.so
 	DS_ALLOC=c DS_LIB=$(ASAN_LIB_PATH) ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  LD_PRELOAD=$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so) $(BUSTED)
+	  LD_PRELOAD=$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so) \
+	  BUSTED="$(BUSTED)" tools/busted_per_file.sh $(ASAN_FILE_SECONDS)
 
 # docs/API.md from the op table, the exported functions and the nn registry (tests/api_doc_spec.lua checks it)
 .PHONY: api-doc

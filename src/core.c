@@ -289,8 +289,11 @@ static void write_from_double(void *p, int dtype, double v) {
     for (int d_ = (t)->ndim - 1; d_ >= 0; d_--) { if (++idx_[d_] < (t)->shape[d_]) break; idx_[d_] = 0; } \
   } } while (0)
 
+/* NaNs are read as the one quiet NaN: LuaJIT (GC64) takes a negative NaN with high payload bits for a tagged
+   value (nil, a string, a prototype...), so a NaN a file or a bit pattern put in a tensor would reach Lua from
+   totable/item as another type, or hang the interpreter in a math function that retries forever. */
 int ds_read_flat(const ds_tensor *t, double *out) {
-  FOR_EACH_ELEMENT(t, out[n_] = READ_AS(double, p_, t->dtype));
+  FOR_EACH_ELEMENT(t, double v_ = READ_AS(double, p_, t->dtype); out[n_] = v_ != v_ ? NAN : v_);
   return DS_OK;
 }
 int ds_write_flat(ds_tensor *t, const double *in) {

@@ -1,5 +1,6 @@
 -- tests/hardening_spec.lua: inputs that used to crash, hang or answer wrongly give a named error or
--- the right answer (issue 12): dim limits, arity, self checks, size overflow, cyclic tables, graph checks.
+-- the right answer (issue 12): dim limits, NaN payloads, arity, self checks, size overflow, cyclic tables, graph
+-- checks.
 local ds = require("ds")
 local H = require("helpers")
 local D = require("ds.dispatch")
@@ -25,6 +26,28 @@ describe("shapes keep to 8 dims and sizes that fit", function()
     local t = {}
     t[1] = t
     H.raises(function() ds.tensor(t) end, "tensor: nested tables deeper than 8 dims")
+  end)
+end)
+
+describe("NaNs with payloads (from files or bit patterns) reach Lua as NaN", function()
+  -- LuaJIT takes a negative NaN with high payload bits for another type: totable gave nil and userdata
+  it("totable, item and printing give numbers that are NaN, for f32 and f64", function()
+    local ffi = require("ffi")
+    local f = ds.zeros(4)
+    local pf = ffi.cast("uint32_t *", f:data_ptr())
+    pf[0], pf[1], pf[2], pf[3] = 0xFFF00001, 0xFFFC0000, 0xFFBFFFFF, 0x7F800001
+    local d = ds.zeros(2, { dtype = "f64" })
+    local pd = ffi.cast("uint64_t *", d:data_ptr())
+    pd[0], pd[1] = 0xFFF9000000000001ULL, 0xFFFC000000000000ULL
+    for _, t in ipairs { f, d } do
+      for i, v in ipairs(t:totable()) do
+        assert.equal("number", type(v)); assert.is_true(v ~= v, "element " .. i)
+        local item = t[i]:item()
+        assert.equal("number", type(item)); assert.is_true(item ~= item)
+        assert.is_true(math.abs(v) ~= math.abs(v))
+      end
+      assert.truthy(tostring(t):find("nan", 1, true))
+    end
   end)
 end)
 
