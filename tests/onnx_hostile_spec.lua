@@ -58,6 +58,22 @@ describe_or_skip("ds.onnx.load of hostile files", function()
     refused(add_init({ name = "w", dims = { 2 }, data_type = 1, float_data = { 1, 2, 3 } }), "initializer w holds 3 values, its shape 2 needs 2")
   end)
 
+  it("reads NaNs with payload bits in float_data as NaN (LuaJIT took them for other types)", function()
+    local graph = add_init({ name = "w", dims = { 2 }, data_type = 1, float_data = { 1.5, 2.5 } })
+    graph.name = "g"
+    local bytes = proto.encode("ModelProto", { ir_version = 8, opset_import = { { domain = "", version = 17 } },
+      graph = graph })
+    local at = bytes:find("\0\0\192\63\0\0\32\64", 1, true)   -- 1.5f, 2.5f as packed little-endian floats
+    assert.truthy(at)
+    -- 0xFFF00001 and 0xFFFC0000: negative NaNs with payloads
+    bytes = bytes:sub(1, at - 1) .. "\1\0\240\255\0\0\252\255" .. bytes:sub(at + 8)
+    local path = dir .. "/nan.onnx"
+    H.write_file(path, bytes)
+    local y = ds.onnx.load(path)(ds.ones(2)):totable()
+    assert.equal("number", type(y[1])); assert.equal("number", type(y[2]))
+    assert.is_true(y[1] ~= y[1] and y[2] ~= y[2])
+  end)
+
   it("refuses unknown ops, missing inputs and cyclic graphs, naming the node", function()
     refused({ node = { { op_type = "FooBar", input = { "x" }, output = { "y" } } }, input = { vi("x", { 2 }) }, output = { vi("y") } },
       "node 1 (FooBar)", "not supported")

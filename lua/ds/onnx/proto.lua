@@ -165,10 +165,22 @@ function M.encode(name, tbl)
 end
 
 -- ---- decode ----
+-- a float or double field that holds a NaN reads as the one NaN: LuaJIT takes a NaN with payload bits for
+-- another type (nil, a userdata), so a file's NaN would turn into a missing value
+local function is_nan_bits(t, ptr)
+  if t == T.FLOAT then
+    local u = ffi.cast("uint32_t *", ptr)[0]
+    return bit.band(u, 0x7f800000) == 0x7f800000 and bit.band(u, 0x7fffff) ~= 0
+  end
+  local w = ffi.cast("uint32_t *", ptr)   -- little-endian: w[1] holds the sign, exponent and high mantissa
+  return bit.band(w[1], 0x7ff00000) == 0x7ff00000 and (bit.band(w[1], 0xfffff) ~= 0 or w[0] ~= 0)
+end
+
 local function scalar_load(t, ptr)
   if t == T.STRING then return ptr[0] ~= nil and ffi.string(ptr[0]) or nil
   elseif t == T.BYTES then return ffi.string(ptr[0].data, ptr[0].len)
   elseif t == T.BOOL then return ptr[0] ~= 0
+  elseif (t == T.FLOAT or t == T.DOUBLE) and is_nan_bits(t, ptr) then return 0 / 0
   end
   return tonumber(ptr[0])
 end
