@@ -131,6 +131,7 @@ int ds_model_num_outputs(const ds_model *m);
 int ds_model_num_plans(const ds_model *m);
 const ds_tensor *ds_model_input_spec(const ds_model *m, int plan, int i);   /* 0-based; dtype, shape, no data */
 const ds_tensor *ds_model_output_spec(const ds_model *m, int plan, int i);
+int64_t ds_model_arena_bytes(const ds_model *m, int plan);   /* the memory plan's arena, allocated on first run */
 int ds_model_find_plan(const ds_model *m, const ds_tensor *const *inputs);  /* the plan for these shapes, or -1 */
 int ds_model_run(ds_model *m, const ds_tensor *const *inputs, ds_tensor *const *outputs);
 void ds_model_free(ds_model *m);

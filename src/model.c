@@ -344,6 +344,9 @@ const ds_tensor *ds_model_input_spec(const ds_model *m, int plan, int i) {
 const ds_tensor *ds_model_output_spec(const ds_model *m, int plan, int i) {
   return m && plan >= 0 && plan < m->nplans && i >= 0 && i < m->noutputs ? &m->plans[plan].out_spec[i] : NULL;
 }
+int64_t ds_model_arena_bytes(const ds_model *m, int plan) {
+  return m && plan >= 0 && plan < m->nplans ? ds_plan_arena_bytes(m->plans[plan].plan) : 0;
+}
 
 static int same_shape(const ds_tensor *a, const ds_tensor *b) {
   if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
