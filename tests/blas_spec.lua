@@ -62,6 +62,19 @@ describe("matmul", function()
     check(cols:matmul(w:t()), cols, w:t())
   end)
 
+  it("packs every operand layout right: k tails, partial row blocks and strips, both strides non-unit", function()
+    for _, s in ipairs { { 13, 19, 33 }, { 17, 45, 47 }, { 29, 7, 9 }, { 3, 261, 70 }, { 15, 8, 31 } } do
+      local M, K, N = s[1], s[2], s[3]
+      local a, w = rnd(M, K), rnd(N, K)
+      check(a:matmul(w:t()), a, w:t())                   -- both k-contiguous: transposed in registers
+      local at, b = rnd(K, M):t(), rnd(K, N)
+      check(at:matmul(b), at, b)                         -- both row-contiguous: copied k row by k row
+      local as, bs = rnd(M, K, 2):select(3, 2), rnd(K, N, 3):select(3, 1)
+      assert.same({ 2 * K, 2 }, as:stride())
+      check(as:matmul(bs), as, bs)                       -- neither stride 1: element by element
+    end
+  end)
+
   it("batched with broadcasting, and 1-D operands, match the naive loop", function()
     local a, b = rnd(2, 1, 5, 6), rnd(3, 6, 4)
     local y = a:matmul(b)
