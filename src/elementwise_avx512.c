@@ -7,7 +7,9 @@
 
 /* one loop per f32 unary row of elementwise.def */
 #define WIDE_LOOP_f32(OP) \
-  static void wide_##OP(float *o, const float *a, int64_t n) { for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_f32(a[i]); }
+  static void wide_##OP(float *o, const float *a, int64_t n) { \
+    for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_f32(a[i]); \
+  }
 #define WIDE_ENTRY_f32(OP) [EW_OP_##OP] = wide_##OP,
 #define WIDE_LOOP_EW_UNARY(OP, S, T) WIDE_LOOP_##S(OP)
 #define WIDE_ENTRY_EW_UNARY(OP, S, T) WIDE_ENTRY_##S(OP)
@@ -48,4 +50,6 @@ static const ew_f32_loop wide[EW_OP_COUNT] = {
 #undef EW
 };
 
-ew_f32_loop ds_ew_wide_f32(int op) { return ds_isa() == DS_ISA_AVX512 && op >= 0 && op < EW_OP_COUNT ? wide[op] : NULL; }
+ew_f32_loop ds_ew_wide_f32(int op) {
+  return ds_isa() == DS_ISA_AVX512 && op >= 0 && op < EW_OP_COUNT ? wide[op] : NULL;
+}

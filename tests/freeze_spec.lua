@@ -5,12 +5,7 @@ local ds = require("ds")
 local H = require("helpers")
 local nn = ds.nn
 
-local function mlp()
-  ds.manual_seed(3)
-  local m = nn.Sequential(nn.Linear(24, 40), nn.GELU(), nn.Linear(40, 7))
-  m:eval()
-  return m
-end
+local function mlp() return H.mlp(3, 24, 40, 7) end
 
 describe("freeze", function()
   it("stores W^T transposed at compile time and gives the unfrozen bits, eager's too", function()
@@ -65,9 +60,7 @@ describe("freeze", function()
   it("ds.load freezes inference graphs (same bits; {freeze = false} keeps them as state)", function()
     local m = mlp()
     local cg = ds.compile(m, { ds.spec({ "batch", 24 }) })
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p " .. dir) == 0)
+    local dir = H.tmp_dir()
     ds.save(cg, dir .. "/mlp")
     local loaded, unfrozen = ds.load(dir .. "/mlp"), ds.load(dir .. "/mlp", { freeze = false })
     assert.are.equal(4, loaded.stats.freeze)

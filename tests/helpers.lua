@@ -1,4 +1,4 @@
--- tests/helpers.lua: shared assertions for the specs (close-to, bitwise equality, error text).
+-- tests/helpers.lua: shared assertions and setup for the specs (close-to, bitwise equality, errors, temp dirs, an MLP).
 local ds = require("ds")
 local H = {}
 
@@ -47,6 +47,23 @@ end
 
 -- a JSON fixture of tests/fixtures/, decoded
 function H.fixture(name) return require("cjson").decode(H.read_file("tests/fixtures/" .. name)) end
+
+-- a new empty directory under the system's temp dir (the caller removes it, if it cares)
+function H.tmp_dir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir) == 0, "cannot create " .. dir)
+  return dir
+end
+
+-- a small MLP in eval mode, Linear(nin, nhidden) -> GELU -> Linear(nhidden, nout), initialized after manual_seed(seed)
+function H.mlp(seed, nin, nhidden, nout)
+  local nn = ds.nn
+  ds.manual_seed(seed)
+  local m = nn.Sequential(nn.Linear(nin, nhidden), nn.GELU(), nn.Linear(nhidden, nout))
+  m:eval()
+  return m
+end
 
 -- fn must raise an error whose message contains every pattern (plain find)
 function H.raises(fn, ...)

@@ -5,17 +5,10 @@ local H = require("helpers")
 local cjson = require("cjson")
 local nn = ds.nn
 
-local dir = os.tmpname()
-os.remove(dir)
-os.execute("mkdir -p " .. dir)
+local dir = H.tmp_dir()
 
 
-local function mlp()
-  ds.manual_seed(1)
-  local net = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
-  net:eval()
-  return net
-end
+local function mlp() return H.mlp(1, 8, 16, 4) end
 
 describe("io: save/load round trip", function()
   it("a module with a dynamic batch dim: loaded == compiled == eager, bitwise", function()

@@ -24,7 +24,8 @@ local TESTS = {
   table = function(v) return type(v) == "table" and getmetatable(v) == nil end,
   module = function(v) return type(v) == "table" and not is_tensor(v) and v._is_module == true end,
   size = function(v) -- an integer or a symbolic size (ds.sym, while tracing)
-    return type(v) == "number" and v == math.floor(v) and v > -math.huge and v < math.huge or getmetatable(v) == "ds.sym"
+    return type(v) == "number" and v == math.floor(v) and v > -math.huge and v < math.huge
+      or getmetatable(v) == "ds.sym"
   end,
   any = function() return true end,
 }

@@ -364,7 +364,8 @@ local OPTIONS = { dce = true, cse = true, fold = true, prune = true, fuse = true
 function M.from_ir(ir, opts, owns_state)
   for k, v in pairs(opts or {}) do
     if not OPTIONS[k] then
-      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, prune, fuse, epilogue, freeze)", tostring(k)))
+      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, prune, fuse, epilogue, freeze)",
+        tostring(k)))
     end
     if type(v) ~= "boolean" then errors.raise(string.format("compile: option '%s' must be a boolean", k)) end
   end

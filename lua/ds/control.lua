@@ -81,7 +81,8 @@ local function trace_child(parent, registry, fn, operands, nops, name, extra)
   for i = 2, table.maxn(res) do
     local r = res[i]
     if not is_tensor(r) then
-      errors.raise(string.format("%s: result %d is a %s; branches and loop bodies return tensors", name, i - 1, type(r)))
+      errors.raise(string.format("%s: result %d is a %s; branches and loop bodies return tensors", name, i - 1,
+        type(r)))
     end
     outs[i - 1] = r
     g.outputs[i - 1] = tr:value_of(r)
@@ -137,7 +138,9 @@ function M.cond(pred, then_fn, else_fn, ...)
     if truth(pred, "cond") then return then_fn(...) end
     return else_fn(...)
   end
-  if not is_tensor(pred) then errors.raise("cond: predicate must be a boolean or a one-element tensor, got " .. type(pred)) end
+  if not is_tensor(pred) then
+    errors.raise("cond: predicate must be a boolean or a one-element tensor, got " .. type(pred))
+  end
   if type(S.numel(pred._shape)) ~= "number" or S.numel(pred._shape) ~= 1 then
     errors.raise("cond: predicate must have one element, got shape " .. S.str(pred._shape))
   end
@@ -269,25 +272,31 @@ end
 function M.graph_loop(tr, cond_fn, body_fn, init, n, reads)
   for i = 1, n do
     if not is_tensor(init[i]) then
-      errors.raise(string.format("while_loop: loop variable %d is a %s; inside a trace loop variables are tensors", i, type(init[i])))
+      errors.raise(string.format("while_loop: loop variable %d is a %s; inside a trace loop variables are tensors", i,
+        type(init[i])))
     end
   end
   local registry = new_registry()
   local c = trace_child(tr, registry, cond_fn, init, n, "while_cond")
-  if c.nresults ~= 1 then errors.raise("while_loop: cond_fn must return one tensor (e.g. a:lt(b)), got " .. c.nresults .. " results") end
+  if c.nresults ~= 1 then
+    errors.raise("while_loop: cond_fn must return one tensor (e.g. a:lt(b)), got " .. c.nresults .. " results")
+  end
   local b = trace_child(tr, registry, body_fn, init, n, "while_body", reads and reads.metas)
   if b.nresults ~= n then
-    errors.raise(string.format("while_loop: the body returns %d tensors for %d loop variables (%s)", b.nresults, n, errors.user_site()))
+    errors.raise(string.format("while_loop: the body returns %d tensors for %d loop variables (%s)", b.nresults, n,
+      errors.user_site()))
   end
   for i = 1, n do
     local mi, mo = meta_of(tr.graph, tr:value_of(init[i])), meta_of(b.graph, b.graph.outputs[i])
     if mi.dtype ~= mo.dtype or not S.equal(mi.shape, mo.shape) then
       errors.raise(string.format("while_loop: the body turns loop variable %d from %s %s into %s %s; loop variables "
-        .. "keep their shape and dtype (%s)", i, mi.dtype, S.str(mi.shape), mo.dtype, S.str(mo.shape), errors.user_site()))
+        .. "keep their shape and dtype (%s)", i, mi.dtype, S.str(mi.shape), mo.dtype, S.str(mo.shape),
+        errors.user_site()))
     end
   end
   for k in pairs(c.tracer.cap_written) do
-    errors.raise("while_loop: cond_fn updates " .. (registry.list[k] and (rawget(registry.list[k], "_name") or "a tensor") or "a tensor") .. " in place")
+    errors.raise("while_loop: cond_fn updates "
+      .. (registry.list[k] and (rawget(registry.list[k], "_name") or "a tensor") or "a tensor") .. " in place")
   end
   c.reads_only = true
   local written = seal(registry, { c, b })
@@ -352,7 +361,9 @@ function M.eager_grad_loop(cond_fn, body_fn, init, n, max_iter)
       errors.raise(string.format("while_loop: the body returns %d values for %d loop variables", res.n, n))
     end
     for i = 1, n do
-      if not is_tensor(res[i]) then errors.raise(string.format("while_loop: the body returns a %s for loop variable %d", type(res[i]), i)) end
+      if not is_tensor(res[i]) then
+        errors.raise(string.format("while_loop: the body returns a %s for loop variable %d", type(res[i]), i))
+      end
     end
     captures_of(res, made, found, caps)
     saved[#saved + 1] = ins
@@ -534,7 +545,8 @@ function M.fori_loop(lo, hi, body, init, opts)
   end
   for _, b in ipairs { lo, hi } do
     if not (type(b) == "number" and b == math.floor(b)) and not (is_tensor(b) and dtype.is_int[b.dtype]) then
-      errors.raise("fori_loop: bounds are Lua integers or integer tensors, got " .. (is_tensor(b) and b.dtype or type(b)))
+      errors.raise("fori_loop: bounds are Lua integers or integer tensors, got "
+        .. (is_tensor(b) and b.dtype or type(b)))
     end
   end
   local n = table.maxn(init)
@@ -553,7 +565,9 @@ function M.scan(fn, init, xs)
   local T = xs._shape[1]
   if type(T) == "number" and T < 1 then errors.raise("scan: xs has no rows to scan (its dim 1 is 0)") end
   local c1, y1 = fn(init, xs[1]) -- the first trip gives the shape of y
-  if not is_tensor(c1) or not is_tensor(y1) then errors.raise("scan: fn(carry, x) must return two tensors: carry, y") end
+  if not is_tensor(c1) or not is_tensor(y1) then
+    errors.raise("scan: fn(carry, x) must return two tensors: carry, y")
+  end
   local yshape = { T }
   for i, d in ipairs(y1._shape) do yshape[i + 1] = d end
   local ys = F.zeros(yshape, { dtype = y1.dtype }):index_add(1, D.scalar(1, "i64"), y1:unsqueeze(1))

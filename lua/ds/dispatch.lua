@@ -86,7 +86,9 @@ local function check_attr(def, a, v, symbolic)
     or ty == "any"
   if not ok and (ty == "int" or ty == "dim" or ty == "float") and is_sym(v, symbolic) then ok = true end
   if not ok then attr_error(def, name, "must be %s, got %s", ty, tv) end
-  if (ty == "int" or ty == "dim") and not integer_ok(v, symbolic) then attr_error(def, name, "must be an integer, got %s", tostring(v)) end
+  if (ty == "int" or ty == "dim") and not integer_ok(v, symbolic) then
+    attr_error(def, name, "must be an integer, got %s", tostring(v))
+  end
   if ty == "dims" or ty == "ints" or ty == "floats" then
     local n = 0
     for _ in pairs(v) do n = n + 1 end
@@ -94,7 +96,8 @@ local function check_attr(def, a, v, symbolic)
     for i = 1, n do
       local e = v[i]
       if ty == "floats" and type(e) ~= "number" or ty ~= "floats" and not integer_ok(e, symbolic) then
-        attr_error(def, name, "element %d must be %s, got %s", i, ty == "floats" and "a number" or "an integer", tostring(e))
+        attr_error(def, name, "element %d must be %s, got %s", i, ty == "floats" and "a number" or "an integer",
+          tostring(e))
       end
     end
   end
@@ -105,12 +108,14 @@ local function check_attr(def, a, v, symbolic)
     if not found then attr_error(def, name, "must be one of %s, got '%s'", table.concat(a[4], ", "), v) end
   end
   if tv == "number" and (a.min and not (v >= a.min) or a.max and not (v <= a.max)) then
-    attr_error(def, name, "must be in [%s, %s], got %s", tostring(a.min or -math.huge), tostring(a.max or math.huge), tostring(v))
+    attr_error(def, name, "must be in [%s, %s], got %s", tostring(a.min or -math.huge), tostring(a.max or math.huge),
+      tostring(v))
   end
 end
 -- Fill defaults and check names/types; returns a fresh table (never the caller's).
 -- opts.symbolic: int/dim values may be symbolic dims (ds.sym), as they may while tracing (a graph file's sizes)
-local NO_ATTRS = setmetatable({}, { __newindex = function() error("internal: attrs of an op without attrs are read-only", 2) end })
+local NO_ATTRS = setmetatable({},
+  { __newindex = function() error("internal: attrs of an op without attrs are read-only", 2) end })
 function M.attrs(def, given, opts)
   if given == nil and #def.attrs == 0 then return NO_ATTRS end
   local out = {}
@@ -167,7 +172,9 @@ end
 -- A Lua number operand becomes a 0-d constant tensor of the given dtype.
 function M.scalar(v, dt)
   -- a symbolic dim (while tracing) is a 0-d node whose value is known when the graph runs
-  if type(v) == "table" and state.trace then return M.call(M.by_name.full, {}, { shape = {}, value = v, dtype = dt }) end
+  if type(v) == "table" and state.trace then
+    return M.call(M.by_name.full, {}, { shape = {}, value = v, dtype = dt })
+  end
   local t = Tensor._empty(dt, {}, "scalar")
   C.ds_write_flat(t._c, ffi.new("double[1]", type(v) == "boolean" and (v and 1 or 0) or v))
   rawset(t, "_const", v)
@@ -209,7 +216,8 @@ function M.validate(def, inputs, given)
     for _, d in ipairs(ndim and list or {}) do
       local hi = math.max(ndim, 1) -- a 0-d tensor has the one dim 1, as S.dim says
       if type(d) == "number" and (d < 1 or d > hi) then
-        errors.raise(string.format("%s: option '%s' dim %d out of range for a %d-d input (1..%d)", def.name, a[1], d, ndim, hi))
+        errors.raise(string.format("%s: option '%s' dim %d out of range for a %d-d input (1..%d)", def.name, a[1], d,
+          ndim, hi))
       end
     end
   end
@@ -237,7 +245,8 @@ function M.run_kernel(def, inputs, attrs, metas, out)
   for i = 1, def.noutputs do
     outputs[i] = (i == 1 and out) or Tensor._empty(metas[i].dtype, metas[i].shape, def.name)
   end
-  local kdt = def.kernel_dtype and def.kernel_dtype(inputs, outputs, attrs) or (inputs[1] and inputs[1].dtype) or outputs[1].dtype
+  local kdt = def.kernel_dtype and def.kernel_dtype(inputs, outputs, attrs) or (inputs[1] and inputs[1].dtype)
+    or outputs[1].dtype
   local k = M.kernel(def, kdt)
   local nt = def.noutputs + #inputs
   local tb = tensor_buf
@@ -279,7 +288,8 @@ end
 local function check_overlap(def, inputs, out)
   local name = def.inplace_name or def.name .. "_"
   if Tensor._self_overlapping(out) then
-    errors.raise(string.format("%s: the tensor written in place has elements sharing memory (an expand); clone it first", name))
+    errors.raise(string.format("%s: the tensor written in place has elements sharing memory (an expand); "
+      .. "clone it first", name))
   end
   for i = 1, #inputs do
     if Tensor._partial_overlap(out, inputs[i]) then
@@ -312,12 +322,14 @@ function M.call(def, inputs, attrs, out)
   check_shapes(def, metas)
   if out ~= nil then
     if not is_tensor(out) then
-      errors.raise(string.format("%s: expects a tensor as self, got %s", def.inplace_name or def.name .. "_", type(out)))
+      errors.raise(string.format("%s: expects a tensor as self, got %s", def.inplace_name or def.name .. "_",
+        type(out)))
     end
     check_overlap(def, inputs, out)
     local m = metas[1]
     if out.dtype ~= m.dtype then
-      errors.raise(string.format("%s_: result dtype %s cannot be written into a %s tensor", def.name, m.dtype, out.dtype))
+      errors.raise(string.format("%s_: result dtype %s cannot be written into a %s tensor", def.name, m.dtype,
+        out.dtype))
     end
     if not S.equal(out._shape, m.shape) then
       errors.raise(string.format("%s_: result shape %s does not match the in-place tensor's %s", def.name,
@@ -361,8 +373,10 @@ function M.fast_binary(def, slow, inplace)
     if type(a) == "table" and type(b) == "table" and not state.trace then
       local ca, cb = rawget(a, "_c"), rawget(b, "_c")
       local dt = rawget(a, "dtype")
-      if ca and cb and dt == rawget(b, "dtype") and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad")))
-         and not (inplace and (rawget(a, "_base") or rawget(b, "_base"))) then -- views written in place: M.call checks overlap
+      if ca and cb and dt == rawget(b, "dtype")
+         and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad")))
+         -- views written in place: M.call checks overlap
+         and not (inplace and (rawget(a, "_base") or rawget(b, "_base"))) then
         local sa, sb = a._shape, b._shape
         local same = sa == sb or same_shape(sa, sb)
         local k = kernels[dt]

@@ -193,9 +193,12 @@ end
 -- ds.compile(fn_or_module, specs[, opts]) compile now (compile.lua), tracing once with the specs.
 function M.compile(target, specs_or_opts, opts)
   if specs_or_opts ~= nil and type(specs_or_opts) ~= "table" then
-    errors.raise("compile: the second argument must be a list of specs or an options table, got " .. type(specs_or_opts))
+    errors.raise("compile: the second argument must be a list of specs or an options table, got "
+      .. type(specs_or_opts))
   end
-  if opts ~= nil and (type(opts) ~= "table" or is_tensor(opts)) then errors.raise("compile: options must be a table, got " .. type(opts)) end
+  if opts ~= nil and (type(opts) ~= "table" or is_tensor(opts)) then
+    errors.raise("compile: options must be a table, got " .. type(opts))
+  end
   local callable = type(target) == "function" or T.is_module(target)
   if callable and not is_spec_list(specs_or_opts) then return M.new(target, specs_or_opts) end
   if Graph.is_graph(target) then return compiler.compile_graph(target, specs_or_opts or opts) end

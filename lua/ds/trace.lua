@@ -552,7 +552,9 @@ local TRACE_OPTIONS = { name = "string", convert = "boolean" }
 
 -- ds.trace(fn_or_module, specs, opts) -> ds.Graph; opts: {name = string, convert = false (no source conversion)}
 function M.trace(target, specs, opts)
-  if opts ~= nil and (type(opts) ~= "table" or Tensor.is_tensor(opts)) then errors.raise("trace: options must be a table, got " .. type(opts)) end
+  if opts ~= nil and (type(opts) ~= "table" or Tensor.is_tensor(opts)) then
+    errors.raise("trace: options must be a table, got " .. type(opts))
+  end
   opts = opts or {}
   for k, v in pairs(opts) do
     if not TRACE_OPTIONS[k] then
@@ -605,7 +607,8 @@ function M.trace(target, specs, opts)
   for t, n in pairs(by_module) do named[t] = n end
   tr.names = named
   local nargs = specs.n or table.maxn(specs)
-  local args = M.bind_args(tr, specs, nargs, M.param_names(module and (argcheck.original[module.forward] or module.forward) or target, module ~= nil))
+  local args = M.bind_args(tr, specs, nargs,
+    M.param_names(module and (argcheck.original[module.forward] or module.forward) or target, module ~= nil))
   local res = M.run_traced(tr, fn, args, nargs)
   if not res[1] then
     tr:undo_grads()

@@ -9,9 +9,6 @@
 #include <string.h>
 #include "lua_harness.h"
 
-static lua_State *L;
-static char dir[64];
-
 /* fuzz_one(dir, flag, json, params): write, load, call; any Lua error is an expected outcome */
 static const char *HARNESS =
   "local ds = require('ds')\n"
@@ -42,21 +39,17 @@ static const char *HARNESS =
   "  collectgarbage()\n"
   "end\n";
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  L = harness_open("graph_fuzz", HARNESS, dir);
-  return 0;
-}
+HARNESS_TARGET("graph_fuzz", HARNESS)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 5) return 0;
   uint32_t json_len;
   memcpy(&json_len, data + 1, 4);
   if (json_len > size - 5) return 0;
-  lua_getglobal(L, "fuzz_one");
-  lua_pushstring(L, dir);
+  harness_begin(L, dir);
   lua_pushinteger(L, data[0]);
   lua_pushlstring(L, (const char *)data + 5, json_len);
   lua_pushlstring(L, (const char *)data + 5 + json_len, size - 5 - json_len);
-  if (lua_pcall(L, 4, 0, 0) != 0) { fprintf(stderr, "graph_fuzz: harness error: %s\n", lua_tostring(L, -1)); abort(); }
+  harness_call(L, "graph_fuzz", 4, 0);
   return 0;
 }

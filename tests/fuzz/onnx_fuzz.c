@@ -9,9 +9,6 @@
 #include <string.h>
 #include "lua_harness.h"
 
-static lua_State *L;
-static char dir[64];
-
 /* fuzz_one(dir, bytes): write, load, call; returns nil, or the message of an error that does not name the file */
 static const char *HARNESS =
   "local ds = require('ds')\n"
@@ -38,16 +35,12 @@ static const char *HARNESS =
   "  return bad\n"
   "end\n";
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  L = harness_open("onnx_fuzz", HARNESS, dir);
-  return 0;
-}
+HARNESS_TARGET("onnx_fuzz", HARNESS)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  lua_getglobal(L, "fuzz_one");
-  lua_pushstring(L, dir);
+  harness_begin(L, dir);
   lua_pushlstring(L, (const char *)data, size);
-  if (lua_pcall(L, 2, 1, 0) != 0) { fprintf(stderr, "onnx_fuzz: harness error: %s\n", lua_tostring(L, -1)); abort(); }
+  harness_call(L, "onnx_fuzz", 2, 1);
   if (!lua_isnil(L, -1)) { fprintf(stderr, "onnx_fuzz: an error that does not name the file: %s\n", lua_tostring(L, -1)); abort(); }
   lua_pop(L, 1);
   return 0;

@@ -112,7 +112,8 @@ function M.parse(s, chunk)
       if t.type == "." then
         pos = pos + 1
         local n = expect("name")
-        e = { tag = "Index", obj = e, key = { tag = "String", value = '"' .. n.value .. '"', field = n.value, line = n.line }, line = t.line }
+        e = { tag = "Index", obj = e,
+          key = { tag = "String", value = '"' .. n.value .. '"', field = n.value, line = n.line }, line = t.line }
       elseif t.type == "[" then
         pos = pos + 1
         local k = expr()

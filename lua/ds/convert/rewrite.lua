@@ -19,7 +19,8 @@ local function lower_breaks(block, flag)
   for i, s in ipairs(block) do
     local broke = false
     if s.tag == "Break" then
-      out[#out + 1] = { tag = "Assign", targets = { Name(flag, s.line) }, exprs = { { tag = "True", line = s.line } }, line = s.line }
+      out[#out + 1] = { tag = "Assign", targets = { Name(flag, s.line) }, exprs = { { tag = "True", line = s.line } },
+        line = s.line }
       return out, true
     elseif s.tag == "If" then
       local ns = { tag = "If", clauses = {}, line = s.line }
@@ -64,7 +65,8 @@ local function refusal(info, construct)
       construct, info.closure_assign.name, info.closure_assign.line)
   end
   if info.breaks then
-    return string.format("break inside the %s (line %d) leaves a loop that is not converted", construct, info.breaks.line)
+    return string.format("break inside the %s (line %d) leaves a loop that is not converted", construct,
+      info.breaks.line)
   end
   return nil
 end
@@ -162,7 +164,8 @@ function M.generate(fnode, site_file, mode, prefix)
 
   -- a condition: and/or/not become runtime calls (tensor-aware); the rest is a plain expression
   cond_expr = function(e)
-    if e.tag == "Binop" and (e.op == "and" or e.op == "or") and not A.scan({ { tag = "Return", exprs = { e.right } } }).vararg then
+    if e.tag == "Binop" and (e.op == "and" or e.op == "or")
+      and not A.scan({ { tag = "Return", exprs = { e.right } } }).vararg then
       put(RT .. (e.op == "and" and ".and_(" or ".or_("), e.line); cond_expr(e.left)
       put(", function() return"); cond_expr(e.right); put("end, " .. site(e.line) .. ")")
     elseif e.tag == "Unop" and e.op == "not" then
@@ -213,7 +216,8 @@ function M.generate(fnode, site_file, mode, prefix)
     local returning = false
     if not reason and (ti.tail_returns or ei.tail_returns) then
       if ti.returns or ei.returns then
-        reason = string.format("return inside a branch (line %d) that is not its last statement", (ti.returns or ei.returns).line)
+        reason = string.format("return inside a branch (line %d) that is not its last statement",
+          (ti.returns or ei.returns).line)
       elseif not ctx.fnlevel then
         reason = "return inside a branch of an if that is inside a loop"
       elseif A.always_returns(thenb) and not s.orelse and #rest > 0 then
@@ -236,7 +240,8 @@ function M.generate(fnode, site_file, mode, prefix)
       return false
     end
     local treason = ti.fields or ei.fields
-    treason = treason and string.format("a branch assigns a table field (line %d), which graph branches cannot carry", treason.line)
+    treason = treason and string.format("a branch assigns a table field (line %d), which graph branches cannot carry",
+      treason.line)
     if returning then
       put("do return " .. RT .. ".if_ret(", s.line); cond_expr(c.cond); put(", function()")
       block(thenb, { fnlevel = true }); put("end, function()")
@@ -259,7 +264,8 @@ function M.generate(fnode, site_file, mode, prefix)
     if mode == "check" then return OFF end
     if info.tail_returns then return string.format("return inside the %s body", construct) end
     if construct == "repeat" and info.breaks then return "break inside repeat ... until" end
-    local r = refusal({ gotos = info.gotos, vararg = info.vararg, closure_assign = info.closure_assign }, construct .. " body")
+    local r = refusal({ gotos = info.gotos, vararg = info.vararg, closure_assign = info.closure_assign },
+      construct .. " body")
     return r
   end
 

@@ -274,7 +274,8 @@ function M.new(mode, convert)
       return a and b_fn()
     end
     if mode == "check" then refuse(site, "and", OFF) end
-    return control.cond(as_pred(a), function() return as_pred(b_fn()) end, function() return D.scalar(false, "bool") end)
+    return control.cond(as_pred(a), function() return as_pred(b_fn()) end,
+      function() return D.scalar(false, "bool") end)
   end
 
   function rt.or_(a, b_fn, site)

@@ -13,7 +13,8 @@ local function simple(name, fn, has_inplace)
   local cls = Module:extend(name)
   cls._doc = "elementwise " .. name:lower()
   function cls:init(...)
-    if has_inplace then constructor_args.no_inplace(name, constructor_args.merge(name, { "inplace" }, INPLACE, NOT_REFUSED, ...))
+    if has_inplace then
+      constructor_args.no_inplace(name, constructor_args.merge(name, { "inplace" }, INPLACE, NOT_REFUSED, ...))
     else constructor_args.merge(name, {}, NO_OPTIONS, NOT_REFUSED, ...) end
   end
   function cls:forward(x) return fn(x) end
@@ -37,7 +38,8 @@ M.GELU = GELU
 -- log(1 + exp(beta x)) / beta, x where beta x > threshold; beta (1), threshold (20) positionally or as options
 local Softplus = Module:extend("Softplus")
 function Softplus:init(...)
-  local opts = constructor_args.merge("Softplus", { "beta", "threshold" }, { beta = "number", threshold = "number" }, NOT_REFUSED, ...)
+  local opts = constructor_args.merge("Softplus", { "beta", "threshold" }, { beta = "number", threshold = "number" },
+    NOT_REFUSED, ...)
   self.beta, self.threshold = opts.beta or 1, opts.threshold or 20
 end
 function Softplus:forward(x) return ops.softplus(x, self.beta, self.threshold) end
@@ -48,7 +50,9 @@ M.Softplus = Softplus
 
 local function along_dim(name, fn)
   local cls = Module:extend(name)
-  function cls:init(...) self.dim = constructor_args.merge(name, { "dim" }, { dim = "integer" }, NOT_REFUSED, ...).dim or -1 end
+  function cls:init(...)
+    self.dim = constructor_args.merge(name, { "dim" }, { dim = "integer" }, NOT_REFUSED, ...).dim or -1
+  end
   function cls:forward(x) return fn(x, self.dim) end
   function cls:extra_repr() return "dim=" .. self.dim end
   M[name] = cls

@@ -28,8 +28,12 @@ function M.merge(name, params, spec, refused, ...)
     local key, v = params[i], args[i]
     if v ~= nil then
       if is_options(v) then errors.raise(name .. ": the options table must be the last argument") end
-      if refused[key] then errors.raise(string.format("%s: argument %d is PyTorch's %s; %s", name, i, key, refused[key])) end
-      if opts[key] ~= nil then errors.raise(string.format("%s: %s given twice (argument %d and the options table)", name, key, i)) end
+      if refused[key] then
+        errors.raise(string.format("%s: argument %d is PyTorch's %s; %s", name, i, key, refused[key]))
+      end
+      if opts[key] ~= nil then
+        errors.raise(string.format("%s: %s given twice (argument %d and the options table)", name, key, i))
+      end
       opts[key] = v
     end
   end
@@ -38,7 +42,9 @@ end
 
 -- PyTorch's inplace flag of activation modules: false is taken, true is an error (ds's modules compute out of place)
 function M.no_inplace(name, opts)
-  if opts.inplace then errors.raise(name .. ": inplace = true is not implemented (ds's modules compute out of place)") end
+  if opts.inplace then
+    errors.raise(name .. ": inplace = true is not implemented (ds's modules compute out of place)")
+  end
   return opts
 end
 

@@ -80,6 +80,8 @@ local SIGNATURES = {
   kaiming_uniform_ = { "tensor", "table?" }, kaiming_normal_ = { "tensor", "table?" },
   default_weight_ = { "tensor" }, default_bias_ = { "tensor", "tensor" },
 }
-for name, f in pairs(M) do M[name] = args.wrap(name, SIGNATURES[name] or error("init_weights: no signature for " .. name), f) end
+for name, f in pairs(M) do
+  M[name] = args.wrap(name, SIGNATURES[name] or error("init_weights: no signature for " .. name), f)
+end
 
 return M

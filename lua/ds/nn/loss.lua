@@ -17,11 +17,13 @@ local DEPRECATED = { size_average = REDUCTION_ONLY, reduce = REDUCTION_ONLY }
 -- name -> the F function it calls, its number of tensor inputs and PyTorch 1.13's constructor parameters in
 -- order (the positional form: nn.NLLLoss(weight), nn.HuberLoss("sum", 0.5))
 local LOSSES = {
-  CrossEntropyLoss = { "cross_entropy", 2, { "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing" } },
+  CrossEntropyLoss = { "cross_entropy", 2, { "weight", "size_average", "ignore_index", "reduce", "reduction",
+    "label_smoothing" } },
   NLLLoss = { "nll_loss", 2, { "weight", "size_average", "ignore_index", "reduce", "reduction" } },
   MSELoss = { "mse_loss", 2, { "size_average", "reduce", "reduction" } },
   L1Loss = { "l1_loss", 2, { "size_average", "reduce", "reduction" } },
-  BCEWithLogitsLoss = { "binary_cross_entropy_with_logits", 2, { "weight", "size_average", "reduce", "reduction", "pos_weight" } },
+  BCEWithLogitsLoss = { "binary_cross_entropy_with_logits", 2, { "weight", "size_average", "reduce", "reduction",
+    "pos_weight" } },
   BCELoss = { "binary_cross_entropy", 2, { "weight", "size_average", "reduce", "reduction" } },
   SmoothL1Loss = { "smooth_l1_loss", 2, { "size_average", "reduce", "reduction", "beta" } },
   HuberLoss = { "huber_loss", 2, { "reduction", "delta" } },
@@ -34,7 +36,8 @@ for name, spec in pairs(LOSSES) do
   local fn = F[fname]
   local cls = Module:extend(name)
   cls._doc = "ds.F." .. fname .. " as a module: nn." .. name .. "(" .. table.concat(params, ", ")
-    .. ") positionally as PyTorch's (size_average and reduce refused) and/or an options table; tensor options become buffers"
+    .. ") positionally as PyTorch's (size_average and reduce refused) and/or an options table; "
+    .. "tensor options become buffers"
   function cls:init(...)
     local o = {}
     for k, v in pairs(constructor_args.merge(name, params, LOSS_OPTIONS[fname], DEPRECATED, ...)) do

@@ -3,7 +3,8 @@
 local REDUCTION = { "mean", "sum", "none" }
 
 return {
-  cross_entropy = { reduction = REDUCTION, weight = "tensor", ignore_index = "integer", label_smoothing = { "number", min = 0, max = 1 } },
+  cross_entropy = { reduction = REDUCTION, weight = "tensor", ignore_index = "integer",
+    label_smoothing = { "number", min = 0, max = 1 } },
   nll_loss = { reduction = REDUCTION, weight = "tensor", ignore_index = "integer" },
   mse_loss = { reduction = REDUCTION },
   l1_loss = { reduction = REDUCTION },

@@ -6,7 +6,8 @@ local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 
 -- opts: norm (a module applied to the output, e.g. LayerNorm)
-local Encoder = Module:extend("TransformerEncoder", { init = { "any", "any", "table?" }, forward = { "tensor", "tensor|table?", "tensor?" } })
+local Encoder = Module:extend("TransformerEncoder",
+  { init = { "any", "any", "table?" }, forward = { "tensor", "tensor|table?", "tensor?" } })
 function Encoder:init(encoder_layer, num_layers, opts)
   if not Module.is_module(encoder_layer) or type(num_layers) ~= "number" or num_layers < 1 or num_layers > 4096
     or num_layers ~= math.floor(num_layers) then

@@ -71,7 +71,9 @@ local function validate(model, path)
     handlers.check_attrs(node, where, path)
     local fewest, most = ARITY[node.op_type][1], ARITY[node.op_type][2]
     local inputs = node.input or {}
-    if #inputs > most then fail(path, string.format("%s has %d inputs; the op takes at most %d", where, #inputs, most)) end
+    if #inputs > most then
+      fail(path, string.format("%s has %d inputs; the op takes at most %d", where, #inputs, most))
+    end
     for k = 1, fewest do
       if inputs[k] == nil or inputs[k] == "" then
         fail(path, string.format("%s has no input %d; the op needs at least %d", where, k, fewest))

@@ -24,7 +24,9 @@ local function weights(q, k, mask, a)
   local s = F.matmul(q, k:transpose(-1, -2)) * a.scale
   if a.mask == "bool" then s = F.masked_fill(s, F.logical_not(mask), -math.huge)
   elseif a.mask == "float" then s = s + mask end
-  if a.is_causal then s = F.masked_fill(s, causal_hidden(q._shape[#q._shape - 1], k._shape[#k._shape - 1]), -math.huge) end
+  if a.is_causal then
+    s = F.masked_fill(s, causal_hidden(q._shape[#q._shape - 1], k._shape[#k._shape - 1]), -math.huge)
+  end
   return F.softmax(s, -1)
 end
 
@@ -36,10 +38,14 @@ local function infer(inputs, a)
     raise("%s: q, k, v must be at least 2-D (..., L, E), got %s, %s, %s", OP, S.str(q), S.str(k), S.str(v))
   end
   if not S.same(q[nq], k[nk]) then raise("%s: q %s and k %s differ in the last dim E", OP, S.str(q), S.str(k)) end
-  if not S.same(k[nk - 1], v[nv - 1]) then raise("%s: k %s and v %s differ in the sequence dim S", OP, S.str(k), S.str(v)) end
+  if not S.same(k[nk - 1], v[nv - 1]) then
+    raise("%s: k %s and v %s differ in the sequence dim S", OP, S.str(k), S.str(v))
+  end
   local function lead(s, n) local b = {}; for i = 1, n - 2 do b[i] = s[i] end; return b end
   local batch = S.broadcast(S.broadcast(lead(q, nq), lead(k, nk), OP), lead(v, nv), OP)
-  if (a.mask == "none") ~= (inputs[4] == nil) then raise("%s: mask kind '%s' needs %s mask input", OP, a.mask, a.mask == "none" and "no" or "a") end
+  if (a.mask == "none") ~= (inputs[4] == nil) then
+    raise("%s: mask kind '%s' needs %s mask input", OP, a.mask, a.mask == "none" and "no" or "a")
+  end
   if inputs[4] then
     local scores = {}
     for i, d in ipairs(batch) do scores[i] = d end
@@ -72,14 +78,20 @@ local function backward(ctx, g)
 end
 
 local def = D.define {
-  name = OP, doc = "softmax(q k^T * scale + mask) v in one kernel, with bool/float mask or causal (F.scaled_dot_product_attention)", kind = "nn", kernel = "ds_scaled_dot_product_attention_%s", dtypes = C.FLOAT, ninputs = 4, variadic = true,
-  attrs = { { "scale", "float" }, { "mask", "enum", "none", { "none", "bool", "float" } }, { "is_causal", "bool", false } },
+  name = OP,
+  doc = "softmax(q k^T * scale + mask) v in one kernel, with bool/float mask or causal "
+    .. "(F.scaled_dot_product_attention)",
+  kind = "nn", kernel = "ds_scaled_dot_product_attention_%s", dtypes = C.FLOAT, ninputs = 4, variadic = true,
+  attrs = { { "scale", "float" }, { "mask", "enum", "none", { "none", "bool", "float" } },
+    { "is_causal", "bool", false } },
   promote = function(inputs, a)
     local qkv = C.promote_float { inputs[1], inputs[2], inputs[3] }
     if inputs[4] ~= nil and a.mask == "float" then qkv[4] = D.cast(inputs[4], qkv[1].dtype) else qkv[4] = inputs[4] end
     return qkv
   end,
-  pack = function(a) return { a.scale, a.mask == "bool" and 1 or a.mask == "float" and 2 or 0, a.is_causal and 1 or 0 } end,
+  pack = function(a)
+    return { a.scale, a.mask == "bool" and 1 or a.mask == "float" and 2 or 0, a.is_causal and 1 or 0 }
+  end,
   infer = infer,
   backward = backward,
   sample = function()   -- fixed values (the spec calls it more than once)
@@ -90,7 +102,9 @@ local def = D.define {
       return F.sin(F.arange(n, { dtype = "f32" }) * 0.7 + phase):reshape(shape)
     end
     local q, k, v, m = wave(0, 2, 3, 4), wave(1, 2, 5, 4), wave(2, 2, 5, 3), wave(3, 3, 5)
-    return { q, k, v, m }, {}, function(q_, k_, v_, m_) return F.scaled_dot_product_attention(q_, k_, v_, { mask = m_, scale = 0.5 }) end
+    return { q, k, v, m }, {}, function(q_, k_, v_, m_)
+      return F.scaled_dot_product_attention(q_, k_, v_, { mask = m_, scale = 0.5 })
+    end
   end,
 }
 
@@ -100,9 +114,13 @@ local def = D.define {
 -- dropout_p > 0 drops weights with ds's Philox generator (ds.dropout) and runs as ds ops.
 C.export(OP, function(q, k, v, opts)
   opts = opts or {}
-  if type(opts) ~= "table" or C.is_tensor(opts) then raise("%s: options must be a table {mask =, is_causal =, scale =, dropout_p =}", OP) end
+  if type(opts) ~= "table" or C.is_tensor(opts) then
+    raise("%s: options must be a table {mask =, is_causal =, scale =, dropout_p =}", OP)
+  end
   for key in pairs(opts) do
-    if key ~= "mask" and key ~= "is_causal" and key ~= "scale" and key ~= "dropout_p" then raise("%s: unknown option '%s'", OP, tostring(key)) end
+    if key ~= "mask" and key ~= "is_causal" and key ~= "scale" and key ~= "dropout_p" then
+      raise("%s: unknown option '%s'", OP, tostring(key))
+    end
   end
   for i, x in ipairs { q, k, v } do
     if not C.is_tensor(x) then raise("%s: %s must be a tensor, got %s", OP, ({ "q", "k", "v" })[i], type(x)) end
@@ -117,12 +135,16 @@ C.export(OP, function(q, k, v, opts)
   local E = q._shape[#q._shape]
   local scale = opts.scale
   if scale == nil then
-    if type(E) ~= "number" then raise("%s: the default scale needs a static last dim E, got %s; pass scale", OP, tostring(E)) end
+    if type(E) ~= "number" then
+      raise("%s: the default scale needs a static last dim E, got %s; pass scale", OP, tostring(E))
+    end
     scale = 1 / math.sqrt(E)
   end
   if type(scale) ~= "number" then raise("%s: scale must be a number, got %s", OP, type(scale)) end
   local p = opts.dropout_p or 0
-  if type(p) ~= "number" or p < 0 or p > 1 then raise("%s: dropout_p must be a number in [0, 1], got %s", OP, tostring(p)) end
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    raise("%s: dropout_p must be a number in [0, 1], got %s", OP, tostring(p))
+  end
   local a = { scale = scale, mask = kind, is_causal = opts.is_causal == true }
   if p == 0 then return D.call(def, { q, k, v, mask }, a) end
   local attn = weights(q, k, mask and (kind == "float" and mask:astype(q.dtype) or mask), a)

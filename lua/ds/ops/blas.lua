@@ -21,7 +21,8 @@ D.define {
     local na, nb = #a, #b
     if na < 2 or nb < 2 then errors.raise("matmul: kernel operands must be >= 2-D") end
     if not S.same(a[na], b[nb - 1]) then
-      errors.raise(string.format("matmul: inner dims %s and %s differ (%s @ %s)", tostring(a[na]), tostring(b[nb - 1]), S.str(a), S.str(b)))
+      errors.raise(string.format("matmul: inner dims %s and %s differ (%s @ %s)", tostring(a[na]), tostring(b[nb - 1]),
+        S.str(a), S.str(b)))
     end
     local ba, bb = {}, {}
     for i = 1, na - 2 do ba[i] = a[i] end
@@ -48,7 +49,8 @@ C.export("matmul", function(a, b)
     errors.raise(string.format("matmul: both operands need >= 1 dim, got %s @ %s", S.str(a._shape), S.str(b._shape)))
   end
   if na == 1 and nb == 1 and not S.same(a._shape[1], b._shape[1]) then
-    errors.raise(string.format("matmul: inner dims %s and %s differ (%s @ %s)", tostring(a._shape[1]), tostring(b._shape[1]), S.str(a._shape), S.str(b._shape)))
+    errors.raise(string.format("matmul: inner dims %s and %s differ (%s @ %s)", tostring(a._shape[1]),
+      tostring(b._shape[1]), S.str(a._shape), S.str(b._shape)))
   end
   local a2 = na == 1 and a:unsqueeze(1) or a
   local b2 = nb == 1 and b:unsqueeze(2) or b

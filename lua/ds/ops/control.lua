@@ -72,7 +72,8 @@ end
 -- reads: a reverse loop: one trip per trip saved under this key, last first; its body's inputs end with that trip's
 -- saved loop vars reads_vars (loop vars..., captures..., saved...)
 D.define {
-  name = "while_loop", doc = "runs body_graph while cond_graph is true, carrying loop values (ds.while_loop)", kind = "control", noutputs = 0,
+  name = "while_loop", doc = "runs body_graph while cond_graph is true, carrying loop values (ds.while_loop)",
+  kind = "control", noutputs = 0,
   attrs = { { "cond_graph", "any" }, { "body_graph", "any" }, { "nresults", "int" }, { "first_capture", "int" },
             { "written", "ints", {} }, { "max_trips", "float" }, { "saves", "ints", {} }, { "saved_vars", "ints", {} },
             { "reads", "int" }, { "reads_vars", "ints", {} } },
@@ -121,18 +122,24 @@ D.define {
 
 -- prints its tensors (and the literal text between them) every time the graph runs
 D.define {
-  name = "print", doc = "prints tensors and text each time a traced graph runs (ds.print)", kind = "control", noutputs = 0, side_effects = true,
+  name = "print", doc = "prints tensors and text each time a traced graph runs (ds.print)", kind = "control",
+  noutputs = 0, side_effects = true,
   attrs = { { "parts", "any" } },
   -- parts: a list of strings and { tensor = k } (k: one of the node's inputs)
   check_attrs = function(attrs, ninputs)
     local parts = attrs.parts
-    if type(parts) ~= "table" or #parts > 1000 then errors.raise("print: attr 'parts' must be a list of at most 1000 parts") end
+    if type(parts) ~= "table" or #parts > 1000 then
+      errors.raise("print: attr 'parts' must be a list of at most 1000 parts")
+    end
     for k in pairs(parts) do
-      if type(k) ~= "number" or k < 1 or k > #parts or k ~= math.floor(k) then errors.raise("print: attr 'parts' must be a list") end
+      if type(k) ~= "number" or k < 1 or k > #parts or k ~= math.floor(k) then
+        errors.raise("print: attr 'parts' must be a list")
+      end
     end
     for i, p in ipairs(parts) do
       local t = type(p) == "table" and p.tensor
-      if not (type(p) == "string" or type(t) == "number" and t >= 1 and t <= ninputs and t == math.floor(t) and next(p, next(p)) == nil) then
+      if not (type(p) == "string" or type(t) == "number" and t >= 1 and t <= ninputs and t == math.floor(t)
+        and next(p, next(p)) == nil) then
         errors.raise(string.format("print: part %d must be a string or { tensor = k } with k in 1..%d", i, ninputs))
       end
     end

@@ -18,7 +18,8 @@ local function check_dtype(dt, opname)
 end
 
 D.define {
-  name = "full", doc = "a tensor of shape filled with value (x:fill_(value) in place)", inplace_name = "fill_", kind = "creation", kernel = "ds_fill_%s", dtypes = C.ALL, ninputs = 0,
+  name = "full", doc = "a tensor of shape filled with value (x:fill_(value) in place)", inplace_name = "fill_",
+  kind = "creation", kernel = "ds_fill_%s", dtypes = C.ALL, ninputs = 0,
   attrs = { { "shape", "ints" }, { "value", "float", 0 }, { "dtype", "dtype", "f32" } },
   infer = function(_, attrs) return { shape = attrs.shape, dtype = attrs.dtype } end,
   kernel_dtype = function(_, outputs) return outputs[1].dtype end,
@@ -26,7 +27,9 @@ D.define {
 }
 
 D.define {
-  name = "arange", doc = "length values start, start + step, ...; called as ds.arange(start, stop, step), stop excluded", kind = "creation", kernel = "ds_arange_%s", dtypes = C.set { "f32", "f64", "i64", "i32" }, ninputs = 0,
+  name = "arange",
+  doc = "length values start, start + step, ...; called as ds.arange(start, stop, step), stop excluded",
+  kind = "creation", kernel = "ds_arange_%s", dtypes = C.set { "f32", "f64", "i64", "i32" }, ninputs = 0,
   attrs = { { "start", "float" }, { "step", "float" }, { "length", "int" }, { "dtype", "dtype", "f32" } },
   infer = function(_, attrs) return { shape = { attrs.length }, dtype = attrs.dtype } end,
   kernel_dtype = function(_, outputs) return outputs[1].dtype end,
@@ -86,10 +89,14 @@ end
 C.export("zeros_like", like(0), { args = { "tensor", "table?" } })
 C.export("ones_like", like(1), { args = { "tensor", "table?" } })
 C.export("full_like", function(x, v, opts)
-  return D.call(full, {}, { shape = x._shape, value = v, dtype = check_dtype(opts and opts.dtype or x.dtype, "full_like") })
+  return D.call(full, {},
+    { shape = x._shape, value = v, dtype = check_dtype(opts and opts.dtype or x.dtype, "full_like") })
 end, { args = { "tensor", "number|boolean", "table?" } })
 C.export("empty_like", like(0), { args = { "tensor", "table?" } })
-C.export("new_zeros", function(x, ...) local s = sizes_and_opts("new_zeros", ...); return D.call(full, {}, { shape = s, value = 0, dtype = x.dtype }) end)
+C.export("new_zeros", function(x, ...)
+  local s = sizes_and_opts("new_zeros", ...)
+  return D.call(full, {}, { shape = s, value = 0, dtype = x.dtype })
+end)
 
 -- arange(end) | arange(start, end[, step]) [, opts]: end excluded, as in PyTorch
 C.export("arange", function(a, b, c, d)
@@ -142,7 +149,8 @@ local function nested_shape(v, opname)
   while type(cur) == "table" and not Tensor.is_tensor(cur) do
     -- depth-checked: a cyclic table (t[1] = t) would nest forever
     if #shape == S.MAXDIM then
-      errors.raise(string.format("%s: nested tables deeper than %d dims (or a table containing itself)", opname, S.MAXDIM))
+      errors.raise(string.format("%s: nested tables deeper than %d dims (or a table containing itself)", opname,
+        S.MAXDIM))
     end
     shape[#shape + 1] = #cur
     if #cur == 0 then break end
@@ -157,7 +165,8 @@ local function flatten_into(v, shape, depth, out, opname)
     if Tensor.is_tensor(v) then
       -- a leaf may be a 0-d tensor: its value is read, as torch.tensor copies it
       if #v._shape ~= 0 then
-        errors.raise(opname .. ": a list element is a tensor of shape " .. S.str(v._shape) .. "; only 0-d tensors (or ds.stack)")
+        errors.raise(opname .. ": a list element is a tensor of shape " .. S.str(v._shape)
+          .. "; only 0-d tensors (or ds.stack)")
       end
       v = v:item()
     end

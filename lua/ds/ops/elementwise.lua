@@ -30,11 +30,14 @@ local unary = {
   exp = { doc = "e^x", C.FLOAT, C.promote_float, function(ctx, g) return g * ctx.outputs[1] end },
   log = { doc = "natural logarithm", C.FLOAT, C.promote_float, function(ctx, g) return g / ctx.inputs[1] end },
   sqrt = { doc = "square root", C.FLOAT, C.promote_float, function(ctx, g) return g / (2 * ctx.outputs[1]) end },
-  rsqrt = { doc = "1 / sqrt(x)", C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * (-0.5) * y * y * y end },
+  rsqrt = { doc = "1 / sqrt(x)", C.FLOAT, C.promote_float,
+    function(ctx, g) local y = ctx.outputs[1]; return g * (-0.5) * y * y * y end },
   sin = { doc = "sine", C.FLOAT, C.promote_float, function(ctx, g) return g * F.cos(ctx.inputs[1]) end },
   cos = { doc = "cosine", C.FLOAT, C.promote_float, function(ctx, g) return -(g * F.sin(ctx.inputs[1])) end },
-  tanh = { doc = "hyperbolic tangent", C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * (1 - y * y) end },
-  sigmoid = { doc = "logistic 1 / (1 + e^-x)", C.FLOAT, C.promote_float, function(ctx, g) local y = ctx.outputs[1]; return g * y * (1 - y) end },
+  tanh = { doc = "hyperbolic tangent", C.FLOAT, C.promote_float,
+    function(ctx, g) local y = ctx.outputs[1]; return g * (1 - y * y) end },
+  sigmoid = { doc = "logistic 1 / (1 + e^-x)", C.FLOAT, C.promote_float,
+    function(ctx, g) local y = ctx.outputs[1]; return g * y * (1 - y) end },
   silu = { doc = "x * sigmoid(x) (torch.nn.functional.silu)", C.FLOAT, C.promote_float, function(ctx, g)
     local x = ctx.inputs[1]; local s = F.sigmoid(x); return g * s * (1 + x * (1 - s)) end },
   gelu = { doc = "x * Phi(x), the exact erf form (torch.nn.functional.gelu)", C.FLOAT, C.promote_float, function(ctx, g)
@@ -42,7 +45,8 @@ local unary = {
     local cdf = 0.5 * (1 + F.erf(x * 0.7071067811865476))
     local pdf = F.exp(-0.5 * x * x) * 0.3989422804014327
     return g * (cdf + x * pdf) end },
-  gelu_tanh = { doc = "GELU's tanh approximation (torch.nn.functional.gelu(x, approximate='tanh'))", C.FLOAT, C.promote_float, function(ctx, g)
+  gelu_tanh = { doc = "GELU's tanh approximation (torch.nn.functional.gelu(x, approximate='tanh'))",
+    C.FLOAT, C.promote_float, function(ctx, g)
     local x = ctx.inputs[1]
     local k = 0.7978845608028654
     local inner = k * (x + 0.044715 * x * x * x)
@@ -56,9 +60,12 @@ local unary = {
   relu = { doc = "max(x, 0)", C.SIGNED, C.promote_arith, function(ctx, g)
     return g * F.gt(ctx.inputs[1], 0):astype(g.dtype) end },
   sign = { doc = "-1, 0 or 1 by the sign of x", C.SIGNED, C.promote_arith, function(ctx, g) return g * 0 end },
-  log1p = { doc = "log(1 + x), accurate near 0", C.FLOAT, C.promote_float, function(ctx, g) return g / (ctx.inputs[1] + 1) end },
-  expm1 = { doc = "e^x - 1, accurate near 0", C.FLOAT, C.promote_float, function(ctx, g) return g * (ctx.outputs[1] + 1) end },
-  log2 = { doc = "base-2 logarithm", C.FLOAT, C.promote_float, function(ctx, g) return g / (ctx.inputs[1] * 0.6931471805599453) end },
+  log1p = { doc = "log(1 + x), accurate near 0", C.FLOAT, C.promote_float,
+    function(ctx, g) return g / (ctx.inputs[1] + 1) end },
+  expm1 = { doc = "e^x - 1, accurate near 0", C.FLOAT, C.promote_float,
+    function(ctx, g) return g * (ctx.outputs[1] + 1) end },
+  log2 = { doc = "base-2 logarithm", C.FLOAT, C.promote_float,
+    function(ctx, g) return g / (ctx.inputs[1] * 0.6931471805599453) end },
 }
 -- rounding (integers come back unchanged; round is half to even): the gradient is 0, as PyTorch's
 local rounding = { floor = "round down to an integer value", ceil = "round up to an integer value",
@@ -75,22 +82,26 @@ local function mul_bw(ctx, g)
   return ctx.needs[1] and sum_to(g * b, a._shape) or nil, ctx.needs[2] and sum_to(g * a, b._shape) or nil
 end
 def_binary("add", "a + b", C.NUMERIC, C.promote_arith, function(ctx, g)
-  return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil, ctx.needs[2] and sum_to(g, ctx.inputs[2]._shape) or nil end)
+  return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil,
+    ctx.needs[2] and sum_to(g, ctx.inputs[2]._shape) or nil end)
 def_binary("sub", "a - b", C.NUMERIC, C.promote_arith, function(ctx, g)
-  return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil, ctx.needs[2] and sum_to(-g, ctx.inputs[2]._shape) or nil end)
+  return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil,
+    ctx.needs[2] and sum_to(-g, ctx.inputs[2]._shape) or nil end)
 def_binary("mul", "a * b", C.NUMERIC, C.promote_arith, mul_bw)
 def_binary("div", "a / b, true division (integers promote to f32)", C.FLOAT, C.promote_float, function(ctx, g)
   local a, b = ctx.inputs[1], ctx.inputs[2]
   return ctx.needs[1] and sum_to(g / b, a._shape) or nil,
          ctx.needs[2] and sum_to(-(g * a) / (b * b), b._shape) or nil end)
-def_binary("floor_divide", "a // b on integer tensors (the integer kernel of div)", C.set { "i64", "i32" }, C.promote_same, nil, nil, "div")
+def_binary("floor_divide", "a // b on integer tensors (the integer kernel of div)", C.set { "i64", "i32" },
+  C.promote_same, nil, nil, "div")
 -- an integer base to a negative Lua-number power has no integer result: an error, as PyTorch's
 -- (a tensor exponent's negative elements give 0 there, and here)
 local function promote_pow(inputs, attrs)
   local out = C.promote_arith(inputs, attrs)
   local e = inputs[2]
   if type(e) == "number" and e < 0 and not dtype.is_float[out[1].dtype] then
-    errors.raise(string.format("pow: integers to negative integer powers are not allowed (%s ^ %s)", out[1].dtype, tostring(e)))
+    errors.raise(string.format("pow: integers to negative integer powers are not allowed (%s ^ %s)", out[1].dtype,
+      tostring(e)))
   end
   return out
 end
@@ -108,7 +119,8 @@ local function minmax_bw(pick)
   return function(ctx, g)
     local a, b = ctx.inputs[1], ctx.inputs[2]
     local take_a = pick(a, b):astype(g.dtype) + F.eq(a, b):astype(g.dtype) * 0.5
-    return ctx.needs[1] and sum_to(g * take_a, a._shape) or nil, ctx.needs[2] and sum_to(g * (1 - take_a), b._shape) or nil
+    return ctx.needs[1] and sum_to(g * take_a, a._shape) or nil,
+      ctx.needs[2] and sum_to(g * (1 - take_a), b._shape) or nil
   end
 end
 -- fmod (sign of a, C's fmod) and remainder (sign of b, Python's and Lua's %): d/db = -trunc(a/b) / -floor(a/b)
@@ -118,11 +130,14 @@ local function mod_bw(whole)
     return ctx.needs[1] and sum_to(g, a._shape) or nil, ctx.needs[2] and sum_to(-(g * whole(a / b)), b._shape) or nil
   end
 end
-def_binary("fmod", "remainder of a / b with the sign of a (C's fmod)", C.SIGNED, C.promote_arith, mod_bw(function(q) return F.trunc(q) end))
-def_binary("remainder", "a % b with the sign of b (Python's and Lua's %)", C.SIGNED, C.promote_arith, mod_bw(function(q) return F.floor(q) end))
+def_binary("fmod", "remainder of a / b with the sign of a (C's fmod)", C.SIGNED, C.promote_arith,
+  mod_bw(function(q) return F.trunc(q) end))
+def_binary("remainder", "a % b with the sign of b (Python's and Lua's %)", C.SIGNED, C.promote_arith,
+  mod_bw(function(q) return F.floor(q) end))
 def_binary("maximum", "larger of a and b", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.gt(a, b) end))
 def_binary("minimum", "smaller of a and b", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.lt(a, b) end))
-local comparisons = { lt = "a < b", le = "a <= b", gt = "a > b", ge = "a >= b", eq = "a == b", ne = "a ~= b (torch.ne, !=)" }
+local comparisons = { lt = "a < b", le = "a <= b", gt = "a > b", ge = "a >= b", eq = "a == b",
+  ne = "a ~= b (torch.ne, !=)" }
 for name, relation in pairs(comparisons) do
   def_binary(name, relation .. ", a bool tensor", C.ALL, C.promote_same, nil, "bool")
 end
@@ -133,7 +148,8 @@ end
 
 -- where(cond, a, b): cond bool, a/b promoted together
 D.define {
-  name = "where", doc = "a where cond is true, else b (torch.where(cond, a, b))", kind = "where", kernel = "ds_where_%s", dtypes = C.ALL, ninputs = 3, elementwise = true,
+  name = "where", doc = "a where cond is true, else b (torch.where(cond, a, b))", kind = "where",
+  kernel = "ds_where_%s", dtypes = C.ALL, ninputs = 3, elementwise = true,
   promote = function(inputs)
     local dt = C.result_dtype { inputs[2], inputs[3] }
     return { D.cast(inputs[1], "bool"), D.cast(inputs[2], dt), D.cast(inputs[3], dt) }
@@ -155,7 +171,8 @@ D.define {
 
 -- clamp(x, min, max): absent bounds are -inf/+inf
 D.define {
-  name = "clamp", doc = "x limited to [min, max]", kind = "unary", kernel = "ds_clamp_%s", dtypes = C.NUMERIC, ninputs = 1, elementwise = true,
+  name = "clamp", doc = "x limited to [min, max]", kind = "unary", kernel = "ds_clamp_%s", dtypes = C.NUMERIC,
+  ninputs = 1, elementwise = true,
   attrs = { { "min", "float", -math.huge }, { "max", "float", math.huge } }, args = { "min", "max" },
   promote = function(inputs, attrs)
     local dt = inputs[1].dtype
@@ -181,7 +198,8 @@ end, { doc = "log(1 + e^(beta x)) / beta, x above the threshold (torch.nn.functi
 
 -- astype (cast through the copy kernel; also used by dispatch to promote operands)
 D.define {
-  name = "astype", doc = "x converted to dtype (torch's x.to(dtype))", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
+  name = "astype", doc = "x converted to dtype (torch's x.to(dtype))", kind = "unary", kernel = "ds_copy_%s",
+  dtypes = C.ALL, ninputs = 1, elementwise = true,
   attrs = { { "dtype", "dtype" } }, args = { "dtype" },
   prepare = function(inputs, attrs)
     local dt = dtype.normalize(attrs.dtype)
@@ -198,7 +216,8 @@ D.define {
 }
 -- contiguous copy of a (possibly strided) tensor, same dtype
 D.define {
-  name = "contiguous", doc = "a contiguous copy of x (x:copy_(y) is its in-place form)", inplace_name = "copy_", kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
+  name = "contiguous", doc = "a contiguous copy of x (x:copy_(y) is its in-place form)", inplace_name = "copy_",
+  kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
   infer = function(inputs) return { shape = inputs[1]._shape, dtype = inputs[1].dtype } end,
   backward = function(ctx, g) return g end,
 }

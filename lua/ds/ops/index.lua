@@ -38,7 +38,8 @@ end
 
 -- ---- cat(list, dim): (a..., n_k, b...) for each k -> (a..., sum n_k, b...) ----
 local cat = D.define {
-  name = "cat", doc = "tensors joined along an existing dim (torch.cat)", kind = "join", kernel = "ds_cat_%s", dtypes = C.ALL, variadic = true,
+  name = "cat", doc = "tensors joined along an existing dim (torch.cat)", kind = "join", kernel = "ds_cat_%s",
+  dtypes = C.ALL, variadic = true,
   attrs = { { "dim", "dim", 1 }, { "n", "int", 0 } }, args = { "dim" },
   prepare = function(inputs, attrs)
     if #inputs == 0 then errors.raise("cat: expects a non-empty list of tensors") end
@@ -105,7 +106,8 @@ end, { method = false })
 local function check_index_dims(x, ix, dim, opname)
   local sx, si = x._shape, ix._shape
   if #sx == 0 or #sx ~= #si then
-    errors.raise(string.format("%s: input %s and index %s need the same number of dims (>= 1)", opname, S.str(sx), S.str(si)))
+    errors.raise(string.format("%s: input %s and index %s need the same number of dims (>= 1)", opname, S.str(sx),
+      S.str(si)))
   end
   dim = S.dim(dim, #sx, opname)
   for d = 1, #sx do
@@ -118,7 +120,8 @@ end
 
 -- ---- gather(x, dim, index): out[i][j] = x[index[i][j]][j] (dim 1); out has index's shape ----
 local gather = D.define {
-  name = "gather", doc = "values of x at the 1-based indices along dim; the index's shape", kind = "index", kernel = "ds_gather_%s", dtypes = C.ALL, ninputs = 2,
+  name = "gather", doc = "values of x at the 1-based indices along dim; the index's shape", kind = "index",
+  kernel = "ds_gather_%s", dtypes = C.ALL, ninputs = 2,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
@@ -156,7 +159,8 @@ end
 
 -- ---- scatter_add(x, dim, index, src): out = x; out[index[i][j]][j] += src[i][j] (dim 1) ----
 local scatter_add = D.define {
-  name = "scatter_add", doc = "x with src added at the 1-based indices along dim (duplicates accumulate)", kind = "index", kernel = "ds_scatter_add_%s", dtypes = ARITH, ninputs = 3,
+  name = "scatter_add", doc = "x with src added at the 1-based indices along dim (duplicates accumulate)",
+  kind = "index", kernel = "ds_scatter_add_%s", dtypes = ARITH, ninputs = 3,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x, src = inputs[1], inputs[3]
@@ -190,7 +194,8 @@ end
 
 -- ---- index_select(x, dim, index): (a..., n, b...) with m indices -> (a..., m, b...) ----
 local index_select = D.define {
-  name = "index_select", doc = "the slices of x along dim at a 1-D list of 1-based indices", kind = "index", kernel = "ds_index_select_%s", dtypes = C.ALL, ninputs = 2,
+  name = "index_select", doc = "the slices of x along dim at a 1-D list of 1-based indices", kind = "index",
+  kernel = "ds_index_select_%s", dtypes = C.ALL, ninputs = 2,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
@@ -213,7 +218,8 @@ C.export("index_select", function(x, dim, index) return D.call(index_select, { x
 
 -- ---- index_add(x, dim, index, src): out = x; out.select(dim, index[j]) += src.select(dim, j) ----
 local index_add = D.define {
-  name = "index_add", doc = "x with the slices of src added at 1-based indices along dim", kind = "index", kernel = "ds_index_add_%s", dtypes = ARITH, ninputs = 3,
+  name = "index_add", doc = "x with the slices of src added at 1-based indices along dim", kind = "index",
+  kernel = "ds_index_add_%s", dtypes = ARITH, ninputs = 3,
   attrs = { { "dim", "dim" } }, args = { "dim" },
   prepare = function(inputs, attrs)
     local x, src = inputs[1], inputs[3]
@@ -244,11 +250,13 @@ local function masked_fill(x, mask, value)
   need_tensor(x, "masked_fill", "input")
   need_tensor(mask, "masked_fill", "mask")
   if mask.dtype ~= "bool" then
-    errors.raise(string.format("masked_fill: mask must be a bool tensor, got %s %s (use x:gt(0) etc.)", mask.dtype, S.str(mask._shape)))
+    errors.raise(string.format("masked_fill: mask must be a bool tensor, got %s %s (use x:gt(0) etc.)", mask.dtype,
+      S.str(mask._shape)))
   end
   local s = S.broadcast(x._shape, mask._shape, "masked_fill")
   if not S.equal(s, x._shape) then
-    errors.raise(string.format("masked_fill: mask %s does not broadcast to the input's shape %s", S.str(mask._shape), S.str(x._shape)))
+    errors.raise(string.format("masked_fill: mask %s does not broadcast to the input's shape %s", S.str(mask._shape),
+      S.str(x._shape)))
   end
   if C.is_tensor(value) then
     if #value._shape ~= 0 then
@@ -267,7 +275,8 @@ Tensor.masked_fill_ = function(x, mask, value) return x:copy_(masked_fill(x, mas
 
 -- ---- one_hot(labels, num_classes, {dtype = "i64"}): (...) 1-based classes -> (..., num_classes) ----
 local one_hot = D.define {
-  name = "one_hot", doc = "1-based class labels as one-hot rows of num_classes (F.one_hot)", kind = "index", kernel = "ds_one_hot_%s", dtypes = C.set { "i64", "f32", "f64" }, ninputs = 1,
+  name = "one_hot", doc = "1-based class labels as one-hot rows of num_classes (F.one_hot)", kind = "index",
+  kernel = "ds_one_hot_%s", dtypes = C.set { "i64", "f32", "f64" }, ninputs = 1,
   attrs = { { "num_classes", "int", -1 }, { "dtype", "dtype", "i64" } }, args = { "num_classes" },
   prepare = function(inputs, attrs)
     local lab = as_index(inputs[1], "one_hot", "labels")
@@ -284,7 +293,8 @@ local one_hot = D.define {
       for _, v in ipairs(lab:_flat()) do if v > m then m = v end end
       attrs.num_classes = m
     end
-    if type(attrs.num_classes) ~= "number" or attrs.num_classes < 1 or attrs.num_classes ~= math.floor(attrs.num_classes) then
+    if type(attrs.num_classes) ~= "number" or attrs.num_classes < 1
+      or attrs.num_classes ~= math.floor(attrs.num_classes) then
       errors.raise("one_hot: num_classes must be a positive integer, got " .. tostring(attrs.num_classes))
     end
     return { lab }
@@ -302,7 +312,8 @@ C.export("one_hot", C.api(one_hot))
 -- ---- embedding(ids, weight, {padding_idx}): ids (...) 1-based, weight (V, D) -> (..., D) ----
 -- padding_idx's row gets no gradient (negative counts from the end, as in PyTorch)
 local embedding = D.define {
-  name = "embedding", doc = "rows of weight (V, D) at 1-based ids; padding_idx's row gets no gradient (F.embedding)", kind = "index", kernel = "ds_embedding_%s", dtypes = C.ALL, ninputs = 2,
+  name = "embedding", doc = "rows of weight (V, D) at 1-based ids; padding_idx's row gets no gradient (F.embedding)",
+  kind = "index", kernel = "ds_embedding_%s", dtypes = C.ALL, ninputs = 2,
   attrs = { { "padding_idx", "int" } }, args = { "padding_idx" },
   prepare = function(inputs, attrs)
     local ids = as_index(inputs[1], "embedding", "ids")
@@ -315,7 +326,8 @@ local embedding = D.define {
     if p ~= nil and type(V) == "number" then
       if p < 0 then p = V + 1 + p end
       if p < 1 or p > V or p ~= math.floor(p) then
-        errors.raise(string.format("embedding: padding_idx %s out of range for %d embeddings", tostring(attrs.padding_idx), V))
+        errors.raise(string.format("embedding: padding_idx %s out of range for %d embeddings",
+          tostring(attrs.padding_idx), V))
       end
       attrs.padding_idx = p
     end

@@ -105,7 +105,9 @@ for dt, name in pairs(torch_type) do dtype_of_type[name] = dt; dtype_of_type[dt]
 Tensor.type = function(x, name)
   if name == nil then return torch_type[x.dtype] end
   local dt = dtype_of_type[name]
-  if not dt then errors.raise("type: unknown type '" .. tostring(name) .. "' (torch.FloatTensor, ... or a ds dtype)") end
+  if not dt then
+    errors.raise("type: unknown type '" .. tostring(name) .. "' (torch.FloatTensor, ... or a ds dtype)")
+  end
   return x:astype(dt)
 end
 

@@ -9,7 +9,9 @@ local is_tensor = C.is_tensor
 
 local function check_rank(name, x, ranks, what)
   if not is_tensor(x) then errors.raise(name .. ": " .. what .. " must be a tensor, got " .. type(x)) end
-  if not ranks[#x._shape] then errors.raise(string.format("%s: %s must be %s, got %s", name, what, ranks.text, S.str(x._shape))) end
+  if not ranks[#x._shape] then
+    errors.raise(string.format("%s: %s must be %s, got %s", name, what, ranks.text, S.str(x._shape)))
+  end
 end
 local VECTOR, MATRIX = { [1] = true, text = "1-D" }, { [2] = true, text = "2-D" }
 
@@ -29,7 +31,9 @@ end)
 C.export("addmm", function(input, m1, m2, opts)
   check_rank("addmm", m1, MATRIX, "m1"); check_rank("addmm", m2, MATRIX, "m2")
   opts = opts or {}
-  for k in pairs(opts) do if k ~= "beta" and k ~= "alpha" then errors.raise("addmm: unknown option '" .. tostring(k) .. "'") end end
+  for k in pairs(opts) do
+    if k ~= "beta" and k ~= "alpha" then errors.raise("addmm: unknown option '" .. tostring(k) .. "'") end
+  end
   local beta, alpha = opts.beta or 1, opts.alpha or 1
   local p = F.matmul(m1, m2)
   if alpha ~= 1 then p = p * alpha end
@@ -41,7 +45,9 @@ end, { args = { "tensor", "tensor", "tensor", "table?" } })
 local function letters(term, eq)
   local out = {}
   for ch in term:gmatch(".") do
-    if not ch:match("%a") then errors.raise("einsum: bad character '" .. ch .. "' in '" .. eq .. "' (letters, ',' and '->' only)") end
+    if not ch:match("%a") then
+      errors.raise("einsum: bad character '" .. ch .. "' in '" .. eq .. "' (letters, ',' and '->' only)")
+    end
     out[#out + 1] = ch
   end
   return out
@@ -77,7 +83,9 @@ local function contract(a, b, keep, size)
   local ta = a.t:permute(positions(a.idx, order_a)):reshape(numel(batch), numel(aonly), numel(contr))
   local tb = b.t:permute(positions(b.idx, order_b)):reshape(numel(batch), numel(contr), numel(bonly))
   local idx, shape = {}, {}
-  for _, l in ipairs { batch, aonly, bonly } do for _, ch in ipairs(l) do idx[#idx + 1] = ch; shape[#shape + 1] = size[ch] end end
+  for _, l in ipairs { batch, aonly, bonly } do
+    for _, ch in ipairs(l) do idx[#idx + 1] = ch; shape[#shape + 1] = size[ch] end
+  end
   return { t = F.matmul(ta, tb):reshape(shape), idx = idx }
 end
 
@@ -101,15 +109,20 @@ C.export("einsum", function(eq, ...)
     local x = operands[i]
     if not is_tensor(x) then errors.raise("einsum: operand " .. i .. " is not a tensor") end
     if #idx ~= #x._shape then
-      errors.raise(string.format("einsum: term '%s' has %d letters, operand %d is %s", table.concat(idx), #idx, i, S.str(x._shape)))
+      errors.raise(string.format("einsum: term '%s' has %d letters, operand %d is %s", table.concat(idx), #idx, i,
+        S.str(x._shape)))
     end
     local seen = {}
     for d, ch in ipairs(idx) do
-      if seen[ch] then errors.raise("einsum: letter '" .. ch .. "' repeated in term '" .. table.concat(idx) .. "' (diagonals are not implemented)") end
+      if seen[ch] then
+        errors.raise("einsum: letter '" .. ch .. "' repeated in term '" .. table.concat(idx)
+          .. "' (diagonals are not implemented)")
+      end
       seen[ch] = true
       count[ch] = (count[ch] or 0) + 1
       if size[ch] ~= nil and not S.same(size[ch], x._shape[d]) then
-        errors.raise(string.format("einsum: letter '%s' has size %s and %s", ch, tostring(size[ch]), tostring(x._shape[d])))
+        errors.raise(string.format("einsum: letter '%s' has size %s and %s", ch, tostring(size[ch]),
+          tostring(x._shape[d])))
       end
       size[ch] = x._shape[d]
     end
@@ -160,7 +173,9 @@ C.export("norm", function(x, p, dim, keepdim)
   if x.dtype ~= "f32" and x.dtype ~= "f64" then errors.raise("norm: needs a floating point tensor, got " .. x.dtype) end
   p = p or 2
   if p == "fro" then p = 2 end
-  if type(p) ~= "number" then errors.raise("norm: p = '" .. tostring(p) .. "' is not implemented (a number, math.huge or 'fro')") end
+  if type(p) ~= "number" then
+    errors.raise("norm: p = '" .. tostring(p) .. "' is not implemented (a number, math.huge or 'fro')")
+  end
   keepdim = keepdim or false
   local a = x:abs()
   if p == math.huge then return a:amax(dim, keepdim) end

@@ -40,7 +40,8 @@ local function resolve_shape(x, want, opname)
       out[infer_at] = sym.div(n, known, opname)
     else
       if known == 0 or n % known ~= 0 then
-        errors.raise(string.format("%s: cannot reshape %s (%d elements) into %s", opname, S.str(x._shape), n, S.str(want)))
+        errors.raise(string.format("%s: cannot reshape %s (%d elements) into %s", opname, S.str(x._shape), n,
+          S.str(want)))
       end
       out[infer_at] = n / known
     end
@@ -52,13 +53,16 @@ local function resolve_shape(x, want, opname)
 end
 
 def_view {
-  name = "reshape", doc = "x with a new shape of as many elements (-1 infers one size); a view when the strides allow, else a copy", attrs = { { "shape", "ints" } },
+  name = "reshape",
+  doc = "x with a new shape of as many elements (-1 infers one size); a view when the strides allow, else a copy",
+  attrs = { { "shape", "ints" } },
   infer = function(inputs, attrs)
     return { shape = resolve_shape(inputs[1], attrs.shape, "reshape"), dtype = inputs[1].dtype }
   end,
   view = function(x, attrs, meta)
     -- a view when the strides allow one (as PyTorch's reshape), else a contiguous copy
-    local st = x:is_contiguous() and S.contiguous_strides(meta.shape) or S.view_strides(x._shape, strides_of(x), meta.shape)
+    local st = x:is_contiguous() and S.contiguous_strides(meta.shape)
+      or S.view_strides(x._shape, strides_of(x), meta.shape)
     if not st then x = F.contiguous(x); st = S.contiguous_strides(meta.shape) end
     return x, meta.shape, st, offset_of(x)
   end,
@@ -66,7 +70,8 @@ def_view {
 }
 
 def_view {
-  name = "transpose", doc = "view with dims dim0 and dim1 swapped", attrs = { { "dim0", "dim" }, { "dim1", "dim" } }, args = { "dim0", "dim1" },
+  name = "transpose", doc = "view with dims dim0 and dim1 swapped", attrs = { { "dim0", "dim" }, { "dim1", "dim" } },
+  args = { "dim0", "dim1" },
   prepare = function(inputs, attrs)
     local n = #inputs[1]._shape
     attrs.dim0 = S.dim(attrs.dim0, n, "transpose"); attrs.dim1 = S.dim(attrs.dim1, n, "transpose")
@@ -90,7 +95,8 @@ def_view {
   prepare = function(inputs, attrs)
     local n, seen, dims = #inputs[1]._shape, {}, {}
     if #attrs.dims ~= n then
-      errors.raise(string.format("permute: %d dims given for a %d-d tensor %s", #attrs.dims, n, S.str(inputs[1]._shape)))
+      errors.raise(string.format("permute: %d dims given for a %d-d tensor %s", #attrs.dims, n,
+        S.str(inputs[1]._shape)))
     end
     for i, d in ipairs(attrs.dims) do
       dims[i] = S.dim(d, n, "permute")
@@ -135,14 +141,16 @@ local function pad_along(g, dim, start, total)
 end
 
 def_view {
-  name = "narrow", doc = "view of length elements of dim from 1-based start", attrs = { { "dim", "dim" }, { "start", "int" }, { "length", "int" } }, args = { "dim", "start", "length" },
+  name = "narrow", doc = "view of length elements of dim from 1-based start",
+  attrs = { { "dim", "dim" }, { "start", "int" }, { "length", "int" } }, args = { "dim", "start", "length" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
     attrs.dim = S.dim(attrs.dim, #x._shape, "narrow")
     local size = x._shape[attrs.dim]
     if type(size) == "number" then
       if attrs.start < 0 then attrs.start = size + 1 + attrs.start end
-      if attrs.start < 1 or (type(attrs.length) == "number" and (attrs.length < 0 or attrs.start - 1 + attrs.length > size)) then
+      if attrs.start < 1 or (type(attrs.length) == "number" and (attrs.length < 0
+        or attrs.start - 1 + attrs.length > size)) then
         errors.raise(string.format("narrow: start %d, length %d out of range for dim %d of size %d (shape %s)",
           attrs.start, attrs.length, attrs.dim, size, S.str(x._shape)))
       end
@@ -164,7 +172,8 @@ def_view {
 }
 
 def_view {
-  name = "select", doc = "view at 1-based index of dim, that dim removed", attrs = { { "dim", "dim" }, { "index", "int" } }, args = { "dim", "index" },
+  name = "select", doc = "view at 1-based index of dim, that dim removed",
+  attrs = { { "dim", "dim" }, { "index", "int" } }, args = { "dim", "index" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
     if #x._shape == 0 then errors.raise("select: cannot index a 0-d tensor") end
@@ -198,7 +207,8 @@ def_view {
 
 -- expand: sizes may be -1 (keep); new leading dims allowed
 def_view {
-  name = "expand", doc = "view broadcast to a larger shape (stride 0; -1 keeps a size)", attrs = { { "shape", "ints" } },
+  name = "expand", doc = "view broadcast to a larger shape (stride 0; -1 keeps a size)",
+  attrs = { { "shape", "ints" } },
   infer = function(inputs, attrs)
     local x, want = inputs[1], attrs.shape
     local nx, n = #x._shape, #want
@@ -213,7 +223,8 @@ def_view {
         s[i] = cur
       elseif cur == nil or cur == 1 or S.same(cur, w) then s[i] = w
       else
-        errors.raise(string.format("expand: cannot expand %s to %s (dim %d: %s vs %s)", S.str(x._shape), S.str(want), i, tostring(cur), tostring(w)))
+        errors.raise(string.format("expand: cannot expand %s to %s (dim %d: %s vs %s)", S.str(x._shape), S.str(want), i,
+          tostring(cur), tostring(w)))
       end
     end
     return { shape = s, dtype = x.dtype }
@@ -253,20 +264,24 @@ C.export("view", function(x, ...)
   if rawget(x, "_c") and not x:is_contiguous() then
     local want = resolve_shape(x, shape, "view")
     if not S.view_strides(x._shape, strides_of(x), want) then
-      errors.raise(string.format("view: a tensor of shape %s and strides %s cannot be viewed as %s without a copy; use reshape",
+      errors.raise(string.format("view: a tensor of shape %s and strides %s cannot be viewed as %s "
+        .. "without a copy; use reshape",
         S.str(x._shape), S.str(strides_of(x)), S.str(want)))
     end
   end
   return D.call(reshape, { x }, { shape = shape })
 end)
-C.export("view_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end, { args = { "tensor", "tensor" } })
-C.export("reshape_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end, { args = { "tensor", "tensor" } })
+C.export("view_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end,
+  { args = { "tensor", "tensor" } })
+C.export("reshape_as", function(x, y) return D.call(reshape, { x }, { shape = y._shape }) end,
+  { args = { "tensor", "tensor" } })
 C.export("transpose", C.api(D.by_name.transpose))
 C.export("permute", function(x, ...) return D.call(D.by_name.permute, { x }, { dims = shape_args("permute", ...) }) end)
 C.export("narrow", C.api(D.by_name.narrow), { args = { "tensor", "integer", "size", "size" } })
 C.export("select", C.api(D.by_name.select))
 C.export("expand", function(x, ...) return D.call(D.by_name.expand, { x }, { shape = shape_args("expand", ...) }) end)
-C.export("expand_as", function(x, y) return D.call(D.by_name.expand, { x }, { shape = y._shape }) end, { args = { "tensor", "tensor" } })
+C.export("expand_as", function(x, y) return D.call(D.by_name.expand, { x }, { shape = y._shape }) end,
+  { args = { "tensor", "tensor" } })
 
 C.export("t", function(x)
   local n = #x._shape

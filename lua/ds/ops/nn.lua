@@ -62,7 +62,8 @@ end
 local function conv_out(n, k, s, p, d, op, xs, ws)
   local ek = (k - 1) * d + 1
   if ek > n + 2 * p then
-    raise("%s: kernel %s (dilated size %d) is larger than the padded input %s (padding %d)", op, S.str(ws), ek, S.str(xs), p)
+    raise("%s: kernel %s (dilated size %d) is larger than the padded input %s (padding %d)", op, S.str(ws), ek,
+      S.str(xs), p)
   end
   return math.floor((n + 2 * p - ek) / s) + 1
 end
@@ -71,18 +72,22 @@ end
 local conv_bw_input, conv_bw_weight, conv_bw_bias
 
 local function conv_forward(x, w, b, a)
-  return D.call(D.by_name.conv2d, { x, w, b }, { stride = a.stride, padding = a.padding, dilation = a.dilation, groups = a.groups })
+  return D.call(D.by_name.conv2d, { x, w, b }, { stride = a.stride, padding = a.padding, dilation = a.dilation,
+    groups = a.groups })
 end
 local function conv_input_grad(g, w, a, hw)
-  return D.call(conv_bw_input, { g, w }, { stride = a.stride, padding = a.padding, dilation = a.dilation, groups = a.groups, input_size = hw })
+  return D.call(conv_bw_input, { g, w }, { stride = a.stride, padding = a.padding, dilation = a.dilation,
+    groups = a.groups, input_size = hw })
 end
 local function conv_weight_grad(g, x, a, khw)
-  return D.call(conv_bw_weight, { g, x }, { stride = a.stride, padding = a.padding, dilation = a.dilation, groups = a.groups, kernel_size = khw })
+  return D.call(conv_bw_weight, { g, x }, { stride = a.stride, padding = a.padding, dilation = a.dilation,
+    groups = a.groups, kernel_size = khw })
 end
 local function zero_bias(w) return F.zeros({ w._shape[1] }, { dtype = w.dtype }) end
 
 D.define {
-  name = "conv2d", doc = "2-D convolution (cross-correlation) of x (N,C,H,W) with weight (OC,C/groups,KH,KW) plus bias", kind = "nn", kernel = "ds_conv2d_%s", dtypes = C.FLOAT, ninputs = 3, attrs = conv_attrs(),
+  name = "conv2d", doc = "2-D convolution (cross-correlation) of x (N,C,H,W) with weight (OC,C/groups,KH,KW) plus bias",
+  kind = "nn", kernel = "ds_conv2d_%s", dtypes = C.FLOAT, ninputs = 3, attrs = conv_attrs(),
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   pack = function(a) return pack_conv(a) end,
   infer = function(inputs, a)
@@ -91,12 +96,19 @@ D.define {
     if #ws ~= 4 then raise("conv2d: weight must be (OC,C/groups,KH,KW), got %s", S.str(ws)) end
     local G = a.groups
     if G < 1 or G ~= math.floor(G) then raise("conv2d: groups must be an integer >= 1, got %s", tostring(G)) end
-    if num(ws[1], "conv2d") % G ~= 0 then raise("conv2d: groups %d do not divide the %d out channels of weight %s", G, ws[1], S.str(ws)) end
-    if num(xs[2], "conv2d") % G ~= 0 then raise("conv2d: groups %d do not divide the %d channels of input %s", G, xs[2], S.str(xs)) end
-    if ws[2] * G ~= xs[2] then
-      raise("conv2d: input %s has %d channels but weight %s with groups %d expects %d", S.str(xs), xs[2], S.str(ws), G, ws[2] * G)
+    if num(ws[1], "conv2d") % G ~= 0 then
+      raise("conv2d: groups %d do not divide the %d out channels of weight %s", G, ws[1], S.str(ws))
     end
-    if #bs ~= 1 or bs[1] ~= ws[1] then raise("conv2d: bias %s must be (%d) for weight %s", S.str(bs), ws[1], S.str(ws)) end
+    if num(xs[2], "conv2d") % G ~= 0 then
+      raise("conv2d: groups %d do not divide the %d channels of input %s", G, xs[2], S.str(xs))
+    end
+    if ws[2] * G ~= xs[2] then
+      raise("conv2d: input %s has %d channels but weight %s with groups %d expects %d", S.str(xs), xs[2], S.str(ws), G,
+        ws[2] * G)
+    end
+    if #bs ~= 1 or bs[1] ~= ws[1] then
+      raise("conv2d: bias %s must be (%d) for weight %s", S.str(bs), ws[1], S.str(ws))
+    end
     local oh = conv_out(num(xs[3], "conv2d"), ws[3], a.stride[1], a.padding[1], a.dilation[1], "conv2d", xs, ws)
     local ow = conv_out(num(xs[4], "conv2d"), ws[4], a.stride[2], a.padding[2], a.dilation[2], "conv2d", xs, ws)
     return { shape = { xs[1], ws[1], oh, ow }, dtype = inputs[1].dtype }
@@ -114,13 +126,17 @@ D.define {
 -- grad input (N,C,H,W) from g (N,OC,OH,OW) and w. Linear in g and in w, so its own backward is
 -- conv2d (for g) and the weight grad (for w).
 conv_bw_input = D.define {
-  name = "conv2d_backward_input", doc = "gradient of conv2d for its input: g (N,OC,OH,OW), weight -> (N,C,H,W) (a transposed convolution)", kind = "nn", kernel = "ds_conv2d_backward_input_%s", dtypes = C.FLOAT, ninputs = 2,
+  name = "conv2d_backward_input",
+  doc = "gradient of conv2d for its input: g (N,OC,OH,OW), weight -> (N,C,H,W) (a transposed convolution)", kind = "nn",
+  kernel = "ds_conv2d_backward_input_%s", dtypes = C.FLOAT, ninputs = 2,
   attrs = conv_attrs { "input_size", "ints" },
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   pack = function(a) return pack_conv(a, a.input_size) end,
   infer = function(inputs, a)
     local gs, ws = inputs[1]._shape, inputs[2]._shape
-    if #gs ~= 4 or #ws ~= 4 then raise("conv2d_backward_input: expects 4-D grad and weight, got %s and %s", S.str(gs), S.str(ws)) end
+    if #gs ~= 4 or #ws ~= 4 then
+      raise("conv2d_backward_input: expects 4-D grad and weight, got %s and %s", S.str(gs), S.str(ws))
+    end
     return { shape = { gs[1], ws[2] * a.groups, a.input_size[1], a.input_size[2] }, dtype = inputs[1].dtype }
   end,
   backward = function(ctx, gg)
@@ -133,14 +149,19 @@ conv_bw_input = D.define {
 
 -- grad weight (OC,C/groups,KH,KW) from g (N,OC,OH,OW) and x (N,C,H,W); bilinear like the above.
 conv_bw_weight = D.define {
-  name = "conv2d_backward_weight", doc = "gradient of conv2d for its weight: g (N,OC,OH,OW), x (N,C,H,W) -> (OC,C/groups,KH,KW)", kind = "nn", kernel = "ds_conv2d_backward_weight_%s", dtypes = C.FLOAT, ninputs = 2,
+  name = "conv2d_backward_weight",
+  doc = "gradient of conv2d for its weight: g (N,OC,OH,OW), x (N,C,H,W) -> (OC,C/groups,KH,KW)", kind = "nn",
+  kernel = "ds_conv2d_backward_weight_%s", dtypes = C.FLOAT, ninputs = 2,
   attrs = conv_attrs { "kernel_size", "ints" },
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   pack = function(a) return pack_conv(a, a.kernel_size) end,
   infer = function(inputs, a)
     local gs, xs = inputs[1]._shape, inputs[2]._shape
-    if #gs ~= 4 or #xs ~= 4 then raise("conv2d_backward_weight: expects 4-D grad and input, got %s and %s", S.str(gs), S.str(xs)) end
-    return { shape = { gs[2], num(xs[2], "conv2d_backward_weight") / a.groups, a.kernel_size[1], a.kernel_size[2] }, dtype = inputs[1].dtype }
+    if #gs ~= 4 or #xs ~= 4 then
+      raise("conv2d_backward_weight: expects 4-D grad and input, got %s and %s", S.str(gs), S.str(xs))
+    end
+    return { shape = { gs[2], num(xs[2], "conv2d_backward_weight") / a.groups, a.kernel_size[1], a.kernel_size[2] },
+      dtype = inputs[1].dtype }
   end,
   backward = function(ctx, gg)
     local g, x, a = ctx.inputs[1], ctx.inputs[2], ctx.attrs
@@ -152,7 +173,8 @@ conv_bw_weight = D.define {
 
 -- grad bias (OC): g (N,OC,OH,OW) summed over N, OH, OW
 conv_bw_bias = D.define {
-  name = "conv2d_backward_bias", doc = "gradient of conv2d for its bias: g (N,OC,OH,OW) summed to (OC)", kind = "nn", kernel = "ds_conv2d_backward_bias_%s", dtypes = C.FLOAT, ninputs = 1,
+  name = "conv2d_backward_bias", doc = "gradient of conv2d for its bias: g (N,OC,OH,OW) summed to (OC)", kind = "nn",
+  kernel = "ds_conv2d_backward_bias_%s", dtypes = C.FLOAT, ninputs = 1,
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   infer = function(inputs)
     local gs = inputs[1]._shape
@@ -171,7 +193,9 @@ C.export("conv2d", function(x, w, b, opts)
   if opts == nil and type(b) == "table" and not C.is_tensor(b) then opts, b = b, nil end
   opts = opts or {}
   for k in pairs(opts) do
-    if k ~= "stride" and k ~= "padding" and k ~= "dilation" and k ~= "groups" then raise("conv2d: unknown option '%s'", tostring(k)) end
+    if k ~= "stride" and k ~= "padding" and k ~= "dilation" and k ~= "groups" then
+      raise("conv2d: unknown option '%s'", tostring(k))
+    end
   end
   local x4, squeeze = batched(x, "conv2d")
   if not C.is_tensor(w) then raise("conv2d: weight must be a tensor, got %s", type(w)) end
@@ -185,7 +209,9 @@ C.export("conv2d", function(x, w, b, opts)
     padding = {}
     for i = 1, 2 do
       local total = dilation[i] * (w._shape[i + 2] - 1)
-      if total % 2 ~= 0 then raise("conv2d: padding 'same' with kernel %s needs asymmetric padding (not supported)", S.str(w._shape)) end
+      if total % 2 ~= 0 then
+        raise("conv2d: padding 'same' with kernel %s needs asymmetric padding (not supported)", S.str(w._shape))
+      end
       padding[i] = total / 2
     end
   end
@@ -195,7 +221,8 @@ C.export("conv2d", function(x, w, b, opts)
     raise("conv2d: groups must be an integer >= 1, got %s", tostring(groups))
   end
   if b ~= nil and not C.is_tensor(b) then raise("conv2d: bias must be a tensor or nil, got %s", type(b)) end
-  local y = D.call(D.by_name.conv2d, { x4, w, b or zero_bias(w) }, { stride = stride, padding = padding, dilation = dilation, groups = groups })
+  local y = D.call(D.by_name.conv2d, { x4, w, b or zero_bias(w) },
+    { stride = stride, padding = padding, dilation = dilation, groups = groups })
   if squeeze then y = y:squeeze(1) end
   return y
 end, { args = { "tensor", "tensor", "tensor|table?", "table?" } })
@@ -218,9 +245,12 @@ local function pool_out(op, xs, a)
   local out = { xs[1], xs[2] }
   for i = 1, 2 do
     local n, k, s, p = num(xs[i + 2], op), a.kernel_size[i], a.stride[i], a.padding[i]
-    if 2 * p > k then raise("%s: padding %s must be at most half the kernel %s", op, S.str(a.padding), S.str(a.kernel_size)) end
+    if 2 * p > k then
+      raise("%s: padding %s must be at most half the kernel %s", op, S.str(a.padding), S.str(a.kernel_size))
+    end
     if n < 1 or k > n + 2 * p then
-      raise("%s: kernel %s is larger than the padded input %s (padding %s)", op, S.str(a.kernel_size), S.str(xs), S.str(a.padding))
+      raise("%s: kernel %s is larger than the padded input %s (padding %s)", op, S.str(a.kernel_size), S.str(xs),
+        S.str(a.padding))
     end
     out[i + 2] = math.floor((n + 2 * p - k) / s) + 1
   end
@@ -234,7 +264,8 @@ local function pool_call_attrs(a, extra)
 end
 
 local mp_bw = D.define {
-  name = "max_pool2d_backward", doc = "gradient of max_pool2d: g routed to the input positions its indices name", kind = "nn", kernel = "ds_max_pool2d_backward_%s", dtypes = C.FLOAT, ninputs = 2,
+  name = "max_pool2d_backward", doc = "gradient of max_pool2d: g routed to the input positions its indices name",
+  kind = "nn", kernel = "ds_max_pool2d_backward_%s", dtypes = C.FLOAT, ninputs = 2,
   attrs = pool_attrs { { "input_size", "ints" } }, pack = pack_pool,
   promote = function(inputs) return contiguous_all(inputs) end,
   kernel_dtype = function(inputs) return inputs[1].dtype end,
@@ -250,7 +281,8 @@ local mp_bw = D.define {
 }
 
 D.define {
-  name = "max_pool2d", doc = "2-D max pooling of (N,C,H,W): values and the 1-based flat index of each in its HxW plane", kind = "nn", kernel = "ds_max_pool2d_%s", dtypes = C.FLOAT, ninputs = 1, noutputs = 2,
+  name = "max_pool2d", doc = "2-D max pooling of (N,C,H,W): values and the 1-based flat index of each in its HxW plane",
+  kind = "nn", kernel = "ds_max_pool2d_%s", dtypes = C.FLOAT, ninputs = 1, noutputs = 2,
   attrs = pool_attrs(), pack = pack_pool,
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   infer = function(inputs, a)
@@ -265,7 +297,8 @@ D.define {
 
 local ap_fwd
 local ap_bw = D.define {
-  name = "avg_pool2d_backward", doc = "gradient of avg_pool2d: g spread evenly over each window", kind = "nn", kernel = "ds_avg_pool2d_backward_%s", dtypes = C.FLOAT, ninputs = 1,
+  name = "avg_pool2d_backward", doc = "gradient of avg_pool2d: g spread evenly over each window", kind = "nn",
+  kernel = "ds_avg_pool2d_backward_%s", dtypes = C.FLOAT, ninputs = 1,
   attrs = pool_attrs { { "count_include_pad", "bool", true }, { "input_size", "ints" } }, pack = pack_pool,
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   infer = function(inputs, a)
@@ -280,13 +313,17 @@ local ap_bw = D.define {
 }
 
 ap_fwd = D.define {
-  name = "avg_pool2d", doc = "2-D average pooling of (N,C,H,W)", kind = "nn", kernel = "ds_avg_pool2d_%s", dtypes = C.FLOAT, ninputs = 1,
+  name = "avg_pool2d", doc = "2-D average pooling of (N,C,H,W)", kind = "nn", kernel = "ds_avg_pool2d_%s",
+  dtypes = C.FLOAT, ninputs = 1,
   attrs = pool_attrs { { "count_include_pad", "bool", true } }, pack = pack_pool,
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
-  infer = function(inputs, a) return { shape = pool_out("avg_pool2d", inputs[1]._shape, a), dtype = inputs[1].dtype } end,
+  infer = function(inputs, a)
+    return { shape = pool_out("avg_pool2d", inputs[1]._shape, a), dtype = inputs[1].dtype }
+  end,
   backward = function(ctx, g)
     local xs = ctx.inputs[1]._shape
-    return D.call(ap_bw, { g }, pool_call_attrs(ctx.attrs, { count_include_pad = ctx.attrs.count_include_pad, input_size = { xs[3], xs[4] } }))
+    return D.call(ap_bw, { g },
+      pool_call_attrs(ctx.attrs, { count_include_pad = ctx.attrs.count_include_pad, input_size = { xs[3], xs[4] } }))
   end,
 }
 
@@ -305,9 +342,11 @@ local function pool_api(op, x, kernel_size, opts, allowed)
   }
 end
 
--- ds.max_pool2d(x, kernel_size, {stride =, padding =, return_indices =}) -> y [, indices (i64, 1-based in each HxW plane)]
+-- ds.max_pool2d(x, kernel_size, {stride =, padding =, return_indices =})
+--   -> y [, indices (i64, 1-based in each HxW plane)]
 C.export("max_pool2d", function(x, kernel_size, opts)
-  local x4, squeeze, a = pool_api("max_pool2d", x, kernel_size, opts, { stride = true, padding = true, return_indices = true })
+  local x4, squeeze, a = pool_api("max_pool2d", x, kernel_size, opts, { stride = true, padding = true,
+    return_indices = true })
   local y, idx = D.call(D.by_name.max_pool2d, { x4 }, a)
   if squeeze then y, idx = y:squeeze(1), idx:squeeze(1) end
   if opts and opts.return_indices then return y, idx end
@@ -316,7 +355,8 @@ end, { args = { "tensor", "integer|table", "table?" } })
 
 -- ds.avg_pool2d(x, kernel_size, {stride =, padding =, count_include_pad = true})
 C.export("avg_pool2d", function(x, kernel_size, opts)
-  local x4, squeeze, a = pool_api("avg_pool2d", x, kernel_size, opts, { stride = true, padding = true, count_include_pad = true })
+  local x4, squeeze, a = pool_api("avg_pool2d", x, kernel_size, opts, { stride = true, padding = true,
+    count_include_pad = true })
   if opts and opts.count_include_pad ~= nil then a.count_include_pad = opts.count_include_pad and true or false end
   local y = D.call(ap_fwd, { x4 }, a)
   if squeeze then y = y:squeeze(1) end
@@ -340,13 +380,15 @@ end
 -- the fast backward (one kernel: gx, gw, gb); never recorded for a second derivative, since with
 -- create_graph the backward below uses ds ops instead
 local ln_bw = D.define {
-  name = "layer_norm_backward", doc = "gradients of layer_norm for x, weight and bias in one kernel", kind = "nn", kernel = "ds_layer_norm_backward_%s", dtypes = C.FLOAT, ninputs = 5, noutputs = 3,
+  name = "layer_norm_backward", doc = "gradients of layer_norm for x, weight and bias in one kernel", kind = "nn",
+  kernel = "ds_layer_norm_backward_%s", dtypes = C.FLOAT, ninputs = 5, noutputs = 3,
   attrs = { { "normalized_shape", "ints" } },
   promote = function(inputs) return contiguous_all(inputs) end,
   pack = function(a) return { norm_size(a.normalized_shape, a.normalized_shape, "layer_norm_backward") } end,
   infer = function(inputs, a)
     local dt = inputs[1].dtype
-    return { { shape = inputs[2]._shape, dtype = dt }, { shape = a.normalized_shape, dtype = dt }, { shape = a.normalized_shape, dtype = dt } }
+    return { { shape = inputs[2]._shape, dtype = dt }, { shape = a.normalized_shape, dtype = dt },
+      { shape = a.normalized_shape, dtype = dt } }
   end,
 }
 
@@ -367,7 +409,9 @@ local function layer_norm_grads(x, w, g, ns, eps)
 end
 
 D.define {
-  name = "layer_norm", doc = "(x - mean) / sqrt(var + eps) * weight + bias over the last dims; also gives mean and 1/std", kind = "nn", kernel = "ds_layer_norm_%s", dtypes = C.FLOAT, ninputs = 3, noutputs = 3,
+  name = "layer_norm",
+  doc = "(x - mean) / sqrt(var + eps) * weight + bias over the last dims; also gives mean and 1/std", kind = "nn",
+  kernel = "ds_layer_norm_%s", dtypes = C.FLOAT, ninputs = 3, noutputs = 3,
   attrs = { { "normalized_shape", "ints" }, { "eps", "float", 1e-5 } },
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   pack = function(a) return { norm_size(a.normalized_shape, a.normalized_shape, "layer_norm"), a.eps } end,
@@ -376,7 +420,8 @@ D.define {
     norm_size(xs, a.normalized_shape, "layer_norm")
     for i = 2, 3 do
       if not S.equal(inputs[i]._shape, a.normalized_shape) then
-        raise("layer_norm: %s %s must have the normalized shape %s", i == 2 and "weight" or "bias", S.str(inputs[i]._shape), S.str(a.normalized_shape))
+        raise("layer_norm: %s %s must have the normalized shape %s", i == 2 and "weight" or "bias",
+          S.str(inputs[i]._shape), S.str(a.normalized_shape))
       end
     end
     local ss, k = {}, #a.normalized_shape
@@ -388,7 +433,8 @@ D.define {
   backward = function(ctx, g)
     local x, w, a = ctx.inputs[1], ctx.inputs[2], ctx.attrs
     if state.grad_enabled then return layer_norm_grads(x, w, g, a.normalized_shape, a.eps) end
-    local gx, gw, gb = D.call(ln_bw, { g, x, ctx.outputs[2], ctx.outputs[3], w }, { normalized_shape = a.normalized_shape })
+    local gx, gw, gb = D.call(ln_bw, { g, x, ctx.outputs[2], ctx.outputs[3], w },
+      { normalized_shape = a.normalized_shape })
     return gx, gw, gb
   end,
 }
@@ -397,13 +443,18 @@ D.define {
 C.export("layer_norm", function(x, normalized_shape, weight, bias, eps)
   if not C.is_tensor(x) then raise("layer_norm: input must be a tensor, got %s", type(x)) end
   local ns = type(normalized_shape) == "number" and { normalized_shape } or normalized_shape
-  if type(ns) ~= "table" then raise("layer_norm: normalized_shape must be a number or a list, got %s", type(normalized_shape)) end
+  if type(ns) ~= "table" then
+    raise("layer_norm: normalized_shape must be a number or a list, got %s", type(normalized_shape))
+  end
   for i, d in ipairs(ns) do -- checked before the default weight and bias of that shape are made
-    if type(d) ~= "number" then raise("layer_norm: normalized_shape element %d must be a number, got %s", i, type(d)) end
+    if type(d) ~= "number" then
+      raise("layer_norm: normalized_shape element %d must be a number, got %s", i, type(d))
+    end
   end
   norm_size(x._shape, ns, "layer_norm")
   local dt = x.dtype == "f64" and "f64" or "f32"
-  local y = D.call(D.by_name.layer_norm, { x, weight or F.ones(ns, { dtype = dt }), bias or F.zeros(ns, { dtype = dt }) },
+  local y = D.call(D.by_name.layer_norm,
+    { x, weight or F.ones(ns, { dtype = dt }), bias or F.zeros(ns, { dtype = dt }) },
     { normalized_shape = ns, eps = eps or 1e-5 })
   return y
 end)
@@ -426,9 +477,12 @@ C.export("batch_norm", function(x, running_mean, running_var, weight, bias, trai
   momentum, eps = momentum == nil and 0.1 or momentum, eps == nil and 1e-5 or eps
   -- PyTorch's momentum=None (a cumulative average) is not implemented: false is not a stand-in for it
   if type(momentum) ~= "number" or not (momentum >= 0 and momentum <= 1) then
-    raise("batch_norm: momentum must be a number in [0, 1], got %s (a cumulative average is not implemented)", tostring(momentum))
+    raise("batch_norm: momentum must be a number in [0, 1], got %s (a cumulative average is not implemented)",
+      tostring(momentum))
   end
-  if type(eps) ~= "number" or not (eps >= 0) then raise("batch_norm: eps must be a non-negative number, got %s", tostring(eps)) end
+  if type(eps) ~= "number" or not (eps >= 0) then
+    raise("batch_norm: eps must be a non-negative number, got %s", tostring(eps))
+  end
   local y
   if training then
     local mean = x:mean(dims, true)
@@ -449,7 +503,9 @@ C.export("batch_norm", function(x, running_mean, running_var, weight, bias, trai
     end
     y = d * F.rsqrt(var + eps)
   else
-    if not (running_mean and running_var) then raise("batch_norm: evaluation mode needs running_mean and running_var") end
+    if not (running_mean and running_var) then
+      raise("batch_norm: evaluation mode needs running_mean and running_var")
+    end
     y = (x - running_mean:reshape(bshape)) * F.rsqrt(running_var:reshape(bshape) + eps)
   end
   if weight then y = y * weight:reshape(bshape) end

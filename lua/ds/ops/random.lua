@@ -32,4 +32,5 @@ end
 
 def_random("rand", "uniform in [low, high)", C.FLOAT, "f32", { { "low", 0 }, { "high", 1 } })
 def_random("randn", "normal with mean and std", C.FLOAT, "f32", { { "mean", 0 }, { "std", 1 } })
-def_random("randint", "uniform integers in [low, high)", C.set { "i64", "i32", "f32", "f64" }, "i64", { { "low", 0 }, { "high", 2 } })
+def_random("randint", "uniform integers in [low, high)", C.set { "i64", "i32", "f32", "f64" }, "i64",
+  { { "low", 0 }, { "high", 2 } })

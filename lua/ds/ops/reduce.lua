@@ -137,8 +137,10 @@ local function sum_bw(ctx, g)
   return expand_back(unreduce(g, ctx.inputs[1], ctx.attrs), ctx.inputs[1])
 end
 
-def_reduce("sum", { doc = "sum over dims (integers and bools give i64)", dtypes = C.ALL, out = int_to_i64, backward = sum_bw })
-def_reduce("mean", { doc = "arithmetic mean over dims (floating point only)", dtypes = C.FLOAT, promote = floats_only("mean"),
+def_reduce("sum", { doc = "sum over dims (integers and bools give i64)", dtypes = C.ALL, out = int_to_i64,
+  backward = sum_bw })
+def_reduce("mean", { doc = "arithmetic mean over dims (floating point only)", dtypes = C.FLOAT,
+  promote = floats_only("mean"),
   backward = function(ctx, g)
     local x = ctx.inputs[1]
     return expand_back(unreduce(g, x, ctx.attrs) / count(x, ctx.attrs.dims), x)
@@ -153,7 +155,8 @@ def_reduce("prod", { doc = "product over dims (integers and bools give i64)", dt
     local safe = F.where(is_zero, 1, x)
     local nonzero_prod = unreduce(D.call(D.by_name.prod, { safe }, keep), x, a)
     local zeros = unreduce(D.call(D.by_name.sum, { is_zero }, keep), x, a)
-    local others = F.where(is_zero, F.where(F.eq(zeros, 1), nonzero_prod, 0), F.where(F.eq(zeros, 0), nonzero_prod / safe, 0))
+    local others = F.where(is_zero, F.where(F.eq(zeros, 1), nonzero_prod, 0),
+      F.where(F.eq(zeros, 0), nonzero_prod / safe, 0))
     return unreduce(g, x, a) * others
   end })
 
@@ -167,9 +170,11 @@ local function var_bw(is_std)
     return unreduce(g, x, a) * 2 * dev / den
   end
 end
-def_reduce("var", { doc = "variance over dims, divisor N - correction (torch.var)", dtypes = C.FLOAT, promote = floats_only("var"), extra = { { "correction", "float", 1 } },
+def_reduce("var", { doc = "variance over dims, divisor N - correction (torch.var)", dtypes = C.FLOAT,
+  promote = floats_only("var"), extra = { { "correction", "float", 1 } },
   backward = var_bw(false) })
-def_reduce("std", { doc = "standard deviation over dims, divisor N - correction (torch.std)", dtypes = C.FLOAT, promote = floats_only("std"), extra = { { "correction", "float", 1 } },
+def_reduce("std", { doc = "standard deviation over dims, divisor N - correction (torch.std)", dtypes = C.FLOAT,
+  promote = floats_only("std"), extra = { { "correction", "float", 1 } },
   backward = var_bw(true) })
 
 -- amax/amin: the grad is shared evenly by the elements equal to the result (as in torch)
@@ -178,8 +183,10 @@ local function extreme_bw(ctx, g)
   local mask = F.eq(x, unreduce(ctx.outputs[1], x, a)):astype(g.dtype)
   return unreduce(g, x, a) * mask / mask:sum(a.dims, true)
 end
-def_reduce("amax", { doc = "largest value over dims, no indices (torch.amax)", dtypes = C.ALL, nonempty = true, backward = extreme_bw })
-def_reduce("amin", { doc = "smallest value over dims, no indices (torch.amin)", dtypes = C.ALL, nonempty = true, backward = extreme_bw })
+def_reduce("amax", { doc = "largest value over dims, no indices (torch.amax)", dtypes = C.ALL, nonempty = true,
+  backward = extreme_bw })
+def_reduce("amin", { doc = "smallest value over dims, no indices (torch.amin)", dtypes = C.ALL, nonempty = true,
+  backward = extreme_bw })
 
 -- max/min over one dim -> values, indices (1-based): the grad goes to the index's position
 local function indexed_bw(ctx, g)
@@ -198,15 +205,22 @@ local function indexed_bw(ctx, g)
   local hit = F.eq(pos, unreduce(ctx.outputs[2], x, a))
   return F.where(hit, gk, F.zeros_like(gk))
 end
-def_reduce("max", { doc = "largest value along one dim and its 1-based index (torch.max(x, dim))", dtypes = C.ALL, nonempty = true, noutputs = 2, backward = indexed_bw })
-def_reduce("min", { doc = "smallest value along one dim and its 1-based index (torch.min(x, dim))", dtypes = C.ALL, nonempty = true, noutputs = 2, backward = indexed_bw })
-def_reduce("argmax", { doc = "1-based index of the largest value along dim, or in the flattened tensor", dtypes = C.ALL, nonempty = true, out = function() return "i64" end })
-def_reduce("argmin", { doc = "1-based index of the smallest value along dim, or in the flattened tensor", dtypes = C.ALL, nonempty = true, out = function() return "i64" end })
-def_reduce("all", { doc = "true where every element over dims is non-zero", dtypes = C.ALL, out = function() return "bool" end })
-def_reduce("any", { doc = "true where some element over dims is non-zero", dtypes = C.ALL, out = function() return "bool" end })
+def_reduce("max", { doc = "largest value along one dim and its 1-based index (torch.max(x, dim))", dtypes = C.ALL,
+  nonempty = true, noutputs = 2, backward = indexed_bw })
+def_reduce("min", { doc = "smallest value along one dim and its 1-based index (torch.min(x, dim))", dtypes = C.ALL,
+  nonempty = true, noutputs = 2, backward = indexed_bw })
+def_reduce("argmax", { doc = "1-based index of the largest value along dim, or in the flattened tensor", dtypes = C.ALL,
+  nonempty = true, out = function() return "i64" end })
+def_reduce("argmin", { doc = "1-based index of the smallest value along dim, or in the flattened tensor",
+  dtypes = C.ALL, nonempty = true, out = function() return "i64" end })
+def_reduce("all", { doc = "true where every element over dims is non-zero", dtypes = C.ALL,
+  out = function() return "bool" end })
+def_reduce("any", { doc = "true where some element over dims is non-zero", dtypes = C.ALL,
+  out = function() return "bool" end })
 
 -- logsumexp: max-shifted in the kernel; grad = g * exp(x - lse)
-def_reduce("logsumexp", { doc = "log(sum(exp(x))) over dims, computed shifted by the max", dtypes = C.FLOAT, promote = C.promote_float,
+def_reduce("logsumexp", { doc = "log(sum(exp(x))) over dims, computed shifted by the max", dtypes = C.FLOAT,
+  promote = C.promote_float,
   backward = function(ctx, g)
     local x, a = ctx.inputs[1], ctx.attrs
     return unreduce(g, x, a) * F.exp(x - unreduce(ctx.outputs[1], x, a))
@@ -242,7 +256,8 @@ def_along("log_softmax", { doc = "x - logsumexp(x) along dim", dtypes = C.FLOAT,
     return g - F.exp(ctx.outputs[1]) * g:sum(ctx.attrs.dim, true)
   end })
 -- cumsum (reverse = true sums from the end); the grad of one direction is the other
-def_along("cumsum", { doc = "cumulative sum along dim (reverse: from the end)", dtypes = C.ALL, out = int_to_i64, extra = { { "reverse", "bool", false } },
+def_along("cumsum", { doc = "cumulative sum along dim (reverse: from the end)", dtypes = C.ALL, out = int_to_i64,
+  extra = { { "reverse", "bool", false } },
   backward = function(ctx, g)
     return D.call(D.by_name.cumsum, { g }, { dim = ctx.attrs.dim, reverse = not ctx.attrs.reverse })
   end })
@@ -303,7 +318,9 @@ local function var_attrs(name, ...)
   end
   if unbiased ~= nil then
     if type(unbiased) ~= "boolean" then errors.raise(name .. ": unbiased must be a boolean, got " .. type(unbiased)) end
-    if opts.unbiased ~= nil or opts.correction ~= nil then errors.raise(name .. ": unbiased given twice (positionally and as an option)") end
+    if opts.unbiased ~= nil or opts.correction ~= nil then
+      errors.raise(name .. ": unbiased given twice (positionally and as an option)")
+    end
     opts.unbiased = unbiased
   end
   if keepdim ~= nil then

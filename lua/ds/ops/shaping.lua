@@ -18,7 +18,9 @@ local function dim_of(name, x, d)
 end
 local function size_of(name, x, d)
   local n = x._shape[d]
-  if type(n) ~= "number" then errors.raise(name .. ": dim " .. d .. " must have a fixed size (it is " .. tostring(n) .. ")") end
+  if type(n) ~= "number" then
+    errors.raise(name .. ": dim " .. d .. " must have a fixed size (it is " .. tostring(n) .. ")")
+  end
   return n
 end
 local function index_list(t) return F.tensor(t, { dtype = "i64" }) end
@@ -30,7 +32,9 @@ C.export("split", function(x, sizes, dim)
   local n = size_of("split", x, d)
   local list = {}
   if type(sizes) == "number" then
-    if sizes < 1 or sizes ~= math.floor(sizes) then errors.raise("split: size must be a positive integer, got " .. sizes) end
+    if sizes < 1 or sizes ~= math.floor(sizes) then
+      errors.raise("split: size must be a positive integer, got " .. sizes)
+    end
     for start = 1, math.max(n, 1), sizes do list[#list + 1] = math.min(sizes, n - start + 1) end
   elseif type(sizes) == "table" and not is_tensor(sizes) then
     local total = 0
@@ -102,7 +106,9 @@ C.export("roll", function(x, shifts, dims)
   if type(shifts) == "number" then shifts = { shifts } end
   if #shifts ~= #ds_ then errors.raise(string.format("roll: %d shifts for %d dims", #shifts, #ds_)) end
   for i = 1, #shifts do
-    if type(shifts[i]) ~= "number" or shifts[i] ~= math.floor(shifts[i]) then errors.raise("roll: shifts must be integers") end
+    if type(shifts[i]) ~= "number" or shifts[i] ~= math.floor(shifts[i]) then
+      errors.raise("roll: shifts must be integers")
+    end
   end
   for i, d in ipairs(ds_) do
     local n = size_of("roll", x, d)
@@ -120,7 +126,8 @@ local function triangle(name, keep)
     local nd = #x._shape
     if nd < 2 then errors.raise(name .. ": expects at least 2 dims, got " .. S.str(x._shape)) end
     local r, c = size_of(name, x, nd - 1), size_of(name, x, nd)
-    local offset = F.arange(1, c + 1, { dtype = "i64" }):reshape(1, c) - F.arange(1, r + 1, { dtype = "i64" }):reshape(r, 1)
+    local offset = F.arange(1, c + 1, { dtype = "i64" }):reshape(1, c)
+      - F.arange(1, r + 1, { dtype = "i64" }):reshape(r, 1)
     return F.where(keep(offset, k), x, F.zeros({}, { dtype = x.dtype }))
   end
 end
@@ -158,7 +165,9 @@ local function sizes_arg(name, ...)
   local sizes = listed and first or { ... }
   for i = 1, listed and table.maxn(sizes) or select("#", ...) do -- a nil among the sizes is an error too
     local s = sizes[i]
-    if type(s) ~= "number" or s < 0 or s ~= math.floor(s) then errors.raise(name .. ": sizes must be non-negative integers") end
+    if type(s) ~= "number" or s < 0 or s ~= math.floor(s) then
+      errors.raise(name .. ": sizes must be non-negative integers")
+    end
   end
   return sizes
 end
@@ -190,13 +199,18 @@ C.export("tile", function(x, ...)
   for _, r in ipairs(reps) do padded[#padded + 1] = r end
   return repeat_(x, padded)
 end)
-C.export("broadcast_to", function(x, ...) check_tensor("broadcast_to", x); return x:expand(sizes_arg("broadcast_to", ...)) end)
+C.export("broadcast_to", function(x, ...)
+  check_tensor("broadcast_to", x)
+  return x:expand(sizes_arg("broadcast_to", ...))
+end)
 
 -- scatter(x, dim, index, src | value[, {reduce = "add"}]): x with src's elements written at index along dim
 -- (as torch.scatter; duplicate indices sum, where PyTorch leaves the winner unspecified)
 local function scatter(x, dim, index, src, opts)
   check_tensor("scatter", x)
-  if not is_tensor(index) then errors.raise("scatter: index must be a tensor of 1-based i64 indices, got " .. type(index)) end
+  if not is_tensor(index) then
+    errors.raise("scatter: index must be a tensor of 1-based i64 indices, got " .. type(index))
+  end
   local reduce = options.check(opts, "scatter", { reduce = "string" }).reduce
   if reduce ~= nil and reduce ~= "add" then
     errors.raise("scatter: reduce = '" .. tostring(reduce) .. "' is not implemented (only 'add')")

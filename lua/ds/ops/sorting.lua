@@ -53,7 +53,8 @@ C.export("topk", function(x, k, dim, largest, sorted)
   local d = S.dim(dim or -1, #x._shape, "topk of " .. S.str(x._shape))
   local n = #x._shape == 0 and 1 or x._shape[d]
   if type(k) ~= "number" or k ~= math.floor(k) or k < 0 or (type(n) == "number" and k > n) then
-    errors.raise(string.format("topk: k = %s must be an integer in 0..%s (dim %d of %s)", tostring(k), tostring(n), d, S.str(x._shape)))
+    errors.raise(string.format("topk: k = %s must be an integer in 0..%s (dim %d of %s)", tostring(k), tostring(n), d,
+      S.str(x._shape)))
   end
   local v, i = D.call(sort, { x }, { dim = d, descending = largest })
   if #x._shape == 0 then return v, i end

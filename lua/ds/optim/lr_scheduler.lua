@@ -123,7 +123,8 @@ end
 local M = { Scheduler = Scheduler }
 
 -- lr *= gamma every step_size epochs
-local StepLR = Scheduler.extend("StepLR", { "step_size", "gamma" }, { step_size = { "integer", min = 1 }, gamma = "number" })
+local StepLR = Scheduler.extend("StepLR", { "step_size", "gamma" },
+  { step_size = { "integer", min = 1 }, gamma = "number" })
 function StepLR.new(cls, optimizer, opts)
   opts = opts or {}
   if type(opts.step_size) ~= "number" or opts.step_size < 1 then
@@ -146,7 +147,8 @@ end
 M.StepLR = StepLR
 
 -- lr *= gamma at each milestone epoch (a milestone listed k times multiplies by gamma^k)
-local MultiStepLR = Scheduler.extend("MultiStepLR", { "milestones", "gamma" }, { milestones = "table", gamma = "number" })
+local MultiStepLR = Scheduler.extend("MultiStepLR", { "milestones", "gamma" },
+  { milestones = "table", gamma = "number" })
 function MultiStepLR.new(cls, optimizer, opts)
   opts = opts or {}
   if type(opts.milestones) ~= "table" then errors.raise("MultiStepLR: milestones must be a list of epochs") end

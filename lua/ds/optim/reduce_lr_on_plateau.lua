@@ -13,7 +13,8 @@ local THRESHOLD_MODES = { rel = true, abs = true }
 
 local KINDS = { mode = { "min", "max" }, factor = "number", patience = { "integer", min = 0 }, threshold = "number",
   threshold_mode = { "rel", "abs" }, cooldown = { "integer", min = 0 }, min_lr = "any", eps = "number" }
-local PARAMS = { "mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps" } -- PyTorch's order
+-- PyTorch's order
+local PARAMS = { "mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps" }
 local NOT_REFUSED = {}
 
 -- mode ("min"), factor (0.1), patience (10), threshold (1e-4), threshold_mode ("rel"), cooldown (0), min_lr (0,
