@@ -94,8 +94,10 @@ static void pack_a(float *ap, const product *p, int64_t i0, int64_t m, int64_t k
 }
 
 /* strips s0 .. s1-1 of the panel starting at column jc, each (kc x NR, k-major) = B[k0 : k0 + kc, columns of
-   the strip] with zero columns past N. A row-major B is copied k row by k row across all the strips (each B
-   row read once, in order); a transposed B (a weight used as W^T) is transposed strip by strip. */
+   the strip] with zero columns past N. Strip s sits at bp + s * KC * NR in every k block, so a thread that
+   packs only its own strips never writes where another still reads. A row-major B is copied k row by k row
+   across all the strips (each B row read once, in order); a transposed B (a weight used as W^T) is
+   transposed strip by strip. */
 static void pack_b(float *bp, const product *p, int64_t k0, int64_t kc, int64_t jc, int64_t s0, int64_t s1, int NR) {
   if (p->bcs == 1) {
     for (int64_t k = 0; k < kc; k++) {
@@ -103,7 +105,7 @@ static void pack_b(float *bp, const product *p, int64_t k0, int64_t kc, int64_t 
       for (int64_t s = s0; s < s1; s++) {
         int64_t n0 = jc + s * NR;
         int nr = (int)(p->N - n0 < NR ? p->N - n0 : NR);
-        pack_rows(bp + s * kc * NR + k * NR, row + n0, 0, nr, NR, 1);
+        pack_rows(bp + s * KC * NR + k * NR, row + n0, 0, nr, NR, 1);
       }
     }
     return;
@@ -112,8 +114,8 @@ static void pack_b(float *bp, const product *p, int64_t k0, int64_t kc, int64_t 
     int64_t n0 = jc + s * NR;
     int nr = (int)(p->N - n0 < NR ? p->N - n0 : NR);
     const float *src = p->B + k0 * p->brs + n0 * p->bcs;
-    if (p->brs == 1) pack_transposed(bp + s * kc * NR, src, p->bcs, nr, NR, kc);
-    else pack_strided(bp + s * kc * NR, src, p->bcs, p->brs, nr, NR, kc);
+    if (p->brs == 1) pack_transposed(bp + s * KC * NR, src, p->bcs, nr, NR, kc);
+    else pack_strided(bp + s * KC * NR, src, p->bcs, p->brs, nr, NR, kc);
   }
 }
 
@@ -122,8 +124,8 @@ static void pack_b(float *bp, const product *p, int64_t k0, int64_t kc, int64_t 
    columns, so each thread packs the B strips it uses itself and they stay in its own caches (row splits made
    each thread read half of B from the other core: BERT's 128 x 1024 x 256 ran at 220 GFLOP/s on 2 threads
    split by rows, 340 by columns, Zen 5). */
-static void thread_part(const product *p, const sgemm_kernel *kr, int tid, int nth, int64_t *i0, int64_t *i1,
-                        int64_t *j0, int64_t *j1) {
+static int thread_part(const product *p, const sgemm_kernel *kr, int tid, int nth, int64_t *i0, int64_t *i1,
+                       int64_t *j0, int64_t *j1) {
   int64_t P = (p->M + kr->mr - 1) / kr->mr, S = (p->N + kr->nr - 1) / kr->nr;
   int64_t by_rows = (P + nth - 1) / nth * S, by_cols = P * ((S + nth - 1) / nth);
   *i0 = 0; *i1 = p->M; *j0 = 0; *j1 = p->N;
@@ -136,6 +138,7 @@ static void thread_part(const product *p, const sgemm_kernel *kr, int tid, int n
   }
   if (*i1 > p->M) *i1 = p->M;
   if (*j1 > p->N) *j1 = p->N;
+  return by_rows >= by_cols;
 }
 
 /* rows per A block: the thread's rows cut into equal blocks of at most MC_ROWS (whole MR panels), so no
@@ -147,22 +150,16 @@ static int64_t block_rows(int64_t rows, int MR) {
   return (per + MR - 1) / MR * MR;
 }
 
-/* Asks for the C tile the next micro-kernel call reads and writes (rows i, columns j on), so its cache misses
-   overlap the current tile's work instead of stalling the next one's start. */
-static inline void prefetch_tile(const product *p, int64_t i, int64_t j, int MR, int NR) {
-  if (j >= p->N) return;
-  for (int r = 0; r < MR && i + r < p->M; r++)
-    for (int c = 0; c < NR && j + c < p->N; c += 16) _mm_prefetch((const char *)(p->C + (i + r) * p->ldc + j + c), _MM_HINT_T0);
-}
-
-/* One product by thread tid of the nth threads working on it (they meet at barriers when nth > 1, the
-   same number of times each). Per panel of NC columns and block of KC k's, the threads pack the panel's B
-   strips together (bp, shared); then each thread, per block of its rows (ap, packed once per panel and
-   k block), runs strip by strip (in L1) over the block's A panels (in L2). */
+/* One product by thread tid of the nth threads working on it. Per panel of NC columns and block of KC k's,
+   the panel's B strips are packed into bp (shared): one panel split by columns, each thread packs the strips it
+   computes and no thread waits; otherwise the threads pack all strips together and meet at barriers (the same
+   number of times each). Then each thread, per block of its rows (ap, packed once per panel and k block),
+   runs strip by strip (in L1) over the block's A panels (in L2). */
 static void run_product(const product *p, const sgemm_kernel *kr, int tid, int nth, float *ap, float *bp) {
   const int MR = kr->mr, NR = kr->nr;
   int64_t i0, i1, j0, j1;
-  thread_part(p, kr, tid, nth, &i0, &i1, &j0, &j1);
+  int by_cols = thread_part(p, kr, tid, nth, &i0, &i1, &j0, &j1);
+  int shared_b = nth > 1 && !(by_cols && p->N <= NC);   /* one panel split by columns: no strip is shared */
   const int64_t MC = block_rows(i1 - i0, MR);
   int packed = !(p->bcs == 1 && p->M <= MR);   /* B read in place when no second row panel reuses it */
   for (int64_t jc = 0; jc < p->N; jc += NC) {
@@ -172,8 +169,9 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
       int64_t kc = p->K - pc < KC ? p->K - pc : KC;
       int load_c = p->accumulate || pc > 0;
       if (packed) {
-        pack_b(bp, p, pc, kc, jc, tid * ns / nth, (tid + 1) * ns / nth, NR);
-        if (nth > 1) {
+        if (!shared_b) pack_b(bp, p, pc, kc, jc, (lo - jc) / NR, (hi - jc + NR - 1) / NR, NR);
+        else {
+          pack_b(bp, p, pc, kc, jc, tid * ns / nth, (tid + 1) * ns / nth, NR);
 #pragma omp barrier
         }
       }
@@ -181,15 +179,13 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
         int64_t mc = i1 - ic < MC ? i1 - ic : MC;
         pack_a(ap, p, ic, mc, pc, kc, MR);
         for (int64_t j = lo; j < hi; j += NR) {
-          const float *b = packed ? bp + (j - jc) / NR * kc * NR : p->B + pc * p->brs + j;
-          for (int64_t i = 0; i < mc; i += MR) {
-            prefetch_tile(p, i + MR < mc ? ic + i + MR : ic, i + MR < mc ? j : j + NR, MR, NR);
+          const float *b = packed ? bp + (j - jc) / NR * KC * NR : p->B + pc * p->brs + j;
+          for (int64_t i = 0; i < mc; i += MR)
             kr->micro((int)(mc - i < MR ? mc - i : MR), (int)(hi - j < NR ? hi - j : NR), kc, ap + i * kc, b,
                       packed ? NR : p->brs, p->C + (ic + i) * p->ldc + j, p->ldc, load_c);
-          }
         }
       }
-      if (packed && nth > 1) {
+      if (packed && shared_b) {
 #pragma omp barrier
       }
     }
