@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <unistd.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 uint32_t ds_crc32(const void *p, int64_t n) {
@@ -40,18 +39,16 @@ static int open_regular(const char *path, struct stat *st) {
   return fd;
 }
 
-/* Memory for a file's bytes: large buffers are anonymous mappings asking for huge pages and populated in
-   one call (one fault per page of a 34 MB file costs more than reading it); small ones come from malloc.
-   The size is kept in the 64 bytes before the returned pointer (which stays 64-byte aligned). */
+/* Memory for a file's bytes: large buffers on huge pages (pages.c: one fault per 4 KiB page of a 34 MB file
+   cost more than reading it), small ones from malloc. The size is kept in the 64 bytes before the returned
+   pointer (which stays 64-byte aligned). */
 #define FILE_HEADROOM 64
 #define MAP_THRESHOLD ((int64_t)1 << 20)
 static void *file_alloc(int64_t n) {
   size_t total = (size_t)n + FILE_HEADROOM;
   char *base;
   if (n >= MAP_THRESHOLD) {
-    base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (base == MAP_FAILED) return NULL;
-    madvise(base, total, MADV_HUGEPAGE);
+    if (!(base = ds_pages_alloc(total))) return NULL;
   } else if (posix_memalign((void **)&base, 64, total) != 0) return NULL;
   memcpy(base, &n, sizeof n);
   return base + FILE_HEADROOM;
@@ -61,7 +58,7 @@ void ds_file_free(void *p) {
   char *base = (char *)p - FILE_HEADROOM;
   int64_t n;
   memcpy(&n, base, sizeof n);
-  if (n >= MAP_THRESHOLD) munmap(base, (size_t)n + FILE_HEADROOM); else free(base);
+  if (n >= MAP_THRESHOLD) ds_pages_free(base, (size_t)n + FILE_HEADROOM); else free(base);
 }
 
 /* The whole file in new 64-byte aligned memory (free with ds_file_free); the copy belongs to the caller,

@@ -42,6 +42,10 @@ const ds_kernel_info *ds_kernel_info_find(const char *name);
 
 void *ds_mem_alloc(int64_t nbytes, int64_t *rounded);
 void ds_mem_release(void *p, int64_t rounded);
+/* pages.c: n bytes (64-byte aligned, not zeroed) on huge pages where the kernel grants them, for buffers of
+   megabytes; freed with the same n. */
+void *ds_pages_alloc(size_t n);
+void ds_pages_free(void *p, size_t n);
 /* Shapes as text for messages: "(2,3)". buf must hold 128 bytes. */
 const char *ds_shape_str(const ds_tensor *t, char *buf);
 /* ds's own GEMM: every product in ds (matmul, linear, conv, their backward) goes through these. Each C

@@ -60,6 +60,29 @@ describe("memory", function()
     ds.empty_cache()
     assert.equal(0, ds.memory().cached_bytes)
   end)
+
+  it("blocks of megabytes (on huge pages) hold their values, are reused from the cache and given back", function()
+    settle()
+    ds.empty_cache()
+    local base = ds.memory().live_bytes
+    for _, n in ipairs { 600 * 1024, 3 * 2 ^ 20 + 5, 10 * 2 ^ 20 } do   -- f32 elements: 2.3, 12 and 40 MiB
+      local t = ds.arange(n):astype("f32")
+      assert.equal(n - 1, t[n]:item())
+      assert.equal(0, t[1]:item())
+      assert.equal(math.floor(n / 2), t[math.floor(n / 2) + 1]:item())
+      local p = t:data_ptr()
+      t = nil
+      settle()
+      assert.is_true(ds.memory().cached_bytes >= n * 4)
+      local again = ds.empty(n)                        -- the same size class: the cached block comes back
+      assert.equal(p, again:data_ptr())
+      again = nil
+      settle()
+    end
+    assert.equal(base, ds.memory().live_bytes)
+    ds.empty_cache()
+    assert.equal(0, ds.memory().cached_bytes)
+  end)
 end)
 
 describe("threads and BLAS", function()
