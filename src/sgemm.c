@@ -150,12 +150,22 @@ static int64_t block_rows(int64_t rows, int MR) {
   return (per + MR - 1) / MR * MR;
 }
 
+/* A product of at most SGEMM_ROWS_MAX rows with B read in place (unit column stride): thread tid of nth takes
+   its share of the columns (in 64-column units) and the kernel's rows() walks B's rows along them. */
+static void run_rows(const product *p, const sgemm_kernel *kr, int tid, int nth) {
+  int64_t units = (p->N + 63) / 64, j0 = tid * units / nth * 64, j1 = (tid + 1) * units / nth * 64;
+  if (j1 > p->N) j1 = p->N;
+  if (j0 < j1)
+    kr->rows((int)p->M, j1 - j0, p->K, p->A, p->ars, p->acs, p->B + j0, p->brs, p->C + j0, p->ldc, p->accumulate);
+}
+
 /* One product by thread tid of the nth threads working on it. Per panel of NC columns and block of KC k's,
    the panel's B strips are packed into bp (shared): one panel split by columns, each thread packs the strips it
    computes and no thread waits; otherwise the threads pack all strips together and meet at barriers (the same
    number of times each). Then each thread, per block of its rows (ap, packed once per panel and k block),
    runs strip by strip (in L1) over the block's A panels (in L2). */
 static void run_product(const product *p, const sgemm_kernel *kr, int tid, int nth, float *ap, float *bp) {
+  if (p->M <= SGEMM_ROWS_MAX && p->bcs == 1) { run_rows(p, kr, tid, nth); return; }
   const int MR = kr->mr, NR = kr->nr;
   int64_t i0, i1, j0, j1;
   int by_cols = thread_part(p, kr, tid, nth, &i0, &i1, &j0, &j1);

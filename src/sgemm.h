@@ -10,9 +10,17 @@
    order. Every kernel keeps this rule exactly, so all ISA paths give the same bits. */
 typedef void (*sgemm_micro_fn)(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c,
                                int64_t ldc, int load_c);
+/* c (m x n, row stride ldc) = a (m x K, a (i, k) at a[i * ars + k * acs]) @ b (K x n, row k at b + k * ldb,
+   unit column stride), 1 <= m <= SGEMM_ROWS_MAX, any n, all K in one pass: for a few rows against a B read
+   in place (a frozen weight), walking each B row along its columns instead of down 32-column strips. The
+   same FMA chain per c element as micro(), so the same bits. */
+#define SGEMM_ROWS_MAX 8
+typedef void (*sgemm_rows_fn)(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b,
+                              int64_t ldb, float *c, int64_t ldc, int load_c);
 typedef struct {
   int mr, nr;             /* micro-tile rows and columns */
   sgemm_micro_fn micro;
+  sgemm_rows_fn rows;
 } sgemm_kernel;
 
 /* A kernel file defines MR, NR and tile(mr, full, nr, kc, ap, b, ldb, c, ldc, load_c) (always inline), then
@@ -30,6 +38,24 @@ typedef struct {
   static void micro(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc, \
                     int load_c) { \
     if (nr == NR) SGEMM_SWITCH(1) else SGEMM_SWITCH(0) \
+  }
+
+/* A kernel file also defines V (floats per vector), ACC (vector accumulators it can hold beside the B vectors)
+   and row_block(m, nv, full, n, K, a, ars, acs, b, ldb, c, ldc, load_c) (always inline: m rows x nv vectors
+   of accumulators, masked past n unless full), then SGEMM_ROWS: rows() walks the columns in blocks of
+   nv = ACC / m vectors. */
+#define SGEMM_ROWS_CASE(M) \
+  case M: { \
+    const int64_t w = (ACC / M) * V; \
+    int64_t j = 0; \
+    for (; j + w <= n; j += w) row_block(M, ACC / M, 1, w, K, a, ars, acs, b + j, ldb, c + j, ldc, load_c); \
+    if (j < n) row_block(M, ACC / M, 0, n - j, K, a, ars, acs, b + j, ldb, c + j, ldc, load_c); \
+    break; \
+  }
+#define SGEMM_ROWS \
+  static void rows(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb, \
+                   float *c, int64_t ldc, int load_c) { \
+    switch (m) { SGEMM_ROWS_CASE(1) SGEMM_ROWS_CASE(2) SGEMM_ROWS_CASE(3) SGEMM_ROWS_CASE(4) SGEMM_ROWS_CASE(5) SGEMM_ROWS_CASE(6) SGEMM_ROWS_CASE(7) SGEMM_ROWS_CASE(8) } \
   }
 
 extern const sgemm_kernel ds_sgemm_avx2;     /* sgemm_avx2.c: 6 x 16 */

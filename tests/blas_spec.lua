@@ -135,6 +135,12 @@ describe("matmul", function()
         assert.is_true(H.bitwise(a:narrow(1, i, 1):matmul(w:t()), y:narrow(1, i, 1)), "row " .. i)
       end
       assert.is_true(H.bitwise(a:narrow(1, 3, 5):matmul(w:t()), y:narrow(1, 3, 5)))
+      -- a frozen weight (W^T stored row-major): up to 8 rows take the row kernel, more the tiles
+      local wt = w:t():contiguous()
+      assert.is_true(H.bitwise(a:matmul(wt), y))
+      for m = 1, 8 do
+        assert.is_true(H.bitwise(a:narrow(1, 2, m):matmul(wt), y:narrow(1, 2, m)), m .. " rows, frozen weight")
+      end
     end
   end)
 
