@@ -105,7 +105,10 @@ static void pack_b(float *bp, const product *p, int64_t k0, int64_t kc, int64_t 
       for (int64_t s = s0; s < s1; s++) {
         int64_t n0 = jc + s * NR;
         int nr = (int)(p->N - n0 < NR ? p->N - n0 : NR);
-        pack_rows(bp + s * KC * NR + k * NR, row + n0, 0, nr, NR, 1);
+        float *dst = bp + s * KC * NR + k * NR;
+        if (nr == NR)   /* NR is a multiple of 8: inline moves, a memcpy call per strip row costs more */
+          for (int c = 0; c < NR; c += 8) _mm256_storeu_ps(dst + c, _mm256_loadu_ps(row + n0 + c));
+        else pack_rows(dst, row + n0, 0, nr, NR, 1);
       }
     }
     return;
