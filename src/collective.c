@@ -31,6 +31,26 @@ int ds_comm_set(const ds_comm *c) {
 }
 int ds_comm_size(void) { return world.size; }
 
+/* Scratch buffers kept from one collective to the next (grown, never shrunk): malloc gave fresh pages to every
+   call, and a fault per page made a 247 KB all_reduce between two processes take 1.5 ms instead of 0.2 on a VM
+   (Zen 5 Firecracker host). After a failed collective they are abandoned, never reused or freed, like the
+   messages that may still land in them (every later collective fails at once anyway). */
+enum { SLOT_RECV, SLOT_RESULT, NSLOTS };
+static char *slot_buf[NSLOTS];
+static size_t slot_bytes[NSLOTS];
+static char *slot(int i, size_t bytes) {
+  if (bytes > slot_bytes[i]) {
+    free(slot_buf[i]);
+    slot_buf[i] = malloc(bytes);
+    slot_bytes[i] = slot_buf[i] ? bytes : 0;
+  }
+  return slot_buf[i];
+}
+static int abandon_slots(int rc) {
+  for (int i = 0; i < NSLOTS; i++) { slot_buf[i] = NULL; slot_bytes[i] = 0; }
+  return rc;
+}
+
 static int check_ready(const char *op) {
   DS_CHECK(world.size > 0, "%s: ds.distributed.init() was not called", op);
   DS_CHECK(!failed[0], "%s: an earlier collective failed (%s)", op, failed);
@@ -156,14 +176,13 @@ static int check_tensors(const ds_tensor *out, const ds_tensor *in, int op, cons
 static int reduce_scatter(char *out, const char *src, int64_t c, int64_t n, int dtype, int op, const char *name) {
   int64_t es = ds_dtype_size(dtype), lo = chunk_lo(c, n, world.rank), len = chunk_lo(c, n, world.rank + 1) - lo;
   int tag = sequence++ & 0x3fff;
-  char *recv = world.size > 1 ? malloc((size_t)(c * world.size * es) + 1) : NULL;
+  char *recv = world.size > 1 ? slot(SLOT_RECV, (size_t)(c * world.size * es) + 1) : NULL;
   if (world.size > 1 && !recv) return ds_fail(DS_ENOMEM, "%s: out of memory", name);
   int rc = world.size > 1 ? scatter_phase(src, recv, c, n, es, tag, name) : DS_OK;
-  if (rc != DS_OK) return rc;   /* recv is kept: abandoned receives may still write into it */
+  if (rc != DS_OK) return abandon_slots(rc);   /* abandoned receives may still write into recv */
   if (dtype == DS_F32) reduce_float((float *)out, (const float *)(src + lo * es), recv, c, len, op);
   else if (dtype == DS_F64) reduce_double((double *)out, (const double *)(src + lo * es), recv, c, len, op);
   else reduce_int64_t((int64_t *)out, (const int64_t *)(src + lo * es), recv, c, len, op);
-  free(recv);
   return DS_OK;
 }
 
@@ -177,13 +196,12 @@ int ds_comm_all_reduce(ds_tensor *out, const ds_tensor *in, int op) {
   int64_t n = in->numel, c = (n + world.size - 1) / world.size, es = ds_dtype_size(in->dtype);
   if (n == 0) return DS_OK;
   /* the gather lands in a private copy of the output, so an abandoned receive never writes into a freed tensor */
-  char *tmp = malloc((size_t)(n * es));
+  char *tmp = slot(SLOT_RESULT, (size_t)(n * es));
   if (!tmp) return ds_fail(DS_ENOMEM, "all_reduce: out of memory");
   rc = reduce_scatter(tmp + chunk_lo(c, n, world.rank) * es, in->data, c, n, in->dtype, op, "all_reduce");
   if (rc == DS_OK && world.size > 1) rc = gather_phase(tmp, c, n, es, sequence++ & 0x3fff, "all_reduce");
-  if (rc != DS_OK) return rc;
+  if (rc != DS_OK) return abandon_slots(rc);
   memcpy(out->data, tmp, (size_t)(n * es));
-  free(tmp);
   return DS_OK;
 }
 
@@ -207,13 +225,12 @@ int ds_comm_all_gather(ds_tensor *out, const ds_tensor *in) {
   int64_t c = in->numel, n = c * world.size, es = ds_dtype_size(in->dtype);
   DS_CHECK(out->numel == n, "all_gather: output has %lld elements, needs %lld", (long long)out->numel, (long long)n);
   if (n == 0) return DS_OK;
-  char *tmp = malloc((size_t)(n * es));
+  char *tmp = slot(SLOT_RESULT, (size_t)(n * es));
   if (!tmp) return ds_fail(DS_ENOMEM, "all_gather: out of memory");
   memcpy(tmp + chunk_lo(c, n, world.rank) * es, in->data, (size_t)(c * es));
   rc = world.size > 1 ? gather_phase(tmp, c, n, es, sequence++ & 0x3fff, "all_gather") : DS_OK;
-  if (rc != DS_OK) return rc;
+  if (rc != DS_OK) return abandon_slots(rc);
   memcpy(out->data, tmp, (size_t)(n * es));
-  free(tmp);
   return DS_OK;
 }
 
@@ -227,13 +244,13 @@ int ds_comm_broadcast(ds_tensor *t, int root) {
   if (world.size == 1 || bytes == 0) return DS_OK;
   int tag = sequence++ & 0x3fff;
   requests q; q.n = 0;
-  char *tmp = world.rank == root ? t->data : malloc((size_t)bytes);
+  char *tmp = world.rank == root ? t->data : slot(SLOT_RESULT, (size_t)bytes);
   if (!tmp) return ds_fail(DS_ENOMEM, "broadcast: out of memory");
   for (int j = 0; j < world.size && rc == DS_OK; j++)
     if (world.rank == root ? j != root : j == root) rc = post(&q, world.rank == root, tmp, bytes, j, tag, "broadcast");
   if (rc == DS_OK) rc = wait_all(&q, "broadcast");
-  if (rc != DS_OK) return rc;
-  if (world.rank != root) { memcpy(t->data, tmp, (size_t)bytes); free(tmp); }
+  if (rc != DS_OK) return abandon_slots(rc);
+  if (world.rank != root) memcpy(t->data, tmp, (size_t)bytes);
   return DS_OK;
 }
 
