@@ -64,7 +64,7 @@ local function ratio(a, b) return (a and b) and string.format("%.2f", a / b) or 
 
 local function cpuinfo(key) return stats.output("grep -m1 '^" .. key .. "' /proc/cpuinfo"):match(":%s*(.-)%s*$") or "?" end
 out("ds %s vs PyTorch %s | %s (family %s, model %s) | ISA %s | %d threads | OpenBLAS core %s (OPENBLAS_CORETYPE=%s)",
-  ds.version, tsmall and tsmall.version or "n/a", cpuinfo("model name"), cpuinfo("cpu family"), cpuinfo("model%s*:"):gsub("^.*:%s*", ""),
+  ds.version, tsmall and tsmall.version or "n/a", cpuinfo("model name"), cpuinfo("cpu family"), cpuinfo("model[[:space:]]*:"),
   info.isa, threads, info.blas_core, os.getenv("OPENBLAS_CORETYPE") or "unset")
 out("")
 out("%-34s %10s %10s %10s", "small eager op, no grad (us, median)", "ds", "torch", "ds/torch")
