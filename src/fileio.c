@@ -43,13 +43,9 @@ static int open_regular(const char *path, struct stat *st) {
    cost more than reading it), small ones from malloc. The size is kept in the 64 bytes before the returned
    pointer (which stays 64-byte aligned). */
 #define FILE_HEADROOM 64
-#define MAP_THRESHOLD ((int64_t)1 << 20)
 static void *file_alloc(int64_t n) {
-  size_t total = (size_t)n + FILE_HEADROOM;
-  char *base;
-  if (n >= MAP_THRESHOLD) {
-    if (!(base = ds_pages_alloc(total))) return NULL;
-  } else if (posix_memalign((void **)&base, 64, total) != 0) return NULL;
+  char *base = ds_pages_alloc((size_t)n + FILE_HEADROOM);
+  if (!base) return NULL;
   memcpy(base, &n, sizeof n);
   return base + FILE_HEADROOM;
 }
@@ -58,7 +54,7 @@ void ds_file_free(void *p) {
   char *base = (char *)p - FILE_HEADROOM;
   int64_t n;
   memcpy(&n, base, sizeof n);
-  if (n >= MAP_THRESHOLD) ds_pages_free(base, (size_t)n + FILE_HEADROOM); else free(base);
+  ds_pages_free(base, (size_t)n + FILE_HEADROOM);
 }
 
 /* The whole file in new 64-byte aligned memory (free with ds_file_free); the copy belongs to the caller,

@@ -42,8 +42,8 @@ const ds_kernel_info *ds_kernel_info_find(const char *name);
 
 void *ds_mem_alloc(int64_t nbytes, int64_t *rounded);
 void ds_mem_release(void *p, int64_t rounded);
-/* pages.c: n bytes (64-byte aligned, not zeroed) on huge pages where the kernel grants them, for buffers of
-   megabytes; freed with the same n. */
+/* pages.c: n bytes (64-byte aligned, not zeroed), from 2 MiB on as huge pages where the kernel grants them;
+   freed with the same n. */
 void *ds_pages_alloc(size_t n);
 void ds_pages_free(void *p, size_t n);
 /* Shapes as text for messages: "(2,3)". buf must hold 128 bytes. */

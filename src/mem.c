@@ -1,4 +1,5 @@
-/* mem.c: storage allocation with a size-class caching allocator and live/peak byte accounting. */
+/* mem.c: storage allocation with a size-class caching allocator and live/peak byte accounting (blocks from
+   pages.c: megabytes on huge pages). */
 /* One lock guards the free lists and counters: several threads of one process may run ds (the nginx worker
    threads of examples/serve, each with its own Lua VM); the lock is uncontended in single-threaded use. */
 #include "internal.h"
@@ -7,8 +8,6 @@
 
 #define NCLASS 256
 #define CACHE_LIMIT_DEFAULT ((int64_t)2 << 30)  /* keep at most 2 GiB of freed blocks */
-
-#define PAGES_BYTES ((int64_t)2 << 20)       /* blocks of at least this many bytes live on huge pages (pages.c) */
 
 typedef struct block { struct block *next; int64_t bytes; } block;   /* a cached free block */
 static block *free_lists[NCLASS];
@@ -26,18 +25,9 @@ static int size_class(int64_t n, int64_t *rounded) {
   return cls < NCLASS ? cls : -1;
 }
 
-static void *block_new(int64_t bytes) {
-  void *p = NULL;
-  if (bytes >= PAGES_BYTES) return ds_pages_alloc((size_t)bytes);
-  return posix_memalign(&p, 64, (size_t)bytes) == 0 ? p : NULL;
-}
-static void block_delete(void *p, int64_t bytes) {
-  if (bytes >= PAGES_BYTES) ds_pages_free(p, (size_t)bytes); else free(p);
-}
-
 static void empty_cache_locked(void) {
   for (int i = 0; i < NCLASS; i++)
-    while (free_lists[i]) { block *b = free_lists[i]; free_lists[i] = b->next; block_delete(b, b->bytes); }
+    while (free_lists[i]) { block *b = free_lists[i]; free_lists[i] = b->next; ds_pages_free(b, (size_t)b->bytes); }
   cached_bytes = 0;
 }
 
@@ -48,8 +38,8 @@ void *ds_mem_alloc(int64_t nbytes, int64_t *rounded) {
   if (cls >= 0 && free_lists[cls]) {
     block *b = free_lists[cls]; free_lists[cls] = b->next; p = b; cached_bytes -= *rounded;
   } else {
-    p = block_new(*rounded);
-    if (!p && cached_bytes > 0) { empty_cache_locked(); p = block_new(*rounded); }
+    p = ds_pages_alloc((size_t)*rounded);
+    if (!p && cached_bytes > 0) { empty_cache_locked(); p = ds_pages_alloc((size_t)*rounded); }
     if (!p) { pthread_mutex_unlock(&mem_lock); return NULL; }
   }
   live_bytes += *rounded;
@@ -65,7 +55,7 @@ void ds_mem_release(void *p, int64_t rounded) {
   int cached = cls >= 0 && r == rounded && cached_bytes + rounded <= CACHE_LIMIT_DEFAULT;
   if (cached) { block *b = p; b->next = free_lists[cls]; b->bytes = rounded; free_lists[cls] = b; cached_bytes += rounded; }
   pthread_mutex_unlock(&mem_lock);
-  if (!cached) block_delete(p, rounded);
+  if (!cached) ds_pages_free(p, (size_t)rounded);
 }
 
 void ds_mem_empty_cache(void) {

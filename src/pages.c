@@ -1,4 +1,5 @@
-/* pages.c: large buffers as anonymous mappings on 2 MiB boundaries that ask for transparent huge pages. */
+/* pages.c: buffers of 2 MiB and more as anonymous mappings on 2 MiB boundaries that ask for transparent huge
+   pages; smaller ones from the C heap. */
 /* A fresh 4 KiB page costs a fault on first touch; on a VM such a fault is dear (12-16 us each for a 34 MB
    buffer on the Firecracker host of bench/RESULTS.md: 108-145 ms to touch it, 3-4 ms with huge pages).
    With THP in "madvise" mode (Debian's default) only madvise(MADV_HUGEPAGE) regions get huge pages, and
@@ -25,6 +26,10 @@ static size_t page_round(size_t n) {
 }
 
 void *ds_pages_alloc(size_t n) {
+  if (n < HUGE_BYTES) {   /* no whole huge page in it: the C heap */
+    void *q = NULL;
+    return posix_memalign(&q, 64, n ? n : 1) == 0 ? q : NULL;
+  }
   size_t len = page_round(n), span = len + HUGE_BYTES;
   char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return NULL;
@@ -36,6 +41,7 @@ void *ds_pages_alloc(size_t n) {
 }
 
 void ds_pages_free(void *p, size_t n) {
-  if (p) munmap(p, page_round(n));
+  if (p && n < HUGE_BYTES) free(p);
+  else if (p) munmap(p, page_round(n));
 }
 #endif

@@ -55,7 +55,7 @@ ds_plan *ds_plan_new(int64_t arena_bytes) {
 void ds_plan_free(ds_plan *p) {
   if (!p) return;
   for (int i = 0; i < p->nsteps; i++) { free(p->steps[i].bufs); free(p->steps[i].targs); free(p->steps[i].attrs); }
-  free(p->steps); free(p->bufs); free(p->arena); free(p->step_seconds); free(p);
+  free(p->steps); free(p->bufs); ds_pages_free(p->arena, (size_t)p->arena_bytes); free(p->step_seconds); free(p);
 }
 
 /* lowest and highest element touched by a strided view (relative to its data), numel > 0;
@@ -211,10 +211,8 @@ mismatch:
 
 static int finalize(ds_plan *p) {
   if (!p->arena && p->arena_bytes > 0) {
-    if (posix_memalign((void **)&p->arena, 64, (size_t)p->arena_bytes) != 0) {
-      p->arena = NULL;
-      return ds_fail(DS_ENOMEM, "plan: cannot allocate a %lld-byte arena", (long long)p->arena_bytes);
-    }
+    p->arena = ds_pages_alloc((size_t)p->arena_bytes);   /* huge pages: megabytes of fresh 4 KiB pages fault slowly */
+    if (!p->arena) return ds_fail(DS_ENOMEM, "plan: cannot allocate a %lld-byte arena", (long long)p->arena_bytes);
   }
   for (int i = 0; i < p->nsteps; i++) {
     step *s = &p->steps[i];
