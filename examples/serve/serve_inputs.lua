@@ -9,10 +9,8 @@ local M = {}
 local MAX_TEXT = 512
 M.MAX_TOKENS = 128            -- the BERT-style model's positions ([CLS] .. [SEP])
 
--- The first number token of text outside strings that is not in JSON's grammar
--- (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, finite), or nil. Complements decode_invalid_numbers(false),
--- which lets "1." and overflowing exponents through.
--- A byte loop (LuaJIT compiles it; string patterns per number cost ~0.25 ms for a 784-pixel image).
+-- JSON's number grammar checked byte by byte (LuaJIT compiles these loops; string patterns per number cost
+-- ~0.2 ms for a 784-pixel image).
 local byte = string.byte
 local function is_digit(c) return c ~= nil and c >= 48 and c <= 57 end
 local function digits_from(text, p, stop)   -- the first position after the digits at p
@@ -43,6 +41,9 @@ local function valid_number(text, at, stop)
   -- only an exponent or a long integer part can overflow to inf
   return not (has_exp or int_len > 300) or math.abs(tonumber(text:sub(at, stop)) or math.huge) < math.huge
 end
+-- The first number token of text outside strings that is not in JSON's grammar
+-- (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, finite), or nil. Complements decode_invalid_numbers(false),
+-- which lets "1." and overflowing exponents through.
 local function bad_number(text)
   local n, i = #text, 1
   while i <= n do
