@@ -50,25 +50,25 @@ __attribute__((always_inline)) static inline void row_block(const int m, const i
                                                             const float *b, int64_t ldb, float *c, int64_t ldc,
                                                             int load_c) {
   __m256i mk[16];
-  __m256 acc[SGEMM_ROWS_MAX][16];
+  __m256 acc[ACC];   /* row r, vector v at acc[r * nv + v] (m * nv <= ACC) */
   for (int v = 0; v < nv; v++) mk[v] = lanes(full ? 8 : (int)(n - 8 * v < 8 ? n - 8 * v : 8));
   for (int r = 0; r < m; r++)
     for (int v = 0; v < nv; v++)
-      acc[r][v] = !load_c ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(c + r * ldc + 8 * v)
+      acc[r * nv + v] = !load_c ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(c + r * ldc + 8 * v)
                                                       : _mm256_maskload_ps(c + r * ldc + 8 * v, mk[v]);
   for (int64_t k = 0; k < K; k++) {
     __m256 bv[16];
     for (int v = 0; v < nv; v++) bv[v] = full ? _mm256_loadu_ps(b + 8 * v) : _mm256_maskload_ps(b + 8 * v, mk[v]);
     for (int r = 0; r < m; r++) {
       __m256 ar = _mm256_broadcast_ss(a + r * ars + k * acs);
-      for (int v = 0; v < nv; v++) acc[r][v] = _mm256_fmadd_ps(ar, bv[v], acc[r][v]);
+      for (int v = 0; v < nv; v++) acc[r * nv + v] = _mm256_fmadd_ps(ar, bv[v], acc[r * nv + v]);
     }
     b += ldb;
   }
   for (int r = 0; r < m; r++)
     for (int v = 0; v < nv; v++) {
-      if (full) _mm256_storeu_ps(c + r * ldc + 8 * v, acc[r][v]);
-      else _mm256_maskstore_ps(c + r * ldc + 8 * v, mk[v], acc[r][v]);
+      if (full) _mm256_storeu_ps(c + r * ldc + 8 * v, acc[r * nv + v]);
+      else _mm256_maskstore_ps(c + r * ldc + 8 * v, mk[v], acc[r * nv + v]);
     }
 }
 
