@@ -68,11 +68,16 @@ static void pack_transposed(float *dst, const float *src, int64_t rs, int nrows,
   }
 }
 
-/* dst (kc x R, k-major) = src's k-th row of nrows floats at src + k * ks for each k, zeros after nrows */
+/* dst (kc x R, k-major) = src's k-th row of nrows floats at src + k * ks for each k, zeros after nrows.
+   Rows are short (R <= 32): inline 8-float moves, where a memcpy call per row cost more. */
 static void pack_rows(float *dst, const float *src, int64_t ks, int nrows, int R, int64_t kc) {
   for (int64_t k = 0; k < kc; k++) {
-    memcpy(dst + k * R, src + k * ks, (size_t)nrows * sizeof(float));
-    if (nrows < R) memset(dst + k * R + nrows, 0, (size_t)(R - nrows) * sizeof(float));
+    float *d = dst + k * R;
+    const float *s = src + k * ks;
+    int c = 0;
+    for (; c + 8 <= nrows; c += 8) _mm256_storeu_ps(d + c, _mm256_loadu_ps(s + c));
+    for (; c < nrows; c++) d[c] = s[c];
+    for (; c < R; c++) d[c] = 0.0f;
   }
 }
 
@@ -105,10 +110,7 @@ static void pack_b(float *bp, const product *p, int64_t k0, int64_t kc, int64_t 
       for (int64_t s = s0; s < s1; s++) {
         int64_t n0 = jc + s * NR;
         int nr = (int)(p->N - n0 < NR ? p->N - n0 : NR);
-        float *dst = bp + s * KC * NR + k * NR;
-        if (nr == NR)   /* NR is a multiple of 8: inline moves, a memcpy call per strip row costs more */
-          for (int c = 0; c < NR; c += 8) _mm256_storeu_ps(dst + c, _mm256_loadu_ps(row + n0 + c));
-        else pack_rows(dst, row + n0, 0, nr, NR, 1);
+        pack_rows(bp + s * KC * NR + k * NR, row + n0, 0, nr, NR, 1);
       }
     }
     return;

@@ -55,8 +55,12 @@ typedef struct {
 #define SGEMM_ROWS \
   static void rows(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb, \
                    float *c, int64_t ldc, int load_c) { \
-    switch (m) { SGEMM_ROWS_CASE(1) SGEMM_ROWS_CASE(2) SGEMM_ROWS_CASE(3) SGEMM_ROWS_CASE(4) SGEMM_ROWS_CASE(5) SGEMM_ROWS_CASE(6) SGEMM_ROWS_CASE(7) SGEMM_ROWS_CASE(8) } \
+    switch (m) { \
+      SGEMM_ROWS_CASE(1) SGEMM_ROWS_CASE(2) SGEMM_ROWS_CASE(3) SGEMM_ROWS_CASE(4) \
+      SGEMM_ROWS_CASE(5) SGEMM_ROWS_CASE(6) SGEMM_ROWS_CASE(7) SGEMM_ROWS_CASE(8) \
+    } \
   }
+_Static_assert(SGEMM_ROWS_MAX == 8, "SGEMM_ROWS has one case per row count 1 .. SGEMM_ROWS_MAX");
 
 extern const sgemm_kernel ds_sgemm_avx2;     /* sgemm_avx2.c: 6 x 16 */
 extern const sgemm_kernel ds_sgemm_avx512;   /* sgemm_avx512.c: 14 x 32 */

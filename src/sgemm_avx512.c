@@ -45,16 +45,17 @@ __attribute__((always_inline)) static inline void row_block(const int m, const i
                                                             int64_t K, const float *a, int64_t ars, int64_t acs,
                                                             const float *b, int64_t ldb, float *c, int64_t ldc,
                                                             int load_c) {
-  __mmask16 mk[16];
+  __mmask16 mk[ACC];
   __m512 acc[ACC];   /* row r, vector v at acc[r * nv + v] (m * nv <= ACC) */
   for (int v = 0; v < nv; v++) {
     int64_t left = n - 16 * v;
     mk[v] = full || left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
   }
   for (int r = 0; r < m; r++)
-    for (int v = 0; v < nv; v++) acc[r * nv + v] = load_c ? _mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v) : _mm512_setzero_ps();
+    for (int v = 0; v < nv; v++)
+      acc[r * nv + v] = load_c ? _mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v) : _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k++) {
-    __m512 bv[16];
+    __m512 bv[ACC];
     for (int v = 0; v < nv; v++) bv[v] = full ? _mm512_loadu_ps(b + 16 * v) : _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
     for (int r = 0; r < m; r++) {
       __m512 ar = _mm512_set1_ps(a[r * ars + k * acs]);
