@@ -1,19 +1,12 @@
 /* nn_conv.c: conv2d (NCHW, stride/padding/dilation/groups) as im2col + GEMM over chunks of images, and its
-   backward kernels: input (GEMM + col2im), weight (im2col + GEMM, chunks added in order) and bias. */
+   backward kernels: input (GEMM + col2im), weight (im2col + GEMM, chunks added in order) and bias. Stride-1
+   f32 convolutions go to the direct path (nn_conv_direct.c) when it takes their geometry. */
 #include "internal.h"
+#include "nn_conv.h"
 #include <stdlib.h>
 #include <omp.h>
 
 /* attrs of every conv kernel start with: sh, sw, ph, pw, dh, dw, groups */
-typedef struct {
-  int64_t N, C, H, W, OC, Cg, OCg, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, G;
-  int64_t ckk, ohw, hw; /* rows of the column matrix (Cg*KH*KW), output and input plane sizes */
-  /* wide layout (stride 1): columns run over OH rows of the padded width Wp (the extra Wp - OW
-     columns are computed and dropped), so each column row is one contiguous run of a padded copy
-     of the image (xpad elements). Otherwise L = ohw and xpad = 0. */
-  int64_t wide, Hp, Wp, L, xpad;
-} geom;
-
 static int attr_int(double v, int64_t lo, int64_t *out) {
   if (!(v >= (double)lo && v <= 1e9) || v != (double)(int64_t)v) return 0;
   *out = (int64_t)v;
@@ -121,6 +114,10 @@ static int64_t chunk_start(const chunking *k, const geom *g, int64_t c, int64_t 
 
 /* short row copies: a plain loop, not a memcpy call per 10-element row */
 #define NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
+
+/* the direct path, f32 only: DIRECT(conv_direct_forward)(...) calls it for float and declines for double */
+static int not_direct(const geom *g, ...) { return CONV_NOT_DIRECT; }
+#define DIRECT(f32_fn) _Generic((T)0, float: f32_fn, default: not_direct)
 
 /* the kernels, once per float dtype */
 #define KERNELS "nn_conv_kernels.h"

@@ -128,6 +128,7 @@ int FN(ds_conv2d)(ds_tensor *const *t, const double *attrs) {
   if ((rc = check_shape4(o, g.N, g.OC, g.OH, g.OW, op, "output"))) return rc;
   const T *xp = x->data, *wp = w->data, *bp = b->data;
   T *yp = o->data;
+  if ((rc = DIRECT(conv_direct_forward)(&g, xp, wp, bp, yp)) != CONV_NOT_DIRECT) return rc;
   chunking k;
   chunking_init(&k, &g, sizeof(T));
   int par = worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;
@@ -174,6 +175,7 @@ int FN(ds_conv2d_backward_input)(ds_tensor *const *t, const double *attrs) {
     return rc;
   const T *gp = gy->data, *wp = w->data;
   T *xp = gx->data;
+  if ((rc = DIRECT(conv_direct_backward_input)(&g, gp, wp, xp)) != CONV_NOT_DIRECT) return rc;
   chunking k;
   chunking_init(&k, &g, sizeof(T));
   int par = worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;
@@ -223,6 +225,7 @@ int FN(ds_conv2d_backward_weight)(ds_tensor *const *t, const double *attrs) {
     return rc;
   const T *gp = gy->data, *xp = x->data;
   T *wp = gw->data;
+  if ((rc = DIRECT(conv_direct_backward_weight)(&g, gp, xp, wp)) != CONV_NOT_DIRECT) return rc;
   int64_t wsz = g.OC * g.ckk;
   chunking k;
   chunking_init(&k, &g, sizeof(T));

@@ -49,6 +49,40 @@ describe("conv2d against PyTorch", function()
   end)
 end)
 
+describe("stride-1 conv2d (the direct path)", function()
+  -- the column matrix of x (N, C, H, W) for a stride-1 kernel KH x KW: (N, C*KH*KW, OH*OW), rows (c, kh, kw)
+  local function columns(x, KH, KW, ph, pw, dh, dw)
+    local N, C = x.shape[1], x.shape[2]
+    local xp = ds.nn.functional.pad(x, { pw, pw, ph, ph })
+    local OH, OW = xp.shape[3] - (KH - 1) * dh, xp.shape[4] - (KW - 1) * dw
+    local rows = {}
+    for c = 1, C do
+      for kh = 0, KH - 1 do
+        for kw = 0, KW - 1 do
+          rows[#rows + 1] = xp:narrow(2, c, 1):narrow(3, kh * dh + 1, OH):narrow(4, kw * dw + 1, OW)
+            :reshape(N, 1, OH * OW)
+        end
+      end
+    end
+    return ds.cat(rows, 2), OH, OW
+  end
+  -- { N, C, H, W, OC, KH, KW, ph, pw, dh, dw }: LeNet's two convolutions, dilation, a 1x1 and a wide kernel
+  local cases = { { 3, 1, 28, 28, 6, 5, 5, 2, 2, 1, 1 }, { 4, 6, 14, 14, 16, 5, 5, 0, 0, 1, 1 },
+                  { 2, 4, 9, 11, 7, 3, 2, 1, 0, 2, 1 }, { 2, 3, 6, 6, 20, 1, 1, 0, 0, 1, 1 },
+                  { 1, 2, 7, 40, 9, 3, 7, 1, 3, 1, 1 } }
+  it("forward equals the weights times the column matrix plus the bias, bit for bit", function()
+    ds.manual_seed(4)
+    for _, c in ipairs(cases) do
+      local N, C, Hh, W, OC, KH, KW, ph, pw, dh, dw = unpack(c)
+      local x, w, b = ds.randn(N, C, Hh, W), ds.randn(OC, C, KH, KW), ds.randn(OC)
+      local y = ds.conv2d(x, w, b, { padding = { ph, pw }, dilation = { dh, dw } })
+      local col, OH, OW = columns(x, KH, KW, ph, pw, dh, dw)
+      local ref = (w:reshape(OC, C * KH * KW):matmul(col) + b:reshape(1, OC, 1)):reshape(N, OC, OH, OW)
+      assert.is_true(H.bitwise(y, ref), table.concat(c, ","))
+    end
+  end)
+end)
+
 describe("pooling against PyTorch", function()
   for _, c in ipairs(H.fixture("nn_pool.json")) do
     for _, dt in ipairs { "f64", "f32" } do
@@ -194,6 +228,10 @@ describe("threads and batching", function()
   end
   local cases = {
     { "conv2d", function(x, w) return ds.conv2d(x, w, nil, { padding = 2 }) end, { 64, 3, 28, 28 }, { 6, 3, 5, 5 } },
+    { "conv2d 6 -> 16", function(x, w) return ds.conv2d(x, w) end, { 64, 6, 14, 14 }, { 16, 6, 5, 5 } },
+    { "conv2d dilated, grouped",
+      function(x, w) return ds.conv2d(x, w, nil, { padding = { 2, 1 }, dilation = 2, groups = 2 }) end,
+      { 64, 4, 15, 13 }, { 6, 2, 3, 3 } },
     { "max_pool2d", function(x) return ds.max_pool2d(x, 2) end, { 64, 6, 28, 28 } },
     { "avg_pool2d", function(x) return ds.avg_pool2d(x, 3, { stride = 2, padding = 1 }) end, { 64, 6, 28, 28 } },
     { "layer_norm", function(x, w) return ds.layer_norm(x, { 64 }, w) end, { 64, 16, 64 }, { 64 } },

@@ -1,0 +1,22 @@
+/* conv_direct_avx2.c: the direct convolution kernels on AVX2+FMA (a logical vector is two ymm). */
+#pragma GCC target("avx2,fma")
+#include "conv_direct.h"
+#include <immintrin.h>
+
+typedef struct { __m256 lo, hi; } vec;
+static inline vec vzero(void) { return (vec){ _mm256_setzero_ps(), _mm256_setzero_ps() }; }
+static inline vec vset1(float x) { __m256 s = _mm256_set1_ps(x); return (vec){ s, s }; }
+static inline vec vload(const float *p) { return (vec){ _mm256_loadu_ps(p), _mm256_loadu_ps(p + 8) }; }
+static inline void vstore(float *p, vec v) { _mm256_storeu_ps(p, v.lo); _mm256_storeu_ps(p + 8, v.hi); }
+static inline vec vfma(vec a, vec b, vec c) {
+  return (vec){ _mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi) };
+}
+#define VKEEP(v) __asm__("" : "+x"((v).lo), "+x"((v).hi))
+
+#define TILE_ROWS 6   /* 6 x 2 ymm accumulators + 2 B + 1 broadcast */
+#define TILE_NV 1
+#define DOT_ROWS 1    /* 5 x 2 ymm accumulators + 2 d + 2 B */
+#define DOT_COLS 5
+#include "conv_direct_kernels.h"
+
+const conv_kernel ds_conv_avx2 = { TILE_ROWS, DOT_ROWS, DOT_COLS, conv_rows, conv_dots };

@@ -1,0 +1,65 @@
+/* conv_direct_kernels.h: conv_rows and conv_dots (conv_direct.h) written once over a logical 16-float vector.
+   A kernel file defines vec, vzero(), vset1(x), vload(p), vstore(p, v), vfma(a, b, c) (a * b + c, one rounding
+   per lane), VKEEP(v) (keeps v in registers: the compiler would otherwise reload it as an FMA operand),
+   TILE_ROWS, TILE_NV (vectors per row of a conv_rows tile, at most 4), DOT_ROWS and DOT_COLS, then includes
+   this. */
+
+/* TILE_ROWS rows x nv vectors of c, all K at once (nv is a constant in each instantiation) */
+__attribute__((always_inline)) static inline void rows_tile(const int nv, int64_t K, const float *a, int64_t lda,
+                                                            const float *b, const int64_t *koff, float *c,
+                                                            int64_t ldc) {
+  vec acc[TILE_ROWS * TILE_NV];   /* row r, vector v at acc[r * nv + v] */
+  for (int i = 0; i < TILE_ROWS * nv; i++) acc[i] = vzero();
+  for (int64_t k = 0; k < K; k++) {
+    const float *bk = b + koff[k];
+    vec bv[TILE_NV];
+    for (int v = 0; v < nv; v++) bv[v] = vload(bk + CONV_LANES * v);
+    for (int r = 0; r < TILE_ROWS; r++) {
+      vec ar = vset1(a[r * lda + k]);
+      for (int v = 0; v < nv; v++) acc[r * nv + v] = vfma(ar, bv[v], acc[r * nv + v]);
+    }
+  }
+  for (int r = 0; r < TILE_ROWS; r++)
+    for (int v = 0; v < nv; v++) vstore(c + r * ldc + CONV_LANES * v, acc[r * nv + v]);
+}
+
+#define ROWS_CASE(NV) \
+  case NV: rows_tile(NV <= TILE_NV ? NV : 1, K, a + r0 * lda, lda, b + v0 * CONV_LANES, koff, \
+                     c + r0 * ldc + v0 * CONV_LANES, ldc); break;
+
+/* column blocks outside, row blocks inside: a block's K windows of B stay in L1 across the rows */
+static void conv_rows(int64_t rows, int64_t nvec, int64_t K, const float *a, int64_t lda, const float *b,
+                      const int64_t *koff, float *c, int64_t ldc) {
+  for (int64_t v0 = 0; v0 < nvec; v0 += TILE_NV) {
+    int64_t nv = nvec - v0 < TILE_NV ? nvec - v0 : TILE_NV;
+    for (int64_t r0 = 0; r0 < rows; r0 += TILE_ROWS)
+      switch (nv) { ROWS_CASE(4) ROWS_CASE(3) ROWS_CASE(2) default: ROWS_CASE(1) }
+  }
+}
+#undef ROWS_CASE
+_Static_assert(TILE_NV >= 1 && TILE_NV <= 4, "conv_rows has one case per vector count 1 .. 4");
+
+static void conv_dots(int64_t rows, int64_t cols, int64_t nimg, int64_t nvec, const float *d, int64_t ldd,
+                      int64_t dstride, const float *b, int64_t bstride, const int64_t *koff, float *acc) {
+  for (int64_t r0 = 0; r0 < rows; r0 += DOT_ROWS)
+    for (int64_t j0 = 0; j0 < cols; j0 += DOT_COLS) {
+      vec s[DOT_ROWS * DOT_COLS];   /* (row r, column j) at s[r * DOT_COLS + j] */
+      for (int r = 0; r < DOT_ROWS; r++)
+        for (int j = 0; j < DOT_COLS; j++) s[r * DOT_COLS + j] = vload(acc + ((r0 + r) * cols + j0 + j) * CONV_LANES);
+      for (int64_t i = 0; i < nimg; i++) {
+        const float *di = d + i * dstride + r0 * ldd, *bj[DOT_COLS];
+        for (int j = 0; j < DOT_COLS; j++) bj[j] = b + i * bstride + koff[j0 + j];
+        for (int64_t v = 0; v < nvec; v++) {
+          vec dv[DOT_ROWS];
+          for (int r = 0; r < DOT_ROWS; r++) dv[r] = vload(di + r * ldd + CONV_LANES * v);
+          for (int j = 0; j < DOT_COLS; j++) {
+            vec bv = vload(bj[j] + CONV_LANES * v);   /* unaligned: loaded once, used DOT_ROWS times */
+            VKEEP(bv);
+            for (int r = 0; r < DOT_ROWS; r++) s[r * DOT_COLS + j] = vfma(dv[r], bv, s[r * DOT_COLS + j]);
+          }
+        }
+      }
+      for (int r = 0; r < DOT_ROWS; r++)
+        for (int j = 0; j < DOT_COLS; j++) vstore(acc + ((r0 + r) * cols + j0 + j) * CONV_LANES, s[r * DOT_COLS + j]);
+    }
+}

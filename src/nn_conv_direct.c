@@ -1,0 +1,194 @@
+/* nn_conv_direct.c: stride-1 f32 convolutions read straight from a zero-bordered copy of each image, without a
+   column matrix: the forward pass and the input gradient as an implicit GEMM over shifted windows (conv_rows),
+   the weight gradient as lane-wise dot products (conv_dots). Kernels per ISA behind conv_direct.h. */
+#include "internal.h"
+#include "nn_conv.h"
+#include "conv_direct.h"
+#include <omp.h>
+
+static const conv_kernel *isa_kernel(void) { return ds_isa() == DS_ISA_AVX512 ? &ds_conv_avx512 : &ds_conv_avx2; }
+
+static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* the weight gradient keeps G * rows * cols * 16 lanes per run of images; above this many (x 16 runs) the
+   im2col path is used instead */
+#define DOT_ACC_MAX 32768
+
+/* koff[(c * KH + kh) * KW + kw] = where window (c, kh, kw) starts in C planes of `plane` floats, rows of `rowlen` */
+static void fill_offsets(int64_t *koff, int64_t C, int64_t KH, int64_t KW, int64_t plane, int64_t rowlen,
+                         int64_t dh, int64_t dw) {
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++) koff[(c * KH + kh) * KW + kw] = c * plane + kh * dh * rowlen + kw * dw;
+}
+
+/* C planes (H, W) at src into dst's planes (every pstride floats, rows of rowlen) at row top, column left; the
+   rest of dst is left as it is (zero: each thread zeroes its buffers once) */
+static void put_planes(const float *src, int64_t C, int64_t H, int64_t W, float *dst, int64_t pstride,
+                       int64_t rowlen, int64_t top, int64_t left) {
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t h = 0; h < H; h++) {
+      const float *s = src + (c * H + h) * W;
+      float *d = dst + c * pstride + (h + top) * rowlen + left;
+      for (int64_t w = 0; w < W; w++) d[w] = s[w];
+    }
+}
+
+/* dst (C, H, W) = rows of c (row c at c + c * ldc, image row h at h * rowlen), plus bias[c] when given */
+static void take_planes(const float *src, int64_t ldc, int64_t C, int64_t H, int64_t W, int64_t rowlen, float *dst,
+                        const float *bias) {
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t h = 0; h < H; h++) {
+      const float *s = src + c * ldc + h * rowlen;
+      float *d = dst + (c * H + h) * W;
+      if (bias) for (int64_t w = 0; w < W; w++) d[w] = s[w] + bias[c];
+      else for (int64_t w = 0; w < W; w++) d[w] = s[w];
+    }
+}
+
+/* One shared block (offsets, weights) and one zeroed block per thread, from the caching allocator. */
+typedef struct { char *base; int64_t rounded, shared, per; } scratch;
+static int scratch_take(scratch *s, int64_t shared, int64_t per, int nt) {
+  s->shared = round_up(shared, 64); s->per = round_up(per, 64);
+  s->base = ds_mem_alloc(s->shared + s->per * nt, &s->rounded);
+  return s->base != NULL;
+}
+static float *scratch_thread(const scratch *s) {
+  float *p = (float *)(s->base + s->shared + s->per * omp_get_thread_num());
+  memset(p, 0, (size_t)s->per);
+  return p;
+}
+static void scratch_give(scratch *s) { ds_mem_release(s->base, s->rounded); }
+
+static int parallel_images(const geom *g) {
+  return g->N > 1 && (double)g->N * (double)g->OC * (double)g->ohw * (double)g->ckk > 5e5;
+}
+
+int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y) {
+  if (g->sh != 1 || g->sw != 1 || !g->wide) return CONV_NOT_DIRECT;
+  const conv_kernel *kr = isa_kernel();
+  int64_t plane = g->Hp * g->Wp, nvec = (g->L + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
+  int64_t rows = round_up(g->OCg, kr->tile_rows), K = g->ckk;
+  int64_t reach = (g->Cg - 1) * plane + (g->KH - 1) * g->dh * g->Wp + (g->KW - 1) * g->dw;
+  int64_t xlen = max64(g->Cg * plane, reach + ldc);
+  int par = parallel_images(g), nt = par ? omp_get_max_threads() : 1;
+  scratch s;
+  if (!scratch_take(&s, K * 8 + g->G * rows * K * 4, (xlen + rows * ldc) * 4, nt))
+    return ds_fail(DS_ENOMEM, "conv2d: out of memory for the padded images");
+  int64_t *koff = (int64_t *)s.base;
+  float *a = (float *)(koff + K);   /* G blocks of (rows, K): the group's weights, zero rows after OCg */
+  fill_offsets(koff, g->Cg, g->KH, g->KW, plane, g->Wp, g->dh, g->dw);
+  for (int64_t i = 0; i < g->G * rows * K; i++) {
+    int64_t gi = i / (rows * K), r = i / K % rows;
+    a[i] = r < g->OCg ? w[(gi * g->OCg + r) * K + i % K] : 0.0f;
+  }
+  #pragma omp parallel num_threads(nt) if (par)
+  {
+    float *xpad = scratch_thread(&s), *c = xpad + xlen;   /* c: (rows, ldc) */
+    #pragma omp for schedule(static)
+    for (int64_t n = 0; n < g->N; n++)
+      for (int64_t gi = 0; gi < g->G; gi++) {
+        put_planes(x + (n * g->C + gi * g->Cg) * g->hw, g->Cg, g->H, g->W, xpad, plane, g->Wp, g->ph, g->pw);
+        kr->rows(rows, nvec, K, a + gi * rows * K, K, xpad, koff, c, ldc);
+        take_planes(c, ldc, g->OCg, g->OH, g->OW, g->Wp, y + (n * g->OC + gi * g->OCg) * g->ohw, b + gi * g->OCg);
+      }
+  }
+  scratch_give(&s);
+  return DS_OK;
+}
+
+/* gx[c, ih, iw] = sum over (oc, kh', kw') of w[oc, c, KH-1-kh', KW-1-kw'] * gy padded by (KH-1)*dh - ph rows
+   and (KW-1)*dw - pw columns, at (ih + kh'*dh, iw + kw'*dw): a stride-1 convolution itself */
+int conv_direct_backward_input(const geom *g, const float *gy, const float *w, float *gx) {
+  int64_t Ph = (g->KH - 1) * g->dh - g->ph, Pw = (g->KW - 1) * g->dw - g->pw;
+  int64_t Hq = g->H + (g->KH - 1) * g->dh, Wq = g->W + (g->KW - 1) * g->dw;
+  if (g->sh != 1 || g->sw != 1 || Ph < 0 || Pw < 0 || 2 * Wq > 3 * g->W) return CONV_NOT_DIRECT;
+  const conv_kernel *kr = isa_kernel();
+  int64_t plane = Hq * Wq, nvec = (g->H * Wq + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
+  int64_t rows = round_up(g->Cg, kr->tile_rows), KK = g->KH * g->KW, K = g->OCg * KK;
+  int64_t reach = (g->OCg - 1) * plane + (g->KH - 1) * g->dh * Wq + (g->KW - 1) * g->dw;
+  int64_t ylen = max64(g->OCg * plane, reach + ldc);
+  int par = parallel_images(g), nt = par ? omp_get_max_threads() : 1;
+  scratch s;
+  if (!scratch_take(&s, K * 8 + g->G * rows * K * 4, (ylen + rows * ldc) * 4, nt))
+    return ds_fail(DS_ENOMEM, "conv2d_backward_input: out of memory for the padded gradients");
+  int64_t *koff = (int64_t *)s.base;
+  float *a = (float *)(koff + K);   /* G blocks of (rows, K): a[c][(oc, kh', kw')], zero rows after Cg */
+  fill_offsets(koff, g->OCg, g->KH, g->KW, plane, Wq, g->dh, g->dw);
+  for (int64_t i = 0; i < g->G * rows * K; i++) {
+    int64_t gi = i / (rows * K), c = i / K % rows, oc = i % K / KK, flip = KK - 1 - i % KK;
+    a[i] = c < g->Cg ? w[((gi * g->OCg + oc) * g->Cg + c) * KK + flip] : 0.0f;
+  }
+  #pragma omp parallel num_threads(nt) if (par)
+  {
+    float *ypad = scratch_thread(&s), *c = ypad + ylen;   /* c: (rows, ldc) */
+    #pragma omp for schedule(static)
+    for (int64_t n = 0; n < g->N; n++)
+      for (int64_t gi = 0; gi < g->G; gi++) {
+        put_planes(gy + (n * g->OC + gi * g->OCg) * g->ohw, g->OCg, g->OH, g->OW, ypad, plane, Wq, Ph, Pw);
+        kr->rows(rows, nvec, K, a + gi * rows * K, K, ypad, koff, c, ldc);
+        take_planes(c, ldc, g->Cg, g->H, g->W, Wq, gx + (n * g->C + gi * g->Cg) * g->hw, NULL);
+      }
+  }
+  scratch_give(&s);
+  return DS_OK;
+}
+
+/* the 16 lanes of p summed in a fixed tree */
+static float lane_tree(const float *p) {
+  float h[8], q[4];
+  for (int i = 0; i < 8; i++) h[i] = p[i] + p[i + 8];
+  for (int i = 0; i < 4; i++) q[i] = h[i] + h[i + 4];
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, float *gw) {
+  if (g->sh != 1 || g->sw != 1 || !g->wide) return CONV_NOT_DIRECT;
+  const conv_kernel *kr = isa_kernel();
+  int64_t rows = round_up(g->OCg, kr->dot_rows), cols = round_up(g->ckk, kr->dot_cols);
+  if (g->G * rows * cols > DOT_ACC_MAX) return CONV_NOT_DIRECT;
+  int64_t plane = g->Hp * g->Wp, nvec = (g->L + CONV_LANES - 1) / CONV_LANES, ldd = nvec * CONV_LANES;
+  int64_t reach = (g->Cg - 1) * plane + (g->KH - 1) * g->dh * g->Wp + (g->KW - 1) * g->dw;
+  int64_t xlen = max64(g->Cg * plane, reach + ldd), per_run = g->G * rows * cols * CONV_LANES;
+  int64_t R = g->N < 16 ? g->N : 16;   /* runs of images: from N only */
+  int64_t per_img = xlen + rows * ldd, nb = (256 * 1024 / 4) / per_img;   /* images per call: ~256 KB */
+  nb = nb < 1 ? 1 : nb > 16 ? 16 : nb;
+  int par = parallel_images(g) && R > 1, nt = par ? omp_get_max_threads() : 1;
+  scratch s;
+  if (!scratch_take(&s, cols * 8 + (R > 0 ? R : 1) * per_run * 4, nb * per_img * 4, nt))
+    return ds_fail(DS_ENOMEM, "conv2d_backward_weight: out of memory for the padded images");
+  int64_t *koff = (int64_t *)s.base;
+  float *acc = (float *)(koff + cols);   /* R runs of G blocks of (rows, cols, 16 lanes) */
+  fill_offsets(koff, g->Cg, g->KH, g->KW, plane, g->Wp, g->dh, g->dw);
+  for (int64_t j = g->ckk; j < cols; j++) koff[j] = koff[0];   /* spare columns, dropped */
+  memset(acc, 0, (size_t)((R > 0 ? R : 1) * per_run * 4));
+  #pragma omp parallel num_threads(nt) if (par)
+  {
+    /* nb padded images (xlen each), then nb copies of gy in the wide layout (rows, ldd) */
+    float *xpad = scratch_thread(&s), *d = xpad + nb * xlen;
+    #pragma omp for schedule(static)
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t n0 = r * g->N / R, n1 = (r + 1) * g->N / R; n0 < n1; n0 += nb) {
+        int64_t m = n1 - n0 < nb ? n1 - n0 : nb;
+        for (int64_t gi = 0; gi < g->G; gi++) {
+          for (int64_t i = 0; i < m; i++) {
+            put_planes(x + ((n0 + i) * g->C + gi * g->Cg) * g->hw, g->Cg, g->H, g->W, xpad + i * xlen, plane, g->Wp,
+                       g->ph, g->pw);
+            put_planes(gy + ((n0 + i) * g->OC + gi * g->OCg) * g->ohw, g->OCg, g->OH, g->OW, d + i * rows * ldd, ldd,
+                       g->Wp, 0, 0);
+          }
+          kr->dots(rows, cols, m, nvec, d, ldd, rows * ldd, xpad, xlen, koff,
+                   acc + r * per_run + gi * rows * cols * CONV_LANES);
+        }
+      }
+  }
+  for (int64_t r = 1; r < R; r++)
+    for (int64_t i = 0; i < per_run; i++) acc[i] += acc[r * per_run + i];
+  for (int64_t gi = 0; gi < g->G; gi++)
+    for (int64_t oc = 0; oc < g->OCg; oc++)
+      for (int64_t j = 0; j < g->ckk; j++)
+        gw[(gi * g->OCg + oc) * g->ckk + j] = lane_tree(acc + ((gi * rows + oc) * cols + j) * CONV_LANES);
+  scratch_give(&s);
+  return DS_OK;
+}
