@@ -1,9 +1,10 @@
 /* nn_attention.c: scaled dot-product attention in one kernel, tile by tile: for a few query rows the
    scores (q.k, one FMA chain over E), the mask, softmax and the weighted sum of v (one FMA chain over S),
-   with no (L,S) buffer per batch entry. */
+   with no (L,S) buffer per batch entry; and its segment form for packed sequences of different lengths. */
 #include "internal.h"
 #include "mathfn.h"
 #include <stdlib.h>
+#include <string.h>
 #include <omp.h>
 
 /* Each score is fma(q[i,e], k[j,e], acc) for e = 0 .. E-1 in order from 0, then times scale; the mask
@@ -25,6 +26,7 @@ typedef struct {
   int64_t bshape[DS_MAXDIM], qb[DS_MAXDIM], kb[DS_MAXDIM], vb[DS_MAXDIM], mb[DS_MAXDIM];
   int64_t nb, L, S, E, Ev, Sp, Evp;  /* Sp, Evp: S and Ev rounded up to NR */
   int64_t qr, qc, kr, kc, vr, vc, mr, mc;
+  int64_t orow;                      /* out's row stride: Ev (dense), heads x Ev (segments) */
   double scale;
   int mask, causal;
   const void *q, *k, *v, *m;
@@ -125,6 +127,7 @@ static int make_geom(geom *g, ds_tensor *const *t, const double *attrs, int dtyp
     g->m = m->data;
   }
   g->Sp = round_up(g->S, NR); g->Evp = round_up(g->Ev, NR);
+  g->orow = g->Ev;
   return DS_OK;
 }
 
@@ -213,9 +216,9 @@ static inline __attribute__((always_inline)) void units_##SUF(const geom *g, con
     for (int64_t j0 = 0; j0 < g->Sp; j0 += NR) \
       micro_##SUF(MR, g->E, qt, g->E, kt + j0, g->Sp, sc + j0, g->Sp, MR, NR); \
     for (int r = 0; r < rows; r++) softmax_row_##SUF(g, off, i0 + r, sc + r * g->Sp); \
-    T *out = (T *)g->out + (bi * g->L + i0) * g->Ev; \
+    T *out = (T *)g->out + bi * g->L * g->Ev + i0 * g->orow; \
     for (int64_t c0 = 0; c0 < g->Evp; c0 += NR) \
-      micro_##SUF(MR, g->S, sc, g->Sp, vp + c0, g->Evp, out + c0, g->Ev, rows, \
+      micro_##SUF(MR, g->S, sc, g->Sp, vp + c0, g->Evp, out + c0, g->orow, rows, \
           (int)(g->Ev - c0 < NR ? g->Ev - c0 : NR)); \
   } \
 }
@@ -267,3 +270,134 @@ ATTENTION_KERNEL(f32, float, DS_F32,
   if (ds_isa() == DS_ISA_AVX512) { mr = MR_AVX512; run = units_f32_avx512; }
   else { mr = MR_AVX2; run = units_f32_avx2; })
 ATTENTION_KERNEL(f64, double, DS_F64, mr = MR_AVX2; run = units_f64_any;)
+
+/* ---- segment attention: packed sequences of different lengths (serving batches without padding) ----
+   q (Nq, heads, E), k (Nk, heads, E), v (Nk, heads, Ev) hold the rows of B sequences one after another;
+   qseg and kseg (B, 2) i64 give sequence b's query and key rows as {first (1-based), count}. The queries of
+   b attend to b's keys only, head by head: each (sequence, head) runs the tile code above as the dense op
+   with L = its query count, S = its key count and no mask, so a sequence's rows are bitwise those of
+   scaled_dot_product_attention on that sequence alone, wherever it sits in the batch. Query rows outside
+   every sequence, and those of a sequence without keys, are 0. */
+typedef struct { int64_t q0, nq, k0, nk; } segment;
+
+/* seg (B, 2) i64 -> rows [first - 1, first - 1 + count) checked against n rows */
+static int read_segment(const ds_tensor *s, int64_t b, int64_t n, const char *what, int64_t *r0, int64_t *cnt) {
+  const int64_t *p = (const int64_t *)s->data + b * s->strides[0];
+  int64_t first = p[0], count = p[s->strides[1]];
+  DS_CHECK(count >= 0 && first >= 1 && first <= n + 1 && count <= n + 1 - first,
+           "segment_attention: %s segment %lld = {first %lld, count %lld} is outside rows 1..%lld", what,
+           (long long)b + 1, (long long)first, (long long)count, (long long)n);
+  *r0 = first - 1; *cnt = count;
+  return DS_OK;
+}
+
+/* the shared geometry of every (sequence, head) unit and the segment list (malloc'ed into *segs) */
+static int segment_geom(geom *g, ds_tensor *const *t, const double *attrs, int dtype, segment **segs) {
+  const char *op = "segment_attention";
+  char s1[128], s2[128], s3[128];
+  ds_tensor *o = t[0], *q = t[1], *k = t[2], *v = t[3], *qs = t[4], *ks = t[5];
+  DS_CHECK(o && q && k && v && qs && ks, "%s: missing operand", op);
+  DS_CHECK(o->dtype == dtype && q->dtype == dtype && k->dtype == dtype && v->dtype == dtype,
+           "%s: q, k, v and the output must all be %s", op, ds_dtype_name(dtype));
+  DS_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3 && o->ndim == 3 && q->shape[1] == k->shape[1] &&
+               q->shape[1] == v->shape[1] && q->shape[2] == k->shape[2] && k->shape[0] == v->shape[0] &&
+               o->shape[0] == q->shape[0] && o->shape[1] == q->shape[1] && o->shape[2] == v->shape[2],
+           "%s: q %s, k %s, v %s do not fit (Nq, heads, E), (Nk, heads, E), (Nk, heads, Ev)", op,
+           ds_shape_str(q, s1), ds_shape_str(k, s2), ds_shape_str(v, s3));
+  DS_CHECK(ds_tensor_is_contiguous(o), "%s: output must be contiguous", op);
+  DS_CHECK(qs->dtype == DS_I64 && ks->dtype == DS_I64 && qs->ndim == 2 && ks->ndim == 2 && qs->shape[1] == 2 &&
+               ks->shape[1] == 2 && qs->shape[0] == ks->shape[0],
+           "%s: qseg %s and kseg %s must both be (B, 2) i64 {first, count}", op, ds_shape_str(qs, s1),
+           ds_shape_str(ks, s2));
+  memset(g, 0, sizeof *g);
+  g->nb = 1; g->scale = attrs[0]; g->mask = MASK_NONE;
+  g->E = q->shape[2]; g->Ev = v->shape[2]; g->Evp = round_up(g->Ev, NR);
+  g->qr = q->strides[0]; g->qc = q->strides[2];
+  g->kr = k->strides[0]; g->kc = k->strides[2];
+  g->vr = v->strides[0]; g->vc = v->strides[2];
+  g->orow = o->shape[1] * g->Ev;
+  int64_t B = qs->shape[0], end = 0;
+  segment *sg = malloc((size_t)(B > 0 ? B : 1) * sizeof *sg);
+  if (!sg) return ds_fail(DS_ENOMEM, "%s: out of memory", op);
+  for (int64_t b = 0; b < B; b++) {
+    int rc;
+    if ((rc = read_segment(qs, b, q->shape[0], "query", &sg[b].q0, &sg[b].nq)) ||
+        (rc = read_segment(ks, b, k->shape[0], "key", &sg[b].k0, &sg[b].nk))) {
+      free(sg);
+      return rc;
+    }
+    if (sg[b].nq == 0) continue;
+    if (sg[b].q0 < end) {
+      free(sg);
+      return ds_fail(DS_EINVAL, "%s: query segment %lld overlaps an earlier one (they must be in row order)", op,
+                     (long long)b + 1);
+    }
+    end = sg[b].q0 + sg[b].nq;
+  }
+  *segs = sg;
+  return DS_OK;
+}
+
+/* plan check: out, q, k, v, qseg, kseg and the scale */
+int ds_segment_attention_check(int nbuf, const int *dtypes, int nattrs, const double *attrs) {
+  (void)dtypes; (void)attrs;
+  DS_CHECK(nattrs >= 1, "segment_attention: bad attrs");
+  DS_CHECK(nbuf == 6, "segment_attention: step has %d operands, needs 6", nbuf);
+  return DS_OK;
+}
+
+#define SEGMENT_KERNEL(SUF, T, DT, PICK)                                                                     \
+int ds_segment_attention_##SUF(ds_tensor *const *t, const double *attrs) {                                \
+  geom g0;                                                                                                \
+  segment *sg = NULL;                                                                                     \
+  int rc = segment_geom(&g0, t, attrs, DT, &sg);                                                          \
+  if (rc) return rc;                                                                                      \
+  ds_tensor *o = t[0], *q = t[1], *k = t[2], *v = t[3];                                                   \
+  int64_t B = t[4]->shape[0], H = q->shape[1], units = B * H, maxS = 0, covered = 0;                      \
+  double work = 0;                                                                                        \
+  T *out = (T *)o->data;                                                                                  \
+  memset(out, 0, (size_t)o->numel * sizeof(T));   /* rows outside every sequence */                      \
+  for (int64_t b = 0; b < B; b++) {                                                                       \
+    if (sg[b].nq == 0 || sg[b].nk == 0) continue;                                                         \
+    if (sg[b].nk > maxS) maxS = sg[b].nk;                                                                 \
+    covered += sg[b].nq;                                                                                  \
+    work += 2.0 * (double)H * (double)sg[b].nq * (double)sg[b].nk * (double)(g0.E + g0.Ev);              \
+  }                                                                                                       \
+  int mr;                                                                                                 \
+  void (*run)(const geom *, int64_t, int64_t, T *);                                                       \
+  PICK                                                                                                    \
+  geom gm = g0;                                                                                           \
+  gm.S = maxS; gm.Sp = round_up(maxS, NR);                                                                \
+  int64_t per = scratch_elems(&gm, mr);                                                                   \
+  int failed = 0;                                                                                         \
+  if (covered > 0 && g0.Ev > 0) {                                                                         \
+    _Pragma("omp parallel if (units > 1 && work >= PAR_FLOPS)")                                          \
+    {                                                                                                     \
+      T *scr = aligned_alloc(64, (size_t)round_up(per * (int64_t)sizeof(T), 64));                         \
+      if (!scr) {                                                                                         \
+        _Pragma("omp atomic write") failed = 1;                                                           \
+      }                                                                                                   \
+      _Pragma("omp for schedule(dynamic)")                                                                \
+      for (int64_t u = 0; u < units; u++) {                                                               \
+        const segment *s = &sg[u / H];                                                                    \
+        int64_t h = u % H;                                                                                \
+        if (!scr || s->nq == 0 || s->nk == 0) continue;                                                   \
+        geom g = g0;                                                                                      \
+        g.L = s->nq; g.S = s->nk; g.Sp = round_up(s->nk, NR);                                             \
+        g.q = (const T *)q->data + s->q0 * q->strides[0] + h * q->strides[1];                             \
+        g.k = (const T *)k->data + s->k0 * k->strides[0] + h * k->strides[1];                             \
+        g.v = (const T *)v->data + s->k0 * v->strides[0] + h * v->strides[1];                             \
+        g.out = out + s->q0 * g.orow + h * g.Ev;                                                          \
+        run(&g, 0, (g.L + mr - 1) / mr, scr);                                                             \
+      }                                                                                                   \
+      free(scr);                                                                                          \
+    }                                                                                                     \
+  }                                                                                                       \
+  free(sg);                                                                                               \
+  return failed ? ds_fail(DS_ENOMEM, "segment_attention: out of memory for scratch") : DS_OK;             \
+}
+
+SEGMENT_KERNEL(f32, float, DS_F32,
+  if (ds_isa() == DS_ISA_AVX512) { mr = MR_AVX512; run = units_f32_avx512; }
+  else { mr = MR_AVX2; run = units_f32_avx2; })
+SEGMENT_KERNEL(f64, double, DS_F64, mr = MR_AVX2; run = units_f64_any;)

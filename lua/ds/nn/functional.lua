@@ -77,6 +77,9 @@ function F.log_softmax(x, dim) return ops.log_softmax(x, dim or -1) end
 -- q (..., L, E), k (..., S, E), v (..., S, Ev) -> (..., L, Ev); opts mask, is_causal, scale, dropout_p
 -- (PyTorch 2's semantics; see ops/attention.lua)
 function F.scaled_dot_product_attention(q, k, v, opts) return ops.scaled_dot_product_attention(q, k, v, opts) end
+-- packed sequences: q (Nq, heads, E), k/v (Nk, heads, E/Ev), qseg/kseg (B, 2) i64 {first, count}; opts scale
+-- (see ops/segment_attention.lua)
+function F.segment_attention(q, k, v, qseg, kseg, opts) return ops.segment_attention(q, k, v, qseg, kseg, opts) end
 function F.dropout(x, p, training) return random.dropout(x, p == nil and 0.5 or p, training ~= false) end
 
 -- x: (..., *normalized_shape)
