@@ -79,7 +79,7 @@ describe_or_skip("serving with nginx", function()
     assert.equal("ok", h.status)
     assert.equal(1, h.models.lenet.format_version)
     assert.same({ "batch", 1, 28, 28 }, h.models.lenet.inputs[1].shape)
-    assert.same({ "batch", "seq" }, h.models.bert.inputs[1].shape)
+    assert.same({ "tokens" }, h.models.bert.inputs[1].shape)
   end)
 
   it("predicts an image like ds.load does in this process", function()
@@ -95,11 +95,21 @@ describe_or_skip("serving with nginx", function()
     assert.equal(best, r.class)
   end)
 
-  it("classifies text with the BERT-style model", function()
-    local code, r = request("POST", "/predict/bert", cjson.encode { text = "今天的天气真好" })
+  it("classifies text with the BERT-style model like ds.load does in this process", function()
+    local text = "今天的天气真好"
+    local code, r = request("POST", "/predict/bert", cjson.encode { text = text })
     assert.equal(200, code)
     assert.equal(6, #r.probs)
     assert.is_string(r.label)
+    -- the exported model on packed texts: ids [CLS] chars [SEP], positions 1..n, one text {1, n}
+    local vocab = cjson.decode(io.open(dir .. "/models/bert.vocab.json"):read("*a"))
+    local ids, pos = { vocab["[CLS]"] }, {}
+    for ch in text:gmatch("[%z\1-\127\194-\244][\128-\191]*") do ids[#ids + 1] = vocab[ch] or vocab["[UNK]"] end
+    ids[#ids + 1] = vocab["[SEP]"]
+    for t = 1, #ids do pos[t] = t end
+    local function I(t) return ds.tensor(t, { dtype = "i64" }) end
+    local p = ds.load(dir .. "/models/bert")(I(ids), I(pos), I { { 1, #ids } }):reshape(-1):totable()
+    for i = 1, 6 do assert.is_true(math.abs(p[i] - r.probs[i]) < 1e-12) end
   end)
 
   it("answers bad requests with 400 and a JSON error naming the problem, and keeps serving", function()
@@ -182,7 +192,7 @@ describe_or_skip("serving with nginx", function()
     string.rep("深夜里传来奇怪的声音让我很害怕", 3), "会议改到明天下午三点举行", string.rep("终于考完试了", 12),
     "hello world", "小狗走丢了", "黑暗的走廊里好像有人在跟着我", string.rep("这本书一共有三百页", 5), "你" }
 
-  it("answers each request of a batch bit for bit as when it is served alone (text padded, images)", function()
+  it("answers each request of a batch bit for bit as when it is served alone (texts packed, images)", function()
     local bodies, alone = {}, {}
     for i, t in ipairs(TEXTS) do
       bodies[i] = cjson.encode { text = t }

@@ -45,7 +45,7 @@ local function load_all(premature)
   local warm = {}
   for _, name in ipairs(names) do
     local s = settings[name]
-    warm[name] = s.warm and inputs.KINDS[s.kind].shapes(s.max_batch) or {}
+    warm[name] = s.warm and inputs.KINDS[s.kind].shapes(s) or {}
   end
   local done = 0
   local function load_one(premature2)
@@ -112,7 +112,8 @@ function M.health()
     if e.ok then
       out.models[name] = { ok = true, name = e.info.name, format_version = e.info.format_version,
                            params_file = e.info.params_file, inputs = e.info.inputs, max_batch = s.max_batch,
-                           max_wait_ms = s.max_wait_ms, timeout_ms = s.timeout_ms, queue_limit = s.queue_limit,
+                           max_tokens = s.kind == "text" and s.max_tokens or nil, max_wait_ms = s.max_wait_ms,
+                           timeout_ms = s.timeout_ms, queue_limit = s.queue_limit,
                            queued = batchers[name]:queued() }
     else
       out.models[name] = { ok = false, error = e.error }

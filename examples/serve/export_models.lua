@@ -1,5 +1,5 @@
 -- examples/serve/export_models.lua: build the served models and ds.save them (graph + params, no code needed
--- to run them): LeNet-5 probabilities and the BERT-style classifier, plus the BERT vocab as JSON.
+-- to run them): LeNet-5 probabilities and the BERT-style classifier (on packed texts), plus the BERT vocab as JSON.
 -- usage: luajit examples/serve/export_models.lua OUT_DIR [--lenet-weights W.safetensors] [--train-batches N]
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;" .. package.path
 local ds = require("ds")
@@ -38,13 +38,13 @@ local lenet_probs = ds.compile(function(x) return F.softmax(lenet(x), -1) end,
   { ds.spec({ "batch", 1, 28, 28 }, "f32", "image") })
 ds.save(lenet_probs, out .. "/lenet")
 
--- BERT-style classifier with a dynamic batch and sequence length (the server pads a batch to a common length)
+-- BERT-style classifier on packed texts (bert_packed.lua: dynamic token and text counts, no padding; each text's
+-- answer bitwise the classifier's on that text alone)
 local bert_ex = require("bert_sentiment")
 ds.manual_seed(22)
 local bert = bert_ex.Bert(bert_ex.CFG)
 bert:eval()
-local bert_probs = ds.compile(bert, { ds.spec({ "batch", "seq" }, "i64", "ids"), ds.spec({ "batch", "seq" }, "f32", "mask") })
-ds.save(bert_probs, out .. "/bert")
+ds.save(require("serve.bert_packed").compile(bert), out .. "/bert")
 local f = assert(io.open(out .. "/bert.vocab.json", "wb"))
 f:write(cjson.encode(bert_ex.VOCAB)); f:close()
 print("saved lenet and bert to " .. out)

@@ -1,7 +1,7 @@
 -- examples/serve/serve_batcher.lua: dynamic batching of one model in one nginx worker. Requests queue; a dispatcher
--- (a timer's light thread) takes the oldest and up to max_batch - 1 more of the same shape bucket once the oldest
--- has waited max_wait_ms (at once when max_batch are queued, or when a model call just finished), runs them as
--- one call in the worker thread pool (serve_compute.run, off the event loop) and wakes each request with its row.
+-- (a timer's light thread) takes the oldest and up to max_batch - 1 more (within max_tokens for texts) once the
+-- oldest has waited max_wait_ms (at once when max_batch are queued, or when a model call just finished), runs them
+-- as one call in the worker thread pool (serve_compute.run, off the event loop) and wakes each request with its row.
 local ffi = require("ffi")
 local semaphore = require("ngx.semaphore")
 local metrics = require("serve_metrics")
@@ -11,9 +11,9 @@ local Batcher = {}
 Batcher.__index = Batcher
 
 -- name: the model; cfg: its serve_config settings; kind: its serve_inputs kind (batch: rows -> model inputs;
--- bucket: row -> the key of the rows that batch together); pool: the thread pool
+-- tokens: row -> its share of cfg.max_tokens, or nil); pool: the thread pool
 function M.new(name, cfg, kind, pool)
-  return setmetatable({ name = name, cfg = cfg, pack = kind.batch, bucket = kind.bucket, pool = pool, queue = {},
+  return setmetatable({ name = name, cfg = cfg, pack = kind.batch, tokens = kind.tokens, pool = pool, queue = {},
                         head = 1, tail = 0,
                         wake = semaphore.new(0), full = semaphore.new(0), collecting = false }, Batcher)
 end
@@ -43,16 +43,21 @@ function Batcher:submit(row, timeout)
   return item.result
 end
 
--- the oldest live request and up to max_batch - 1 more in its bucket (in arrival order), out of the queue
+-- the oldest live request and the next ones (in arrival order) while the batch has at most max_batch requests
+-- and, for kinds that count tokens, at most max_tokens tokens; out of the queue
 function Batcher:take()
-  local items, rest, key = {}, {}, nil
+  local items, rest, tokens = {}, {}, 0
   for i = self.head, self.tail do
     local it = self.queue[i]
     self.queue[i] = nil
     if not it.cancelled then
-      local k = self.bucket(it.row)
-      key = key or k
-      if k == key and #items < self.cfg.max_batch then items[#items + 1] = it else rest[#rest + 1] = it end
+      local n = self.tokens and self.tokens(it.row) or 0
+      if #items == 0 or (#items < self.cfg.max_batch and tokens + n <= (self.cfg.max_tokens or math.huge)) then
+        items[#items + 1] = it
+        tokens = tokens + n
+      else
+        rest[#rest + 1] = it
+      end
     end
   end
   for i, it in ipairs(rest) do self.queue[i] = it end
@@ -71,7 +76,8 @@ function Batcher:run_batch()
     metrics.observe("ds_queue_wait_seconds", self.name, start - it.arrived)
   end
   metrics.observe("ds_batch_size", self.name, #items)
-  local ok, bytes, cols, secs = ngx.run_worker_thread(self.pool, "serve_compute", "run", self.name, self.pack(rows))
+  local ok, bytes, cols, secs = ngx.run_worker_thread(self.pool, "serve_compute", "run", self.name,
+    self.pack(rows, self.cfg.max_batch))
   if ok and bytes then
     metrics.observe("ds_compute_seconds", self.name, secs)
     local out = ffi.cast("const float *", bytes)

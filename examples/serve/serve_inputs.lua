@@ -1,5 +1,6 @@
 -- examples/serve/serve_inputs.lua: a request body -> one row of model input (strict JSON, clear 400 errors), and
--- rows -> one batch of inputs as byte strings for the worker thread (serve_compute.lua), by model kind.
+-- rows -> one batch of inputs as byte strings for the worker thread (serve_compute.lua), by model kind (texts
+-- packed without padding).
 local ffi = require("ffi")
 -- a decoder of its own that refuses what JSON refuses and lua-cjson would accept (hex, inf, nan, +1)
 local cjson = require("cjson.safe").new()
@@ -122,7 +123,7 @@ local function text_row(req, vocab)
   return { ids = ids }
 end
 
--- the smallest power of two >= n (batch sizes and padded lengths: a few shapes, so a few compiled plans)
+-- the smallest power of two >= n (image batch sizes: a few shapes, so a few compiled plans)
 local function pow2(n)
   local p = 1
   while p < n do p = p * 2 end
@@ -137,35 +138,47 @@ local function image_batch(rows)
   return { { dtype = "f32", shape = { B, 1, 28, 28 }, bytes = table.concat(parts) } }
 end
 
--- the padded length of a text row; the batcher batches rows of one length together (docs/SERVING.md: measured
--- against padding a batch of mixed lengths to its longest)
-local function text_bucket(row) return math.min(pow2(#row.ids), M.MAX_TOKENS) end
+-- tokens a text row puts into a packed batch
+local function text_tokens(row) return #row.ids end
 
--- rows (from text_row) -> ids (B,T) i64 and mask (B,T) f32, T = pow2(longest row) (at most MAX_TOKENS), padded
--- with [PAD] = 1 under mask 0; rows past #rows repeat row 1. A row's answer does not depend on T or B: the
--- serve specs check it bit for bit.
-local function text_batch(rows)
-  local B, T = pow2(#rows), 1
-  for _, r in ipairs(rows) do T = math.max(T, #r.ids) end
-  T = math.min(pow2(T), M.MAX_TOKENS)
-  local ids, mask = ffi.new("int64_t[?]", B * T), ffi.new("float[?]", B * T)
-  for b = 1, B do
-    local r = (rows[b] or rows[1]).ids
-    for t = 1, T do
-      local k = (b - 1) * T + t - 1
-      ids[k] = r[t] or 1
-      mask[k] = r[t] and 1 or 0
+-- the packed row count for n tokens: n rounded up to a step of at least 8 that is at most 1/8 of it (8 steps per
+-- doubling: a few compiled plans, at most 12.5% of the rows unused)
+function M.token_rows(n)
+  local step = 8
+  while step * 16 < n do step = step * 2 end
+  return math.ceil(n / step) * step
+end
+
+-- rows (from text_row) -> the packed model's inputs (examples/serve/bert_packed.lua): ids and pos (N) i64, the
+-- texts' tokens one after another (N = token_rows of their total, the rest [PAD] at position 1), and seg
+-- (max_batch, 2) i64 each text's rows {first, count} ({1, 0} past #rows). No padding inside a text, so a text's
+-- answer is bitwise the same in any batch and alone: the serve specs check it.
+local function text_batch(rows, max_batch)
+  local n = 0
+  for _, r in ipairs(rows) do n = n + #r.ids end
+  local N = M.token_rows(n)
+  local ids, pos = ffi.new("int64_t[?]", N), ffi.new("int64_t[?]", N)
+  local seg = ffi.new("int64_t[?]", 2 * max_batch)
+  local at = 0
+  for b = 1, max_batch do
+    local r = rows[b] and rows[b].ids
+    seg[2 * b - 2], seg[2 * b - 1] = r and at + 1 or 1, r and #r or 0
+    for t = 1, r and #r or 0 do
+      ids[at], pos[at] = r[t], t
+      at = at + 1
     end
   end
-  return { { dtype = "i64", shape = { B, T }, bytes = ffi.string(ids, B * T * 8) },
-           { dtype = "f32", shape = { B, T }, bytes = ffi.string(mask, B * T * 4) } }
+  for k = at, N - 1 do ids[k], pos[k] = 1, 1 end
+  return { { dtype = "i64", shape = { N }, bytes = ffi.string(ids, N * 8) },
+           { dtype = "i64", shape = { N }, bytes = ffi.string(pos, N * 8) },
+           { dtype = "i64", shape = { max_batch, 2 }, bytes = ffi.string(seg, 2 * max_batch * 8) } }
 end
 
 -- every batch a model with these settings can get (one per compiled plan), for warm-up: lists of inputs
-local function image_shapes(max_batch)
+local function image_shapes(cfg)
   local out, row = {}, { bytes = string.rep("\0", 784 * 4) }
   local b = 1
-  while b <= pow2(max_batch) do
+  while b <= pow2(cfg.max_batch) do
     local rows = {}
     for i = 1, b do rows[i] = row end
     out[#out + 1] = image_batch(rows)
@@ -174,28 +187,30 @@ local function image_shapes(max_batch)
   return out
 end
 
-local function text_shapes(max_batch)
-  local out = {}
-  local b = 1
-  while b <= pow2(max_batch) do
-    local t = 2
-    while t <= M.MAX_TOKENS do
+-- one batch per packed row count a batch can have (max_batch texts of at most MAX_TOKENS, max_tokens in all)
+local function text_shapes(cfg)
+  local out, n = {}, 1
+  while n <= math.min(cfg.max_tokens, cfg.max_batch * M.MAX_TOKENS) do
+    local rows, left = {}, M.token_rows(n)
+    while left > 0 and #rows < cfg.max_batch do
       local ids = {}
-      for i = 1, t do ids[i] = 2 end
-      local rows = {}
-      for i = 1, b do rows[i] = { ids = ids } end
-      out[#out + 1] = text_batch(rows)
-      t = t * 2
+      for i = 1, math.min(left, M.MAX_TOKENS) do ids[i] = 2 end
+      rows[#rows + 1] = { ids = ids }
+      left = left - #ids
     end
-    b = b * 2
+    out[#out + 1] = text_batch(rows, cfg.max_batch)
+    n = M.token_rows(n) + 1
   end
   return out
 end
 
+-- per kind: row (request -> row), batch (rows, max_batch -> inputs), tokens (row -> its share of a batch's
+-- max_tokens, none for images), shapes (settings -> warm-up batches), labels
 M.KINDS = {
-  image = { row = image_row, batch = image_batch, bucket = function() return 1 end, shapes = image_shapes, labels = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-            "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot" } },
-  text = { row = text_row, batch = text_batch, bucket = text_bucket, shapes = text_shapes, labels = { "angry", "happy", "neutral", "surprise", "sad", "fear" } },
+  image = { row = image_row, batch = image_batch, shapes = image_shapes, labels = { "T-shirt/top", "Trouser",
+            "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot" } },
+  text = { row = text_row, batch = text_batch, tokens = text_tokens, shapes = text_shapes,
+           labels = { "angry", "happy", "neutral", "surprise", "sad", "fear" } },
 }
 
 return M
