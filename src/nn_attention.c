@@ -338,14 +338,6 @@ static int segment_geom(geom *g, ds_tensor *const *t, const double *attrs, int d
   return DS_OK;
 }
 
-/* plan check: out, q, k, v, qseg, kseg and the scale */
-int ds_segment_attention_check(int nbuf, const int *dtypes, int nattrs, const double *attrs) {
-  (void)dtypes; (void)attrs;
-  DS_CHECK(nattrs >= 1, "segment_attention: bad attrs");
-  DS_CHECK(nbuf == 6, "segment_attention: step has %d operands, needs 6", nbuf);
-  return DS_OK;
-}
-
 #define SEGMENT_KERNEL(SUF, T, DT, PICK)                                                                     \
 int ds_segment_attention_##SUF(ds_tensor *const *t, const double *attrs) {                                \
   geom g0;                                                                                                \

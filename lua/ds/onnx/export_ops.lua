@@ -400,6 +400,7 @@ NO_FORM.all_reduce = "a collective across MPI processes (ds.distributed): an ONN
 NO_FORM.cumprod = "ONNX has no cumulative product"
 NO_FORM.sort = "ONNX's TopK does not promise ds's stable order of equal values"
 NO_FORM.print = "ONNX has no printing op"
+NO_FORM.segment_attention = "ONNX attention has no per-sequence segments (export the padded model with a mask)"
 
 -- write ds node `node` through its form (w.scope is the graph being written)
 function M.write(w, node, n)
