@@ -11,10 +11,11 @@ static inline __m256i lanes(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* one tile; mr and full (nr == NR) are constants in each instantiation; a partial strip uses masks */
-__attribute__((always_inline)) static inline void tile(const int mr, const int full, int nr, int64_t kc,
-                                                       const float *ap, const float *b, int64_t ldb, float *c,
-                                                       int64_t ldc, int load_c) {
+/* one tile; mr, full (nr == NR) and ahead (prefetch B) are constants in each instantiation; a partial strip
+   uses masks */
+__attribute__((always_inline)) static inline void tile(const int mr, const int full, const int ahead, int nr,
+                                                       int64_t kc, const float *ap, const float *b, int64_t ldb,
+                                                       float *c, int64_t ldc, int load_c) {
   const __m256i m0 = lanes(full ? 8 : nr), m1 = lanes(full ? 8 : nr - 8);
   __m256 acc0[MR], acc1[MR];
 #pragma GCC unroll 6
@@ -26,6 +27,9 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int f
   for (int64_t k = 0; k < kc; k++) {
     __m256 b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, m0);
     __m256 b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1);
+    if (ahead) {
+      _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb), _MM_HINT_T0);
+    }
 #pragma GCC unroll 6
     for (int r = 0; r < mr; r++) {
       __m256 a = _mm256_broadcast_ss(ap + r);

@@ -6,10 +6,11 @@
 #define MR 14
 #define NR 32
 
-/* one tile; mr and full (nr == NR) are constants in each instantiation; a partial strip uses masks */
-__attribute__((always_inline)) static inline void tile(const int mr, const int full, int nr, int64_t kc,
-                                                       const float *ap, const float *b, int64_t ldb, float *c,
-                                                       int64_t ldc, int load_c) {
+/* one tile; mr, full (nr == NR) and ahead (prefetch B) are constants in each instantiation; a partial strip
+   uses masks */
+__attribute__((always_inline)) static inline void tile(const int mr, const int full, const int ahead, int nr,
+                                                       int64_t kc, const float *ap, const float *b, int64_t ldb,
+                                                       float *c, int64_t ldc, int load_c) {
   const __mmask16 m0 = full || nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
   const __mmask16 m1 = full ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
   __m512 acc0[MR], acc1[MR];
@@ -22,6 +23,10 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int f
   for (int64_t k = 0; k < kc; k++) {
     __m512 b0 = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(m0, b);
     __m512 b1 = full ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
+    if (ahead) {
+      _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb), _MM_HINT_T0);
+      _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb + 16), _MM_HINT_T0);
+    }
 #pragma GCC unroll 14
     for (int r = 0; r < mr; r++) {
       __m512 a = _mm512_set1_ps(ap[r]);
