@@ -68,75 +68,77 @@ static int parallel_images(const geom *g) {
   return g->N > 1 && (double)g->N * (double)g->OC * (double)g->ohw * (double)g->ckk > 5e5;
 }
 
-int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y) {
-  if (g->sh != 1 || g->sw != 1 || !g->wide || g->ckk > DIRECT_K_MAX) return CONV_NOT_DIRECT;
-  const conv_kernel *kr = isa_kernel();
-  int64_t plane = g->Hp * g->Wp, nvec = (g->L + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
-  int64_t rows = round_up(g->OCg, kr->tile_rows), K = g->ckk;
-  int64_t reach = (g->Cg - 1) * plane + (g->KH - 1) * g->dh * g->Wp + (g->KW - 1) * g->dw;
-  int64_t xlen = max64(g->Cg * plane, reach + ldc);
-  int par = parallel_images(g), nt = par ? omp_get_max_threads() : 1;
+/* The stride-1 convolution both the forward pass and the input gradient reduce to: per image and group, Ci
+   planes (Hi, Wi) of src are placed at (top, left) in zeroed planes (Hb, Wb); dst's Co planes (Ho, Wo) are
+   a (rows, K = Ci*KH*KW, zero rows after Co) @ the K windows shifted by (kh*dh, kw*dw), plus bias[c] if given.
+   src holds N images of G groups of Ci planes, dst N images of G groups of Co planes; a holds G blocks. */
+typedef struct { int64_t N, G, Ci, Hi, Wi, Hb, Wb, top, left, Co, Ho, Wo, KH, KW, dh, dw, rows; } inner_conv;
+
+static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a, const float *src, float *dst,
+                     const float *bias, int par, const char *op) {
+  int64_t plane = v->Hb * v->Wb, K = v->Ci * v->KH * v->KW;
+  int64_t nvec = (v->Ho * v->Wb + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
+  int64_t reach = (v->Ci - 1) * plane + (v->KH - 1) * v->dh * v->Wb + (v->KW - 1) * v->dw;
+  int64_t blen = max64(v->Ci * plane, reach + ldc);
+  int nt = par ? omp_get_max_threads() : 1;
   scratch s;
-  if (!scratch_take(&s, K * 8 + g->G * rows * K * 4, (xlen + rows * ldc) * 4, nt))
-    return ds_fail(DS_ENOMEM, "conv2d: out of memory for the padded images");
+  if (!scratch_take(&s, K * 8, (blen + v->rows * ldc) * 4, nt))
+    return ds_fail(DS_ENOMEM, "%s: out of memory for the padded images", op);
   int64_t *koff = (int64_t *)s.base;
-  float *a = (float *)(koff + K);   /* G blocks of (rows, K): the group's weights, zero rows after OCg */
-  fill_offsets(koff, g->Cg, g->KH, g->KW, plane, g->Wp, g->dh, g->dw);
-  for (int64_t i = 0; i < g->G * rows * K; i++) {
-    int64_t gi = i / (rows * K), r = i / K % rows;
-    a[i] = r < g->OCg ? w[(gi * g->OCg + r) * K + i % K] : 0.0f;
-  }
+  fill_offsets(koff, v->Ci, v->KH, v->KW, plane, v->Wb, v->dh, v->dw);
   #pragma omp parallel num_threads(nt) if (par)
   {
-    float *xpad = scratch_thread(&s), *c = xpad + xlen;   /* c: (rows, ldc) */
+    float *buf = scratch_thread(&s), *c = buf + blen;   /* c: (rows, ldc) */
     #pragma omp for schedule(static)
-    for (int64_t n = 0; n < g->N; n++)
-      for (int64_t gi = 0; gi < g->G; gi++) {
-        put_planes(x + (n * g->C + gi * g->Cg) * g->hw, g->Cg, g->H, g->W, xpad, plane, g->Wp, g->ph, g->pw);
-        kr->rows(rows, nvec, K, a + gi * rows * K, K, xpad, koff, c, ldc);
-        take_planes(c, ldc, g->OCg, g->OH, g->OW, g->Wp, y + (n * g->OC + gi * g->OCg) * g->ohw, b + gi * g->OCg);
+    for (int64_t n = 0; n < v->N; n++)
+      for (int64_t gi = 0; gi < v->G; gi++) {
+        int64_t ig = n * v->G + gi;
+        put_planes(src + ig * v->Ci * v->Hi * v->Wi, v->Ci, v->Hi, v->Wi, buf, plane, v->Wb, v->top, v->left);
+        kr->rows(v->rows, nvec, K, a + gi * v->rows * K, K, buf, koff, c, ldc);
+        take_planes(c, ldc, v->Co, v->Ho, v->Wo, v->Wb, dst + ig * v->Co * v->Ho * v->Wo,
+                    bias ? bias + gi * v->Co : NULL);
       }
   }
   scratch_give(&s);
   return DS_OK;
 }
 
+int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y) {
+  if (g->sh != 1 || g->sw != 1 || !g->wide || g->ckk > DIRECT_K_MAX) return CONV_NOT_DIRECT;
+  const conv_kernel *kr = isa_kernel();
+  inner_conv v = { g->N, g->G, g->Cg, g->H, g->W, g->Hp, g->Wp, g->ph, g->pw, g->OCg, g->OH, g->OW, g->KH, g->KW,
+                   g->dh, g->dw, round_up(g->OCg, kr->tile_rows) };
+  int64_t K = g->ckk, rounded;
+  float *a = ds_mem_alloc(g->G * v.rows * K * 4, &rounded);   /* G blocks of (rows, K): the weights */
+  if (!a) return ds_fail(DS_ENOMEM, "conv2d: out of memory");
+  for (int64_t i = 0; i < g->G * v.rows * K; i++) {
+    int64_t gi = i / (v.rows * K), r = i / K % v.rows;
+    a[i] = r < g->OCg ? w[(gi * g->OCg + r) * K + i % K] : 0.0f;
+  }
+  int rc = run_inner(&v, kr, a, x, y, b, parallel_images(g), "conv2d");
+  ds_mem_release(a, rounded);
+  return rc;
+}
+
 /* gx[c, ih, iw] = sum over (oc, kh', kw') of w[oc, c, KH-1-kh', KW-1-kw'] * gy padded by (KH-1)*dh - ph rows
    and (KW-1)*dw - pw columns, at (ih + kh'*dh, iw + kw'*dw): a stride-1 convolution itself */
 int conv_direct_backward_input(const geom *g, const float *gy, const float *w, float *gx) {
   int64_t Ph = (g->KH - 1) * g->dh - g->ph, Pw = (g->KW - 1) * g->dw - g->pw;
-  int64_t Hq = g->H + (g->KH - 1) * g->dh, Wq = g->W + (g->KW - 1) * g->dw;
-  if (g->sh != 1 || g->sw != 1 || Ph < 0 || Pw < 0 || 2 * Wq > 3 * g->W || g->OCg * g->KH * g->KW > DIRECT_K_MAX)
-    return CONV_NOT_DIRECT;
+  int64_t Hq = g->H + (g->KH - 1) * g->dh, Wq = g->W + (g->KW - 1) * g->dw, KK = g->KH * g->KW, K = g->OCg * KK;
+  if (g->sh != 1 || g->sw != 1 || Ph < 0 || Pw < 0 || 2 * Wq > 3 * g->W || K > DIRECT_K_MAX) return CONV_NOT_DIRECT;
   const conv_kernel *kr = isa_kernel();
-  int64_t plane = Hq * Wq, nvec = (g->H * Wq + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
-  int64_t rows = round_up(g->Cg, kr->tile_rows), KK = g->KH * g->KW, K = g->OCg * KK;
-  int64_t reach = (g->OCg - 1) * plane + (g->KH - 1) * g->dh * Wq + (g->KW - 1) * g->dw;
-  int64_t ylen = max64(g->OCg * plane, reach + ldc);
-  int par = parallel_images(g), nt = par ? omp_get_max_threads() : 1;
-  scratch s;
-  if (!scratch_take(&s, K * 8 + g->G * rows * K * 4, (ylen + rows * ldc) * 4, nt))
-    return ds_fail(DS_ENOMEM, "conv2d_backward_input: out of memory for the padded gradients");
-  int64_t *koff = (int64_t *)s.base;
-  float *a = (float *)(koff + K);   /* G blocks of (rows, K): a[c][(oc, kh', kw')], zero rows after Cg */
-  fill_offsets(koff, g->OCg, g->KH, g->KW, plane, Wq, g->dh, g->dw);
-  for (int64_t i = 0; i < g->G * rows * K; i++) {
-    int64_t gi = i / (rows * K), c = i / K % rows, oc = i % K / KK, flip = KK - 1 - i % KK;
+  inner_conv v = { g->N, g->G, g->OCg, g->OH, g->OW, Hq, Wq, Ph, Pw, g->Cg, g->H, g->W, g->KH, g->KW, g->dh, g->dw,
+                   round_up(g->Cg, kr->tile_rows) };
+  int64_t rounded;
+  float *a = ds_mem_alloc(g->G * v.rows * K * 4, &rounded);   /* G blocks of a[c][(oc, kh', kw')] */
+  if (!a) return ds_fail(DS_ENOMEM, "conv2d_backward_input: out of memory");
+  for (int64_t i = 0; i < g->G * v.rows * K; i++) {
+    int64_t gi = i / (v.rows * K), c = i / K % v.rows, oc = i % K / KK, flip = KK - 1 - i % KK;
     a[i] = c < g->Cg ? w[((gi * g->OCg + oc) * g->Cg + c) * KK + flip] : 0.0f;
   }
-  #pragma omp parallel num_threads(nt) if (par)
-  {
-    float *ypad = scratch_thread(&s), *c = ypad + ylen;   /* c: (rows, ldc) */
-    #pragma omp for schedule(static)
-    for (int64_t n = 0; n < g->N; n++)
-      for (int64_t gi = 0; gi < g->G; gi++) {
-        put_planes(gy + (n * g->OC + gi * g->OCg) * g->ohw, g->OCg, g->OH, g->OW, ypad, plane, Wq, Ph, Pw);
-        kr->rows(rows, nvec, K, a + gi * rows * K, K, ypad, koff, c, ldc);
-        take_planes(c, ldc, g->Cg, g->H, g->W, Wq, gx + (n * g->C + gi * g->Cg) * g->hw, NULL);
-      }
-  }
-  scratch_give(&s);
-  return DS_OK;
+  int rc = run_inner(&v, kr, a, gy, gx, NULL, parallel_images(g), "conv2d_backward_input");
+  ds_mem_release(a, rounded);
+  return rc;
 }
 
 /* the 16 lanes of p summed in a fixed tree */
