@@ -58,10 +58,6 @@ static int check_shape4(const ds_tensor *t, int64_t a, int64_t b, int64_t c, int
   return DS_OK;
 }
 
-/* Parallelize over images when there are several and the work is well above a parallel region's cost. */
-static int worth_parallel(const geom *g) {
-  return g->N > 1 && (double)g->N * (double)g->OC * (double)g->ohw * (double)g->ckk > 5e5;
-}
 
 /* Output columns [lo, hi) whose input column ow*sw + off falls inside [0, W). */
 static void valid_range(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *lo, int64_t *hi) {

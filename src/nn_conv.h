@@ -13,6 +13,11 @@ typedef struct {
   int64_t wide, Hp, Wp, L, xpad;
 } geom;
 
+/* Parallelize over images when there are several and the work is well above a parallel region's cost. */
+static inline int conv_worth_parallel(const geom *g) {
+  return g->N > 1 && (double)g->N * (double)g->OC * (double)g->ohw * (double)g->ckk > 5e5;
+}
+
 /* The direct path (f32, stride 1, the wide layout): each kernel returns DS_OK or an error, or
    CONV_NOT_DIRECT before doing anything when it does not take this geometry (decided from the shapes only,
    never from N or the thread count, so a geometry always gives the same bits). */

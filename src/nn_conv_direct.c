@@ -50,7 +50,7 @@ static void take_planes(const float *src, int64_t ldc, int64_t C, int64_t H, int
     }
 }
 
-/* One shared block (offsets, weights) and one zeroed block per thread, from the caching allocator. */
+/* One shared block (offsets, accumulators) and one zeroed block per thread, from the caching allocator. */
 typedef struct { char *base; int64_t rounded, shared, per; } scratch;
 static int scratch_take(scratch *s, int64_t shared, int64_t per, int nt) {
   s->shared = round_up(shared, 64); s->per = round_up(per, 64);
@@ -63,10 +63,6 @@ static float *scratch_thread(const scratch *s) {
   return p;
 }
 static void scratch_give(scratch *s) { ds_mem_release(s->base, s->rounded); }
-
-static int parallel_images(const geom *g) {
-  return g->N > 1 && (double)g->N * (double)g->OC * (double)g->ohw * (double)g->ckk > 5e5;
-}
 
 /* The stride-1 convolution both the forward pass and the input gradient reduce to: per image and group, Ci
    planes (Hi, Wi) of src are placed at (top, left) in zeroed planes (Hb, Wb); dst's Co planes (Ho, Wo) are
@@ -105,6 +101,7 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
 
 int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y) {
   if (g->sh != 1 || g->sw != 1 || !g->wide || g->ckk > DIRECT_K_MAX) return CONV_NOT_DIRECT;
+  if (g->N == 0) return DS_OK;
   const conv_kernel *kr = isa_kernel();
   inner_conv v = { g->N, g->G, g->Cg, g->H, g->W, g->Hp, g->Wp, g->ph, g->pw, g->OCg, g->OH, g->OW, g->KH, g->KW,
                    g->dh, g->dw, round_up(g->OCg, kr->tile_rows) };
@@ -115,7 +112,7 @@ int conv_direct_forward(const geom *g, const float *x, const float *w, const flo
     int64_t gi = i / (v.rows * K), r = i / K % v.rows;
     a[i] = r < g->OCg ? w[(gi * g->OCg + r) * K + i % K] : 0.0f;
   }
-  int rc = run_inner(&v, kr, a, x, y, b, parallel_images(g), "conv2d");
+  int rc = run_inner(&v, kr, a, x, y, b, conv_worth_parallel(g), "conv2d");
   ds_mem_release(a, rounded);
   return rc;
 }
@@ -126,6 +123,7 @@ int conv_direct_backward_input(const geom *g, const float *gy, const float *w, f
   int64_t Ph = (g->KH - 1) * g->dh - g->ph, Pw = (g->KW - 1) * g->dw - g->pw;
   int64_t Hq = g->H + (g->KH - 1) * g->dh, Wq = g->W + (g->KW - 1) * g->dw, KK = g->KH * g->KW, K = g->OCg * KK;
   if (g->sh != 1 || g->sw != 1 || Ph < 0 || Pw < 0 || 2 * Wq > 3 * g->W || K > DIRECT_K_MAX) return CONV_NOT_DIRECT;
+  if (g->N == 0) return DS_OK;
   const conv_kernel *kr = isa_kernel();
   inner_conv v = { g->N, g->G, g->OCg, g->OH, g->OW, Hq, Wq, Ph, Pw, g->Cg, g->H, g->W, g->KH, g->KW, g->dh, g->dw,
                    round_up(g->Cg, kr->tile_rows) };
@@ -136,7 +134,7 @@ int conv_direct_backward_input(const geom *g, const float *gy, const float *w, f
     int64_t gi = i / (v.rows * K), c = i / K % v.rows, oc = i % K / KK, flip = KK - 1 - i % KK;
     a[i] = c < g->Cg ? w[((gi * g->OCg + oc) * g->Cg + c) * KK + flip] : 0.0f;
   }
-  int rc = run_inner(&v, kr, a, gy, gx, NULL, parallel_images(g), "conv2d_backward_input");
+  int rc = run_inner(&v, kr, a, gy, gx, NULL, conv_worth_parallel(g), "conv2d_backward_input");
   ds_mem_release(a, rounded);
   return rc;
 }
@@ -154,21 +152,22 @@ int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, 
   const conv_kernel *kr = isa_kernel();
   int64_t rows = round_up(g->OCg, kr->dot_rows), cols = round_up(g->ckk, kr->dot_cols);
   if (g->G * rows * cols > DOT_ACC_MAX) return CONV_NOT_DIRECT;
+  if (g->N == 0) { memset(gw, 0, (size_t)(g->OC * g->ckk) * sizeof(float)); return DS_OK; }
   int64_t plane = g->Hp * g->Wp, nvec = (g->L + CONV_LANES - 1) / CONV_LANES, ldd = nvec * CONV_LANES;
   int64_t reach = (g->Cg - 1) * plane + (g->KH - 1) * g->dh * g->Wp + (g->KW - 1) * g->dw;
   int64_t xlen = max64(g->Cg * plane, reach + ldd), per_run = g->G * rows * cols * CONV_LANES;
-  int64_t R = g->N < 16 ? g->N : 16;   /* runs of images: from N only */
+  int64_t R = g->N < 16 ? g->N : 16;   /* runs of images (1 .. 16): from N only */
   int64_t per_img = xlen + rows * ldd, nb = (256 * 1024 / 4) / per_img;   /* images per call: ~256 KB */
   nb = nb < 1 ? 1 : nb > 16 ? 16 : nb;
-  int par = parallel_images(g) && R > 1, nt = par ? omp_get_max_threads() : 1;
+  int par = conv_worth_parallel(g) && R > 1, nt = par ? omp_get_max_threads() : 1;
   scratch s;
-  if (!scratch_take(&s, cols * 8 + (R > 0 ? R : 1) * per_run * 4, nb * per_img * 4, nt))
+  if (!scratch_take(&s, cols * 8 + R * per_run * 4, nb * per_img * 4, nt))
     return ds_fail(DS_ENOMEM, "conv2d_backward_weight: out of memory for the padded images");
   int64_t *koff = (int64_t *)s.base;
   float *acc = (float *)(koff + cols);   /* R runs of G blocks of (rows, cols, 16 lanes) */
   fill_offsets(koff, g->Cg, g->KH, g->KW, plane, g->Wp, g->dh, g->dw);
   for (int64_t j = g->ckk; j < cols; j++) koff[j] = koff[0];   /* spare columns, dropped */
-  memset(acc, 0, (size_t)((R > 0 ? R : 1) * per_run * 4));
+  memset(acc, 0, (size_t)(R * per_run * 4));
   #pragma omp parallel num_threads(nt) if (par)
   {
     /* nb padded images (xlen each), then nb copies of gy in the wide layout (rows, ldd) */

@@ -131,7 +131,7 @@ int FN(ds_conv2d)(ds_tensor *const *t, const double *attrs) {
   if ((rc = DIRECT(conv_direct_forward)(&g, xp, wp, bp, yp)) != CONV_NOT_DIRECT) return rc;
   chunking k;
   chunking_init(&k, &g, sizeof(T));
-  int par = worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;
+  int par = conv_worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;
   if (!chunking_take(&k, &g, sizeof(T), nt))
     return ds_fail(DS_ENOMEM, "%s: out of memory for the column buffer", op);
   int failed = 0; /* a product ran out of memory for its packing buffers */
@@ -178,7 +178,7 @@ int FN(ds_conv2d_backward_input)(ds_tensor *const *t, const double *attrs) {
   if ((rc = DIRECT(conv_direct_backward_input)(&g, gp, wp, xp)) != CONV_NOT_DIRECT) return rc;
   chunking k;
   chunking_init(&k, &g, sizeof(T));
-  int par = worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;
+  int par = conv_worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;
   if (!chunking_take(&k, &g, sizeof(T), nt))
     return ds_fail(DS_ENOMEM, "%s: out of memory for the column buffer", op);
   int failed = 0; /* a product ran out of memory for its packing buffers */
@@ -231,7 +231,7 @@ int FN(ds_conv2d_backward_weight)(ds_tensor *const *t, const double *attrs) {
   chunking_init(&k, &g, sizeof(T));
   /* P partial sums, each over a fixed run of chunks in order (no thread hand-offs), then added in order */
   int64_t P = k.nch < 16 ? k.nch : 16, prounded = 0;
-  int par = worth_parallel(&g) && P > 1, nt = par ? omp_get_max_threads() : 1;
+  int par = conv_worth_parallel(&g) && P > 1, nt = par ? omp_get_max_threads() : 1;
   T *part = P > 0 ? ds_mem_alloc(P * wsz * (int64_t)sizeof(T), &prounded) : NULL;
   if ((P > 0 && !part) || !chunking_take(&k, &g, sizeof(T), nt)) {
     if (part) ds_mem_release(part, prounded);
