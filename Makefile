@@ -18,9 +18,6 @@ RUN_LUA = DS_LIB=$(DS_LIB_PATH) LUA_PATH="./lua/?.lua;./lua/?/init.lua;;" luajit
 # Benchmarks use OpenBLAS's AVX-512 kernels unless the user chose a core type (same for ds and PyTorch).
 OPENBLAS_CORETYPE ?= SkylakeX
 BENCH_THREADS ?= 2
-# make bench binds OpenMP threads to cores (ds, OpenBLAS and PyTorch alike; on the Zen 5 VM an unbound GEMM thread
-# ran 8-10% slower); BENCH_BIND=false for the unbound figures
-BENCH_BIND ?= true
 
 .PHONY: all deps test test-asan example repl bench install clean onnx
 
@@ -106,7 +103,7 @@ $(BUILD)/peak_flops: bench/peak_flops.c
 bench: DEPS += python3-torch
 bench: deps all $(BUILD)/peak_flops
 	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
-	  OMP_PROC_BIND=$(BENCH_BIND) PEAK_FLOPS=$(BUILD)/peak_flops $(RUN_LUA) bench/run.lua $(BENCH_THREADS)
+	  PEAK_FLOPS=$(BUILD)/peak_flops $(RUN_LUA) bench/run.lua $(BENCH_THREADS)
 
 # ONNX Runtime (optimization all, 1 and 2 threads) vs ds compiled on BERT (padded, real length) and LeNet-5.
 .PHONY: bench-onnx

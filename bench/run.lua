@@ -63,10 +63,9 @@ local function num(v, fmt) return v and string.format(fmt, v) or "n/a" end
 local function ratio(a, b) return (a and b) and string.format("%.2f", a / b) or "n/a" end
 
 local function cpuinfo(key) return stats.output("grep -m1 '^" .. key .. "' /proc/cpuinfo"):match(":%s*(.-)%s*$") or "?" end
-out("ds %s vs PyTorch %s | %s (family %s, model %s) | ISA %s | %d threads (OMP_PROC_BIND=%s) | OpenBLAS core %s " ..
-  "(OPENBLAS_CORETYPE=%s)", ds.version, tsmall and tsmall.version or "n/a", cpuinfo("model name"),
-  cpuinfo("cpu family"), cpuinfo("model[[:space:]]*:"), info.isa, threads, os.getenv("OMP_PROC_BIND") or "unset",
-  info.blas_core, os.getenv("OPENBLAS_CORETYPE") or "unset")
+out("ds %s vs PyTorch %s | %s (family %s, model %s) | ISA %s | %d threads | OpenBLAS core %s (OPENBLAS_CORETYPE=%s)",
+  ds.version, tsmall and tsmall.version or "n/a", cpuinfo("model name"), cpuinfo("cpu family"), cpuinfo("model[[:space:]]*:"),
+  info.isa, threads, info.blas_core, os.getenv("OPENBLAS_CORETYPE") or "unset")
 out("")
 out("%-34s %10s %10s %10s", "small eager op, no grad (us, median)", "ds", "torch", "ds/torch")
 local small_rows = {
@@ -110,8 +109,7 @@ local text = table.concat(lines, "\n")
 print(text)
 
 -- ---- bench/RESULTS.md ----
-local command = string.format("OPENBLAS_CORETYPE=%s make bench BENCH_THREADS=%d%s", os.getenv("OPENBLAS_CORETYPE") or "",
-  threads, os.getenv("OMP_PROC_BIND") == "false" and " BENCH_BIND=false" or "")
+local command = string.format("OPENBLAS_CORETYPE=%s make bench BENCH_THREADS=%d", os.getenv("OPENBLAS_CORETYPE") or "", threads)
 -- keep the hand-written sections (other benchmarks' results) that follow the generated table
 local old = io.open("bench/RESULTS.md", "rb")
 local kept = old and old:read("*a"):match("\n(## .*)$") or ""
