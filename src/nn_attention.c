@@ -237,7 +237,13 @@ static void units_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *scr) 
 static void units_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *scr) { units_f32(g, MR_AVX2, u0, u1, scr); }
 static void units_f64_any(const geom *g, int64_t u0, int64_t u1, double *scr) { units_f64(g, MR_AVX2, u0, u1, scr); }
 
-#define ATTENTION_KERNEL(SUF, T, DT, PICK)                                                                      \
+/* each build's rows per tile and tile runner, chosen once per call (PICK_<dtype> in the kernels below) */
+#define PICK_f32 \
+  if (ds_isa() == DS_ISA_AVX512) { mr = MR_AVX512; run = units_f32_avx512; } \
+  else { mr = MR_AVX2; run = units_f32_avx2; }
+#define PICK_f64 mr = MR_AVX2; run = units_f64_any;
+
+#define ATTENTION_KERNEL(SUF, T, DT)                                                                      \
 int ds_scaled_dot_product_attention_##SUF(ds_tensor *const *t, const double *attrs) {                          \
   geom g;                                                                                                     \
   int rc = make_geom(&g, t, attrs, DT);                                                                       \
@@ -246,7 +252,7 @@ int ds_scaled_dot_product_attention_##SUF(ds_tensor *const *t, const double *att
   DS_CHECK(g.S > 0, "scaled_dot_product_attention: no keys (S = 0)");                                        \
   int mr;                                                                                                     \
   void (*run)(const geom *, int64_t, int64_t, T *);                                                           \
-  PICK                                                                                                        \
+  PICK_##SUF                                                                                                  \
   int64_t tiles = (g.L + mr - 1) / mr, units = g.nb * tiles;                                                  \
   double work = 2.0 * (double)g.nb * (double)g.L * (double)g.S * (double)(g.E + g.Ev);                        \
   int64_t per = scratch_elems(&g, mr);                                                                        \
@@ -266,10 +272,8 @@ int ds_scaled_dot_product_attention_##SUF(ds_tensor *const *t, const double *att
   return failed ? ds_fail(DS_ENOMEM, "scaled_dot_product_attention: out of memory for scratch") : DS_OK;     \
 }
 
-ATTENTION_KERNEL(f32, float, DS_F32,
-  if (ds_isa() == DS_ISA_AVX512) { mr = MR_AVX512; run = units_f32_avx512; }
-  else { mr = MR_AVX2; run = units_f32_avx2; })
-ATTENTION_KERNEL(f64, double, DS_F64, mr = MR_AVX2; run = units_f64_any;)
+ATTENTION_KERNEL(f32, float, DS_F32)
+ATTENTION_KERNEL(f64, double, DS_F64)
 
 /* ---- segment attention: packed sequences of different lengths (serving batches without padding) ----
    q (Nq, heads, E), k (Nk, heads, E), v (Nk, heads, Ev) hold the rows of B sequences one after another;
@@ -338,7 +342,7 @@ static int segment_geom(geom *g, ds_tensor *const *t, const double *attrs, int d
   return DS_OK;
 }
 
-#define SEGMENT_KERNEL(SUF, T, DT, PICK)                                                                     \
+#define SEGMENT_KERNEL(SUF, T, DT)                                                                     \
 int ds_segment_attention_##SUF(ds_tensor *const *t, const double *attrs) {                                \
   geom g0;                                                                                                \
   segment *sg = NULL;                                                                                     \
@@ -357,7 +361,7 @@ int ds_segment_attention_##SUF(ds_tensor *const *t, const double *attrs) {      
   }                                                                                                       \
   int mr;                                                                                                 \
   void (*run)(const geom *, int64_t, int64_t, T *);                                                       \
-  PICK                                                                                                    \
+  PICK_##SUF                                                                                              \
   geom gm = g0;                                                                                           \
   gm.S = maxS; gm.Sp = round_up(maxS, NR);                                                                \
   int64_t per = scratch_elems(&gm, mr);                                                                   \
@@ -389,7 +393,5 @@ int ds_segment_attention_##SUF(ds_tensor *const *t, const double *attrs) {      
   return failed ? ds_fail(DS_ENOMEM, "segment_attention: out of memory for scratch") : DS_OK;             \
 }
 
-SEGMENT_KERNEL(f32, float, DS_F32,
-  if (ds_isa() == DS_ISA_AVX512) { mr = MR_AVX512; run = units_f32_avx512; }
-  else { mr = MR_AVX2; run = units_f32_avx2; })
-SEGMENT_KERNEL(f64, double, DS_F64, mr = MR_AVX2; run = units_f64_any;)
+SEGMENT_KERNEL(f32, float, DS_F32)
+SEGMENT_KERNEL(f64, double, DS_F64)

@@ -26,6 +26,14 @@ static void fill_offsets(int64_t *koff, int64_t C, int64_t KH, int64_t KW, int64
       for (int64_t kw = 0; kw < KW; kw++) koff[(c * KH + kh) * KW + kw] = c * plane + kh * dh * rowlen + kw * dw;
 }
 
+/* floats of a buffer of C padded planes (`plane` floats, rows of rowlen) from which every window of a KH x KW
+   kernel (dilation dh, dw) reads `span` floats: the planes, or the last window's end if that is further */
+static int64_t window_buffer_len(int64_t C, int64_t plane, int64_t rowlen, int64_t KH, int64_t KW, int64_t dh,
+                                 int64_t dw, int64_t span) {
+  int64_t reach = (C - 1) * plane + (KH - 1) * dh * rowlen + (KW - 1) * dw;
+  return max64(C * plane, reach + span);
+}
+
 /* C planes (H, W) at src into dst's planes (every pstride floats, rows of rowlen) at row top, column left; the
    rest of dst is left as it is (zero: each thread zeroes its buffers once) */
 static void put_planes(const float *src, int64_t C, int64_t H, int64_t W, float *dst, int64_t pstride,
@@ -74,8 +82,7 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
                      const float *bias, int par, const char *op) {
   int64_t plane = v->Hb * v->Wb, K = v->Ci * v->KH * v->KW;
   int64_t nvec = (v->Ho * v->Wb + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
-  int64_t reach = (v->Ci - 1) * plane + (v->KH - 1) * v->dh * v->Wb + (v->KW - 1) * v->dw;
-  int64_t blen = max64(v->Ci * plane, reach + ldc);
+  int64_t blen = window_buffer_len(v->Ci, plane, v->Wb, v->KH, v->KW, v->dh, v->dw, ldc);
   int nt = par ? omp_get_max_threads() : 1;
   scratch s;
   if (!scratch_take(&s, K * 8, (blen + v->rows * ldc) * 4, nt))
@@ -154,8 +161,8 @@ int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, 
   if (g->G * rows * cols > DOT_ACC_MAX) return CONV_NOT_DIRECT;
   if (g->N == 0) { memset(gw, 0, (size_t)(g->OC * g->ckk) * sizeof(float)); return DS_OK; }
   int64_t plane = g->Hp * g->Wp, nvec = (g->L + CONV_LANES - 1) / CONV_LANES, ldd = nvec * CONV_LANES;
-  int64_t reach = (g->Cg - 1) * plane + (g->KH - 1) * g->dh * g->Wp + (g->KW - 1) * g->dw;
-  int64_t xlen = max64(g->Cg * plane, reach + ldd), per_run = g->G * rows * cols * CONV_LANES;
+  int64_t xlen = window_buffer_len(g->Cg, plane, g->Wp, g->KH, g->KW, g->dh, g->dw, ldd);
+  int64_t per_run = g->G * rows * cols * CONV_LANES;
   int64_t R = g->N < 16 ? g->N : 16;   /* runs of images (1 .. 16): from N only */
   int64_t per_img = xlen + rows * ldd, nb = (256 * 1024 / 4) / per_img;   /* images per call: ~256 KB */
   nb = nb < 1 ? 1 : nb > 16 ? 16 : nb;
