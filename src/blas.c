@@ -87,6 +87,57 @@ static int matmul(ds_tensor *const *t, int dtype) {
 int ds_matmul_f32(ds_tensor *const *t, const double *attrs) { (void)attrs; return matmul(t, DS_F32); }
 int ds_matmul_f64(ds_tensor *const *t, const double *attrs) { (void)attrs; return matmul(t, DS_F64); }
 
+/* bp (ceil(N / 32), K, 32) = b (K, N) in sgemm's strip layout (internal.h's prepacked weights) */
+int ds_pack_weight_f32(ds_tensor *const *t, const double *attrs) {
+  (void)attrs;
+  ds_tensor *bp = t[0], *b = t[1];
+  char s1[128], s2[128];
+  DS_CHECK(bp && b && bp->dtype == DS_F32 && b->dtype == DS_F32, "pack_weight: f32 operands expected");
+  DS_CHECK(b->ndim == 2 && bp->ndim == 3 && ds_tensor_is_contiguous(bp) && bp->shape[0] == (b->shape[1] + 31) / 32 &&
+           bp->shape[1] == b->shape[0] && bp->shape[2] == 32,
+           "pack_weight: %s does not hold %s as strips of 32 columns", ds_shape_str(bp, s1), ds_shape_str(b, s2));
+  ds_sgemm_pack_b(b->shape[0], b->shape[1], (const float *)b->data, b->strides[0], b->strides[1], (float *)bp->data);
+  return DS_OK;
+}
+
+/* out (..., M, N) = a (..., M, K) @ W with W prepacked (bp from ds_pack_weight_f32): the same chains, the same
+   bits as matmul with W, without repacking W on every call (compile's prepack pass, for frozen weights) */
+int ds_matmul_packed_f32(ds_tensor *const *t, const double *attrs) {
+  (void)attrs;
+  ds_tensor *o = t[0], *a = t[1], *bp = t[2];
+  char s1[128], s2[128], s3[128];
+  DS_CHECK(o && a && bp && o->dtype == DS_F32 && a->dtype == DS_F32 && bp->dtype == DS_F32,
+           "matmul_packed: f32 operands expected");
+  DS_CHECK(a->ndim >= 2 && o->ndim == a->ndim && bp->ndim == 3 && ds_tensor_is_contiguous(o) &&
+           ds_tensor_is_contiguous(bp), "matmul_packed: needs out and a of one rank >= 2, a contiguous 3-D packed weight");
+  int nb = o->ndim - 2;
+  int64_t M = a->shape[nb], K = a->shape[nb + 1], N = o->shape[nb + 1];
+  int ok = o->shape[nb] == M && bp->shape[0] == (N + 31) / 32 && bp->shape[1] == K && bp->shape[2] == 32;
+  for (int i = 0; i < nb; i++) ok = ok && o->shape[i] == a->shape[i];
+  DS_CHECK(ok, "matmul_packed: shapes %s @ packed %s -> %s do not match", ds_shape_str(a, s1), ds_shape_str(bp, s2),
+           ds_shape_str(o, s3));
+  int64_t batches = (M * N == 0) ? 0 : o->numel / (M * N);
+  if (batches == 0) return DS_OK;
+  const float *pb = (const float *)bp->data;
+  if (ds_tensor_is_contiguous(a)) {   /* one product over all rows */
+    const float *pa = a->data;
+    float *pc = o->data;
+    return ds_sgemm_packed_batch(1, &pa, pb, &pc, M * batches, N, K, K, 1, N, 0);
+  }
+  const float **pa = malloc(sizeof *pa * (size_t)batches);
+  float **pc = malloc(sizeof *pc * (size_t)batches);
+  if (!pa || !pc) { free(pa); free(pc); return ds_fail(DS_ENOMEM, "matmul_packed: out of memory"); }
+  for (int64_t bi = 0; bi < batches; bi++) {
+    int64_t rem = bi, ao = 0;
+    for (int i = nb - 1; i >= 0; i--) { ao += rem % a->shape[i] * a->strides[i]; rem /= a->shape[i]; }
+    pa[bi] = (const float *)a->data + ao;
+    pc[bi] = (float *)o->data + bi * M * N;
+  }
+  int rc = ds_sgemm_packed_batch(batches, pa, pb, pc, M, N, K, a->strides[nb], a->strides[nb + 1], N, 0);
+  free(pa); free(pc);
+  return rc;
+}
+
 /* ds_gemm_*: the BLAS-style row-major entry (internal.h) */
 #define GEMM_ENTRY(S, T, GEMM)                                                                                         \
   int ds_gemm_##S(int ta, int tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, const T *B,       \

@@ -60,6 +60,13 @@ int ds_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64
              int64_t bcs, float *C, int64_t ldc, int accumulate);
 int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B, float *const *C, int64_t M, int64_t N,
                    int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs, int64_t ldc, int accumulate);
+/* Prepacked weights: ds_sgemm_pack_b writes B (K x N, any strides) as ceil(N / 32) strips of K x 32 floats,
+   zero columns past N (sgemm.h's layouts), into bp; ds_sgemm_packed_batch multiplies nbatch A's by that one B.
+   Same chains, same bits as ds_sgemm_batch on B itself; nothing is repacked per call. */
+#define DS_SGEMM_PACKED_FLOATS(K, N) (((N) + 31) / 32 * 32 * (K))
+void ds_sgemm_pack_b(int64_t K, int64_t N, const float *B, int64_t brs, int64_t bcs, float *bp);
+int ds_sgemm_packed_batch(int64_t nbatch, const float *const *A, const float *bp, float *const *C, int64_t M,
+                          int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t ldc, int accumulate);
 int ds_dgemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int64_t acs, const double *B, int64_t brs,
              int64_t bcs, double *C, int64_t ldc, int accumulate);
 /* The BLAS-style row-major entry on the same kernels (blas.c), for kernels written against that shape:

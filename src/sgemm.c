@@ -22,6 +22,7 @@ typedef struct {
   int64_t M, N, K;
   const float *A; int64_t ars, acs;   /* A (i, k) at A[i * ars + k * acs] */
   const float *B; int64_t brs, bcs;   /* B (k, n) at B[k * brs + n * bcs] */
+  int64_t sstride;                    /* > 0: B is prepacked strips (sgemm.h's layouts), brs = 32, bcs = 1 */
   float *C; int64_t ldc;              /* C (i, n) at C[i * ldc + n] */
   int accumulate;                     /* chains start from C's values instead of +0 */
 } product;
@@ -155,13 +156,18 @@ static int64_t block_rows(int64_t rows, int MR) {
   return (per + MR - 1) / MR * MR;
 }
 
-/* A product of at most SGEMM_ROWS_MAX rows with B read in place (unit column stride): thread tid of nth takes
-   its share of the columns (in 64-column units) and the kernel's rows() walks B's rows along them. */
+/* B's strip stride in sgemm.h's layouts: prepacked, or a matrix read in place (unit column stride) */
+static int64_t strip_stride(const product *p) { return p->sstride ? p->sstride : SGEMM_STRIP; }
+
+/* A product of at most SGEMM_ROWS_MAX rows with B read in place (unit column stride or prepacked): thread tid
+   of nth takes its share of the columns (in 64-column units) and the kernel's rows() walks B's rows along
+   them. */
 static void run_rows(const product *p, const sgemm_kernel *kr, int tid, int nth) {
   int64_t units = (p->N + 63) / 64, j0 = tid * units / nth * 64, j1 = (tid + 1) * units / nth * 64;
   if (j1 > p->N) j1 = p->N;
   if (j0 < j1)
-    kr->rows((int)p->M, j1 - j0, p->K, p->A, p->ars, p->acs, p->B + j0, p->brs, p->C + j0, p->ldc, p->accumulate);
+    kr->rows((int)p->M, j1 - j0, p->K, p->A, p->ars, p->acs, SGEMM_COL(p->B, j0, strip_stride(p)), p->brs,
+             strip_stride(p), p->C + j0, p->ldc, p->accumulate);
 }
 
 /* One product by thread tid of the nth threads working on it. Per panel of NC columns and block of KC k's,
@@ -176,7 +182,8 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
   int by_cols = thread_part(p, kr, tid, nth, &i0, &i1, &j0, &j1);
   int shared_b = nth > 1 && !(by_cols && p->N <= NC);   /* one panel split by columns: no strip is shared */
   const int64_t MC = block_rows(i1 - i0, MR);
-  int packed = !(p->bcs == 1 && p->M <= MR);   /* B read in place when no second row panel reuses it */
+  /* B read in place when prepacked or when no second row panel reuses it */
+  int packed = !p->sstride && !(p->bcs == 1 && p->M <= MR);
   for (int64_t jc = 0; jc < p->N; jc += NC) {
     int64_t nc = p->N - jc < NC ? p->N - jc : NC, ns = (nc + NR - 1) / NR;
     int64_t lo = j0 > jc ? j0 : jc, hi = j1 < jc + nc ? j1 : jc + nc;
@@ -194,7 +201,7 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
         int64_t mc = i1 - ic < MC ? i1 - ic : MC;
         pack_a(ap, p, ic, mc, pc, kc, MR);
         for (int64_t j = lo; j < hi; j += NR) {
-          const float *b = packed ? bp + (j - jc) / NR * KC * NR : p->B + pc * p->brs + j;
+          const float *b = packed ? bp + (j - jc) / NR * KC * NR : SGEMM_COL(p->B, j, strip_stride(p)) + pc * p->brs;
           for (int64_t i = 0; i < mc; i += MR)
             kr->micro((int)(mc - i < MR ? mc - i : MR), (int)(hi - j < NR ? hi - j : NR), kc, ap + i * kc, b,
                       packed ? NR : p->brs, p->C + (ic + i) * p->ldc + j, p->ldc, load_c);
@@ -219,8 +226,10 @@ static float *scratch(size_t floats) {
   return scratch_buf;
 }
 
-int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B, float *const *C, int64_t M, int64_t N,
-                   int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs, int64_t ldc, int accumulate) {
+/* nbatch products of one shape; sstride > 0: every B[t] is prepacked (sgemm.h's layouts) */
+static int sgemm_run(int64_t nbatch, const float *const *A, const float *const *B, float *const *C, int64_t M,
+                     int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs, int64_t sstride,
+                     int64_t ldc, int accumulate) {
   if (M <= 0 || N <= 0 || nbatch <= 0) return DS_OK;
   if (K <= 0) {
     if (!accumulate)
@@ -239,7 +248,7 @@ int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B,
 #pragma omp parallel num_threads(nth) if (nth > 1)
   {
     int tid = omp_get_thread_num(), team = omp_get_num_threads();
-    product p = { M, N, K, NULL, ars, acs, NULL, brs, bcs, NULL, ldc, accumulate };
+    product p = { M, N, K, NULL, ars, acs, NULL, brs, bcs, sstride, NULL, ldc, accumulate };
     if (by_batch) {
       float *ap = buf + (size_t)tid * (a_floats + b_floats), *bp = ap + a_floats;
       for (int64_t t = tid * nbatch / team; t < (tid + 1) * nbatch / team; t++) {
@@ -257,7 +266,37 @@ int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B,
   return DS_OK;
 }
 
+int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B, float *const *C, int64_t M, int64_t N,
+                   int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs, int64_t ldc, int accumulate) {
+  return sgemm_run(nbatch, A, B, C, M, N, K, ars, acs, brs, bcs, 0, ldc, accumulate);
+}
+
 int ds_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
              int64_t bcs, float *C, int64_t ldc, int accumulate) {
   return ds_sgemm_batch(1, &A, &B, &C, M, N, K, ars, acs, brs, bcs, ldc, accumulate);
+}
+
+void ds_sgemm_pack_b(int64_t K, int64_t N, const float *B, int64_t brs, int64_t bcs, float *bp) {
+  for (int64_t s = 0; s * SGEMM_STRIP < N; s++) {
+    int64_t n0 = s * SGEMM_STRIP;
+    int nr = (int)(N - n0 < SGEMM_STRIP ? N - n0 : SGEMM_STRIP);
+    float *dst = bp + s * K * SGEMM_STRIP;
+    const float *src = B + n0 * bcs;
+    if (bcs == 1) pack_rows(dst, src, brs, nr, SGEMM_STRIP, K);
+    else if (brs == 1) pack_transposed(dst, src, bcs, nr, SGEMM_STRIP, K);
+    else pack_strided(dst, src, bcs, brs, nr, SGEMM_STRIP, K);
+  }
+}
+
+int ds_sgemm_packed_batch(int64_t nbatch, const float *const *A, const float *bp, float *const *C, int64_t M,
+                          int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t ldc, int accumulate) {
+  const float *one = bp, **pb = &one;
+  if (nbatch > 1) {
+    pb = malloc(sizeof *pb * (size_t)nbatch);
+    if (!pb) return ds_fail(DS_ENOMEM, "matmul: out of memory");
+    for (int64_t t = 0; t < nbatch; t++) pb[t] = bp;
+  }
+  int rc = sgemm_run(nbatch, A, pb, C, M, N, K, ars, acs, SGEMM_STRIP, 1, SGEMM_STRIP * K, ldc, accumulate);
+  if (nbatch > 1) free(pb);
+  return rc;
 }

@@ -10,13 +10,19 @@
    order. Every kernel keeps this rule exactly, so all ISA paths give the same bits. */
 typedef void (*sgemm_micro_fn)(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c,
                                int64_t ldc, int load_c);
-/* c (m x n, row stride ldc) = a (m x K, a (i, k) at a[i * ars + k * acs]) @ b (K x n, row k at b + k * ldb,
-   unit column stride), 1 <= m <= SGEMM_ROWS_MAX, any n, all K in one pass: for a few rows against a B read
-   in place (a frozen weight), walking each B row along its columns instead of down 32-column strips. The
-   same FMA chain per c element as micro(), so the same bits. */
+/* B layouts: element (k, col) at b[k * ldb + (col >> 5) * sstride + (col & 31)]. A matrix with unit column
+   stride has sstride = 32 (row k at b + k * ldb); prepacked strips (ds_sgemm_pack_b) have ldb = 32 and
+   sstride = 32 * K: strip s holds columns 32s .. 32s+31 for every k, contiguous, so a weight streams from
+   memory in order. Kernels take b at a column that starts a strip or lies inside one with the whole block
+   (NR divides 32; rows() blocks are multiples of 32 columns or divide 32).
+   c (m x n, row stride ldc) = a (m x K, a (i, k) at a[i * ars + k * acs]) @ b (K x n, either layout),
+   1 <= m <= SGEMM_ROWS_MAX, any n, all K in one pass: for a few rows against a B read in place (a frozen
+   weight), walking each B row along its columns instead of down NR-column strips. The same FMA chain per c
+   element as micro(), so the same bits. */
 #define SGEMM_ROWS_MAX 8
+#define SGEMM_STRIP 32
 typedef void (*sgemm_rows_fn)(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b,
-                              int64_t ldb, float *c, int64_t ldc, int load_c);
+                              int64_t ldb, int64_t sstride, float *c, int64_t ldc, int load_c);
 typedef struct {
   int mr, nr;             /* micro-tile rows and columns */
   sgemm_micro_fn micro;
@@ -49,20 +55,27 @@ typedef struct {
   }
 
 /* A kernel file also defines V (floats per vector), ACC (vector accumulators it can hold beside the B vectors)
-   and row_block(m, nv, full, n, K, a, ars, acs, b, ldb, c, ldc, load_c) (always inline: m rows x nv vectors
-   of accumulators, masked past n unless full), then SGEMM_ROWS: rows() walks the columns in blocks of
-   nv = ACC / m vectors. */
+   and row_block(m, nv, full, n, K, a, ars, acs, b, ldb, sstride, c, ldc, load_c) (always inline: m rows x nv
+   vectors of accumulators, masked past n unless full; vector v at b + ROW_VEC(v, sstride)), then SGEMM_ROWS:
+   rows() walks the columns in blocks of ROWS_NV(ACC / m) vectors: a multiple of the vectors in a 32-column
+   strip, or a divisor of them, so a block never straddles strips in part. */
+#define ROW_VEC(v, sstride) ((v) * V / SGEMM_STRIP * (sstride) + (v) * V % SGEMM_STRIP)
+#define ROWS_NV(nv) ((nv) >= SGEMM_STRIP / V ? (nv) / (SGEMM_STRIP / V) * (SGEMM_STRIP / V) : (nv) >= 2 ? 2 : 1)
+#define SGEMM_COL(b, col, sstride) ((b) + ((col) >> 5) * (sstride) + ((col) & 31))
 #define SGEMM_ROWS_CASE(M) \
   case M: { \
-    const int64_t w = (ACC / M) * V; \
+    const int64_t w = ROWS_NV(ACC / M) * V; \
     int64_t j = 0; \
-    for (; j + w <= n; j += w) row_block(M, ACC / M, 1, w, K, a, ars, acs, b + j, ldb, c + j, ldc, load_c); \
-    if (j < n) row_block(M, ACC / M, 0, n - j, K, a, ars, acs, b + j, ldb, c + j, ldc, load_c); \
+    for (; j + w <= n; j += w) \
+      row_block(M, ROWS_NV(ACC / M), 1, w, K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + j, ldc, load_c); \
+    if (j < n) \
+      row_block(M, ROWS_NV(ACC / M), 0, n - j, K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + j, ldc, \
+                load_c); \
     break; \
   }
 #define SGEMM_ROWS \
   static void rows(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb, \
-                   float *c, int64_t ldc, int load_c) { \
+                   int64_t sstride, float *c, int64_t ldc, int load_c) { \
     switch (m) { \
       SGEMM_ROWS_CASE(1) SGEMM_ROWS_CASE(2) SGEMM_ROWS_CASE(3) SGEMM_ROWS_CASE(4) \
       SGEMM_ROWS_CASE(5) SGEMM_ROWS_CASE(6) SGEMM_ROWS_CASE(7) SGEMM_ROWS_CASE(8) \

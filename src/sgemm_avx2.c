@@ -51,8 +51,8 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int f
 #define ACC 8
 __attribute__((always_inline)) static inline void row_block(const int m, const int nv, const int full, int64_t n,
                                                             int64_t K, const float *a, int64_t ars, int64_t acs,
-                                                            const float *b, int64_t ldb, float *c, int64_t ldc,
-                                                            int load_c) {
+                                                            const float *b, int64_t ldb, int64_t sstride, float *c,
+                                                            int64_t ldc, int load_c) {
   __m256i mk[ACC];
   __m256 acc[ACC];   /* row r, vector v at acc[r * nv + v] (m * nv <= ACC) */
   for (int v = 0; v < nv; v++) mk[v] = lanes(full ? 8 : (int)(n - 8 * v < 8 ? n - 8 * v : 8));
@@ -62,7 +62,8 @@ __attribute__((always_inline)) static inline void row_block(const int m, const i
                                                       : _mm256_maskload_ps(c + r * ldc + 8 * v, mk[v]);
   for (int64_t k = 0; k < K; k++) {
     __m256 bv[ACC];
-    for (int v = 0; v < nv; v++) bv[v] = full ? _mm256_loadu_ps(b + 8 * v) : _mm256_maskload_ps(b + 8 * v, mk[v]);
+    for (int v = 0; v < nv; v++)
+      bv[v] = full ? _mm256_loadu_ps(b + ROW_VEC(v, sstride)) : _mm256_maskload_ps(b + ROW_VEC(v, sstride), mk[v]);
     for (int r = 0; r < m; r++) {
       __m256 ar = _mm256_broadcast_ss(a + r * ars + k * acs);
       for (int v = 0; v < nv; v++) acc[r * nv + v] = _mm256_fmadd_ps(ar, bv[v], acc[r * nv + v]);

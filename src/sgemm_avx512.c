@@ -48,8 +48,8 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int f
 #define ACC 16
 __attribute__((always_inline)) static inline void row_block(const int m, const int nv, const int full, int64_t n,
                                                             int64_t K, const float *a, int64_t ars, int64_t acs,
-                                                            const float *b, int64_t ldb, float *c, int64_t ldc,
-                                                            int load_c) {
+                                                            const float *b, int64_t ldb, int64_t sstride, float *c,
+                                                            int64_t ldc, int load_c) {
   __mmask16 mk[ACC];
   __m512 acc[ACC];   /* row r, vector v at acc[r * nv + v] (m * nv <= ACC) */
   for (int v = 0; v < nv; v++) {
@@ -61,7 +61,8 @@ __attribute__((always_inline)) static inline void row_block(const int m, const i
       acc[r * nv + v] = load_c ? _mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v) : _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k++) {
     __m512 bv[ACC];
-    for (int v = 0; v < nv; v++) bv[v] = full ? _mm512_loadu_ps(b + 16 * v) : _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
+    for (int v = 0; v < nv; v++)
+      bv[v] = full ? _mm512_loadu_ps(b + ROW_VEC(v, sstride)) : _mm512_maskz_loadu_ps(mk[v], b + ROW_VEC(v, sstride));
     for (int r = 0; r < m; r++) {
       __m512 ar = _mm512_set1_ps(a[r * ars + k * acs]);
       for (int v = 0; v < nv; v++) acc[r * nv + v] = _mm512_fmadd_ps(ar, bv[v], acc[r * nv + v]);

@@ -22,7 +22,7 @@ describe("io: save/load round trip", function()
       assert(H.bitwise(cg(x), want))
       assert(H.bitwise(m(x), want))
     end
-    assert.truthy(tostring(m):find("matmul_ep", 1, true))
+    assert.truthy(tostring(m):find("matmul_packed_ep", 1, true))   -- frozen weights, prepacked
   end)
 
   it("constants, several outputs, integer inputs and views survive", function()

@@ -1,7 +1,8 @@
 -- tests/isa_cases.lua: the products tests/isa_spec.lua runs on every ISA path (in-process and in a child
 -- with DS_ISA set): matmul over micro-tile tails, K blocks, strides and batches, linear and conv2d with their
--- gradients, a compiled linear + gelu, the f32 math functions over tests/mathfn_sweep.lua's inputs (eager and in
--- a fused chain), softmax, log_softmax and attention. Returns a list of { name, tensor }, the same inputs every time.
+-- gradients, a compiled linear + gelu, a prepacked frozen weight, the f32 math functions over
+-- tests/mathfn_sweep.lua's inputs (eager and in a fused chain), softmax, log_softmax and attention.
+-- Returns a list of { name, tensor }, the same inputs every time.
 local ds = require("ds")
 
 return function()
@@ -46,6 +47,9 @@ return function()
   local wl, bl = rnd(64, 32), rnd(64)
   local cg = ds.compile(function(t) return ds.nn.functional.gelu(t:matmul(wl:t()) + bl) end, { ds.spec({ 10, 32 }, "f32", "t") })
   add("compiled linear + gelu", cg(rnd(10, 32)))
+  local wp = rnd(300, 47)
+  local packed = ds.compile(function(t) return t:matmul(wp) end, { ds.spec({ "rows", 300 }, "f32", "t") }, { freeze = true })
+  for _, rows in ipairs { 5, 15, 33 } do add("prepacked weight, rows " .. rows, packed(rnd(rows, 300))) end
   local sweep = require("mathfn_sweep")
   local xs = sweep.inputs(64)
   for _, fn in ipairs(sweep.functions) do add("mathfn " .. fn[1], fn[2](xs)) end

@@ -1,7 +1,7 @@
--- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, prune, fuse, epilogue) -> one C plan per
+-- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, prune, fuse, epilogue, prepack) -> one C plan per
 -- concrete input-shape binding (memory planned, cached) -> a callable that runs every kernel in C.
 -- Pipeline: M.from_graph (ds.Graph -> the passes' IR, passes/ir.lua) -> M.optimize (passes/dce, cse,
--- fold, prune; then fuse and epilogue on a copy, so ds.save can write the unfused graph) -> per binding of the
+-- fold, prune; then fuse, epilogue and prepack on a copy, so ds.save can write the unfused graph) -> per binding of the
 -- symbolic dims: passes/lower.build (steps over buffer layouts) -> passes/memplan (in-place reuse,
 -- arena offsets) -> passes/lower.emit (the C plan of src/runtime.c). Control nodes (cond, while_loop,
 -- print) run in Lua between ranges of C steps. Every step calls a registry kernel, the eager ones or
@@ -34,6 +34,7 @@ local PASSES = {
 local LATE = {
   { "fuse", require("ds.passes.fuse").run },
   { "epilogue", require("ds.passes.epilogue") },
+  { "prepack", require("ds.passes.prepack") },
 }
 
 -- ---- graph (ds.Graph, see graph.lua) -> IR ----
@@ -352,19 +353,20 @@ function Compiled:__tostring()
   local p = self._last_plan
   local plan = p and string.format("\nplan: %d C steps, %d buffers, arena %d bytes (unplanned %d)",
     C.ds_plan_num_steps(p.plan), C.ds_plan_num_buffers(p.plan), p.arena_bytes, p.eager_bytes) or ""
-  return string.format("compiled %s (dce %d, cse %d, fold %d, prune %d, fuse %d, epilogue %d)\n%s%s",
-    self.ir.name or "graph",
-    s.dce or 0, s.cse or 0, s.fold or 0, s.prune or 0, s.fuse or 0, s.epilogue or 0, IR.tostring(self.ir), plan)
+  return string.format("compiled %s (dce %d, cse %d, fold %d, prune %d, fuse %d, epilogue %d, prepack %d)\n%s%s",
+    self.ir.name or "graph", s.dce or 0, s.cse or 0, s.fold or 0, s.prune or 0, s.fuse or 0, s.epilogue or 0,
+    s.prepack or 0, IR.tostring(self.ir), plan)
 end
 
-local OPTIONS = { dce = true, cse = true, fold = true, prune = true, fuse = true, epilogue = true, freeze = true }
+local OPTIONS = { dce = true, cse = true, fold = true, prune = true, fuse = true, epilogue = true, prepack = true,
+                  freeze = true }
 
--- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, prune, fuse, epilogue = false to skip,
+-- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, prune, fuse, epilogue, prepack = false to skip,
 -- freeze = true for parameters as constants (passes/freeze.lua)}; owns_state: as M.optimize
 function M.from_ir(ir, opts, owns_state)
   for k, v in pairs(opts or {}) do
     if not OPTIONS[k] then
-      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, prune, fuse, epilogue, freeze)",
+      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, prune, fuse, epilogue, prepack, freeze)",
         tostring(k)))
     end
     if type(v) ~= "boolean" then errors.raise(string.format("compile: option '%s' must be a boolean", k)) end
@@ -378,6 +380,17 @@ function M.compile_graph(graph, opts)
   local cg = M.from_ir(M.from_graph(graph), opts)
   cg.graph = graph
   return cg
+end
+
+-- compiled again from its saved IR without prepacked weights, with the same shape bindings planned: the plans
+-- ds.save writes for C programs, whose steps may read only the tensors the graph file names
+function M.unpacked(compiled)
+  local opts = {}
+  for k, v in pairs(compiled.opts) do opts[k] = v end
+  opts.prepack = false
+  local again = M.from_ir(IR.copy(compiled.base), opts, true)
+  for _, p in pairs(compiled._plans) do again:plan_for(p.env) end
+  return again
 end
 
 function M.is_compiled(x) return getmetatable(x) == Compiled end

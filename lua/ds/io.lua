@@ -90,9 +90,11 @@ function M.save(compiled, path)
   local fail = files.raiser("save: ")
   local doc, tensors = writer.document(compiled.base, version)
   for name, t in pairs(tensors) do tensors[name] = t:is_contiguous() and t or t:contiguous() end
+  -- the plan is lowered from the fused IR without prepacked weights: the saved IR's states and constants
+  local planned = (compiled.stats.prepack or 0) > 0 and compile.unpacked(compiled) or compiled
   local names = { state = {}, const = {} }
-  for i, st in ipairs(compiled.ir.state) do names.state[i] = st.name end
-  for i, c in ipairs(compiled.ir.consts) do names.const[i] = "const." .. c.value end
+  for i, st in ipairs(planned.ir.state) do names.state[i] = st.name end
+  for i, c in ipairs(planned.ir.consts) do names.const[i] = "const." .. c.value end
   files.with_lock(dir, function()
     local old_params = current_params(base .. ".json")
     local tmp = files.write_temp(base .. ".safetensors", safetensors.chunks(tensors,
@@ -100,8 +102,7 @@ function M.save(compiled, path)
     local p = params_file.open(tmp, nil, fail)
     local pname = commit_params(dir, stem, tmp, p, fail)
     doc.params = { file = pname, bytes = p.size, crc32 = p.crc32 }
-    -- the plan is lowered from the fused IR, whose states/constants are the same as the saved IR's
-    local plan, bindings = plan_writer.bytes(compiled, compiled.ir, names, p.entries, doc.params)
+    local plan, bindings = plan_writer.bytes(planned, planned.ir, names, p.entries, doc.params)
     if plan then
       files.write_atomic(base .. ".plan", { plan }, fail)
       doc.plan = { file = stem .. ".plan", bytes = #plan, bindings = bindings }

@@ -1,7 +1,10 @@
 -- ops/fused.lua: op-table entries of the compiler's own nodes, which only ds.compile creates (internal:
 -- no Lua API, ds.load refuses them in a graph file): `fused`, an elementwise chain run as one program
 -- (passes/fuse.lua, src/fused.c), and `matmul_ep`, a matmul with such a chain applied to its output
--- (passes/epilogue.lua). Their attrs are the program, packed by the passes.
+-- (passes/epilogue.lua). Their attrs are the program, packed by the passes. For constant weights
+-- (passes/prepack.lua): `pack_weight`, a (K, N) f32 matrix -> (ceil(N / 32), K, 32) strips of 32 columns (the
+-- GEMM's layout, zero columns past N), and `matmul_packed` / `matmul_packed_ep`, matmul / matmul_ep reading
+-- such a weight: the same FMA chains, the same bits, nothing repacked per call.
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 
@@ -9,4 +12,10 @@ return {
   fused = D.define { name = "fused", kind = "fused", kernel = "ds_fused_%s", dtypes = C.ALL, internal = true },
   matmul_ep = D.define { name = "matmul_ep", kind = "fused", kernel = "ds_matmul_ep_%s", dtypes = C.FLOAT,
                          internal = true },
+  pack_weight = D.define { name = "pack_weight", kind = "fused", kernel = "ds_pack_weight_%s", dtypes = { f32 = true },
+                           ninputs = 1, internal = true },
+  matmul_packed = D.define { name = "matmul_packed", kind = "fused", kernel = "ds_matmul_packed_%s",
+                             dtypes = { f32 = true }, ninputs = 2, internal = true },
+  matmul_packed_ep = D.define { name = "matmul_packed_ep", kind = "fused", kernel = "ds_matmul_packed_ep_%s",
+                                dtypes = { f32 = true }, internal = true },
 }

@@ -43,8 +43,8 @@ function M.dot(ir, name)
       add(string.format('  subgraph cluster_%d { style="rounded,filled"; fillcolor="#eef7ee"; color="#4a9a4a"; ' ..
         'label=%s;', k,
         q(node.op .. " (one kernel)")))
-      if node.op == "matmul_ep" then -- the product feeds the chain as its input 1
-        op_node("matmul", node.line, { node.inputs[1], node.inputs[2] }, { node.program.inputs[1] }, "    ")
+      if node.op ~= "fused" then -- matmul_ep, matmul_packed_ep: the product feeds the chain as its input 1
+        op_node(node.op == "matmul_ep" and "matmul" or "matmul_packed", node.line, { node.inputs[1], node.inputs[2] }, { node.program.inputs[1] }, "    ")
       end
       for _, m in ipairs(members) do op_node(m.op, m.line, m.inputs, m.outputs, "    ") end
       add("  }")

@@ -114,8 +114,7 @@ function M.build(ir, env)
       for i, id in ipairs(node.outputs) do
         outs[i] = new_root("arena", nil, ir.values[id].dtype, shape_of(id)); lay[id] = outs[i]
       end
-      local kernel = node.op == "matmul_ep" and ("ds_matmul_ep_" .. outs[1].dtype) or ("ds_fused_" .. outs[1].dtype)
-      step(kernel, outs, ins, fuse.pack(node.program), node, node.op == "fused")
+      step(D.kernel_name(node.def, outs[1].dtype), outs, ins, fuse.pack(node.program), node, node.op == "fused")
     elseif def.view then
       local x = ins[1]
       if def.name == "reshape" and not is_contiguous(x.shape, x.strides) then
