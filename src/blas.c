@@ -109,7 +109,8 @@ int ds_matmul_packed_f32(ds_tensor *const *t, const double *attrs) {
   DS_CHECK(o && a && bp && o->dtype == DS_F32 && a->dtype == DS_F32 && bp->dtype == DS_F32,
            "matmul_packed: f32 operands expected");
   DS_CHECK(a->ndim >= 2 && o->ndim == a->ndim && bp->ndim == 3 && ds_tensor_is_contiguous(o) &&
-           ds_tensor_is_contiguous(bp), "matmul_packed: needs out and a of one rank >= 2, a contiguous 3-D packed weight");
+           ds_tensor_is_contiguous(bp),
+           "matmul_packed: needs out and a of one rank >= 2, a contiguous 3-D packed weight");
   int nb = o->ndim - 2;
   int64_t M = a->shape[nb], K = a->shape[nb + 1], N = o->shape[nb + 1];
   int ok = o->shape[nb] == M && bp->shape[0] == (N + 31) / 32 && bp->shape[1] == K && bp->shape[2] == 32;

@@ -1,7 +1,7 @@
 /* nn_pool_kernels.h: max_pool2d and avg_pool2d with their backward kernels for one dtype. nn_pool.c includes
    it through float_kernels.h with T (the element type), DT (its dtype code) and FN(name) (name + dtype suffix). */
 
-/* one plane: any window; NaN wins (the last NaN of a window, like PyTorch) */
+/* one plane: any window; NaN wins (the last NaN of a window, like PyTorch); ix NULL: values only */
 static void FN(maxpool_plane)(const T *x, T *o, int64_t *ix, const pgeom *g) {
   for (int64_t oh = 0; oh < g->OH; oh++) {
     int64_t h0, h1;
@@ -25,58 +25,39 @@ static void FN(maxpool_plane)(const T *x, T *o, int64_t *ix, const pgeom *g) {
           for (int64_t w = w0; w < w1; w++)
             if (x[h * g->W + w] != x[h * g->W + w]) { m = x[h * g->W + w]; best = h * g->W + w; }
       o[oh * g->OW + ow] = m;
-      ix[oh * g->OW + ow] = best + 1;
+      if (ix) ix[oh * g->OW + ow] = best + 1;
     }
   }
 }
-/* one plane, 2x2 windows at stride 2 without padding; returns 0 (plane left to the general code) on NaN.
-   The winner of each window is kept as a code 0..3 first, so both loops vectorize. */
-static int FN(maxpool2x2_plane)(const T *x, T *o, int64_t *ix, const pgeom *g) {
-  int nan = 0;
-  int32_t code[64];
-  for (int64_t oh = 0; oh < g->OH; oh++) {
-    const T *r0 = x + 2 * oh * g->W, *r1 = r0 + g->W;
-    for (int64_t o0 = 0; o0 < g->OW; o0 += 64) {
-      int64_t n = g->OW - o0 < 64 ? g->OW - o0 : 64;
-      const T *a0 = r0 + 2 * o0, *a1 = r1 + 2 * o0;
-      T *oo = o + oh * g->OW + o0;
-      for (int64_t i = 0; i < n; i++) {
-        T a = a0[2 * i], b = a0[2 * i + 1], c = a1[2 * i], d = a1[2 * i + 1];
-        T m = a;
-        int32_t k = 0;
-        k = b > m ? 1 : k; m = b > m ? b : m;
-        k = c > m ? 2 : k; m = c > m ? c : m;
-        k = d > m ? 3 : k; m = d > m ? d : m;
-        nan |= (a != a) | (b != b) | (c != c) | (d != d);
-        oo[i] = m;
-        code[i] = k;
-      }
-      int64_t *io = ix + oh * g->OW + o0, base = 2 * oh * g->W + 2 * o0 + 1;
-      for (int64_t i = 0; i < n; i++) io[i] = base + 2 * i + (code[i] & 1) + (code[i] >> 1) * g->W;
-    }
-  }
-  return !nan;
-}
-/* out, idx (i64, 1-based flat index in the plane), x */
-int FN(ds_max_pool2d)(ds_tensor *const *t, const double *attrs) {
-  const char *op = "max_pool2d";
+/* values, and unless idx is NULL indices (i64, 1-based flat index in the plane), of x's windows */
+static int FN(max_pool)(ds_tensor *out, ds_tensor *idx, const ds_tensor *x, const double *attrs, const char *op) {
   pgeom g;
-  int rc = make_pgeom(&g, attrs, op, t[2], t[0], DT);
+  int rc = make_pgeom(&g, attrs, op, x, out, DT);
   if (rc) return rc;
-  DS_CHECK(t[1] && t[1]->dtype == DS_I64 && t[1]->numel == t[0]->numel && ds_tensor_is_contiguous(t[1]),
-           "%s: indices must be a contiguous i64 tensor like the output", op);
-  const T *xp = t[2]->data;
-  T *op_ = t[0]->data;
-  int64_t *ip = t[1]->data;
+  if (idx)
+    DS_CHECK(idx->dtype == DS_I64 && idx->numel == out->numel && ds_tensor_is_contiguous(idx),
+             "%s: indices must be a contiguous i64 tensor like the output", op);
+  const T *xp = x->data;
+  T *op_ = out->data;
+  int64_t *ip = idx ? idx->data : NULL;
   int two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
-  #pragma omp parallel for schedule(static) if (t[2]->numel > DS_PAR_MIN)
+  #pragma omp parallel for schedule(static) if (x->numel > DS_PAR_MIN)
   for (int64_t p = 0; p < g.P; p++) {
-    const T *x = xp + p * g.H * g.W;
+    const T *xs = xp + p * g.H * g.W;
     T *o = op_ + p * g.OH * g.OW;
-    int64_t *ix = ip + p * g.OH * g.OW;
-    if (!two || !FN(maxpool2x2_plane)(x, o, ix, &g)) FN(maxpool_plane)(x, o, ix, &g);
+    int64_t *ix = ip ? ip + p * g.OH * g.OW : NULL;
+    if (!two || !MAXPOOL_2X2(xs, o, ix, &g)) FN(maxpool_plane)(xs, o, ix, &g);
   }
   return DS_OK;
+}
+/* out, idx, x */
+int FN(ds_max_pool2d)(ds_tensor *const *t, const double *attrs) {
+  DS_CHECK(t[1], "max_pool2d: indices missing");
+  return FN(max_pool)(t[0], t[1], t[2], attrs, "max_pool2d");
+}
+/* out, x: the values alone (compiled inference graphs whose indices nobody reads) */
+int FN(ds_max_pool2d_values)(ds_tensor *const *t, const double *attrs) {
+  return FN(max_pool)(t[0], NULL, t[1], attrs, "max_pool2d_values");
 }
 /* gx (N,C,H,W), g (N,C,OH,OW), idx; attrs as forward */
 int FN(ds_max_pool2d_backward)(ds_tensor *const *t, const double *attrs) {

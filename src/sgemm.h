@@ -67,7 +67,8 @@ typedef struct {
     const int64_t w = ROWS_NV(ACC / M) * V; \
     int64_t j = 0; \
     for (; j + w <= n; j += w) \
-      row_block(M, ROWS_NV(ACC / M), 1, w, K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + j, ldc, load_c); \
+      row_block(M, ROWS_NV(ACC / M), 1, w, K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + j, ldc, \
+                load_c); \
     if (j < n) \
       row_block(M, ROWS_NV(ACC / M), 0, n - j, K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + j, ldc, \
                 load_c); \

@@ -106,6 +106,19 @@ describe("pooling against PyTorch", function()
     end
   end
 
+  it("2x2 max_pool2d: f32's vector path picks the general code's value and index (ties, row tails, NaN)", function()
+    ds.manual_seed(8)
+    for _, hw in ipairs { { 2, 2 }, { 4, 10 }, { 6, 18 }, { 28, 28 }, { 5, 33 }, { 3, 40 } } do
+      -- few distinct values: many ties, which the first of a, b, c, d in window order wins
+      local x = (ds.rand(3, 2, hw[1], hw[2]) * 4):floor()
+      if hw[1] == 28 then x[{ 2, 1, 5, 7 }] = 0 / 0 end   -- a plane with NaN takes the general code
+      local y32, i32 = ds.max_pool2d(x, 2, { return_indices = true })
+      local y64, i64 = ds.max_pool2d(x:astype("f64"), 2, { return_indices = true })   -- f64: the general code
+      assert(H.bitwise(y32, y64:astype("f32")), table.concat(hw, "x"))
+      assert(H.bitwise(i32, i64), table.concat(hw, "x"))
+    end
+  end)
+
   it("max_pool2d propagates NaN like PyTorch", function()
     local x = ds.tensor({ 1, 0 / 0, 3, 2 }):reshape(1, 1, 2, 2)
     local y = ds.max_pool2d(x, 2)

@@ -33,7 +33,8 @@ describe("prepack", function()
     local w = ds.randn(200, 70)
     local function f(x) return x:matmul(w) end
     local specs = { ds.spec({ "rows", 200 }) }
-    local packed, plain = ds.compile(f, specs, { freeze = true }), ds.compile(f, specs, { freeze = true, prepack = false })
+    local packed = ds.compile(f, specs, { freeze = true })
+    local plain = ds.compile(f, specs, { freeze = true, prepack = false })
     assert.truthy(tostring(packed):find("matmul_packed", 1, true))
     assert.falsy(tostring(plain):find("matmul_packed", 1, true))
     local n0 = ds.get_num_threads()

@@ -1,9 +1,9 @@
--- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, prune, fuse, epilogue, prepack) -> one C plan per
--- concrete input-shape binding (memory planned, cached) -> a callable that runs every kernel in C.
--- Pipeline: M.from_graph (ds.Graph -> the passes' IR, passes/ir.lua) -> M.optimize (passes/dce, cse,
--- fold, prune; then fuse, epilogue and prepack on a copy, so ds.save can write the unfused graph) -> per binding of the
--- symbolic dims: passes/lower.build (steps over buffer layouts) -> passes/memplan (in-place reuse,
--- arena offsets) -> passes/lower.emit (the C plan of src/runtime.c). Control nodes (cond, while_loop,
+-- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, prune, single_output, fuse, epilogue,
+-- prepack) -> one C plan per concrete input-shape binding (memory planned, cached) -> a callable that runs every
+-- kernel in C. Pipeline: M.from_graph (ds.Graph -> the passes' IR, passes/ir.lua) -> M.optimize (passes/dce, cse,
+-- fold, prune; then single_output, fuse, epilogue and prepack on a copy, so ds.save can write the unfused graph)
+-- -> per binding of the symbolic dims: passes/lower.build (steps over buffer layouts) -> passes/memplan (in-place
+-- reuse, arena offsets) -> passes/lower.emit (the C plan of src/runtime.c). Control nodes (cond, while_loop,
 -- print) run in Lua between ranges of C steps. Every step calls a registry kernel, the eager ones or
 -- src/fused.c's (which run the eager per-element code), so compiled results equal eager bit for bit.
 local ffi = require("ffi")
@@ -32,6 +32,7 @@ local PASSES = {
   { "dce", require("ds.passes.dce") },
 }
 local LATE = {
+  { "single_output", require("ds.passes.single_output") },
   { "fuse", require("ds.passes.fuse").run },
   { "epilogue", require("ds.passes.epilogue") },
   { "prepack", require("ds.passes.prepack") },
@@ -358,16 +359,16 @@ function Compiled:__tostring()
     s.prepack or 0, IR.tostring(self.ir), plan)
 end
 
-local OPTIONS = { dce = true, cse = true, fold = true, prune = true, fuse = true, epilogue = true, prepack = true,
-                  freeze = true }
+local OPTIONS = { dce = true, cse = true, fold = true, prune = true, single_output = true, fuse = true, epilogue = true,
+                  prepack = true, freeze = true }
 
--- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, prune, fuse, epilogue, prepack = false to skip,
--- freeze = true for parameters as constants (passes/freeze.lua)}; owns_state: as M.optimize
+-- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, prune, single_output, fuse, epilogue, prepack
+-- = false to skip, freeze = true for parameters as constants (passes/freeze.lua)}; owns_state: as M.optimize
 function M.from_ir(ir, opts, owns_state)
   for k, v in pairs(opts or {}) do
     if not OPTIONS[k] then
-      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, prune, fuse, epilogue, prepack, freeze)",
-        tostring(k)))
+      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, prune, single_output, fuse, " ..
+        "epilogue, prepack, freeze)", tostring(k)))
     end
     if type(v) ~= "boolean" then errors.raise(string.format("compile: option '%s' must be a boolean", k)) end
   end

@@ -280,9 +280,15 @@ local mp_bw = D.define {
   end,
 }
 
+-- the values alone, for compiled graphs that never read the indices (passes/single_output.lua)
+local mp_values = D.define {
+  name = "max_pool2d_values", kind = "nn", kernel = "ds_max_pool2d_values_%s", dtypes = C.FLOAT, ninputs = 1,
+  attrs = pool_attrs(), pack = pack_pool, internal = true,
+}
+
 D.define {
   name = "max_pool2d", doc = "2-D max pooling of (N,C,H,W): values and the 1-based flat index of each in its HxW plane",
-  kind = "nn", kernel = "ds_max_pool2d_%s", dtypes = C.FLOAT, ninputs = 1, noutputs = 2,
+  kind = "nn", kernel = "ds_max_pool2d_%s", dtypes = C.FLOAT, ninputs = 1, noutputs = 2, single_output = mp_values,
   attrs = pool_attrs(), pack = pack_pool,
   promote = function(inputs) return contiguous_all(C.promote_float(inputs)) end,
   infer = function(inputs, a)

@@ -44,7 +44,8 @@ function M.dot(ir, name)
         'label=%s;', k,
         q(node.op .. " (one kernel)")))
       if node.op ~= "fused" then -- matmul_ep, matmul_packed_ep: the product feeds the chain as its input 1
-        op_node(node.op == "matmul_ep" and "matmul" or "matmul_packed", node.line, { node.inputs[1], node.inputs[2] }, { node.program.inputs[1] }, "    ")
+        op_node(node.op == "matmul_ep" and "matmul" or "matmul_packed", node.line, { node.inputs[1], node.inputs[2] },
+          { node.program.inputs[1] }, "    ")
       end
       for _, m in ipairs(members) do op_node(m.op, m.line, m.inputs, m.outputs, "    ") end
       add("  }")

@@ -25,7 +25,8 @@ return function(ir)
       if not id then
         local K, N = w.shape[1], w.shape[2]
         local shape = { math.floor((N + STRIP - 1) / STRIP), K, STRIP }   -- (strips, K, 32)
-        local t = D.run_kernel(fused_ops.pack_weight, { const_tensor[w.id] }, {}, { { shape = shape, dtype = "f32" } })[1]
+        local meta = { { shape = shape, dtype = "f32" } }
+        local t = D.run_kernel(fused_ops.pack_weight, { const_tensor[w.id] }, {}, meta)[1]
         id = ir.next_id
         ir.next_id = id + 1
         ir.consts[#ir.consts + 1] = { name = "packed" .. w.id, tensor = t, value = id }
