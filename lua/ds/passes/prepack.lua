@@ -2,42 +2,64 @@
 -- operand is a constant (K, N) matrix -- a frozen weight, which fold stored transposed -- reads it prepacked
 -- as strips of 32 columns (ops/fused.lua's pack_weight, run once here through its kernel), so no call repacks
 -- it and products of more than a few rows stream it in order. The same FMA chains, the same bits. Constants
--- nobody reads any more are dropped (dce).
+-- nobody reads any more are dropped (dce). All packed weights share one buffer: a fresh 4 KiB page costs a
+-- fault on first touch (dear on a VM), and a buffer of 2 MiB or more is given huge pages (src/pages.c).
 local D = require("ds.dispatch")
 local sym = require("ds.sym")
+local Tensor = require("ds.tensor")
 local fused_ops = require("ds.ops.fused")
 local dce = require("ds.passes.dce")
 
 local PACKED = { matmul = fused_ops.matmul_packed, matmul_ep = fused_ops.matmul_packed_ep }
 local STRIP = 32   -- columns per strip (src/sgemm.h's SGEMM_STRIP)
 
+-- the weight a node could read packed: its (K, N) constant value, or nil
+local function packable(ir, node)
+  if not PACKED[node.op] then return nil end
+  local a, w, out = ir.values[node.inputs[1]], ir.values[node.inputs[2]], ir.values[node.outputs[1]]
+  if out.dtype == "f32" and w.kind == "const" and #w.shape == 2 and not sym.contains(w.shape)
+    and #a.shape == #out.shape then
+    return w
+  end
+end
+
 -- ir: the late IR (rewritten in place). Returns ir, the number of products now reading a packed weight.
 return function(ir)
+  local weights, seen, total = {}, {}, 0   -- the weights to pack, in order; floats of all packed forms
+  for _, node in ipairs(ir.nodes) do
+    local w = packable(ir, node)
+    if w and not seen[w.id] then
+      seen[w.id] = true
+      weights[#weights + 1] = w
+      total = total + math.floor((w.shape[2] + STRIP - 1) / STRIP) * w.shape[1] * STRIP
+    end
+  end
+  if #weights == 0 then return ir, 0 end
   local const_tensor = {}
   for _, c in ipairs(ir.consts) do const_tensor[c.value] = c.tensor end
-  local packed_of, count = {}, 0   -- weight's value id -> its packed constant's value id
+  local buffer, offset, packed_of = Tensor._empty("f32", { total }, "prepack"), 0, {}
+  for _, w in ipairs(weights) do
+    local K, N = w.shape[1], w.shape[2]
+    local shape = { math.floor((N + STRIP - 1) / STRIP), K, STRIP }   -- (strips, K, 32)
+    local t = Tensor._view(buffer, shape, { K * STRIP, STRIP, 1 }, offset, "prepack")
+    D.run_kernel(fused_ops.pack_weight, { const_tensor[w.id] }, {}, { { shape = shape, dtype = "f32" } }, t)
+    offset = offset + shape[1] * K * STRIP
+    local id = ir.next_id
+    ir.next_id = id + 1
+    ir.consts[#ir.consts + 1] = { name = "packed" .. w.id, tensor = t, value = id }
+    ir.values[id] = { id = id, shape = shape, dtype = "f32", kind = "const", index = #ir.consts }
+    packed_of[w.id] = id
+  end
+  local count = 0
   for _, node in ipairs(ir.nodes) do
-    local def = PACKED[node.op]
-    local a, w, out = ir.values[node.inputs[1]], ir.values[node.inputs[2]], ir.values[node.outputs[1]]
-    if def and out.dtype == "f32" and w.kind == "const" and #w.shape == 2 and not sym.contains(w.shape)
-      and #a.shape == #out.shape then
-      local id = packed_of[w.id]
-      if not id then
-        local K, N = w.shape[1], w.shape[2]
-        local shape = { math.floor((N + STRIP - 1) / STRIP), K, STRIP }   -- (strips, K, 32)
-        local meta = { { shape = shape, dtype = "f32" } }
-        local t = D.run_kernel(fused_ops.pack_weight, { const_tensor[w.id] }, {}, meta)[1]
-        id = ir.next_id
-        ir.next_id = id + 1
-        ir.consts[#ir.consts + 1] = { name = "packed" .. w.id, tensor = t, value = id }
-        ir.values[id] = { id = id, shape = shape, dtype = "f32", kind = "const", index = #ir.consts }
-        packed_of[w.id] = id
-      end
+    local w = packable(ir, node)
+    if w then
+      local def = PACKED[node.op]
       node.op, node.def = def.name, def
-      node.inputs[2] = id
+      node.inputs[2] = packed_of[w.id]
       count = count + 1
     end
   end
-  if count > 0 then dce(ir) end
+  dce(ir)
   return ir, count
 end
