@@ -76,6 +76,16 @@ describe("prepack", function()
     assert(H.bitwise(cg(x, y), x:matmul(w) + y:matmul(w)))
   end)
 
+  it("leaves empty weights unpacked (K or N of 0) with eager's results", function()
+    for _, kn in ipairs { { 0, 5 }, { 5, 0 } } do
+      local w = ds.randn(kn[1], kn[2])
+      local cg = ds.compile(function(x) return x:matmul(w) end, { ds.spec({ 3, kn[1] }) }, { freeze = true })
+      assert.falsy(tostring(cg):find("matmul_packed", 1, true))
+      local x = ds.randn(3, kn[1])
+      assert(H.bitwise(cg(x), x:matmul(w)))
+    end
+  end)
+
   it("leaves f64 products and weights that are state alone", function()
     local w = ds.randn(8, 8):astype("f64")
     local cg = ds.compile(function(x) return x:matmul(w) end, { ds.spec({ 2, 8 }, "f64") }, { freeze = true })

@@ -18,7 +18,7 @@ local function packable(ir, node)
   if not PACKED[node.op] then return nil end
   local a, w, out = ir.values[node.inputs[1]], ir.values[node.inputs[2]], ir.values[node.outputs[1]]
   if out.dtype == "f32" and w.kind == "const" and #w.shape == 2 and not sym.contains(w.shape)
-    and #a.shape == #out.shape then
+    and w.shape[1] > 0 and w.shape[2] > 0 and #a.shape == #out.shape then   -- (an empty weight has nothing to pack)
     return w
   end
 end
