@@ -128,7 +128,9 @@ function Compiled:plan_for(env)
         outputs = {}, keep = {} }
   for _, r in ipairs(L.roots) do
     if r.kind == "const" then
-      local t = self.ir.consts[r.index].tensor:contiguous()
+      local c = self.ir.consts[r.index]
+      if not c.tensor:is_contiguous() then c.tensor = c.tensor:contiguous() end   -- once, for every plan
+      local t = c.tensor
       p.keep[#p.keep + 1] = t
       dsffi.check(C.ds_plan_bind(plan, r.buffer, t._c), "compile: constant")
     elseif r.kind == "input" then p.inputs[r.index] = r

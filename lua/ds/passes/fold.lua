@@ -1,5 +1,6 @@
 -- passes/fold.lua: constant folding: a node whose inputs are all constants (and whose shapes and
--- attrs are concrete) runs once, now, through the same kernel, and its outputs become constants.
+-- attrs are concrete) runs once, now, through the same kernel, and its outputs become constants (a view op's
+-- output a view of its input's tensor).
 local IR = require("ds.passes.ir")
 local D = require("ds.dispatch")
 local sym = require("ds.sym")
@@ -30,7 +31,8 @@ return function(ir)
     if ok then
       local outs = D.run_kernel(node.def, inputs, node.attrs, metas)
       for i, id in ipairs(node.outputs) do
-        local t = outs[i]:contiguous()
+        -- a view of a constant stays a view (a transposed weight costs no copy; plans bind a contiguous form)
+        local t = node.def.view and outs[i] or outs[i]:contiguous()
         local v = ir.values[id]
         v.kind, v.node = "const", nil
         ir.consts[#ir.consts + 1] = { name = "const" .. id, tensor = t, value = id }
