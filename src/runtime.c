@@ -127,6 +127,12 @@ int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, cons
     if (bb->t.dtype != dtype) { ds_fail(DS_EINVAL, "plan: view dtype differs from its base's"); return -1; }
     int64_t blo = 0, bhi = 0, first, last;
     if (bb->t.numel > 0) extent(bb->t.ndim, bb->t.shape, bb->t.strides, &blo, &bhi);  /* checked when added */
+    /* an empty view still starts inside its base or right after it (resolve scales the offset to bytes) */
+    if (numel == 0 && (offset < blo || offset > bhi + 1)) {
+      ds_fail(DS_ERANGE, "plan: empty view's offset %lld outside its base buffer %d (elements %lld..%lld)",
+              (long long)offset, base, (long long)blo, (long long)bhi);
+      return -1;
+    }
     if (numel > 0 && (bb->t.numel == 0 || __builtin_add_overflow(offset, lo, &first)
                       || __builtin_add_overflow(offset, hi, &last) || first < blo || last > bhi)) {
       ds_fail(DS_ERANGE, "plan: view (offset %lld, elements %lld..%lld from it) outside its base buffer %d "
