@@ -99,6 +99,15 @@ static void pack_a(float *ap, const product *p, int64_t i0, int64_t m, int64_t k
   }
 }
 
+/* dst (kc x NR, k-major) = B[k0 : k0 + kc, n0 : n0 + NR] with zero columns past N, for a B without unit
+   column stride (a transposed weight: each column's k run is read in order and transposed in registers) */
+static void pack_strip(float *dst, const product *p, int64_t k0, int64_t kc, int64_t n0, int NR) {
+  int nr = (int)(p->N - n0 < NR ? p->N - n0 : NR);
+  const float *src = p->B + k0 * p->brs + n0 * p->bcs;
+  if (p->brs == 1) pack_transposed(dst, src, p->bcs, nr, NR, kc);
+  else pack_strided(dst, src, p->bcs, p->brs, nr, NR, kc);
+}
+
 /* strips s0 .. s1-1 of the panel starting at column jc, each (kc x NR, k-major) = B[k0 : k0 + kc, columns of
    the strip] with zero columns past N. Strip s sits at bp + s * KC * NR in every k block, so a thread that
    packs only its own strips never writes where another still reads. A row-major B is copied k row by k row
@@ -116,13 +125,7 @@ static void pack_b(float *bp, const product *p, int64_t k0, int64_t kc, int64_t 
     }
     return;
   }
-  for (int64_t s = s0; s < s1; s++) {
-    int64_t n0 = jc + s * NR;
-    int nr = (int)(p->N - n0 < NR ? p->N - n0 : NR);
-    const float *src = p->B + k0 * p->brs + n0 * p->bcs;
-    if (p->brs == 1) pack_transposed(bp + s * KC * NR, src, p->bcs, nr, NR, kc);
-    else pack_strided(bp + s * KC * NR, src, p->bcs, p->brs, nr, NR, kc);
-  }
+  for (int64_t s = s0; s < s1; s++) pack_strip(bp + s * KC * NR, p, k0, kc, jc + s * NR, NR);
 }
 
 /* The C tiles thread tid of nth computes: rows [*i0, *i1), columns [*j0, *j1). The threads split the rows
@@ -184,13 +187,16 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
   const int64_t MC = block_rows(i1 - i0, MR);
   /* B read in place when prepacked or when no second row panel reuses it */
   int packed = !p->sstride && !(p->bcs == 1 && p->M <= MR);
+  /* a thread with one row panel and its own strips uses each packed strip once: it packs the strip right before
+     that use, into the slot of its first strip (in L1), instead of its whole share of the panel first */
+  int at_use = packed && !shared_b && i1 - i0 <= MR && p->bcs != 1;
   for (int64_t jc = 0; jc < p->N; jc += NC) {
     int64_t nc = p->N - jc < NC ? p->N - jc : NC, ns = (nc + NR - 1) / NR;
     int64_t lo = j0 > jc ? j0 : jc, hi = j1 < jc + nc ? j1 : jc + nc;
     for (int64_t pc = 0; pc < p->K; pc += KC) {
       int64_t kc = p->K - pc < KC ? p->K - pc : KC;
       int load_c = p->accumulate || pc > 0;
-      if (packed) {
+      if (packed && !at_use) {
         if (!shared_b) pack_b(bp, p, pc, kc, jc, (lo - jc) / NR, (hi - jc + NR - 1) / NR, NR);
         else {
           pack_b(bp, p, pc, kc, jc, tid * ns / nth, (tid + 1) * ns / nth, NR);
@@ -201,7 +207,10 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
         int64_t mc = i1 - ic < MC ? i1 - ic : MC;
         pack_a(ap, p, ic, mc, pc, kc, MR);
         for (int64_t j = lo; j < hi; j += NR) {
-          const float *b = packed ? bp + (j - jc) / NR * KC * NR : SGEMM_COL(p->B, j, strip_stride(p)) + pc * p->brs;
+          float *own = bp + (lo - jc) / NR * KC * NR;   /* the slot of this thread's first strip */
+          if (at_use) pack_strip(own, p, pc, kc, j, NR);
+          const float *b = at_use ? own : packed ? bp + (j - jc) / NR * KC * NR
+                                                 : SGEMM_COL(p->B, j, strip_stride(p)) + pc * p->brs;
           for (int64_t i = 0; i < mc; i += MR)
             kr->micro((int)(mc - i < MR ? mc - i : MR), (int)(hi - j < NR ? hi - j : NR), kc, ap + i * kc, b,
                       packed ? NR : p->brs, p->C + (ic + i) * p->ldc + j, p->ldc, load_c);
