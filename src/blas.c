@@ -128,9 +128,10 @@ int ds_matmul_packed_f32(ds_tensor *const *t, const double *attrs) {
   const float **pa = malloc(sizeof *pa * (size_t)batches);
   float **pc = malloc(sizeof *pc * (size_t)batches);
   if (!pa || !pc) { free(pa); free(pc); return ds_fail(DS_ENOMEM, "matmul_packed: out of memory"); }
+  int64_t none[DS_MAXDIM] = {0};   /* the packed weight is shared by every batch */
   for (int64_t bi = 0; bi < batches; bi++) {
-    int64_t rem = bi, ao = 0;
-    for (int i = nb - 1; i >= 0; i--) { ao += rem % a->shape[i] * a->strides[i]; rem /= a->shape[i]; }
+    int64_t ao, bo;
+    batch_offsets(o, nb, a->strides, none, bi, &ao, &bo);
     pa[bi] = (const float *)a->data + ao;
     pc[bi] = (float *)o->data + bi * M * N;
   }

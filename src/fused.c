@@ -310,7 +310,8 @@ int ds_fused_u8(ds_tensor *const *t, const double *attrs) { return fused(t, attr
 int ds_fused_bool(ds_tensor *const *t, const double *attrs) { return fused(t, attrs, DS_BOOL); }
 
 /* ds_matmul_ep_<dtype>, ds_matmul_packed_ep_f32: t = out, a, b (prepacked for the second), extra inputs;
-   out = matmul(a, b), then the program runs in place over out with input 1 = out itself and inputs 2.. = the extras (bias, ...). Same kernel, same rounding. */
+   out = matmul(a, b), then the program runs in place over out with input 1 = out itself and inputs 2.. = the
+   extras (bias, ...). Same kernel, same rounding. */
 int ds_matmul_f32(ds_tensor *const *t, const double *attrs);
 int ds_matmul_f64(ds_tensor *const *t, const double *attrs);
 static int matmul_ep(ds_tensor *const *t, const double *attrs, ds_kernel mm) {

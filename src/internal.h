@@ -63,7 +63,6 @@ int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B,
 /* Prepacked weights: ds_sgemm_pack_b writes B (K x N, any strides) as ceil(N / 32) strips of K x 32 floats,
    zero columns past N (sgemm.h's layouts), into bp; ds_sgemm_packed_batch multiplies nbatch A's by that one B.
    Same chains, same bits as ds_sgemm_batch on B itself; nothing is repacked per call. */
-#define DS_SGEMM_PACKED_FLOATS(K, N) (((N) + 31) / 32 * 32 * (K))
 void ds_sgemm_pack_b(int64_t K, int64_t N, const float *B, int64_t brs, int64_t bcs, float *bp);
 int ds_sgemm_packed_batch(int64_t nbatch, const float *const *A, const float *bp, float *const *C, int64_t M,
                           int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t ldc, int accumulate);

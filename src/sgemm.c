@@ -99,12 +99,13 @@ static void pack_a(float *ap, const product *p, int64_t i0, int64_t m, int64_t k
   }
 }
 
-/* dst (kc x NR, k-major) = B[k0 : k0 + kc, n0 : n0 + NR] with zero columns past N, for a B without unit
-   column stride (a transposed weight: each column's k run is read in order and transposed in registers) */
+/* dst (kc x NR, k-major) = B[k0 : k0 + kc, n0 : n0 + NR] with zero columns past N, for B of any strides (a
+   transposed weight: each column's k run is read in order and transposed in registers) */
 static void pack_strip(float *dst, const product *p, int64_t k0, int64_t kc, int64_t n0, int NR) {
   int nr = (int)(p->N - n0 < NR ? p->N - n0 : NR);
   const float *src = p->B + k0 * p->brs + n0 * p->bcs;
-  if (p->brs == 1) pack_transposed(dst, src, p->bcs, nr, NR, kc);
+  if (p->bcs == 1) pack_rows(dst, src, p->brs, nr, NR, kc);
+  else if (p->brs == 1) pack_transposed(dst, src, p->bcs, nr, NR, kc);
   else pack_strided(dst, src, p->bcs, p->brs, nr, NR, kc);
 }
 
@@ -193,6 +194,7 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
   for (int64_t jc = 0; jc < p->N; jc += NC) {
     int64_t nc = p->N - jc < NC ? p->N - jc : NC, ns = (nc + NR - 1) / NR;
     int64_t lo = j0 > jc ? j0 : jc, hi = j1 < jc + nc ? j1 : jc + nc;
+    float *own = bp + (lo - jc) / NR * KC * NR;   /* the slot of this thread's first strip */
     for (int64_t pc = 0; pc < p->K; pc += KC) {
       int64_t kc = p->K - pc < KC ? p->K - pc : KC;
       int load_c = p->accumulate || pc > 0;
@@ -207,7 +209,6 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
         int64_t mc = i1 - ic < MC ? i1 - ic : MC;
         pack_a(ap, p, ic, mc, pc, kc, MR);
         for (int64_t j = lo; j < hi; j += NR) {
-          float *own = bp + (lo - jc) / NR * KC * NR;   /* the slot of this thread's first strip */
           if (at_use) pack_strip(own, p, pc, kc, j, NR);
           const float *b = at_use ? own : packed ? bp + (j - jc) / NR * KC * NR
                                                  : SGEMM_COL(p->B, j, strip_stride(p)) + pc * p->brs;
@@ -286,15 +287,9 @@ int ds_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64
 }
 
 void ds_sgemm_pack_b(int64_t K, int64_t N, const float *B, int64_t brs, int64_t bcs, float *bp) {
-  for (int64_t s = 0; s * SGEMM_STRIP < N; s++) {
-    int64_t n0 = s * SGEMM_STRIP;
-    int nr = (int)(N - n0 < SGEMM_STRIP ? N - n0 : SGEMM_STRIP);
-    float *dst = bp + s * K * SGEMM_STRIP;
-    const float *src = B + n0 * bcs;
-    if (bcs == 1) pack_rows(dst, src, brs, nr, SGEMM_STRIP, K);
-    else if (brs == 1) pack_transposed(dst, src, bcs, nr, SGEMM_STRIP, K);
-    else pack_strided(dst, src, bcs, brs, nr, SGEMM_STRIP, K);
-  }
+  product p = { .M = 0, .N = N, .K = K, .B = B, .brs = brs, .bcs = bcs };
+  for (int64_t s = 0; s * SGEMM_STRIP < N; s++)
+    pack_strip(bp + s * K * SGEMM_STRIP, &p, 0, K, s * SGEMM_STRIP, SGEMM_STRIP);
 }
 
 int ds_sgemm_packed_batch(int64_t nbatch, const float *const *A, const float *bp, float *const *C, int64_t M,

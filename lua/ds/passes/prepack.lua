@@ -25,41 +25,39 @@ end
 
 -- ir: the late IR (rewritten in place). Returns ir, the number of products now reading a packed weight.
 return function(ir)
-  local weights, seen, total = {}, {}, 0   -- the weights to pack, in order; floats of all packed forms
+  local users, weights, shape_of, total = {}, {}, {}, 0   -- products and the weights they read, in order
   for _, node in ipairs(ir.nodes) do
     local w = packable(ir, node)
-    if w and not seen[w.id] then
-      seen[w.id] = true
-      weights[#weights + 1] = w
-      total = total + math.floor((w.shape[2] + STRIP - 1) / STRIP) * w.shape[1] * STRIP
+    if w then
+      users[#users + 1] = { node = node, w = w }
+      if not shape_of[w.id] then
+        local K, N = w.shape[1], w.shape[2]
+        shape_of[w.id] = { math.floor((N + STRIP - 1) / STRIP), K, STRIP }   -- (strips, K, 32)
+        weights[#weights + 1] = w
+        total = total + shape_of[w.id][1] * K * STRIP
+      end
     end
   end
-  if #weights == 0 then return ir, 0 end
+  if #users == 0 then return ir, 0 end
   local const_tensor = {}
   for _, c in ipairs(ir.consts) do const_tensor[c.value] = c.tensor end
   local buffer, offset, packed_of = Tensor._empty("f32", { total }, "prepack"), 0, {}
   for _, w in ipairs(weights) do
-    local K, N = w.shape[1], w.shape[2]
-    local shape = { math.floor((N + STRIP - 1) / STRIP), K, STRIP }   -- (strips, K, 32)
-    local t = Tensor._view(buffer, shape, { K * STRIP, STRIP, 1 }, offset, "prepack")
+    local shape = shape_of[w.id]
+    local t = Tensor._view(buffer, shape, { shape[2] * STRIP, STRIP, 1 }, offset, "prepack")
     D.run_kernel(fused_ops.pack_weight, { const_tensor[w.id] }, {}, { { shape = shape, dtype = "f32" } }, t)
-    offset = offset + shape[1] * K * STRIP
+    offset = offset + shape[1] * shape[2] * STRIP
     local id = ir.next_id
     ir.next_id = id + 1
     ir.consts[#ir.consts + 1] = { name = "packed" .. w.id, tensor = t, value = id }
     ir.values[id] = { id = id, shape = shape, dtype = "f32", kind = "const", index = #ir.consts }
     packed_of[w.id] = id
   end
-  local count = 0
-  for _, node in ipairs(ir.nodes) do
-    local w = packable(ir, node)
-    if w then
-      local def = PACKED[node.op]
-      node.op, node.def = def.name, def
-      node.inputs[2] = packed_of[w.id]
-      count = count + 1
-    end
+  for _, u in ipairs(users) do
+    local def = PACKED[u.node.op]
+    u.node.op, u.node.def = def.name, def
+    u.node.inputs[2] = packed_of[u.w.id]
   end
   dce(ir)
-  return ir, count
+  return ir, #users
 end
