@@ -212,9 +212,13 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
           if (at_use) pack_strip(own, p, pc, kc, j, NR);
           const float *b = at_use ? own : packed ? bp + (j - jc) / NR * KC * NR
                                                  : SGEMM_COL(p->B, j, strip_stride(p)) + pc * p->brs;
-          for (int64_t i = 0; i < mc; i += MR)
+          for (int64_t i = 0; i < mc; i += MR) {
+            /* the next tile: the next A panel's rows, or the block's first rows of the next strip */
+            const float *next_c = i + MR < mc ? p->C + (ic + i + MR) * p->ldc + j
+                                  : j + NR < hi ? p->C + ic * p->ldc + j + NR : NULL;
             kr->micro((int)(mc - i < MR ? mc - i : MR), (int)(hi - j < NR ? hi - j : NR), kc, ap + i * kc, b,
-                      packed ? NR : p->brs, p->C + (ic + i) * p->ldc + j, p->ldc, load_c);
+                      packed ? NR : p->brs, p->C + (ic + i) * p->ldc + j, p->ldc, load_c, next_c);
+          }
         }
       }
       if (packed && shared_b) {

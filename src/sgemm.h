@@ -7,9 +7,15 @@
    ap: an A panel packed k-major, MR values per k (rows past mr are padding and never read into c).
    b: row k at b + k * ldb (a packed strip, ldb = NR, or B itself); columns past nr are never read.
    Every c element is one FMA chain: acc = load_c ? c : +0, then acc = fmaf(a[k], b[k], acc) for k in
-   order. Every kernel keeps this rule exactly, so all ISA paths give the same bits. */
+   order. Every kernel keeps this rule exactly, so all ISA paths give the same bits.
+   next_c: the C tile the driver's next call will use (same ldc), or NULL. The kernel prefetches its rows for
+   writing, one row per SGEMM_CPF_K k's, while this tile computes: a tile's first read (or first store) of C
+   would otherwise wait on memory (ds writes into fresh outputs, and C goes out to L3 between k blocks).
+   Zen 5, 1 thread, outputs cold like the bench's: n = 512 161 -> 185 GFLOP/s, 1024 180 -> 197, 2048 153 -> 184;
+   2 threads n = 1024 308 -> 346. A prefetch never faults, so rows past C's end are harmless. */
+#define SGEMM_CPF_K 8
 typedef void (*sgemm_micro_fn)(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c,
-                               int64_t ldc, int load_c);
+                               int64_t ldc, int load_c, const float *next_c);
 /* B layouts: element (k, col) at b[k * ldb + (col >> 5) * sstride + (col & 31)]. A matrix with unit column
    stride has sstride = 32 (row k at b + k * ldb); prepacked strips (ds_sgemm_pack_b) have ldb = 32 and
    sstride = 32 * K: strip s holds columns 32s .. 32s+31 for every k, contiguous, so a weight streams from
@@ -29,26 +35,26 @@ typedef struct {
   sgemm_rows_fn rows;
 } sgemm_kernel;
 
-/* A kernel file defines MR, NR and tile(mr, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c) (always inline), then
-   SGEMM_MICRO: its micro() calls tile with mr (1 .. MR <= 14), full (nr == NR) and ahead as constants, so each
-   instantiation keeps its accumulators in registers. ahead: B is read in place (ldb != NR, a frozen weight
-   streamed from L3 once per call), so tile() prefetches the row SGEMM_AHEAD rows on (14 x 1024 @ 1024 x 256 with
-   48 weights in turn, Zen 5: 1 thread 90 -> 128-139 GFLOP/s, 2 threads 157-162 -> 179-191; packed strips are in
-   L1/L2 and take no prefetch). */
+/* A kernel file defines MR, NR and tile(mr, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c) (always
+   inline), then SGEMM_MICRO: its micro() calls tile with mr (1 .. MR <= 14), full (nr == NR) and ahead as
+   constants, so each instantiation keeps its accumulators in registers. ahead: B is read in place (ldb != NR,
+   a frozen weight streamed from L3 once per call), so tile() prefetches the row SGEMM_AHEAD rows on (14 x 1024
+   @ 1024 x 256 with 48 weights in turn, Zen 5: 1 thread 90 -> 128-139 GFLOP/s, 2 threads 157-162 -> 179-191;
+   packed strips are in L1/L2 and take no prefetch). */
 #define SGEMM_AHEAD 8
 #define SGEMM_CASE(R, full, ahead) \
-  case R: if (R <= MR) tile(R <= MR ? R : 1, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c); break;
+  case R: if (R <= MR) tile(R <= MR ? R : 1, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c); break;
 #define SGEMM_SWITCH(full, ahead) \
   switch (mr) { \
     SGEMM_CASE(14, full, ahead) SGEMM_CASE(13, full, ahead) SGEMM_CASE(12, full, ahead) \
     SGEMM_CASE(11, full, ahead) SGEMM_CASE(10, full, ahead) SGEMM_CASE(9, full, ahead) SGEMM_CASE(8, full, ahead) \
     SGEMM_CASE(7, full, ahead) SGEMM_CASE(6, full, ahead) SGEMM_CASE(5, full, ahead) SGEMM_CASE(4, full, ahead) \
     SGEMM_CASE(3, full, ahead) SGEMM_CASE(2, full, ahead) \
-    default: tile(1, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c); \
+    default: tile(1, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c); \
   }
 #define SGEMM_MICRO \
   static void micro(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc, \
-                    int load_c) { \
+                    int load_c, const float *next_c) { \
     if (nr != NR) SGEMM_SWITCH(0, 0) \
     else if (ldb != NR) SGEMM_SWITCH(1, 1) \
     else SGEMM_SWITCH(1, 0) \

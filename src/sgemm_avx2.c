@@ -15,7 +15,7 @@ static inline __m256i lanes(int n) {
    uses masks */
 __attribute__((always_inline)) static inline void tile(const int mr, const int full, const int ahead, int nr,
                                                        int64_t kc, const float *ap, const float *b, int64_t ldb,
-                                                       float *c, int64_t ldc, int load_c) {
+                                                       float *c, int64_t ldc, int load_c, const float *next_c) {
   const __m256i m0 = lanes(full ? 8 : nr), m1 = lanes(full ? 8 : nr - 8);
   __m256 acc0[MR], acc1[MR];
 #pragma GCC unroll 6
@@ -24,20 +24,29 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int f
     else if (full) { acc0[r] = _mm256_loadu_ps(c + r * ldc); acc1[r] = _mm256_loadu_ps(c + r * ldc + 8); }
     else { acc0[r] = _mm256_maskload_ps(c + r * ldc, m0); acc1[r] = _mm256_maskload_ps(c + r * ldc + 8, m1); }
   }
-  for (int64_t k = 0; k < kc; k++) {
-    __m256 b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, m0);
-    __m256 b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1);
-    if (ahead) {
-      _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb), _MM_HINT_T0);
+  for (int64_t k0 = 0; k0 < kc; k0 += SGEMM_CPF_K) {
+    if (next_c && k0 / SGEMM_CPF_K < mr) {   /* one row of the next tile per group of k's */
+      const float *row = next_c + (k0 / SGEMM_CPF_K) * ldc;
+      __builtin_prefetch(row, 1, 3);
+      __builtin_prefetch(row + NR - 1, 1, 3);
     }
+    const int64_t kend = k0 + SGEMM_CPF_K < kc ? k0 + SGEMM_CPF_K : kc;
+#pragma GCC unroll 8
+    for (int64_t k = k0; k < kend; k++) {
+      __m256 b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, m0);
+      __m256 b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1);
+      if (ahead) {
+        _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb), _MM_HINT_T0);
+      }
 #pragma GCC unroll 6
-    for (int r = 0; r < mr; r++) {
-      __m256 a = _mm256_broadcast_ss(ap + r);
-      acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
+      for (int r = 0; r < mr; r++) {
+        __m256 a = _mm256_broadcast_ss(ap + r);
+        acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
+      }
+      ap += MR;
+      b += ldb;
     }
-    ap += MR;
-    b += ldb;
   }
 #pragma GCC unroll 6
   for (int r = 0; r < mr; r++) {

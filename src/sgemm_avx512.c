@@ -1,5 +1,5 @@
 /* sgemm_avx512.c: the AVX-512 f32 micro-kernel (14 x 32 tile: 28 zmm accumulators, A broadcast, B two zmm). */
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma")
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,prfchw")
 #include "sgemm.h"
 #include <immintrin.h>
 
@@ -10,7 +10,7 @@
    uses masks */
 __attribute__((always_inline)) static inline void tile(const int mr, const int full, const int ahead, int nr,
                                                        int64_t kc, const float *ap, const float *b, int64_t ldb,
-                                                       float *c, int64_t ldc, int load_c) {
+                                                       float *c, int64_t ldc, int load_c, const float *next_c) {
   const __mmask16 m0 = full || nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
   const __mmask16 m1 = full ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
   __m512 acc0[MR], acc1[MR];
@@ -19,22 +19,31 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int f
     acc0[r] = load_c ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
     acc1[r] = load_c ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
   }
-#pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; k++) {
-    __m512 b0 = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(m0, b);
-    __m512 b1 = full ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
-    if (ahead) {
-      _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb), _MM_HINT_T0);
-      _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb + 16), _MM_HINT_T0);
+  for (int64_t k0 = 0; k0 < kc; k0 += SGEMM_CPF_K) {
+    if (next_c && k0 / SGEMM_CPF_K < mr) {   /* one row of the next tile per group of k's */
+      const float *row = next_c + (k0 / SGEMM_CPF_K) * ldc;
+      __builtin_prefetch(row, 1, 3);
+      __builtin_prefetch(row + 16, 1, 3);
+      __builtin_prefetch(row + NR - 1, 1, 3);
     }
+    const int64_t kend = k0 + SGEMM_CPF_K < kc ? k0 + SGEMM_CPF_K : kc;
+#pragma GCC unroll 8
+    for (int64_t k = k0; k < kend; k++) {
+      __m512 b0 = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(m0, b);
+      __m512 b1 = full ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
+      if (ahead) {
+        _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb + 16), _MM_HINT_T0);
+      }
 #pragma GCC unroll 14
-    for (int r = 0; r < mr; r++) {
-      __m512 a = _mm512_set1_ps(ap[r]);
-      acc0[r] = _mm512_fmadd_ps(a, b0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(a, b1, acc1[r]);
+      for (int r = 0; r < mr; r++) {
+        __m512 a = _mm512_set1_ps(ap[r]);
+        acc0[r] = _mm512_fmadd_ps(a, b0, acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(a, b1, acc1[r]);
+      }
+      ap += MR;
+      b += ldb;
     }
-    ap += MR;
-    b += ldb;
   }
 #pragma GCC unroll 14
   for (int r = 0; r < mr; r++) {
