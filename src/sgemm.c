@@ -242,7 +242,38 @@ static float *scratch(size_t floats) {
   return scratch_buf;
 }
 
-/* nbatch products of one shape; sstride > 0: every B[t] is prepacked (sgemm.h's layouts) */
+/* nbatch products of one shape (A[t], B[t], C[t] in the template's strides) and how the threads share them */
+typedef struct {
+  product shape;   /* strides and flags; its A, B, C are set per product */
+  int64_t nbatch;
+  const float *const *A, *const *B;
+  float *const *C;
+  int by_batch;    /* each thread takes whole products (else the threads share each product) */
+  float *buf;      /* packing buffers: per thread an A area (and a B panel when by_batch), else one shared B panel */
+  size_t a_floats, b_floats;
+  const sgemm_kernel *kr;
+} batch_job;
+
+/* thread tid of team's part of the job */
+static void run_share(const batch_job *job, int tid, int team) {
+  product p = job->shape;
+  if (job->by_batch) {
+    float *ap = job->buf + (size_t)tid * (job->a_floats + job->b_floats), *bp = ap + job->a_floats;
+    for (int64_t t = tid * job->nbatch / team; t < (tid + 1) * job->nbatch / team; t++) {
+      p.A = job->A[t]; p.B = job->B[t]; p.C = job->C[t];
+      run_product(&p, job->kr, 0, 1, ap, bp);
+    }
+  } else {
+    float *bp = job->buf, *ap = job->buf + job->b_floats + (size_t)tid * job->a_floats;
+    for (int64_t t = 0; t < job->nbatch; t++) {
+      p.A = job->A[t]; p.B = job->B[t]; p.C = job->C[t];
+      run_product(&p, job->kr, tid, team, ap, bp);
+    }
+  }
+}
+
+/* nbatch products of one shape; sstride > 0: every B[t] is prepacked (sgemm.h's layouts). One thread runs the
+   job without entering a parallel region (an inactive one still costs ~1.2 us, as much as an 8 x 8 product). */
 static int sgemm_run(int64_t nbatch, const float *const *A, const float *const *B, float *const *C, int64_t M,
                      int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs, int64_t sstride,
                      int64_t ldc, int accumulate) {
@@ -256,28 +287,16 @@ static int sgemm_run(int64_t nbatch, const float *const *A, const float *const *
   const sgemm_kernel *kr = isa_kernel();
   double flops = 2.0 * (double)nbatch * (double)M * (double)N * (double)K;
   int nth = omp_in_parallel() || flops < PAR_FLOPS ? 1 : omp_get_max_threads();
-  /* many products: each thread takes whole products; few: the threads share each product */
   int by_batch = nth > 1 && (nbatch % nth == 0 || nbatch >= 4 * nth);
   size_t a_floats = (size_t)(MC_ROWS + kr->mr) * KC, b_floats = (size_t)KC * NC;
   float *buf = scratch((size_t)nth * (a_floats + (by_batch ? b_floats : 0)) + (by_batch ? 0 : b_floats));
   if (!buf) return ds_fail(DS_ENOMEM, "matmul: out of memory for the packing buffers");
-#pragma omp parallel num_threads(nth) if (nth > 1)
-  {
-    int tid = omp_get_thread_num(), team = omp_get_num_threads();
-    product p = { M, N, K, NULL, ars, acs, NULL, brs, bcs, sstride, NULL, ldc, accumulate };
-    if (by_batch) {
-      float *ap = buf + (size_t)tid * (a_floats + b_floats), *bp = ap + a_floats;
-      for (int64_t t = tid * nbatch / team; t < (tid + 1) * nbatch / team; t++) {
-        p.A = A[t]; p.B = B[t]; p.C = C[t];
-        run_product(&p, kr, 0, 1, ap, bp);
-      }
-    } else {
-      float *bp = buf, *ap = buf + b_floats + (size_t)tid * a_floats;
-      for (int64_t t = 0; t < nbatch; t++) {
-        p.A = A[t]; p.B = B[t]; p.C = C[t];
-        run_product(&p, kr, tid, team, ap, bp);
-      }
-    }
+  batch_job job = { { M, N, K, NULL, ars, acs, NULL, brs, bcs, sstride, NULL, ldc, accumulate }, nbatch, A, B, C,
+                    by_batch, buf, a_floats, b_floats, kr };
+  if (nth == 1) run_share(&job, 0, 1);
+  else {
+#pragma omp parallel num_threads(nth)
+    run_share(&job, omp_get_thread_num(), omp_get_num_threads());
   }
   return DS_OK;
 }
