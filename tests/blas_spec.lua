@@ -184,6 +184,27 @@ describe("matmul", function()
     assert.is_true(H.bitwise(one, two))
   end)
 
+  it("eager x @ W without grad (dispatch's shortcut) gives the general path's bits, shape and dtype", function()
+    local cases = { { { 5, 7 }, { 3, 7 } }, { { 2, 4, 9 }, { 33, 9 } }, { { 1, 1 }, { 1, 1 } }, { { 0, 3 }, { 2, 3 } } }
+    for _, c in ipairs(cases) do   -- x (..., M, K) @ W^T, W (N, K)
+      for _, dt in ipairs { "f32", "f64" } do
+        local a, w = rnd(c[1]):astype(dt), rnd(c[2]):astype(dt)
+        local fast = a:matmul(w:t())
+        local ag = a:clone():requires_grad_()
+        local general = ag:matmul(w:t())   -- a grad-tracked operand takes dispatch's general path
+        assert.equal(dt, fast.dtype)
+        assert.same(general.shape, fast.shape)
+        assert.is_true(H.bitwise(general, fast))
+        general:sum():backward()
+        assert.is_true(H.bitwise(ds.ones(fast.shape):astype(dt):matmul(w), ag.grad))
+      end
+      local ai, wi = (rnd(c[1]) * 50):astype("i64"), (rnd(c[2]) * 50):astype("i64")
+      local yi = ai:matmul(wi:t())
+      assert.equal("i64", yi.dtype)
+      assert.is_true(H.bitwise(ai:astype("f64"):matmul(wi:astype("f64"):t()):astype("i64"), yi))
+    end
+  end)
+
   it("empty dims give empty or zero results", function()
     assert.same({ 0, 4 }, rnd(0, 3):matmul(rnd(3, 4)).shape)
     local z = ds.empty(2, 0):matmul(ds.empty(0, 3))

@@ -49,6 +49,9 @@ for _, name in ipairs { "add", "sub", "mul", "div" } do
   Tensor[name .. "_"] = D.fast_binary(def, Tensor[name .. "_"], true)
 end
 
+F.matmul = D.fast_matmul(D.by_name.matmul, F.matmul); Tensor.matmul = F.matmul
+F.mm = F.matmul; Tensor.mm = F.matmul
+
 for _, def in ipairs(D.list) do
   if def.kind == "unary" and def.elementwise and #def.attrs == 0 and def.name ~= "contiguous" then
     F[def.name] = D.fast_unary(def, F[def.name]); Tensor[def.name] = F[def.name]
