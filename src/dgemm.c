@@ -11,6 +11,20 @@
 #define NCB 512                /* columns of C per pass (with K rows of B they are read from L2/L3) */
 #define PAR_FLOPS (1 << 20)
 
+/* row i of C = row i of A @ B (B row-major), NCB columns at a time */
+static void dgemm_row(int64_t i, int64_t N, int64_t K, const double *A, int64_t ars, int64_t acs, const double *B,
+                      int64_t brs, double *C, int64_t ldc, int accumulate) {
+  for (int64_t j0 = 0; j0 < N; j0 += NCB) {
+    int64_t nc = N - j0 < NCB ? N - j0 : NCB;
+    double *c = C + i * ldc + j0;
+    if (!accumulate) for (int64_t j = 0; j < nc; j++) c[j] = 0.0;
+    for (int64_t k = 0; k < K; k++) {
+      const double a = A[i * ars + k * acs], *b = B + k * brs + j0;
+      for (int64_t j = 0; j < nc; j++) c[j] = fma(a, b[j], c[j]);
+    }
+  }
+}
+
 int ds_dgemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int64_t acs, const double *B, int64_t brs,
              int64_t bcs, double *C, int64_t ldc, int accumulate) {
   if (M <= 0 || N <= 0) return DS_OK;
@@ -24,17 +38,12 @@ int ds_dgemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int6
     B = copy; brs = N;
   }
   double flops = 2.0 * (double)M * (double)N * (double)K;
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && M > 1 && flops >= PAR_FLOPS)
-  for (int64_t i = 0; i < M; i++)
-    for (int64_t j0 = 0; j0 < N; j0 += NCB) {
-      int64_t nc = N - j0 < NCB ? N - j0 : NCB;
-      double *c = C + i * ldc + j0;
-      if (!accumulate) for (int64_t j = 0; j < nc; j++) c[j] = 0.0;
-      for (int64_t k = 0; k < K; k++) {
-        const double a = A[i * ars + k * acs], *b = B + k * brs + j0;
-        for (int64_t j = 0; j < nc; j++) c[j] = fma(a, b[j], c[j]);
-      }
-    }
+  if (!omp_in_parallel() && M > 1 && flops >= PAR_FLOPS) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < M; i++) dgemm_row(i, N, K, A, ars, acs, B, brs, C, ldc, accumulate);
+  } else {   /* no inactive parallel region: it would cost ~1.2 us, more than a small product */
+    for (int64_t i = 0; i < M; i++) dgemm_row(i, N, K, A, ars, acs, B, brs, C, ldc, accumulate);
+  }
   free(copy);
   return DS_OK;
 }
