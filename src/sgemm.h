@@ -8,11 +8,12 @@
    b: row k at b + k * ldb (a packed strip, ldb = NR, or B itself); columns past nr are never read.
    Every c element is one FMA chain: acc = load_c ? c : +0, then acc = fmaf(a[k], b[k], acc) for k in
    order. Every kernel keeps this rule exactly, so all ISA paths give the same bits.
-   next_c: the C tile the driver's next call will use (same ldc), or NULL. The kernel prefetches its rows for
-   writing, one row per SGEMM_CPF_K k's, while this tile computes: a tile's first read (or first store) of C
-   would otherwise wait on memory (ds writes into fresh outputs, and C goes out to L3 between k blocks).
-   Zen 5, 1 thread, outputs cold like the bench's: n = 512 161 -> 185 GFLOP/s, 1024 180 -> 197, 2048 153 -> 184;
-   2 threads n = 1024 308 -> 346. A prefetch never faults, so rows past C's end are harmless. */
+   next_c: the C tile the driver's next call will use (same ldc), or NULL. The kernel prefetches its rows (for
+   writing where the ISA has PREFETCHW: the AVX-512 kernel), one row per SGEMM_CPF_K k's, while this tile
+   computes: a tile's first read (or first store) of C would otherwise wait on memory (ds writes into fresh
+   outputs, and C goes out to L3 between k blocks). Zen 5, 1 thread, outputs cold like the bench's: n = 512
+   161 -> 185 GFLOP/s, 1024 180 -> 197, 2048 153 -> 184; 2 threads n = 1024 308 -> 346. A prefetch never
+   faults, so rows past C's end are harmless. */
 #define SGEMM_CPF_K 8
 typedef void (*sgemm_micro_fn)(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c,
                                int64_t ldc, int load_c, const float *next_c);

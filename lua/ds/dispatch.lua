@@ -365,37 +365,59 @@ local function same_shape(sa, sb)
     and sa[5] == sb[5] and sa[6] == sb[6] and sa[7] == sb[7] and sa[8] == sb[8]
 end
 
--- (tensor op tensor) of one dtype and shape runs def's kernel; inplace writes into a; else slow(a, b)
 M.shortcuts = setmetatable({}, { __mode = "k" }) -- the functions below (they check operands or fall back to M.call)
-function M.fast_binary(def, slow, inplace)
-  local kernels = {}
-  local name = inplace and def.name .. "_" or def.name
+
+-- a and b are concrete tensors of one dtype that no tape needs (not tracing, no grad): their C tensors and dtype
+local function plain_pair(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" or state.trace then return nil end
+  local ca, cb, dt = rawget(a, "_c"), rawget(b, "_c"), rawget(a, "dtype")
+  if ca and cb and dt == rawget(b, "dtype")
+     and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
+    return ca, cb, dt
+  end
+end
+
+-- out = kernel k (out, a, b); name for the error
+local function run_pair(k, out, ca, cb, name)
+  fast_tb[0] = out._c; fast_tb[1] = ca; fast_tb[2] = cb
+  if k(fast_tb, no_attrs) ~= 0 then dsffi.fail(name) end
+  return out
+end
+
+-- def's kernel for dtype dt, cached in kernels; false when def has none for dt
+local function kernel_for(def, kernels, dt)
+  local k = kernels[dt]
+  if k == nil then k = def.dtypes[dt] and M.kernel(def, dt) or false; kernels[dt] = k end
+  return k
+end
+
+-- f(a, b) = fast(a, b), or slow(a, b) when fast gives nil; registered as a shortcut
+local function binary_shortcut(fast, slow)
   local f = function(a, b)
-    if type(a) == "table" and type(b) == "table" and not state.trace then
-      local ca, cb = rawget(a, "_c"), rawget(b, "_c")
-      local dt = rawget(a, "dtype")
-      if ca and cb and dt == rawget(b, "dtype")
-         and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad")))
-         -- views written in place: M.call checks overlap
-         and not (inplace and (rawget(a, "_base") or rawget(b, "_base"))) then
-        local sa, sb = a._shape, b._shape
-        local same = sa == sb or same_shape(sa, sb)
-        local k = kernels[dt]
-        if same and k == nil and def.dtypes[dt] then k = M.kernel(def, dt); kernels[dt] = k end
-        if same and k then
-          local out = inplace and a or empty(dt, sa, def.name)
-          fast_tb[0] = out._c; fast_tb[1] = ca; fast_tb[2] = cb
-          local rc = k(fast_tb, no_attrs)
-          if rc ~= 0 then dsffi.fail(name) end
-          return out
-        end
-      end
-    end
-    local r = slow(a, b)
-    return r
+    local out = fast(a, b)
+    if out == nil then out = slow(a, b) end
+    return out   -- not a tail call: LuaJIT counts those against a trace's unroll limit (a chain of ops)
   end
   M.shortcuts[f] = true
   return f
+end
+
+-- (tensor op tensor) of one dtype and shape runs def's kernel; inplace writes into a; else slow(a, b)
+function M.fast_binary(def, slow, inplace)
+  local kernels = {}
+  local name = inplace and def.name .. "_" or def.name
+  return binary_shortcut(function(a, b)
+    local ca, cb, dt = plain_pair(a, b)
+    -- views written in place: M.call checks overlap
+    if ca and not (inplace and (rawget(a, "_base") or rawget(b, "_base"))) then
+      local sa, sb = a._shape, b._shape
+      local k = (sa == sb or same_shape(sa, sb)) and kernel_for(def, kernels, dt)
+      if k then
+        local out = run_pair(k, inplace and a or empty(dt, sa, def.name), ca, cb, name)
+        return out
+      end
+    end
+  end, slow)
 end
 
 -- an attr-less unary op on a concrete tensor of a kernel dtype runs def's kernel; else slow(a, ...)
@@ -421,35 +443,24 @@ function M.fast_unary(def, slow)
 end
 
 -- a (..., M, K) @ b (K, N) of one dtype (x @ W, the eager linear layer's product) runs def's kernel on an output
--- (..., M, N); else slow(a, b). M.call's promotion and inference cost ~3 us a call, as much as a 64 x 64 product.
+-- (..., M, N); else slow(a, b). M.call's promotion and inference cost ~2 us a call, as much as a 32 x 32 product.
 function M.fast_matmul(def, slow)
   local kernels = {}
-  local f = function(a, b)
-    if type(a) == "table" and type(b) == "table" and not state.trace then
-      local ca, cb = rawget(a, "_c"), rawget(b, "_c")
-      local dt = rawget(a, "dtype")
-      if ca and cb and dt == rawget(b, "dtype") and dt ~= "bool"
-         and not (state.grad_enabled and (rawget(a, "requires_grad") or rawget(b, "requires_grad"))) then
-        local sa, sb = a._shape, b._shape
-        local na = #sa
-        local k = kernels[dt]
-        if k == nil and def.dtypes[dt] then k = M.kernel(def, dt); kernels[dt] = k end
-        if k and na >= 2 and #sb == 2 and sa[na] == sb[1] then
-          local shape = {}
-          for i = 1, na - 1 do shape[i] = sa[i] end
-          shape[na] = sb[2]
-          local out = empty(dt, shape, def.name)
-          fast_tb[0] = out._c; fast_tb[1] = ca; fast_tb[2] = cb
-          if k(fast_tb, no_attrs) ~= 0 then dsffi.fail(def.name) end
-          return out
-        end
+  return binary_shortcut(function(a, b)
+    local ca, cb, dt = plain_pair(a, b)
+    if ca and dt ~= "bool" then
+      local sa, sb = a._shape, b._shape
+      local na = #sa
+      local k = na >= 2 and #sb == 2 and sa[na] == sb[1] and kernel_for(def, kernels, dt)
+      if k then
+        local shape = {}
+        for i = 1, na - 1 do shape[i] = sa[i] end
+        shape[na] = sb[2]
+        local out = run_pair(k, empty(dt, shape, def.name), ca, cb, def.name)
+        return out
       end
     end
-    local r = slow(a, b)
-    return r
-  end
-  M.shortcuts[f] = true
-  return f
+  end, slow)
 end
 
 return M
