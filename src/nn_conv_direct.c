@@ -78,6 +78,33 @@ static void scratch_give(scratch *s) { ds_mem_release(s->base, s->rounded); }
    src holds N images of G groups of Ci planes, dst N images of G groups of Co planes; a holds G blocks. */
 typedef struct { int64_t N, G, Ci, Hi, Wi, Hb, Wb, top, left, Co, Ho, Wo, KH, KW, dh, dw, rows; } inner_conv;
 
+/* run_inner's work; inner_images shares the images with `omp for` among the threads of the enclosing parallel
+   region, or runs them all on the calling thread outside one (an inactive region still costs ~1.2 us) */
+typedef struct {
+  const inner_conv *v;
+  const conv_kernel *kr;
+  const float *a, *src, *bias;
+  float *dst;
+  const scratch *s;
+  const int64_t *koff;
+  int64_t K, nvec, ldc, blen;
+} inner_job;
+
+static void inner_images(const inner_job *j) {
+  const inner_conv *v = j->v;
+  int64_t plane = v->Hb * v->Wb;
+  float *buf = scratch_thread(j->s), *c = buf + j->blen;   /* c: (rows, ldc) */
+  #pragma omp for schedule(static)
+  for (int64_t n = 0; n < v->N; n++)
+    for (int64_t gi = 0; gi < v->G; gi++) {
+      int64_t ig = n * v->G + gi;
+      put_planes(j->src + ig * v->Ci * v->Hi * v->Wi, v->Ci, v->Hi, v->Wi, buf, plane, v->Wb, v->top, v->left);
+      j->kr->rows(v->rows, j->nvec, j->K, j->a + gi * v->rows * j->K, j->K, buf, j->koff, c, j->ldc);
+      take_planes(c, j->ldc, v->Co, v->Ho, v->Wo, v->Wb, j->dst + ig * v->Co * v->Ho * v->Wo,
+                  j->bias ? j->bias + gi * v->Co : NULL);
+    }
+}
+
 static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a, const float *src, float *dst,
                      const float *bias, int par, const char *op) {
   int64_t plane = v->Hb * v->Wb, K = v->Ci * v->KH * v->KW;
@@ -89,19 +116,11 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
     return ds_fail(DS_ENOMEM, "%s: out of memory for the padded images", op);
   int64_t *koff = (int64_t *)s.base;
   fill_offsets(koff, v->Ci, v->KH, v->KW, plane, v->Wb, v->dh, v->dw);
-  #pragma omp parallel num_threads(nt) if (par)
-  {
-    float *buf = scratch_thread(&s), *c = buf + blen;   /* c: (rows, ldc) */
-    #pragma omp for schedule(static)
-    for (int64_t n = 0; n < v->N; n++)
-      for (int64_t gi = 0; gi < v->G; gi++) {
-        int64_t ig = n * v->G + gi;
-        put_planes(src + ig * v->Ci * v->Hi * v->Wi, v->Ci, v->Hi, v->Wi, buf, plane, v->Wb, v->top, v->left);
-        kr->rows(v->rows, nvec, K, a + gi * v->rows * K, K, buf, koff, c, ldc);
-        take_planes(c, ldc, v->Co, v->Ho, v->Wo, v->Wb, dst + ig * v->Co * v->Ho * v->Wo,
-                    bias ? bias + gi * v->Co : NULL);
-      }
-  }
+  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen };
+  if (par) {
+    #pragma omp parallel num_threads(nt)
+    inner_images(&job);
+  } else inner_images(&job);
   scratch_give(&s);
   return DS_OK;
 }
@@ -154,6 +173,40 @@ static float lane_tree(const float *p) {
   return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
+/* conv_direct_backward_weight's work; weight_runs shares the R runs of images with `omp for` among the threads
+   of the enclosing parallel region, or runs them all on the calling thread outside one */
+typedef struct {
+  const geom *g;
+  const conv_kernel *kr;
+  const float *gy, *x;
+  const scratch *s;
+  const int64_t *koff;
+  float *acc;
+  int64_t rows, cols, nvec, ldd, xlen, per_run, R, nb;
+} weight_job;
+
+static void weight_runs(const weight_job *j) {
+  const geom *g = j->g;
+  int64_t plane = g->Hp * g->Wp, rows = j->rows, cols = j->cols, ldd = j->ldd, xlen = j->xlen, nb = j->nb;
+  /* nb padded images (xlen each), then nb copies of gy in the wide layout (rows, ldd) */
+  float *xpad = scratch_thread(j->s), *d = xpad + nb * xlen;
+  #pragma omp for schedule(static)
+  for (int64_t r = 0; r < j->R; r++)
+    for (int64_t n0 = r * g->N / j->R, n1 = (r + 1) * g->N / j->R; n0 < n1; n0 += nb) {
+      int64_t m = n1 - n0 < nb ? n1 - n0 : nb;
+      for (int64_t gi = 0; gi < g->G; gi++) {
+        for (int64_t i = 0; i < m; i++) {
+          put_planes(j->x + ((n0 + i) * g->C + gi * g->Cg) * g->hw, g->Cg, g->H, g->W, xpad + i * xlen, plane,
+                     g->Wp, g->ph, g->pw);
+          put_planes(j->gy + ((n0 + i) * g->OC + gi * g->OCg) * g->ohw, g->OCg, g->OH, g->OW, d + i * rows * ldd,
+                     ldd, g->Wp, 0, 0);
+        }
+        j->kr->dots(rows, cols, m, j->nvec, d, ldd, rows * ldd, xpad, xlen, j->koff,
+                    j->acc + r * j->per_run + gi * rows * cols * CONV_LANES);
+      }
+    }
+}
+
 int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, float *gw) {
   if (g->sh != 1 || g->sw != 1 || !g->wide) return CONV_NOT_DIRECT;
   const conv_kernel *kr = isa_kernel();
@@ -175,26 +228,11 @@ int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, 
   fill_offsets(koff, g->Cg, g->KH, g->KW, plane, g->Wp, g->dh, g->dw);
   for (int64_t j = g->ckk; j < cols; j++) koff[j] = koff[0];   /* spare columns, dropped */
   memset(acc, 0, (size_t)(R * per_run * 4));
-  #pragma omp parallel num_threads(nt) if (par)
-  {
-    /* nb padded images (xlen each), then nb copies of gy in the wide layout (rows, ldd) */
-    float *xpad = scratch_thread(&s), *d = xpad + nb * xlen;
-    #pragma omp for schedule(static)
-    for (int64_t r = 0; r < R; r++)
-      for (int64_t n0 = r * g->N / R, n1 = (r + 1) * g->N / R; n0 < n1; n0 += nb) {
-        int64_t m = n1 - n0 < nb ? n1 - n0 : nb;
-        for (int64_t gi = 0; gi < g->G; gi++) {
-          for (int64_t i = 0; i < m; i++) {
-            put_planes(x + ((n0 + i) * g->C + gi * g->Cg) * g->hw, g->Cg, g->H, g->W, xpad + i * xlen, plane, g->Wp,
-                       g->ph, g->pw);
-            put_planes(gy + ((n0 + i) * g->OC + gi * g->OCg) * g->ohw, g->OCg, g->OH, g->OW, d + i * rows * ldd, ldd,
-                       g->Wp, 0, 0);
-          }
-          kr->dots(rows, cols, m, nvec, d, ldd, rows * ldd, xpad, xlen, koff,
-                   acc + r * per_run + gi * rows * cols * CONV_LANES);
-        }
-      }
-  }
+  weight_job job = { g, kr, gy, x, &s, koff, acc, rows, cols, nvec, ldd, xlen, per_run, R, nb };
+  if (par) {
+    #pragma omp parallel num_threads(nt)
+    weight_runs(&job);
+  } else weight_runs(&job);
   for (int64_t r = 1; r < R; r++)
     for (int64_t i = 0; i < per_run; i++) acc[i] += acc[r * per_run + i];
   for (int64_t gi = 0; gi < g->G; gi++)
