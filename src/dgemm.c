@@ -38,12 +38,8 @@ int ds_dgemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int6
     B = copy; brs = N;
   }
   double flops = 2.0 * (double)M * (double)N * (double)K;
-  if (!omp_in_parallel() && M > 1 && flops >= PAR_FLOPS) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < M; i++) dgemm_row(i, N, K, A, ars, acs, B, brs, C, ldc, accumulate);
-  } else {   /* no inactive parallel region: it would cost ~1.2 us, more than a small product */
-    for (int64_t i = 0; i < M; i++) dgemm_row(i, N, K, A, ars, acs, B, brs, C, ldc, accumulate);
-  }
+  DS_PAR_FOR(!omp_in_parallel() && M > 1 && flops >= PAR_FLOPS, i, M,
+             dgemm_row(i, N, K, A, ars, acs, B, brs, C, ldc, accumulate););
   free(copy);
   return DS_OK;
 }

@@ -14,6 +14,17 @@ int ds_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 #define DS_PAR_MIN 32768
 /* Fixed chunk for deterministic reductions and tiles for fused chains, independent of threads. */
 #define DS_CHUNK 4096
+/* for (int64_t V = 0; V < N; V++) { body } split over the OpenMP threads when PAR, else a plain loop on the
+   calling thread: an inactive `parallel for if (0)` region still costs ~1.2 us a call, more than a small kernel */
+#define DS_PAR_FOR(PAR, V, N, ...) \
+  do { \
+    if (PAR) { \
+      _Pragma("omp parallel for schedule(static)") \
+      for (int64_t V = 0; V < (N); V++) { __VA_ARGS__ } \
+    } else { \
+      for (int64_t V = 0; V < (N); V++) { __VA_ARGS__ } \
+    } \
+  } while (0)
 
 /* Broadcast src (ndim_s dims, right-aligned) to out's shape: strides with 0 on broadcast dims.
    Returns 0 when shapes are incompatible. */

@@ -285,8 +285,8 @@ int FN(ds_conv2d_backward_bias)(ds_tensor *const *t, const double *attrs) {
   int64_t rounded;
   T *plane = ds_mem_alloc((N * OC + 1) * (int64_t)sizeof(T), &rounded);
   if (!plane) return ds_fail(DS_ENOMEM, "%s: out of memory", op);
-  #pragma omp parallel for schedule(static) if (gy->numel > DS_PAR_MIN)
-  for (int64_t i = 0; i < N * OC; i++) plane[i] = FN(lanesum)(gp + i * hw, hw);
+  DS_PAR_FOR(gy->numel > DS_PAR_MIN, i, N * OC,
+             plane[i] = FN(lanesum)(gp + i * hw, hw););
   for (int64_t oc = 0; oc < OC; oc++) {
     T s = 0;
     for (int64_t n = 0; n < N; n++) s += plane[n * OC + oc];

@@ -35,8 +35,7 @@ int FN(ds_layer_norm)(ds_tensor *const *t, const double *attrs) {
   DS_CHECK(eps >= 0, "%s: eps must be >= 0", op);
   T *y = t[0]->data, *mp = t[1]->data, *rp = t[2]->data;
   const T *x = t[3]->data, *w = t[4]->data, *b = t[5]->data;
-  #pragma omp parallel for schedule(static) if (R * D > DS_PAR_MIN && R > 1)
-  for (int64_t r = 0; r < R; r++) {
+  DS_PAR_FOR(R * D > DS_PAR_MIN && R > 1, r, R,
     const T *xr = x + r * D;
     T *yr = y + r * D;
     double mean = FN(rowsum)(xr, D) / (double)D;
@@ -44,7 +43,7 @@ int FN(ds_layer_norm)(ds_tensor *const *t, const double *attrs) {
     T m = (T)mean, rs = (T)rstd;
     mp[r] = m; rp[r] = rs;
     for (int64_t i = 0; i < D; i++) yr[i] = (xr[i] - m) * rs * w[i] + b[i];
-  }
+  );
   return DS_OK;
 }
 /* gx, gw (D), gb (D), g, x, mean, rstd, w; attrs: D.
@@ -66,8 +65,7 @@ int FN(ds_layer_norm_backward)(ds_tensor *const *t, const double *attrs) {
   /* per chunk: partial gw, gb (2D) and the row's xhat, g*w scratch (2D) */
   T *part = ds_mem_alloc((4 * D * (nch > 0 ? nch : 1)) * (int64_t)sizeof(T), &rounded);
   if (!part) return ds_fail(DS_ENOMEM, "%s: out of memory", op);
-  #pragma omp parallel for schedule(static) if (R * D > DS_PAR_MIN && nch > 1)
-  for (int64_t c = 0; c < nch; c++) {
+  DS_PAR_FOR(R * D > DS_PAR_MIN && nch > 1, c, nch,
     T *pw = part + 4 * D * c, *pb = pw + D, *xh = pb + D, *gh = xh + D;
     for (int64_t i = 0; i < D; i++) { pw[i] = 0; pb[i] = 0; }
     int64_t r1 = (c + 1) * rc_ < R ? (c + 1) * rc_ : R;
@@ -85,7 +83,7 @@ int FN(ds_layer_norm_backward)(ds_tensor *const *t, const double *attrs) {
       T a1 = (T)(FN(rowsum)(gxr, D) / (double)D);
       for (int64_t i = 0; i < D; i++) gxr[i] = rs * (gh[i] - xh[i] * a1 - a2);
     }
-  }
+  );
   for (int64_t i = 0; i < D; i++) {
     T sw = 0, sb = 0;
     for (int64_t c = 0; c < nch; c++) { sw += part[4 * D * c + i]; sb += part[4 * D * c + D + i]; }

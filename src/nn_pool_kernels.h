@@ -41,13 +41,12 @@ static int FN(max_pool)(ds_tensor *out, ds_tensor *idx, const ds_tensor *x, cons
   T *op_ = out->data;
   int64_t *ip = idx ? idx->data : NULL;
   int two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
-  #pragma omp parallel for schedule(static) if (x->numel > DS_PAR_MIN)
-  for (int64_t p = 0; p < g.P; p++) {
+  DS_PAR_FOR(x->numel > DS_PAR_MIN, p, g.P,
     const T *xs = xp + p * g.H * g.W;
     T *o = op_ + p * g.OH * g.OW;
     int64_t *ix = ip ? ip + p * g.OH * g.OW : NULL;
     if (!two || !MAXPOOL_2X2(xs, o, ix, &g)) FN(maxpool_plane)(xs, o, ix, &g);
-  }
+  );
   return DS_OK;
 }
 /* out, idx, x */
@@ -95,8 +94,7 @@ int FN(ds_avg_pool2d)(ds_tensor *const *t, const double *attrs) {
   int include_pad = attrs[6] != 0;
   const T *xp = t[1]->data;
   T *op_ = t[0]->data;
-  #pragma omp parallel for schedule(static) if (t[1]->numel > DS_PAR_MIN)
-  for (int64_t p = 0; p < g.P; p++) {
+  DS_PAR_FOR(t[1]->numel > DS_PAR_MIN, p, g.P,
     const T *x = xp + p * g.H * g.W;
     T *o = op_ + p * g.OH * g.OW;
     for (int64_t oh = 0; oh < g.OH; oh++) {
@@ -112,7 +110,7 @@ int FN(ds_avg_pool2d)(ds_tensor *const *t, const double *attrs) {
         o[oh * g.OW + ow] = s / (T)cnt;
       }
     }
-  }
+  );
   return DS_OK;
 }
 /* gx (N,C,H,W), g (N,C,OH,OW); attrs as forward */
@@ -123,8 +121,7 @@ int FN(ds_avg_pool2d_backward)(ds_tensor *const *t, const double *attrs) {
   int include_pad = attrs[6] != 0;
   T *xp = t[0]->data;
   const T *gp = t[1]->data;
-  #pragma omp parallel for schedule(static) if (t[0]->numel > DS_PAR_MIN)
-  for (int64_t p = 0; p < g.P; p++) {
+  DS_PAR_FOR(t[0]->numel > DS_PAR_MIN, p, g.P,
     T *x = xp + p * g.H * g.W;
     const T *gg = gp + p * g.OH * g.OW;
     memset(x, 0, (size_t)(g.H * g.W) * sizeof(T));
@@ -140,7 +137,7 @@ int FN(ds_avg_pool2d_backward)(ds_tensor *const *t, const double *attrs) {
           for (int64_t w = w0; w < w1; w++) x[h * g.W + w] += v;
       }
     }
-  }
+  );
   return DS_OK;
 }
 

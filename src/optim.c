@@ -35,26 +35,15 @@ static int64_t row_offset(const ds_tensor *t, int64_t r) {
 }
 
 /* run the body (the macro's last argument) for every element i of the parameter (row-major), with gk the grad's
-   element offset; split over threads above DS_PAR_MIN elements, else a plain loop outside any parallel region
-   (an inactive `parallel if (0)` region still cost ~1.2 us per parameter and step) */
-#define FOR_CONTIGUOUS(n, ...) for (int64_t i = 0; i < n; i++) { const int64_t gk = i; __VA_ARGS__ }
-#define FOR_ROWS(gt, inner, gs, rows, ...) \
-  for (int64_t r = 0; r < rows; r++) { \
-    const int64_t base = row_offset(gt, r); \
-    for (int64_t j = 0; j < inner; j++) { const int64_t i = r * inner + j, gk = base + j * gs; __VA_ARGS__ } \
-  }
+   element offset; split over threads above DS_PAR_MIN elements */
 #define FOR_EACH(n, gt, ...) \
   if (ds_tensor_is_contiguous(gt)) { \
-    if (n > DS_PAR_MIN) { \
-      _Pragma("omp parallel for schedule(static)") \
-      FOR_CONTIGUOUS(n, __VA_ARGS__) \
-    } else FOR_CONTIGUOUS(n, __VA_ARGS__) \
+    DS_PAR_FOR(n > DS_PAR_MIN, i, n, const int64_t gk = i; __VA_ARGS__); \
   } else if (n > 0) { \
     const int64_t inner = (gt)->shape[(gt)->ndim - 1], gs = (gt)->strides[(gt)->ndim - 1], rows = n / inner; \
-    if (n > DS_PAR_MIN) { \
-      _Pragma("omp parallel for schedule(static)") \
-      FOR_ROWS(gt, inner, gs, rows, __VA_ARGS__) \
-    } else FOR_ROWS(gt, inner, gs, rows, __VA_ARGS__) \
+    DS_PAR_FOR(n > DS_PAR_MIN, r, rows, \
+      const int64_t base = row_offset(gt, r); \
+      for (int64_t j = 0; j < inner; j++) { const int64_t i = r * inner + j, gk = base + j * gs; __VA_ARGS__ }); \
   }
 
 static int check_step(const ds_tensor *s, const char *op) {
