@@ -13,7 +13,7 @@ local LAYERS = {
   { name = "graph", modules = { "ds.graph", "ds.trace", "ds.control", "ds.ops.control" } },
   { name = "conversion", modules = { "ds.convert", "ds.convert.*" } },
   { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy" } },
-  { name = "files", modules = { "ds.io", "ds.io.*", "ds.onnx", "ds.onnx.*" } },
+  { name = "files", modules = { "ds.io", "ds.io.*", "ds.onnx", "ds.onnx.*", "ds.onnx.handlers.*" } },
   { name = "namespace", modules = { "ds" } },
   { name = "front ends", modules = { "ds.repl" } },
 }

@@ -78,9 +78,9 @@ describe_or_skip("ds.onnx.load of hostile files", function()
     refused({ node = { { op_type = "FooBar", input = { "x" }, output = { "y" } } }, input = { vi("x", { 2 }) }, output = { vi("y") } },
       "node 1 (FooBar)", "not supported")
     refused({ node = { { op_type = "Add", input = { "x" }, output = { "y" } } }, input = { vi("x", { 2 }) }, output = { vi("y") } },
-      "node 1 (Add) has no input 2; the op needs at least 2")
+      "node 1 (Add): it has no input 2; the op needs at least 2")
     refused({ node = { { op_type = "Relu", input = { "x", "x" }, output = { "y" } } }, input = { vi("x", { 2 }) }, output = { vi("y") } },
-      "node 1 (Relu) has 2 inputs; the op takes at most 1")
+      "node 1 (Relu): it has 2 inputs; the op takes at most 1")
     refused({ node = { { op_type = "Relu", input = { "b" }, output = { "a" } }, { op_type = "Relu", input = { "a" }, output = { "b" } } },
       input = { vi("x", { 2 }) }, output = { vi("b") } }, "node 1 (Relu) reads b, which no node or input defines")
   end)

@@ -1,13 +1,12 @@
-# tools/gen_onnx_arity.py: writes lua/ds/onnx/arity.lua, the input counts of each ONNX op ds.onnx.load reads,
-# from ONNX's own operator schemas (python3-onnx) over the opsets ds reads: the fewest inputs any of those
-# versions requires and the most any accepts (a variadic input: no upper bound).
-# usage: /usr/bin/python3 tools/gen_onnx_arity.py OP_NAME...  (make onnx-arity passes ds's list)
-import sys
+# tools/gen_onnx_arity.py: writes lua/ds/onnx/arity.lua, the input counts of every op of ONNX's standard
+# domain, from ONNX's own operator schemas (python3-onnx) over the opsets it knows: the fewest inputs any of
+# those versions requires and the most any accepts (a variadic input: no upper bound).
+# usage: /usr/bin/python3 tools/gen_onnx_arity.py  (make onnx-arity)
 import onnx.defs as defs
 
-OPSET_MIN, OPSET_MAX = 7, 17
+OPSET_MIN, OPSET_MAX = 1, defs.onnx_opset_version()
 rows = []
-for op in sorted(sys.argv[1:]):
+for op in sorted({s.name for s in defs.get_all_schemas_with_history() if s.domain == ""}):
     lo, hi = None, 0
     for v in range(OPSET_MIN, OPSET_MAX + 1):
         try:

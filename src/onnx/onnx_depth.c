@@ -46,9 +46,8 @@ static int walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p, const 
 	return 0;
 }
 
-extern const ProtobufCMessageDescriptor onnx__model_proto__descriptor;
-
-int ds_onnx_max_depth(const uint8_t *data, size_t len, int limit)
+/* the same for a message of type desc (a ModelProto, a TensorProto of a test's data, ...) */
+int ds_onnx_max_depth(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len, int limit)
 {
-	return walk(&onnx__model_proto__descriptor, data, data + len, limit);
+	return walk(desc, data, data + len, limit);
 }

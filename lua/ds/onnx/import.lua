@@ -17,7 +17,7 @@ local ARITY = require("ds.onnx.arity")
 
 local M = {}
 M.MAX_BYTES = 2 ^ 31 -- a model file larger than this is refused (protobuf's own limit is 2 GiB)
-M.OPSETS = { min = 7, max = 17 }
+M.OPSETS = { min = 1, max = 21 } -- older opsets: handlers refuse what differs (attributes they do not know)
 
 local function fail(path, msg) error("ds.onnx.load: " .. path .. ": " .. msg, 0) end
 
@@ -47,38 +47,47 @@ local function spec_of(vi, path)
   return shape, dt
 end
 
--- check the model before anything runs: opset, every op known, attributes of a known type
+-- check the model before anything runs: opset, every op known, attributes of a known type, input counts.
+-- Every node ds cannot read is listed in one error (op, name, reason), not just the first.
 local function validate(model, path)
   if not model.graph then fail(path, "has no graph") end
   local opset
   for _, o in ipairs(model.opset_import or {}) do
-    if o.domain == nil or o.domain == "" or o.domain == "ai.onnx" then opset = o.version
-    else fail(path, "imports the operator set '" .. o.domain .. "', which ds does not implement") end
+    -- other domains (ai.onnx.ml, com.microsoft, ...) may be imported; a node that uses one is refused below
+    if o.domain == nil or o.domain == "" or o.domain == "ai.onnx" then opset = o.version end
   end
   opset = opset or 1
   if opset < M.OPSETS.min or opset > M.OPSETS.max then
     fail(path, string.format("uses opset %d; ds reads opsets %d to %d", opset, M.OPSETS.min, M.OPSETS.max))
   end
+  local problems = {}
   for i, node in ipairs(model.graph.node or {}) do
     local named = node.name and (" '" .. node.name .. "'") or ""
     local where = string.format("node %d (%s%s)", i, tostring(node.op_type), named)
-    if node.domain and node.domain ~= "" and node.domain ~= "ai.onnx" then
-      fail(path, where .. " is in domain '" .. node.domain .. "', which ds does not implement")
-    end
-    if not handlers.OPS[node.op_type or ""] then
-      fail(path, where .. ": the ONNX op " .. tostring(node.op_type) .. " is not supported by ds.onnx.load")
-    end
-    handlers.check_attrs(node, where, path)
-    local fewest, most = ARITY[node.op_type][1], ARITY[node.op_type][2]
-    local inputs = node.input or {}
-    if #inputs > most then
-      fail(path, string.format("%s has %d inputs; the op takes at most %d", where, #inputs, most))
-    end
-    for k = 1, fewest do
-      if inputs[k] == nil or inputs[k] == "" then
-        fail(path, string.format("%s has no input %d; the op needs at least %d", where, k, fewest))
+    local ok, err = pcall(function()
+      if node.domain and node.domain ~= "" and node.domain ~= "ai.onnx" then
+        error("it is in domain '" .. node.domain .. "', which ds does not implement", 0)
       end
-    end
+      if not handlers.OPS[node.op_type or ""] then
+        error("the ONNX op " .. tostring(node.op_type) .. " is not supported by ds.onnx.load", 0)
+      end
+      handlers.check_attrs(node)
+      local arity = ARITY[node.op_type] or { 0, math.huge }
+      local inputs = node.input or {}
+      if #inputs > arity[2] then
+        error(string.format("it has %d inputs; the op takes at most %d", #inputs, arity[2]), 0)
+      end
+      for k = 1, arity[1] do
+        if inputs[k] == nil or inputs[k] == "" then
+          error(string.format("it has no input %d; the op needs at least %d", k, arity[1]), 0)
+        end
+      end
+    end)
+    if not ok then problems[#problems + 1] = where .. ": " .. message(err) end
+  end
+  if #problems == 1 then fail(path, problems[1]) end
+  if #problems > 1 then
+    fail(path, #problems .. " nodes cannot be read:\n  " .. table.concat(problems, "\n  "))
   end
   return opset
 end

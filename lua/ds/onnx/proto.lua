@@ -23,7 +23,7 @@ size_t protobuf_c_message_pack(const void *message, uint8_t *out);
 void *protobuf_c_message_unpack(const ds_pbc_message_desc *descriptor, void *allocator, size_t len,
   const uint8_t *data);
 void protobuf_c_message_free_unpacked(void *message, void *allocator);
-int ds_onnx_max_depth(const uint8_t *data, size_t len, int limit);
+int ds_onnx_max_depth(const ds_pbc_message_desc *desc, const uint8_t *data, size_t len, int limit);
 ]]
 
 local function load_lib()
@@ -220,7 +220,7 @@ M.MAX_DEPTH = 64 -- nesting of messages (graphs inside attributes inside graphs 
 
 -- the Lua table of message `name` in bytes; what = the file name for errors
 function M.decode(name, bytes, what)
-  local depth = lib().ds_onnx_max_depth(bytes, #bytes, M.MAX_DEPTH)
+  local depth = lib().ds_onnx_max_depth(M.descriptor(name), bytes, #bytes, M.MAX_DEPTH)
   if depth < 0 then
     error(string.format("ds.onnx.load: %s is not a valid protobuf (%s)", what,
       depth == -2 and "messages nested deeper than " .. M.MAX_DEPTH or "malformed wire format"), 0)
