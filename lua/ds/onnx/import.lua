@@ -21,6 +21,8 @@ M.OPSETS = { min = 1, max = 21 } -- older opsets: handlers refuse what differs (
 
 local function fail(path, msg) error("ds.onnx.load: " .. path .. ": " .. msg, 0) end
 
+local run_graph -- below
+
 -- an error message without the "file:line: " position Lua put in front of it
 local function message(err) return (tostring(err):gsub("^[^\n:]*:%d+: ", "")) end
 
@@ -61,35 +63,79 @@ local function validate(model, path)
     fail(path, string.format("uses opset %d; ds reads opsets %d to %d", opset, M.OPSETS.min, M.OPSETS.max))
   end
   local problems = {}
-  for i, node in ipairs(model.graph.node or {}) do
-    local named = node.name and (" '" .. node.name .. "'") or ""
-    local where = string.format("node %d (%s%s)", i, tostring(node.op_type), named)
-    local ok, err = pcall(function()
-      if node.domain and node.domain ~= "" and node.domain ~= "ai.onnx" then
-        error("it is in domain '" .. node.domain .. "', which ds does not implement", 0)
-      end
-      if not handlers.OPS[node.op_type or ""] then
-        error("the ONNX op " .. tostring(node.op_type) .. " is not supported by ds.onnx.load", 0)
-      end
-      handlers.check_attrs(node)
-      local arity = ARITY[node.op_type] or { 0, math.huge }
-      local inputs = node.input or {}
-      if #inputs > arity[2] then
-        error(string.format("it has %d inputs; the op takes at most %d", #inputs, arity[2]), 0)
-      end
-      for k = 1, arity[1] do
-        if inputs[k] == nil or inputs[k] == "" then
-          error(string.format("it has no input %d; the op needs at least %d", k, arity[1]), 0)
+  local function check_nodes(graph, prefix)
+    for i, node in ipairs(graph.node or {}) do
+      local named = node.name and (" '" .. node.name .. "'") or ""
+      local where = string.format("%snode %d (%s%s)", prefix, i, tostring(node.op_type), named)
+      local ok, err = pcall(function()
+        if node.domain and node.domain ~= "" and node.domain ~= "ai.onnx" then
+          error("it is in domain '" .. node.domain .. "', which ds does not implement", 0)
         end
+        if not handlers.OPS[node.op_type or ""] then
+          error("the ONNX op " .. tostring(node.op_type) .. " is not supported by ds.onnx.load", 0)
+        end
+        handlers.check_attrs(node)
+        local arity = ARITY[node.op_type] or { 0, math.huge }
+        local inputs = node.input or {}
+        if #inputs > arity[2] then
+          error(string.format("it has %d inputs; the op takes at most %d", #inputs, arity[2]), 0)
+        end
+        for k = 1, arity[1] do
+          if inputs[k] == nil or inputs[k] == "" then
+            error(string.format("it has no input %d; the op needs at least %d", k, arity[1]), 0)
+          end
+        end
+      end)
+      if not ok then problems[#problems + 1] = where .. ": " .. message(err) end
+      for _, a in ipairs(node.attribute or {}) do -- subgraphs (If's branches, Loop's body, ...)
+        if a.g then check_nodes(a.g, where .. ", attribute " .. tostring(a.name) .. ": ") end
       end
-    end)
-    if not ok then problems[#problems + 1] = where .. ": " .. message(err) end
+    end
   end
+  check_nodes(model.graph, "")
   if #problems == 1 then fail(path, problems[1]) end
   if #problems > 1 then
     fail(path, #problems .. " nodes cannot be read:\n  " .. table.concat(problems, "\n  "))
   end
   return opset
+end
+
+-- runs the nodes of GraphProto g on the values in env (name -> value; outer-scope values through its
+-- __index) and returns g's output values in order. A handler reaches subgraphs (If's branches, Loop's body)
+-- through its ctx: ctx.run_graph(sub, inputs) runs sub with its inputs bound to the list inputs, seeing the
+-- values visible at the node. prefix names the enclosing node in errors.
+run_graph = function(g, env, path, opset, prefix)
+  for i, node in ipairs(g.node or {}) do
+    local where = string.format("%snode %d (%s%s)", prefix, i, node.op_type, node.name and (" '" .. node.name .. "'")
+      or "")
+    local ins = {}
+    for k, nm in ipairs(node.input or {}) do
+      if nm ~= "" then
+        ins[k] = env[nm]
+        if ins[k] == nil then fail(path, where .. " reads " .. nm .. ", which no node or input defines") end
+      end
+    end
+    local ctx = { opset = opset }
+    function ctx.run_graph(sub, inputs)
+      local inner = setmetatable({}, { __index = env })
+      for k, vi in ipairs(sub.input or {}) do inner[vi.name] = inputs[k] end
+      return run_graph(sub, inner, path, opset, where .. ", subgraph " .. tostring(sub.name) .. ": ")
+    end
+    local ok, outs = pcall(handlers.run, node, ins, opset, ctx)
+    if not ok then
+      local msg = message(outs)
+      if msg:sub(1, 14) == "ds.onnx.load: " then error(msg, 0) end -- a subgraph's own failure, already placed
+      fail(path, where .. ": " .. msg)
+    end
+    for k, nm in ipairs(node.output or {}) do if nm ~= "" then env[nm] = outs[k] end end
+  end
+  local res = {}
+  for k, vi in ipairs(g.output or {}) do
+    local v = env[vi.name]
+    if v == nil then fail(path, prefix .. "output " .. tostring(vi.name) .. " is not computed by the graph") end
+    res[k] = v
+  end
+  return res
 end
 
 -- the model in path as a ds.Graph (M.load, past its argument checks)
@@ -116,26 +162,9 @@ local function load(path)
   local function run(...)
     local env = setmetatable({}, { __index = values })
     for i, nm in ipairs(names) do env[nm] = (select(i, ...)) end
-    for i, node in ipairs(g.node or {}) do
-      local where = string.format("node %d (%s%s)", i, node.op_type, node.name and (" '" .. node.name .. "'") or "")
-      local ins = {}
-      for k, nm in ipairs(node.input or {}) do
-        if nm ~= "" then
-          ins[k] = env[nm]
-          if ins[k] == nil then fail(path, where .. " reads " .. nm .. ", which no node or input defines") end
-        end
-      end
-      local ok, outs = pcall(handlers.run, node, ins, opset)
-      if not ok then fail(path, where .. ": " .. message(outs)) end
-      for k, nm in ipairs(node.output or {}) do if nm ~= "" then env[nm] = outs[k] end end
-    end
-    local res = {}
-    for k, vi in ipairs(g.output) do
-      local v = env[vi.name]
-      if v == nil then fail(path, "output " .. tostring(vi.name) .. " is not computed by the graph") end
-      res[k] = V.tensor(v)
-    end
-    return unpack(res)
+    local res = run_graph(g, env, path, opset, "")
+    for k, v in ipairs(res) do res[k] = V.tensor(v) end
+    return unpack(res, 1, #g.output)
   end
   local graph = trace.trace(run, specs)
   graph.name = g.name and g.name:gsub("[^%w_]", "_") or "onnx"

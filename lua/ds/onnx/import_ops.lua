@@ -44,7 +44,8 @@ function M.check_attrs(node)
   end
 end
 
-function M.run(node, ins, opset)
+-- the outputs of node (a list) on its input values ins; ctx = {opset, run_graph(subgraph, inputs) -> outputs}
+function M.run(node, ins, opset, ctx)
   local h = OPS[node.op_type]
   local at = {}
   for _, a in ipairs(node.attribute or {}) do at[a.name] = attr_value(a) end
@@ -54,7 +55,7 @@ function M.run(node, ins, opset)
       if d ~= false then at[k] = d end
     end
   end
-  local outs = { h.run(ins, at, node, opset) }
+  local outs = { h.run(ins, at, node, opset, ctx) }
   return outs
 end
 

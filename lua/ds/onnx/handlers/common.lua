@@ -2,7 +2,8 @@
 -- defaults, axis conversion and the folding of consts (small tensors known at import time as Lua data).
 --[[ A family module builds its table with `local OPS, def = common.family()` and returns OPS;
   def(names, attrs, run) adds OPS[name] = {attrs = {name = default | REQUIRED | false}, run = run} where
-  run(ins, at, node, opset) -> outputs. ins are values (ds tensors or consts, import_values.lua; nil for an
+  run(ins, at, node, opset, ctx) -> outputs (ctx.run_graph(subgraph, inputs) -> output values runs a subgraph
+  attribute, e.g. If's branches, seeing the values visible at the node). ins are values (ds tensors or consts, import_values.lua; nil for an
   omitted optional input); at the attributes by name with defaults filled in (false: no default, absent).
   ONNX axes are 0-based (negative from the end); ds dims are 1-based (negative from the end): dim(a). ]]
 local V = require("ds.onnx.import_values")
