@@ -199,6 +199,9 @@ function M.compile(target, specs_or_opts, opts)
   if opts ~= nil and (type(opts) ~= "table" or is_tensor(opts)) then
     errors.raise("compile: options must be a table, got " .. type(opts))
   end
+  -- an object that compiles itself (an imported model specialized on input values: onnx/specialized.lua)
+  local mt = type(target) == "table" and not is_tensor(target) and getmetatable(target)
+  if type(mt) == "table" and mt.__ds_compile then return mt.__ds_compile(target, specs_or_opts or opts) end
   local callable = type(target) == "function" or T.is_module(target)
   if callable and not is_spec_list(specs_or_opts) then return M.new(target, specs_or_opts) end
   if Graph.is_graph(target) then return compiler.compile_graph(target, specs_or_opts or opts) end

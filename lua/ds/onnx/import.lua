@@ -14,6 +14,7 @@ local types = require("ds.onnx.types")
 local V = require("ds.onnx.import_values")
 local handlers = require("ds.onnx.import_ops")
 local ARITY = require("ds.onnx.arity")
+local specialized = require("ds.onnx.specialized")
 
 local M = {}
 M.MAX_BYTES = 2 ^ 31 -- a model file larger than this is refused (protobuf's own limit is 2 GiB)
@@ -138,7 +139,8 @@ run_graph = function(g, env, path, opset, prefix)
   return res
 end
 
--- the model in path as a ds.Graph (M.load, past its argument checks)
+-- the model in path as a ds.Graph, or as a Specialized model when its graph depends on input values (M.load,
+-- past its argument checks)
 local function load(path)
   local bytes = files.read_string(path, M.MAX_BYTES, files.raiser("ds.onnx.load: "))
   local model = proto.decode("ModelProto", bytes, path)
@@ -150,25 +152,48 @@ local function load(path)
     if not ok then fail(path, message(c)) end
     values[init.name] = c
   end
-  local specs, names = {}, {}
+  local inputs, input_specs = {}, {}
   for _, vi in ipairs(g.input or {}) do
     if not values[vi.name] then
       local shape, dt = spec_of(vi, path)
-      specs[#specs + 1] = trace.spec(shape, dt, vi.name)
-      names[#names + 1] = vi.name
+      inputs[#inputs + 1] = vi.name
+      input_specs[vi.name] = trace.spec(shape, dt, vi.name)
     end
   end
   if #(g.output or {}) == 0 then fail(path, "the graph has no outputs") end
-  local function run(...)
-    local env = setmetatable({}, { __index = values })
-    for i, nm in ipairs(names) do env[nm] = (select(i, ...)) end
-    local res = run_graph(g, env, path, opset, "")
-    for k, v in ipairs(res) do res[k] = V.tensor(v) end
-    return unpack(res, 1, #g.output)
+  local name = g.name and g.name:gsub("[^%w_]", "_") or "onnx"
+
+  -- the graph traced with the inputs in fixed (name -> const) bound to their values: graph, or nil, the
+  -- error and the names of the inputs whose values a handler asked for
+  local function trace_fixed(fixed)
+    local specs, names = {}, {}
+    for _, nm in ipairs(inputs) do
+      if not fixed[nm] then specs[#specs + 1], names[#names + 1] = input_specs[nm], nm end
+    end
+    local input_of, wanted = setmetatable({}, { __mode = "k" }), {}
+    local function run(...)
+      local env = setmetatable({}, { __index = values })
+      for nm, c in pairs(fixed) do env[nm] = c end
+      for i, nm in ipairs(names) do
+        local t = (select(i, ...))
+        env[nm], input_of[t] = t, nm
+      end
+      local res = run_graph(g, env, path, opset, "")
+      for k, v in ipairs(res) do res[k] = V.tensor(v) end
+      return unpack(res, 1, #g.output)
+    end
+    V.on_value_wanted = function(t) if input_of[t] then wanted[input_of[t]] = true end end
+    local ok, graph = pcall(trace.trace, run, specs)
+    V.on_value_wanted = nil
+    if not ok then return nil, graph, wanted end
+    graph.name = name
+    return graph
   end
-  local graph = trace.trace(run, specs)
-  graph.name = g.name and g.name:gsub("[^%w_]", "_") or "onnx"
-  return graph
+
+  local graph, err, wanted = trace_fixed({})
+  if graph then return graph end
+  if not message(err):find("must be a constant", 1, true) then error(err, 0) end
+  return specialized.new(name, trace_fixed, inputs, wanted)
 end
 
 -- ds.onnx.load(path): the model as a ds.Graph whose inputs are the model's (names and dims kept). Every

@@ -32,9 +32,10 @@ end
 -- a concrete tensor -> its const (Lua data when small)
 function M.const_of_tensor(t) return trace.init_scope(const_of_tensor, t) end
 
--- a TensorProto -> a const (and a ds tensor for its data); what names it in errors
+-- a TensorProto -> a const (and a ds tensor for its data); what names it in errors. Element types ds lacks
+-- are widened (types.lua: INT8 -> i32, FLOAT16 -> f32, ...)
 local function tensor_of(tp, what)
-  local dt = types.DS[tp.data_type or 0]
+  local dt, store = types.DS[tp.data_type or 0], types.STORAGE[tp.data_type or 0]
   if not dt then
     error(string.format("%s has element type %s, which ds does not support", what,
       types.NAME[tp.data_type or 0] or tostring(tp.data_type)), 0)
@@ -48,22 +49,24 @@ local function tensor_of(tp, what)
   end
   if n > 2 ^ 31 then error(what .. " has " .. n .. " elements", 0) end
   -- the data the file holds must fill the shape, checked before the tensor is made: memory follows the file's size
-  local size = dtype.size[dt]
+  local size = ffi.sizeof(store.ctype)
   local raw = tp.raw_data and #tp.raw_data > 0
-  local field = (dt == "f32" and tp.float_data) or (dt == "f64" and tp.double_data) or (dt == "i64" and tp.int64_data)
-    or tp.int32_data or {} -- i32, u8 and bool are stored in int32_data
+  local field = tp[store.field] or {}
   if raw and #tp.raw_data ~= n * size then
     error(string.format("%s: raw_data has %d bytes, its shape %s of %s needs %d", what, #tp.raw_data,
-      table.concat(shape, "x"), dt, n * size), 0)
+      table.concat(shape, "x"), types.NAME[tp.data_type], n * size), 0)
   elseif not raw and #field ~= n then
     error(string.format("%s holds %d values, its shape %s needs %d", what, #field, table.concat(shape, "x"), n), 0)
   end
   local t = F.zeros(shape, { dtype = dt })
-  if raw then
-    ffi.copy(t:data_ptr(), tp.raw_data, n * size)
+  local p, decode = ffi.cast(types.CTYPE[dt] .. " *", t:data_ptr()), store.decode
+  if raw and store.ctype == types.CTYPE[dt] then
+    ffi.copy(p, tp.raw_data, n * size)
+  elseif raw then -- a narrower stored type, widened element by element
+    local src = ffi.cast("const " .. store.ctype .. " *", tp.raw_data)
+    for i = 0, n - 1 do p[i] = decode and decode(src[i]) or src[i] end
   else
-    local p = ffi.cast(types.CTYPE[dt] .. " *", t:data_ptr())
-    for i = 1, n do p[i - 1] = field[i] end
+    for i = 1, n do p[i - 1] = decode and decode(field[i]) or field[i] end
   end
   return const_of_tensor(t)
 end
@@ -74,6 +77,7 @@ function M.tensor_of(tp, what) return trace.init_scope(tensor_of, tp, what) end
 -- a const's data, which must be known (refuses big initializers)
 function M.data(v, what)
   if not M.is_const(v) or not v.data then
+    if M.on_value_wanted then M.on_value_wanted(v) end -- the importer notes which input it was (specialized.lua)
     error((what or "this input") ..
       " must be a constant (an initializer or a Constant node, or computed from shapes)", 0)
   end
