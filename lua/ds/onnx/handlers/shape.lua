@@ -6,33 +6,38 @@ local dtype = require("ds.dtype")
 local types = require("ds.onnx.types")
 local V = require("ds.onnx.import_values")
 local common = require("ds.onnx.handlers.common")
+local NF = require("ds.nn.functional")
 
 local OPS, def = common.family()
 local REQUIRED, T, is_const = common.REQUIRED, V.tensor, V.is_const
 local dim, rank, axis0, refuse, all_const = common.dim, common.rank, common.axis0, common.refuse, common.all_const
 
--- Pad (constant mode, zeros) on the two spatial dims of an NCHW tensor, folded into a pooling or conv by
--- padding with ds ops: cat of zero blocks
-def("Pad", { mode = "constant" }, function(ins, at)
-  if at.mode ~= "constant" then refuse("Pad: mode " .. tostring(at.mode) .. " is not supported") end
+-- Pad: pads = {x1_begin, x2_begin, ..., x1_end, x2_end} over all axes (or over `axes`, opset 18); an
+-- attribute before opset 11; negative pads crop. Modes: constant, reflect, edge (ds's replicate), wrap
+-- (circular) through F.pad, which takes PyTorch's order (last dim first, {left, right} each).
+local PAD_MODE = { constant = "constant", reflect = "reflect", edge = "replicate", wrap = "circular" }
+def("Pad", { mode = "constant", pads = false, value = false }, function(ins, at)
+  local mode = PAD_MODE[at.mode] or refuse("Pad: mode " .. tostring(at.mode) .. " is not supported")
   local x = T(ins[1])
-  local p = V.ints(ins[2], "Pad's pads")
-  local value = ins[3] and V.data(ins[3], "Pad's constant_value")[1] or 0
-  if ins[4] then refuse("Pad: the axes input is not supported") end
   local r = rank(x)
-  for d = 1, r do
-    local before, after = p[d], p[d + r]
-    if before < 0 or after < 0 then refuse("Pad: negative pads are not supported") end
-    local parts = {}
-    local shape = x.shape
-    if before > 0 then shape[d] = before; parts[#parts + 1] = F.full(shape, value, { dtype = x.dtype }) end
-    parts[#parts + 1] = x
-    if after > 0 then
-      shape = x.shape; shape[d] = after; parts[#parts + 1] = F.full(shape, value, { dtype = x.dtype })
-    end
-    if #parts > 1 then x = F.cat(parts, d) end
+  local p = ins[2] and V.ints(ins[2], "Pad's pads") or at.pads or refuse("Pad needs pads")
+  local value = at.value or 0
+  if ins[3] then value = V.data(ins[3], "Pad's constant_value")[1] or 0 end
+  local axes = {}
+  if ins[4] then
+    for i, a in ipairs(V.ints(ins[4], "Pad's axes")) do axes[i] = axis0(a, r, "Pad") end
+  else
+    for i = 1, r do axes[i] = i - 1 end
   end
-  return x
+  if #p ~= 2 * #axes then refuse(string.format("Pad: %d pads for %d axes (2 per axis)", #p, #axes)) end
+  local before, after = {}, {}
+  for i, a in ipairs(axes) do before[a + 1], after[a + 1] = p[i], p[i + #axes] end
+  local torch_pads = {}
+  for d = r, 1, -1 do
+    torch_pads[#torch_pads + 1] = before[d] or 0
+    torch_pads[#torch_pads + 1] = after[d] or 0
+  end
+  return NF.pad(x, torch_pads, mode, mode == "constant" and value or nil)
 end)
 -- ---- shapes ----
 def("Shape", { start = 0, ["end"] = false }, function(ins, at)
@@ -188,37 +193,59 @@ def("Range", {}, function(ins)
   return F.full({ count }, delta, { dtype = dt }):cumsum(1) + (start - delta)
 end)
 
--- Slice: consts fold; tensors narrow each axis (steps of 1)
-local BIG = 2 ^ 62
-local function clamp_index(i, n)
-  if type(i) ~= "number" then return i end
-  if i < 0 then i = type(n) == "number" and math.max(i + n, 0) or sym.add(n, i) end
-  if type(n) == "number" and type(i) == "number" and i > n then i = n end
+-- Slice: consts fold; tensors narrow each axis (step 1, symbolic bounds allowed) or gather the positions
+-- start, start + step, ... (other steps, static dims). ONNX clamps: negative bounds count from the end, then
+-- starts and ends clamp to [0, n] (step > 0) or start to [0, n - 1] and end to [-1, n - 1] (step < 0).
+local function from_end(i, n)
+  if type(i) == "number" and i < 0 then return type(n) == "number" and i + n or sym.add(n, i) end
   return i
+end
+local function clamp(i, lo, hi)
+  if type(i) ~= "number" then return i end
+  if type(hi) == "number" and i > hi then i = hi end
+  return math.max(i, lo)
 end
 def("Slice", { starts = false, ends = false, axes = false }, function(ins, at)
   local x = ins[1]
-  local starts = ins[2] and V.data(ins[2], "Slice's starts") or at.starts
-  local ends = ins[3] and V.data(ins[3], "Slice's ends") or at.ends
+  local starts = ins[2] and V.data(ins[2], "Slice's starts") or at.starts or refuse("Slice needs starts")
+  local ends = ins[3] and V.data(ins[3], "Slice's ends") or at.ends or refuse("Slice needs ends")
   local axes = ins[4] and V.ints(ins[4], "Slice's axes") or at.axes
-  local steps = ins[5] and V.ints(ins[5], "Slice's steps")
+  local steps = ins[5] and V.ints(ins[5], "Slice's steps") or {}
   local s = V.shape(x)
   if not axes or #axes == 0 then axes = {}; for i = 1, #starts do axes[i] = i - 1 end end
-  for i, st in ipairs(steps or {}) do if st ~= 1 then refuse("Slice: step " .. st .. " on axis " .. axes[i] ..
-    " is not supported") end end
+  if #starts ~= #axes or #ends ~= #axes or (#steps > 0 and #steps ~= #axes) then
+    refuse("Slice: starts, ends, axes and steps must have the same length")
+  end
   local t = (is_const(x) and x.data and #s == 1) and x or T(x)
   for i, a in ipairs(axes) do
-    local d = axis0(a, #s) + 1
-    local n = s[d]
-    local b = clamp_index(starts[i], n)
-    local e = ends[i]
-    if type(e) == "number" and e >= BIG then e = n else e = clamp_index(e, n) end
-    if is_const(t) then
-      local out = {}
-      for k = b + 1, e do out[#out + 1] = t.data[k] end
-      t = V.const(t.dtype, { #out }, out)
+    local d = axis0(a, #s, "Slice") + 1
+    local n, step = s[d], steps[i] or 1
+    if step == 0 then refuse("Slice: step 0 on axis " .. a) end
+    local b, e = from_end(starts[i], n), from_end(ends[i], n)
+    if step > 0 then
+      b, e = clamp(b, 0, n), clamp(e, 0, n)
     else
+      b, e = clamp(b, 0, type(n) == "number" and n - 1 or n), clamp(e, -1, type(n) == "number" and n - 1 or n)
+    end
+    if step == 1 and not is_const(t) then
+      if type(b) == "number" and type(e) == "number" and e < b then e = b end
       t = t:narrow(d, sym.add(b, 1), sym.sub(e, b))
+    else
+      if type(b) ~= "number" or type(e) ~= "number" then
+        refuse("Slice: step " .. step .. " over the dynamic dim " .. tostring(n) .. " is not supported")
+      end
+      local idx = {}
+      for k = b, e + (step > 0 and -1 or 1), step do idx[#idx + 1] = k end
+      if is_const(t) then
+        local out = {}
+        for k, j in ipairs(idx) do out[k] = t.data[j + 1] end
+        t = V.const(t.dtype, { #out }, out)
+      elseif #idx == 0 then
+        t = t:narrow(d, 1, 0)
+      else
+        for k, j in ipairs(idx) do idx[k] = j + 1 end
+        t = F.index_select(t, d, F.tensor(idx, { dtype = "i64" }))
+      end
     end
   end
   return t
