@@ -1,17 +1,17 @@
--- onnx/handlers/reduce.lua: ONNX import handlers of reductions (Reduce*).
+-- onnx/handlers/reduce.lua: ONNX import handlers of reductions (Reduce*, ArgMax/ArgMin), scans (CumSum) and
+-- selection (TopK); outputs keep ONNX's element types (integers stay integers, indices are 0-based int64).
 local F = require("ds.ops")
-local sym = require("ds.sym")
 local dtype = require("ds.dtype")
-local types = require("ds.onnx.types")
 local V = require("ds.onnx.import_values")
 local common = require("ds.onnx.handlers.common")
 
 local OPS, def = common.family()
-local REQUIRED, T, is_const = common.REQUIRED, V.tensor, V.is_const
-local dim, rank, axis0, refuse, all_const = common.dim, common.rank, common.axis0, common.refuse, common.all_const
+local T = V.tensor
+local rank, axis0, refuse = common.rank, common.axis0, common.refuse
 
--- ---- reductions ----
-local function reduce_axes(ins, at, opset, op, r)
+-- ---- Reduce*: axes as an attribute (ReduceSum before opset 13, the others before 18) or as an input ----
+-- the sorted 1-based dims to reduce, or nil with noop = true when the axes are empty and noop_with_empty_axes
+local function reduce_dims(ins, at, op, r)
   local axes = at.axes
   if ins[2] ~= nil then axes = V.ints(ins[2], op .. "'s axes") end
   if axes == nil or #axes == 0 then
@@ -19,18 +19,112 @@ local function reduce_axes(ins, at, opset, op, r)
     axes = {}
     for i = 0, r - 1 do axes[#axes + 1] = i end
   end
-  local dims = {}
-  for i, a in ipairs(axes) do dims[i] = axis0(a, r) + 1 end
+  local dims, seen = {}, {}
+  for _, a in ipairs(axes) do
+    local d = axis0(a, r, op) + 1
+    if seen[d] then refuse(op .. ": axis " .. a .. " is repeated") end
+    seen[d] = true
+    dims[#dims + 1] = d
+  end
+  table.sort(dims)
   return dims
 end
-for op, method in pairs({ ReduceMean = "mean", ReduceSum = "sum", ReduceMax = "amax", ReduceMin = "amin",
-  ReduceProd = "prod" }) do
-  def(op, { axes = false, keepdims = 1, noop_with_empty_axes = 0 }, function(ins, at, _, opset)
+
+-- x's shape with dims reduced (kept as 1 with keepdims)
+local function reduced_shape(shape, dims, keep)
+  local out, j = {}, 1
+  for i, s in ipairs(shape) do
+    if dims[j] == i then
+      j = j + 1
+      if keep then out[#out + 1] = 1 end
+    else
+      out[#out + 1] = s
+    end
+  end
+  return out
+end
+
+-- each reduction: its value over dims of a float tensor (integers reduce in f64 where the op is not exact
+-- in integers), and its identity: the value over an empty set
+local REDUCE = {
+  ReduceSum = { exact = true, identity = 0, f = function(x, dims, keep) return x:sum(dims, keep) end },
+  ReduceMean = { identity = 0 / 0, f = function(x, dims, keep) return x:mean(dims, keep) end },
+  ReduceProd = { exact = true, identity = 1, f = function(x, dims, keep) return x:prod(dims, keep) end },
+  ReduceMax = { exact = true, identity = -math.huge, f = function(x, dims, keep) return x:amax(dims, keep) end },
+  ReduceMin = { exact = true, identity = math.huge, f = function(x, dims, keep) return x:amin(dims, keep) end },
+  ReduceL1 = { exact = true, identity = 0, f = function(x, dims, keep) return x:abs():sum(dims, keep) end },
+  ReduceL2 = { identity = 0, f = function(x, dims, keep) return (x * x):sum(dims, keep):sqrt() end },
+  ReduceSumSquare = { exact = true, identity = 0, f = function(x, dims, keep) return (x * x):sum(dims, keep) end },
+  ReduceLogSum = { identity = -math.huge, f = function(x, dims, keep) return x:sum(dims, keep):log() end },
+  ReduceLogSumExp = { identity = -math.huge, f = function(x, dims, keep) return x:logsumexp(dims, keep) end },
+}
+
+-- the identity of an integer dtype for +-inf (the dtype's extremes), else the value itself
+local function identity_in(dt, v)
+  if dtype.is_float[dt] or v == 0 or v == 1 then return v end
+  local bits = dtype.size[dt] * 8
+  if dt == "u8" then return v > 0 and 255 or 0 end
+  return v > 0 and 2 ^ (bits - 1) - 1 or -2 ^ (bits - 1)
+end
+
+for op, r in pairs(REDUCE) do
+  def(op, { axes = false, keepdims = 1, noop_with_empty_axes = 0 }, function(ins, at)
     local x = T(ins[1])
-    local dims, noop = reduce_axes(ins, at, opset, op, rank(x))
+    local dims, noop = reduce_dims(ins, at, op, rank(x))
     if noop then return x end
-    return x[method](x, dims, at.keepdims ~= 0)
+    local keep = at.keepdims ~= 0
+    for _, d in ipairs(dims) do
+      if x.shape[d] == 0 then
+        if r.identity ~= r.identity and not dtype.is_float[x.dtype] then refuse(op .. ": an empty integer mean") end
+        return F.full(reduced_shape(x.shape, dims, keep), identity_in(x.dtype, r.identity), { dtype = x.dtype })
+      end
+    end
+    if dtype.is_float[x.dtype] then return r.f(x, dims, keep) end
+    local y = r.exact and r.f(x, dims, keep) or r.f(x:astype("f64"), dims, keep)
+    return y.dtype == x.dtype and y or y:astype(x.dtype)
   end)
 end
+
+-- ---- ArgMax / ArgMin: 0-based int64 indices along axis; ties give the first index, or the last ----
+for op, method in pairs({ ArgMax = "argmax", ArgMin = "argmin" }) do
+  def(op, { axis = 0, keepdims = 1, select_last_index = 0 }, function(ins, at)
+    local x = T(ins[1])
+    local d = axis0(at.axis, rank(x), op) + 1
+    local keep = at.keepdims ~= 0
+    if at.select_last_index ~= 0 then -- the first index in the reversed order, counted from the end
+      local flipped = x:flip({ d })
+      return x.shape[d] - flipped[method](flipped, d, keep)
+    end
+    return x[method](x, d, keep) - 1
+  end)
+end
+
+-- ---- CumSum: along axis (an input), exclusive (each sum without its own element), reverse (from the end) ----
+def("CumSum", { exclusive = 0, reverse = 0 }, function(ins, at)
+  local x = T(ins[1])
+  local d = axis0(V.ints(ins[2], "CumSum's axis")[1], rank(x), "CumSum") + 1
+  local reverse = at.reverse ~= 0
+  if at.exclusive ~= 0 then -- the input shifted by one step (a zero first) along d, then summed
+    local n = x.shape[d]
+    if n == 0 then return x end
+    local zero = F.zeros_like(x:narrow(d, 1, 1))
+    x = reverse and F.cat({ x:narrow(d, 2, n - 1), zero }, d) or F.cat({ zero, x:narrow(d, 1, n - 1) }, d)
+  end
+  local y = F.cumsum(x, d, { reverse = reverse })
+  return y.dtype == x.dtype and y or y:astype(x.dtype)
+end)
+
+-- ---- TopK: the k largest (or smallest) along axis, values and 0-based int64 indices; equal values in index
+-- order. k is an attribute before opset 10, an input after ----
+def("TopK", { axis = -1, largest = 1, sorted = 1, k = false }, function(ins, at)
+  local x = T(ins[1])
+  local k = at.k
+  if ins[2] then k = V.ints(ins[2], "TopK's k")[1] end
+  if k == nil then refuse("TopK: k is missing (an attribute before opset 10, an input after)") end
+  local d = axis0(at.axis, rank(x), "TopK") + 1
+  -- sorted = 0 leaves the order to the implementation: the sorted order is one
+  local values, indices = F.topk(x, k, d, at.largest ~= 0)
+  return values, indices - 1
+end)
 
 return OPS
