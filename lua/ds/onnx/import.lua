@@ -76,9 +76,9 @@ local function validate(model, path)
           error("the ONNX op " .. tostring(node.op_type) .. " is not supported by ds.onnx.load", 0)
         end
         handlers.check_attrs(node)
-        local arity = ARITY[node.op_type] or { 0, math.huge }
+        local arity = ARITY.ops[node.op_type] or { 0, math.huge }
         local inputs = node.input or {}
-        if #inputs > arity[2] then
+        if #inputs > arity[2] and opset <= ARITY.max_opset then
           error(string.format("it has %d inputs; the op takes at most %d", #inputs, arity[2]), 0)
         end
         for k = 1, arity[1] do

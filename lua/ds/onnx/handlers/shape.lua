@@ -32,6 +32,15 @@ def("Pad", { mode = "constant", pads = false, value = false }, function(ins, at)
   if #p ~= 2 * #axes then refuse(string.format("Pad: %d pads for %d axes (2 per axis)", #p, #axes)) end
   local before, after = {}, {}
   for i, a in ipairs(axes) do before[a + 1], after[a + 1] = p[i], p[i + #axes] end
+  for d = 1, r do -- negative pads crop first (ONNX slices, then pads)
+    local b, e = before[d] or 0, after[d] or 0
+    if b < 0 or e < 0 then
+      local n = x.shape[d]
+      local from, to = math.max(-b, 0), sym.sub(n, math.max(-e, 0))
+      x = x:narrow(d, from + 1, sym.sub(to, from))
+      before[d], after[d] = math.max(b, 0), math.max(e, 0)
+    end
+  end
   local torch_pads = {}
   for d = r, 1, -1 do
     torch_pads[#torch_pads + 1] = before[d] or 0
