@@ -1,6 +1,7 @@
 # tools/gen_onnx_arity.py: writes lua/ds/onnx/arity.lua, the input counts of every op of ONNX's standard
 # domain, from ONNX's own operator schemas (python3-onnx) over the opsets it knows: the fewest inputs any of
-# those versions requires and the most any accepts (a variadic input: no upper bound).
+# those versions requires (counting only the inputs before the first optional one: Loop's M and cond, Scan-8's
+# sequence_lens may be given as "") and the most any accepts (a variadic input: no upper bound).
 # usage: /usr/bin/python3 tools/gen_onnx_arity.py  (make onnx-arity)
 import onnx.defs as defs
 
@@ -14,7 +15,13 @@ for op in sorted({s.name for s in defs.get_all_schemas_with_history() if s.domai
         except Exception:
             continue
         variadic = any(f.option == defs.OpSchema.FormalParameterOption.Variadic for f in s.inputs)
-        lo = s.min_input if lo is None else min(lo, s.min_input)
+        leading = 0
+        for f in s.inputs:
+            if f.option == defs.OpSchema.FormalParameterOption.Optional:
+                break
+            leading += 1
+        required = min(s.min_input, leading)
+        lo = required if lo is None else min(lo, required)
         hi = None if (hi is None or variadic) else max(hi, s.max_input)
     if lo is None:
         sys.exit("gen_onnx_arity: no ONNX schema for " + op)
