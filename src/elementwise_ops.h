@@ -61,6 +61,60 @@ DS_INT_ROUNDING(int32_t, i32)
 DS_INT_ROUNDING(uint8_t, u8)
 #undef DS_INT_ROUNDING
 
+/* trigonometric and hyperbolic functions: f32 evaluates in f64 and rounds once (libm's double functions) */
+#define DS_LIBM_UNARY(OP) \
+  static inline float el_##OP##_f32(float x) { return (float)OP((double)x); } \
+  static inline double el_##OP##_f64(double x) { return OP(x); }
+DS_LIBM_UNARY(tan)
+DS_LIBM_UNARY(asin)
+DS_LIBM_UNARY(acos)
+DS_LIBM_UNARY(atan)
+DS_LIBM_UNARY(sinh)
+DS_LIBM_UNARY(cosh)
+DS_LIBM_UNARY(asinh)
+DS_LIBM_UNARY(acosh)
+DS_LIBM_UNARY(atanh)
+#undef DS_LIBM_UNARY
+
+/* round_f16 / round_bf16: x rounded to the nearest float16 / bfloat16 value (ties to even, subnormals kept,
+   beyond the format's largest finite value +-inf, NaN and +-inf unchanged), kept in x's dtype (as
+   torch's x.half().to(x.dtype)). One rounding from x itself: an f64 is not rounded to f32 first. */
+static inline double ds_round_to_format(double x, int mantissa_bits, int min_exponent, double largest) {
+  if (x == 0.0 || !(fabs(x) <= 1.7976931348623157e308)) return x; /* zeros, NaN, infinities */
+  int e;
+  (void)frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
+  int lead = e - 1 < min_exponent ? min_exponent : e - 1;
+  double ulp = ldexp(1.0, lead - mantissa_bits);
+  double r = nearbyint(x / ulp) * ulp;
+  return fabs(r) > largest ? copysign(INFINITY, x) : r;
+}
+static inline float el_round_f16_f32(float x) { return (float)ds_round_to_format(x, 10, -14, 65504.0); }
+static inline double el_round_f16_f64(double x) { return ds_round_to_format(x, 10, -14, 65504.0); }
+static inline float el_round_bf16_f32(float x) {
+  return (float)ds_round_to_format(x, 7, -126, 3.3895313892515355e38);
+}
+static inline double el_round_bf16_f64(double x) { return ds_round_to_format(x, 7, -126, 3.3895313892515355e38); }
+
+/* ---- bitwise ops on integers: not, and, or, xor; shifts as PyTorch's: by BITS or more (or a negative
+   count) a left shift gives 0 and a right shift the sign fill; >> is arithmetic on signed types ---- */
+#define DS_BITWISE(T, S, U, BITS, SIGN_FILL) \
+  static inline T el_bitwise_not_##S(T x) { return (T)~x; } \
+  static inline T el_bitwise_and_##S(T a, T b) { return (T)(a & b); } \
+  static inline T el_bitwise_or_##S(T a, T b) { return (T)(a | b); } \
+  static inline T el_bitwise_xor_##S(T a, T b) { return (T)(a ^ b); } \
+  static inline T el_bitwise_left_shift_##S(T a, T b) { \
+    return ((U)b >= (U)(BITS)) ? (T)0 : (T)((U)a << (U)b); } \
+  static inline T el_bitwise_right_shift_##S(T a, T b) { \
+    return ((U)b >= (U)(BITS)) ? SIGN_FILL(a) : (T)(a >> (U)b); }
+#define DS_SIGN_FILL_SIGNED(a) ((a) < 0 ? -1 : 0)
+#define DS_SIGN_FILL_UNSIGNED(a) 0
+DS_BITWISE(int64_t, i64, uint64_t, 64, DS_SIGN_FILL_SIGNED)
+DS_BITWISE(int32_t, i32, uint32_t, 32, DS_SIGN_FILL_SIGNED)
+DS_BITWISE(uint8_t, u8, uint32_t, 8, DS_SIGN_FILL_UNSIGNED)
+#undef DS_BITWISE
+#undef DS_SIGN_FILL_SIGNED
+#undef DS_SIGN_FILL_UNSIGNED
+
 /* ---- unary: all numeric dtypes ---- */
 /* NEG: float negation, or integer negation that wraps (INT64_MIN stays INT64_MIN, as in PyTorch) */
 #define DS_SIGNED_UNARY(T, S, NEG) \

@@ -30,6 +30,7 @@ enum { EW_KIND_UNARY, EW_KIND_PARAM, EW_KIND_BINARY, EW_KIND_COMPARE, EW_KIND_WH
 #define EW_NUMERIC(M, op) EW_SIGNED(M, op) M(op, u8, uint8_t)
 #define EW_ALL(M, op) EW_NUMERIC(M, op) M(op, bool, uint8_t)
 #define EW_LOGIC(M, op) M(op, bool, uint8_t)
+#define EW_INTEGER(M, op) M(op, i64, int64_t) M(op, i32, int32_t) M(op, u8, uint8_t)
 /* a dtype suffix -> its ds_dtype code */
 #define EW_CODE(S) EW_CODE_##S
 #define EW_CODE_f32 DS_F32

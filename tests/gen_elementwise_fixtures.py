@@ -7,6 +7,7 @@
 #   rtol6  f32, |d| <= 1e-6 |want| + atol;  rtol12  f64, |d| <= 1e-12 |want| + 1e-15.
 import json
 import math
+import numpy as np
 import os
 import torch
 import torch.nn.functional as F
@@ -269,6 +270,55 @@ for name, fn in {"fmod": torch.fmod, "remainder": torch.remainder}.items():
     x = rnd((2, 3), torch.float64)
     for num in (2, -2.5):
         add("op%" if name == "remainder" else name, [tin(x)[0], {"number": num}], fn(x, num))
+
+# ---- trigonometric and hyperbolic functions and their inverses (integers promote to f32) ----
+TRIG = {"tan": (torch.tan, -1.5, 1.5), "asin": (torch.asin, -1, 1), "acos": (torch.acos, -1, 1),
+        "atan": (torch.atan, -30, 30), "sinh": (torch.sinh, -12, 12), "cosh": (torch.cosh, -12, 12),
+        "asinh": (torch.asinh, -30, 30), "acosh": (torch.acosh, 1, 40), "atanh": (torch.atanh, -0.999, 0.999)}
+TRIG_SPECIAL = [0.0, -0.0, math.nan, math.inf, -math.inf, 1e-30, -1e-30, 1.5, -2.0]
+for name, (fn, lo, hi) in TRIG.items():
+    for dt, tol in ((torch.float32, "rtol6"), (torch.float64, "rtol12")):
+        even = torch.linspace(lo, hi, 60, dtype=torch.float64)
+        r = torch.rand(60, dtype=torch.float64) * (hi - lo) + lo
+        x = torch.cat([even, r, torch.tensor(TRIG_SPECIAL, dtype=torch.float64)]).to(dt)
+        add(name, [tin(x)[0]], fn(x), tol)
+    x = rnd((7,), torch.int64, 1, 3)
+    add(name, [tin(x)[0]], fn(x), "rtol6")
+    i, v = tin((torch.rand(4, 3, dtype=torch.float64) * (hi - lo) + lo).to(torch.float32).t(), [1, 0])
+    add(name, [i], fn(v), "rtol6")
+
+# ---- rounding to float16 / bfloat16, kept in the input's dtype (f64 -> float16 is NumPy's direct rounding;
+# bfloat16 from f64 on values exact in f32, where torch's route through f32 rounds once) ----
+R16 = [65504.0, 65519.99, 65520.0, -65520.0, 1e5, 6.1e-5, 6.0e-5, 1e-7, 2.98e-8, 2.99e-8, 5.96e-8, 1e-9, -1e-9,
+       0.0, -0.0, 1.0 + 2 ** -11, 1.0 + 3 * 2 ** -11, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, 3.4e38, -3.39e38, 1e-39,
+       math.nan, math.inf, -math.inf]
+x32 = torch.cat([torch.tensor(R16, dtype=torch.float32), (torch.randn(60, dtype=torch.float64) * 1000).to(torch.float32)])
+x64 = torch.cat([torch.tensor(R16, dtype=torch.float64), torch.randn(60, dtype=torch.float64) * 1000])
+add("round_f16", [tin(x32)[0]], x32.half().float())
+add("round_f16", [tin(x64)[0]], torch.from_numpy(x64.numpy().astype(np.float16).astype(np.float64)))
+add("round_bf16", [tin(x32)[0]], x32.bfloat16().float())
+add("round_bf16", [tin(x32.double())[0]], x32.bfloat16().double())
+for name in ("round_f16", "round_bf16"):
+    x = rnd((5,), torch.int64, -300, 300)
+    add(name, [tin(x)[0]], x.float().half().float() if name == "round_f16" else x.float().bfloat16().float())
+
+# ---- bitwise ops on every integer dtype (shift counts within the dtype's width) ----
+BITWISE = {"bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
+           "bitwise_left_shift": lambda a, b: a << b, "bitwise_right_shift": lambda a, b: a >> b}
+WIDTH = {torch.int64: 64, torch.int32: 32, torch.uint8: 8}
+for dt in INTS + (torch.uint8,):
+    lo, hi = (0, 255) if dt == torch.uint8 else (-2 ** 20, 2 ** 20)
+    for name, fn in BITWISE.items():
+        a = torch.randint(lo, hi, (3, 4), dtype=dt)
+        b = torch.randint(0, WIDTH[dt], (4,), dtype=dt) if "shift" in name else torch.randint(lo, hi, (4,), dtype=dt)
+        add(name, [tin(a)[0], tin(b)[0]], fn(a, b))
+        add(name, [tin(a)[0], {"number": 3}], fn(a, 3))
+        i, v = tin(torch.randint(lo, hi, (4, 3), dtype=dt).t(), [1, 0])
+        add(name, [i, tin(b)[0]], fn(v, b))
+    x = torch.randint(lo, hi, (3, 4), dtype=dt)
+    add("bitwise_not", [tin(x)[0]], torch.bitwise_not(x))
+    i, v = tin(torch.randint(lo, hi, (4, 3), dtype=dt).t(), [1, 0])
+    add("bitwise_not", [i], torch.bitwise_not(v))
 
 # ---- dtype promotion: result dtype of add for every pair of tensor dtypes, and with numbers ----
 promotion = []

@@ -67,6 +67,26 @@ local unary = {
   log2 = { doc = "base-2 logarithm", C.FLOAT, C.promote_float,
     function(ctx, g) return g / (ctx.inputs[1] * 0.6931471805599453) end },
 }
+-- trigonometric and hyperbolic functions and their inverses
+local function one_minus_sq(x) return 1 - x * x end
+local trig = {
+  tan = { "tangent", function(ctx, g) local y = ctx.outputs[1]; return g * (1 + y * y) end },
+  asin = { "inverse sine", function(ctx, g) return g / F.sqrt(one_minus_sq(ctx.inputs[1])) end },
+  acos = { "inverse cosine", function(ctx, g) return -(g / F.sqrt(one_minus_sq(ctx.inputs[1]))) end },
+  atan = { "inverse tangent", function(ctx, g) local x = ctx.inputs[1]; return g / (x * x + 1) end },
+  sinh = { "hyperbolic sine", function(ctx, g) return g * F.cosh(ctx.inputs[1]) end },
+  cosh = { "hyperbolic cosine", function(ctx, g) return g * F.sinh(ctx.inputs[1]) end },
+  asinh = { "inverse hyperbolic sine", function(ctx, g) local x = ctx.inputs[1]; return g / F.sqrt(x * x + 1) end },
+  acosh = { "inverse hyperbolic cosine",
+    function(ctx, g) local x = ctx.inputs[1]; return g / F.sqrt((x - 1) * (x + 1)) end },
+  atanh = { "inverse hyperbolic tangent", function(ctx, g) return g / one_minus_sq(ctx.inputs[1]) end },
+}
+for name, spec in pairs(trig) do unary[name] = { doc = spec[1], C.FLOAT, C.promote_float, spec[2] } end
+-- rounding to a 16-bit float format, the value kept in x's dtype; the gradient passes through (as astype's)
+unary.round_f16 = { doc = "x rounded to the nearest float16 value, ties to even (torch's x.half().to(x.dtype))",
+  C.FLOAT, C.promote_float, function(ctx, g) return g end }
+unary.round_bf16 = { doc = "x rounded to the nearest bfloat16 value, ties to even (torch's x.bfloat16().to(x.dtype))",
+  C.FLOAT, C.promote_float, function(ctx, g) return g end }
 -- rounding (integers come back unchanged; round is half to even): the gradient is 0, as PyTorch's
 local rounding = { floor = "round down to an integer value", ceil = "round up to an integer value",
   round = "round to the nearest integer value, halves to even", trunc = "round toward zero to an integer value" }
@@ -144,6 +164,25 @@ end
 local logical = { logical_and = "a and b", logical_or = "a or b", logical_xor = "a xor b" }
 for name, relation in pairs(logical) do
   def_binary(name, relation .. ", on bool tensors", C.BOOL, C.promote_bool, nil, "bool")
+end
+
+-- bitwise ops on integer tensors (PyTorch's bitwise_*): >> is arithmetic on signed dtypes; a shift by the
+-- dtype's width or more gives 0 (<<) or the sign fill (>>)
+local INTEGER = C.set { "i64", "i32", "u8" }
+local function promote_integer(name)
+  return function(inputs, attrs)
+    local out = C.promote_same(inputs, attrs)
+    if not INTEGER[out[1].dtype] then
+      errors.raise(string.format("%s: expects integer tensors (i64, i32, u8), got %s", name, out[1].dtype))
+    end
+    return out
+  end
+end
+def_unary("bitwise_not", INTEGER, promote_integer("bitwise_not"), nil, { doc = "~x, bit by bit, on integers" })
+local bitwise = { bitwise_and = "a & b", bitwise_or = "a | b", bitwise_xor = "a ^ b (exclusive or)",
+  bitwise_left_shift = "a << b", bitwise_right_shift = "a >> b (arithmetic for signed dtypes)" }
+for name, relation in pairs(bitwise) do
+  def_binary(name, relation .. ", bit by bit, on integer tensors", INTEGER, promote_integer(name), nil)
 end
 
 -- where(cond, a, b): cond bool, a/b promoted together
