@@ -1,6 +1,6 @@
 -- onnx/handlers/nn.lua: ONNX import handlers of products and neural-network layers: MatMul, Gemm, their
 -- integer forms, DepthToSpace, SpaceToDepth; with the convolutions, pools and normalizations of nn_conv.lua,
--- nn_pool.lua and nn_norm.lua merged in.
+-- nn_pool.lua, nn_norm.lua, nn_grid_sample.lua and nn_roi_align.lua merged in.
 local F = require("ds.ops")
 local V = require("ds.onnx.import_values")
 local common = require("ds.onnx.handlers.common")
@@ -68,7 +68,7 @@ def("SpaceToDepth", { blocksize = common.REQUIRED }, function(ins, at)
     :reshape(s[1], s[2] * b * b, s[3] / b, s[4] / b)
 end)
 
-for _, family in ipairs { "nn_conv", "nn_pool", "nn_norm" } do
+for _, family in ipairs { "nn_conv", "nn_pool", "nn_norm", "nn_grid_sample", "nn_roi_align" } do
   for name, h in pairs(require("ds.onnx.handlers." .. family)) do
     assert(not OPS[name], "ONNX op " .. name .. " is defined twice")
     OPS[name] = h
