@@ -152,12 +152,13 @@ local function load(path)
     if not ok then fail(path, message(c)) end
     values[init.name] = c
   end
-  local inputs, input_specs = {}, {}
+  local inputs, input_specs, input_types = {}, {}, {}
   for _, vi in ipairs(g.input or {}) do
     if not values[vi.name] then
       local shape, dt = spec_of(vi, path)
       inputs[#inputs + 1] = vi.name
       input_specs[vi.name] = trace.spec(shape, dt, vi.name)
+      input_types[vi.name] = vi.type.tensor_type.elem_type -- FLOAT16 read as f32, ... (types.lua): CastLike's type
     end
   end
   if #(g.output or {}) == 0 then fail(path, "the graph has no outputs") end
@@ -176,7 +177,7 @@ local function load(path)
       for nm, c in pairs(fixed) do env[nm] = c end
       for i, nm in ipairs(names) do
         local t = (select(i, ...))
-        env[nm], input_of[t] = t, nm
+        env[nm], input_of[t] = V.note_onnx_type(t, input_types[nm]), nm
       end
       local res = run_graph(g, env, path, opset, "")
       for k, v in ipairs(res) do res[k] = V.tensor(v) end

@@ -68,8 +68,17 @@ local function tensor_of(tp, what)
   else
     for i = 1, n do p[i - 1] = decode and decode(field[i]) or field[i] end
   end
-  return const_of_tensor(t)
+  return M.note_onnx_type(const_of_tensor(t), tp.data_type)
 end
+
+-- the ONNX element type of a value: noted where it is narrower than the value's ds dtype (types.lua: a FLOAT16
+-- input is an f32 tensor), else the type of the dtype. CastLike reads it.
+local onnx_types = setmetatable({}, { __mode = "k" })
+function M.note_onnx_type(v, t)
+  onnx_types[v] = types.ONNX[v.dtype] ~= t and t or nil
+  return v
+end
+function M.onnx_type(v) return onnx_types[v] or types.ONNX[v.dtype] end
 
 -- concrete even while tracing (the graph keeps it as state)
 function M.tensor_of(tp, what) return trace.init_scope(tensor_of, tp, what) end
