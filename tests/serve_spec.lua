@@ -1,6 +1,8 @@
 -- tests/serve_spec.lua: nginx + Lua module serving ds.save'd models: predict, health, bad requests, batched
 -- answers bitwise equal to single ones, LeNet answered while a BERT batch computes, deadlines (503), /metrics,
--- a missing model (503), hot reload with HUP under load, stop by pid. Skipped without nginx's Lua module.
+-- a missing model (503), hot reload with HUP under load, stop by pid; a checkout and models inside a mode-700
+-- directory served as root and as an unprivileged user, and a refusal naming the path the workers cannot read.
+-- Skipped without nginx's Lua module.
 local ds = require("ds")
 local cjson = require("cjson")
 
@@ -20,15 +22,28 @@ local prefix = dir .. "/nginx"
 local CLEAN = "env -u LD_PRELOAD -u DS_ALLOC -u DS_LIB -u ASAN_OPTIONS -u UBSAN_OPTIONS "
 local function clean(cmd) return CLEAN .. "sh -c '" .. (cmd:gsub("'", "'\\''")) .. "'" end
 local function sh(cmd) local p = io.popen(clean(cmd) .. " 2>&1"); local s = p:read("*a"); p:close(); return s end
-local function request(method, path, body)
+-- a request to the server on port `at`: the status and the decoded JSON reply
+local function request_at(at, method, path, body)
   local f = dir .. "/body"
   local h = io.open(f, "wb"); h:write(body or ""); h:close()
   local out = sh(string.format("curl -s --max-time 20 -o %s/resp -w '%%{http_code}' -X %s --data-binary @%s http://127.0.0.1:%d%s",
-    dir, method, f, port, path))
+    dir, method, f, at, path))
   local r = io.open(dir .. "/resp"):read("*a")
   local ok, decoded = pcall(cjson.decode, r)
   assert(ok, method .. " " .. path:sub(1, 40) .. ": the reply is not JSON: " .. r:sub(1, 200))
   return tonumber(out), decoded
+end
+local function request(method, path, body) return request_at(port, method, path, body) end
+-- nil when the server on port `at` answers /health "ok", else why not: the status and each model's error
+local function health_problem(at)
+  local code, h = request_at(at, "GET", "/health")
+  if code == 200 and h.status == "ok" then return nil end
+  local why = { string.format("/health answered %s, status %s", tostring(code), tostring(h.status)) }
+  for name, m in pairs(h.models or {}) do
+    if not m.ok then why[#why + 1] = string.format("model %s: %s", name, tostring(m.error)) end
+  end
+  if h.error then why[#why + 1] = tostring(h.error) end
+  return table.concat(why, "\n")
 end
 local function image(v)
   local t = {}
@@ -44,29 +59,42 @@ local function serve(cmd)
   return sh(string.format("%s/examples/serve/serve.sh %s %d %s %s",
     root, prefix, port, dir .. "/models", cmd))
 end
-local function wait_up()
+-- true once the server on port `at` (default: the main server's) answers /health
+local function wait_up(at)
   for _ = 1, 50 do
-    if sh(string.format("curl -s --max-time 5 -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/health", port)) == "200" then return true end
+    if sh(string.format("curl -s --max-time 5 -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/health", at or port)) == "200" then return true end
     os.execute("sleep 0.1")
   end
   return false
+end
+-- start a server with run(port) on the first free port of five tries from pick_port(first_try): the port, or nil
+-- and what run said plus nginx's error log
+local function start_server(run, error_log, first_try)
+  local said
+  for try = first_try, first_try + 4 do
+    local at = pick_port(try)
+    said = run(at)
+    if wait_up(at) then return at end
+    local log = sh("cat " .. error_log)
+    if not log:find("Address already in use", 1, true) then return nil, said .. log end
+    os.remove(error_log)
+  end
+  return nil, said
 end
 
 describe_or_skip("serving with nginx", function()
   setup(function()
     assert(os.execute(clean(string.format("cd %s && luajit examples/serve/export_models.lua %s/models --train-batches 5 >/dev/null", root, dir))) == 0)
+    -- the models as exported, for the servers started from private copies (the tests below change dir/models)
+    assert(os.execute(string.format("cp -r %s/models %s/exported", dir, dir)) == 0)
     -- a long batching wait for bert, so concurrent test requests surely share a model call (docs/SERVING.md)
     local f = io.open(dir .. "/models/serve.json", "wb")
     f:write('{"models": {"bert": {"max_wait_ms": 50, "max_batch": 16}}}'); f:close()
-    local up = false
-    for try = 1, 5 do
-      serve("start")
-      up = wait_up()
-      if up or not sh("cat " .. prefix .. "/logs/error.log"):find("Address already in use", 1, true) then break end
-      os.remove(prefix .. "/logs/error.log")
-      port = pick_port(try)
-    end
-    assert(up, "nginx did not come up: " .. sh("cat " .. prefix .. "/logs/error.log"))
+    local up, why = start_server(function(at) port = at; return serve("start") end, prefix .. "/logs/error.log", 0)
+    assert(up, "nginx did not come up: " .. tostring(why))
+    -- a server that is up but cannot serve its models stops the tests here, with the server's reasons
+    local problem = health_problem(port)
+    assert(not problem, "nginx is up but not serving its models:\n" .. tostring(problem))
   end)
   teardown(function()
     serve("stop")
@@ -76,7 +104,7 @@ describe_or_skip("serving with nginx", function()
   it("answers /health with each model's name, format version and input specs", function()
     local code, h = request("GET", "/health")
     assert.equal(200, code)
-    assert.equal("ok", h.status)
+    assert.equal("ok", h.status, health_problem(port))
     assert.equal(1, h.models.lenet.format_version)
     assert.same({ "batch", 1, 28, 28 }, h.models.lenet.inputs[1].shape)
     assert.same({ "tokens" }, h.models.bert.inputs[1].shape)
@@ -184,8 +212,11 @@ describe_or_skip("serving with nginx", function()
     end
     return out
   end
+  -- a series' value in /metrics text; missing, the error says so with /health's reasons
   local function metric(text, series)
-    return tonumber(text:match("\n" .. series:gsub("[%(%)%.%%%+%-%*%?%[%]%^%$]", "%%%0") .. " ([%d%.e%+%-]+)"))
+    local v = tonumber(text:match("\n" .. series:gsub("[%(%)%.%%%+%-%*%?%[%]%^%$]", "%%%0") .. " ([%d%.e%+%-]+)"))
+    if not v then error("/metrics has no series " .. series .. "; " .. (health_problem(port) or "/health is ok"), 2) end
+    return v
   end
   local function metrics() return sh(string.format("curl -s --max-time 10 http://127.0.0.1:%d/metrics", port)) end
   local TEXTS = { "好", "今天的天气真好", "这家餐厅的服务太差了，我再也不来了", "听到这个消息我简直不敢相信",
@@ -334,5 +365,84 @@ describe_or_skip("serving with nginx", function()
     assert.equal(want, h.models.lenet.params_file)
     local _, after = request("POST", "/predict", image())
     assert.are_not.same(before.probs, after.probs, sh("tail -n 20 " .. prefix .. "/logs/error.log"))
+  end)
+
+  -- issue 33: a clone inside a mode-700 directory (mktemp -d; root's home), served as root and as a user.
+  -- Started by root, nginx runs its workers as the model directory's owner; otherwise as the user who started it.
+  describe("from a checkout inside a mode-700 directory", function()
+    local me = sh("id -un"):match("%S+")
+    local is_root = sh("id -u"):match("%d+") == "0"
+    -- the unprivileged user root runs servers as: "uid:gid" of nobody, or nil and why not
+    local unprivileged = sh("getent passwd nobody"):match("^nobody:[^:]*:(%d+:%d+):")
+    local no_unprivileged = not is_root and "the tests run as " .. me .. ", not root: the test above served as "
+      .. "this unprivileged user; switching to another user needs root"
+      or not unprivileged and "no user 'nobody' on this machine to run the server as"
+    -- what a server needs of the checkout (serve.sh, the Lua code, ds.h, libds) and the exported models, copied
+    -- into a new mktemp -d directory (mode 700) as BASE/ds and BASE/models, owned by `owner` (user:group) if given
+    local function private_copy(owner)
+      local base = sh("mktemp -d"):match("%S+")
+      assert(os.execute(string.format("mkdir -p %s/ds/build %s/ds/src %s/ds/examples && cp -r %s/lua %s/ds/ && "
+        .. "cp -r %s/examples/serve %s/ds/examples/ && cp %s/src/ds.h %s/ds/src/ && cp %s/build/libds.so %s/ds/build/ && "
+        .. "cp -r %s/exported %s/models", base, base, base, root, base, root, base, root, base, root, base, dir, base)) == 0)
+      if owner then assert(os.execute(string.format("chown -R %s %s", owner, base)) == 0) end
+      assert.equal("drwx------", sh("stat -c %A " .. base):match("%S+"))
+      return base
+    end
+    -- serve.sh CMD for the copy in base, run by `as` (a command prefix that switches user, or "")
+    local function serve_copy(base, as, at, cmd)
+      return sh(string.format("%s%s/ds/examples/serve/serve.sh %s/nginx %d %s/models %s; echo \"serve.sh exit $?\"",
+        as, base, base, at, base, cmd))
+    end
+    -- start the copy's server as `as`, check /health is ok and both models answer; stop it and remove the copy
+    local function serves(base, as)
+      local at
+      finally(function()
+        if at then serve_copy(base, as, at, "stop"); os.execute("sleep 0.3") end
+        os.execute("rm -rf " .. base)
+      end)
+      local why
+      at, why = start_server(function(p) return serve_copy(base, as, p, "start") end, base .. "/nginx/logs/error.log", 10)
+      assert(at, "nginx did not come up: " .. tostring(why))
+      local problem = health_problem(at)
+      assert(not problem, problem)
+      local code, r = request_at(at, "POST", "/predict", image())
+      assert.equal(200, code)
+      assert.equal(10, #r.probs)
+      code, r = request_at(at, "POST", "/predict/bert", cjson.encode { text = "今天的天气真好" })
+      assert.equal(200, code)
+      assert.equal(6, #r.probs)
+    end
+
+    it("serves it when the user running the tests starts nginx", function()
+      serves(private_copy(), "")
+    end)
+
+    it("serves it when an unprivileged user starts nginx", function()
+      if no_unprivileged then pending(no_unprivileged) return end
+      local uid, gid = unprivileged:match("(%d+):(%d+)")
+      serves(private_copy(unprivileged), string.format("setpriv --reuid=%s --regid=%s --init-groups ", uid, gid))
+    end)
+
+    it("refuses to start, naming the path the workers cannot read and the fix", function()
+      local base = private_copy()
+      finally(function() os.execute("rm -rf " .. base) end)
+      local blocked, fix
+      if is_root then
+        if not unprivileged then pending(no_unprivileged) return end
+        -- root starts nginx, the models belong to an unprivileged user: the workers run as that user, who cannot
+        -- enter the mode-700 directory holding the checkout
+        assert(os.execute(string.format("chown -R %s %s/models", unprivileged, base)) == 0)
+        blocked, fix = base .. "/ds/", "chmod o+x '" .. base .. "'"
+      else
+        -- a model file its owner cannot read
+        assert(os.execute("chmod 000 " .. base .. "/models/lenet.json") == 0)
+        blocked, fix = base .. "/models/lenet.json", "chmod u+r '" .. base .. "/models/lenet.json'"
+      end
+      local said = serve_copy(base, "", pick_port(20), "start")
+      assert.truthy(said:find("serve.sh exit 1", 1, true), said)
+      assert.truthy(said:find("who cannot read " .. blocked, 1, true), said)
+      assert.truthy(said:find("Fix: " .. fix, 1, true), said)
+      assert.is_nil(io.open(base .. "/nginx/logs/nginx.pid"), "nginx started: " .. said)
+    end)
   end)
 end)
