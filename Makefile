@@ -76,6 +76,8 @@ onnx-arity: deps all $(BUILD)/libds_onnx.so
 	/usr/bin/python3 tools/gen_onnx_arity.py
 
 # The whole suite; its last line is "N passed, N failed" (tools/busted_summary.lua).
+# tests/onnx_exports_spec.lua exports its models with PyTorch at test time.
+test test-asan: DEPS += python3-torch
 test: deps all onnx onnx-node-tests
 	DS_LIB=$(DS_LIB_PATH) $(BUSTED)
 

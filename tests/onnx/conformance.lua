@@ -29,7 +29,7 @@ local function data_files(dir, kind)
 end
 
 -- nil when got equals want (dtype, shape, values within the tolerance, NaN where NaN), else what differs
-local function differs(got, want)
+function M.differs(got, want)
   if not ds.is_tensor(got) then return "no tensor" end
   if got.dtype ~= want.dtype then return "dtype " .. got.dtype .. ", expected " .. want.dtype end
   local gs, ws = table.concat(got.shape, "x"), table.concat(want.shape, "x")
@@ -64,7 +64,7 @@ function M.run(dir)
     local rok, res = pcall(function() return { r[2](unpack(inputs)) } end)
     if not rok then return "refused", r[1] .. ": " .. tostring(res) end
     for k, want in ipairs(expected) do
-      local d = differs(res[k], want)
+      local d = M.differs(res[k], want)
       if d then return "wrong", string.format("%s: output %d: %s", r[1], k, d) end
     end
   end
