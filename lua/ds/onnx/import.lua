@@ -119,6 +119,9 @@ run_graph = function(g, env, path, opset, prefix)
     local ctx = { opset = opset }
     function ctx.run_graph(sub, inputs)
       local inner = setmetatable({}, { __index = env })
+      for _, init in ipairs(sub.initializer or {}) do
+        inner[init.name] = V.tensor_of(init, "initializer " .. tostring(init.name))
+      end
       for k, vi in ipairs(sub.input or {}) do inner[vi.name] = inputs[k] end
       return run_graph(sub, inner, path, opset, where .. ", subgraph " .. tostring(sub.name) .. ": ")
     end

@@ -202,9 +202,9 @@ local function runtime_loop(body, m, cond0, carried0, ctx)
   return { unpack(res, 3, 2 + nc) }
 end
 
-def("Loop", { body = REQUIRED }, function(ins, at, _, _, ctx)
+def("Loop", { body = REQUIRED }, function(ins, at, node, _, ctx)
   local body = at.body
-  local nc = math.max(#ins - 2, 0)
+  local nc = math.max(#node.input - 2, 0) -- ins has holes where an optional input is ""
   local nscan = #body.output - 1 - nc
   if #body.input ~= nc + 2 or nscan < 0 then
     refuse(string.format("Loop: the body takes %d inputs and gives %d outputs for %d loop-carried values",
@@ -292,18 +292,18 @@ end
 def("Scan", { body = REQUIRED, num_scan_inputs = REQUIRED, directions = false, scan_input_axes = false,
   scan_input_directions = false, scan_output_axes = false, scan_output_directions = false },
   function(ins, at, node, opset, ctx)
-    local nin = at.num_scan_inputs
+    local nin, nins = at.num_scan_inputs, #node.input -- ins has a hole where sequence_lens is ""
     if opset >= 9 then
       if at.directions then refuse("Scan: the attribute directions is opset 8's (scan_input_directions since 9)") end
-      local nstate = #ins - nin
-      return unpack(scan({ unpack(ins, 1, nstate) }, { unpack(ins, nstate + 1, #ins) }, at, ctx))
+      local nstate = nins - nin
+      return unpack(scan({ unpack(ins, 1, nstate) }, { unpack(ins, nstate + 1, nins) }, at, ctx))
     end
     -- opset 8: inputs sequence_lens, states..., scan inputs...: all with a leading batch dim, scanned on dim 2
     if ins[1] then refuse("Scan (opset 8): sequence_lens is not supported") end
     if at.scan_input_axes or at.scan_input_directions or at.scan_output_axes or at.scan_output_directions then
       refuse("Scan (opset 8): scan axes and output directions are opset 9's attributes")
     end
-    local nstate = #ins - 1 - nin
+    local nstate = nins - 1 - nin
     local batch = V.shape(ins[2])[1]
     if type(batch) ~= "number" then refuse("Scan (opset 8): the batch dim must be static") end
     local per_batch = {}
