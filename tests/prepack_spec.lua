@@ -28,6 +28,20 @@ describe("prepack", function()
     end
   end)
 
+  it("gives eager's bits for few rows against long K and narrow N (the row kernel's strip-by-strip tail)", function()
+    ds.manual_seed(4)
+    for _, kn in ipairs { { 2400, 32 }, { 4096, 8 }, { 1024, 40 }, { 2400, 64 }, { 1100, 300 } } do
+      local K, N = kn[1], kn[2]
+      local lin = nn.Linear(K, N)
+      local cg = ds.compile(lin, { ds.spec({ "rows", K }) }, { freeze = true })
+      for _, rows in ipairs { 1, 2, 3, 5, 8 } do
+        local x = ds.randn(rows, K)
+        local want = ds.no_grad(function() return lin(x) end)
+        assert(H.bitwise(cg(x), want), string.format("K %d N %d rows %d", K, N, rows))
+      end
+    end
+  end)
+
   it("gives the unpacked bits with {prepack = false}, on 1 and 2 threads, with a plain matmul too", function()
     ds.manual_seed(4)
     local w = ds.randn(200, 70)
