@@ -61,6 +61,12 @@ TORCH = [
      lambda g: [(ids(g, (2, 5)),), (ids(g, (3, 9)),)], (13, 17)),
     ("gru_classifier", tm.GRUClassifier, ["ids"], ["logits"], {"ids": BATCH_SEQ, "logits": BATCH},
      lambda g: [(ids(g, (2, 5)),), (ids(g, (3, 9)),)], (13, 17)),
+    ("keyword_spotter", tm.KeywordSpotter, ["feats"], ["log_probs"],
+     {"feats": {0: "batch", 2: "time"}, "log_probs": BATCH},
+     lambda g: [(normal(g, (2, 10, 16)),), (normal(g, (3, 10, 25)),)], (13, 17)),
+    ("crnn_ocr", tm.CRNN, ["image"], ["log_probs", "best"],
+     {"image": {0: "batch", 3: "width"}, "log_probs": {0: "steps", 1: "batch"}, "best": {0: "steps", 1: "batch"}},
+     lambda g: [(normal(g, (1, 1, 8, 16)),), (normal(g, (2, 1, 8, 28)),)], (13, 17)),
     # torch 1.13 exports torch.triu from opset 14 (Trilu) only: opsets 14 and 17
     ("causal_transformer", tm.CausalTransformer, ["ids"], ["logits", "top_values", "top_indices"],
      {"ids": BATCH_SEQ, "logits": BATCH_SEQ, "top_values": BATCH, "top_indices": BATCH},

@@ -100,19 +100,23 @@ def resize_sizes(rng):
 
 
 def nhwc_conv(rng):
-    """tf2onnx's NHWC graph: Transpose to NCHW around a Conv, back to NHWC, Reshape (N, -1) with a 0 entry,
-    MatMul + Add head. x (N, 8, 8, 3) -> (N, 10)"""
+    """tf2onnx's NHWC graph: Transpose to NCHW around the convs (explicit pads; stride 2 with auto_pad SAME_UPPER,
+    as tf2onnx writes TensorFlow's 'SAME' when it cannot compute the pads), back to NHWC, Reshape (N, -1) with a 0
+    entry, MatMul + Add head. x (N, 8, 8, 3) -> (N, 10)"""
     nodes = [
         helper.make_node("Transpose", ["x"], ["nchw"], perm=[0, 3, 1, 2]),
         helper.make_node("Conv", ["nchw", "conv.w", "conv.b"], ["c"], pads=[1, 1, 1, 1], dilations=[1, 1]),
         helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("Transpose", ["r"], ["nhwc"], perm=[0, 2, 3, 1]),
+        helper.make_node("Conv", ["r", "down.w", "down.b"], ["d"], strides=[2, 2], auto_pad="SAME_UPPER"),
+        helper.make_node("Relu", ["d"], ["rd"]),
+        helper.make_node("Transpose", ["rd"], ["nhwc"], perm=[0, 2, 3, 1]),
         helper.make_node("Reshape", ["nhwc", "flat"], ["f"]),
         helper.make_node("MatMul", ["f", "dense.w"], ["m"]),
         helper.make_node("Add", ["m", "dense.b"], ["y"]),
     ]
-    inits = [_init(rng, "conv.w", (6, 3, 3, 3)), _init(rng, "conv.b", (6,)), _const("flat", [0, -1], np.int64),
-             _init(rng, "dense.w", (8 * 8 * 6, 10), 0.1), _init(rng, "dense.b", (10,))]
+    inits = [_init(rng, "conv.w", (6, 3, 3, 3)), _init(rng, "conv.b", (6,)), _init(rng, "down.w", (6, 6, 4, 4)),
+             _init(rng, "down.b", (6,)), _const("flat", [0, -1], np.int64),
+             _init(rng, "dense.w", (4 * 4 * 6, 10), 0.1), _init(rng, "dense.b", (10,))]
     return _model("nhwc_conv", nodes, [_io("x", F32, ["N", 8, 8, 3])], [_io("y", F32, ["N", 10])], inits), \
         [{"x": _normal(rng, [2, 8, 8, 3], 1.0)}, {"x": _normal(rng, [1, 8, 8, 3], 1.0)}]
 
@@ -139,6 +143,35 @@ def if_scalar(rng):
          {"x": _normal(rng, [3, 16], 1.0), "sr": np.array(8000, np.int64)}]
 
 
+def if_lstm(rng):
+    """a voice-activity detector's core as published (silero-style): If on the sample rate, each branch an LSTM
+    over the input with its own weights read from the outer scope, initial states given as inputs, the last
+    hidden state through a linear head and a sigmoid. x (T, N, 8), h0, c0 (1, N, 16), sr () int64 -> (N, 1)"""
+    def branch(tag):
+        nodes = [helper.make_node("LSTM", ["x", "w" + tag, "r" + tag, "b" + tag, "", "h0", "c0"],
+                                  ["", "h" + tag], hidden_size=16),
+                 helper.make_node("Squeeze", ["h" + tag, "axis0"], ["o" + tag])]
+        return helper.make_graph(nodes, "rate" + tag, [], [_io("o" + tag, F32, ["N", 16])])
+
+    nodes = [
+        helper.make_node("Equal", ["sr", "rate16k"], ["is16k"]),
+        helper.make_node("If", ["is16k"], ["h"], then_branch=branch("16k"), else_branch=branch("8k")),
+        helper.make_node("MatMul", ["h", "head.w"], ["m"]),
+        helper.make_node("Add", ["m", "head.b"], ["logit"]),
+        helper.make_node("Sigmoid", ["logit"], ["prob"]),
+    ]
+    inits = [_const("rate16k", 16000, np.int64), _const("axis0", [0], np.int64),
+             _init(rng, "head.w", (16, 1)), _init(rng, "head.b", (1,))]
+    for tag in ("16k", "8k"):
+        inits += [_init(rng, "w" + tag, (1, 64, 8)), _init(rng, "r" + tag, (1, 64, 16)), _init(rng, "b" + tag, (1, 128))]
+    ins = [_io("x", F32, ["T", "N", 8]), _io("h0", F32, [1, "N", 16]), _io("c0", F32, [1, "N", 16]), _io("sr", I64, [])]
+
+    def feed(t, n, rate):
+        return {"x": _normal(rng, [t, n, 8], 1.0), "h0": _normal(rng, [1, n, 16], 0.5),
+                "c0": _normal(rng, [1, n, 16], 0.5), "sr": np.array(rate, np.int64)}
+    return _model("if_lstm", nodes, ins, [_io("prob", F32, ["N", 1])], inits), [feed(5, 2, 16000), feed(9, 1, 8000)]
+
+
 def unused_opsets(rng):
     """a model importing operator sets no node uses (ai.onnx.ml, com.microsoft, ai.onnx.preview.training), as
     converters write them. x (N, 12) -> (N, 4)"""
@@ -154,4 +187,4 @@ def unused_opsets(rng):
         [{"x": _normal(rng, [2, 12], 1.0)}, {"x": _normal(rng, [5, 12], 1.0)}]
 
 
-BUILDERS = [clip_relu6, hardsigmoid_se, resize_scales, resize_sizes, nhwc_conv, if_scalar, unused_opsets]
+BUILDERS = [clip_relu6, hardsigmoid_se, resize_scales, resize_sizes, nhwc_conv, if_scalar, if_lstm, unused_opsets]

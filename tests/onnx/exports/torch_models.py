@@ -11,7 +11,7 @@ def randomize_batch_norms(model):
     """running statistics and affine parameters that are not the defaults, so BatchNorm's inference form matters"""
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
+            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
                 m.weight.uniform_(0.5, 1.5)
@@ -93,6 +93,44 @@ class GRUClassifier(nn.Module):
     def forward(self, ids):
         out, _ = self.rnn(self.emb(ids))  # (B, T, hidden)
         return self.head(out[:, -1])
+
+
+class KeywordSpotter(nn.Module):
+    """a small keyword head over audio features: Conv1d + BatchNorm1d + ReLU, MaxPool1d, dilated Conv1d, mean over
+    time, linear, log_softmax. feats (B, 10, T) -> (B, 6)"""
+
+    def __init__(self, feats=10, c=16, words=6):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv1d(feats, c, 3, padding=1), nn.BatchNorm1d(c)
+        self.conv2 = nn.Conv1d(c, c, 3, padding=2, dilation=2)
+        self.bn2 = nn.BatchNorm1d(c)  # after the ReLU: not folded into the Conv
+        self.head = nn.Linear(c, words)
+
+    def forward(self, feats):
+        x = F.max_pool1d(F.relu(self.bn1(self.conv1(feats))), 2)  # (B, c, T // 2)
+        x = self.bn2(F.relu(self.conv2(x)))
+        return F.log_softmax(self.head(F.adaptive_avg_pool1d(x, 1).squeeze(-1)), dim=-1)
+
+
+class CRNN(nn.Module):
+    """an OCR line recognizer (CRNN): convs and poolings to a height of 1, the width as the sequence,
+    bidirectional LSTM, per-step class log-probabilities and their greedy argmax.
+    image (B, 1, 8, W) -> log_probs (W / 4, B, 12), best (W / 4, B) int64"""
+
+    def __init__(self, c=16, hidden=16, classes=12):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
+        self.bn = nn.BatchNorm2d(c)
+        self.rnn = nn.LSTM(c, hidden, bidirectional=True)
+        self.fc = nn.Linear(2 * hidden, classes)
+
+    def forward(self, image):
+        x = F.max_pool2d(F.relu(self.conv1(image)), 2)                 # (B, c, 4, W / 2)
+        x = F.max_pool2d(F.relu(self.bn(self.conv2(x))), (4, 2))       # (B, c, 1, W / 4)
+        seq = x.squeeze(2).permute(2, 0, 1)                            # (W / 4, B, c)
+        out, _ = self.rnn(seq)
+        log_probs = F.log_softmax(self.fc(out), dim=-1)
+        return log_probs, log_probs.argmax(-1)
 
 
 class CausalTransformer(nn.Module):
