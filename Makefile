@@ -122,6 +122,13 @@ bench-onnx: deps all onnx
 	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
 	  ORT_DIR=$(abspath $(ORT_DIR)) $(RUN_LUA) bench/onnx_bench.lua
 
+# x @ W^T + b frozen (prepacked) vs unfrozen vs OpenBLAS over a sweep of shapes, on each ISA path.
+.PHONY: bench-frozen
+bench-frozen: deps all
+	for isa in native avx2; do OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) \
+	  OPENBLAS_NUM_THREADS=$(BENCH_THREADS) $$([ $$isa = avx2 ] && echo DS_ISA=avx2) \
+	  $(RUN_LUA) bench/frozen_sweep.lua $(BENCH_THREADS); done
+
 # Used by `luarocks make rocks/ds-scm-1.rockspec`: lua/ds with ds.h, libds.so (and libds_onnx.so once built) next to its files.
 INST_LUADIR ?= /usr/local/share/lua/5.1
 INST_BINDIR ?= /usr/local/bin
