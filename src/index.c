@@ -1,4 +1,4 @@
-/* index.c: joining and indexing kernels: cat, gather, scatter_add, index_select, index_add,
+/* index.c: joining and indexing kernels: cat, gather, scatter_add, scatter_reduce, index_select, index_add,
    embedding, one_hot. Index tensors hold 1-based i64 values (Lua's convention); every index is
    range-checked here, since compiled graphs call these kernels without the Lua-side checks. */
 #include "internal.h"
@@ -175,40 +175,79 @@ static int gather_impl(ds_tensor *const *t, const double *attrs, int dt) {
   return DS_OK;
 }
 
-/* ---- scatter_add: out, x, index, src; attrs = {dim}. out = x; out[..index[..i..]..] += src[..i..] ---- */
-static int scatter_add_impl(ds_tensor *const *t, const double *attrs, int dt) {
+/* how scatter combines an element already in the output with one of src */
+enum { SCATTER_SUM, SCATTER_PROD, SCATTER_AMAX, SCATTER_AMIN, SCATTER_MODES };
+
+/* *d = *d * *s (integers wrap, as add_el's sums) */
+static inline void mul_el(char *d, const char *s, int dt) {
+  switch (dt) {
+    case DS_F32: *(float *)d *= *(const float *)s; break;
+    case DS_F64: *(double *)d *= *(const double *)s; break;
+    case DS_I64: *(int64_t *)d = (int64_t)((uint64_t)*(int64_t *)d * (uint64_t)*(const int64_t *)s); break;
+    default: *(int32_t *)d = (int32_t)((uint32_t)*(int32_t *)d * (uint32_t)*(const int32_t *)s); break;
+  }
+}
+/* *d = the larger (amax) or smaller of *d and s; a NaN on either side wins (as torch's amax) */
+static inline void pick_f64(double *d, double s, int want_max) {
+  if (s != s || (*d == *d && (want_max ? s > *d : s < *d))) *d = s;
+}
+static inline void pick_i64(int64_t *d, int64_t s, int want_max) { if (want_max ? s > *d : s < *d) *d = s; }
+static inline void pick_el(char *d, const char *s, int dt, int want_max) {
+  switch (dt) {
+    case DS_F32: { double v = *(float *)d; pick_f64(&v, *(const float *)s, want_max); *(float *)d = (float)v; break; }
+    case DS_F64: pick_f64((double *)d, *(const double *)s, want_max); break;
+    case DS_I64: pick_i64((int64_t *)d, *(const int64_t *)s, want_max); break;
+    default: { int64_t v = *(int32_t *)d; pick_i64(&v, *(const int32_t *)s, want_max); *(int32_t *)d = (int32_t)v; break; }
+  }
+}
+static inline void combine_el(char *d, const char *s, int dt, int mode) {
+  if (mode == SCATTER_SUM) add_el(d, s, dt);
+  else if (mode == SCATTER_PROD) mul_el(d, s, dt);
+  else pick_el(d, s, dt, mode == SCATTER_AMAX);
+}
+
+/* ---- scatter_add / scatter_reduce: out, x, index, src; attrs = {dim} / {dim, mode}.
+   out = x; out[..index[..i..]..] = combine(out[..], src[..i..]) in src's row-major order ---- */
+static int scatter_impl(ds_tensor *const *t, int dt, const char *op, double dim_attr, int mode) {
   ds_tensor *o = t[0];
   const ds_tensor *x = t[1], *ix = t[2], *src = t[3];
   char b1[128], b2[128];
   int dim = 0, rc;
   ds_tensor *const oxs[3] = {t[0], t[1], t[3]};
-  if ((rc = check_dtypes("scatter_add", dt, oxs, 3)) || (rc = check_index("scatter_add", ix))) return rc;
-  DS_CHECK(same_shape(o, x), "scatter_add: output %s does not match input %s", ds_shape_str(o, b1),
-           ds_shape_str(x, b2));
-  DS_CHECK(same_shape(ix, src), "scatter_add: index %s and src %s must have the same shape", ds_shape_str(ix, b1),
+  if ((rc = check_dtypes(op, dt, oxs, 3)) || (rc = check_index(op, ix))) return rc;
+  DS_CHECK(same_shape(o, x), "%s: output %s does not match input %s", op, ds_shape_str(o, b1), ds_shape_str(x, b2));
+  DS_CHECK(same_shape(ix, src), "%s: index %s and src %s must have the same shape", op, ds_shape_str(ix, b1),
            ds_shape_str(src, b2));
-  DS_CHECK(x->ndim >= 1 && x->ndim == ix->ndim,
-           "scatter_add: input %s and index %s need the same number of dims (>= 1)", ds_shape_str(x, b1),
-           ds_shape_str(ix, b2));
-  if ((rc = get_dim("scatter_add", attrs[0], x, &dim))) return rc;
+  DS_CHECK(x->ndim >= 1 && x->ndim == ix->ndim, "%s: input %s and index %s need the same number of dims (>= 1)", op,
+           ds_shape_str(x, b1), ds_shape_str(ix, b2));
+  if ((rc = get_dim(op, dim_attr, x, &dim))) return rc;
   for (int d = 0; d < x->ndim; d++)
-    DS_CHECK(d == dim || ix->shape[d] <= x->shape[d], "scatter_add: index %s is larger than input %s in dim %d",
+    DS_CHECK(d == dim || ix->shape[d] <= x->shape[d], "%s: index %s is larger than input %s in dim %d", op,
              ds_shape_str(ix, b1), ds_shape_str(x, b2), d + 1);
   int64_t n = x->shape[dim], sd = o->strides[dim] * ds_dtype_size(dt);
   walk w; walk_init(&w, ix->ndim, ix->shape, 3);
   walk_operand(&w, 0, ix, -1); walk_operand(&w, 1, src, -1); walk_operand(&w, 2, o, dim);
   for (int64_t i = 0; i < ix->numel; i++, walk_next(&w)) { /* check all indices before writing */
     int64_t v = *(const int64_t *)((const char *)ix->data + w.off[0]);
-    if (v < 1 || v > n) return out_of_range("scatter_add", v, dim, n);
+    if (v < 1 || v > n) return out_of_range(op, v, dim, n);
   }
   copy_into(o, x);
   walk_init(&w, ix->ndim, ix->shape, 3);
   walk_operand(&w, 0, ix, -1); walk_operand(&w, 1, src, -1); walk_operand(&w, 2, o, dim);
   for (int64_t i = 0; i < ix->numel; i++, walk_next(&w)) {
     int64_t v = *(const int64_t *)((const char *)ix->data + w.off[0]);
-    add_el((char *)o->data + w.off[2] + (v - 1) * sd, (const char *)src->data + w.off[1], dt);
+    combine_el((char *)o->data + w.off[2] + (v - 1) * sd, (const char *)src->data + w.off[1], dt, mode);
   }
   return DS_OK;
+}
+static int scatter_add_impl(ds_tensor *const *t, const double *attrs, int dt) {
+  return scatter_impl(t, dt, "scatter_add", attrs[0], SCATTER_SUM);
+}
+static int scatter_reduce_impl(ds_tensor *const *t, const double *attrs, int dt) {
+  double m = attrs[1];
+  if (!(m >= 0 && m < SCATTER_MODES) || m != (double)(int)m)
+    return ds_fail(DS_EINVAL, "scatter_reduce: reduce mode %g is not one of 0 (sum), 1 (prod), 2 (amax), 3 (amin)", m);
+  return scatter_impl(t, dt, "scatter_reduce", attrs[0], (int)m);
 }
 
 /* Read and check a 0-d or 1-D index (values 1..size) into a fresh array; NULL on error. */
@@ -373,5 +412,5 @@ static int one_hot_impl(ds_tensor *const *t, const double *attrs, int dt) {
   KERNEL(OP, f32, DS_F32) KERNEL(OP, f64, DS_F64) KERNEL(OP, i64, DS_I64) KERNEL(OP, i32, DS_I32)
 #define ALL_KERNELS(OP) ARITH_KERNELS(OP) KERNEL(OP, u8, DS_U8) KERNEL(OP, bool, DS_BOOL)
 ALL_KERNELS(cat) ALL_KERNELS(gather) ALL_KERNELS(index_select) ALL_KERNELS(embedding)
-ARITH_KERNELS(scatter_add) ARITH_KERNELS(index_add)
+ARITH_KERNELS(scatter_add) ARITH_KERNELS(scatter_reduce) ARITH_KERNELS(index_add)
 KERNEL(one_hot, i64, DS_I64) KERNEL(one_hot, f32, DS_F32) KERNEL(one_hot, f64, DS_F64)

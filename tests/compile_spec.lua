@@ -46,6 +46,8 @@ local cases = {
   gather = { function(x, i) return ds.gather(x, 2, i) end, function() return t({ 3, 4 }), ids({ 3, 2 }, 4) end },
   scatter_add = { function(x, i, s) return ds.scatter_add(x, 2, i, s) end,
                   function() return t({ 3, 4 }), ids({ 3, 2 }, 4), t({ 3, 2 }) end },
+  scatter_reduce = { function(x, i, s) return ds.scatter_reduce(x, 2, i, s, "amax") end,
+                     function() return t({ 3, 4 }), ids({ 3, 2 }, 4), t({ 3, 2 }) end },
   index_select = { function(x, i) return ds.index_select(x, 1, i) end, function() return t({ 3, 4 }), ids({ 5 }, 3) end },
   index_add = { function(x, i, s) return ds.index_add(x, 1, i, s) end,
                 function() return t({ 3, 4 }), ids({ 5 }, 3), t({ 5, 4 }) end },

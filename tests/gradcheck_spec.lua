@@ -110,6 +110,11 @@ add("scatter_add", "dim 2", function(x, i, s) return ds.scatter_add(x, 2, i, s) 
   function() return { N(3, 4), I { { 1, 4 }, { 2, 2 }, { 3, 1 } }, N(3, 2) } end)
 add("scatter_add", "src larger than index", function(x, i, s) return ds.scatter_add(x, 1, i, s) end,
   function() return { N(3, 4), I { { 1, 3, 2 } }, N(2, 4) } end)
+for _, reduce in ipairs({ "sum", "prod", "amax", "amin" }) do
+  add("scatter_reduce", reduce .. ", duplicates, src larger than index",
+    function(x, i, s) return ds.scatter_reduce(x, 2, i, s, reduce) end,
+    function() return { N(3, 4), I { { 1, 4 }, { 2, 2 }, { 3, 1 } }, N(3, 3) } end)
+end
 add("index_select", "dim 1", function(x, i) return ds.index_select(x, 1, i) end, function() return { N(4, 3), I { 1, 3, 3 } } end)
 add("index_select", "dim 2, non-contiguous", function(x, i) return ds.index_select(x, 2, i) end, function() return { NC(N(4, 3)), I { 2, 2 } } end)
 add("index_add", "dim 1", function(x, i, s) return ds.index_add(x, 1, i, s) end, function() return { N(4, 3), I { 1, 3, 3 }, N(3, 3) } end)

@@ -111,14 +111,19 @@ describe("ONNX import of indexing, sorting, reductions and losses agrees with ON
       inputs = { { "x", x:reshape(3, 2, 2) }, { "i", i64({ 2, -1, 0 }, { 3, 1 }) } } }
   end)
 
-  it("ScatterElements and ScatterND: negative indices, add with duplicates, i32 data", function()
+  it("ScatterElements and ScatterND: negative indices, every reduction with duplicates, i32 data", function()
     local x = f32({ 1, 2, 3, 4, 5, 6 }, { 2, 3 })
     agrees { name = "scatter_elements_add", op = "ScatterElements", opset = 16, attrs = { axis = 1, reduction = "add" },
       inputs = { { "x", x }, { "i", i64({ -1, -1, 0, 2 }, { 2, 2 }) }, { "u", f32({ 10, 20, 30, 40 }, { 2, 2 }) } } }
     agrees { name = "scatter_elements_i32", op = "ScatterElements", opset = 13, attrs = { axis = 0 },
       inputs = { { "x", i32({ 1, 2, 3, 4, 5, 6 }, { 2, 3 }) }, { "i", i64({ 1, -2 }, { 1, 2 }) }, { "u", i32({ 7, 8 }, { 1, 2 }) } } }
-    agrees { name = "scatternd_add", op = "ScatterND", opset = 16, attrs = { reduction = "add" },
-      inputs = { { "x", x }, { "i", i64({ 1, 1, -1 }, { 3, 1 }) }, { "u", f32({ 1, 2, 3, 4, 5, 6, 7, 8, 9 }, { 3, 3 }) } } }
+    for _, r in ipairs({ "add", "mul", "max", "min" }) do
+      agrees { name = "scatternd_" .. r, op = "ScatterND", opset = 18, attrs = { reduction = r },
+        inputs = { { "x", x }, { "i", i64({ 1, 1, -1 }, { 3, 1 }) }, { "u", f32({ 1, 2, 3, 4, 5, 6, 7, 8, 9 }, { 3, 3 }) } } }
+      agrees { name = "scatter_elements_" .. r, op = "ScatterElements", opset = 18, attrs = { axis = 0, reduction = r },
+        inputs = { { "x", i32({ 1, 2, 3, 4, 5, 6 }, { 2, 3 }) }, { "i", i64({ 1, -1, 0, 0, 1, 1 }, { 2, 3 }) },
+          { "u", i32({ 7, -8, 2, 3, 4, 5 }, { 2, 3 }) } } }
+    end
   end)
 
   it("OneHot with negative indices and axis; Trilu with a constant k; EyeLike off the diagonal", function()

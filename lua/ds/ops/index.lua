@@ -1,4 +1,4 @@
--- ops/index.lua: joining and indexing ops (cat, stack, gather, scatter_add, index_select, index_add,
+-- ops/index.lua: joining and indexing ops (cat, stack, gather, scatter_add, scatter_reduce, index_select, index_add,
 -- masked_fill, one_hot, embedding); indices are 1-based i64 and range-checked by the C kernels.
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
@@ -182,6 +182,47 @@ C.export("scatter_add", function(x, dim, index, src)
   return D.call(scatter_add, { x, index, src }, { dim = dim })
 end)
 Tensor.scatter_add_ = function(x, dim, index, src) return D.call(scatter_add, { x, index, src }, { dim = dim }, x) end
+
+-- the gradients of scatter_reduce's amax/amin (torch's rule): shared evenly by x's element and the src elements
+-- equal to the result at each position
+local function extreme_scatter_bw(ctx, g)
+  local x, ix, src, out, dim = ctx.inputs[1], ctx.inputs[2], ctx.inputs[3], ctx.outputs[1], ctx.attrs.dim
+  local self_hit = F.eq(x, out):astype(g.dtype)
+  local src_hit = F.eq(src, out:gather(dim, ix)):astype(g.dtype) -- src has index's shape (prepare)
+  local share = g / (self_hit + F.scatter_add(F.zeros_like(g), dim, ix, src_hit))
+  return ctx.needs[1] and share * self_hit or nil, nil, ctx.needs[3] and share:gather(dim, ix) * src_hit or nil
+end
+local SCATTER_BACKWARD = {
+  sum = function(ctx, g) return scatter_add.backward(ctx, g) end,
+  -- the product of the others: out / x and out / src (undefined where they are 0)
+  prod = function(ctx, g)
+    local x, ix, src, out, dim = ctx.inputs[1], ctx.inputs[2], ctx.inputs[3], ctx.outputs[1], ctx.attrs.dim
+    return ctx.needs[1] and g * out / x or nil, nil, ctx.needs[3] and (g * out):gather(dim, ix) / src or nil
+  end,
+  amax = extreme_scatter_bw, amin = extreme_scatter_bw,
+}
+
+-- ---- scatter_reduce(x, dim, index, src, reduce): out = x; out[index[i][j]][j] = reduce(out[..], src[i][j]) (dim
+-- 1) with reduce sum, prod, amax or amin (torch.scatter_reduce with include_self = true) ----
+local scatter_reduce = D.define {
+  name = "scatter_reduce", doc = "x combined (sum, prod, amax, amin) with src at the 1-based indices along dim",
+  kind = "index", kernel = "ds_scatter_reduce_%s", dtypes = ARITH, ninputs = 3,
+  attrs = { { "dim", "dim" }, { "reduce", "enum", "sum", { "sum", "prod", "amax", "amin" } } },
+  args = { "dim", "reduce" },
+  prepare = function(inputs, attrs)
+    local x, src = inputs[1], inputs[3]
+    need_tensor(x, "scatter_reduce", "input"); need_tensor(src, "scatter_reduce", "src")
+    local ix = as_index(inputs[2], "scatter_reduce")
+    attrs.dim = check_index_dims(x, ix, attrs.dim, "scatter_reduce")
+    return { x, ix, src_like_index(src, ix, "scatter_reduce") }
+  end,
+  promote = scatter_add.promote,
+  infer = function(inputs) return { shape = inputs[1]._shape, dtype = inputs[1].dtype } end,
+  backward = function(ctx, g) return SCATTER_BACKWARD[ctx.attrs.reduce](ctx, g) end,
+}
+C.export("scatter_reduce", function(x, dim, index, src, reduce)
+  return D.call(scatter_reduce, { x, index, src }, { dim = dim, reduce = reduce })
+end)
 
 -- 1-D (or 0-d) index for index_select / index_add
 local function index_1d(ix, opname)

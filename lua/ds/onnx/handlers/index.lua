@@ -92,39 +92,41 @@ def("GatherND", { batch_dims = 0 }, function(ins, at)
   return out:reshape(shape)
 end)
 
--- x with src written (none) or added (add) at the 1-based index along dim, through index_add on rows
-local REDUCTIONS = { none = true, add = true }
+-- ONNX's reductions -> scatter_reduce's (none: a plain write)
+local REDUCE = { add = "sum", mul = "prod", max = "amax", min = "amin" }
 local function check_reduction(op, r)
-  if not REDUCTIONS[r] then refuse(op .. ": reduction '" .. tostring(r) .. "' is not supported (none, add)") end
+  if r ~= "none" and not REDUCE[r] then
+    refuse(op .. ": reduction '" .. tostring(r) .. "' is not one of none, add, mul, max, min")
+  end
 end
 
--- ScatterElements / Scatter: data with updates[i][j] at row indices[i][j] (axis 0)
+-- ScatterElements / Scatter: data with updates[i][j] written or combined at row indices[i][j] (axis 0)
 local function scatter_elements(op)
   return function(ins, at)
-    check_reduction(op, at.reduction or "none")
+    local reduction = at.reduction or "none"
+    check_reduction(op, reduction)
     local x, ix, src = T(ins[1]), T(ins[2]), T(ins[3])
     local a = axis0(at.axis, rank(x), op) + 1
     ix = one_based(ix, x.shape[a])
-    if at.reduction == "add" then return F.scatter_add(x, a, ix, src) end
+    if reduction ~= "none" then return F.scatter_reduce(x, a, ix, src, REDUCE[reduction]) end
     return F.scatter(x, a, ix, src)
   end
 end
 def("ScatterElements", { axis = 0, reduction = "none" }, scatter_elements("ScatterElements"))
 def("Scatter", { axis = 0 }, scatter_elements("Scatter"))
 
--- ScatterND: data (k dims, r...) with updates (m..., r...) at indices (m..., k)
+-- ScatterND: data (k dims, r...) with updates (m..., r...) written or combined at indices (m..., k)
 def("ScatterND", { reduction = "none" }, function(ins, at)
   check_reduction("ScatterND", at.reduction)
   local x, ix, src = T(ins[1]), T(ins[2]), T(ins[3])
   local s = x.shape
   local pos, k = linear_positions(s, ix, 0, "ScatterND")
-  pos = pos:reshape(-1) + 1
-  local rows = x:reshape(numel(s, 1, k), -1)
-  local upd = src:reshape(pos.shape[1], -1)
-  if at.reduction == "add" then return F.index_add(rows, 1, pos, upd):reshape(s) end
-  local hit = F.index_add(F.zeros({ rows.shape[1] }, { dtype = "i64" }), 1, pos, F.ones_like(pos)):gt(0)
-  local written = F.index_add(F.zeros_like(rows), 1, pos, upd)
-  return F.where(hit:unsqueeze(2), written, rows):reshape(s)
+  local rows = x:reshape(numel(s, 1, k), -1) -- (K, R)
+  local m, r = pos.shape[2], rows.shape[2]
+  local at_rows = (pos:reshape(m, 1) + 1):expand(m, r) -- (M, R): the row each update row goes to
+  local upd = src:reshape(m, r)
+  if at.reduction ~= "none" then return F.scatter_reduce(rows, 1, at_rows, upd, REDUCE[at.reduction]):reshape(s) end
+  return F.scatter(rows, 1, at_rows, upd):reshape(s)
 end)
 
 -- OneHot: indices (...), depth, values {off, on} -> values' dtype with a new dim of size depth at axis
