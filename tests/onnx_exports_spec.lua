@@ -57,6 +57,30 @@ local function varying_dims(m, k)
   return dims
 end
 
+-- g's inputs are the manifest's, and every dim that varies between the feeds is symbolic in g (checked on a
+-- ds.Graph; a model specialized on input values traces one graph per value, on its first call)
+local function assert_dynamic(m, g)
+  if not g.values then return end
+  for k, j in ipairs(m.feeds[1].inputs) do
+    assert.equal(j.name, g.inputs[k].name)
+    for _, d in ipairs(varying_dims(m, k)) do
+      local size = g.values[g.inputs[k].value].shape[d]
+      assert(type(size) ~= "number", j.name .. " dim " .. d .. " is fixed at " .. tostring(size) .. " in ds")
+    end
+  end
+end
+
+-- appends to failures what differs between outs and expected (count, dtype, shape, values)
+local function disagreements(failures, label, outs, expected)
+  if #outs ~= #expected then
+    failures[#failures + 1] = string.format("%s: %d outputs, expected %d", label, #outs, #expected)
+  end
+  for n, e in ipairs(expected) do
+    local d = conformance.differs(outs[n], e)
+    if d then failures[#failures + 1] = string.format("%s: output %d: %s", label, n, d) end
+  end
+end
+
 local dir = H.tmp_dir()
 local models, gen_error = generate(dir)
 local reference, ort_error
@@ -76,20 +100,12 @@ describe("real exports (PyTorch and other converters' style) in ds.onnx.load", f
   end)
 
   for _, m in ipairs(models or {}) do
-    local against = m.source == "torch" and "ONNX Runtime and PyTorch" or "ONNX Runtime"
-    it(m.name .. " loads; eager, compiled and loaded agree with " .. against .. " on two sizes", function()
+    local refs = m.source == "torch" and "ONNX Runtime and PyTorch" or "ONNX Runtime"
+    it(m.name .. " loads; eager, compiled and loaded agree with " .. refs .. " on two sizes", function()
       local want = assert(reference and reference[m.name], "no ONNX Runtime reference")
       assert(not want.error, "ONNX Runtime: " .. tostring(want.error))
       local g = ds.onnx.load(dir .. "/" .. m.file)
-      if g.values then -- a ds.Graph (a model specialized on input values has one per value)
-        for k, j in ipairs(m.feeds[1].inputs) do
-          assert.equal(j.name, g.inputs[k].name)
-          for _, d in ipairs(varying_dims(m, k)) do
-            local size = g.values[g.inputs[k].value].shape[d]
-            assert(type(size) ~= "number", j.name .. " dim " .. d .. " is fixed at " .. tostring(size) .. " in ds")
-          end
-        end
-      end
+      assert_dynamic(m, g)
       local compiled = ds.compile(g, { freeze = true })
       local saved = dir .. "/" .. m.name .. ".ds"
       assert(os.execute("mkdir -p " .. saved) == 0)
@@ -99,30 +115,18 @@ describe("real exports (PyTorch and other converters' style) in ds.onnx.load", f
       for k, feed in ipairs(m.feeds) do
         local ins = {}
         for i, j in ipairs(feed.inputs) do ins[i] = tensor_of(j) end
-        local sizes = table.concat(feed.inputs[1].shape, "x")
+        local torch_outs
+        if feed.torch then
+          torch_outs = {}
+          for n, j in ipairs(feed.torch) do torch_outs[n] = tensor_of(j) end
+        end
         for _, run in ipairs({ { "eager", g }, { "compiled", compiled }, { "loaded", loaded } }) do
+          local label = string.format("%s (%s)", run[1], table.concat(feed.inputs[1].shape, "x"))
           local ok, outs = pcall(function() return { run[2](unpack(ins)) } end)
-          if not ok then
-            failures[#failures + 1] = string.format("%s (%s): %s", run[1], sizes, tostring(outs))
+          if not ok then failures[#failures + 1] = label .. ": " .. tostring(outs)
           else
-            local function check(against, expected)
-              if #outs ~= #expected then
-                failures[#failures + 1] = string.format("%s (%s): %d outputs, %s has %d", run[1], sizes, #outs,
-                  against, #expected)
-              end
-              for n, e in ipairs(expected) do
-                local d = conformance.differs(outs[n], e)
-                if d then
-                  failures[#failures + 1] = string.format("%s (%s) vs %s: output %d: %s", run[1], sizes, against, n, d)
-                end
-              end
-            end
-            check("ONNX Runtime", want[k])
-            if feed.torch then
-              local expected = {}
-              for n, j in ipairs(feed.torch) do expected[n] = tensor_of(j) end
-              check("PyTorch", expected)
-            end
+            disagreements(failures, label .. " vs ONNX Runtime", outs, want[k])
+            if torch_outs then disagreements(failures, label .. " vs PyTorch", outs, torch_outs) end
           end
         end
       end
