@@ -71,6 +71,11 @@ $(ONNX_NODE_TESTS): tools/gen_onnx_node_tests.py
 .PHONY: onnx-node-tests
 onnx-node-tests: deps $(ONNX_NODE_TESTS)
 
+# docs/ONNX.md's table of the ops ds.onnx.load reads, from the handler table
+.PHONY: onnx-doc
+onnx-doc: all
+	$(RUN_LUA) tools/gen_onnx_doc.lua
+
 .PHONY: onnx-arity
 onnx-arity: deps all $(BUILD)/libds_onnx.so
 	/usr/bin/python3 tools/gen_onnx_arity.py
