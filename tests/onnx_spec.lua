@@ -19,7 +19,8 @@ local SUMS = { f32 = { 1e-4, 1e-5 }, f64 = { 1e-11, 1e-12 } }    -- long sums in
 local TOL = {
   exp = MATH, log = MATH, log2 = MATH, sin = MATH, cos = MATH, tanh = MATH, sigmoid = MATH, silu = MATH, erf = MATH,
   gelu = MATH, gelu_tanh = MATH, softplus = MATH, pow = MATH, rsqrt = ULPS, sqrt = ULPS, div = ULPS,
-  softmax = MATH, log_softmax = MATH, logsumexp = MATH,
+  softmax = MATH, log_softmax = MATH, logsumexp = MATH, tan = MATH, asin = MATH, acos = MATH, atan = MATH, sinh = MATH,
+  cosh = MATH, asinh = MATH, acosh = MATH, atanh = MATH,
   sum = SUMS, mean = SUMS, prod = SUMS, var = SUMS, std = SUMS, cumsum = SUMS, matmul = SUMS, conv2d = SUMS,
   avg_pool2d = SUMS, layer_norm = SUMS,
   -- ORT's optimizer folds the scale into a FusedMatMul whose alpha is an f32 attribute, so in f64 the result

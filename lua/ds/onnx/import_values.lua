@@ -54,7 +54,7 @@ local function tensor_of(tp, what)
   local field = tp[store.field] or {}
   if raw and #tp.raw_data ~= n * size then
     error(string.format("%s: raw_data has %d bytes, its shape %s of %s needs %d", what, #tp.raw_data,
-      table.concat(shape, "x"), types.NAME[tp.data_type], n * size), 0)
+      table.concat(shape, "x"), types.ONNX[dt] == tp.data_type and dt or types.NAME[tp.data_type], n * size), 0)
   elseif not raw and #field ~= n then
     error(string.format("%s holds %d values, its shape %s needs %d", what, #field, table.concat(shape, "x"), n), 0)
   end
