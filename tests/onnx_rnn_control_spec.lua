@@ -159,4 +159,13 @@ describe("ONNX control flow against ONNX Runtime", function()
     agrees("scan_axes_dynamic", { { { "s0", ds.randn(2) }, { "xa", ds.randn(2, 5) }, { "xb", ds.randn(5, 2) } },
       { { "s0", ds.randn(2) }, { "xa", ds.randn(2, 2) }, { "xb", ds.randn(2, 2) } } }, true)
   end)
+
+  it("sequence and optional ops on sequences known at import time, SequenceMap", function()
+    ds.manual_seed(7)
+    agrees("sequences", { { { "x", ds.randn(3, 4) }, { "y", ds.randn(4) } } }, true)
+  end)
+
+  it("a Loop with a constant trip count growing a sequence (unrolled)", function()
+    agrees("loop_sequence", { { { "x", ds.randn(5) } } }, true)
+  end)
 end)
