@@ -269,9 +269,9 @@ describe("ds.onnx.load", function()
     H.write_file(p, model_with({ op_type = "Relu", input = { "x" }, output = { "y" },
       attribute = { { name = "alpha", type = 1, f = 2 } } }))
     H.raises(function() ds.onnx.load(p) end, "Relu", "attribute alpha is not supported")
-    H.write_file(p, model_with({ op_type = "Conv", input = { "x", "x" }, output = { "y" },
-      attribute = { { name = "auto_pad", type = 3, s = "SAME_UPPER" } } }))
-    H.raises(function() ds.onnx.load(p) end, "Conv", "auto_pad SAME_UPPER is not supported")
+    H.write_file(p, model_with({ op_type = "LpNormalization", input = { "x" }, output = { "y" },
+      attribute = { { name = "p", type = 2, i = 3 } } }))
+    H.raises(function() ds.onnx.load(p) end, "LpNormalization", "p must be 1 or 2, got 3")
     H.write_file(p, model_with({ op_type = "Relu", input = { "x" }, output = { "y" } }, 22))
     H.raises(function() ds.onnx.load(p) end, "opset 22")
     H.write_file(p, model_with({ op_type = "Relu", input = { "nothing" }, output = { "y" } }))
