@@ -29,6 +29,17 @@ for op, onnx in pairs(SIMPLE_UNARY) do
   end
 end
 
+-- the trigonometric and hyperbolic family; round_f16 / round_bf16 as a Cast to FLOAT16 / BFLOAT16 and back
+local TRIG = { tan = "Tan", asin = "Asin", acos = "Acos", atan = "Atan", sinh = "Sinh", cosh = "Cosh", asinh = "Asinh",
+  acosh = "Acosh", atanh = "Atanh" }
+for op, onnx in pairs(TRIG) do FORMS[op] = function(w, n) last(w, n, onnx, { n.ins[1] }) end end
+for op, onnx_t in pairs({ round_f16 = 10, round_bf16 = 16 }) do
+  FORMS[op] = function(w, n)
+    last(w, n, "Cast", { w:one("Cast", { n.ins[1] }, { to = A.int(onnx_t) }) },
+      { to = A.int(types.onnx_type(n.outm[1].dtype, op)) })
+  end
+end
+
 local ARITH = { add = "Add", sub = "Sub", mul = "Mul", div = "Div", pow = "Pow", maximum = "Max", minimum = "Min" }
 for op, onnx in pairs(ARITH) do
   FORMS[op] = function(w, n)
@@ -399,6 +410,11 @@ NO_FORM.expm1 = "ONNX has no expm1, and exp(x) - 1 loses ds's accuracy near 0"
 NO_FORM.all_reduce = "a collective across MPI processes (ds.distributed): an ONNX model runs in one process"
 NO_FORM.cumprod = "ONNX has no cumulative product"
 NO_FORM.scatter_reduce = "opset 17's ScatterElements has no max/min reduction (opset 18 added them)"
+for _, op in ipairs { "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not" } do
+  NO_FORM[op] = "ONNX's Bitwise* ops are in opset 18; ds writes opset 17"
+end
+NO_FORM.bitwise_left_shift = "ONNX's BitShift takes unsigned types only (ds's shifts are for i32/i64/u8)"
+NO_FORM.bitwise_right_shift = NO_FORM.bitwise_left_shift
 NO_FORM.sort = "ONNX's TopK does not promise ds's stable order of equal values"
 NO_FORM.print = "ONNX has no printing op"
 NO_FORM.segment_attention = "ONNX attention has no per-sequence segments (export the padded model with a mask)"

@@ -82,11 +82,12 @@ local trig = {
   atanh = { "inverse hyperbolic tangent", function(ctx, g) return g / one_minus_sq(ctx.inputs[1]) end },
 }
 for name, spec in pairs(trig) do unary[name] = { doc = spec[1], C.FLOAT, C.promote_float, spec[2] } end
--- rounding to a 16-bit float format, the value kept in x's dtype; the gradient passes through (as astype's)
+-- rounding to a 16-bit float format, the value kept in x's dtype (ONNX's Cast to FLOAT16/BFLOAT16); a step
+-- function, given no backward
 unary.round_f16 = { doc = "x rounded to the nearest float16 value, ties to even (torch's x.half().to(x.dtype))",
-  C.FLOAT, C.promote_float, function(ctx, g) return g end }
+  C.FLOAT, C.promote_float }
 unary.round_bf16 = { doc = "x rounded to the nearest bfloat16 value, ties to even (torch's x.bfloat16().to(x.dtype))",
-  C.FLOAT, C.promote_float, function(ctx, g) return g end }
+  C.FLOAT, C.promote_float }
 -- rounding (integers come back unchanged; round is half to even): the gradient is 0, as PyTorch's
 local rounding = { floor = "round down to an integer value", ceil = "round up to an integer value",
   round = "round to the nearest integer value, halves to even", trunc = "round toward zero to an integer value" }
