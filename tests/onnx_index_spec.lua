@@ -171,6 +171,11 @@ describe("ONNX import of indexing, sorting, reductions and losses agrees with ON
       inputs = { { "x", f32({ 2, 1, 0, 1, 2, 1, 0, 1 }, { 4, 2 }) } } }
   end)
 
+  it("Det: pivoting, a singular matrix, a batch", function()
+    agrees { name = "det", op = "Det", opset = 11, inputs = { { "x", f32({ 0, 2, 1, 1, 3, -1, 4, 0.5, 2, 1, 2, 3, 2, 4, 6, 0, 1, 5 },
+      { 2, 3, 3 }) } } }
+  end)
+
   it("losses: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss with i32 labels, weights, ignore_index", function()
     local scores = f32({ 0.1, -1, 2, 0.5, 0.3, 0.2, -0.7, 1.5, 0, 1, 2, 3 }, { 2, 3, 2 })
     local labels = i32({ 0, 2, -1, 1 }, { 2, 2 })

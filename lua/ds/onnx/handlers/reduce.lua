@@ -1,4 +1,4 @@
--- onnx/handlers/reduce.lua: ONNX import handlers of reductions (Reduce*, ArgMax/ArgMin), scans (CumSum) and
+-- onnx/handlers/reduce.lua: ONNX import handlers of reductions (Reduce*, ArgMax/ArgMin, Det), scans (CumSum) and
 -- selection (TopK); outputs keep ONNX's element types (integers stay integers, indices are 0-based int64).
 local F = require("ds.ops")
 local dtype = require("ds.dtype")
@@ -125,6 +125,37 @@ def("TopK", { axis = -1, largest = 1, sorted = 1, k = false }, function(ins, at)
   -- sorted = 0 leaves the order to the implementation: the sorted order is one
   local values, indices = F.topk(x, k, d, at.largest ~= 0)
   return values, indices - 1
+end)
+
+-- ---- Det: x (..., n, n) -> (...), by Gaussian elimination with partial pivoting (an LU factorization) in ds
+-- ops, n steps of (..., n, n) work each ----
+def("Det", {}, function(ins)
+  local a = T(ins[1])
+  local r = rank(a)
+  local n = a.shape[r]
+  if r < 2 or type(n) ~= "number" or a.shape[r - 1] ~= n then
+    refuse("Det: the input must be (..., n, n) with a static n")
+  end
+  if not dtype.is_float[a.dtype] then refuse("Det: the input must be floating point, got " .. a.dtype) end
+  local row_shape = {}
+  for i = 1, r - 2 do row_shape[i] = 1 end
+  row_shape[r - 1] = n
+  local rows = F.arange(1, n + 1, { dtype = "i64" }):reshape(row_shape) -- (1..., n): each row's number
+  local det = F.ones_like(a:select(-1, 1):select(-1, 1)) -- (...)
+  for k = 1, n do
+    -- the row at or below k with the largest |a[., k]| becomes row k (rows k and p swap; the sign flips)
+    local p = a:select(-1, k):narrow(-1, k, n - k + 1):abs():argmax(-1, true) + (k - 1) -- (..., 1)
+    local order = F.where(rows:eq(k), p, F.where(rows:eq(p), k, rows)) -- (..., n)
+    local shape = a.shape
+    a = F.gather(a, -2, order:unsqueeze(-1):expand(shape))
+    local pivot = a:select(-2, k):select(-1, k) -- (...)
+    det = det * F.where(p:squeeze(-1):eq(k), pivot, -pivot)
+    -- rows below k less their multiple of row k (a zero pivot: det is 0 already, divide by 1 instead)
+    local safe = F.where(pivot:eq(0), F.ones_like(pivot), pivot)
+    local factor = a:select(-1, k) / safe:unsqueeze(-1) * rows:gt(k):astype(a.dtype) -- (..., n)
+    a = a - factor:unsqueeze(-1) * a:select(-2, k):unsqueeze(-2)
+  end
+  return det
 end)
 
 return OPS
