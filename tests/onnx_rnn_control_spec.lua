@@ -78,8 +78,8 @@ describe("ONNX recurrent layers against ONNX Runtime", function()
     end)
     it(name .. ": a loop over a dynamic length, eager, compiled and loaded", function()
       ds.manual_seed(2)
-      local m = agrees(name .. "_dynamic", { feeds(extra, 2, I, D, H_, 5, layout), feeds(extra, 2, I, D, H_, 3, layout) },
-        true)
+      local two_lengths = { feeds(extra, 2, I, D, H_, 5, layout), feeds(extra, 2, I, D, H_, 3, layout) }
+      local m = agrees(name .. "_dynamic", two_lengths, true)
       assert.equal("seq", tostring(m.values[m.inputs[1].value].shape[layout == 1 and 2 or 1]))
     end)
   end

@@ -107,7 +107,9 @@ end
 local function read_inputs(op, ins, at, ngates)
   if at.layout ~= 0 and at.layout ~= 1 then refuse(op .. ": layout must be 0 or 1, got " .. tostring(at.layout)) end
   local ndir = ({ forward = 1, reverse = 1, bidirectional = 2 })[at.direction]
-  if not ndir then refuse(op .. ": direction must be forward, reverse or bidirectional, got " .. tostring(at.direction)) end
+  if not ndir then
+    refuse(op .. ": direction must be forward, reverse or bidirectional, got " .. tostring(at.direction))
+  end
   local x, w, r = T(ins[1]), T(ins[2]), T(ins[3])
   if #x.shape ~= 3 or #w.shape ~= 3 or #r.shape ~= 3 then
     refuse(op .. ": X, W and R must have rank 3")

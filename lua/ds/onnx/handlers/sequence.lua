@@ -49,7 +49,9 @@ end)
 def("SequenceConstruct", {}, function(ins)
   local dt = V.dtype(ins[1])
   for k, v in ipairs(ins) do
-    if V.dtype(v) ~= dt then refuse(string.format("SequenceConstruct: input %d is %s, input 1 %s", k, V.dtype(v), dt)) end
+    if V.dtype(v) ~= dt then
+      refuse(string.format("SequenceConstruct: input %d is %s, input 1 %s", k, V.dtype(v), dt))
+    end
   end
   return sequence(copy(ins), dt)
 end)
