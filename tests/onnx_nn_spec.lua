@@ -183,6 +183,11 @@ describe("ONNX import of Resize, DepthToSpace, SpaceToDepth, GridSample", functi
       { { "x", x, dims = { "n", 3, 6, 8 } }, { "" }, scales({ 1, 1, 2, 0.5 }) })
   end)
 
+  it("Upsample: scales as an attribute (opset 7) or an input (opset 9)", function()
+    check("upsample7_nearest", "Upsample", 7, { mode = "nearest", scales = { floats = { 1, 1, 2, 1.5 } } }, { { "x", x } })
+    check("upsample9_linear", "Upsample", 9, { mode = "linear" }, { { "x", x }, scales({ 1, 1, 1.5, 2 }) })
+  end)
+
   it("DepthToSpace (DCR, CRD) and SpaceToDepth", function()
     check("depthtospace_dcr", "DepthToSpace", 13, { blocksize = 2 }, { { "x", randn({ 2, 8, 3, 4 }) } })
     check("depthtospace_crd", "DepthToSpace", 13, { blocksize = 2, mode = "CRD" }, { { "x", randn({ 2, 8, 3, 4 }) } })

@@ -67,7 +67,8 @@ function M.geometry(at, n, kernel, op)
       if g.pb[i] < 0 or g.pe[i] < 0 then refuse(op .. ": negative pads are not supported") end
       local span = n[i] + g.pb[i] + g.pe[i] - e
       if span < 0 then
-        refuse(string.format("%s: kernel extent %d is larger than the padded input %d", op, e, n[i] + g.pb[i] + g.pe[i]))
+        refuse(string.format("%s: kernel extent %d is larger than the padded input %d", op, e,
+          n[i] + g.pb[i] + g.pe[i]))
       end
       g.out[i] = (ceil and math.ceil(span / g.s[i]) or math.floor(span / g.s[i])) + 1
       if ceil and (g.out[i] - 1) * g.s[i] >= n[i] + g.pb[i] then g.out[i] = g.out[i] - 1 end

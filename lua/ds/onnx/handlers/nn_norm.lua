@@ -22,7 +22,9 @@ def("BatchNormalization", { epsilon = 1e-5, momentum = 0.9, training_mode = 0, s
     refuse("BatchNormalization in training mode is not supported (inference only)")
   end
   for k = 2, 5 do
-    if has_output(node, k) then refuse("BatchNormalization: the running and saved statistics outputs are training outputs") end
+    if has_output(node, k) then
+      refuse("BatchNormalization: the running and saved statistics outputs are training outputs")
+    end
   end
   local x = T(ins[1])
   local scale, bias, mean, var = T(ins[2]), T(ins[3]), T(ins[4]), T(ins[5])
@@ -62,7 +64,9 @@ def("LayerNormalization", { axis = -1, epsilon = 1e-5, stash_type = 1 }, functio
   local r = rank(x)
   local a = axis0(at.axis, r, "LayerNormalization")
   local stash = types.DS[at.stash_type]
-  if stash ~= "f32" and stash ~= "f64" then refuse("LayerNormalization: stash_type " .. at.stash_type .. " is not supported") end
+  if stash ~= "f32" and stash ~= "f64" then
+    refuse("LayerNormalization: stash_type " .. at.stash_type .. " is not supported")
+  end
   local ns = {}
   for d = a + 1, r do
     if type(x.shape[d]) ~= "number" then refuse("LayerNormalization: the normalized dims must have known sizes") end

@@ -137,7 +137,9 @@ def("MaxPool", with(POOL_ATTRS, { storage_order = 0 }), function(ins, at, node)
   local g = pool_geometry(x, at, "MaxPool")
   local want_indices = (node.output[2] or "") ~= ""
   if not want_indices then return window_reduce(x, g, "max") end
-  if not kernel_pool(x, g) then refuse("MaxPool: the Indices output is supported for 1-D and 2-D float pools without dilation") end
+  if not kernel_pool(x, g) then
+    refuse("MaxPool: the Indices output is supported for 1-D and 2-D float pools without dilation")
+  end
   if at.storage_order ~= 0 and #g.n ~= 2 then refuse("MaxPool: storage_order 1 needs a 2-D pool") end
   local padding = kernel_padding(g)
   local xp = x

@@ -62,7 +62,8 @@ def("RoiAlign", { coordinate_transformation_mode = "half_pixel", mode = "avg", o
   local sum
   for _, yc in ipairs { { ylo, wylo }, { yhi, wyhi } } do
     for _, xc in ipairs { { xlo, wxlo }, { xhi, wxhi } } do
-      local index = base + (yc[1]:astype("i64") * w):unsqueeze(3) + xc[1]:astype("i64"):unsqueeze(2) -- (R, OH sr, OW sr)
+      -- (R, OH sr, OW sr)
+      local index = base + (yc[1]:astype("i64") * w):unsqueeze(3) + xc[1]:astype("i64"):unsqueeze(2)
       local values = F.index_select(flat, 2, index:reshape(-1)):reshape(c, r, oh * sr, ow * sr)
       local part = values * (yc[2] * cy):unsqueeze(3) * (xc[2] * cx):unsqueeze(2)
       sum = sum and sum + part or part

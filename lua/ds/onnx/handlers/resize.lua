@@ -250,7 +250,9 @@ end)
 
 -- Upsample (opsets 7 to 9): scales as an attribute (7) or input (9); asymmetric coordinates, nearest rounds down
 def("Upsample", { mode = "nearest", scales = false, height_scale = false, width_scale = false }, function(ins, at)
-  if at.height_scale or at.width_scale then refuse("Upsample: the opset-1 height_scale/width_scale form is not supported") end
+  if at.height_scale or at.width_scale then
+    refuse("Upsample: the opset-1 height_scale/width_scale form is not supported")
+  end
   local o = { mode = at.mode, coordinate_transformation_mode = "asymmetric", nearest_mode = "floor",
     exclude_outside = 0, cubic_coeff_a = -0.75, extrapolation_value = 0 }
   check_mode(o, "Upsample")
