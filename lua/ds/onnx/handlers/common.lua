@@ -6,6 +6,7 @@
   attribute, e.g. If's branches, seeing the values visible at the node). ins are values (ds tensors or consts, import_values.lua; nil for an
   omitted optional input); at the attributes by name with defaults filled in (false: no default, absent).
   ONNX axes are 0-based (negative from the end); ds dims are 1-based (negative from the end): dim(a). ]]
+local ffi = require("ffi")
 local V = require("ds.onnx.import_values")
 
 local M = {}
@@ -48,7 +49,25 @@ function M.broadcast2(a, b, f, dt)
   if #a.shape ~= #b.shape and #da == #db then shape = #a.shape >= #b.shape and a.shape or b.shape end
   local out = {}
   for i = 1, n do out[i] = f(da[#da == 1 and 1 or i], db[#db == 1 and 1 or i]) end
-  return V.const(dt or a.dtype, shape, out)
+  return M.rounded(V.const(dt or a.dtype, shape, out))
+end
+
+-- f applied to each entry of const a (same shape), with dtype dt (a's by default)
+function M.map(a, f, dt)
+  local out = {}
+  for i, x in ipairs(a.data) do out[i] = f(x) end
+  return M.rounded(V.const(dt or a.dtype, a.shape, out))
+end
+
+-- const c with its numbers rounded to f32 when it is f32 (Lua computes in f64; ONNX's f32 ops round each step)
+local f32_box = ffi.new("float[1]")
+function M.rounded(c)
+  if c.dtype == "f32" then
+    for i, x in ipairs(c.data) do
+      if type(x) == "number" then f32_box[0] = x; c.data[i] = tonumber(f32_box[0]) end
+    end
+  end
+  return c
 end
 
 return M

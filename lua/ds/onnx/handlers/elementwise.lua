@@ -40,10 +40,12 @@ local function int_div(x, y)
   end
   return sym.div(x, y, "Div")
 end
-local FOLD = {
-  Add = sym.add, Sub = sym.sub, Mul = sym.mul,
-  Equal = function(x, y) return x == y and 1 or 0 end,
-}
+local FOLD = { Add = sym.add, Sub = sym.sub, Mul = sym.mul }
+-- float Div of consts: numbers only (a dynamic dim divided as a float is not a shape value)
+local function float_div(x, y)
+  if type(x) == "number" and type(y) == "number" then return x / y end
+  refuse("Div of the shape values " .. tostring(x) .. " and " .. tostring(y) .. " as floats is not known at import time")
+end
 -- integer a / b truncated toward zero: a - fmod(a, b) is a multiple of b, so its floor division is exact
 -- (u8 goes through i32, which has the kernels)
 local function trunc_div(a, b)
@@ -61,8 +63,8 @@ end
 local BINARY = { Add = F.add, Sub = F.sub, Mul = F.mul, Div = F.div, Pow = pow }
 for op, f in pairs(BINARY) do
   binary(op, LEGACY, function(a, b)
-    if all_const({ a, b }) and (FOLD[op] or (op == "Div" and not dtype.is_float[a.dtype])) then
-      local r = common.broadcast2(a, b, FOLD[op] or int_div)
+    if all_const({ a, b }) and (FOLD[op] or op == "Div") then
+      local r = common.broadcast2(a, b, FOLD[op] or (dtype.is_float[a.dtype] and float_div or int_div))
       if r then return r end
     end
     if op == "Div" and not dtype.is_float[V.dtype(a)] then return trunc_div(T(a), T(b):astype(V.dtype(a))) end
@@ -105,10 +107,22 @@ end
 
 -- ---- comparisons, logic, bitwise ----
 local COMPARE = { Equal = F.eq, Less = F.lt, Greater = F.gt, LessOrEqual = F.le, GreaterOrEqual = F.ge }
+-- comparisons of consts: numbers, or Equal of a dynamic dim with itself
+local function comparing(test)
+  return function(x, y)
+    if type(x) == "number" and type(y) == "number" then return test(x, y) and 1 or 0 end
+    if sym.same(x, y) then return test(0, 0) and 1 or 0 end
+    refuse("comparing the shape values " .. tostring(x) .. " and " .. tostring(y) .. " is not known at import time")
+  end
+end
+local COMPARE_FOLD = { Equal = comparing(function(x, y) return x == y end),
+  Less = comparing(function(x, y) return x < y end), Greater = comparing(function(x, y) return x > y end),
+  LessOrEqual = comparing(function(x, y) return x <= y end),
+  GreaterOrEqual = comparing(function(x, y) return x >= y end) }
 for op, f in pairs(COMPARE) do
   binary(op, LEGACY, function(a, b)
-    if op == "Equal" and all_const({ a, b }) then
-      local r = common.broadcast2(a, b, FOLD.Equal, "bool")
+    if all_const({ a, b }) then
+      local r = common.broadcast2(a, b, COMPARE_FOLD[op], "bool")
       if r then return r end
     end
     return f(T(a), T(b))
@@ -117,7 +131,10 @@ end
 local LOGIC = { And = F.logical_and, Or = F.logical_or, Xor = F.logical_xor, BitwiseAnd = F.bitwise_and,
   BitwiseOr = F.bitwise_or, BitwiseXor = F.bitwise_xor }
 for op, f in pairs(LOGIC) do binary(op, LEGACY, function(a, b) return f(T(a), T(b)) end) end
-def("Not", {}, function(ins) return F.logical_not(T(ins[1])) end)
+def("Not", {}, function(ins)
+  if all_const(ins) then return common.map(ins[1], function(x) return x == 0 and 1 or 0 end) end
+  return F.logical_not(T(ins[1]))
+end)
 def("BitwiseNot", {}, function(ins) return F.bitwise_not(T(ins[1])) end)
 -- ONNX's BitShift is for unsigned types (UINT16/32/64 are read as i32/i64, types.lua)
 def("BitShift", { direction = REQUIRED }, function(ins, at)
@@ -132,7 +149,16 @@ local UNARY = { Relu = F.relu, Tanh = F.tanh, Sigmoid = F.sigmoid, Erf = F.erf, 
   Atan = F.atan, Sinh = F.sinh, Cosh = F.cosh, Asinh = F.asinh, Acosh = F.acosh, Atanh = F.atanh,
   Floor = F.floor, Ceil = F.ceil, Round = F.round, IsNaN = F.isnan, Reciprocal = function(x) return 1 / x end,
   Sign = function(x) return x.dtype == "u8" and F.ne(x, 0):astype("u8") or F.sign(x) end }
-for op, f in pairs(UNARY) do def(op, { consumed_inputs = false }, function(ins) return f(T(ins[1])) end) end
+-- consts fold: Neg, Abs, Ceil, Floor, Relu of shape values (a dynamic dim is a non-negative integer)
+local function on_numbers(f) return function(x) return type(x) == "number" and f(x) or x end end
+local UNARY_FOLD = { Neg = function(x) return sym.mul(x, -1) end, Abs = on_numbers(math.abs),
+  Ceil = on_numbers(math.ceil), Floor = on_numbers(math.floor), Relu = on_numbers(function(x) return math.max(x, 0) end) }
+for op, f in pairs(UNARY) do
+  def(op, { consumed_inputs = false }, function(ins)
+    if UNARY_FOLD[op] and all_const(ins) then return common.map(ins[1], UNARY_FOLD[op]) end
+    return f(T(ins[1]))
+  end)
+end
 def("IsInf", { detect_positive = 1, detect_negative = 1 }, function(ins, at)
   local x = T(ins[1])
   local pos, neg = F.eq(x, math.huge), F.eq(x, -math.huge)
@@ -195,15 +221,33 @@ end)
 def("CastLike", { saturate = false }, function(ins) return cast(ins[1], V.onnx_type(ins[2])) end)
 
 -- ---- Where, Identity, Dropout (inference: the output is the input, the mask all true) ----
-def("Where", {}, function(ins) return F.where(T(ins[1]), T(ins[2]), T(ins[3])) end)
+-- Where of consts folds (each input of one entry or of the largest's count: shape computations)
+local function where_fold(c, x, y)
+  local big = c
+  for _, v in ipairs({ x, y }) do if #v.data > #big.data then big = v end end
+  local n, out = #big.data, {}
+  for _, v in ipairs({ c, x, y }) do if #v.data ~= 1 and #v.data ~= n then return nil end end
+  local function at(v, i) return v.data[#v.data == 1 and 1 or i] end
+  for i = 1, n do out[i] = at(c, i) ~= 0 and at(x, i) or at(y, i) end
+  return V.const(x.dtype, big.shape, out)
+end
+def("Where", {}, function(ins)
+  if all_const(ins) and #ins[1].shape <= 1 and #ins[2].shape <= 1 and #ins[3].shape <= 1 then
+    local r = where_fold(ins[1], ins[2], ins[3])
+    if r then return r end
+  end
+  return F.where(T(ins[1]), T(ins[2]), T(ins[3]))
+end)
 def("Identity", {}, function(ins) return ins[1] end)
 def("Dropout", { seed = false, ratio = false, is_test = false, consumed_inputs = false }, function(ins, at, node,
   opset)
   if opset < 7 and at.is_test ~= 1 then
     refuse("Dropout: is_test = 0 (opset < 7) is training mode, which is not supported (inference only)")
   end
-  if ins[3] ~= nil and (not is_const(ins[3]) or V.data(ins[3])[1] ~= 0) then
-    refuse("Dropout in training mode is not supported (inference only)")
+  if ins[3] ~= nil and V.data(ins[3], "Dropout's training_mode")[1] ~= 0 then
+    -- training mode drops nothing at ratio 0; any other ratio is random, which an import does not reproduce
+    local ratio = ins[2] and V.data(ins[2], "Dropout's ratio")[1] or 0.5
+    if ratio ~= 0 then refuse("Dropout in training mode is not supported (inference only)") end
   end
   if (node.output[2] or "") == "" then return ins[1] end
   local x = T(ins[1])
