@@ -110,6 +110,18 @@ describe("ONNX values computed at run time", function()
     agrees(path, { { { "x", ds.randn(5, 3, 2, 2) } }, { { "x", ds.randn(1, 3, 2, 2) } } }, { "y" })
   end)
 
+  it("NonMaxSuppression over boxes given as inputs: one graph per value, as ONNX Runtime selects", function()
+    local one = require("onnx.one_node")
+    ds.manual_seed(8)
+    for _, center in ipairs({ 0, 1 }) do
+      local boxes = (ds.rand(2, 7, 4) * 4):astype("f32")
+      local scores = ds.rand(2, 3, 7)
+      one.agrees({ name = "nms" .. center, op = "NonMaxSuppression", opset = 11, attrs = { center_point_box = center },
+        inputs = { { "boxes", boxes }, { "scores", scores }, { "limit", i64({ 3 }) },
+          { "iou", ds.tensor({ 0.3 }) }, { "score", ds.tensor({ 0.2 }) } } }, dir)
+    end
+  end)
+
   it("a value input that cannot be given names the node and what it needs", function()
     local path = model(dir, "bad.onnx", { { op_type = "Reshape", input = { "x", "shape" }, output = { "y" } } },
       { { "x", { 2, 3, 4 } }, { "shape", { 3 }, "i64" } }, { "y" })

@@ -1,5 +1,5 @@
 -- onnx/handlers/value_shaped.lua: ONNX import handlers of ops whose output shape depends on input values
--- (NonZero, Compress, Unique), computed at import time from values known then: constants, or graph inputs the
+-- (NonZero, Compress, Unique, NonMaxSuppression), computed at import time from values known then: constants, or graph inputs the
 -- importer specializes the model on (onnx/specialized.lua). A value computed inside the graph is refused: a ds
 -- graph's shapes cannot depend on the values it computes.
 local F = require("ds.ops")
@@ -116,6 +116,74 @@ def("Unique", { axis = false, sorted = 1 }, function(ins, at)
   end
   local y = F.index_select(x, d, index_tensor(firsts))
   return y, V.const("i64", { #indices }, indices), V.const("i64", { n }, inverse), V.const("i64", { #counts }, counts)
+end)
+
+-- the intersection over union of boxes a and b ({y1, x1, y2, x2} corners in any order, or {xc, yc, w, h})
+local function iou(a, b, center)
+  local function corners(box)
+    if center then
+      return box[2] - box[4] / 2, box[1] - box[3] / 2, box[2] + box[4] / 2, box[1] + box[3] / 2
+    end
+    return math.min(box[1], box[3]), math.min(box[2], box[4]), math.max(box[1], box[3]), math.max(box[2], box[4])
+  end
+  local ay1, ax1, ay2, ax2 = corners(a)
+  local by1, bx1, by2, bx2 = corners(b)
+  local area_a, area_b = (ay2 - ay1) * (ax2 - ax1), (by2 - by1) * (bx2 - bx1)
+  if area_a <= 0 or area_b <= 0 then return 0 end
+  local h = math.max(0, math.min(ay2, by2) - math.max(ay1, by1))
+  local w = math.max(0, math.min(ax2, bx2) - math.max(ax1, bx1))
+  local inter = h * w
+  return inter / (area_a + area_b - inter)
+end
+
+-- NonMaxSuppression: boxes (batches, n, 4), scores (batches, classes, n) -> int64 (selected, 3) of
+-- {batch, class, box} (0-based): per batch and class, boxes by decreasing score (lower index first on ties)
+-- whose score passes score_threshold, each kept unless its IoU with a kept box exceeds iou_threshold, at most
+-- max_output_boxes_per_class of them
+def("NonMaxSuppression", { center_point_box = 0 }, function(ins, at)
+  local boxes = V.data(ins[1], "NonMaxSuppression's boxes (their values decide the output's shape, so they " ..
+    "must be known when the graph is built)")
+  local scores = V.data(ins[2], "NonMaxSuppression's scores (their values decide the output's shape)")
+  local bs, ss = ins[1].shape, ins[2].shape
+  if #bs ~= 3 or bs[3] ~= 4 or #ss ~= 3 or ss[1] ~= bs[1] or ss[3] ~= bs[2] then
+    refuse("NonMaxSuppression: boxes must be (batches, n, 4) and scores (batches, classes, n)")
+  end
+  local limit = ins[3] and values_of(ins[3], "NonMaxSuppression", "max_output_boxes_per_class")[1] or 0
+  local iou_threshold = ins[4] and V.data(ins[4], "NonMaxSuppression's iou_threshold")[1] or 0
+  local score_threshold = ins[5] and V.data(ins[5], "NonMaxSuppression's score_threshold")[1]
+  if at.center_point_box ~= 0 and at.center_point_box ~= 1 then
+    refuse("NonMaxSuppression: center_point_box must be 0 or 1")
+  end
+  local batches, n, classes = bs[1], bs[2], ss[2]
+  local out = {}
+  for b = 0, batches - 1 do
+    for c = 0, classes - 1 do
+      local order = {}
+      for i = 0, n - 1 do
+        local sc = scores[(b * classes + c) * n + i + 1]
+        if not score_threshold or sc > score_threshold then order[#order + 1] = i end
+      end
+      table.sort(order, function(i, j)
+        local si, sj = scores[(b * classes + c) * n + i + 1], scores[(b * classes + c) * n + j + 1]
+        if si ~= sj then return si > sj end
+        return i < j
+      end)
+      local kept = {}
+      for _, i in ipairs(order) do
+        if #kept >= limit then break end
+        local box = { unpack(boxes, (b * n + i) * 4 + 1, (b * n + i) * 4 + 4) }
+        local keep = true
+        for _, k in ipairs(kept) do
+          if iou(box, k.box, at.center_point_box == 1) > iou_threshold then keep = false; break end
+        end
+        if keep then
+          kept[#kept + 1] = { box = box }
+          out[#out + 1], out[#out + 2], out[#out + 3] = b, c, i
+        end
+      end
+    end
+  end
+  return V.const("i64", { #out / 3, 3 }, out)
 end)
 
 return OPS
