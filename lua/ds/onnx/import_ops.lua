@@ -12,7 +12,7 @@ local OPS = {}
 M.OPS = OPS
 local REQUIRED = common.REQUIRED
 local refuse = common.refuse
-M.FAMILIES = { "elementwise", "activation", "nn", "reduce", "shape", "index", "loss", "value_shaped", "rnn", "control", "sequence", "resize", "signal" }
+M.FAMILIES = { "elementwise", "activation", "nn", "reduce", "shape", "index", "loss", "value_shaped", "rnn", "control", "sequence", "resize", "signal", "quantize" }
 for _, family in ipairs(M.FAMILIES) do
   for name, h in pairs(require("ds.onnx.handlers." .. family)) do
     assert(not OPS[name], "ONNX op " .. name .. " has handlers in two families")
