@@ -262,7 +262,7 @@ function Tracer:record_op(def, inputs, attrs, metas, out)
     end
   end
   local node = { op = def.name, def = def, inputs = ivids, attrs = copy_attrs(attrs), outputs = {},
-                 source = errors.user_site() }
+                 source = self.source or errors.user_site() }
   local nout = #metas
   for i = 1, nout do node.outputs[i] = self:new_value(metas[i].shape, metas[i].dtype, "node") end
   if def.mutates then
@@ -533,6 +533,19 @@ function M.bind_args(tr, specs, nargs, names)
 end
 
 -- the parameter names of a Lua function (for naming inputs whose spec has no name)
+-- fn(...) with the nodes it records naming `label` as their source instead of the user's Lua line (an
+-- imported model's nodes name the ONNX node they come from); outside a trace, just fn(...)
+function M.with_source(label, fn, ...)
+  local tr = state.trace
+  if not tr then return fn(...) end
+  local saved = tr.source
+  tr.source = label
+  local res = { pcall(fn, ...) }
+  tr.source = saved
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
 function M.param_names(fn, skip_self)
   local names = {}
   if type(fn) ~= "function" then return names end

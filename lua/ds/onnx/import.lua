@@ -12,6 +12,7 @@ local files = require("ds.files")
 local proto = require("ds.onnx.proto")
 local types = require("ds.onnx.types")
 local V = require("ds.onnx.import_values")
+local C = require("ds.onnx.import_containers")
 local handlers = require("ds.onnx.import_ops")
 local ARITY = require("ds.onnx.arity")
 local specialized = require("ds.onnx.specialized")
@@ -125,7 +126,8 @@ run_graph = function(g, env, path, opset, prefix)
       for k, vi in ipairs(sub.input or {}) do inner[vi.name] = inputs[k] end
       return run_graph(sub, inner, path, opset, where .. ", subgraph " .. tostring(sub.name) .. ": ")
     end
-    local ok, outs = pcall(handlers.run, node, ins, opset, ctx)
+    local label = string.format("onnx %s (%s)", node.name and node.name ~= "" and node.name or "#" .. i, node.op_type)
+    local ok, outs = pcall(trace.with_source, label, handlers.run, node, ins, opset, ctx)
     if not ok then
       local msg = message(outs)
       if msg:sub(1, 14) == "ds.onnx.load: " then error(msg, 0) end -- a subgraph's own failure, already placed
@@ -155,49 +157,79 @@ local function load(path)
     if not ok then fail(path, message(c)) end
     values[init.name] = c
   end
-  local inputs, input_specs, input_types = {}, {}, {}
+  local inputs, input_specs, input_types, kinds = {}, {}, {}, {}
   for _, vi in ipairs(g.input or {}) do
     if not values[vi.name] then
-      local shape, dt = spec_of(vi, path)
       inputs[#inputs + 1] = vi.name
-      input_specs[vi.name] = trace.spec(shape, dt, vi.name)
-      input_types[vi.name] = vi.type.tensor_type.elem_type -- FLOAT16 read as f32, ... (types.lua): CastLike's type
+      if vi.type and (vi.type.sequence_type or vi.type.optional_type) then
+        local ok, kind = pcall(C.kind_of, vi.type, "input " .. vi.name)
+        if not ok then fail(path, message(kind)) end
+        kinds[vi.name] = kind
+      else
+        local shape, dt = spec_of(vi, path)
+        input_specs[vi.name] = trace.spec(shape, dt, vi.name)
+        input_types[vi.name] = vi.type.tensor_type.elem_type -- FLOAT16 read as f32, ... (types.lua): CastLike's type
+      end
     end
   end
   if #(g.output or {}) == 0 then fail(path, "the graph has no outputs") end
   local name = g.name and g.name:gsub("[^%w_]", "_") or "onnx"
 
-  -- the graph traced with the inputs in fixed (name -> const) bound to their values: graph, or nil, the
-  -- error and the names of the inputs whose values a handler asked for
-  local function trace_fixed(fixed)
+  -- the graph traced with the inputs in fixed (name -> importer value) bound to their values and the sequence
+  -- and optional inputs in shaped (name -> argument: a Lua list of tensors, ...) traced with the structure of
+  -- their arguments, each tensor they hold a graph input: graph and the layouts of its outputs
+  -- (import_containers.lua), or nil, the error and the names of the inputs whose values a handler asked for
+  local function trace_fixed(fixed, shaped)
     local specs, names = {}, {}
     for _, nm in ipairs(inputs) do
-      if not fixed[nm] then specs[#specs + 1], names[#names + 1] = input_specs[nm], nm end
+      if not fixed[nm] then
+        names[#names + 1] = nm
+        for k, t in ipairs(kinds[nm] and C.leaves(kinds[nm], shaped[nm]) or {}) do
+          specs[#specs + 1] = trace.spec(t.shape, t.dtype, nm .. "_" .. k)
+        end
+        specs[#specs + 1] = input_specs[nm] -- nil for a sequence or optional
+      end
     end
-    local input_of, wanted = setmetatable({}, { __mode = "k" }), {}
+    local input_of, wanted, layouts = setmetatable({}, { __mode = "k" }), {}, {}
     local function run(...)
+      local args, pos = { ... }, 0
+      local function next_input(nm, onnx_type)
+        pos = pos + 1
+        input_of[args[pos]] = nm
+        return V.note_onnx_type(args[pos], onnx_type)
+      end
       local env = setmetatable({}, { __index = values })
       for nm, c in pairs(fixed) do env[nm] = c end
-      for i, nm in ipairs(names) do
-        local t = (select(i, ...))
-        env[nm], input_of[t] = V.note_onnx_type(t, input_types[nm]), nm
+      for _, nm in ipairs(names) do
+        if kinds[nm] then
+          env[nm] = C.value_of(kinds[nm], shaped[nm], function(_, kind) return next_input(nm, kind.onnx_type) end)
+        else
+          env[nm] = next_input(nm, input_types[nm])
+        end
       end
-      local res = run_graph(g, env, path, opset, "")
-      for k, v in ipairs(res) do res[k] = V.tensor(v) end
-      return unpack(res, 1, #g.output)
+      local res, outs = run_graph(g, env, path, opset, ""), {}
+      for k, v in ipairs(res) do layouts[k] = C.flatten(v, outs) end
+      return unpack(outs)
     end
     V.on_value_wanted = function(t) if input_of[t] then wanted[input_of[t]] = true end end
     local ok, graph = pcall(trace.trace, run, specs)
     V.on_value_wanted = nil
     if not ok then return nil, graph, wanted end
     graph.name = name
-    return graph
+    return graph, layouts
   end
 
-  local graph, err, wanted = trace_fixed({})
-  if graph then return graph end
-  if not message(err):find("must be a constant", 1, true) then error(err, 0) end
-  return specialized.new(name, trace_fixed, inputs, wanted)
+  if next(kinds) then return specialized.new(name, trace_fixed, inputs, kinds, {}) end
+  local graph, layouts, wanted = trace_fixed({}, {})
+  if graph then
+    for _, layout in ipairs(layouts) do
+      if layout ~= C.TENSOR then return specialized.new(name, trace_fixed, inputs, kinds, {}, { graph = graph,
+        outputs = layouts }) end
+    end
+    return graph
+  end
+  if not message(layouts):find("must be a constant", 1, true) then error(layouts, 0) end
+  return specialized.new(name, trace_fixed, inputs, kinds, wanted)
 end
 
 -- ds.onnx.load(path): the model as a ds.Graph whose inputs are the model's (names and dims kept). Every

@@ -35,14 +35,15 @@ local function unfold_first(y, s1)
 end
 local function rest(list) return { unpack(list, 2) } end
 
---[[ conv of x (N, C, S...) already padded with w (OC, C/groups, K...): stride s, dilation d (lists); no bias.
-  pad2: {top, left} symmetric padding the 2-D kernel applies itself (nil: none) ]]
-local function conv_nd(x, w, s, d, groups, pad2)
+--[[ conv of x (N, C, S...) already padded with w (OC, C/groups, K...): stride s, dilation d (lists); bias b
+  (OC) or nil, given to the 1-D/2-D kernel (N-D callers add it). pad2: {top, left} symmetric padding the 2-D
+  kernel applies itself (nil: none) ]]
+local function conv_nd(x, w, s, d, groups, pad2, b)
   local k = rank(x) - 2
   if k == 2 then
-    return F.conv2d(x, w, nil, { stride = s, dilation = d, groups = groups, padding = pad2 or { 0, 0 } })
+    return F.conv2d(x, w, b, { stride = s, dilation = d, groups = groups, padding = pad2 or { 0, 0 } })
   elseif k == 1 then
-    return F.conv2d(x:unsqueeze(-1), w:unsqueeze(-1), nil, { stride = { s[1], 1 }, dilation = { d[1], 1 },
+    return F.conv2d(x:unsqueeze(-1), w:unsqueeze(-1), b, { stride = { s[1], 1 }, dilation = { d[1], 1 },
       groups = groups, padding = { pad2 and pad2[1] or 0, 0 } }):squeeze(-1)
   end
   local n, taps = x.shape[3], w.shape[3]
@@ -89,6 +90,7 @@ def("Conv", CONV_ATTRS, function(ins, at)
   local g = G.geometry(at, G.spatial_sizes(x, "Conv"), ks, "Conv")
   local pad2
   if #ks <= 2 and G.symmetric(g) then pad2 = { g.pb[1], g.pb[2] } else x = G.pad(x, g, 0) end
+  if #ks <= 2 then return conv_nd(x, w, g.s, g.d, at.group, pad2, ins[3] and T(ins[3]) or nil) end
   local y = conv_nd(x, w, g.s, g.d, at.group, pad2)
   if ins[3] then y = y + bias_view(ins[3], #ks) end
   return y
