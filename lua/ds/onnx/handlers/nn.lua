@@ -30,7 +30,7 @@ local function widened(v, zero, per_row)
   local t = T(v):astype("f64")
   if not zero then return t end
   local z = T(zero):astype("f64")
-  if per_row and z:numel() > 1 then z = z:reshape(per_row) end
+  if per_row and rank(z) == 1 and z:numel() > 1 then z = z:reshape(per_row) end -- an M-vector; N-D as it is
   return t - z
 end
 def("MatMulInteger", {}, function(ins)

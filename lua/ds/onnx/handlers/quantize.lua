@@ -41,7 +41,7 @@ local function along_axis(v, x, at, op)
   if (at.block_size or 0) > 0 then
     if rank(t) ~= r then refuse(op .. ": a blocked scale or zero point must have the input's rank") end
     local idx = {}
-    for i = 0, n - 1 do idx[i + 1] = math.floor(i / at.block_size) end
+    for i = 0, n - 1 do idx[i + 1] = math.floor(i / at.block_size) + 1 end
     return F.index_select(t, a + 1, F.tensor(idx, { dtype = "i64" }))
   end
   if rank(t) ~= 1 or (type(n) == "number" and t.shape[1] ~= n) then
@@ -69,23 +69,15 @@ local function quantized_type(zero, at)
   return t
 end
 
--- x's value rounded to x's ONNX float type when it is narrower than f32 (FLOAT16, BFLOAT16 are read as f32)
-local function as_onnx_float(y, like)
-  local t = V.onnx_type(like)
-  if types.NARROW_FLOAT[t] then return V.note_onnx_type(F[types.NARROW_FLOAT[t]](y), t) end
-  return y
-end
-
 -- QuantizeLinear (opsets 10-21): y = saturate(round(x / y_scale) + y_zero_point)
 def("QuantizeLinear", { axis = 1, saturate = 1, block_size = 0, output_dtype = 0 }, function(ins, at)
   local x = T(ins[1])
   local t = quantized_type(ins[3], at)
-  range_of(t, "QuantizeLinear")
   -- an integer x is divided in f64 (ONNX's reference: NumPy's int32 / float32)
   if x.dtype ~= "f32" and x.dtype ~= "f64" then x = x:astype("f64") end
   local scale = along_axis(ins[2], x, at, "QuantizeLinear"):astype(x.dtype)
-  -- a FLOAT16 quotient is the f32 quotient rounded once more (f32 carries more than twice its precision)
-  local q = F.round(as_onnx_float(x / scale, ins[1]))
+  -- FLOAT16 / BFLOAT16 x and scales (read as f32) are divided in f32, as ONNX Runtime does
+  local q = F.round(x / scale)
   return saturate(q, ins[3] and along_axis(ins[3], x, at, "QuantizeLinear"), t, "QuantizeLinear")
 end)
 
@@ -95,18 +87,22 @@ def("DequantizeLinear", { axis = 1, block_size = 0 }, function(ins, at)
   local scale = along_axis(ins[2], x, at, "DequantizeLinear")
   local y = x:astype(scale.dtype)
   if ins[3] then y = y - along_axis(ins[3], x, at, "DequantizeLinear"):astype(scale.dtype) end
-  return as_onnx_float(y * scale, ins[2])
+  y = y * scale
+  -- a FLOAT16 / BFLOAT16 scale (read as f32) gives a result of its type: the f32 product rounded to it
+  local t = V.onnx_type(ins[2])
+  if types.NARROW_FLOAT[t] then y = V.note_onnx_type(F[types.NARROW_FLOAT[t]](y), t) end
+  return y
 end)
 
 --[[ DynamicQuantizeLinear (opset 11): x (f32) -> y (uint8), y_scale, y_zero_point (scalars) with the range
-  [min(0, min x), max(0, max x)] mapped onto [0, 255]: scale = (hi - lo) / 255 (1 / 255 when hi = lo, ONNX's
-  reference), zero point = saturate(round(-lo / scale)) ]]
+  [lo, hi] = [min(0, min x), max(0, max x)] mapped onto [0, 255]: scale = (hi - lo) / 255, or 1 when x is all
+  zeros (ONNX Runtime's choice; the formula divides by zero), zero point = saturate(round(-lo / scale)) ]]
 def("DynamicQuantizeLinear", {}, function(ins)
   local x = T(ins[1])
   local lo = F.minimum(x:min(), F.zeros({}, { dtype = x.dtype }))
   local hi = F.maximum(x:max(), F.zeros({}, { dtype = x.dtype }))
   local span = hi - lo
-  local scale = F.where(F.eq(span, 0), F.ones({}, { dtype = x.dtype }), span) / 255
+  local scale = F.where(F.eq(span, 0), F.full({}, 255, { dtype = x.dtype }), span) / 255
   local zero = saturate(F.round(-lo / scale), nil, UINT8, "DynamicQuantizeLinear")
   return saturate(F.round(x / scale), zero, UINT8, "DynamicQuantizeLinear"), scale, zero
 end)
