@@ -40,6 +40,7 @@ local function along_axis(v, x, at, op)
   local n = x.shape[a + 1]
   if (at.block_size or 0) > 0 then
     if rank(t) ~= r then refuse(op .. ": a blocked scale or zero point must have the input's rank") end
+    if type(n) ~= "number" then refuse(op .. ": blocks along the dynamic dim " .. tostring(n)) end
     local idx = {}
     for i = 0, n - 1 do idx[i + 1] = math.floor(i / at.block_size) + 1 end
     return F.index_select(t, a + 1, F.tensor(idx, { dtype = "i64" }))
