@@ -157,12 +157,14 @@ local function load(path)
     if not ok then fail(path, message(c)) end
     values[init.name] = c
   end
-  local inputs, input_specs, input_types, kinds = {}, {}, {}, {}
+  -- kinds: the sequence and optional inputs' kinds (import_containers.lua), and those of the tensor inputs whose
+  -- dims are named like dims of a sequence's elements: all traced with their arguments' shapes
+  local inputs, input_specs, input_types, kinds, container_dims = {}, {}, {}, {}, {}
   for _, vi in ipairs(g.input or {}) do
     if not values[vi.name] then
       inputs[#inputs + 1] = vi.name
       if vi.type and (vi.type.sequence_type or vi.type.optional_type) then
-        local ok, kind = pcall(C.kind_of, vi.type, "input " .. vi.name)
+        local ok, kind = pcall(C.kind_of, vi.type, "input " .. vi.name, container_dims)
         if not ok then fail(path, message(kind)) end
         kinds[vi.name] = kind
       else
@@ -170,6 +172,11 @@ local function load(path)
         input_specs[vi.name] = trace.spec(shape, dt, vi.name)
         input_types[vi.name] = vi.type.tensor_type.elem_type -- FLOAT16 read as f32, ... (types.lua): CastLike's type
       end
+    end
+  end
+  for nm, spec in pairs(input_specs) do
+    for _, d in ipairs(spec.shape) do
+      if container_dims[d] then kinds[nm] = { dtype = spec.dtype, onnx_type = input_types[nm] } end
     end
   end
   if #(g.output or {}) == 0 then fail(path, "the graph has no outputs") end
@@ -184,10 +191,14 @@ local function load(path)
     for _, nm in ipairs(inputs) do
       if not fixed[nm] then
         names[#names + 1] = nm
-        for k, t in ipairs(kinds[nm] and C.leaves(kinds[nm], shaped[nm]) or {}) do
-          specs[#specs + 1] = trace.spec(t.shape, t.dtype, nm .. "_" .. k)
+        if kinds[nm] then
+          local leaves = C.leaves(kinds[nm], shaped[nm])
+          for k, t in ipairs(leaves) do
+            specs[#specs + 1] = trace.spec(t.shape, t.dtype, #leaves == 1 and nm or nm .. "_" .. k)
+          end
+        else
+          specs[#specs + 1] = input_specs[nm]
         end
-        specs[#specs + 1] = input_specs[nm] -- nil for a sequence or optional
       end
     end
     local input_of, wanted, layouts = setmetatable({}, { __mode = "k" }), {}, {}
@@ -232,8 +243,10 @@ local function load(path)
   return specialized.new(name, trace_fixed, inputs, kinds, wanted)
 end
 
--- ds.onnx.load(path): the model as a ds.Graph whose inputs are the model's (names and dims kept). Every
--- error names the file: "ds.onnx.load: <path>: what is wrong".
+-- ds.onnx.load(path): the model as a ds.Graph whose inputs are the model's (names and dims kept), or as a
+-- specialized model (specialized.lua) when its graph needs input values or it has sequence or optional inputs or
+-- outputs (a sequence is a Lua list of tensors, an optional its value or nil). Every error names the file:
+-- "ds.onnx.load: <path>: what is wrong".
 function M.load(path, opts)
   if type(path) ~= "string" then error("ds.onnx.load: expects a file path", 2) end
   if opts ~= nil and type(opts) ~= "table" then error("ds.onnx.load: options must be a table", 2) end

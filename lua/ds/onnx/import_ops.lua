@@ -23,12 +23,12 @@ end
 
 -- ---- attribute values ----
 local ATTR_VALUE = { [1] = "f", [2] = "i", [3] = "s", [4] = "t", [5] = "g", [6] = "floats", [7] = "ints",
-  [8] = "strings" }
+  [8] = "strings", [13] = "tp", [14] = "type_protos" }
 local function attr_value(a)
   local field = ATTR_VALUE[a.type or 0]
   if not field then refuse("attribute " .. tostring(a.name) .. " has a type ds does not read") end
   local v = a[field]
-  if v == nil and (field == "floats" or field == "ints" or field == "strings") then v = {} end
+  if v == nil and (field == "floats" or field == "ints" or field == "strings" or field == "type_protos") then v = {} end
   return v
 end
 

@@ -41,7 +41,18 @@ local function known_truth(v)
 end
 
 -- ---- If ----
+-- a graph output declared a sequence or an optional
+local function declares_container(g)
+  for _, o in ipairs(g.output or {}) do
+    if o.type and (o.type.sequence_type or o.type.optional_type) then return true end
+  end
+  return false
+end
+
 def("If", { then_branch = REQUIRED, else_branch = REQUIRED }, function(ins, at, _, _, ctx)
+  if declares_container(at.then_branch) or declares_container(at.else_branch) then -- a graph input is specialized on
+    V.data(ins[1], "If: the condition of an If whose outputs are sequences or optionals")
+  end
   local known = known_truth(ins[1])
   if known ~= nil then return unpack(ctx.run_graph(known and at.then_branch or at.else_branch, {})) end
   local pred = T(ins[1])
@@ -214,9 +225,15 @@ def("Loop", { body = REQUIRED }, function(ins, at, node, _, ctx)
   local carried0 = {}
   for i = 1, nc do carried0[i] = ins[2 + i] end
   local kind = cond_kind(body)
-  if nscan > 0 then -- stacked scan outputs need the number of trips: a graph input it depends on is specialized on
-    if m then V.data(m, "Loop: the trip count M of a loop with scan outputs") end
-    if cond0 then V.data(cond0, "Loop: the condition of a loop with scan outputs") end
+  -- stacked scan outputs and sequences or optionals carried in Lua need the number of trips: a graph input it
+  -- depends on is specialized on
+  local what = nscan > 0 and "a loop with scan outputs"
+  for i = 1, nc do
+    if carried0[i] ~= nil and not is_tensor_value(carried0[i]) then what = "a loop carrying sequences or optionals" end
+  end
+  if what then
+    if m then V.data(m, "Loop: the trip count M of " .. what) end
+    if cond0 then V.data(cond0, "Loop: the condition of " .. what) end
   end
   local n = known_trips(m, cond0, kind)
   local outs

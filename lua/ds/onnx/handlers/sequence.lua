@@ -9,14 +9,13 @@
 local F = require("ds.ops")
 local types = require("ds.onnx.types")
 local V = require("ds.onnx.import_values")
+local C = require("ds.onnx.import_containers")
 local common = require("ds.onnx.handlers.common")
 
 local OPS, def = common.family()
 local T, refuse = V.tensor, common.refuse
 
-local Sequence, Optional = {}, {}
-local function sequence(items, dt) return setmetatable({ items = items, dtype = dt }, Sequence) end
-local function is_sequence(v) return getmetatable(v) == Sequence end
+local sequence, is_sequence, optional = C.sequence, C.is_sequence, C.optional
 
 -- the sequence value v, checked; op names the node in errors
 local function seq_of(v, op)
@@ -155,21 +154,19 @@ def("SequenceMap", { body = common.REQUIRED }, function(ins, at, node, _, ctx)
 end)
 
 -- ---- optionals ----
-local function optional(v) return setmetatable({ value = v }, Optional) end
-
 def("Optional", { type = false }, function(ins)
   return optional(ins[1])
 end)
 
 def("OptionalHasElement", {}, function(ins)
   local v = ins[1]
-  local has = v ~= nil and (getmetatable(v) ~= Optional or v.value ~= nil)
+  local has = v ~= nil and (not C.is_optional(v) or v.value ~= nil)
   return V.const("bool", {}, { has and 1 or 0 })
 end)
 
 def("OptionalGetElement", {}, function(ins)
   local v = ins[1]
-  if getmetatable(v) ~= Optional then return v end -- opset 18: a tensor or sequence is its own element
+  if not C.is_optional(v) then return v end -- opset 18: a tensor or sequence is its own element
   if v.value == nil then refuse("OptionalGetElement: the optional is empty") end
   return v.value
 end)
