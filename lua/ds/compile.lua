@@ -1,7 +1,8 @@
--- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, prune, single_output, fuse, epilogue,
+-- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, rewrite, prune, single_output, fuse, epilogue,
 -- prepack) -> one C plan per concrete input-shape binding (memory planned, cached) -> a callable that runs every
 -- kernel in C. Pipeline: M.from_graph (ds.Graph -> the passes' IR, passes/ir.lua) -> M.optimize (passes/dce, cse,
--- fold, prune; then single_output, fuse, epilogue and prepack on a copy, so ds.save can write the unfused graph)
+-- fold, rewrite (idioms, passes/rewrite.lua), prune; then single_output, fuse, epilogue and prepack on a copy, so
+-- ds.save can write the unfused graph)
 -- -> per binding of the symbolic dims: passes/lower.build (steps over buffer layouts) -> passes/memplan (in-place
 -- reuse, arena offsets) -> passes/lower.emit (the C plan of src/runtime.c). Control nodes (cond, while_loop,
 -- print) run in Lua between ranges of C steps. Every step calls a registry kernel, the eager ones or
@@ -24,10 +25,13 @@ local C = dsffi.C
 local M = {}
 
 local freeze = require("ds.passes.freeze")
+local rewrite = require("ds.passes.rewrite")
 local PASSES = {
   { "dce", require("ds.passes.dce") },
   { "cse", require("ds.passes.cse") },
   { "fold", require("ds.passes.fold") },
+  { "rewrite", rewrite.run },
+  { "cse", require("ds.passes.cse") },
   { "prune", require("ds.passes.prune") },
   { "dce", require("ds.passes.dce") },
 }
@@ -99,7 +103,9 @@ function M.optimize(ir, opts, owns_state)
   local stats = {}
   if opts.freeze then stats.freeze = select(2, freeze(ir, not owns_state)) end
   for _, p in ipairs(PASSES) do
-    if opts[p[1]] ~= false then stats[p[1]] = (stats[p[1]] or 0) + with_grad_outputs(ir, p[2]) end
+    if opts[p[1]] ~= false then
+      stats[p[1]] = (stats[p[1]] or 0) + with_grad_outputs(ir, function(x) return p[2](x, opts, stats) end)
+    end
   end
   local base = IR.copy(ir)
   base.grad_writes = ir.grad_writes
@@ -356,23 +362,29 @@ function Compiled:__tostring()
   local p = self._last_plan
   local plan = p and string.format("\nplan: %d C steps, %d buffers, arena %d bytes (unplanned %d)",
     C.ds_plan_num_steps(p.plan), C.ds_plan_num_buffers(p.plan), p.arena_bytes, p.eager_bytes) or ""
-  return string.format("compiled %s (dce %d, cse %d, fold %d, prune %d, fuse %d, epilogue %d, prepack %d)\n%s%s",
-    self.ir.name or "graph", s.dce or 0, s.cse or 0, s.fold or 0, s.prune or 0, s.fuse or 0, s.epilogue or 0,
+  local rules = {}
+  for name, n in pairs(s.rewrite_rules or {}) do rules[#rules + 1] = name .. " " .. n end
+  table.sort(rules)
+  return string.format("compiled %s (dce %d, cse %d, fold %d, rewrite %d%s, prune %d, fuse %d, epilogue %d, " ..
+    "prepack %d)\n%s%s", self.ir.name or "graph", s.dce or 0, s.cse or 0, s.fold or 0, s.rewrite or 0,
+    #rules > 0 and " [" .. table.concat(rules, ", ") .. "]" or "", s.prune or 0, s.fuse or 0, s.epilogue or 0,
     s.prepack or 0, IR.tostring(self.ir), plan)
 end
 
-local OPTIONS = { dce = true, cse = true, fold = true, prune = true, single_output = true, fuse = true, epilogue = true,
-                  prepack = true, freeze = true }
+local OPTIONS = { dce = true, cse = true, fold = true, rewrite = true, prune = true, single_output = true, fuse = true,
+                  epilogue = true, prepack = true, freeze = true }
 
--- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, prune, single_output, fuse, epilogue, prepack
--- = false to skip, freeze = true for parameters as constants (passes/freeze.lua)}; owns_state: as M.optimize
+-- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, rewrite, prune, single_output, fuse, epilogue,
+-- prepack = false to skip, freeze = true for parameters as constants (passes/freeze.lua), rewrite = "all" or
+-- {rule = true} for the rewrites that change bits within a tolerance (passes/rewrite.lua)}; owns_state: as M.optimize
 function M.from_ir(ir, opts, owns_state)
   for k, v in pairs(opts or {}) do
     if not OPTIONS[k] then
-      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, prune, single_output, fuse, " ..
-        "epilogue, prepack, freeze)", tostring(k)))
+      errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, rewrite, prune, single_output, " ..
+        "fuse, epilogue, prepack, freeze)", tostring(k)))
     end
-    if type(v) ~= "boolean" then errors.raise(string.format("compile: option '%s' must be a boolean", k)) end
+    if k == "rewrite" then rewrite.enabled(v)
+    elseif type(v) ~= "boolean" then errors.raise(string.format("compile: option '%s' must be a boolean", k)) end
   end
   local base, late, stats = M.optimize(ir, opts, owns_state)
   return setmetatable({ base = base, ir = late, stats = stats, opts = opts or {}, _plans = {}, _nplans = 0,

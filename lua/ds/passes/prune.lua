@@ -1,7 +1,7 @@
 -- passes/prune.lua: compute only the rows that are read. A select/narrow on one dim (the [CLS] pooling's
 -- x:select(2, 1)) asks its input for those rows only; the demand moves up through row-wise work
--- (elementwise ops, matmul's row dim, layer_norm's leading dims, the query side of attention, views),
--- and each node whose every reader wants the same rows is rebuilt to compute just those rows.
+-- (elementwise ops, matmul's row dim, layer_norm's leading dims, softmax along the last dim, the query side of
+-- attention, views), and each node whose every reader wants the same rows is rebuilt to compute just those rows.
 -- Rows are independent in all these kernels, so results are bitwise those of the unpruned graph.
 local D = require("ds.dispatch")
 local IR = require("ds.passes.ir")
@@ -64,6 +64,14 @@ RULES.scaled_dot_product_attention = function(node, r, ir)
   end
   return needs, node.attrs
 end
+
+-- softmax along the last dim: every other dim is a row dim (written-out attention: softmax(q k^T) @ v)
+local function along_last(node, r, ir)
+  local n = #ir.values[node.outputs[1]].shape
+  if node.attrs.dim ~= n or r.dim == n then return nil end
+  return { rows(r.dim, r.start, r.length) }, node.attrs
+end
+RULES.softmax, RULES.log_softmax = along_last, along_last
 
 RULES.transpose = function(node, r)
   local a = node.attrs
