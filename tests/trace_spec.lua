@@ -465,4 +465,15 @@ describe("examples", function()
       assert.truthy(out:find(string.format("batch %2d: output (%d,3), equal to eager: true", b, b), 1, true), out)
     end
   end)
+  it("select and narrow from the end of a dynamic dim (negative index or start) view the right elements", function()
+    for _, f in ipairs({ function(x) return x:select(2, -1) end, function(x) return x:narrow(2, -2, 2) end }) do
+      local g = ds.trace(f, { ds.spec({ 2, "s", 3 }) })
+      local cg = ds.compile(g)
+      for _, n in ipairs({ 5, 2 }) do
+        local x = ds.randn(2, n, 3)
+        assert.is_true(ds.equal(g(x), f(x)))
+        assert.is_true(ds.equal(cg(x), f(x)))
+      end
+    end
+  end)
 end)

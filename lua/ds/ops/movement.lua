@@ -147,6 +147,10 @@ def_view {
     local x = inputs[1]
     attrs.dim = S.dim(attrs.dim, #x._shape, "narrow")
     local size = x._shape[attrs.dim]
+    -- a negative start counts from the end; over a dynamic dim it becomes a symbolic start
+    if type(size) ~= "number" and type(attrs.start) == "number" and attrs.start < 0 then
+      attrs.start = sym.add(size, 1 + attrs.start)
+    end
     if type(size) == "number" then
       if attrs.start < 0 then attrs.start = size + 1 + attrs.start end
       if attrs.start < 1 or (type(attrs.length) == "number" and (attrs.length < 0
@@ -182,6 +186,8 @@ def_view {
     if type(attrs.index) ~= "number" or attrs.index ~= math.floor(attrs.index) then
       errors.raise("select: index must be an integer, got " .. tostring(attrs.index))
     end
+    -- a negative index counts from the end; over a dynamic dim it becomes a symbolic index
+    if type(size) ~= "number" and attrs.index < 0 then attrs.index = sym.add(size, 1 + attrs.index) end
     if type(size) == "number" then
       if attrs.index < 0 then attrs.index = size + 1 + attrs.index end
       if attrs.index < 1 or attrs.index > size then

@@ -118,6 +118,12 @@ C.export("roll", function(x, shifts, dims)
   return x
 end, { args = { "tensor", "integer|table", "integer|table?" } })
 
+-- 1, 2, ..., n (i64) along dim d of shape: arange for a fixed n, a running sum of ones for a dynamic one
+local function positions(n, shape, d)
+  if type(n) == "number" then return F.arange(1, n + 1, { dtype = "i64" }):reshape(shape) end
+  return F.full(shape, 1, { dtype = "i64" }):cumsum(d)
+end
+
 -- tril/triu(x, diagonal = 0) on the last two dims: where(col - row <= k (tril) / >= k (triu), x, 0)
 local function triangle(name, keep)
   return function(x, k)
@@ -125,9 +131,8 @@ local function triangle(name, keep)
     k = k or 0
     local nd = #x._shape
     if nd < 2 then errors.raise(name .. ": expects at least 2 dims, got " .. S.str(x._shape)) end
-    local r, c = size_of(name, x, nd - 1), size_of(name, x, nd)
-    local offset = F.arange(1, c + 1, { dtype = "i64" }):reshape(1, c)
-      - F.arange(1, r + 1, { dtype = "i64" }):reshape(r, 1)
+    local r, c = x._shape[nd - 1], x._shape[nd]
+    local offset = positions(c, { 1, c }, 2) - positions(r, { r, 1 }, 1)
     return F.where(keep(offset, k), x, F.zeros({}, { dtype = x.dtype }))
   end
 end

@@ -107,11 +107,14 @@ end
 
 -- ---- comparisons, logic, bitwise ----
 local COMPARE = { Equal = F.eq, Less = F.lt, Greater = F.gt, LessOrEqual = F.le, GreaterOrEqual = F.ge }
--- comparisons of consts: numbers, or Equal of a dynamic dim with itself
+-- comparisons of consts: numbers, a dynamic dim with itself, or a dynamic dim (never negative) with a
+-- negative number (exporters test shape values against -1)
 local function comparing(test)
   return function(x, y)
     if type(x) == "number" and type(y) == "number" then return test(x, y) and 1 or 0 end
     if sym.same(x, y) then return test(0, 0) and 1 or 0 end
+    if type(y) == "number" and y < 0 and sym.is(x) then return test(0, -1) and 1 or 0 end
+    if type(x) == "number" and x < 0 and sym.is(y) then return test(-1, 0) and 1 or 0 end
     refuse("comparing the shape values " .. tostring(x) .. " and " .. tostring(y) .. " is not known at import time")
   end
 end

@@ -87,7 +87,7 @@ def("Conv", CONV_ATTRS, function(ins, at)
   local ks = kernel_of(w, "Conv")
   check_kernel_shape(at, ks, "Conv")
   if rank(x) ~= #ks + 2 then refuse("Conv: input rank " .. rank(x) .. " does not match the weight's kernel") end
-  local g = G.geometry(at, G.spatial_sizes(x, "Conv"), ks, "Conv")
+  local g = G.geometry(at, G.spatial_sizes(x, "Conv", #ks <= 2), ks, "Conv") -- the 1-D/2-D kernel takes dynamic sizes
   local pad2
   if #ks <= 2 and G.symmetric(g) then pad2 = { g.pb[1], g.pb[2] } else x = G.pad(x, g, 0) end
   if #ks <= 2 then return conv_nd(x, w, g.s, g.d, at.group, pad2, ins[3] and T(ins[3]) or nil) end

@@ -2,9 +2,11 @@
 -- dilations, begin/end pads from pads or auto_pad, output sizes with ceil_mode) and explicit padding.
 --[[ A geometry g describes the k spatial dims of an (N, C, S1..Sk) input, each list 1..k:
   g.k kernel, g.s strides, g.d dilations, g.pb / g.pe pads before / after, g.n input sizes, g.out output sizes,
-  g.extra the end padding a ceil_mode window hangs over (beyond pe). Sizes must be static. ]]
+  g.extra the end padding a ceil_mode window hangs over (beyond pe). A dynamic input size (a symbolic dim)
+  is allowed where the pads do not depend on it (dynamic_dim); its output size may then be unknown (nil). ]]
 local NF = require("ds.nn.functional")
 local V = require("ds.onnx.import_values")
+local sym = require("ds.sym")
 local common = require("ds.onnx.handlers.common")
 
 local refuse = common.refuse
@@ -22,12 +24,14 @@ local function per_dim(list, k, default, what, op)
 end
 M.per_dim = per_dim
 
--- the static spatial sizes of x (N, C, S1..Sk)
-function M.spatial_sizes(x, op)
+-- the spatial sizes of x (N, C, S1..Sk); dynamic ones (symbolic dims) only where `dynamic` allows them
+function M.spatial_sizes(x, op, dynamic)
   local s, n = V.shape(x), {}
   if #s < 3 then refuse(op .. ": input must be (N, C, spatial...), got rank " .. #s) end
   for i = 3, #s do
-    if type(s[i]) ~= "number" then refuse(op .. ": spatial dim " .. (i - 2) .. " must have a known size") end
+    if type(s[i]) ~= "number" and not dynamic then
+      refuse(op .. ": spatial dim " .. (i - 2) .. " must have a known size")
+    end
     n[i - 2] = s[i]
   end
   return n
@@ -35,6 +39,29 @@ end
 
 -- the dilated extent of kernel dim i
 function M.extent(g, i) return (g.k[i] - 1) * g.d[i] + 1 end
+
+-- dim i of g over a dynamic input size n (a symbolic dim): pads that do not depend on n (explicit pads, VALID,
+-- SAME at stride 1), no ceil_mode; the output size is symbolic at stride 1 and left to the kernel otherwise
+local function dynamic_dim(g, i, e, auto_pad, pads, ceil, op)
+  local function unsupported(why)
+    refuse(op .. ": spatial dim " .. i .. " is dynamic (" .. tostring(g.n[i]) .. "): " .. why)
+  end
+  if ceil then unsupported("ceil_mode needs a known size") end
+  if auto_pad == "SAME_UPPER" or auto_pad == "SAME_LOWER" then
+    if g.s[i] ~= 1 then unsupported("SAME padding at stride > 1 needs a known size") end
+    local total = e - 1
+    g.pb[i] = auto_pad == "SAME_UPPER" and math.floor(total / 2) or total - math.floor(total / 2)
+    g.pe[i] = total - g.pb[i]
+  elseif auto_pad == "VALID" or auto_pad == "NOTSET" then
+    g.pb[i] = auto_pad == "NOTSET" and pads and pads[i] or 0
+    g.pe[i] = auto_pad == "NOTSET" and pads and pads[i + #g.n] or 0
+    if g.pb[i] < 0 or g.pe[i] < 0 then refuse(op .. ": negative pads are not supported") end
+  else
+    refuse(op .. ": auto_pad " .. tostring(auto_pad) .. " is not an ONNX auto_pad")
+  end
+  g.extra[i] = 0
+  if g.s[i] == 1 then g.out[i] = sym.add(g.n[i], g.pb[i] + g.pe[i] - e + 1) end
+end
 
 --[[ at: the node's attributes (auto_pad, pads, strides, dilations, ceil_mode); n: input sizes; kernel: list;
   -> geometry. Conv (ceil false) and pools share ONNX's rules: SAME_UPPER / SAME_LOWER give out = ceil(n / s)
@@ -55,7 +82,9 @@ function M.geometry(at, n, kernel, op)
   if pads and #pads ~= 2 * k then refuse(string.format("%s: pads has %d values for %d spatial dims", op, #pads, k)) end
   for i = 1, k do
     local e = M.extent(g, i)
-    if auto_pad == "SAME_UPPER" or auto_pad == "SAME_LOWER" then
+    if type(n[i]) ~= "number" then
+      dynamic_dim(g, i, e, auto_pad, pads, ceil, op)
+    elseif auto_pad == "SAME_UPPER" or auto_pad == "SAME_LOWER" then
       g.out[i] = math.ceil(n[i] / g.s[i])
       local total = math.max((g.out[i] - 1) * g.s[i] + e - n[i], 0)
       local small = math.floor(total / 2)
@@ -75,7 +104,9 @@ function M.geometry(at, n, kernel, op)
     else
       refuse(op .. ": auto_pad " .. tostring(auto_pad) .. " is not an ONNX auto_pad")
     end
-    g.extra[i] = math.max((g.out[i] - 1) * g.s[i] + e - (n[i] + g.pb[i] + g.pe[i]), 0)
+    if type(n[i]) == "number" then
+      g.extra[i] = math.max((g.out[i] - 1) * g.s[i] + e - (n[i] + g.pb[i] + g.pe[i]), 0)
+    end
   end
   return g
 end

@@ -26,6 +26,9 @@ end
 -- separable pool of x padded for g: per spatial dim, combine(acc, tap) over the kernel's taps
 local function separable(x, g, combine)
   for i = 1, #g.n do
+    if type(g.out[i]) ~= "number" then
+      refuse("this pool (N-D, dilated, integer, or with pads the kernel cannot apply) needs known spatial sizes")
+    end
     local acc
     for j = 0, g.k[i] - 1 do
       local idx = {}
@@ -72,6 +75,9 @@ end
 
 -- the number of taps each window counts, as a tensor (out1, ..., outk) of x's dtype, or a number when equal
 local function divisor(g, include_pad, dt)
+  for i = 1, #g.n do
+    if type(g.n[i]) ~= "number" then refuse("AveragePool: these pads need known spatial sizes") end
+  end
   local per, all_same, total = {}, true, 1
   for i = 1, #g.n do
     per[i] = {}
@@ -101,8 +107,8 @@ end
 
 local POOL_ATTRS = { auto_pad = "NOTSET", ceil_mode = 0, dilations = false, kernel_shape = REQUIRED, pads = false,
   strides = false }
-local function pool_geometry(x, at, op)
-  local n = G.spatial_sizes(x, op)
+local function pool_geometry(x, at, op, dynamic)
+  local n = G.spatial_sizes(x, op, dynamic)
   if #at.kernel_shape ~= #n then
     refuse(string.format("%s: kernel_shape has %d dims, the input %d spatial dims", op, #at.kernel_shape, #n))
   end
@@ -134,8 +140,8 @@ end
 
 def("MaxPool", with(POOL_ATTRS, { storage_order = 0 }), function(ins, at, node)
   local x = T(ins[1])
-  local g = pool_geometry(x, at, "MaxPool")
   local want_indices = (node.output[2] or "") ~= ""
+  local g = pool_geometry(x, at, "MaxPool", not want_indices)
   if not want_indices then return window_reduce(x, g, "max") end
   if not kernel_pool(x, g) then
     refuse("MaxPool: the Indices output is supported for 1-D and 2-D float pools without dilation")
@@ -152,7 +158,7 @@ end)
 def("AveragePool", with(POOL_ATTRS, { count_include_pad = 0 }), function(ins, at)
   local x = T(ins[1])
   if not dtype.is_float[x.dtype] then refuse("AveragePool: the input must be a float tensor") end
-  local g = pool_geometry(x, at, "AveragePool")
+  local g = pool_geometry(x, at, "AveragePool", true)
   local include = at.count_include_pad ~= 0
   local padding = kernel_pool(x, g) and kernel_padding(g)
   if padding then
