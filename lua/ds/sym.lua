@@ -65,10 +65,11 @@ local function terms_of(v)
   return { [""] = v }
 end
 
--- a named dim (a single symbol)
+-- a named dim (a single symbol); a floor symbol's name (below) registers its definition
 function M.named(name)
   assert(type(name) == "string" and name ~= "" and not name:find("[*+%- ]"),
     "bad symbolic dim name: " .. tostring(name))
+  if name:sub(1, 6) == "floor#" then M.floor_of(name) end
   return make({ [name] = 1 })
 end
 
@@ -109,29 +110,115 @@ function M.mul(a, b)
   return make(out)
 end
 
--- exact division by a number or a single-term expression; anything else is an error naming the op
-function M.div(a, b, opname)
+-- the leading term {key, coefficient} of terms in make()'s order (higher degree first, then by name)
+local function leading(terms)
+  local best
+  for k, c in pairs(terms) do
+    if c ~= 0 then
+      local nk = k == "" and -1 or #mono_names(k)
+      if not best or nk > best.n or (nk == best.n and k < best.k) then best = { k = k, c = c, n = nk } end
+    end
+  end
+  return best
+end
+
+-- a / b by polynomial long division when b has several terms (32*batch*t+32*batch over batch*t+batch): the
+-- quotient, or nil when it does not divide exactly
+local function long_div(a, b)
+  local q, r = 0, a
+  for _ = 1, 64 do
+    if r == 0 then return q end
+    local lr, lb = leading(terms_of(r)), leading(terms_of(b))
+    local t = lr and lb and lr.c % lb.c == 0 and M.div(make({ [lr.k] = lr.c }), make({ [lb.k] = lb.c }), nil, true)
+    if not t then return nil end
+    q, r = M.add(q, t), M.sub(r, M.mul(t, b))
+  end
+  return nil
+end
+
+-- exact division by a number, a single-term expression or (by long division) a polynomial; anything else
+-- is an error naming the op (quiet: return nil instead)
+function M.div(a, b, opname, quiet)
   local ta, tb = terms_of(a), terms_of(b)
   local kb, cb = next(tb)
   local function fail()
+    if quiet then return nil end
     errors.raise(string.format("%s: cannot divide symbolic size %s by %s exactly", opname or "symbolic dim",
       tostring(a), tostring(b)))
   end
-  if cb == nil or next(tb, kb) ~= nil or cb == 0 then fail() end
+  if cb ~= nil and next(tb, kb) ~= nil then return long_div(a, b) or fail() end
+  if cb == nil or cb == 0 then return fail() end
   local div_names = mono_names(kb)
   local out = {}
   for k, c in pairs(ta) do
-    if c % cb ~= 0 then fail() end
+    if c % cb ~= 0 then return fail() end
     local names, left = mono_names(k), {}
     local need = {}
     for _, n in ipairs(div_names) do need[n] = (need[n] or 0) + 1 end
     for _, n in ipairs(names) do
       if need[n] and need[n] > 0 then need[n] = need[n] - 1 else left[#left + 1] = n end
     end
-    for _, r in pairs(need) do if r > 0 then fail() end end
+    for _, r in pairs(need) do if r > 0 then return fail() end end
     out[mono_key(left)] = c / cb
   end
   return make(out)
+end
+
+-- ---- floor division: a symbol of its own, "floor#c#<expr>" (expr's text with - + * # escaped as #m #p #x ##),
+-- whose value is floor(expr / c) once expr's names are bound: the output size of a strided conv or pool over
+-- a dynamic dim. The name carries its definition, so a saved graph reads it back (M.named re-registers it).
+local floors = {}   -- name -> {expr = dim, c = positive integer}
+local ESCAPE, UNESCAPE = { ["-"] = "#m", ["+"] = "#p", ["*"] = "#x", ["#"] = "##" }, { m = "-", p = "+", x = "*",
+  ["#"] = "#" }
+
+-- "10*batch-2" -> a dim; nil, message for text that is not one
+function M.parse(text)
+  if type(text) ~= "string" or #text == 0 or #text > 200 or not text:match("^[%w_#*+%-]+$") then
+    return nil, "bad dim " .. tostring(text)
+  end
+  local total, s, pos = 0, text:sub(1, 1) == "-" and text or ("+" .. text), 1
+  while pos <= #s do
+    local sign, term, nxt = s:match("^([+-])([^+-]+)()", pos)
+    if not sign or term:sub(-1) == "*" or term:sub(1, 1) == "*" or term:find("**", 1, true) then
+      return nil, "bad dim expression " .. text
+    end
+    local t = sign == "-" and -1 or 1
+    for f in term:gmatch("[^*]+") do
+      if f:match("^%d+$") then t = M.mul(t, tonumber(f))
+      elseif f:match("^[%a_][%w_#]*$") then
+        local ok, named = pcall(M.named, f)
+        if not ok then return nil, tostring(named) end
+        t = M.mul(t, named)
+      else return nil, "bad factor '" .. f .. "' in dim " .. text end
+    end
+    total = M.add(total, t)
+    pos = nxt
+  end
+  return total
+end
+
+-- floor(a / c) for a dim a and a positive integer c: a number, an exact quotient, or a floor symbol
+function M.floordiv(a, c)
+  if type(a) == "number" then return math.floor(a / c) end
+  if c == 1 then return a end
+  local exact = true
+  for _, coef in pairs(a.terms) do if coef % c ~= 0 then exact = false end end
+  if exact then return M.div(a, c) end
+  local name = "floor#" .. c .. "#" .. a.text:gsub("[-+*#]", ESCAPE)
+  floors[name] = floors[name] or { expr = a, c = c }
+  return make({ [name] = 1 })
+end
+
+-- the definition {expr, c} of a floor symbol's name, registered from the name itself if new; nil otherwise
+function M.floor_of(name)
+  if floors[name] then return floors[name] end
+  local c, body = name:match("^floor#(%d+)#(.+)$")
+  if not c then return nil end
+  local text = body:gsub("#(.)", function(e) return UNESCAPE[e] or error("bad floor dim " .. name, 0) end)
+  local expr = M.parse(text)
+  if not expr or tonumber(c) < 1 then error("bad floor dim " .. name, 0) end
+  floors[name] = { expr = expr, c = tonumber(c) }
+  return floors[name]
 end
 
 -- two dims are the same when their canonical forms are (interning makes that identity)
@@ -145,6 +232,8 @@ function M.eval(v, env)
     local p = c
     for _, n in ipairs(mono_names(k)) do
       local x = env[n]
+      local fl = x == nil and floors[n]
+      if fl then x = math.floor(M.eval(fl.expr, env) / fl.c) end
       if x == nil then error("symbolic dim '" .. n .. "' has no value (no input bound it)", 0) end
       p = p * x
     end

@@ -21,28 +21,9 @@ local function parse_dim(L, text, where)
     if not is_int(text) then L.fail(where .. ": dim " .. text .. " is not a non-negative integer") end
     return text
   end
-  if type(text) ~= "string" or #text == 0 or #text > 200 or not text:match("^[%w_#*+%-]+$") then
-    L.fail(where .. ": bad dim " .. tostring(text))
-  end
-  local total = 0
-  local s = text:sub(1, 1) == "-" and text or ("+" .. text)
-  local pos = 1
-  while pos <= #s do
-    local sign, term, nxt = s:match("^([+-])([^+-]+)()", pos)
-    if not sign then L.fail(where .. ": bad dim expression " .. text) end
-    local t = sign == "-" and -1 or 1
-    for f in term:gmatch("[^*]+") do
-      if f:match("^%d+$") then t = sym.mul(t, tonumber(f))
-      elseif f:match("^[%a_][%w_#]*$") then t = sym.mul(t, sym.named(f))
-      else L.fail(where .. ": bad factor '" .. f .. "' in dim " .. text) end
-    end
-    if term:sub(-1) == "*" or term:sub(1, 1) == "*" or term:find("**", 1, true) then
-      L.fail(where .. ": bad dim expression " .. text)
-    end
-    total = sym.add(total, t)
-    pos = nxt
-  end
-  return total
+  local ok, dim, err = pcall(sym.parse, text)
+  if not ok or dim == nil then L.fail(where .. ": " .. tostring(ok and err or dim)) end
+  return dim
 end
 
 local function parse_shape(L, shape, where)

@@ -6,6 +6,7 @@ local S = require("ds.shape")
 local errors = require("ds.errors")
 local state = require("ds.state")
 local autograd = require("ds.autograd")
+local sym = require("ds.sym")
 local F = C.functions
 
 local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
@@ -58,9 +59,10 @@ local function conv_attrs(extra)
   return t
 end
 
--- output size of one spatial dim
+-- output size of one spatial dim (n may be a dynamic dim: a floor symbol then, checked when the plan is built)
 local function conv_out(n, k, s, p, d, op, xs, ws)
   local ek = (k - 1) * d + 1
+  if type(n) ~= "number" then return sym.add(sym.floordiv(sym.add(n, 2 * p - ek), s), 1) end
   if ek > n + 2 * p then
     raise("%s: kernel %s (dilated size %d) is larger than the padded input %s (padding %d)", op, S.str(ws), ek,
       S.str(xs), p)
@@ -109,8 +111,8 @@ D.define {
     if #bs ~= 1 or bs[1] ~= ws[1] then
       raise("conv2d: bias %s must be (%d) for weight %s", S.str(bs), ws[1], S.str(ws))
     end
-    local oh = conv_out(num(xs[3], "conv2d"), ws[3], a.stride[1], a.padding[1], a.dilation[1], "conv2d", xs, ws)
-    local ow = conv_out(num(xs[4], "conv2d"), ws[4], a.stride[2], a.padding[2], a.dilation[2], "conv2d", xs, ws)
+    local oh = conv_out(xs[3], ws[3], a.stride[1], a.padding[1], a.dilation[1], "conv2d", xs, ws)
+    local ow = conv_out(xs[4], ws[4], a.stride[2], a.padding[2], a.dilation[2], "conv2d", xs, ws)
     return { shape = { xs[1], ws[1], oh, ow }, dtype = inputs[1].dtype }
   end,
   backward = function(ctx, g)
@@ -244,15 +246,18 @@ local function pool_out(op, xs, a)
   if #xs ~= 4 then raise("%s: input must be (N,C,H,W), got %s", op, S.str(xs)) end
   local out = { xs[1], xs[2] }
   for i = 1, 2 do
-    local n, k, s, p = num(xs[i + 2], op), a.kernel_size[i], a.stride[i], a.padding[i]
+    local n, k, s, p = xs[i + 2], a.kernel_size[i], a.stride[i], a.padding[i]
     if 2 * p > k then
       raise("%s: padding %s must be at most half the kernel %s", op, S.str(a.padding), S.str(a.kernel_size))
     end
-    if n < 1 or k > n + 2 * p then
+    if type(n) ~= "number" then -- a dynamic dim: a floor symbol, checked when the plan is built
+      out[i + 2] = sym.add(sym.floordiv(sym.add(n, 2 * p - k), s), 1)
+    elseif n < 1 or k > n + 2 * p then
       raise("%s: kernel %s is larger than the padded input %s (padding %s)", op, S.str(a.kernel_size), S.str(xs),
         S.str(a.padding))
+    else
+      out[i + 2] = math.floor((n + 2 * p - k) / s) + 1
     end
-    out[i + 2] = math.floor((n + 2 * p - k) / s) + 1
   end
   return out
 end

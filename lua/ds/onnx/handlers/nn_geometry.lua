@@ -41,7 +41,7 @@ end
 function M.extent(g, i) return (g.k[i] - 1) * g.d[i] + 1 end
 
 -- dim i of g over a dynamic input size n (a symbolic dim): pads that do not depend on n (explicit pads, VALID,
--- SAME at stride 1), no ceil_mode; the output size is symbolic at stride 1 and left to the kernel otherwise
+-- SAME at stride 1), no ceil_mode; the output size is symbolic (a floor symbol at strides > 1)
 local function dynamic_dim(g, i, e, auto_pad, pads, ceil, op)
   local function unsupported(why)
     refuse(op .. ": spatial dim " .. i .. " is dynamic (" .. tostring(g.n[i]) .. "): " .. why)
@@ -60,7 +60,7 @@ local function dynamic_dim(g, i, e, auto_pad, pads, ceil, op)
     refuse(op .. ": auto_pad " .. tostring(auto_pad) .. " is not an ONNX auto_pad")
   end
   g.extra[i] = 0
-  if g.s[i] == 1 then g.out[i] = sym.add(g.n[i], g.pb[i] + g.pe[i] - e + 1) end
+  g.out[i] = sym.add(sym.floordiv(sym.add(g.n[i], g.pb[i] + g.pe[i] - e), g.s[i]), 1)
 end
 
 --[[ at: the node's attributes (auto_pad, pads, strides, dilations, ceil_mode); n: input sizes; kernel: list;

@@ -27,7 +27,7 @@ end
 local function separable(x, g, combine)
   for i = 1, #g.n do
     if type(g.out[i]) ~= "number" then
-      refuse("this pool (N-D, dilated, integer, or with pads the kernel cannot apply) needs known spatial sizes")
+      refuse("this pool (N-D, dilated or integer) needs known spatial sizes")
     end
     local acc
     for j = 0, g.k[i] - 1 do
