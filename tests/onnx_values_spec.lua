@@ -134,6 +134,18 @@ describe("ONNX values computed at run time", function()
     assert.is_true(named, "no profile row names the ONNX node")
   end)
 
+  it("float constants fold step by step in f32, as ONNX Runtime computes them", function()
+    local function c(name, v) return { op_type = "Constant", output = { name }, attribute = { { name = "value", type = 4,
+      t = { dims = {}, data_type = 1, float_data = { v } } } } } end
+    local path = model(dir, "fold.onnx", { c("a", 0.1), c("b", 0.2), c("k", 3.7),
+      { op_type = "Add", input = { "a", "b" }, output = { "s" } },
+      { op_type = "Mul", input = { "s", "k" }, output = { "m" } },
+      { op_type = "Div", input = { "m", "k" }, output = { "q" } },
+      { op_type = "Sub", input = { "q", "a" }, output = { "d" } },
+      { op_type = "Add", input = { "x", "d" }, output = { "y" } } }, { { "x", { 3 } } }, { "y" })
+    agrees(path, { { { "x", ds.tensor({ 1e-9, 0, -3 }) } } }, { "y" })
+  end)
+
   it("a value input that cannot be given names the node and what it needs", function()
     local path = model(dir, "bad.onnx", { { op_type = "Reshape", input = { "x", "shape" }, output = { "y" } } },
       { { "x", { 2, 3, 4 } }, { "shape", { 3 }, "i64" } }, { "y" })

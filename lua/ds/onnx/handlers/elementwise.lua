@@ -40,7 +40,15 @@ local function int_div(x, y)
   end
   return sym.div(x, y, "Div")
 end
-local FOLD = { Add = sym.add, Sub = sym.sub, Mul = sym.mul }
+-- on numbers (floats too) plain arithmetic, on dynamic dims sym's
+local function folding(on_dims, on_numbers)
+  return function(x, y)
+    if type(x) == "number" and type(y) == "number" then return on_numbers(x, y) end
+    return on_dims(x, y)
+  end
+end
+local FOLD = { Add = folding(sym.add, function(x, y) return x + y end),
+  Sub = folding(sym.sub, function(x, y) return x - y end), Mul = folding(sym.mul, function(x, y) return x * y end) }
 -- float Div of consts: numbers only (a dynamic dim divided as a float is not a shape value)
 local function float_div(x, y)
   if type(x) == "number" and type(y) == "number" then return x / y end
