@@ -152,10 +152,10 @@ describe("dtype promotion", function()
       end
     end
   end)
-  it("a 0-d tensor is a full tensor for promotion (only Lua numbers are weak)", function()
-    assert.equal("f64", (ds.ones(3) + ds.tensor(2, { dtype = "f64" })).dtype)
+  it("a 0-d tensor widens a tensor with dims only from a higher category (PyTorch's rule)", function()
+    assert.equal("f32", (ds.ones(3) + ds.tensor(2, { dtype = "f64" })).dtype)
     assert.equal("f32", (ds.ones(3, { dtype = "i64" }) + ds.tensor(2)).dtype)
-    assert.equal("i64", (ds.ones(3, { dtype = "i32" }) + ds.tensor(2, { dtype = "i64" })).dtype)
+    assert.equal("i32", (ds.ones(3, { dtype = "i32" }) + ds.tensor(2, { dtype = "i64" })).dtype)
   end)
   it("float math promotes integers and bools to f32; comparisons give bool", function()
     assert.equal("f32", ds.exp(ds.ones(2, { dtype = "i64" })).dtype)

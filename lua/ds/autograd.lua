@@ -95,9 +95,25 @@ local function check_grad_output(name, i, y, g)
   end
 end
 
+-- a node's inputs still hold the values it was given (an input written by x[key] = v since is an error, as
+-- PyTorch's version counters make it); a node already run without retain_graph cannot run again
+local function check_runnable(name, node)
+  if node.freed then
+    errors.raise(name .. ": trying to backward through the graph a second time (its " .. node.def.name .. " step "
+      .. "already ran); pass retain_graph = true to the first backward if you need to backward twice")
+  end
+  local versions = node.versions
+  for i, inp in ipairs(node.inputs) do
+    if tape.version(inp) ~= (versions and versions[i]) then
+      errors.raise(string.format("%s: input %d of %s was written in place (x[key] = v) after %s used it; clone "
+        .. "it before the write (x = x:clone())", name, i, node.def.name, node.def.name))
+    end
+  end
+end
+
 -- Core engine: returns grads keyed by tensor for `wanted` (or accumulates into leaves' .grad).
--- name: the public caller (backward or grad) for errors
-local function run_backward(name, outputs, grad_outputs, create_graph, wanted)
+-- name: the public caller (backward or grad) for errors; retain: keep the nodes runnable for another backward
+local function run_backward(name, outputs, grad_outputs, create_graph, wanted, retain)
   local grads = {}  -- tensor -> grad
   local roots = {}
   if type(outputs) ~= "table" or is_tensor(outputs) then
@@ -130,6 +146,7 @@ local function run_backward(name, outputs, grad_outputs, create_graph, wanted)
   end
   local prev = state.grad_enabled
   state.grad_enabled = create_graph and true or false
+  local ran = {}
   local ok, err = pcall(function()
     for _, node in ipairs(toposort(roots)) do
       local gouts, any = {}, false
@@ -142,6 +159,8 @@ local function run_backward(name, outputs, grad_outputs, create_graph, wanted)
         for i, o in ipairs(node.outputs) do
           if not gouts[i] and rawget(o, "_grad_fn") == node then gouts[i] = F.zeros_like(o) end
         end
+        check_runnable(name, node)
+        if not retain then ran[#ran + 1] = node end
         local gins = { node.def.backward(node, unpack(gouts, 1, #node.outputs)) }
         for i, inp in ipairs(node.inputs) do
           local gi = gins[i]
@@ -158,20 +177,37 @@ local function run_backward(name, outputs, grad_outputs, create_graph, wanted)
   end)
   state.grad_enabled = prev
   if not ok then error(err, 0) end
+  for _, node in ipairs(ran) do node.freed = true end
   for t, g in pairs(grads) do
     if rawget(t, "_grad_fn") == nil and rawget(t, "_hooks") then grads[t] = run_hooks(t, g, create_graph) end
   end
   return grads
 end
 
--- y:backward([grad] [, {create_graph =}]): accumulate into .grad of leaves that require grad; grad has
--- y's shape and dtype (optional when y has one element)
+-- the tensors of a list option (name: the caller's and the option's) as a set
+local function tensor_set(list, what)
+  if is_tensor(list) then list = { list } end
+  local set = {}
+  for i = 1, table.maxn(list) do
+    local x = list[i]
+    if not is_tensor(x) then errors.raise(string.format("%s %d must be a tensor, got %s", what, i, type(x))) end
+    if not requires(x) then errors.raise(string.format("%s %d does not require grad", what, i)) end
+    set[x] = true
+  end
+  return set
+end
+
+-- y:backward([grad] [, {create_graph =, retain_graph =, inputs =}]): accumulate into .grad of leaves that
+-- require grad (or of the tensors of inputs only); grad has y's shape and dtype (optional when y has one element)
 Tensor.backward = args.wrap("backward", { "tensor", "tensor|table?", "table?" }, function(y, grad, opts)
   if type(grad) == "table" and not is_tensor(grad) then opts, grad = grad, nil end
-  opts = options.check(opts, "backward", { create_graph = "boolean" })
-  local grads = run_backward("backward", { y }, { grad }, opts.create_graph)
+  opts = options.check(opts, "backward", { create_graph = "boolean", retain_graph = "boolean", inputs = "table" })
+  local only = opts.inputs and tensor_set(opts.inputs, "backward: inputs element")
+  local retain = opts.retain_graph
+  if retain == nil then retain = opts.create_graph end
+  local grads = run_backward("backward", { y }, { grad }, opts.create_graph, only, retain)
   for t, g in pairs(grads) do
-    if rawget(t, "_grad_fn") == nil and requires(t) then
+    if only and only[t] or not only and rawget(t, "_grad_fn") == nil and requires(t) then
       if not opts.create_graph then g = g:detach() end
       -- a leaf's .grad owns its memory (like PyTorch): never an expanded or aliased view
       if rawget(g, "_c") and (rawget(g, "_base") or not g:is_contiguous()) then g = g:clone() end
@@ -181,30 +217,27 @@ Tensor.backward = args.wrap("backward", { "tensor", "tensor|table?", "table?" },
   end
 end)
 
--- ds.grad(outputs, inputs, {grad_outputs =, create_graph =, allow_unused =}) -> list of grads
+-- ds.grad(outputs, inputs, {grad_outputs =, create_graph =, retain_graph =, allow_unused =}) -> list of grads
+-- (nil for an input the outputs do not depend on, with allow_unused)
 M.grad = args.wrap("grad", { "tensor|table", "tensor|table", "table?" }, function(outputs, inputs, opts)
-  opts = options.check(opts, "grad", { grad_outputs = "any", create_graph = "boolean", allow_unused = "boolean" })
+  opts = options.check(opts, "grad", { grad_outputs = "any", create_graph = "boolean", retain_graph = "boolean",
+    allow_unused = "boolean" })
   if is_tensor(outputs) then outputs = { outputs } end
-  local single = is_tensor(inputs)
-  if single then inputs = { inputs } end
-  local wanted = {}
-  for i = 1, table.maxn(inputs) do
-    local x = inputs[i]
-    if not is_tensor(x) then errors.raise(string.format("grad: input %d must be a tensor, got %s", i, type(x))) end
-    if not requires(x) then errors.raise("grad: input " .. i .. " does not require grad") end
-    wanted[x] = true
-  end
+  if is_tensor(inputs) then inputs = { inputs } end
+  local wanted = tensor_set(inputs, "grad: input")
   local go = opts.grad_outputs
   if is_tensor(go) then go = { go } end
-  local grads = run_backward("grad", outputs, go, opts.create_graph, wanted)
+  local retain = opts.retain_graph
+  if retain == nil then retain = opts.create_graph end
+  local grads = run_backward("grad", outputs, go, opts.create_graph, wanted, retain)
   local out = {}
-  for i, x in ipairs(inputs) do
+  for i = 1, table.maxn(inputs) do
+    local x = inputs[i]
     local g = grads[x]
     if g == nil then
       if not opts.allow_unused then
         errors.raise("grad: input " .. i .. " was not used to compute the outputs (pass allow_unused = true)")
       end
-      g = F.zeros_like(x)
     elseif not opts.create_graph then
       g = g:detach()
     end

@@ -204,7 +204,7 @@ function M.cond_backward(ctx, ...)
         local wanted = {}
         for j, i in ipairs(want) do wanted[j] = xs[i] end
         local grads = autograd.grad(ys, wanted, { grad_outputs = gs, allow_unused = true })
-        for j, i in ipairs(want) do res[i] = grads[j] end
+        for j, i in ipairs(want) do res[i] = grads[j] or res[i] end
       end
       return unpack(res, 1, nin)
     end

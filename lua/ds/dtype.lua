@@ -17,8 +17,9 @@ M.alias = { float = "f32", float32 = "f32", double = "f64", float64 = "f64", lon
 -- turns an integer or bool tensor into f32.
 -- How ops use it (tests/elementwise_spec.lua checks every pair against torch.result_type):
 --   * two tensors: the higher rank wins (u8 + i32 -> i32, i64 + f32 -> f32, f32 + f64 -> f64).
---   * a 0-d tensor counts as a full tensor (PyTorch treats it as weak: f32 (3,) + f64 0-d is
---     f32 there, f64 here); only Lua numbers are weak.
+--   * a 0-d tensor is weaker than a tensor with dims: it widens the result only from a higher
+--     category (bool < integer < float): f32 (3,) + f64 0-d is f32, i32 (3,) + f64 0-d is f64
+--     (ops/common.lua, result_dtype).
 --   * arithmetic on bool tensors computes in i64 (PyTorch keeps bool + bool as bool).
 --   * float math (exp, log, sin, sigmoid, gelu, ..., and `/`) turns integer and bool inputs
 --     into f32; floor_divide is for i64/i32 only.

@@ -103,7 +103,8 @@ function M.gradcheck(fn, inputs, opts)
   local analytic = {}
   if #grad_outs > 0 then
     local gs = autograd.grad(grad_outs, diff, { grad_outputs = grad_vs, allow_unused = true })
-    for j, g in ipairs(gs) do
+    for j = 1, #diff do
+      local g = gs[j] or ops.zeros_like(diff[j]) -- nil: the outputs do not depend on the input
       if not S.equal(g._shape, diff[j]._shape) then
         return fail(string.format("grad of input %d has shape %s, input has %s", diff_pos[j], S.str(g._shape),
           S.str(diff[j]._shape)))
@@ -167,7 +168,9 @@ function M.gradgradcheck(fn, inputs, opts)
     local xs, vs = {}, {}
     for k, i in ipairs(diff_idx) do xs[k] = args[i] end
     for k = 1, nv do vs[k] = args[n + k] end
-    return autograd.grad(ys, xs, { grad_outputs = vs, create_graph = true, allow_unused = true })
+    local gs = autograd.grad(ys, xs, { grad_outputs = vs, create_graph = true, allow_unused = true })
+    for k = 1, #xs do gs[k] = gs[k] or ops.zeros_like(xs[k]) end -- nil: the outputs do not depend on the input
+    return gs
   end
   return M.gradcheck(first_grads, all, opts)
 end

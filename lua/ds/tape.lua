@@ -10,6 +10,13 @@ local is_tensor = Tensor.is_tensor
 local function requires(x) return is_tensor(x) and rawget(x, "requires_grad") == true end
 M.requires = requires
 
+-- x's storage was written in place (x[key] = v) this many times (shared by its views), nil if never
+function M.version(x) return rawget(rawget(x, "_base") or x, "_version") end
+function M.bump(x)
+  local owner = rawget(x, "_base") or x
+  rawset(owner, "_version", (rawget(owner, "_version") or 0) + 1)
+end
+
 -- Called after every op with a backward rule while grad mode is on.
 function M.maybe_record(def, inputs, attrs, outputs)
   local any, needs = false, {}
@@ -18,7 +25,12 @@ function M.maybe_record(def, inputs, attrs, outputs)
     any = any or needs[i]
   end
   if not any then return end
-  local node = { def = def, inputs = inputs, attrs = attrs, outputs = outputs, needs = needs }
+  local versions -- the inputs' write counts now, checked by backward (nil: never written)
+  for i = 1, #inputs do
+    local v = M.version(inputs[i])
+    if v then versions = versions or {}; versions[i] = v end
+  end
+  local node = { def = def, inputs = inputs, attrs = attrs, outputs = outputs, needs = needs, versions = versions }
   if M.observer then M.observer(node) end -- control.lua's eager loops: which tensors a trip made
   for i = 1, #outputs do
     local o = outputs[i]

@@ -112,15 +112,17 @@ mt.__index = function(x, k)
   local m = Tensor[k]
   if m ~= nil then return m end
   if type(k) == "number" then return x:select(1, k) end
-  if getmetatable(k) == "ds.Tensor" then return x:index_select(1, k):squeeze(1) end -- x[t], t a 0-d i64 tensor
+  if type(k) == "table" then return Tensor._getitem(x, k) end -- x[t], x[{i, j}] (ops/indexing.lua)
   local g = getters[k]
   if g then return g(x) end
   return nil
 end
 
+-- x[k] = v for number and table keys (ops/indexing.lua); string keys are fields
 mt.__newindex = function(x, k, v)
-  if type(k) == "number" then
-    return x:select(1, k):copy_(v)
+  if type(k) == "number" or type(k) == "table" then return Tensor._setitem(x, k, v) end
+  if type(k) ~= "string" then
+    errors.raise(string.format("x[key] = v: a key must be a number, a tensor or a list of them, got %s", type(k)))
   end
   if k == "grad" and v ~= nil and not Tensor.is_tensor(v) then
     errors.raise("grad must be a tensor or nil")

@@ -60,4 +60,13 @@ C.export("matmul", function(a, b)
   return y
 end)
 C.export("mm", C.functions.matmul)
-C.export("bmm", C.functions.matmul)
+-- bmm(a (B, n, k), b (B, k, m)) -> (B, n, m): 3-D operands of one batch size (no broadcasting, as torch.bmm)
+C.export("bmm", function(a, b)
+  if not (C.is_tensor(a) and C.is_tensor(b)) then errors.raise("bmm: both operands must be tensors") end
+  local sa, sb = a._shape, b._shape
+  if #sa ~= 3 or #sb ~= 3 or not S.same(sa[1], sb[1]) then
+    errors.raise(string.format("bmm: expects 3-D operands (B, n, k) and (B, k, m) of one batch size, got %s @ %s",
+      S.str(sa), S.str(sb)))
+  end
+  return D.call(mm, { a, b })
+end)

@@ -18,12 +18,26 @@ M.NUMERIC = set { "f32", "f64", "i64", "i32", "u8" }
 M.ALL = set { "f32", "f64", "i64", "i32", "u8", "bool" }
 M.BOOL = set { "bool" }
 
--- common dtype of operands (tensors strong, Lua numbers weak)
+-- PyTorch's combination of a participant class with a weaker one (0-d tensors under tensors with dims): the
+-- weaker widens the result only from a higher category (bool < integer < float)
+local function combine(higher, lower)
+  if higher == nil or lower == nil then return higher or lower end
+  if dtype.is_float[higher] then return higher end
+  if higher == "bool" or dtype.is_float[lower] then return dtype.promote(higher, lower) end
+  return higher
+end
+
+-- common dtype of operands: tensors with dims, then 0-d tensors, then Lua numbers, each weaker than the one
+-- before (torch.result_type)
 function M.result_dtype(inputs)
-  local dt
+  local dims, zero
   for _, x in ipairs(inputs) do
-    if is_tensor(x) then dt = dt and dtype.promote(dt, x.dtype) or x.dtype end
+    if is_tensor(x) then
+      if #x._shape > 0 then dims = dims and dtype.promote(dims, x.dtype) or x.dtype
+      else zero = zero and dtype.promote(zero, x.dtype) or x.dtype end
+    end
   end
+  local dt = combine(dims, zero)
   if not dt then
     dt = "f32"
     for _, x in ipairs(inputs) do if type(x) == "boolean" then dt = "bool" end end

@@ -5,6 +5,7 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
+local options = require("ds.options")
 local Tensor = require("ds.tensor")
 local dsffi = require("ds.ffi")
 local state = require("ds.state")
@@ -66,13 +67,23 @@ local function full_of(opname, value)
 end
 C.export("zeros", full_of("zeros", 0), { method = false })
 C.export("ones", full_of("ones", 1), { method = false })
+-- a fill value: any number (NaN and infinities too) or a boolean, as the number full packs
+local function fill_value(opname, value)
+  if type(value) == "boolean" then return value and 1 or 0 end
+  if type(value) ~= "number" then
+    errors.raise(string.format("%s: value must be a number or a boolean, got %s", opname, type(value)))
+  end
+  return value
+end
+
+-- full(size, value, {dtype}): a boolean value makes a bool tensor, as PyTorch infers it
 C.export("full", function(size, value, opts)
   if type(size) == "number" then size = { size } end
-  if type(value) ~= "number" and type(value) ~= "boolean" then errors.raise("full: value must be a number") end
-  if type(value) == "boolean" then value = value and 1 or 0 end
+  opts = options.check(opts, "full", { dtype = "dtype" })
+  local dt = opts.dtype or type(value) == "boolean" and "bool" or nil
   local shape = sizes_and_opts("full", size)
-  return D.call(full, {}, { shape = shape, value = value, dtype = check_dtype(opts and opts.dtype, "full") })
-end, { method = false, args = { "number|table", "number|boolean", "table?" } })
+  return D.call(full, {}, { shape = shape, value = fill_value("full", value), dtype = check_dtype(dt, "full") })
+end, { method = false, args = { "number|table", "any", "table?" } })
 C.export("empty", function(...)
   local shape, opts = sizes_and_opts("empty", ...)
   local dt = check_dtype(opts.dtype, "empty")
@@ -89,9 +100,10 @@ end
 C.export("zeros_like", like(0), { args = { "tensor", "table?" } })
 C.export("ones_like", like(1), { args = { "tensor", "table?" } })
 C.export("full_like", function(x, v, opts)
-  return D.call(full, {},
-    { shape = x._shape, value = v, dtype = check_dtype(opts and opts.dtype or x.dtype, "full_like") })
-end, { args = { "tensor", "number|boolean", "table?" } })
+  opts = options.check(opts, "full_like", { dtype = "dtype" })
+  return D.call(full, {}, { shape = x._shape, value = fill_value("full_like", v),
+    dtype = check_dtype(opts.dtype or x.dtype, "full_like") })
+end, { args = { "tensor", "any", "table?" } })
 C.export("empty_like", like(0), { args = { "tensor", "table?" } })
 C.export("new_zeros", function(x, ...)
   local s = sizes_and_opts("new_zeros", ...)

@@ -5,6 +5,7 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
+local options = require("ds.options")
 local Tensor = require("ds.tensor")
 local sym = require("ds.sym")
 local F = C.functions
@@ -282,8 +283,23 @@ local index_add = D.define {
     return ctx.needs[1] and g or nil, nil, ctx.needs[3] and g:index_select(ctx.attrs.dim, ctx.inputs[2]) or nil
   end,
 }
-C.export("index_add", function(x, dim, index, src) return D.call(index_add, { x, index, src }, { dim = dim }) end)
-Tensor.index_add_ = function(x, dim, index, src) return D.call(index_add, { x, index, src }, { dim = dim }, x) end
+-- src scaled by the alpha option (torch.index_add(..., alpha =)); an integer x takes an integer alpha
+local function index_add_src(opname, x, src, opts)
+  opts = options.check(opts, opname, { alpha = "number" })
+  local alpha = opts.alpha
+  if alpha == nil or alpha == 1 then return src end
+  if C.is_tensor(x) and not dtype.is_float[x.dtype] and alpha ~= math.floor(alpha) then
+    errors.raise(string.format("%s: alpha %s must be an integer for a %s tensor", opname, tostring(alpha), x.dtype))
+  end
+  need_tensor(src, opname, "src")
+  return src * alpha
+end
+C.export("index_add", function(x, dim, index, src, opts)
+  return D.call(index_add, { x, index, index_add_src("index_add", x, src, opts) }, { dim = dim })
+end)
+Tensor.index_add_ = function(x, dim, index, src, opts)
+  return D.call(index_add, { x, index, index_add_src("index_add_", x, src, opts) }, { dim = dim }, x)
+end
 
 -- ---- masked_fill(x, mask, value): where mask (bool, broadcast to x) is true, value; else x ----
 -- written with where, so its gradient flows to x (and to value when it is a tensor)

@@ -38,8 +38,16 @@ D.define {
 }
 local sort = D.by_name.sort
 C.export("sort", C.api(sort))
-C.export("argsort", function(x, dim, descending)
-  local _, idx = C.api(sort)(x, dim, descending)
+-- argsort(x, dim = -1, descending = false) or argsort(x, {dim =, descending =, stable =})
+C.export("argsort", function(x, dim, descending, opts)
+  if type(dim) == "table" then
+    opts, dim = dim, nil
+  elseif type(descending) == "table" then
+    opts, descending = descending, nil
+  end
+  opts = options.check(opts, "argsort", { dim = "integer", descending = "boolean", stable = "boolean" })
+  local _, idx = D.call(sort, { x }, { dim = opts.dim or dim, descending = opts.descending or descending,
+    stable = opts.stable })
   return idx
 end)
 
