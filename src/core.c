@@ -227,24 +227,30 @@ void ds_for_rows(int ndim, const int64_t *shape, int nops, char **base, int64_t 
   for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
   int64_t total = rows * shape[ndim - 1];
   if (total == 0) return;
-  if (parallel && total >= DS_PAR_MIN && rows > 1 && omp_get_max_threads() > 1) {
+  if (parallel && total >= DS_PAR_MIN && rows > 1 && ds_team() > 1) {
+    double t0 = ds_team_start();
     #pragma omp parallel
     {
+      ds_team_arrive(t0);
       int nt = omp_get_num_threads(), id = omp_get_thread_num();
       int64_t r0 = rows * id / nt, r1 = rows * (id + 1) / nt;
       rows_range(ndim, shape, nops, base, strides, elsize, fn, ctx, r0, r1);
     }
-  } else if (parallel && total >= DS_PAR_MIN && rows == 1 && omp_get_max_threads() > 1) {
+    ds_team_done();
+  } else if (parallel && total >= DS_PAR_MIN && rows == 1 && ds_team() > 1) {
     /* one long row: split it */
     int64_t n = shape[ndim - 1];
+    double t0 = ds_team_start();
     #pragma omp parallel
     {
+      ds_team_arrive(t0);
       int nt = omp_get_num_threads(), id = omp_get_thread_num();
       int64_t i0 = n * id / nt, i1 = n * (id + 1) / nt;
       char *ptrs[4]; int64_t inner[4];
       for (int k = 0; k < nops; k++) { inner[k] = strides[k][ndim - 1]; ptrs[k] = base[k] + i0 * inner[k] * elsize[k]; }
       if (i1 > i0) fn(ctx, ptrs, i1 - i0, inner);
     }
+    ds_team_done();
   } else {
     rows_range(ndim, shape, nops, base, strides, elsize, fn, ctx, 0, rows);
   }
@@ -255,8 +261,8 @@ extern char *openblas_get_corename(void);
 extern char *openblas_get_config(void);
 extern int openblas_get_num_threads(void);
 extern void openblas_set_num_threads(int);
-void ds_set_num_threads(int n) { if (n < 1) n = 1; omp_set_num_threads(n); openblas_set_num_threads(n); }
-int ds_get_num_threads(void) { return omp_get_max_threads(); }
+void ds_set_num_threads(int n) { if (n < 1) n = 1; ds_team_set(n); openblas_set_num_threads(n); }
+int ds_get_num_threads(void) { return ds_team_configured(); }
 const char *ds_blas_corename(void) { return openblas_get_corename(); }
 const char *ds_blas_config(void) { return openblas_get_config(); }
 int ds_blas_num_threads(void) { return openblas_get_num_threads(); }

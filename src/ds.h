@@ -55,6 +55,8 @@ int64_t ds_mem_peak_bytes(void);
 void ds_mem_empty_cache(void);
 void ds_set_num_threads(int n);
 int ds_get_num_threads(void);
+/* parallel regions whose threads started late (a busy host): each puts ds on one thread for a while (team.c) */
+long ds_team_starved(void);
 const char *ds_blas_corename(void);
 const char *ds_blas_config(void);
 int ds_blas_num_threads(void);
@@ -164,7 +166,8 @@ int ds_process_alive(int pid);
 
 /* collective.c: collectives with a fixed reduction order over MPI functions registered from Lua (ds.distributed);
    libds does not link MPI. Handles are Open MPI's (pointers); rank is 0-based here, 1-based in Lua. A
-   world of size 1 needs no functions. The collectives fail (naming the silent rank) after `timeout` seconds. */
+   world of size 1 needs no functions. The collectives fail (naming the silent rank) after `timeout` seconds, and
+   on every rank when the ranks disagree on the collective, its dtype, shape, reduction or root. */
 enum { DS_REDUCE_SUM = 0, DS_REDUCE_MEAN = 1, DS_REDUCE_MAX = 2 };
 typedef struct ds_comm {
   int32_t rank, size;
@@ -182,5 +185,6 @@ int ds_comm_reduce_scatter(ds_tensor *out, const ds_tensor *in, int op);
 int ds_comm_all_gather(ds_tensor *out, const ds_tensor *in);
 int ds_comm_broadcast(ds_tensor *t, int root);
 int ds_comm_barrier(void);
+int ds_comm_finalize(void);            /* every rank ends here (no deadline); else an error naming the one that does not */
 
 #endif

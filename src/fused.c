@@ -271,12 +271,15 @@ static int run_program(const program *p, ds_tensor *const *t) {
   int64_t rows = 1;
   for (int d = 0; d < nd - 1; d++) rows *= it.shape[d];
   int64_t units = rows * ((it.shape[nd - 1] + TILE - 1) / TILE);
-  if (o->numel * program_cost(p) >= DS_PAR_MIN && units > 1 && omp_get_max_threads() > 1) {
+  if (o->numel * program_cost(p) >= DS_PAR_MIN && units > 1 && ds_team() > 1) {
+    double t0 = ds_team_start();
     #pragma omp parallel
     {
+      ds_team_arrive(t0);
       int nt = omp_get_num_threads(), id = omp_get_thread_num();
       run_units(&it, units * id / nt, units * (id + 1) / nt);
     }
+    ds_team_done();
   } else run_units(&it, 0, units);
   if (ds_take_zero_division()) return ds_fail(DS_ERANGE, "fused: ZeroDivisionError: integer division by zero");
   return DS_OK;

@@ -10,6 +10,16 @@
 int ds_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define DS_CHECK(cond, ...) do { if (!(cond)) return ds_fail(DS_EINVAL, __VA_ARGS__); } while (0)
 
+/* team.c: the threads a parallel region may use now (one while the host starves ds's workers). A region:
+   gate on ds_team() > 1, take t0 = ds_team_start() before it, call ds_team_arrive(t0) first thing in it on every
+   thread and ds_team_done() after it. */
+int ds_team(void);
+double ds_team_start(void);
+void ds_team_arrive(double t0);
+void ds_team_done(void);
+void ds_team_set(int n);
+int ds_team_configured(void);
+
 /* Work above this many elements is split across OpenMP threads (a parallel region costs ~11 us). */
 #define DS_PAR_MIN 32768
 /* Fixed chunk for deterministic reductions and tiles for fused chains, independent of threads. */
@@ -18,9 +28,15 @@ int ds_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3))
    calling thread: an inactive `parallel for if (0)` region still costs ~1.2 us a call, more than a small kernel */
 #define DS_PAR_FOR(PAR, V, N, ...) \
   do { \
-    if (PAR) { \
-      _Pragma("omp parallel for schedule(static)") \
-      for (int64_t V = 0; V < (N); V++) { __VA_ARGS__ } \
+    if ((PAR) && ds_team() > 1) { \
+      double t0_ = ds_team_start(); \
+      _Pragma("omp parallel") \
+      { \
+        ds_team_arrive(t0_); \
+        _Pragma("omp for schedule(static)") \
+        for (int64_t V = 0; V < (N); V++) { __VA_ARGS__ } \
+      } \
+      ds_team_done(); \
     } else { \
       for (int64_t V = 0; V < (N); V++) { __VA_ARGS__ } \
     } \

@@ -267,15 +267,18 @@ int ds_scaled_dot_product_attention_##SUF(ds_tensor *const *t, const double *att
   double work = 2.0 * (double)g.nb * (double)g.L * (double)g.S * (double)(g.E + g.Ev);                        \
   int64_t per = scratch_elems(&g, mr);                                                                        \
   int failed = 0;                                                                                             \
-  if (units > 1 && work >= PAR_FLOPS) {                                                                       \
+  if (units > 1 && work >= PAR_FLOPS && ds_team() > 1) {                                                      \
+    double t0 = ds_team_start();                                                                              \
     _Pragma("omp parallel")                                                                                   \
     {                                                                                                         \
+      ds_team_arrive(t0);                                                                                     \
       int nt = omp_get_num_threads(), me = omp_get_thread_num();                                              \
       /* consecutive units: K, V packed once */                                                               \
       if (run_share_##SUF(&g, run, units * me / nt, units * (me + 1) / nt, per)) {                           \
         _Pragma("omp atomic write") failed = 1;                                                               \
       }                                                                                                       \
     }                                                                                                         \
+    ds_team_done();                                                                                           \
   } else failed = run_share_##SUF(&g, run, 0, units, per);   /* no inactive region: it costs ~1.2 us */     \
   return failed ? ds_fail(DS_ENOMEM, "scaled_dot_product_attention: out of memory for scratch") : DS_OK;     \
 }
@@ -375,7 +378,7 @@ int ds_segment_attention_##SUF(ds_tensor *const *t, const double *attrs) {      
   int64_t per = scratch_elems(&gm, mr);                                                                   \
   int failed = 0;                                                                                         \
   if (covered > 0 && g0.Ev > 0) {                                                                         \
-    _Pragma("omp parallel if (units > 1 && work >= PAR_FLOPS)")                                          \
+    _Pragma("omp parallel if (units > 1 && work >= PAR_FLOPS && ds_team() > 1)")                         \
     {                                                                                                     \
       T *scr = aligned_alloc(64, (size_t)round_up(per * (int64_t)sizeof(T), 64));                         \
       if (!scr) {                                                                                         \

@@ -110,7 +110,8 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   int64_t plane = v->Hb * v->Wb, K = v->Ci * v->KH * v->KW;
   int64_t nvec = (v->Ho * v->Wb + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
   int64_t blen = window_buffer_len(v->Ci, plane, v->Wb, v->KH, v->KW, v->dh, v->dw, ldc);
-  int nt = par ? omp_get_max_threads() : 1;
+  int nt = par ? ds_team() : 1;
+  par = nt > 1;
   scratch s;
   if (!scratch_take(&s, K * 8, (blen + v->rows * ldc) * 4, nt))
     return ds_fail(DS_ENOMEM, "%s: out of memory for the padded images", op);
@@ -118,8 +119,13 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   fill_offsets(koff, v->Ci, v->KH, v->KW, plane, v->Wb, v->dh, v->dw);
   inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen };
   if (par) {
+    double t0 = ds_team_start();
     #pragma omp parallel num_threads(nt)
-    inner_images(&job);
+    {
+      ds_team_arrive(t0);
+      inner_images(&job);
+    }
+    ds_team_done();
   } else inner_images(&job);
   scratch_give(&s);
   return DS_OK;
@@ -219,7 +225,8 @@ int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, 
   int64_t R = g->N < 16 ? g->N : 16;   /* runs of images (1 .. 16): from N only */
   int64_t per_img = xlen + rows * ldd, nb = (256 * 1024 / 4) / per_img;   /* images per call: ~256 KB */
   nb = nb < 1 ? 1 : nb > 16 ? 16 : nb;
-  int par = conv_worth_parallel(g) && R > 1, nt = par ? omp_get_max_threads() : 1;
+  int par = conv_worth_parallel(g) && R > 1, nt = par ? ds_team() : 1;
+  par = nt > 1;
   scratch s;
   if (!scratch_take(&s, cols * 8 + R * per_run * 4, nb * per_img * 4, nt))
     return ds_fail(DS_ENOMEM, "conv2d_backward_weight: out of memory for the padded images");
@@ -230,8 +237,13 @@ int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, 
   memset(acc, 0, (size_t)(R * per_run * 4));
   weight_job job = { g, kr, gy, x, &s, koff, acc, rows, cols, nvec, ldd, xlen, per_run, R, nb };
   if (par) {
+    double t0 = ds_team_start();
     #pragma omp parallel num_threads(nt)
-    weight_runs(&job);
+    {
+      ds_team_arrive(t0);
+      weight_runs(&job);
+    }
+    ds_team_done();
   } else weight_runs(&job);
   for (int64_t r = 1; r < R; r++)
     for (int64_t i = 0; i < per_run; i++) acc[i] += acc[r * per_run + i];

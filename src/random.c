@@ -128,12 +128,15 @@ static int run(ds_tensor *const *t, const char *op, gen *g, int dtype) {
   g->dtype = dtype;
   int64_t n = o->numel, nblocks = (n + g->per - 1) / g->per;
   int contig = ds_tensor_is_contiguous(o);
-  if (n >= DS_PAR_MIN) {
+  if (n >= DS_PAR_MIN && ds_team() > 1) {
+    double t0 = ds_team_start();
     #pragma omp parallel
     {
+      ds_team_arrive(t0);
       int nt = omp_get_num_threads(), id = omp_get_thread_num();
       fill_blocks(g, o, contig, nblocks * id / nt, nblocks * (id + 1) / nt);
     }
+    ds_team_done();
   } else fill_blocks(g, o, contig, 0, nblocks);
   st[sstride] = (int64_t)(g->offset + (uint64_t)nblocks);
   return DS_OK;

@@ -203,20 +203,22 @@ static int reduce_exec(const rdesc *d, const rplan *p, const ds_tensor *x, const
     if (!part) return ds_fail(DS_ENOMEM, "reduce: cannot allocate %lld partial sums", (long long)(nout * nb));
   }
   exec_ctx e = {d, p, x->data, cbuf, part, nb, w, ntile, cols};
-  int par = nout * R >= d->par_min && nitems > 1 && omp_get_max_threads() > 1;
+  int par = nout * R >= d->par_min && nitems > 1 && ds_team() > 1;
   if (!cols && nb == 1) {
     if (par) {
+      double t0 = ds_team_start();
       #pragma omp parallel
       {
+        ds_team_arrive(t0);
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
         exec_outputs(&e, nout * id / nt, nout * (id + 1) / nt);
       }
+      ds_team_done();
     } else {
       exec_outputs(&e, 0, nout);
     }
   } else if (par) {
-    #pragma omp parallel for schedule(static)
-    for (int64_t it = 0; it < nitems; it++) exec_item(&e, it);
+    DS_PAR_FOR(1, it, nitems, exec_item(&e, it););
   } else {
     for (int64_t it = 0; it < nitems; it++) exec_item(&e, it);
   }
@@ -485,12 +487,15 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
   lines_ctx c = {x, y, fn, attrs, dim, n, xs, ys, es_x, es_y,
                  (xs == 1 && ys == 1) ? 0 : n * scratch_per_el};
   int failed = 0;
-  if (x->numel >= DS_PAR_MIN && nlines > 1 && omp_get_max_threads() > 1) {
+  if (x->numel >= DS_PAR_MIN && nlines > 1 && ds_team() > 1) {
+    double t0 = ds_team_start();
     #pragma omp parallel reduction(|:failed)
     {
+      ds_team_arrive(t0);
       int nt = omp_get_num_threads(), id = omp_get_thread_num();
       failed |= run_lines(&c, nlines * id / nt, nlines * (id + 1) / nt);
     }
+    ds_team_done();
   } else {
     failed = run_lines(&c, 0, nlines);
   }

@@ -286,7 +286,7 @@ static int sgemm_run(int64_t nbatch, const float *const *A, const float *const *
   }
   const sgemm_kernel *kr = isa_kernel();
   double flops = 2.0 * (double)nbatch * (double)M * (double)N * (double)K;
-  int nth = omp_in_parallel() || flops < PAR_FLOPS ? 1 : omp_get_max_threads();
+  int nth = omp_in_parallel() || flops < PAR_FLOPS ? 1 : ds_team();
   int by_batch = nth > 1 && (nbatch % nth == 0 || nbatch >= 4 * nth);
   size_t a_floats = (size_t)(MC_ROWS + kr->mr) * KC, b_floats = (size_t)KC * NC;
   float *buf = scratch((size_t)nth * (a_floats + (by_batch ? b_floats : 0)) + (by_batch ? 0 : b_floats));
@@ -295,8 +295,13 @@ static int sgemm_run(int64_t nbatch, const float *const *A, const float *const *
                     by_batch, buf, a_floats, b_floats, kr };
   if (nth == 1) run_share(&job, 0, 1);
   else {
+    double t0 = ds_team_start();
 #pragma omp parallel num_threads(nth)
-    run_share(&job, omp_get_thread_num(), omp_get_num_threads());
+    {
+      ds_team_arrive(t0);
+      run_share(&job, omp_get_thread_num(), omp_get_num_threads());
+    }
+    ds_team_done();
   }
   return DS_OK;
 }
