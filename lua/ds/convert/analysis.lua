@@ -134,5 +134,36 @@ function M.always_returns(block)
   return false
 end
 
+-- is e's value a Lua boolean whatever its operands are (comparisons, literals, and/or/not of those)?
+local COMPARE = { ["=="] = true, ["~="] = true, ["<"] = true, ["<="] = true, [">"] = true, [">="] = true }
+local LITERAL = { True = true, False = true, Nil = true, Number = true, String = true }
+local function boolean_valued(e)
+  if LITERAL[e.tag] then return true end
+  if e.tag == "Paren" or e.tag == "Unop" and e.op == "not" then return boolean_valued(e.expr) end
+  if e.tag == "Binop" then
+    if COMPARE[e.op] then return true end
+    if e.op == "and" or e.op == "or" then return boolean_valued(e.left) and boolean_valued(e.right) end
+  end
+  return false
+end
+
+-- the first if/while/repeat condition of fnode's own body (not of functions it defines) that may be a tensor, or nil:
+-- unconverted, such a condition is always true for a tensor
+function M.truth_test(fnode)
+  local found
+  local function visit(v)
+    if found or type(v) ~= "table" or v.tag == "Function" then return end
+    if v.tag == "If" then
+      for _, c in ipairs(v.clauses) do if not boolean_valued(c.cond) then found = c; return end end
+    elseif (v.tag == "While" or v.tag == "Repeat") and not boolean_valued(v.cond) then
+      found = v
+      return
+    end
+    for _, x in pairs(v) do visit(x) end
+  end
+  for _, s in ipairs(fnode.body) do visit(s) end
+  return found
+end
+
 M.LOOPS = LOOPS
 return M

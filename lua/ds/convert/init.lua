@@ -1,61 +1,18 @@
--- convert/init.lua: ds.convert(fn) / ds.convert_source(fn): find fn's source (debug.getinfo), parse it, rewrite
--- its control flow (rewrite.lua) and load the result on the original lines, its upvalues joined to fn's
--- (debug.upvaluejoin: the same variables, not copies). Also the hook ds.trace uses (trace.set_converter).
-local parser = require("ds.convert.parser")
+-- convert/init.lua: ds.convert(fn) / ds.convert_source(fn): find fn's source (source.lua: proven by its bytecode),
+-- rewrite its control flow (rewrite.lua) and load the result on the original lines, its upvalues joined to fn's
+-- (debug.upvaluejoin: the same variables, not copies). Also the hook ds.trace uses (trace.set_converter), and
+-- ds.loadfile / ds.loadstring, which keep the text they load.
+local source = require("ds.convert.source")
 local rewrite = require("ds.convert.rewrite")
 local runtime = require("ds.convert.runtime")
+local guard = require("ds.convert.guard")
 local errors = require("ds.errors")
 local T = require("ds.trace")
 local args = require("ds.args")
 
 local M = {}
 
--- library code is never converted: ds itself and installed Lua modules
-local ds_dir = debug.getinfo(1, "S").source:match("^@(.*/)convert/[^/]*$") or "\0"
-local LIBRARY_DIRS = { ds_dir, "/usr/share/lua/", "/usr/local/share/lua/", "/usr/lib/", "/usr/local/lib/" }
-
-local parsed = {} -- source name -> {text =, root =}
-
-local function source_text(info)
-  local src = info.source
-  if src:sub(1, 1) == "@" then
-    local f = io.open(src:sub(2), "rb")
-    if not f then return nil, "its source file " .. src:sub(2) .. " cannot be read" end
-    local text = f:read("*a")
-    f:close()
-    return text, src:sub(2)
-  end
-  if src:sub(1, 1) == "=" then return nil, "it was loaded without source text (" .. src .. ")" end
-  return src, info.short_src
-end
-
--- the Function node of fn, or nil and why not
-local function find_node(fn)
-  local info = debug.getinfo(fn, "Su")
-  if info.what == "C" then return nil, "it is a C function" end
-  if info.what == "main" then return nil, "it is a main chunk" end
-  local text, name = source_text(info)
-  if not text then return nil, name end
-  local entry = parsed[info.source]
-  if not entry or entry.text ~= text then
-    local ok, root = pcall(parser.parse, text, name)
-    if not ok then return nil, "its source does not parse: " .. tostring(root) end
-    entry = { text = text, root = root, functions = parser.functions(root) }
-    parsed[info.source] = entry
-  end
-  local found = {}
-  for _, f in ipairs(entry.functions) do
-    if f.line == info.linedefined and f.endline == info.lastlinedefined and #f.params == info.nparams
-      and f.vararg == info.isvararg then
-      found[#found + 1] = f
-    end
-  end
-  if #found ~= 1 then
-    return nil, string.format("%s functions of this shape are defined on %s:%d", #found == 0 and "no" or "several",
-      name, info.linedefined)
-  end
-  return found[1], name, info
-end
+local describe = guard.describe
 
 local function upvalue_names(fn)
   local names, i = {}, 1
@@ -68,49 +25,81 @@ local function upvalue_names(fn)
   return names
 end
 
--- the chunk text: line 1 declares the runtime and fn's upvalues, the function sits on its own lines
+-- LuaJIT's limits a converted function can exceed (each branch and loop body becomes a function), by its message
+local LIMITS = {
+  { "upvalues", "LuaJIT's limit on upvalues per function: a branch or loop body that becomes a function reads too "
+    .. "many variables declared outside it" },
+  { "local variables", "LuaJIT's limit of 200 local variables per function: a branch or loop body that becomes a "
+    .. "function carries too many variables" },
+  { "too many syntax levels", "LuaJIT's limit of 200 syntax levels: the tensor ifs and loops are nested too deeply "
+    .. "(each becomes a nested function)" },
+  { "too complex", "LuaJIT's limit of 250 registers per function: a construct carries too many variables" },
+}
+
+local function over_limit(fn, err)
+  for _, l in ipairs(LIMITS) do
+    if err:find(l[1], 1, true) then
+      local chunk, line = err:match("^(.-):(%d+):")
+      line = err:match("function at line (%d+)") or line
+      errors.raise(string.format("convert: cannot convert %s: at %s:%s the converted code exceeds %s (%s). Split the "
+        .. "function, or trace it with {convert = false} and use ds.cond / ds.while_loop", describe(fn),
+        chunk or "?", line or "?", l[2], err))
+    end
+  end
+  errors.raise(string.format("convert: internal error, the converted source of %s does not load: %s", describe(fn),
+    err))
+end
+
+-- the converted chunk text of fn and the name of its runtime variable, or nil and why not
 local function chunk_text(fn, mode)
-  local node, name, info = find_node(fn)
-  if not node then return nil, name end
-  local ups, seen, decl = upvalue_names(fn), {}, { "__ds_rt" }
-  for _, n in ipairs(ups) do if not seen[n] and n ~= "__ds_rt" then seen[n] = true; decl[#decl + 1] = n end end
-  local prefix = "local " .. table.concat(decl, ", ") .. " = ...; return"
-  return rewrite.generate(node, name, mode, prefix), name, info
+  local nodes, name, info = source.locate(fn)
+  if not nodes then return nil, name end
+  local ups = upvalue_names(fn)
+  local text, rt = rewrite.generate(nodes[1], name, mode, ups)
+  for i = 2, #nodes do -- identical code at several places: their conversions must agree
+    if rewrite.generate(nodes[i], name, mode, ups) ~= text then
+      return nil, string.format("%d functions with the same code but different text are defined on %s:%d", #nodes,
+        name, info.linedefined)
+    end
+  end
+  return text, rt, info
 end
 
 local runtimes, cache = {}, {}
 for _, mode in ipairs { "convert", "check" } do cache[mode] = setmetatable({}, { __mode = "k" }) end
 
+-- the converted fn, or nil and why it has none
 local function load_converted(fn, mode)
-  local text, name, info = chunk_text(fn, mode)
-  if not text then return nil, name end
+  local text, rt, info = chunk_text(fn, mode)
+  if not text then return nil, rt end
   local chunk, err = loadstring(text, info.source)
-  if not chunk then error("convert: internal error, the converted source does not load: " .. err, 0) end
+  if not chunk then over_limit(fn, err) end
   local g = chunk(runtimes[mode])
   local index = {}
   for i, n in ipairs(upvalue_names(fn)) do index[n] = index[n] or i end
   for i, n in ipairs(upvalue_names(g)) do
-    if n ~= "__ds_rt" and index[n] then debug.upvaluejoin(g, i, fn, index[n]) end
+    if n ~= rt and index[n] then debug.upvaluejoin(g, i, fn, index[n]) end
   end
   setfenv(g, getfenv(fn))
-  return g
+  return guard.mark(g)
 end
 
-local function is_library(fn)
-  local src = debug.getinfo(fn, "S").source
-  if src:sub(1, 1) ~= "@" then return true end
-  for _, d in ipairs(LIBRARY_DIRS) do if src:sub(2, #d + 1) == d then return true end end
-  return false
-end
-
--- the converted fn in mode, or fn itself when it cannot or must not be converted (callees, the trace hook)
+-- the converted fn in mode (callees, the trace hook), fn itself when it must not be converted. A function whose source
+-- cannot be proven is an error in mode "convert"; in mode "check" ({convert = false}) it runs unconverted.
 local function converted_or_self(fn, mode)
   fn = args.original[fn] or fn -- a method behind its argument check: the method as written
   local c = cache[mode]
   local g = c[fn]
   if g then return g end
-  if is_library(fn) then c[fn] = fn; return fn end
-  g = load_converted(fn, mode) or fn
+  if guard.is_library(fn) then c[fn] = fn; return fn end
+  local why
+  g, why = load_converted(fn, mode)
+  if not g then
+    if mode == "check" then return fn end
+    errors.raise(string.format("convert: cannot convert %s: %s. Conversion must see the code that runs (a tensor "
+      .. "condition in unconverted code would take the `then` branch for every input); trace with {convert = false} "
+      .. "to run it unconverted", describe(fn), why))
+  end
   c[fn] = g
   c[g] = g
   return g
@@ -130,7 +119,7 @@ function M.convert(fn)
   local c = cache.convert
   if c[fn] and c[fn] ~= fn then return c[fn] end
   local g, why = load_converted(fn, "convert")
-  if not g then errors.raise("convert: cannot convert this function: " .. why) end
+  if not g then errors.raise(string.format("convert: cannot convert %s: %s", describe(fn), why)) end
   c[fn] = g
   c[g] = g
   return g
@@ -140,18 +129,41 @@ end
 function M.convert_source(fn)
   need_function(fn, "convert_source")
   local text, why = chunk_text(fn, "convert")
-  if not text then errors.raise("convert_source: cannot convert this function: " .. why) end
+  if not text then errors.raise(string.format("convert_source: cannot convert %s: %s", describe(fn), why)) end
   return text
 end
 
 -- for ds.trace: fn converted (convert = true) or with its conditions checked (convert = false)
+-- (converted, it runs under guard.lua's hook: functions reached behind conversion's back are checked)
 T.set_converter(function(fn, convert)
-  return converted_or_self(fn, convert == false and "check" or "convert")
+  if convert == false then return converted_or_self(fn, "check") end
+  local g = converted_or_self(fn, "convert")
+  return g == fn and fn or guard.guarded(g)
 end)
+
+-- ds.loadstring(text, chunkname) / ds.loadfile(path): as Lua's, keeping the text so the functions it defines can
+-- be converted after the file changes (or for chunks named "=...", which have no file)
+function M.loadstring(text, chunkname)
+  if type(text) ~= "string" then errors.raise("loadstring: expects the source text (a string), got " .. type(text)) end
+  local f, err = loadstring(text, chunkname)
+  if f then source.remember(chunkname or text, text) end
+  return f, err
+end
+
+function M.loadfile(path)
+  if type(path) ~= "string" then errors.raise("loadfile: expects a path (a string), got " .. type(path)) end
+  local fh, err = io.open(path, "rb")
+  if not fh then return nil, "cannot open " .. path .. ": " .. tostring(err) end
+  local text = fh:read("*a")
+  fh:close()
+  return M.loadstring(text, "@" .. path)
+end
 
 function M.install(ds)
   ds.convert = M.convert
   ds.convert_source = M.convert_source
+  ds.loadstring = M.loadstring
+  ds.loadfile = M.loadfile
 end
 
 return M

@@ -1,7 +1,8 @@
 -- convert/parser.lua: recursive-descent parser for Lua 5.1 + goto (LuaJIT) -> an AST of plain tables with lines.
 -- Statements: Local Assign CallStat Do While Repeat If Fornum Forin FunctionStat LocalFunction Return Break Goto Label.
 -- Expressions: Nil True False Number String Vararg Function Table Binop Unop Paren Name Index Call Method.
--- Every node has `line`; Function nodes have `line` (the `function` keyword) and `endline` (its `end`).
+-- Every node has `line`; Function nodes have `line` (the `function` keyword), `endline` (its `end`) and `endpos`
+-- (the index of its `end` token).
 local lexer = require("ds.convert.lexer")
 
 local M = {}
@@ -52,7 +53,8 @@ function M.parse(s, chunk)
     expect(")")
     local body = block()
     local e = expect("end", "to close 'function' at line " .. line)
-    return { tag = "Function", params = params, vararg = vararg, body = body, line = line, endline = e.line }
+    return { tag = "Function", params = params, vararg = vararg, body = body, line = line, endline = e.line,
+      endpos = pos - 1 }
   end
 
   local function exprlist()
@@ -291,19 +293,20 @@ function M.parse(s, chunk)
 
   local body = block()
   if not check("eof") then fail("'<eof>' expected") end
-  return { tag = "Function", params = {}, vararg = true, body = body, line = 0, endline = toks[pos].line }
+  return { tag = "Function", params = {}, vararg = true, body = body, line = 0, endline = toks[pos].line, endpos = pos }
 end
 
--- every Function node of the tree, in source order
+-- every Function node of the tree in the order of their `end` (children before their parent, siblings in source
+-- order: the order in which LuaJIT writes the chunk's prototypes with string.dump)
 function M.functions(root)
   local out = {}
   local function visit(v)
     if type(v) ~= "table" then return end
     if v.tag == "Function" then out[#out + 1] = v end
-    for k, x in pairs(v) do if k ~= "parent" then visit(x) end end
+    for _, x in pairs(v) do visit(x) end
   end
   visit(root)
-  table.sort(out, function(a, b) return a.line < b.line or (a.line == b.line and a.endline < b.endline) end)
+  table.sort(out, function(a, b) return a.endpos < b.endpos end)
   return out
 end
 

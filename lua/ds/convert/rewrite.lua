@@ -5,9 +5,9 @@
 -- with its condition checked (`__ds_rt.check`), which names the construct, its line and the reason when the
 -- condition is a tensor while tracing. mode "check" ({convert = false}) only checks.
 local A = require("ds.convert.analysis")
+local lexer = require("ds.convert.lexer")
 
 local M = {}
-local RT = "__ds_rt"
 
 local function Name(n, line) return { tag = "Name", name = n, line = line } end
 
@@ -79,17 +79,39 @@ local function union(a, b)
   return out
 end
 
--- generate(fnode, chunk, mode) -> the text of `function(params) ... end` placed on its original lines, preceded
--- by `prefix` (which must fit on line 1)
-function M.generate(fnode, site_file, mode, prefix)
-  local parts, line = { prefix }, 1
+-- a prefix for the generated names (the runtime, break flags) that begins no name or string of the function
+local function fresh_prefix(fnode)
+  local words = {}
+  local function collect(v)
+    if type(v) == "string" then words[#words + 1] = v
+    elseif type(v) == "table" then for _, x in pairs(v) do collect(x) end end
+  end
+  collect(fnode)
+  local prefix = "__ds_"
+  local taken = true
+  while taken do
+    taken = false
+    for _, w in ipairs(words) do
+      if w:find(prefix, 1, true) then taken = true; prefix = prefix .. "_"; break end
+    end
+  end
+  return prefix
+end
+
+-- generate(fnode, chunk, mode, upvalues) -> the chunk text and the name of its runtime variable: line 1 declares the
+-- runtime and the upvalues (`local rt, up1, ... = ...; return`), then `function(params) ... end` on its original lines
+function M.generate(fnode, site_file, mode, upvalues)
+  local gen = fresh_prefix(fnode)
+  local RT = gen .. "rt"
+  local decl, seen = { RT }, {}
+  for _, n in ipairs(upvalues) do if not seen[n] then seen[n] = true; decl[#decl + 1] = n end end
+  local parts, line = { "local " .. table.concat(decl, ", ") .. " = ...; return" }, 1
   local nflags = 0
 
   local function put(text, ln)
     if ln and ln > line then parts[#parts + 1] = string.rep("\n", ln - line); line = ln end
     parts[#parts + 1] = " " .. text
-    local _, nl = text:gsub("\n", "")
-    line = line + nl
+    line = line + lexer.newlines(text)
   end
   local function site(ln) return string.format("%q", site_file .. ":" .. ln) end
   local function names_list(names)
@@ -274,7 +296,7 @@ function M.generate(fnode, site_file, mode, prefix)
       construct, info.fields.line) or nil
   end
 
-  local function new_flag() nflags = nflags + 1; return "__ds_break" .. nflags end
+  local function new_flag() nflags = nflags + 1; return gen .. "break" .. nflags end
 
   local function stat_while(s)
     local reason = loop_refusal(s.body, "while")
@@ -387,7 +409,7 @@ function M.generate(fnode, site_file, mode, prefix)
   end
 
   func(fnode)
-  return table.concat(parts)
+  return table.concat(parts), RT
 end
 
 return M

@@ -8,6 +8,7 @@ local dtype = require("ds.dtype")
 local Tensor = require("ds.tensor")
 local control = require("ds.control")
 local F = require("ds.ops.common").functions
+local guard = require("ds.convert.guard")
 
 local M = {}
 local is_tensor = Tensor.is_tensor
@@ -51,6 +52,38 @@ local function check_kept(before, after, names, site, construct)
     type(before) == "nil" and "nil value" or type(before), is_tensor(after) and "tensor" or type(after)), 0)
 end
 
+-- a tensor construct nested in itself (a recursion through a tensor branch) this many times is refused: its depth is
+-- the tensor's to decide, and tracing would recurse without end
+local MAX_NESTING = 8
+local active = {} -- site -> how many graph constructs of that site are being traced
+guard.on_stop(function() active = {} end)
+
+-- fn(...) traced as a graph branch or loop body of the construct at site: its Lua side effects are refused
+-- (guard.lua), and so is the construct's nesting in itself past MAX_NESTING
+local function traced(fn, site, what, ...)
+  local rec = guard.branch_begin()
+  local r = pack(fn(...))
+  guard.branch_end(rec, site, what)
+  return unpack(r, 1, r.n)
+end
+
+local function enter(site, construct)
+  local depth = (active[site] or 0) + 1
+  if depth > MAX_NESTING then
+    active[site] = nil
+    error(string.format("%s: %s on a tensor is nested in itself %d times while tracing (MAX_NESTING = %d in "
+      .. "ds/convert/runtime.lua): a recursion whose depth a tensor decides cannot become a graph; write it as a "
+      .. "loop (while ... do) over tensors", site, construct, depth, MAX_NESTING), 0)
+  end
+  active[site] = depth
+end
+
+local function leave(site, ...)
+  active[site] = active[site] - 1
+  if active[site] == 0 then active[site] = nil end
+  return ...
+end
+
 -- ---- if ----
 -- branches: fn(carried...) -> carried...; in graph mode the tensor-valued ones go through ds.cond
 local function graph_if(c, then_fn, else_fn, site, names, ...)
@@ -59,7 +92,7 @@ local function graph_if(c, then_fn, else_fn, site, names, ...)
   local pattern -- per carried variable: true when the then branch made it a tensor
   local function wrap(fn, which)
     return function(...)
-      local r = pack(fn(...))
+      local r = pack(traced(fn, site, "if on a tensor: the " .. which .. " branch", ...))
       for i = 1, n do if type(r[i]) == "boolean" then r[i] = D.scalar(r[i], "bool") end end
       if which == "then" then
         pattern = {}
@@ -84,7 +117,9 @@ local function graph_if(c, then_fn, else_fn, site, names, ...)
       return unpack(out, 1, #out)
     end
   end
-  local res = pack(control.cond(as_pred(c), wrap(then_fn, "then"), wrap(else_fn, "else"), unpack(init, 1, n)))
+  enter(site, "if")
+  local res = pack(leave(site, control.cond(as_pred(c), wrap(then_fn, "then"), wrap(else_fn, "else"),
+    unpack(init, 1, n))))
   local out, k = {}, 0
   for i = 1, n do
     if pattern[i] == true then k = k + 1; out[i] = res[k] else out[i] = pattern[i] end
@@ -93,6 +128,13 @@ local function graph_if(c, then_fn, else_fn, site, names, ...)
 end
 
 local OFF = "conversion is off ({convert = false})"
+local mark, is_converted = guard.mark, guard.is_converted
+
+-- C functions that call the Lua functions they are given (at these argument positions): those are converted
+local CALLBACKS = {
+  [pcall] = { 1 }, [xpcall] = { 1, 2 }, [coroutine.wrap] = { 1 }, [coroutine.create] = { 1 }, [table.sort] = { 2 },
+  [string.gsub] = { 3 }, [table.foreach] = { 2 }, [table.foreachi] = { 2 }, [load] = { 1 },
+}
 
 -- the runtime of one mode ("convert", or "check" for {convert = false}); convert(f) converts a callee
 function M.new(mode, convert)
@@ -112,6 +154,7 @@ function M.new(mode, convert)
   end
 
   function rt.if_(c, then_fn, else_fn, site, names, reason, ...)
+    mark(then_fn); mark(else_fn)
     if not graph_value(c) then
       if truth(c, "if", site) then return then_fn(...) end
       return else_fn(...)
@@ -122,19 +165,21 @@ function M.new(mode, convert)
 
   -- both branches return: the results of the branch taken (ds.cond's results in graph mode)
   function rt.if_ret(c, then_fn, else_fn, site, reason)
+    mark(then_fn); mark(else_fn)
     if not graph_value(c) then
       if truth(c, "if", site) then return then_fn() end
       return else_fn()
     end
     if reason then refuse(site, "if", reason) end
-    local function wrap(fn)
+    local function wrap(fn, which)
       return function()
-        local r = pack(fn())
+        local r = pack(traced(fn, site, "if on a tensor: the " .. which .. " branch"))
         for i = 1, r.n do if type(r[i]) == "boolean" then r[i] = D.scalar(r[i], "bool") end end
         return unpack(r, 1, r.n)
       end
     end
-    return control.cond(as_pred(c), wrap(then_fn), wrap(else_fn))
+    enter(site, "if")
+    return leave(site, control.cond(as_pred(c), wrap(then_fn, "then"), wrap(else_fn, "else")))
   end
 
   -- ---- loops ----
@@ -157,7 +202,7 @@ function M.new(mode, convert)
       return unpack(v, 1, n)
     end
     local function body_t(...)
-      local r = pack(body(full(...)))
+      local r = pack(traced(body, site, construct .. " on a tensor: the body", full(...)))
       local out = {}
       for i = 1, n do
         local x = r[i]
@@ -179,12 +224,16 @@ function M.new(mode, convert)
       end
       return unpack(out, 1, #out)
     end
-    local res = pack(control.while_loop(function(...) return as_pred(cond(full(...))) end, body_t, init, opts))
+    enter(site, construct)
+    local res = pack(leave(site, control.while_loop(function(...)
+      return as_pred(traced(cond, site, construct .. " on a tensor: the condition", full(...)))
+    end, body_t, init, opts)))
     for k = 1, #pos do vars[pos[k]] = res[k] end
     return unpack(vars, 1, n)
   end
 
   function rt.while_(cond_fn, body_fn, site, names, reason, ...)
+    mark(cond_fn); mark(body_fn)
     local n = #names
     local vars = pack(...)
     while true do
@@ -201,6 +250,7 @@ function M.new(mode, convert)
 
   -- repeat: body_fn(vars...) -> until_value, vars...
   function rt.repeat_(body_fn, site, names, reason, ...)
+    mark(body_fn)
     local n = #names
     local vars = pack(...)
     while true do
@@ -246,6 +296,7 @@ function M.new(mode, convert)
   end
 
   function rt.for_(a, b, s, body_fn, site, names, reason, brk, ...)
+    mark(body_fn)
     local n = #names
     local vars = pack(...)
     s = s == nil and 1 or s
@@ -269,6 +320,7 @@ function M.new(mode, convert)
 
   -- ---- and / or / not in conditions ----
   function rt.and_(a, b_fn, site)
+    mark(b_fn)
     if not graph_value(a) then
       if is_tensor(a) then if truth(a, "and", site) then return b_fn() end return a end
       return a and b_fn()
@@ -279,6 +331,7 @@ function M.new(mode, convert)
   end
 
   function rt.or_(a, b_fn, site)
+    mark(b_fn)
     if not graph_value(a) then
       if is_tensor(a) then if truth(a, "or", site) then return a end return b_fn() end
       return a or b_fn()
@@ -297,18 +350,30 @@ function M.new(mode, convert)
   end
 
   -- ---- calls: the Lua functions converted code reaches are converted too ----
-  local marked = setmetatable({}, { __mode = "k" })
-  function rt.mark(f) marked[f] = true; return f end
+  rt.mark = mark
 
   local function converted(f)
-    if marked[f] then return f end
+    if is_converted(f) then return f end
     return convert(f)
+  end
+
+  -- the arguments of a C function that calls back Lua functions, with those functions converted
+  local function callbacks(positions, n, ...)
+    local a = { ... }
+    for _, i in ipairs(positions) do if type(a[i]) == "function" then a[i] = converted(a[i]) end end
+    return unpack(a, 1, n)
+  end
+
+  local function call_function(f, ...)
+    local positions = CALLBACKS[f]
+    if positions then return f(callbacks(positions, select("#", ...), ...)) end
+    return converted(f)(...)
   end
 
   -- f(...); what: "file:line: attempt to call <callee>" for the error when f is not callable
   function rt.call(f, what, ...)
     local tf = type(f)
-    if tf == "function" then return converted(f)(...) end
+    if tf == "function" then return call_function(f, ...) end
     if tf == "table" and not is_tensor(f) and rawget(f, "_order") and type(f.forward) == "function" then
       return converted(f.forward)(f, ...) -- a module instance: its forward
     end
@@ -316,6 +381,7 @@ function M.new(mode, convert)
     if tf ~= "cdata" and not (type(m) == "table" and m.__call) and not is_tensor(f) then
       error(string.format("%s (a %s value)", what, tf), 0)
     end
+    if type(m) == "table" and type(m.__call) == "function" then return converted(m.__call)(f, ...) end
     return f(...)
   end
 
@@ -323,7 +389,7 @@ function M.new(mode, convert)
     local f = o[name]
     if type(f) == "function" then
       if is_tensor(o) then return f(o, ...) end
-      return converted(f)(o, ...)
+      return call_function(f, o, ...)
     end
     if f == nil then error(string.format("%s: attempt to call method '%s' (a nil value)", site, name), 0) end
     return f(o, ...)
