@@ -7,6 +7,10 @@
      any algorithm MPI would pick;
    - all-gather: every rank sends its chunk to every other rank (a copy, no arithmetic);
    - all_reduce = reduce-scatter then all-gather (each rank moves 2 (P-1)/P of the tensor, as a ring does).
+   Before any data moves, the ranks exchange a header (which collective, reduction, root, dtype, shape) and compare
+   them: a difference fails the collective on every rank with the same message naming both ranks and both
+   headers (nothing is computed; later collectives still work). The end of a script is a collective of its own
+   (ds_comm_finalize), so a rank that ends while another waits in a collective is a difference too.
    A peer that sends nothing within the timeout fails the collective with an error naming it; after a failure
    every later collective fails at once (the buffers of the abandoned messages are kept, never reused). */
 #include "internal.h"
@@ -14,6 +18,7 @@
 #include <string.h>
 #include <math.h>
 #include <sched.h>
+#include <time.h>
 
 static ds_comm world;         /* size 0: not set */
 static char failed[256];      /* non-empty after a collective failed */
@@ -35,7 +40,7 @@ int ds_comm_size(void) { return world.size; }
    call, and a fault per page made a 247 KB all_reduce between two processes take 1.5 ms instead of 0.2 on a VM
    (Zen 5 Firecracker host). After a failed collective they are abandoned, never reused or freed, like the
    messages that may still land in them (every later collective fails at once anyway). */
-enum { SLOT_RECV, SLOT_RESULT, NSLOTS };
+enum { SLOT_RECV, SLOT_RESULT, SLOT_HEADERS, NSLOTS };
 static char *slot_buf[NSLOTS];
 static size_t slot_bytes[NSLOTS];
 static char *slot(int i, size_t bytes) {
@@ -74,8 +79,9 @@ static int post(requests *q, int is_send, void *buf, int64_t bytes, int peer, in
   return DS_OK;
 }
 
-/* wait for every message; a receive still missing at the deadline names its (1-based) rank */
-static int wait_all(requests *q, const char *op) {
+/* wait for every message (forever when `patient`, else until the timeout); a receive still missing at the deadline
+   names its (1-based) rank */
+static int wait_all(requests *q, const char *op, int patient) {
   double deadline = world.wtime() + world.timeout;
   int pending = q->n, spins = 0;
   while (pending > 0) {
@@ -91,18 +97,19 @@ static int wait_all(requests *q, const char *op) {
       if (done) q->recv[k] = NULL; else pending++;
     }
     if (pending && ++spins % 64 == 0) {
-      if (world.wtime() > deadline) {
+      if (!patient && world.wtime() > deadline) {
         char who[160] = "";
         int len = 0;
         for (int k = 0; k < q->n && len < 120; k++)
           if (q->recv[k] && q->peer_of[k] >= 0) len += snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "",
               q->peer_of[k] + 1);
         snprintf(failed, sizeof failed,
-            "rank %d: no message from rank %s within %g s (it failed, exited, or called another collective)",
+            "rank %d: no message from rank %s within %g s (it is busy elsewhere, failed or hangs)",
                  world.rank + 1, len ? who : "?", world.timeout);
         return ds_fail(DS_EIO, "%s: %s", op, failed);
       }
-      sched_yield();
+      if (patient) nanosleep(&(struct timespec){ 0, 1000000 }, NULL);   /* 1 ms: the others may compute for long */
+      else sched_yield();
     }
   }
   return DS_OK;
@@ -123,7 +130,7 @@ static int scatter_phase(const char *src, char *recv, int64_t c, int64_t n, int6
     if (rc == DS_OK && len > 0) rc = post(&q, 1, (void *)(src + lo * es), len * es, j, tag, op);
     if (rc != DS_OK) return rc;
   }
-  return wait_all(&q, op);
+  return wait_all(&q, op, 0);
 }
 
 /* every peer's chunk into dst (n elements); chunk `me` is already there */
@@ -138,7 +145,63 @@ static int gather_phase(char *dst, int64_t c, int64_t n, int64_t es, int tag, co
     if (rc == DS_OK && mine > 0) rc = post(&q, 1, dst + mlo * es, mine * es, j, tag, op);
     if (rc != DS_OK) return rc;
   }
-  return wait_all(&q, op);
+  return wait_all(&q, op, 0);
+}
+
+/* what a rank is about to do: every rank must send the same header before any data moves */
+enum { KIND_ALL_REDUCE, KIND_REDUCE_SCATTER, KIND_ALL_GATHER, KIND_BROADCAST, KIND_BARRIER, KIND_FINALIZE };
+static const char *const kind_names[] = { "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier",
+  "ended its script (an error, or fewer collectives than the others)" };
+typedef struct { int32_t kind, op, root, dtype, ndim, pad; int64_t shape[8]; } header;
+enum { HEADER_TAG = 0x4000 };   /* data tags are below it */
+
+static header header_of(int kind, int op, int root, const ds_tensor *t) {
+  header h;
+  memset(&h, 0, sizeof h);
+  h.kind = kind; h.op = op; h.root = root; h.dtype = t ? t->dtype : -1; h.ndim = t ? t->ndim : 0;
+  for (int d = 0; t && d < t->ndim && d < 8; d++) h.shape[d] = t->shape[d];
+  return h;
+}
+
+/* "all_reduce(sum) f32(2,3)", "broadcast(root 1) i64(4)", "barrier" */
+static void describe(char *buf, size_t size, const header *h) {
+  static const char *const ops[] = { "sum", "mean", "max" };
+  int len = snprintf(buf, size, "%s", h->kind >= 0 && h->kind <= KIND_FINALIZE ? kind_names[h->kind] : "?");
+  if (h->kind == KIND_ALL_REDUCE || h->kind == KIND_REDUCE_SCATTER)
+    len += snprintf(buf + len, size - len, "(%s)", h->op >= 0 && h->op <= DS_REDUCE_MAX ? ops[h->op] : "?");
+  if (h->kind == KIND_BROADCAST) len += snprintf(buf + len, size - len, "(root %d)", h->root + 1);
+  if (h->dtype < 0) return;
+  len += snprintf(buf + len, size - len, " %s(", ds_dtype_name(h->dtype));
+  for (int d = 0; d < h->ndim && d < 8 && len < (int)size; d++)
+    len += snprintf(buf + len, size - len, "%s%lld", d ? "," : "", (long long)h->shape[d]);
+  if (len < (int)size) snprintf(buf + len, size - len, ")");
+}
+
+/* every rank sends its header to every other and compares them all: a difference fails the collective on every
+   rank with the same message (the first rank whose header differs from rank 1's), before any data moves */
+static int agree(const header *mine, const char *op, int patient) {
+  if (world.size == 1) return DS_OK;
+  header *all = (header *)slot(SLOT_HEADERS, sizeof(header) * (size_t)world.size);
+  if (!all) return ds_fail(DS_ENOMEM, "%s: out of memory", op);
+  all[world.rank] = *mine;
+  requests q; q.n = 0;
+  int rc = DS_OK;
+  for (int j = 0; j < world.size && rc == DS_OK; j++) {
+    if (j == world.rank) continue;
+    rc = post(&q, 0, &all[j], sizeof(header), j, HEADER_TAG, op);
+    if (rc == DS_OK) rc = post(&q, 1, &all[world.rank], sizeof(header), j, HEADER_TAG, op);
+  }
+  if (rc == DS_OK) rc = wait_all(&q, op, patient);
+  if (rc != DS_OK) return abandon_slots(rc);
+  for (int j = 1; j < world.size; j++) {
+    if (memcmp(&all[0], &all[j], sizeof(header)) == 0) continue;
+    char a[160], b[160];
+    describe(a, sizeof a, &all[0]);
+    describe(b, sizeof b, &all[j]);
+    return ds_fail(DS_EINVAL, "%s: the ranks disagree: rank 1 has %s, rank %d has %s (this is rank %d)", op, a, j + 1, b,
+        world.rank + 1);
+  }
+  return DS_OK;
 }
 
 /* acc[i] (the own contribution) combined with rank 0, 1, ... in order: the fold starts at rank 0 whatever `me` is */
@@ -193,8 +256,10 @@ int ds_comm_all_reduce(ds_tensor *out, const ds_tensor *in, int op) {
   if (rc != DS_OK) return rc;
   DS_CHECK(out->numel == in->numel, "all_reduce: output has %lld elements, input %lld", (long long)out->numel,
       (long long)in->numel);
+  header h = header_of(KIND_ALL_REDUCE, op, 0, in);
+  rc = agree(&h, "all_reduce", 0);
   int64_t n = in->numel, c = (n + world.size - 1) / world.size, es = ds_dtype_size(in->dtype);
-  if (n == 0) return DS_OK;
+  if (rc != DS_OK || n == 0) return rc;
   /* the gather lands in a private copy of the output, so an abandoned receive never writes into a freed tensor */
   char *tmp = slot(SLOT_RESULT, (size_t)(n * es));
   if (!tmp) return ds_fail(DS_ENOMEM, "all_reduce: out of memory");
@@ -213,7 +278,9 @@ int ds_comm_reduce_scatter(ds_tensor *out, const ds_tensor *in, int op) {
   int64_t n = in->numel, c = n / world.size;
   DS_CHECK(c * world.size == n && out->numel == c, "reduce_scatter: %lld elements do not split into %d slices of %lld",
            (long long)n, world.size, (long long)out->numel);
-  return n == 0 ? DS_OK : reduce_scatter(out->data, in->data, c, n, in->dtype, op, "reduce_scatter");
+  header h = header_of(KIND_REDUCE_SCATTER, op, 0, in);
+  rc = agree(&h, "reduce_scatter", 0);
+  return rc != DS_OK || n == 0 ? rc : reduce_scatter(out->data, in->data, c, n, in->dtype, op, "reduce_scatter");
 }
 
 /* out (P * in's elements) = the inputs of ranks 1..P one after another */
@@ -224,7 +291,9 @@ int ds_comm_all_gather(ds_tensor *out, const ds_tensor *in) {
       "all_gather: operands must be contiguous, of one dtype");
   int64_t c = in->numel, n = c * world.size, es = ds_dtype_size(in->dtype);
   DS_CHECK(out->numel == n, "all_gather: output has %lld elements, needs %lld", (long long)out->numel, (long long)n);
-  if (n == 0) return DS_OK;
+  header h = header_of(KIND_ALL_GATHER, 0, 0, in);
+  rc = agree(&h, "all_gather", 0);
+  if (rc != DS_OK || n == 0) return rc;
   char *tmp = slot(SLOT_RESULT, (size_t)(n * es));
   if (!tmp) return ds_fail(DS_ENOMEM, "all_gather: out of memory");
   memcpy(tmp + chunk_lo(c, n, world.rank) * es, in->data, (size_t)(c * es));
@@ -240,29 +309,35 @@ int ds_comm_broadcast(ds_tensor *t, int root) {
   if (rc != DS_OK) return rc;
   DS_CHECK(t && ds_tensor_is_contiguous(t), "broadcast: the tensor must be contiguous");
   DS_CHECK(root >= 0 && root < world.size, "broadcast: root rank %d is not in 1..%d", root + 1, world.size);
+  header h = header_of(KIND_BROADCAST, 0, root, t);
+  rc = agree(&h, "broadcast", 0);
   int64_t bytes = t->numel * ds_dtype_size(t->dtype);
-  if (world.size == 1 || bytes == 0) return DS_OK;
+  if (rc != DS_OK || world.size == 1 || bytes == 0) return rc;
   int tag = sequence++ & 0x3fff;
   requests q; q.n = 0;
   char *tmp = world.rank == root ? t->data : slot(SLOT_RESULT, (size_t)bytes);
   if (!tmp) return ds_fail(DS_ENOMEM, "broadcast: out of memory");
   for (int j = 0; j < world.size && rc == DS_OK; j++)
     if (world.rank == root ? j != root : j == root) rc = post(&q, world.rank == root, tmp, bytes, j, tag, "broadcast");
-  if (rc == DS_OK) rc = wait_all(&q, "broadcast");
+  if (rc == DS_OK) rc = wait_all(&q, "broadcast", 0);
   if (rc != DS_OK) return abandon_slots(rc);
   if (world.rank != root) memcpy(t->data, tmp, (size_t)bytes);
   return DS_OK;
 }
 
-/* every rank waits until all have arrived (a one-byte all-gather) */
+/* every rank waits until all have arrived (the header exchange alone) */
 int ds_comm_barrier(void) {
   int rc = check_ready("barrier");
-  if (rc != DS_OK || world.size == 1) return rc;
-  char *tmp = calloc((size_t)world.size, 1);
-  if (!tmp) return ds_fail(DS_ENOMEM, "barrier: out of memory");
-  rc = gather_phase(tmp, 1, world.size, 1, sequence++ & 0x3fff, "barrier");
-  if (rc == DS_OK) free(tmp);
-  return rc;
+  header h = header_of(KIND_BARRIER, 0, 0, NULL);
+  return rc != DS_OK ? rc : agree(&h, "barrier", 0);
+}
+
+/* the end of this rank's script: waits (without a deadline) until every rank ends too; a rank still calling
+   collectives is a difference (an error naming it), and so is any earlier failure */
+int ds_comm_finalize(void) {
+  int rc = check_ready("finalize");
+  header h = header_of(KIND_FINALIZE, 0, 0, NULL);
+  return rc != DS_OK ? rc : agree(&h, "finalize", 1);
 }
 
 /* the op-table kernels: t = {out, x}, attrs = {reduction} */

@@ -46,7 +46,7 @@ function modes.collectives()
   result("done", "yes")
 end
 
--- LeNet-5 steps on Fashion-MNIST with DDP: eager and compiled, weights after the steps
+-- LeNet-5 steps on Fashion-MNIST with DDP (no explicit sync): eager and compiled, weights after the steps
 function modes.train()
   local steps, global_batch = tonumber(arg[2]) or 4, 64
   local lenet = dofile("examples/lenet_fashion_mnist.lua")
@@ -61,8 +61,7 @@ function modes.train()
     local function step(x, y)
       local loss = ds.F.cross_entropy(model(x), y)
       opt:zero_grad()
-      loss:backward()
-      model:sync_gradients()
+      loss:backward()   -- averages the gradients over the ranks (DDP's hook), traced into the compiled step too
       opt:step()
       return loss
     end
@@ -130,7 +129,104 @@ function modes.checkpoint()
   result("loaded", params_crc(fresh) == params_crc(model.module) and params_crc(fresh) or "differs")
 end
 
-if mode == "train_single" then dist.init({ world_size = 1 }); mode = "train" end   -- the same steps in one process
+-- PyTorch's DDP tutorial model (Linear(10, 10), ReLU, Linear(10, 5)) and data: every rank draws the same global
+-- batches of 40 rows per step (X (steps, 40, 10), Y (steps, 40, 5)); rank r trains on its rows
+local function toy()
+  ds.manual_seed(dist.rank())   -- different initial weights per rank: DDP's broadcast equalizes them
+  local net = ds.nn.Sequential(ds.nn.Linear(10, 10), ds.nn.ReLU(), ds.nn.Linear(10, 5))
+  ds.manual_seed(100)
+  return net, ds.randn(4, 40, 10), ds.randn(4, 40, 5)
+end
+local function weights(net)
+  local parts = {}
+  for _, p in ipairs(net:parameters()) do
+    for _, v in ipairs(p:reshape(-1):totable()) do parts[#parts + 1] = string.format("%.9g", v) end
+  end
+  return table.concat(parts, " ")
+end
+
+-- written as PyTorch's DDP tutorial writes it (no explicit sync): zero_grad, forward, backward, step
+function modes.tutorial()
+  local net, X, Y = toy()
+  local P, r = dist.world_size(), dist.rank()
+  local ddp_model = P > 1 and ds.nn.DistributedDataParallel(net) or net   -- one process: the plain model
+  local loss_fn = ds.nn.MSELoss()
+  local optimizer = ds.optim.SGD(ddp_model:parameters(), { lr = 0.1 })
+  local B = 40 / P
+  for s = 1, 4 do
+    optimizer:zero_grad()
+    local outputs = ddp_model(X[s]:narrow(1, (r - 1) * B + 1, B))
+    local labels = Y[s]:narrow(1, (r - 1) * B + 1, B)
+    loss_fn(outputs, labels):backward()
+    optimizer:step()
+  end
+  result("crc", params_crc(net))
+  result("weights", weights(net))
+end
+
+-- gradient accumulation: two micro-batches under no_sync (local gradients, different per rank), a third outside
+-- (the backward averages the sum); rows from DistributedSampler:indices(); an explicit sync_gradients() after it
+-- changes nothing
+function modes.accumulate()
+  local net, X, Y = toy()
+  local P = dist.world_size()
+  local model = ds.nn.DistributedDataParallel(net)
+  local loss_fn = ds.nn.MSELoss()
+  local optimizer = ds.optim.SGD(model:parameters(), { lr = 0.1 })
+  local rows = ds.tensor(ds.data.DistributedSampler(ds.data.TensorDataset(X[1]), { shuffle = false }):indices(),
+    { dtype = "i64" })
+  local function micro(s) loss_fn(model(X[s]:index_select(1, rows)), Y[s]:index_select(1, rows)):backward() end
+  for epoch = 1, 2 do
+    optimizer:zero_grad()
+    model:no_sync(function() micro(1); micro(2) end)
+    if epoch == 1 and P > 1 then
+      local g = dist.all_gather(net:parameters()[1].grad:reshape(1, -1))
+      result("local_grads_differ", tostring(not ds.equal(g[1], g[2])))
+    end
+    micro(3)
+    local before = params_crc(net) .. crc(net:parameters()[1].grad)
+    model:sync_gradients()
+    if epoch == 1 then result("explicit_after_auto_is_noop", tostring(before == params_crc(net) .. crc(net:parameters()[1].grad))) end
+    optimizer:step()
+  end
+  -- accumulation with no automatic sync at all, then an explicit one: the ranks agree again
+  optimizer:zero_grad()
+  model:no_sync(function() micro(4) end)
+  model:sync_gradients()
+  optimizer:step()
+  result("crc", params_crc(net))
+  result("weights", weights(net))
+end
+
+-- collectives whose dtype, shape, op, kind or root differ on the last rank: every rank fails naming both; a
+-- matching collective afterwards still works
+function modes.checked()
+  local r, P = dist.rank(), dist.world_size()
+  local odd = r == P
+  local function try(key, fn)
+    local ok, err = pcall(fn)
+    result(key, ok and "ok" or (tostring(err):match("^[^\n]*")))
+  end
+  try("dtype", function() dist.all_reduce(odd and ds.ones(2, { dtype = "f64" }) or ds.ones(4)) end)
+  try("shape", function() dist.all_reduce(odd and ds.ones(3, 2) or ds.ones(2, 3)) end)
+  try("gather", function() dist.all_gather(odd and ds.ones(2, 4) or ds.ones(2, 3)) end)
+  try("op", function() dist.all_reduce(ds.ones(3), { op = odd and "max" or "sum" }) end)
+  try("kind", function() if odd then dist.broadcast(ds.ones(3)) else dist.barrier() end end)
+  try("root", function() dist.broadcast(ds.ones(3), odd and 2 or 1) end)
+  try("scatter", function() dist.reduce_scatter(ds.ones(odd and 2 * P or 4 * P)) end)
+  try("after", function() assert(dist.all_reduce(ds.ones(3)):sum():item() == 3 * P, "wrong sum") end)
+end
+
+-- rank 2 raises outside ds.distributed.run while rank 1 waits in an all_reduce (or, "late", first computes for 3 s)
+function modes.raise_outside()
+  if dist.rank() == 2 then error("boom outside run") end
+  if arg[2] == "late" then os.execute("sleep 3") end
+  dist.all_reduce(ds.ones(4))
+  result("unreachable", "yes")
+end
+
+local base = mode and mode:match("^(.*)_single$")
+if base then dist.init({ world_size = 1 }); mode = base end   -- "<mode>_single": the same steps in one process
 if not modes[mode] then error("distributed_worker: unknown mode " .. tostring(mode), 0) end
 if not dist.is_initialized() and mode ~= "raise" and mode ~= "mismatch" and mode ~= "silent" then dist.init() end
 modes[mode]()

@@ -197,6 +197,19 @@ local function tensor_set(list, what)
   return set
 end
 
+-- register_backward_end_hook(fn): fn(written) runs at the end of every y:backward(), after the .grad writes
+-- (written: the set of tensors whose .grad the call wrote), in registration order (ds.nn.DistributedDataParallel
+-- averages its gradients there). Returns a handle whose :remove() unregisters it; the hook lives as long as the
+-- handle (keep it).
+local end_hooks = setmetatable({}, { __mode = "v" })
+function M.register_backward_end_hook(fn)
+  if type(fn) ~= "function" then errors.raise("register_backward_end_hook: expects a function, got " .. type(fn)) end
+  local h, i = { fn = fn }, table.maxn(end_hooks) + 1
+  end_hooks[i] = h
+  function h.remove() if end_hooks[i] == h then end_hooks[i] = nil end end
+  return h
+end
+
 -- y:backward([grad] [, {create_graph =, retain_graph =, inputs =}]): accumulate into .grad of leaves that
 -- require grad (or of the tensors of inputs only); grad has y's shape and dtype (optional when y has one element)
 Tensor.backward = args.wrap("backward", { "tensor", "tensor|table?", "table?" }, function(y, grad, opts)
@@ -206,6 +219,7 @@ Tensor.backward = args.wrap("backward", { "tensor", "tensor|table?", "table?" },
   local retain = opts.retain_graph
   if retain == nil then retain = opts.create_graph end
   local grads = run_backward("backward", { y }, { grad }, opts.create_graph, only, retain)
+  local written = {}   -- the tensors whose .grad this call wrote
   for t, g in pairs(grads) do
     if only and only[t] or not only and rawget(t, "_grad_fn") == nil and requires(t) then
       if not opts.create_graph then g = g:detach() end
@@ -213,7 +227,12 @@ Tensor.backward = args.wrap("backward", { "tensor", "tensor|table?", "table?" },
       if rawget(g, "_c") and (rawget(g, "_base") or not g:is_contiguous()) then g = g:clone() end
       local cur = rawget(t, "grad")
       rawset(t, "grad", cur and cur + g or g)
+      written[t] = true
     end
+  end
+  for i = 1, table.maxn(end_hooks) do
+    local h = end_hooks[i]
+    if h then h.fn(written) end
   end
 end)
 

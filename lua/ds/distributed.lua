@@ -112,22 +112,32 @@ function M.is_initialized() return comm ~= nil end
 function M.rank() need("rank"); return comm.rank + 1 end
 function M.world_size() need("world_size"); return comm.size end
 
--- finalize(): leaves MPI (after it no collective runs); called by itself when the script ends
-function M.finalize()
-  if not comm then return end
-  C.ds_comm_set(nil)
-  comm = nil
-  if mpi then
-    local flag = ffi.new("int[1]")
-    mpi.MPI_Finalized(flag)
-    if flag[0] == 0 then mpi.MPI_Finalize() end
-  end
-end
-
 -- abort(code): ends every rank of the job at once (MPI_Abort)
 function M.abort(code)
   if mpi then mpi.MPI_Abort(ffi.cast("void *", mpi.ompi_mpi_comm_world), code or 1) end
   os.exit(code or 1)
+end
+
+-- finalize(): leaves MPI (after it no collective runs); called by itself when the script ends, also after an
+-- uncaught error. Every rank first agrees that the job ends (src/collective.c waits for all of them): a rank that
+-- ends while another is in a collective (or after a failed collective) ends the whole job with MPI_Abort instead,
+-- naming the ranks, so an error outside run() cannot leave the others waiting.
+function M.finalize()
+  if not comm then return end
+  local ok = C.ds_comm_finalize() == 0
+  local msg = not ok and ffi.string(C.ds_last_error())
+  local rank, size = comm.rank + 1, comm.size
+  C.ds_comm_set(nil)
+  comm = nil
+  if not mpi then return end
+  if not ok then
+    io.stderr:write(string.format("ds.distributed: rank %d of %d ends the job (MPI_Abort): %s\n", rank, size, msg))
+    io.stderr:flush()
+    M.abort(1)
+  end
+  local flag = ffi.new("int[1]")
+  mpi.MPI_Finalized(flag)
+  if flag[0] == 0 then mpi.MPI_Finalize() end
 end
 
 -- run(fn, ...): fn(...) with init() done; an error on any rank is printed with the rank's number and ends the
@@ -219,14 +229,6 @@ function M.reduce_scatter(t, opts)
   local out = ops.empty(shape, { dtype = t.dtype })
   dsffi.check(C.ds_comm_reduce_scatter(out._c, c._c, REDUCTIONS[op]), "reduce_scatter")
   return out
-end
-
--- save_state(state, path): rank 1 writes the checkpoint (ds.save_state), then every rank waits for it; every rank
--- may then ds.load_state(path) to resume
-function M.save_state(state, path)
-  need("save_state")
-  if comm.rank == 0 then state_file.write(path, state) end
-  M.barrier()
 end
 
 -- save_state(state, path): rank 1 writes the checkpoint (ds.save_state), then every rank waits for it; every rank

@@ -16,7 +16,8 @@ local OPTIONS = { shuffle = true, seed = true, drop_last = true, rank = true, wo
 -- DistributedSampler(dataset, {shuffle = true, seed = 0, drop_last = false, rank =, world_size =}): rank and
 -- world_size default to ds.distributed's. Without drop_last the order wraps around so every rank gets
 -- ceil(n / P) samples (as torch's); with it, the last n % P samples of each pass are dropped.
--- Each pass (order()) advances the epoch; set_epoch(e) chooses it (resuming a run).
+-- set_epoch(e) chooses the epoch (the shuffle) as PyTorch's; indices() and iter() list this epoch's samples; a
+-- DataLoader pass (order()) also moves on to the next epoch, so a loop without set_epoch still reshuffles.
 function M.DistributedSampler(dataset, opts)
   opts = opts or {}
   for k in pairs(opts) do
@@ -57,8 +58,8 @@ function Sampler:set_epoch(e)
   self.epoch = e
 end
 
--- the 0-based sample indices of this rank for the next pass: int64_t[len()]
-function Sampler:order()
+-- this rank's 0-based sample indices in the current epoch: int64_t[len()]
+local function epoch_order(self)
   local n, P = self.n, self.P
   local all = ffi.new("int64_t[?]", n)
   if self.shuffle then
@@ -66,10 +67,32 @@ function Sampler:order()
   else
     for i = 0, n - 1 do all[i] = i end
   end
-  self.epoch = self.epoch + 1
   local mine = ffi.new("int64_t[?]", self.per_rank)
   for k = 0, self.per_rank - 1 do mine[k] = all[(k * P + self.rank - 1) % n] end
   return mine
+end
+
+-- indices(): this rank's samples in the current epoch, 1-based dataset indices (a Lua list of len() numbers)
+function Sampler:indices()
+  local o, list = epoch_order(self), {}
+  for k = 0, self.per_rank - 1 do list[k + 1] = tonumber(o[k]) + 1 end
+  return list
+end
+
+-- iter(): for i in sampler:iter() do ... end over indices()
+function Sampler:iter()
+  local list, k = self:indices(), 0
+  return function()
+    k = k + 1
+    return list[k]
+  end
+end
+
+-- order(): the DataLoader's protocol: indices() 0-based as int64_t[len()], then the epoch advances
+function Sampler:order()
+  local o = epoch_order(self)
+  self.epoch = self.epoch + 1
+  return o
 end
 
 return M
