@@ -4,6 +4,15 @@
    kernel writes into its inputs (the op table lists them in `mutates`). */
 #include "internal.h"
 
+/* Every kernel's last operand is its hyper-parameters: a contiguous f64 tensor of k numbers in the order
+   the comment above the kernel gives (booleans as 0/1). They are an operand, not attrs, so a compiled train
+   step reads the optimizer's current values (a scheduler's lr) at every run. */
+static int check_hyper(const ds_tensor *h, int64_t k, const char *op) {
+  DS_CHECK(h && h->dtype == DS_F64 && h->numel == k && ds_tensor_is_contiguous(h),
+           "%s: hyper-parameters must be a contiguous f64 tensor of %d numbers", op, (int)k);
+  return DS_OK;
+}
+
 /* param and state tensors: same dtype and numel, contiguous; grad: the parameter's dtype and shape,
    any strides (a weight grad is often a transposed view); the step counter: a 1-element f32 tensor. */
 static int check_operands(ds_tensor *const *t, int n, int dtype, const char *op) {
@@ -51,12 +60,14 @@ static int check_step(const ds_tensor *s, const char *op) {
   return DS_OK;
 }
 
-/* sgd: param, grad; attrs = lr, weight_decay.  p -= lr * (g + wd * p) */
+/* sgd: param, grad, hyper = {lr, weight_decay}.  p -= lr * (g + wd * p) */
 #define SGD(S, T, D) \
   int ds_sgd_update_##S(ds_tensor *const *t, const double *attrs) { \
     int rc = check_operands(t, 2, D, "sgd_update"); if (rc) return rc; \
+    if ((rc = check_hyper(t[2], 2, "sgd_update"))) return rc; \
+    (void)attrs; const double *h = t[2]->data; \
     T *p = t[0]->data; const T *g = t[1]->data; \
-    const T lr_neg = (T)(-attrs[0]), wd = (T)attrs[1]; const int64_t n = t[0]->numel; \
+    const T lr_neg = (T)(-h[0]), wd = (T)h[1]; const int64_t n = t[0]->numel; \
     FOR_EACH(n, t[1], { \
       T d = g[gk]; \
       if (wd != 0) d = d + wd * p[i]; \
@@ -64,15 +75,17 @@ static int check_step(const ds_tensor *s, const char *op) {
     }) \
     return DS_OK; }
 
-/* sgd with momentum: param, grad, buf, step; attrs = lr, momentum, dampening, weight_decay, nesterov.
+/* sgd with momentum: param, grad, buf, step, hyper = {lr, momentum, dampening, weight_decay, nesterov}.
    The first step (step == 0) sets buf = d as torch does; step is incremented. */
 #define SGD_MOMENTUM(S, T, D) \
   int ds_sgd_momentum_update_##S(ds_tensor *const *t, const double *attrs) { \
     int rc = check_operands(t, 3, D, "sgd_momentum_update"); if (rc) return rc; \
     if ((rc = check_step(t[3], "sgd_momentum_update"))) return rc; \
+    if ((rc = check_hyper(t[4], 5, "sgd_momentum_update"))) return rc; \
+    (void)attrs; const double *h = t[4]->data; \
     T *p = t[0]->data, *buf = t[2]->data; const T *g = t[1]->data; float *step = t[3]->data; \
-    const T lr_neg = (T)(-attrs[0]), mom = (T)attrs[1], damp1 = (T)(1 - attrs[2]), wd = (T)attrs[3]; \
-    const int nesterov = attrs[4] != 0, first = *step == 0; const int64_t n = t[0]->numel; \
+    const T lr_neg = (T)(-h[0]), mom = (T)h[1], damp1 = (T)(1 - h[2]), wd = (T)h[3]; \
+    const int nesterov = h[4] != 0, first = *step == 0; const int64_t n = t[0]->numel; \
     FOR_EACH(n, t[1], { \
       T d = g[gk]; \
       if (wd != 0) d = d + wd * p[i]; \
@@ -84,15 +97,17 @@ static int check_step(const ds_tensor *s, const char *op) {
     *step = *step + 1; \
     return DS_OK; }
 
-/* adam / adamw: param, grad, exp_avg, exp_avg_sq, step; attrs = lr, beta1, beta2, eps, weight_decay,
+/* adam / adamw: param, grad, exp_avg, exp_avg_sq, step, hyper = {lr, beta1, beta2, eps, weight_decay}; attrs =
    decoupled (1: AdamW's p *= 1 - lr * wd; 0: Adam's g += wd * p). step is incremented first. */
 #define ADAM(S, T, D, SQRT) \
   int ds_adam_update_##S(ds_tensor *const *t, const double *attrs) { \
     int rc = check_operands(t, 4, D, "adam_update"); if (rc) return rc; \
     if ((rc = check_step(t[4], "adam_update"))) return rc; \
+    if ((rc = check_hyper(t[5], 5, "adam_update"))) return rc; \
+    const double *h = t[5]->data; \
     T *p = t[0]->data, *m = t[2]->data, *v = t[3]->data; const T *g = t[1]->data; float *stepp = t[4]->data; \
-    const double lr = attrs[0], beta1 = attrs[1], beta2 = attrs[2], eps = attrs[3], wdd = attrs[4]; \
-    const int decoupled = attrs[5] != 0; \
+    const double lr = h[0], beta1 = h[1], beta2 = h[2], eps = h[3], wdd = h[4]; \
+    const int decoupled = attrs[0] != 0; \
     *stepp = *stepp + 1; \
     const double step = *stepp; \
     const double bc1 = 1 - pow(beta1, step), bc2 = 1 - pow(beta2, step); \
@@ -111,16 +126,18 @@ static int check_step(const ds_tensor *s, const char *op) {
     }) \
     return DS_OK; }
 
-/* adam / adamw with amsgrad: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step; attrs as adam.
+/* adam / adamw with amsgrad: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, hyper; hyper and attrs as adam.
    max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq) and the denominator uses it. */
 #define ADAM_AMSGRAD(S, T, D, SQRT) \
   int ds_adam_amsgrad_update_##S(ds_tensor *const *t, const double *attrs) { \
     int rc = check_operands(t, 5, D, "adam_amsgrad_update"); if (rc) return rc; \
     if ((rc = check_step(t[5], "adam_amsgrad_update"))) return rc; \
+    if ((rc = check_hyper(t[6], 5, "adam_amsgrad_update"))) return rc; \
+    const double *h = t[6]->data; \
     T *p = t[0]->data, *m = t[2]->data, *v = t[3]->data, *vmax = t[4]->data; const T *g = t[1]->data; \
     float *stepp = t[5]->data; \
-    const double lr = attrs[0], beta1 = attrs[1], beta2 = attrs[2], eps = attrs[3], wdd = attrs[4]; \
-    const int decoupled = attrs[5] != 0; \
+    const double lr = h[0], beta1 = h[1], beta2 = h[2], eps = h[3], wdd = h[4]; \
+    const int decoupled = attrs[0] != 0; \
     *stepp = *stepp + 1; \
     const double step = *stepp; \
     const double bc1 = 1 - pow(beta1, step), bc2 = 1 - pow(beta2, step); \
@@ -140,14 +157,16 @@ static int check_step(const ds_tensor *s, const char *op) {
     }) \
     return DS_OK; }
 
-/* rmsprop: param, grad, square_avg, step; attrs = lr, alpha, eps, weight_decay.
+/* rmsprop: param, grad, square_avg, step, hyper = {lr, alpha, eps, weight_decay}.
    sq = alpha sq + (1 - alpha) g g; p -= lr g / (sqrt(sq) + eps) */
 #define RMSPROP(S, T, D, SQRT) \
   int ds_rmsprop_update_##S(ds_tensor *const *t, const double *attrs) { \
     int rc = check_operands(t, 3, D, "rmsprop_update"); if (rc) return rc; \
     if ((rc = check_step(t[3], "rmsprop_update"))) return rc; \
+    if ((rc = check_hyper(t[4], 4, "rmsprop_update"))) return rc; \
+    (void)attrs; const double *h = t[4]->data; \
     T *p = t[0]->data, *sq = t[2]->data; const T *g = t[1]->data; float *step = t[3]->data; \
-    const T lr_neg = (T)(-attrs[0]), alpha = (T)attrs[1], a1 = (T)(1 - attrs[1]), e = (T)attrs[2], wd = (T)attrs[3]; \
+    const T lr_neg = (T)(-h[0]), alpha = (T)h[1], a1 = (T)(1 - h[1]), e = (T)h[2], wd = (T)h[3]; \
     const int64_t n = t[0]->numel; \
     FOR_EACH(n, t[1], { \
       T gi = g[gk]; \
@@ -159,17 +178,19 @@ static int check_step(const ds_tensor *s, const char *op) {
     *step = *step + 1; \
     return DS_OK; }
 
-/* rmsprop with momentum and/or centering: param, grad, square_avg, grad_avg, momentum_buffer, step;
-   attrs = lr, alpha, eps, weight_decay, momentum, centered. centered: avg = sqrt(sq - ga ga) + eps with
+/* rmsprop with momentum and/or centering: param, grad, square_avg, grad_avg, momentum_buffer, step,
+   hyper = {lr, alpha, eps, weight_decay, momentum, centered}. centered: avg = sqrt(sq - ga ga) + eps with
    ga = alpha ga + (1 - alpha) g; momentum > 0: buf = momentum buf + g / avg, p -= lr buf. */
 #define RMSPROP_FULL(S, T, D, SQRT) \
   int ds_rmsprop_full_update_##S(ds_tensor *const *t, const double *attrs) { \
     int rc = check_operands(t, 5, D, "rmsprop_full_update"); if (rc) return rc; \
     if ((rc = check_step(t[5], "rmsprop_full_update"))) return rc; \
+    if ((rc = check_hyper(t[6], 6, "rmsprop_full_update"))) return rc; \
+    (void)attrs; const double *h = t[6]->data; \
     T *p = t[0]->data, *sq = t[2]->data, *ga = t[3]->data, *buf = t[4]->data; const T *g = t[1]->data; \
     float *step = t[5]->data; \
-    const T lr_neg = (T)(-attrs[0]), alpha = (T)attrs[1], a1 = (T)(1 - attrs[1]), e = (T)attrs[2], wd = (T)attrs[3]; \
-    const T mom = (T)attrs[4]; const int centered = attrs[5] != 0, with_momentum = attrs[4] > 0; \
+    const T lr_neg = (T)(-h[0]), alpha = (T)h[1], a1 = (T)(1 - h[1]), e = (T)h[2], wd = (T)h[3]; \
+    const T mom = (T)h[4]; const int centered = h[5] != 0, with_momentum = h[4] > 0; \
     const int64_t n = t[0]->numel; \
     FOR_EACH(n, t[1], { \
       T gi = g[gk]; \
@@ -186,16 +207,18 @@ static int check_step(const ds_tensor *s, const char *op) {
     *step = *step + 1; \
     return DS_OK; }
 
-/* adagrad: param, grad, sum, step; attrs = lr, lr_decay, weight_decay, eps. step is incremented first;
+/* adagrad: param, grad, sum, step, hyper = {lr, lr_decay, weight_decay, eps}. step is incremented first;
    clr = lr / (1 + (step - 1) lr_decay); sum += g g; p -= clr g / (sqrt(sum) + eps) */
 #define ADAGRAD(S, T, D, SQRT) \
   int ds_adagrad_update_##S(ds_tensor *const *t, const double *attrs) { \
     int rc = check_operands(t, 3, D, "adagrad_update"); if (rc) return rc; \
     if ((rc = check_step(t[3], "adagrad_update"))) return rc; \
+    if ((rc = check_hyper(t[4], 4, "adagrad_update"))) return rc; \
+    (void)attrs; const double *h = t[4]->data; \
     T *p = t[0]->data, *sum = t[2]->data; const T *g = t[1]->data; float *stepp = t[3]->data; \
     *stepp = *stepp + 1; \
-    const double clr = attrs[0] / (1 + ((double)*stepp - 1) * attrs[1]); \
-    const T clr_neg = (T)(-clr), wd = (T)attrs[2], e = (T)attrs[3]; \
+    const double clr = h[0] / (1 + ((double)*stepp - 1) * h[1]); \
+    const T clr_neg = (T)(-clr), wd = (T)h[2], e = (T)h[3]; \
     const int64_t n = t[0]->numel; \
     FOR_EACH(n, t[1], { \
       T gi = g[gk]; \

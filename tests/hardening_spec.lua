@@ -220,7 +220,7 @@ describe("a graph file is checked node by node with the op table's schema at loa
   local f = ds.compile(function(x, m, v, step)
     ds.print("x is", x)
     local p = x:clone()
-    D.call(D.by_name.adam_update, { p, x, m, v, step }, { lr = 0.1 })
+    ds.adam_update(p, x, m, v, step, { lr = 0.1 })
     return p:sum(2) * 2
   end, { ds.spec({ 2, 3 }, "f32"), ds.spec({ 2, 3 }, "f32"), ds.spec({ 2, 3 }, "f32"), ds.spec({}, "f32") })
   ds.save(f, dir .. "/base")
@@ -241,7 +241,7 @@ describe("a graph file is checked node by node with the op table's schema at loa
   it("print parts, float attrs given as lists, out-of-range dims", function()
     H.raises(load_with("print", "parts", 5), "node 1 (print", "print: attr 'parts' must be a list")
     H.raises(load_with("print", "parts", { { tensor = 7 } }), "print: part 1 must be a string or { tensor = k }")
-    H.raises(load_with("adam_update", "beta2", {}), "(adam_update", "option 'beta2' must be float, got table")
+    H.raises(load_with("adam_update", "decoupled", {}), "(adam_update", "option 'decoupled' must be bool, got table")
     H.raises(load_with("sum", "dims", { 9 }), "(sum", "dim 9 out of range for a 2-d input")
     H.raises(load_with("sum", "dims", { {} }), "(sum", "option 'dims' element 1 must be an integer")
   end)

@@ -20,6 +20,7 @@ local lower = require("ds.passes.lower")
 local memplan = require("ds.passes.memplan")
 local ir_dot = require("ds.passes.ir_dot")
 local graphviz = require("ds.graphviz")
+local hyper = require("ds.ops.optim")
 local C = dsffi.C
 
 local M = {}
@@ -201,6 +202,8 @@ end
 -- run on the tensor inputs (in the graph's input order); returns the outputs as a list
 function Compiled:run(args)
   local ir = self.ir
+  local refresh = self.refresh -- optimizer hyper-parameters (a scheduler's lr): read now, as an eager step would
+  for i = 1, #refresh do refresh[i]() end
   local p, env
   if self._static and static_ok(ir, args) then
     p, env = self._static, EMPTY
@@ -386,9 +389,11 @@ function M.from_ir(ir, opts, owns_state)
     if k == "rewrite" then rewrite.enabled(v)
     elseif type(v) ~= "boolean" then errors.raise(string.format("compile: option '%s' must be a boolean", k)) end
   end
+  local refresh = {}
+  for _, s in ipairs(ir.state) do refresh[#refresh + 1] = hyper.refresh[s.tensor] end
   local base, late, stats = M.optimize(ir, opts, owns_state)
   return setmetatable({ base = base, ir = late, stats = stats, opts = opts or {}, _plans = {}, _nplans = 0,
-                        _dynamic = sym.contains(late.specs) }, Compiled)
+                        _dynamic = sym.contains(late.specs), refresh = refresh }, Compiled)
 end
 
 function M.compile_graph(graph, opts)

@@ -6,6 +6,7 @@
 local ffi = require("ffi")
 local cjson = require("cjson.safe")
 local errors = require("ds.errors")
+local options = require("ds.options")
 local Graph = require("ds.graph")
 local compile = require("ds.compile")
 local lazy = require("ds.lazy")
@@ -77,14 +78,28 @@ local function current_params(path)
   return type(p) == "string" and not p:find("/", 1, true) and p:sub(1, 1) ~= "." and p or nil
 end
 
+-- a predictor traced in train mode samples unlike the model in eval mode: refused unless opts.allow_train_mode
+local function check_mode(compiled, opts)
+  local sites = writer.train_sites(compiled.base)
+  if #sites == 0 or writer.trains(compiled.base) or opts.allow_train_mode then return end
+  errors.raise(string.format("save: %s was traced with its modules in train mode and holds train-mode sites (%s%s); "
+    .. "the saved model would not predict as in eval mode: call model:eval() before ds.compile/ds.save, or pass "
+    .. "{allow_train_mode = true} to ds.save to keep them (the file then says so: training, train_sites)",
+    compiled.ir.name or "the graph", table.concat(sites, ", ", 1, math.min(#sites, 3)),
+    #sites > 3 and string.format(" and %d more", #sites - 3) or ""))
+end
+
 -- Order: params (synced, named by content), the plan, then the graph file: its rename commits the save,
 -- and a crash at any point leaves the previous or the new model loadable. Then the leftovers are removed.
 -- Saves into one directory take its lock, so concurrent saves cannot remove each other's files.
-function M.save(compiled, path)
+-- opts: {allow_train_mode = true} saves a predictor traced in train mode (dropout, batch-norm statistics).
+function M.save(compiled, path, opts)
   if type(path) ~= "string" or path == "" then
     errors.raise("save: path must be a non-empty string like \"dir/name\"")
   end
+  opts = options.check(opts, "save", { allow_train_mode = "boolean" })
   compiled = saveable(compiled)
+  check_mode(compiled, opts)
   local base = path:gsub("%.json$", "")
   local dir, stem = files.split(base)
   local fail = files.raiser("save: ")

@@ -1,7 +1,8 @@
 -- lazy.lua: ds.compile(fn) without specs: trace once per argument signature and reuse the graph
 -- (tf.function's cache); counts traces, warns once when retracing is frequent, {strict = true} forbids it.
 -- A signature is the dtype and shape of each tensor argument, the value of each Lua number/string/boolean,
--- the identity of other tables, and the train/eval mode of modules (the argument, self, or upvalues).
+-- the identity of other tables, and the train/eval mode of modules (the argument, self, or upvalues), which
+-- each graph records (graph.training).
 local S = require("ds.shape")
 local errors = require("ds.errors")
 local state = require("ds.state")
@@ -46,6 +47,27 @@ local function upvalue_modules(fn)
     i = i + 1
   end
   return out
+end
+
+-- an nn.Module instance (or one of its submodules) in train mode; another object with a forward by its own
+-- training field (a class is in no mode)
+local function in_train_mode(m)
+  if rawget(m, "_order") == nil then return rawget(m, "training") == true end
+  for _, sub in ipairs(m:modules()) do
+    if sub.training ~= false then return true end
+  end
+  return false
+end
+
+-- a trace of target that records the train/eval mode it was made in (graph.training, which ds.save writes and
+-- checks): train when any of the modules is in train mode; nil without modules
+local function trace_in_mode(target, specs, opts, modules)
+  local g = T.trace(target, specs, opts)
+  if #modules > 0 then
+    g.training = false
+    for _, m in ipairs(modules) do g.training = g.training or in_train_mode(m[2]) end
+  end
+  return g
 end
 
 -- target: function or module; opts: {strict =, warn_after =, name =, specs =}
@@ -108,7 +130,7 @@ function Lazy:specs_for(args, n)
 end
 
 function Lazy:trace_with(specs)
-  return T.trace(self.target, specs, { name = self.name, convert = self.opts.convert })
+  return trace_in_mode(self.target, specs, { name = self.name, convert = self.opts.convert }, self.modules)
 end
 
 function Lazy:trace_specs(specs)
@@ -212,17 +234,17 @@ function M.compile(target, specs_or_opts, opts)
   local convert = opts and opts.convert
   if convert ~= nil then opts = T.without(opts, "convert") end
   local trace_opts = { convert = convert }
-  local cg = compiler.compile_graph(T.trace(target, specs_or_opts, trace_opts), opts)
+  local modules = callable and (T.is_module(target) and { { "self", target } } or upvalue_modules(target)) or {}
+  local cg = compiler.compile_graph(trace_in_mode(target, specs_or_opts, trace_opts, modules), opts)
   -- a module (or a function of modules) follows their train/eval mode: one compiled graph per mode,
   -- traced with the same specs when the mode is first seen (cg.current() gives the one for now)
-  local modules = callable and (T.is_module(target) and { { "self", target } } or upvalue_modules(target)) or {}
   if #modules > 0 then
     local by_mode = { [table.concat(add_modes({}, modules), "|")] = cg }
     local function current()
       local key = table.concat(add_modes({}, modules), "|")
       local c = by_mode[key]
       if not c then
-        c = compiler.compile_graph(T.trace(target, specs_or_opts, trace_opts), opts)
+        c = compiler.compile_graph(trace_in_mode(target, specs_or_opts, trace_opts, modules), opts)
         c.current = current
         by_mode[key] = c
       end

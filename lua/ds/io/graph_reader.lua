@@ -74,7 +74,7 @@ end
 
 local function set(t) local s = {}; for _, k in ipairs(t) do s[k] = true end; return s end
 local TOP = set { "format", "format_version", "ds_version", "name", "params", "inputs", "args", "state", "constants",
-                  "nodes", "outputs", "state_writes", "input_writes", "grad_writes", "training", "plan" }
+                  "nodes", "outputs", "state_writes", "input_writes", "grad_writes", "training", "train_sites", "plan" }
 
 -- the document's top level: known fields, format and version; returns its params field
 -- ({file: a name in the graph file's directory, bytes, crc32})
@@ -319,6 +319,9 @@ function M.build(L, doc, params)
     end
   end
   if type(doc.training) == "boolean" then ir.training = doc.training end
+  for k, site in ipairs(list(L, doc.train_sites, "train_sites")) do -- written for readers; recomputed on save
+    if type(site) ~= "string" then L.fail("train_sites " .. k .. " must be a string") end
+  end
   return ir
 end
 

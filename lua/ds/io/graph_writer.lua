@@ -167,7 +167,36 @@ function M.document(ir, ds_version)
     for i, w in ipairs(ir.input_writes) do doc.input_writes[i] = { input = w.input, value = w.value } end
   end
   if ir.training ~= nil then doc.training = ir.training end
+  local sites = M.train_sites(ir)
+  if #sites > 0 then doc.train_sites = sites end
   return doc, tensors
+end
+
+-- a graph that trains (gradients or optimizer updates), not a predictor
+function M.trains(ir)
+  if #(ir.grad_writes or {}) > 0 then return true end
+  for _, n in ipairs(ir.nodes) do if n.def.kind == "update" then return true end end
+  return false
+end
+
+-- what makes a graph traced in train mode (ir.training) differ from its eval mode: random draws (dropout) and
+-- buffers it updates other than parameters and optimizer state (batch-norm running statistics), as
+-- "what at where" strings; none for a graph traced in eval mode or without modules
+function M.train_sites(ir)
+  local sites = {}
+  if ir.training ~= true then return sites end
+  for _, n in ipairs(ir.nodes) do
+    if n.def.kind == "random" then sites[#sites + 1] = string.format("random draw (%s) at %s", n.op, n.line or "?") end
+  end
+  local trained = {}
+  for _, w in ipairs(ir.grad_writes or {}) do trained[w.state] = true end
+  for _, w in ipairs(ir.state_writes) do
+    local s, n = ir.state[w.state], ir.values[w.value].node
+    if s.name ~= "rng_state" and not trained[w.state] and not (n and n.def.kind == "update") then
+      sites[#sites + 1] = string.format("buffer update of %s at %s", s.name, n and n.line or "?")
+    end
+  end
+  return sites
 end
 
 return M

@@ -1,14 +1,46 @@
 -- ops/optim.lua: fused optimizer updates (kind "update"): one C kernel per parameter tensor that
 -- writes param and optimizer state in place; `mutates` lists the inputs written (1-based), so a
--- tracer records them as state writes. They have no outputs and no backward.
+-- tracer records them as state writes. They have no outputs and no backward. The numeric
+-- hyper-parameters (def.hyper: lr, momentum, betas, ...) are the last operand, an f64 tensor, not attrs:
+-- a compiled train step reads the optimizer's values at every run (M.refresh), so schedulers work compiled.
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
+local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
+local ffi = require("ffi")
 
--- every tensor operand: same dtype and shape as the parameter; the step counter: 1-element f32
+local M = {}
+
+-- hyper-parameter tensor -> the function that rewrites it from its optimizer's param group; a compiled graph
+-- that reads such a tensor keeps the function and calls it before every run (weak: the optimizer holds both)
+M.refresh = setmetatable({}, { __mode = "kv" })
+
+-- a new f64 tensor for def's hyper-parameters (concrete even while tracing: the graph reads it as state)
+function M.tensor(def)
+  return Tensor._empty("f64", { #def.hyper }, def.name)
+end
+
+-- write values (by name; booleans as 0/1) into def's hyper-parameter tensor t; what names the values in errors
+function M.fill(t, def, values, what)
+  local data = ffi.cast("double *", t._c.data)
+  for i, h in ipairs(def.hyper) do
+    local v = values[h[1]]
+    if v == nil then v = h[3] end
+    if h[2] == "bool" and type(v) == "boolean" then v = v and 1 or 0 end
+    if type(v) ~= "number" then
+      errors.raise(string.format("%s: %s must be a %s, got %s", what, h[1], h[2] == "bool" and "boolean" or "number",
+        tostring(v)))
+    end
+    data[i - 1] = v
+  end
+  return t
+end
+
+-- every tensor operand: same dtype and shape as the parameter; the step counter: 1-element f32; the last: the
+-- hyper-parameters
 local function check(opname, nstate_like, has_step)
-  return function(inputs)
+  return function(inputs, _, def)
     local p = inputs[1]
     for i = 2, nstate_like do
       local x = inputs[i]
@@ -24,21 +56,66 @@ local function check(opname, nstate_like, has_step)
           S.str(s._shape)))
       end
     end
+    local h = inputs[#inputs]
+    if h.dtype ~= "f64" or #h._shape ~= 1 or h._shape[1] ~= #def.hyper then
+      errors.raise(string.format("%s: the last operand (the hyper-parameters) must be an f64 tensor of shape (%d), " ..
+        "got %s %s", opname, #def.hyper, h.dtype, S.str(h._shape)))
+    end
     return {}
   end
 end
 
+-- ds.<name>(tensors..., hyper): hyper is def's hyper-parameter tensor, or an options table of the
+-- hyper-parameters and attrs by name (defaults filled in; lr has none)
+local function api(def)
+  local n = def.ninputs - 1
+  local schema = { name = def.name, attrs = {}, attr_index = {} }
+  for _, list in ipairs { def.hyper, def.attrs } do
+    for _, a in ipairs(list) do
+      schema.attrs[#schema.attrs + 1] = a
+      schema.attr_index[a[1]] = #schema.attrs
+    end
+  end
+  return function(...)
+    local inputs = {}
+    for i = 1, n do inputs[i] = (select(i, ...)) end
+    local last = select(n + 1, ...)
+    if Tensor.is_tensor(last) then
+      inputs[n + 1] = last
+      return D.call(def, inputs, C.collect_attrs(def, {}, n + 2, ...))
+    end
+    local nargs = select("#", ...)
+    if type(last) ~= "table" or nargs > n + 1 then
+      errors.raise(string.format("%s: expects %d tensors, then the hyper-parameters (a table like {lr = 0.1}, or " ..
+        "their f64 tensor); got %d arguments, argument %d a %s", def.name, n, nargs, n + 1, type(last)))
+    end
+    local opts = D.attrs(schema, last)
+    for _, h in ipairs(def.hyper) do
+      if opts[h[1]] == nil then errors.raise(string.format("%s: option '%s' is required", def.name, h[1])) end
+    end
+    inputs[n + 1] = M.fill(M.tensor(def), def, opts, def.name)
+    local attrs = {}
+    for _, a in ipairs(def.attrs) do attrs[a[1]] = opts[a[1]] end
+    return D.call(def, inputs, attrs)
+  end
+end
+
+-- def.ninputs counts the tensors before the hyper-parameters
 local function define(def)
   def.kind = "update"; def.dtypes = C.FLOAT; def.noutputs = 0
   def.kernel = "ds_" .. def.name .. "_%s"
+  def.ninputs = def.ninputs + 1
+  local names = {}
+  for i, h in ipairs(def.hyper) do names[i] = h[1] .. (h[3] ~= nil and " = " .. tostring(h[3]) or "") end
+  def.doc = def.doc .. "; the last operand: f64 {" .. table.concat(names, ", ") .. "} (or options of these names)"
   D.define(def)
-  C.export(def.name, C.api(def), { method = false })
+  C.export(def.name, api(def), { method = false })
 end
 
 -- param, grad: p -= lr * (g + wd * p)
 define {
   name = "sgd_update", doc = "plain SGD step in place: p -= lr * (g + weight_decay * p)", ninputs = 2, mutates = { 1 },
-  attrs = { { "lr", "float" }, { "weight_decay", "float", 0 } },
+  hyper = { { "lr", "float" }, { "weight_decay", "float", 0 } },
   infer = check("sgd_update", 2, false),
 }
 
@@ -46,7 +123,7 @@ define {
 define {
   name = "sgd_momentum_update", doc = "SGD step with momentum (optionally Nesterov) in place, as torch.optim.SGD",
   ninputs = 4, mutates = { 1, 3, 4 },
-  attrs = { { "lr", "float" }, { "momentum", "float" }, { "dampening", "float", 0 }, { "weight_decay", "float", 0 },
+  hyper = { { "lr", "float" }, { "momentum", "float" }, { "dampening", "float", 0 }, { "weight_decay", "float", 0 },
             { "nesterov", "bool", false } },
   infer = check("sgd_momentum_update", 3, true),
 }
@@ -55,8 +132,9 @@ define {
 define {
   name = "adam_update", doc = "Adam step in place (AdamW when decoupled), as torch.optim.Adam/AdamW", ninputs = 5,
   mutates = { 1, 3, 4, 5 },
-  attrs = { { "lr", "float" }, { "beta1", "float", 0.9 }, { "beta2", "float", 0.999 }, { "eps", "float", 1e-8 },
-            { "weight_decay", "float", 0 }, { "decoupled", "bool", false } },
+  hyper = { { "lr", "float" }, { "beta1", "float", 0.9 }, { "beta2", "float", 0.999 }, { "eps", "float", 1e-8 },
+            { "weight_decay", "float", 0 } },
+  attrs = { { "decoupled", "bool", false } },
   infer = check("adam_update", 4, true),
 }
 
@@ -64,8 +142,9 @@ define {
 define {
   name = "adam_amsgrad_update", doc = "Adam/AdamW step with amsgrad (the running max of exp_avg_sq) in place",
   ninputs = 6, mutates = { 1, 3, 4, 5, 6 },
-  attrs = { { "lr", "float" }, { "beta1", "float", 0.9 }, { "beta2", "float", 0.999 }, { "eps", "float", 1e-8 },
-            { "weight_decay", "float", 0 }, { "decoupled", "bool", false } },
+  hyper = { { "lr", "float" }, { "beta1", "float", 0.9 }, { "beta2", "float", 0.999 }, { "eps", "float", 1e-8 },
+            { "weight_decay", "float", 0 } },
+  attrs = { { "decoupled", "bool", false } },
   infer = check("adam_amsgrad_update", 5, true),
 }
 
@@ -73,7 +152,7 @@ define {
 define {
   name = "rmsprop_update", doc = "RMSprop step in place, no momentum or centering (torch.optim.RMSprop)", ninputs = 4,
   mutates = { 1, 3, 4 },
-  attrs = { { "lr", "float" }, { "alpha", "float", 0.99 }, { "eps", "float", 1e-8 }, { "weight_decay", "float", 0 } },
+  hyper = { { "lr", "float" }, { "alpha", "float", 0.99 }, { "eps", "float", 1e-8 }, { "weight_decay", "float", 0 } },
   infer = check("rmsprop_update", 3, true),
 }
 
@@ -81,7 +160,7 @@ define {
 define {
   name = "rmsprop_full_update", doc = "RMSprop step in place with momentum and/or centering (torch.optim.RMSprop)",
   ninputs = 6, mutates = { 1, 3, 4, 5, 6 },
-  attrs = { { "lr", "float" }, { "alpha", "float", 0.99 }, { "eps", "float", 1e-8 }, { "weight_decay", "float", 0 },
+  hyper = { { "lr", "float" }, { "alpha", "float", 0.99 }, { "eps", "float", 1e-8 }, { "weight_decay", "float", 0 },
             { "momentum", "float", 0 }, { "centered", "bool", false } },
   infer = check("rmsprop_full_update", 5, true),
 }
@@ -90,6 +169,8 @@ define {
 define {
   name = "adagrad_update", doc = "Adagrad step in place with lr_decay (torch.optim.Adagrad)", ninputs = 4,
   mutates = { 1, 3, 4 },
-  attrs = { { "lr", "float" }, { "lr_decay", "float", 0 }, { "weight_decay", "float", 0 }, { "eps", "float", 1e-10 } },
+  hyper = { { "lr", "float" }, { "lr_decay", "float", 0 }, { "weight_decay", "float", 0 }, { "eps", "float", 1e-10 } },
   infer = check("adagrad_update", 3, true),
 }
+
+return M

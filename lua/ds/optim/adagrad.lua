@@ -17,8 +17,12 @@ function Adagrad.check_group(g)
   end
 end
 
+Adagrad.updates, Adagrad.update_choice = { update }, "one update"
+function Adagrad:_update() return update end
+
 function Adagrad:step()
-  for _, g in ipairs(self.param_groups) do
+  for gi, g in ipairs(self.param_groups) do
+    local hp = self:_hyper(gi, update)
     for _, p in ipairs(g.params) do
       local grad = Optimizer.grad_of(p)
       if grad then
@@ -27,8 +31,7 @@ function Adagrad:step()
           st = { step = F.zeros({}), sum = F.full_like(p, g.initial_accumulator_value) }
           self.state[p] = st
         end
-        D.call(update, { p, grad, st.sum, st.step }, { lr = g.lr, lr_decay = g.lr_decay, weight_decay = g.weight_decay,
-          eps = g.eps })
+        D.call(update, { p, grad, st.sum, st.step, hp })
       end
     end
   end

@@ -18,11 +18,17 @@ local function check_group(g, name)
   if g.weight_decay < 0 then errors.raise(name .. ": invalid weight_decay " .. g.weight_decay) end
 end
 
+local function update_of(_, g) return g.amsgrad and amsgrad_update or update end
+
+local function values(_, g)
+  return { lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps, weight_decay = g.weight_decay }
+end
+
 local function step(self)
-  local decoupled = self.decoupled
-  for _, g in ipairs(self.param_groups) do
-    local attrs = { lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps, weight_decay = g.weight_decay,
-                    decoupled = decoupled }
+  local attrs = { decoupled = self.decoupled }
+  for gi, g in ipairs(self.param_groups) do
+    local op = self:_update(g)
+    local hp = self:_hyper(gi, op)
     for _, p in ipairs(g.params) do
       local grad = Optimizer.grad_of(p)
       if grad then
@@ -31,11 +37,11 @@ local function step(self)
           st = { step = F.zeros({}), exp_avg = F.zeros_like(p), exp_avg_sq = F.zeros_like(p) }
           self.state[p] = st
         end
-        if g.amsgrad then
+        if op == amsgrad_update then
           st.max_exp_avg_sq = st.max_exp_avg_sq or F.zeros_like(p)
-          D.call(amsgrad_update, { p, grad, st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq, st.step }, attrs)
+          D.call(amsgrad_update, { p, grad, st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq, st.step, hp }, attrs)
         else
-          D.call(update, { p, grad, st.exp_avg, st.exp_avg_sq, st.step }, attrs)
+          D.call(update, { p, grad, st.exp_avg, st.exp_avg_sq, st.step, hp }, attrs)
         end
       end
     end
@@ -47,10 +53,14 @@ local Adam = Optimizer:extend("Adam",
   { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, amsgrad = false },
   POSITIONAL)
 Adam.check_group, Adam.step, Adam.decoupled = check_group, step, false
+Adam._update, Adam._values, Adam.update_choice = update_of, values, "amsgrad chooses it"
+Adam.updates = { update, amsgrad_update }
 
 local AdamW = Optimizer:extend("AdamW",
   { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2, amsgrad = false },
   POSITIONAL)
 AdamW.check_group, AdamW.step, AdamW.decoupled = check_group, step, true
+AdamW._update, AdamW._values, AdamW.update_choice = update_of, values, "amsgrad chooses it"
+AdamW.updates = Adam.updates
 
 return { Adam = Adam, AdamW = AdamW }

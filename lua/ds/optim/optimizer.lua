@@ -1,6 +1,8 @@
 -- optim/optimizer.lua: the Optimizer base: param groups, per-parameter state, zero_grad,
--- state_dict / load_state_dict (PyTorch's layout, 1-based parameter indices).
+-- state_dict / load_state_dict (PyTorch's layout, 1-based parameter indices), the hyper-parameter tensors the
+-- update ops read (opt.hyper).
 local Tensor = require("ds.tensor")
+local hyper = require("ds.ops.optim")
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local options = require("ds.options")
@@ -40,12 +42,40 @@ local function option_kinds(defaults, with_params)
   return kinds
 end
 
+-- the f64 tensor of group gi's hyper-parameters for the update op def (ops/optim.lua), made once, as
+-- opt.hyper[gi][def.name] (the name a traced step gives it), with the function that rewrites it from the group:
+-- called by every eager step and, through hyper.refresh, before every run of a compiled step that reads the
+-- tensor (so a scheduler's lr reaches compiled steps). One tensor per group and update: a compiled step keeps the
+-- update it was traced with and refuses to run once the group's options choose another (self:_update(g)).
+local function hyper_tensor(self, gi, def)
+  local per = self.hyper[gi]
+  if not per then per = {}; self.hyper[gi] = per end
+  local t = per[def.name]
+  if t then return t end
+  t = hyper.tensor(def)
+  local what = string.format("%s param group %d", self.name, gi)
+  local function refresh()
+    local g = self.param_groups[gi]
+    local now = g and self:_update(g)
+    if now ~= def then
+      errors.raise(string.format("%s: a compiled step was traced with the update %s, the group's options now "
+        .. "choose %s (%s); compile the step again after changing them", what, def.name, now and now.name or "none",
+        self.update_choice))
+    end
+    hyper.fill(t, def, self:_values(g), what)
+  end
+  per[def.name] = t
+  self._refresh[t] = refresh -- the optimizer keeps it; hyper.refresh holds it weakly
+  hyper.refresh[t] = refresh
+  return t
+end
+
 -- params: list of tensors, or list of groups {params = {...}, lr = ...}; then the defaults' overrides, positionally
 -- (SGD(params, 0.1, 0.9)) and/or as options
 local NOT_REFUSED = {}
 function Optimizer.new(cls, params, ...)
   local opts = constructor_args.merge(cls.name, cls.positional, option_kinds(cls.defaults), NOT_REFUSED, ...)
-  local self = setmetatable({ param_groups = {}, state = {}, defaults = {} }, cls)
+  local self = setmetatable({ param_groups = {}, state = {}, defaults = {}, hyper = {}, _refresh = {} }, cls)
   for k, v in pairs(cls.defaults) do
     if opts[k] ~= nil then self.defaults[k] = opts[k] else self.defaults[k] = v end
   end
@@ -78,6 +108,7 @@ function Optimizer:add_param_group(g)
   end
   if self.check_group then self.check_group(group, name) end
   self.param_groups[gi] = group
+  for _, def in ipairs(self.updates or {}) do hyper_tensor(self, gi, def) end -- before any trace, to be named
 end
 
 -- drop every gradient (PyTorch's set_to_none = true)
@@ -86,6 +117,16 @@ function Optimizer:zero_grad()
     for _, p in ipairs(g.params) do rawset(p, "grad", nil) end
   end
 end
+
+-- group gi's hyper-parameter tensor for the update def, refreshed from the group
+function Optimizer:_hyper(gi, def)
+  local t = hyper_tensor(self, gi, def)
+  self._refresh[t]()
+  return t
+end
+
+-- the group's hyper-parameters by the names of the updates' operands (ops/optim.lua); Adam's betas differ
+function Optimizer:_values(g) return g end
 
 -- the update kernels take a grad of the parameter's dtype, with any strides
 function Optimizer.grad_of(p)

@@ -18,9 +18,13 @@ function RMSprop.check_group(g)
   end
 end
 
+RMSprop.updates, RMSprop.update_choice = { plain, full }, "momentum > 0 or centered chooses it"
+function RMSprop:_update(g) return (g.momentum > 0 or g.centered) and full or plain end
+
 function RMSprop:step()
-  for _, g in ipairs(self.param_groups) do
-    local extended = g.momentum > 0 or g.centered
+  for gi, g in ipairs(self.param_groups) do
+    local update = self:_update(g)
+    local hp = self:_hyper(gi, update)
     for _, p in ipairs(g.params) do
       local grad = Optimizer.grad_of(p)
       if grad then
@@ -29,14 +33,12 @@ function RMSprop:step()
           st = { step = F.zeros({}), square_avg = F.zeros_like(p) }
           self.state[p] = st
         end
-        if extended then
+        if update == full then
           st.grad_avg = st.grad_avg or F.zeros_like(p)
           st.momentum_buffer = st.momentum_buffer or F.zeros_like(p)
-          D.call(full, { p, grad, st.square_avg, st.grad_avg, st.momentum_buffer, st.step }, { lr = g.lr,
-            alpha = g.alpha, eps = g.eps, weight_decay = g.weight_decay, momentum = g.momentum, centered = g.centered })
+          D.call(full, { p, grad, st.square_avg, st.grad_avg, st.momentum_buffer, st.step, hp })
         else
-          D.call(plain, { p, grad, st.square_avg, st.step }, { lr = g.lr, alpha = g.alpha, eps = g.eps,
-            weight_decay = g.weight_decay })
+          D.call(plain, { p, grad, st.square_avg, st.step, hp })
         end
       end
     end

@@ -1,5 +1,5 @@
 -- optim/sgd.lua: SGD with momentum, dampening, Nesterov and weight decay (torch 1.13 formulas),
--- one fused update kernel per parameter.
+-- one fused update kernel per parameter (the hyper-parameters its operand: compiled steps follow schedulers).
 local Optimizer = require("ds.optim.optimizer")
 local D = require("ds.dispatch")
 local errors = require("ds.errors")
@@ -19,21 +19,25 @@ end
 
 local plain, with_momentum = D.by_name.sgd_update, D.by_name.sgd_momentum_update
 
+SGD.updates, SGD.update_choice = { plain, with_momentum }, "momentum 0 or not chooses it"
+function SGD:_update(g) return g.momentum == 0 and plain or with_momentum end
+
 function SGD:step()
-  for _, g in ipairs(self.param_groups) do
+  for gi, g in ipairs(self.param_groups) do
+    local update = self:_update(g)
+    local hp = self:_hyper(gi, update)
     for _, p in ipairs(g.params) do
       local grad = Optimizer.grad_of(p)
       if grad then
-        if g.momentum == 0 then
-          D.call(plain, { p, grad }, { lr = g.lr, weight_decay = g.weight_decay })
+        if update == plain then
+          D.call(plain, { p, grad, hp })
         else
           local st = self.state[p]
           if not st then
             st = { momentum_buffer = F.zeros_like(p), step = F.zeros({}) }
             self.state[p] = st
           end
-          D.call(with_momentum, { p, grad, st.momentum_buffer, st.step }, { lr = g.lr, momentum = g.momentum,
-            dampening = g.dampening, weight_decay = g.weight_decay, nesterov = g.nesterov })
+          D.call(with_momentum, { p, grad, st.momentum_buffer, st.step, hp })
         end
       end
     end

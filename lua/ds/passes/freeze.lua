@@ -5,7 +5,9 @@
 -- part of a product with few rows). Same bits: every product element is the same FMA chain over k.
 -- ds.load freezes the inference graphs it loads (their parameters belong to the loaded model);
 -- ds.compile(fn, specs, {freeze = true}) snapshots the module's parameters (a copy), so training the
--- module afterwards does not change the compiled function.
+-- module afterwards does not change the compiled function. An optimizer's hyper-parameter tensors stay state:
+-- they are rewritten before every run (ops/optim.lua's refresh).
+local hyper = require("ds.ops.optim")
 
 -- ir: the IR (rewritten in place); copy: snapshot the tensors (they belong to a live module).
 -- Returns ir, the number of state tensors frozen.
@@ -16,7 +18,8 @@ return function(ir, copy)
   local state, new_index, frozen = {}, {}, 0
   for i, s in ipairs(ir.state) do
     local v = ir.values[s.value]
-    if keep[i] or s.name == "rng_state" then   -- the generator's state is this process's, never a constant
+    -- the generator's state is this process's, never a constant
+    if keep[i] or s.name == "rng_state" or hyper.refresh[s.tensor] then
       state[#state + 1] = s
       new_index[i] = #state
       v.index = #state
