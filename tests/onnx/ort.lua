@@ -1,7 +1,9 @@
 -- tests/onnx/ort.lua: run ONNX models in ONNX Runtime (tests/onnx/ort_run.js under Node) and check them with
 -- python3-onnx's checker and shape inference, from Lua; for the ONNX spec, examples and bench.
+local ffi = require("ffi")
 local cjson = require("cjson")
 local ds = require("ds")
+local types = require("ds.onnx.types")
 
 local M = {}
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
@@ -16,27 +18,57 @@ local UNSANITIZED = "env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS "
 local ORT_TYPE = { f32 = "float32", f64 = "float64", i64 = "int64", i32 = "int32", bool = "bool", u8 = "uint8" }
 local DS_TYPE = {}
 for k, v in pairs(ORT_TYPE) do DS_TYPE[v] = k end
+M.OPTIMIZATION = "disabled" -- ORT's graph optimizations off: it runs the graph as written (an invalid one fails)
 
 local function tmpname(tag) return os.tmpname() .. "." .. tag end
 local function write(path, s) local f = assert(io.open(path, "wb")); f:write(s); f:close() end
 local function read(path) local f = assert(io.open(path, "rb")); local s = f:read("*a"); f:close(); return s end
 
--- a ds tensor as the runner's {type, dims, data}
-function M.feed_tensor(t)
-  local flat = t:contiguous():reshape(-1):totable()
-  if t.dtype == "bool" then for i, v in ipairs(flat) do flat[i] = v == true end end
-  return { type = ORT_TYPE[t.dtype] or error("ort: no ONNX Runtime type for " .. t.dtype), dims = t.shape, data = flat }
+-- ---- base64 of bytes (tensors cross to the runner as their raw little-endian bytes: NaN and inf exactly) ----
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+local B64_VALUE = {}
+for i = 1, 64 do B64_VALUE[B64:byte(i)] = i - 1 end
+local function base64(s)
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local n = a * 65536 + (b or 0) * 256 + (c or 0)
+    local q = { math.floor(n / 262144), math.floor(n / 4096) % 64, math.floor(n / 64) % 64, n % 64 }
+    out[#out + 1] = B64:sub(q[1] + 1, q[1] + 1) .. B64:sub(q[2] + 1, q[2] + 1) ..
+      (b and B64:sub(q[3] + 1, q[3] + 1) or "=") .. (c and B64:sub(q[4] + 1, q[4] + 1) or "=")
+  end
+  return table.concat(out)
+end
+local function unbase64(s)
+  local out = {}
+  s = s:gsub("=", "")
+  for i = 1, #s, 4 do
+    local n, k = 0, 0
+    for j = i, math.min(i + 3, #s) do n = n * 64 + B64_VALUE[s:byte(j)]; k = k + 1 end
+    n = n * 64 ^ (4 - k)
+    local bytes = string.char(math.floor(n / 65536), math.floor(n / 256) % 256, n % 256)
+    out[#out + 1] = bytes:sub(1, k - 1)
+  end
+  return table.concat(out)
 end
 
--- the runner's output {type, dims, data} as a ds tensor (JSON null, ORT's NaN, becomes NaN)
+-- a ds tensor as the runner's {type, dims, base64 of its little-endian bytes}
+function M.feed_tensor(t)
+  local c = t:contiguous()
+  local bytes = c:numel() == 0 and "" or ffi.string(c:data_ptr(), c:numel() * ffi.sizeof(types.CTYPE[t.dtype]))
+  return { type = ORT_TYPE[t.dtype] or error("ort: no ONNX Runtime type for " .. t.dtype), dims = t.shape,
+    base64 = base64(bytes) }
+end
+
+-- the runner's output {type, dims, base64} as a ds tensor, bit for bit
 function M.to_tensor(o)
   local dt = DS_TYPE[o.type] or error("ort: unexpected output type " .. tostring(o.type))
-  local data = {}
-  for i, v in ipairs(o.data) do data[i] = v == cjson.null and 0 / 0 or v end
-  if dt == "bool" then for i, v in ipairs(data) do data[i] = v ~= 0 and v ~= false end end
-  if #o.dims == 0 then return ds.tensor(data[1], { dtype = dt }) end
-  if #data == 0 then return ds.zeros(o.dims, { dtype = dt }) end
-  return ds.tensor(data, { dtype = dt }):reshape(o.dims)
+  local t = ds.zeros(o.dims, { dtype = dt })
+  local bytes = unbase64(o.base64)
+  local want = t:numel() * ffi.sizeof(types.CTYPE[dt])
+  if #bytes ~= want then error("ort: output of " .. #bytes .. " bytes, its shape needs " .. want) end
+  if want > 0 then ffi.copy(t:data_ptr(), bytes, want) end
+  return t
 end
 
 -- JSON with numbers printed exactly (%.17g; cjson stops at 14 digits); booleans, strings, lists, objects
@@ -44,8 +76,7 @@ local function encode(v, out)
   out = out or {}
   local t = type(v)
   if t == "number" then
-    out[#out + 1] = v ~= v and "null" or v == math.huge and "1e999" or v == -math.huge and "-1e999"
-      or (v == math.floor(v) and math.abs(v) < 2 ^ 53) and string.format("%d", v) or string.format("%.17g", v)
+    out[#out + 1] = (v == math.floor(v) and math.abs(v) < 2 ^ 53) and string.format("%d", v) or string.format("%.17g", v)
   elseif t == "boolean" then out[#out + 1] = tostring(v)
   elseif t == "string" then out[#out + 1] = cjson.encode(v)
   elseif t == "table" then
@@ -69,7 +100,8 @@ local function encode(v, out)
 end
 local function to_json(v) return table.concat(encode(v)) end
 
--- runs: {{model = path, feeds = {{name = tensor, ...}, ...}, threads =, optimization =, warmup =, keep =}, ...}
+-- runs: {{model = path, feeds = {{name = tensor, ...}, ...}, threads =, optimization = (M.OPTIMIZATION when nil),
+-- warmup =, keep =}, ...}
 -- -> list of {outputs = {{name = tensor}...}, names = {...}, seconds = s} or {error = msg}
 function M.run(runs)
   local req = { runs = {} }
@@ -79,7 +111,7 @@ function M.run(runs)
       feeds[j] = {}
       for name, t in pairs(f) do feeds[j][name] = M.feed_tensor(t) end
     end
-    req.runs[i] = { model = r.model, feeds = feeds, threads = r.threads, optimization = r.optimization,
+    req.runs[i] = { model = r.model, feeds = feeds, threads = r.threads, optimization = r.optimization or M.OPTIMIZATION,
       warmup = r.warmup, keep = r.keep }
   end
   local rq, rs = tmpname("json"), tmpname("out.json")

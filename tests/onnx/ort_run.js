@@ -1,9 +1,10 @@
 // ort_run.js: run ONNX models in ONNX Runtime (onnxruntime-node, installed by `make onnx` in $ORT_DIR) on inputs
-// from a JSON file and write their outputs (and the run time) as JSON.
+// from a JSON file and write their outputs (and the run time) as JSON. Tensors are their raw little-endian bytes in
+// base64 (NaN, inf and int64 past 2^53 cross exactly).
 //   node tests/onnx/ort_run.js request.json response.json
-// request:  {"runs": [{"model": "m.onnx", "threads": 1, "optimization": "all", "warmup": 0,
-//                      "feeds": [{"x": {"type": "float32", "dims": [2, 3], "data": [...]}}, ...]}, ...]}
-// response: {"runs": [{"outputs": [{"y": {"type", "dims", "data"}}, ...one per feed], "seconds": s} | {"error": msg}]}
+// request:  {"runs": [{"model": "m.onnx", "threads": 1, "optimization": "disabled" | "all" | ..., "warmup": 0,
+//                      "feeds": [{"x": {"type": "float32", "dims": [2, 3], "base64": "..."}}, ...]}, ...]}
+// response: {"runs": [{"outputs": [{"y": {"type", "dims", "base64"}}, ...one per feed], "seconds": s} | {"error": msg}]}
 // "seconds" is the wall time of the feeds' session.run calls alone (after "warmup" untimed runs of feed 1).
 'use strict';
 const fs = require('fs');
@@ -11,23 +12,27 @@ const path = require('path');
 const ortDir = process.env.ORT_DIR || path.join(__dirname, '..', '..', 'build', 'ort');
 const ort = require(path.join(path.resolve(ortDir), 'node_modules', 'onnxruntime-node'));
 
-const ARRAYS = { float32: Float32Array, float64: Float64Array, int32: Int32Array, bool: Uint8Array, uint8: Uint8Array };
+const ARRAYS = { float32: Float32Array, float64: Float64Array, int32: Int32Array, int64: BigInt64Array,
+  bool: Uint8Array, uint8: Uint8Array };
 
 function tensor(t) {
-  if (t.type === 'int64') return new ort.Tensor('int64', BigInt64Array.from(t.data, BigInt), t.dims);
   const A = ARRAYS[t.type];
   if (!A) throw new Error('ort_run: unsupported input type ' + t.type);
-  return new ort.Tensor(t.type, A.from(t.data, t.type === 'bool' ? (v) => (v ? 1 : 0) : undefined), t.dims);
+  const bytes = Buffer.from(t.base64, 'base64');
+  const copy = new ArrayBuffer(bytes.length); // aligned for the typed array
+  new Uint8Array(copy).set(bytes);
+  return new ort.Tensor(t.type, new A(copy), t.dims);
 }
 
 function plain(t) {
-  const data = Array.from(t.data, (v) => (typeof v === 'bigint' ? Number(v) : v));
-  return { type: t.type, dims: Array.from(t.dims), data };
+  if (!ARRAYS[t.type]) throw new Error('ort_run: unsupported output type ' + t.type);
+  const d = t.data;
+  return { type: t.type, dims: Array.from(t.dims), base64: Buffer.from(d.buffer, d.byteOffset, d.byteLength).toString('base64') };
 }
 
 async function runOne(run) {
   const session = await ort.InferenceSession.create(run.model, {
-    graphOptimizationLevel: run.optimization || 'all',
+    graphOptimizationLevel: run.optimization || 'disabled',
     intraOpNumThreads: run.threads || 1,
     interOpNumThreads: 1,
     executionMode: 'sequential',

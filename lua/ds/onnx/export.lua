@@ -93,6 +93,16 @@ end
 function Writer:scalar(v, dt) return self:const({ v }, dt, {}) end
 function Writer:i64s(list) return self:const(list, "i64") end
 
+-- the 1-element i64 tensor of the named dim nm: a dim of a graph input, or a floor symbol (sym.lua:
+-- floor(expr / c), the output size of a strided conv or pool over a dynamic dim) computed from its definition
+function Writer:named_dim(nm)
+  local fl = sym.floor_of(nm)
+  if fl then return self:root_node("Div", { self:dim(fl.expr), self:i64s({ fl.c }) }) end
+  local src = self.root.dim_source[nm]
+  if not src then error("ds.onnx.export: named dim " .. nm .. " is not a dim of any graph input", 0) end
+  return self:root_node("Gather", { src.shape, self:i64s({ src.axis - 1 }) }, { axis = A.int(0) })
+end
+
 -- the 1-element i64 tensor holding dim d (a number or a symbolic dim over the named dims of the inputs)
 function Writer:dim(d)
   if type(d) == "number" then return self:i64s({ d }) end
@@ -100,16 +110,13 @@ function Writer:dim(d)
   if root.dim_cache[d] then return root.dim_cache[d] end
   local acc
   for mono, coef in pairs(d.terms) do
-    local term = mono ~= "" and nil or self:i64s({ coef })
-    if mono ~= "" then
-      for nm in mono:gmatch("[^*]+") do
-        local src = root.dim_source[nm]
-        if not src then error("ds.onnx.export: named dim " .. nm .. " is not a dim of any graph input", 0) end
-        local piece = self:root_node("Gather", { src.shape, self:i64s({ src.axis - 1 }) }, { axis = A.int(0) })
-        term = term and self:root_node("Mul", { term, piece }) or piece
-      end
-      if coef ~= 1 then term = self:root_node("Mul", { term, self:i64s({ coef }) }) end
+    local term
+    if mono == "" then term = self:i64s({ coef }) end
+    for nm in mono:gmatch("[^*]+") do
+      local piece = self:named_dim(nm)
+      term = term and self:root_node("Mul", { term, piece }) or piece
     end
+    if mono ~= "" and coef ~= 1 then term = self:root_node("Mul", { term, self:i64s({ coef }) }) end
     acc = acc and self:root_node("Add", { acc, term }) or term
   end
   root.dim_cache[d] = acc
