@@ -123,9 +123,17 @@ bench: deps all $(BUILD)/peak_flops
 
 # ONNX Runtime (optimization all, 1 and 2 threads) vs ds compiled on BERT (padded, real length) and LeNet-5.
 .PHONY: bench-onnx
+bench-onnx: DEPS += python3-torch
 bench-onnx: deps all onnx
 	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
 	  ORT_DIR=$(abspath $(ORT_DIR)) $(RUN_LUA) bench/onnx_bench.lua
+	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
+	  ORT_DIR=$(abspath $(ORT_DIR)) $(RUN_LUA) bench/onnx_torch_bench.lua
+
+# ds on 1 and 2 threads, quiet and with another process spinning on one core (the default vs passive waiting).
+.PHONY: bench-busy
+bench-busy: deps all
+	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) $(RUN_LUA) bench/busy_host.lua
 
 # x @ W^T + b frozen (prepacked) vs unfrozen vs OpenBLAS over a sweep of shapes, on each ISA path.
 .PHONY: bench-frozen

@@ -15,7 +15,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_lenet import LeNet  # noqa: E402
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "fixtures", "onnx")
-torch.manual_seed(7)
 
 
 class ResBlock(nn.Module):
@@ -79,24 +78,30 @@ def export(name, model, args, names, dynamic, feeds):
         json.dump({"cases": cases}, f)
 
 
-os.makedirs(OUT, exist_ok=True)
-lenet = LeNet()
-export("lenet", lenet, (torch.rand(1, 1, 28, 28),), ["image"], {"image": {0: "batch"}, "output": {0: "batch"}},
-       [(torch.rand(1, 1, 28, 28),), (torch.rand(3, 1, 28, 28),)])
+def main():
+    torch.manual_seed(7)
+    os.makedirs(OUT, exist_ok=True)
+    lenet = LeNet()
+    export("lenet", lenet, (torch.rand(1, 1, 28, 28),), ["image"], {"image": {0: "batch"}, "output": {0: "batch"}},
+           [(torch.rand(1, 1, 28, 28),), (torch.rand(3, 1, 28, 28),)])
 
-res = ResBlock()
-with torch.no_grad():  # running statistics that are not the defaults, so BatchNorm's inference form matters
-    for bn in (res.bn1, res.bn2, res.bn3):
-        bn.running_mean.uniform_(-0.5, 0.5); bn.running_var.uniform_(0.5, 2.0)
-        bn.weight.uniform_(0.5, 1.5); bn.bias.uniform_(-0.2, 0.2)
-export("resblock", res, (torch.randn(1, 3, 8, 8),), ["x"], {"x": {0: "batch"}, "output": {0: "batch"}},
-       [(torch.randn(2, 3, 8, 8),)])
+    res = ResBlock()
+    with torch.no_grad():  # running statistics that are not the defaults, so BatchNorm's inference form matters
+        for bn in (res.bn1, res.bn2, res.bn3):
+            bn.running_mean.uniform_(-0.5, 0.5); bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5); bn.bias.uniform_(-0.2, 0.2)
+    export("resblock", res, (torch.randn(1, 3, 8, 8),), ["x"], {"x": {0: "batch"}, "output": {0: "batch"}},
+           [(torch.randn(2, 3, 8, 8),)])
 
-bert = Bert()
-ids = torch.randint(0, 50, (2, 7))
-mask = torch.ones(2, 7)
-mask[1, 5:] = 0
-export("bert", bert, (ids, mask), ["ids", "mask"],
-       {"ids": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}, "output": {0: "batch"}},
-       [(ids, mask), (torch.randint(0, 50, (1, 12)), torch.ones(1, 12))])
-print("wrote", OUT)
+    bert = Bert()
+    ids = torch.randint(0, 50, (2, 7))
+    mask = torch.ones(2, 7)
+    mask[1, 5:] = 0
+    export("bert", bert, (ids, mask), ["ids", "mask"],
+           {"ids": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"}, "output": {0: "batch"}},
+           [(ids, mask), (torch.randint(0, 50, (1, 12)), torch.ones(1, 12))])
+    print("wrote", OUT)
+
+
+if __name__ == "__main__":
+    main()
