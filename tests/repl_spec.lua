@@ -1,6 +1,7 @@
 -- tests/repl_spec.lua: the `ds` command as a person uses it: through a pseudo-terminal (tmux: typing,
 -- tab completion, ?help, an error, history recall, history kept across sessions), in a pipe, and running
--- a script; plus ds.help and the completion candidates directly.
+-- a script; Ctrl-C at the prompt and during computations, errors inside completion; plus ds.help and the completion
+-- candidates directly.
 local ds = require("ds")
 local repl = require("ds.repl")
 local help = require("ds.help")
@@ -100,10 +101,11 @@ describe_tmux("ds at a terminal (tmux)", function()
   local function type_line(keys) tmux("send-keys -t " .. session .. " -l '" .. keys:gsub("'", "'\\''") .. "'") end
   local function press(key) tmux("send-keys -t " .. session .. " " .. key) end
 
-  setup(function()
+  local function start()
     tmux(string.format("new-session -d -s %s -x 120 -y 50 'HOME=%s TERM=xterm %s/bin/ds'", session, home, root))
     wait_for("Ctrl-D to leave")
-  end)
+  end
+  setup(start)
   teardown(function()
     tmux("kill-server")
     os.execute("rm -rf " .. home)
@@ -143,5 +145,35 @@ describe_tmux("ds at a terminal (tmux)", function()
       os.execute("sleep 0.1")
     end
     error("~/.ds_history does not hold the session's lines")
+  end)
+
+  it("survives Ctrl-C at the prompt and during computations, any number of times, and errors in completion", function()
+    start() -- a new session (the test above left with Ctrl-D)
+    type_line("kept = 42"); press("Enter")
+    for _ = 1, 3 do -- at the idle prompt, and with a line typed
+      press("C-c"); os.execute("sleep 0.3")
+      type_line("kept = 0 -- cancelled"); press("C-c"); os.execute("sleep 0.3")
+    end
+    type_line("kept + 1"); press("Enter")
+    wait_for("\n43\n")
+    for _ = 1, 2 do -- a tight Lua loop typed at the prompt, and a loop of ds calls
+      type_line("while true do end"); press("Enter"); os.execute("sleep 0.7"); press("C-c")
+      type_line("for i = 1, 1e12 do local z = ds.ones(2) end"); press("Enter"); os.execute("sleep 0.7"); press("C-c")
+      os.execute("sleep 0.3")
+      press("C-c"); os.execute("sleep 0.3")
+    end
+    local _, n = wait_for("interrupted!"):gsub("interrupted!", "")
+    for _ = 1, 50 do
+      if n >= 4 then break end
+      os.execute("sleep 0.1")
+      _, n = screen():gsub("interrupted!", "")
+    end
+    assert.equal(4, n)
+    type_line("bad = setmetatable({}, {__index = function() error('boom in index') end})"); press("Enter")
+    type_line("bad.x.y"); press("Tab")
+    wait_for("error in completion: stdin:1: boom in index")
+    press("C-u")
+    type_line("kept * 2"); press("Enter")
+    wait_for("\n84\n")
   end)
 end)

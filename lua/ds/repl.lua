@@ -1,6 +1,8 @@
 -- repl.lua: the `ds` interactive prompt: expressions print their values, readline editing with history
 -- (~/.ds_history) and completion, `?name` help, errors as one line at the user's code, `:time on`.
--- Without a terminal on stdin it reads lines quietly (no prompt, no readline), for pipes and scripts.
+-- Without a terminal on stdin it reads lines quietly (no prompt, no readline), for pipes and scripts. Ctrl-C at the
+-- prompt cancels the line; during a computation it interrupts it (LuaJIT's own SIGINT handler, re-armed each time).
+local ffi = require("ffi")
 local ds = require("ds")
 local pretty = require("ds.pretty")
 local dsffi = require("ds.ffi")
@@ -9,6 +11,25 @@ local errors = require("ds.errors")
 local readline = require("readline") -- Debian lua-readline
 
 local M = {}
+
+ffi.cdef [[
+typedef struct { unsigned long bits[16]; } ds_repl_sigset;
+struct ds_repl_sigaction { void *handler; ds_repl_sigset mask; int flags; void *restorer; };
+int sigaction(int signum, const struct ds_repl_sigaction *act, struct ds_repl_sigaction *oldact);
+struct ds_repl_pollfd { int fd; short events; short revents; };
+int poll(struct ds_repl_pollfd *fds, unsigned long nfds, int timeout);
+extern int rl_catch_signals;
+int rl_forced_update_display(void);
+]]
+local SIGINT, POLLIN = 2, 1
+local libreadline -- the C library behind lua-readline (kept loaded: its variables are set)
+
+-- the SIGINT action bin/ds starts with (luajit's handler: it makes the running Lua code raise "interrupted!" and
+-- resets itself, so it is put back after every interrupt)
+local interrupt_action = ffi.new("struct ds_repl_sigaction")
+ffi.C.sigaction(SIGINT, nil, interrupt_action)
+local function rearm_interrupt() ffi.C.sigaction(SIGINT, interrupt_action, nil) end
+local function is_interrupt(err) return type(err) == "string" and err:find("interrupted!$") ~= nil end
 
 local HELP = [[
   x = ds.randn(3, 4)   assign (globals persist);  x:sum(2)   an expression prints its value
@@ -31,12 +52,17 @@ local function pack(...) return select("#", ...), { ... } end
 -- compile a line: as an expression list first (so `x` prints x), else as a statement; nil, "incomplete"
 -- when the chunk needs more lines. The expressions are arguments of pack, not a tail call, so the chunk's
 -- frame (the user's line) is on the stack when an op raises.
+-- The chunk runs interpreted (jit.off), so that Ctrl-C stops even a tight loop typed at the prompt; ds.loadstring
+-- keeps its text, so functions defined at the prompt can be converted.
 local function compile(src)
-  local f = loadstring("local pack = ...; return pack(" .. src .. "\n)", "=stdin")
-  if f then return function() return f(pack) end end
+  local f = ds.loadstring("local pack = ...; return pack(" .. src .. "\n)", "=stdin")
+  if f then
+    jit.off(f, true)
+    return function() return f(pack) end
+  end
   local err
-  f, err = loadstring(src, "=stdin")
-  if f then return f end
+  f, err = ds.loadstring(src, "=stdin")
+  if f then jit.off(f, true); return f end
   if err:match("<eof>") then return nil, "incomplete" end
   return nil, err
 end
@@ -79,25 +105,66 @@ local function completions(word)
 end
 M.completions = completions
 
--- the line reader: readline on a terminal (history, completion), plain io.read otherwise
+-- readline's completion hook: an error (an erroring __index) is shown, never thrown through readline's C frames
+local function safe_completions(text)
+  local ok, list = pcall(completions, text)
+  if ok then return list end
+  io.write("\nerror in completion: ", tostring(list), "\n")
+  libreadline.rl_forced_update_display() -- the prompt and the line again, below the message
+  return {}
+end
+
+-- readline (its callback interface) on a terminal: history, completion, Ctrl-C cancels the line; read(prompt) ->
+-- the line, false when Ctrl-C cancelled it, nil at the end of input
+local function terminal_reader()
+  libreadline = libreadline or ffi.load("libreadline.so.8")
+  -- readline must not handle SIGINT itself: its handler saves and re-raises luajit's, which then resets itself
+  libreadline.rl_catch_signals = 0
+  readline.set_options({ histfile = "~/.ds_history", keeplines = 1000, completion = true })
+  readline.set_readline_name("ds")
+  readline.set_completion_append_character("")
+  readline.set_complete_function(function(text, from, to) return safe_completions(text:sub(from, to)) end)
+  local fds = ffi.new("struct ds_repl_pollfd[1]", { { fd = 0, events = POLLIN } })
+  local function read(prompt)
+    local line, done = nil, false
+    -- the handler is removed as the line completes (else readline shows the next prompt itself)
+    readline.handler_install(prompt, function(l) line, done = l, true; readline.handler_remove() end)
+    -- an interrupt raises "interrupted!" in this Lua code: between polls (a short timeout, so a signal taken by
+    -- another thread is seen too), never inside readline
+    local ok, err = pcall(function()
+      while not done do
+        if ffi.C.poll(fds, 1, 100) > 0 then readline.read_char() end
+      end
+    end)
+    if not done then readline.handler_remove() end
+    if not ok then
+      if not is_interrupt(err) then error(err, 0) end
+      rearm_interrupt()
+      io.write("^C\n")
+      return false
+    end
+    if line and line:match("%S") then readline.add_history(line) end
+    return line
+  end
+  return { read = read, close = readline.save_history }
+end
+
+-- the line reader: readline on a terminal, plain io.read otherwise
 local function make_reader(interactive)
   if not interactive then
     return { read = function() return io.read("*l") end, close = function() end }
   end
-  readline.set_options({ histfile = "~/.ds_history", keeplines = 1000, completion = true })
-  readline.set_readline_name("ds")
-  readline.set_completion_append_character("")
-  readline.set_complete_function(function(text, from, to) return completions(text:sub(from, to)) end)
-  return { read = readline.readline, close = readline.save_history }
+  return terminal_reader()
 end
 
 -- run one chunk; returns the text to print (may be empty) and whether it failed
 local function evaluate(f, timing)
   local t0 = clock()
   local ok, n, values = xpcall(f, error_text)
+  rearm_interrupt() -- luajit's handler resets itself when it fires
   local elapsed = clock() - t0
   local text
-  if not ok then text = "error: " .. tostring(n)
+  if not ok then text = (is_interrupt(n) and "\n" or "") .. "error: " .. tostring(n)
   elseif type(n) == "number" and type(values) == "table" then text = results_text(n, unpack(values, 1, n))
   else text = "" end
   if timing then text = text .. (text ~= "" and "\n" or "") .. string.format("(%.3f ms)", elapsed * 1e3) end
@@ -136,10 +203,12 @@ function M.run(opts)
       ds.info().version or "", ds.info().isa or "", ds.get_num_threads and ds.get_num_threads() or 1))
   end
   local state, pending, failures = {}, nil, 0
-  while not state.quit do
+  -- one line: false at the end of the input
+  local function step()
     local line = reader.read(pending and ">> " or "> ")
-    if line == nil then break end
-    if pending == nil and command(line, state) then -- handled
+    if line == nil then return false end
+    if line == false then pending = nil -- Ctrl-C: the line (and an unfinished statement) is dropped
+    elseif pending == nil and command(line, state) then -- handled
     else
       local src = pending and (pending .. "\n" .. line) or (line:gsub("^=", ""))
       local f, err = compile(src)
@@ -154,6 +223,15 @@ function M.run(opts)
       end
     end
     io.stdout:flush()
+    return true
+  end
+  while not state.quit do
+    local ok, more = pcall(step)
+    if not ok then -- an interrupt that came between the computation and the prompt
+      if not is_interrupt(more) then error(more, 0) end
+      rearm_interrupt()
+      print("interrupted")
+    elseif not more then break end
   end
   if pending then
     print("error: the input ended inside an unfinished statement: " .. pending)
@@ -167,7 +245,7 @@ end
 -- `ds script.lua args...`: run a script as luajit would (arg[0] = script, arg[1..] = args), its errors
 -- reported as at the prompt; exit status 1 on an error
 local function run_script(path, ...)
-  local f, err = loadfile(path)
+  local f, err = ds.loadfile(path) -- keeps the text: the script's functions convert even if it is edited
   if not f then io.stderr:write("ds: ", err, "\n"); os.exit(1) end
   _G.arg = { [0] = path, ... }
   local ok, msg = xpcall(f, error_text, ...)
