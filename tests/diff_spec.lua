@@ -58,8 +58,8 @@ local function flatten(res, out)
 end
 
 local function eval(expr, env)
-  local f = assert(load("return " .. expr, "=" .. expr, "t", env))
-  return flatten({ f() })
+  local f = assert(ds.loadstring("return " .. expr, "=" .. expr)) -- keeps the text: ds.trace converts f
+  return flatten({ setfenv(f, env)() })
 end
 
 -- ops whose shape inference runs while fn runs (every D.call does it, eager or traced)

@@ -2,7 +2,7 @@
 -- conformance cases leave out (older opsets' attributes, narrow integer and 16-bit float types, Cast's wrapping
 -- and rounding, Softmax/Hardmax before opset 13, Dropout's mask, legacy broadcasting). Each model is built by
 -- onnx.helper and its expected outputs computed by NumPy (/usr/bin/python3, below); ds runs it eagerly and
--- compiled. Also: every conformance case of this family passes except the ones named with their reason.
+-- compiled. (The family's conformance cases run in tests/onnx_conformance_spec.lua.)
 local ds = require("ds")
 local H = require("helpers")
 local proto = require("ds.onnx.proto")
@@ -220,44 +220,4 @@ onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", %d)]), "%s/m.onnx")
     H.raises(function() ds.onnx.load(model(13, 'h.make_node("Cast", ["x"], ["y"], to=TP.STRING)', X)) end,
       "Cast to STRING")
   end)
-end)
-
--- the conformance cases of this family that cannot pass, and why
-local CANNOT = {
-  test_cast_FLOAT_to_STRING = "strings", test_cast_STRING_to_FLOAT = "strings",
-  test_castlike_FLOAT_to_STRING = "strings", test_castlike_FLOAT_to_STRING_expanded = "strings",
-  test_castlike_STRING_to_FLOAT = "strings", test_castlike_STRING_to_FLOAT_expanded = "strings",
-  -- ONNX 1.12 stores bfloat16 test data as UINT16 bit patterns, and truncates where Cast rounds to nearest even
-  test_cast_BFLOAT16_to_FLOAT = "bfloat16 data as UINT16", test_cast_FLOAT_to_BFLOAT16 = "bfloat16 data as UINT16",
-  test_castlike_BFLOAT16_to_FLOAT = "bfloat16 data as UINT16",
-  test_castlike_BFLOAT16_to_FLOAT_expanded = "bfloat16 data as UINT16",
-  test_castlike_FLOAT_to_BFLOAT16 = "bfloat16 data as UINT16",
-  test_castlike_FLOAT_to_BFLOAT16_expanded = "bfloat16 data as UINT16",
-  test_identity_opt = "optional-typed graph input", test_identity_sequence = "sequence-typed graph input",
-}
-local FAMILY = { "clip", "hardsigmoid", "hardswish", "leakyrelu", "prelu", "elu", "selu", "celu", "softplus",
-  "softsign", "thresholdedrelu", "shrink", "max_", "min_", "sum_", "mean_", "mod_", "bitshift", "xor", "and", "or",
-  "not", "floor", "ceil", "round", "sign", "isnan", "isinf", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
-  "acosh", "atanh", "reciprocal", "pow", "div", "cast", "dropout", "identity", "softmax", "logsoftmax", "hardmax",
-  "where", "equal", "less", "greater", "add", "sub", "mul" }
-local DIR = os.getenv("DS_ONNX_NODE_TESTS") or "build/onnx-node-tests/node"
-describe("ONNX conformance cases of the elementwise family", function()
-  local names = {}
-  for name in io.popen("ls " .. DIR .. " 2>/dev/null"):lines() do
-    for _, p in ipairs(FAMILY) do
-      if name:sub(1, #p + 5) == "test_" .. p then names[#names + 1] = name; break end
-    end
-  end
-  it("are generated (make onnx-node-tests)", function() assert.is_true(#names > 200) end)
-  for _, name in ipairs(names) do
-    it(name, function()
-      local status, msg = conformance.run(DIR .. "/" .. name)
-      if CANNOT[name] then
-        assert(status ~= "pass", name .. " passes now: remove it from CANNOT")
-        assert(status ~= "wrong" or CANNOT[name]:find("bfloat16"), name .. ": " .. tostring(msg))
-      else
-        assert(status == "pass", name .. ": " .. status .. ": " .. tostring(msg))
-      end
-    end)
-  end
 end)

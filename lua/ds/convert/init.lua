@@ -145,6 +145,9 @@ end)
 -- be converted after the file changes (or for chunks named "=...", which have no file)
 function M.loadstring(text, chunkname)
   if type(text) ~= "string" then errors.raise("loadstring: expects the source text (a string), got " .. type(text)) end
+  if chunkname ~= nil and type(chunkname) ~= "string" then
+    errors.raise("loadstring: the chunk name must be a string, got " .. type(chunkname))
+  end
   local f, err = loadstring(text, chunkname)
   if f then source.remember(chunkname or text, text) end
   return f, err
