@@ -1,5 +1,6 @@
 -- state_file.lua: ds.save_state / ds.load_state: named tensors to and from a safetensors file (the layout
--- and its one reader are ds/safetensors.lua). Saves are atomic and durable (files.write_atomic).
+-- and its one reader are ds/safetensors.lua). Saves are atomic and durable (files.write_atomic) and remove the
+-- temporary files of savers that died.
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local files = require("ds.files")
@@ -25,7 +26,12 @@ function M.write(path, named, metadata)
     if not t._c then fail(string.format("'%s' is an abstract tensor (tracing); it has no values to save", name)) end
     tensors[name] = t:is_contiguous() and t or t:contiguous()
   end
-  files.write_atomic(path, safetensors.chunks(tensors, metadata, fail), fail)
+  -- under the directory's lock (as ds.save): the write, then the temporary files of savers of path that died
+  local dir, stem = files.split(path)
+  files.with_lock(dir, function()
+    files.write_atomic(path, safetensors.chunks(tensors, metadata, fail), fail)
+    files.remove_stale_temps(dir, stem, fail)
+  end, function(msg) fail("cannot write " .. path .. ": " .. msg) end)
 end
 
 -- Read a state file: returns tensors (name -> tensor, each its own copy), metadata (name -> string).

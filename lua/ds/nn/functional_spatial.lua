@@ -158,13 +158,15 @@ local function cells(n, m)
   for i = 0, m - 1 do out[i + 1] = { math.floor(i * n / m), math.ceil((i + 1) * n / m) } end
   return out
 end
+-- output sizes are bounded (each cell is work and memory: inf or 2^31 would loop unbounded)
+local MAX_OUTPUT = 65536
 local function output_pair(output_size, x, opname)
   local o = tuple(output_size, 2, opname, "output_size")
   local r = {}
   for i = 1, 2 do
     r[i] = o[i] == nil and size(x, #x._shape - 2 + i, opname) or o[i]
-    if type(r[i]) ~= "number" or r[i] < 1 or r[i] ~= math.floor(r[i]) then
-      raise("%s: output_size must be integers >= 1, got %s", opname, tostring(r[i]))
+    if type(r[i]) ~= "number" or not (r[i] >= 1 and r[i] <= MAX_OUTPUT) or r[i] ~= math.floor(r[i]) then
+      raise("%s: output_size must be integers in 1..%d, got %s", opname, MAX_OUTPUT, tostring(r[i]))
     end
   end
   return r
@@ -175,8 +177,13 @@ local function spatial_input(x, opname)
     raise("%s: input must be (N,C,H,W) or (C,H,W), got %s", opname, S.str(x._shape))
   end
 end
--- the (m, n) averaging matrix of a dim: row i holds 1/len over cell i
+-- the (m, n) averaging matrix of a dim: row i holds 1/len over cell i; at most MAX_AVERAGING entries
+local MAX_AVERAGING = 2 ^ 24
 local function averaging_matrix(n, m, dt)
+  if m * n > MAX_AVERAGING then
+    raise("adaptive_avg_pool2d: output size %d over an input dim of %d needs a %dx%d averaging matrix, more than "
+      .. "2^24 entries", m, n, m, n)
+  end
   local rows = {}
   for i, c in ipairs(cells(n, m)) do
     local row = {}
@@ -193,11 +200,16 @@ function M.adaptive_avg_pool2d(x, output_size)
   local y = ops.matmul(x, averaging_matrix(w, o[2], x.dtype):t())
   return ops.matmul(averaging_matrix(h, o[1], x.dtype), y)
 end
--- the max over each cell of dim d, the cells joined again along d
+-- the max over each cell of dim d, the cells joined again along d (cat takes at most 4096 inputs: in groups)
 local function max_cells(x, d, m)
   local parts = {}
   for i, c in ipairs(cells(size(x, d, "adaptive_max_pool2d"), m)) do
     parts[i] = x:narrow(d, c[1] + 1, c[2] - c[1]):amax(d, true)
+  end
+  if #parts > 4096 then
+    local groups = {}
+    for i = 1, #parts, 4096 do groups[#groups + 1] = ops.cat({ unpack(parts, i, math.min(i + 4095, #parts)) }, d) end
+    parts = groups
   end
   return #parts == 1 and parts[1] or ops.cat(parts, d)
 end
