@@ -1,8 +1,9 @@
 -- tests/fuzz/make_seeds.lua: the seed corpora of the loader fuzzers (tests/fuzz/*_fuzz.c): saved models
 -- (an MLP with a dynamic batch, a graph with cond and while_loop, integer inputs and views) as fuzzer
 -- inputs: flag byte 1 (reseal), u32 length, graph JSON or plan, params bytes; the same graphs exported
--- by ds.onnx.export (where they have an ONNX form) and the small PyTorch-exported ONNX fixtures as
--- onnx_fuzz's inputs (the file as it is).
+-- by ds.onnx.export (where they have an ONNX form), the small PyTorch-exported ONNX fixtures and one-node
+-- models on the paths hostile files took (integer attributes, folded consts, int64 past 2^53, Resize's sizes,
+-- names defined twice) as onnx_fuzz's inputs (the file as it is).
 -- usage: luajit tests/fuzz/make_seeds.lua OUT_DIR  (writes OUT_DIR/graph/*, OUT_DIR/plan/*, OUT_DIR/onnx/*)
 local ds = require("ds")
 local cjson = require("cjson")
@@ -49,4 +50,31 @@ for _, name in ipairs { "resblock", "bert" } do
   local f = assert(io.open(out .. "/onnx/torch_" .. name, "wb"))
   f:write(read("tests/fixtures/onnx/" .. name .. ".onnx")); f:close()
 end
+-- one-node models whose attributes and constant inputs the fuzzer mutates toward the limits
+local proto = require("ds.onnx.proto")
+local function vi(name, dims)
+  local d = {}
+  for i, v in ipairs(dims or {}) do d[i] = { dim_value = v } end
+  return { name = name, type = { tensor_type = { elem_type = 1, shape = dims and { dim = d } or nil } } }
+end
+local function i64(name, vals) return { name = name, data_type = 7, dims = { #vals }, int64_data = vals } end
+local function one(name, node, inputs, inits)
+  node.output = node.output or { "y" }
+  local bytes = proto.encode("ModelProto", { ir_version = 8, opset_import = { { version = 17 } }, graph = { name = "g",
+    node = { node }, input = inputs or {}, initializer = inits or {}, output = { vi("y") } } })
+  local f = assert(io.open(out .. "/onnx/node_" .. name, "wb")); f:write(bytes); f:close()
+end
+local function int(n, v) return { name = n, type = 2, i = v } end
+one("layernorm", { op_type = "LayerNormalization", input = { "x", "s" }, attribute = { int("axis", -1) } }, { vi("x", { 2, 3 }) },
+  { { name = "s", data_type = 1, dims = { 3 }, float_data = { 1, 1, 1 } } })
+one("concat", { op_type = "Concat", input = { "c", "i" }, attribute = { int("axis", 0) } }, {}, { i64("c", { 1, 2, 3 }), i64("i", { 0 }) })
+one("gather", { op_type = "Gather", input = { "c", "i" }, attribute = { int("axis", 0) } }, {}, { i64("c", { 1, 2, 3 }), i64("i", { 2 }) })
+one("squeeze", { op_type = "Squeeze", input = { "x", "a" } }, { vi("x", { 1, 3 }) }, { i64("a", { 0 }) })
+one("div", { op_type = "Div", input = { "c", "z" } }, {}, { i64("c", { 7 }), i64("z", { 2 }) })
+one("big", { op_type = "Add", input = { "c", "z" } }, {}, { i64("c", { 9007199254740993LL }), i64("z", { 0 }) })
+one("conv", { op_type = "Conv", input = { "x", "w" }, attribute = { { name = "kernel_shape", type = 7, ints = { 3, 3 } } } },
+  { vi("x", { 1, 1, 6, 6 }) }, { { name = "w", data_type = 1, dims = { 1, 1, 3, 3 }, raw_data = string.rep("\0", 36) } })
+one("resize", { op_type = "Resize", input = { "x", "", "s" } }, { vi("x", { 1, 1, 2, 2 }) },
+  { { name = "s", data_type = 1, dims = { 4 }, float_data = { 1, 1, 2, 2 } } })
+one("leaky", { op_type = "LeakyRelu", input = { "x" }, attribute = { { name = "alpha", type = 1, f = 0.1 } } }, { vi("x", { 2 }) })
 print("seeds in " .. out)

@@ -66,9 +66,23 @@ local function validate(model, path)
   end
   local problems = {}
   local function check_nodes(graph, prefix)
+    -- every name is defined once in a graph: by an input, an initializer (which may give an input its default)
+    -- or a node output (a second definition would silently win)
+    local defined = {}
+    local function define(name, by, input)
+      if name == nil or name == "" then return end
+      local before = defined[name]
+      if before and not (input and before.initializer) and not (before.input and by == "an initializer") then
+        problems[#problems + 1] = string.format("%s%s defines %s, which %s defines already", prefix, by, name, before.by)
+      end
+      defined[name] = { by = by, input = input, initializer = by == "an initializer" }
+    end
+    for _, init in ipairs(graph.initializer or {}) do define(init.name, "an initializer") end
+    for _, vi in ipairs(graph.input or {}) do define(vi.name, "graph input " .. tostring(vi.name), true) end
     for i, node in ipairs(graph.node or {}) do
       local named = node.name and (" '" .. node.name .. "'") or ""
       local where = string.format("%snode %d (%s%s)", prefix, i, tostring(node.op_type), named)
+      for _, nm in ipairs(node.output) do define(nm, where:sub(#prefix + 1)) end
       local ok, err = pcall(function()
         if node.domain and node.domain ~= "" and node.domain ~= "ai.onnx" then
           error("it is in domain '" .. node.domain .. "', which ds does not implement", 0)

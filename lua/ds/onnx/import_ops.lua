@@ -32,15 +32,39 @@ local function attr_value(a)
   return v
 end
 
--- refuses an attribute the op's handler does not list, a reference attribute, an attribute of unknown type
+-- ---- integer attributes: every one in range before any handler computes with it ----
+local MAXDIM = require("ds.shape").MAXDIM
+-- attributes that hold axes: of a tensor of at most MAXDIM dims, in [-MAXDIM, MAXDIM] (a handler checks its rank)
+local AXES = { axis = true, axes = true, perm = true, batch_axis = true, time_axis = true, new_axis = true,
+  scan_input_axes = true, scan_output_axes = true }
+-- attributes whose int64 values are sentinels (Slice's INT64_MAX "to the end") or data (Constant's values)
+local ANY_INT = { starts = true, ends = true, value_int = true, value_ints = true }
+M.INT_LIMIT = 2 ^ 31 - 1 -- every other integer attribute (sizes, strides, pads, counts, flags) within +-this
+local function check_int(name, v)
+  if type(v) ~= "number" or v ~= math.floor(v) then refuse("attribute " .. name .. " holds " .. tostring(v) .. ", not an integer") end
+  if AXES[name] and (v < -MAXDIM or v > MAXDIM) then
+    refuse(string.format("attribute %s = %.17g is out of range: an axis of a tensor of at most %d dims is in [-%d, %d]",
+      name, v, MAXDIM, MAXDIM, MAXDIM))
+  end
+  if not ANY_INT[name] and (v < -M.INT_LIMIT or v > M.INT_LIMIT) then
+    refuse(string.format("attribute %s = %.17g is out of range (at most 2^31-1 in magnitude)", name, v))
+  end
+end
+
+-- refuses an attribute the op's handler does not list, one given twice or without a name, a reference attribute,
+-- an attribute of unknown type, an integer attribute out of range
 function M.check_attrs(node)
   local h = OPS[node.op_type]
-  for _, a in ipairs(node.attribute or {}) do
-    if h.attrs[a.name] == nil then
-      refuse("attribute " .. tostring(a.name) .. " is not supported by ds.onnx.load")
-    end
+  local seen = {}
+  for k, a in ipairs(node.attribute or {}) do
+    if not a.name or a.name == "" then refuse("attribute " .. k .. " has no name") end
+    if seen[a.name] then refuse("attribute " .. a.name .. " is given twice") end
+    seen[a.name] = true
+    if h.attrs[a.name] == nil then refuse("attribute " .. a.name .. " is not supported by ds.onnx.load") end
     if a.ref_attr_name then refuse("attribute references are not supported") end
-    if not ATTR_VALUE[a.type or 0] then refuse("attribute " .. tostring(a.name) .. " has an unknown type") end
+    if not ATTR_VALUE[a.type or 0] then refuse("attribute " .. a.name .. " has an unknown type") end
+    if a.type == 2 then check_int(a.name, a.i or 0) end
+    if a.type == 7 then for _, v in ipairs(a.ints) do check_int(a.name, v) end end
   end
 end
 

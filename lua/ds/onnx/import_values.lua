@@ -14,19 +14,38 @@ M.FOLD_LIMIT = 1024 -- elements a const keeps as Lua data (larger initializers a
 local Const = {}
 Const.__index = Const
 
--- dt: ds dtype; shape: list of numbers; data: flat list (numbers, booleans as 0/1, or symbolic dims); t: tensor
+M.EXACT = 2 ^ 53 -- integers a Lua number holds exactly
+
+-- dt: ds dtype; shape: list of numbers; data: flat list (numbers, booleans as 0/1, or symbolic dims); t: tensor.
+-- Integer data made without its tensor (a fold's result) must be exact: from 2^53 on it is refused, not rounded.
 function M.const(dt, shape, data, t)
+  if not t and data and not dtype.is_float[dt] then
+    for _, x in ipairs(data) do
+      if type(x) == "number" and (x >= M.EXACT or x <= -M.EXACT) then
+        error(string.format("an %s value of magnitude 2^53 or more (%.17g) cannot be folded exactly (Lua numbers " ..
+          "round it)", dt, x), 0)
+      end
+    end
+  end
   return setmetatable({ dtype = dt, shape = shape, data = data, t = t }, Const)
 end
 function M.is_const(v) return getmetatable(v) == Const end
 
+-- a const of concrete tensor t; an i64 tensor holding values past 2^53 keeps them in t alone (data holds them
+-- rounded, as parameters such as Slice's ends read them; inexact consts are not folded: common.all_const)
 local function const_of_tensor(t)
-  local data
+  local data, inexact
   if t:numel() <= M.FOLD_LIMIT then
     data = t:numel() == 0 and {} or t:reshape(-1):totable()
     if t.dtype == "bool" then for i, v in ipairs(data) do data[i] = v and 1 or 0 end end
+    if t.dtype == "i64" then
+      local p = ffi.cast("const int64_t *", t:contiguous():data_ptr())
+      for i = 0, #data - 1 do if p[i] >= M.EXACT or p[i] <= -M.EXACT then inexact = true end end
+    end
   end
-  return M.const(t.dtype, t.shape, data, t)
+  local c = M.const(t.dtype, t.shape, data, t)
+  c.inexact = inexact
+  return c
 end
 
 -- a concrete tensor -> its const (Lua data when small)

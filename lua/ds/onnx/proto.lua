@@ -2,9 +2,12 @@
 -- the C generated from Debian's onnx.proto, built by the Makefile into libds_onnx.so).
 --[[ A message is a Lua table keyed by the proto field names of onnx.proto: scalars are Lua numbers (int64 too:
   exact up to 2^53), booleans for bool, strings for string and bytes, tables for messages, Lua lists for
-  repeated fields. Absent optional fields are nil. encode(type, tbl) builds the C message in FFI memory that
-  this module keeps alive until protobuf_c_message_pack has run; decode(type, bytes) unpacks with protobuf-c
-  (which validates the wire format) after a depth check of the nesting, then copies the tree into Lua. ]]
+  repeated fields (an empty one reads as a shared empty list: a table's metatable per message type supplies it,
+  so an empty message costs one small table). Absent optional fields are nil. encode(type, tbl) builds the C
+  message in FFI memory that this module keeps alive until protobuf_c_message_pack has run; decode(type, bytes)
+  measures the wire format first (src/onnx/onnx_depth.c: nesting, repeated counts, nodes, dims, elements and
+  the memory of the decoded forms, refused past M.LIMITS before anything is allocated), unpacks with protobuf-c
+  (which validates the wire format), then copies the tree into Lua. ]]
 local ffi = require("ffi")
 local dsffi = require("ds.ffi")
 
@@ -23,7 +26,8 @@ size_t protobuf_c_message_pack(const void *message, uint8_t *out);
 void *protobuf_c_message_unpack(const ds_pbc_message_desc *descriptor, void *allocator, size_t len,
   const uint8_t *data);
 void protobuf_c_message_free_unpacked(void *message, void *allocator);
-int ds_onnx_max_depth(const ds_pbc_message_desc *desc, const uint8_t *data, size_t len, int limit);
+typedef struct { int64_t nodes, max_repeated, max_dims; double max_elements, memory; } ds_onnx_stats;
+int ds_onnx_scan(const ds_pbc_message_desc *desc, const uint8_t *data, size_t len, int limit, ds_onnx_stats *st);
 ]]
 
 local function load_lib()
@@ -185,6 +189,21 @@ local function scalar_load(t, ptr)
   return tonumber(ptr[0])
 end
 
+-- the metatable of the Lua tables of messages of desc: their empty repeated fields read as EMPTY
+local EMPTY = setmetatable({}, { __newindex = function() error("ds.onnx: a decoded empty list is read-only", 2) end })
+local defaults = {}
+local function defaults_of(desc)
+  local key = tostring(ffi.cast("uintptr_t", desc))
+  local mt = defaults[key]
+  if not mt then
+    local d = {}
+    for _, f in ipairs(fields(desc)) do if f.label == REPEATED then d[f.name] = EMPTY end end
+    mt = { __index = d }
+    defaults[key] = mt
+  end
+  return mt
+end
+
 local read
 local function load_value(f, ptr)
   if f.type == T.MESSAGE then
@@ -194,16 +213,28 @@ local function load_value(f, ptr)
   return scalar_load(f.type, ptr)
 end
 
+-- int64 values past 2^53 of the fields that hold a tensor's data stay exact: int64_t cdata (a Lua number would
+-- round them); every other integer field (dims, attributes) reads as a Lua number, which range checks refuse
+local EXACT = { int64_data = true, uint64_data = true }
+local function load_exact(f, ptr)
+  local v = ptr[0]
+  if v >= 2 ^ 53 or v <= -2 ^ 53 then return f.type == T.UINT64 and ffi.new("uint64_t", v) or ffi.new("int64_t", v) end
+  return tonumber(v)
+end
+
 read = function(desc, mem)
-  local out = {}
+  local out = setmetatable({}, defaults_of(desc))
   for _, f in ipairs(fields(desc)) do
     if f.label == REPEATED then
       local n = tonumber(ffi.cast("size_t *", mem + f.q)[0])
-      local arr = ffi.cast("uint8_t **", mem + f.off)[0]
-      local list = {}
-      local stride = f.type == T.MESSAGE and ffi.sizeof("void *") or ffi.sizeof(CTYPE[f.type])
-      for i = 0, n - 1 do list[i + 1] = load_value(f, ffi.cast(PTR[f.type], arr + i * stride)) end
-      out[f.name] = list
+      if n > 0 then
+        local arr = ffi.cast("uint8_t **", mem + f.off)[0]
+        local list = {}
+        local stride = f.type == T.MESSAGE and ffi.sizeof("void *") or ffi.sizeof(CTYPE[f.type])
+        local load = EXACT[f.name] and load_exact or load_value
+        for i = 0, n - 1 do list[i + 1] = load(f, ffi.cast(PTR[f.type], arr + i * stride)) end
+        out[f.name] = list
+      end
     else
       local present = true
       if f.oneof then present = ffi.cast("uint32_t *", mem + f.q)[0] == f.id
@@ -216,15 +247,44 @@ read = function(desc, mem)
   return out
 end
 
-M.MAX_DEPTH = 64 -- nesting of messages (graphs inside attributes inside graphs ...) a file may have
+-- what a file may hold, checked on its wire format before it is decoded
+M.LIMITS = {
+  depth = 64,          -- nesting of messages (graphs inside attributes inside graphs ...)
+  nodes = 2 ^ 18,      -- NodeProtos, subgraphs' included
+  repeated = 2 ^ 27,   -- values of one repeated field of one message (float_data of a 512 MB initializer)
+  dims = 64,           -- dims of one tensor or tensor type (ds computes with at most 8)
+  elements = 2 ^ 31,   -- elements of one tensor
+  -- the decoded forms' bytes and per_node for each node's traced form: at most factor * file size + slack
+  memory = { factor = 32, slack = 2 ^ 26, per_node = 2048 },
+}
+
+local function check_stats(st, n, what)
+  local L = M.LIMITS
+  local function over(msg, ...) error(string.format("ds.onnx.load: %s: " .. msg, what, ...), 0) end
+  if st.nodes > L.nodes then over("it has %d nodes; ds.onnx.load reads at most %d (proto.LIMITS.nodes)", tonumber(st.nodes), L.nodes) end
+  if st.max_repeated > L.repeated then
+    over("a repeated field holds %d values; ds.onnx.load reads at most %d (proto.LIMITS.repeated)", tonumber(st.max_repeated), L.repeated)
+  end
+  if st.max_dims > L.dims then over("a tensor has %d dims; ds.onnx.load reads at most %d (proto.LIMITS.dims)", tonumber(st.max_dims), L.dims) end
+  if st.max_elements > L.elements then
+    over("a tensor has %.17g elements; ds.onnx.load reads at most %d (proto.LIMITS.elements)", st.max_elements, L.elements)
+  end
+  local budget, need = L.memory.factor * n + L.memory.slack, st.memory + tonumber(st.nodes) * L.memory.per_node
+  if need > budget then
+    over("reading it would take about %d MB for a file of %d bytes; ds.onnx.load allows %d MB (proto.LIMITS.memory)",
+      math.ceil(need / 2 ^ 20), n, math.floor(budget / 2 ^ 20))
+  end
+end
 
 -- the Lua table of message `name` in bytes; what = the file name for errors
 function M.decode(name, bytes, what)
-  local depth = lib().ds_onnx_max_depth(M.descriptor(name), bytes, #bytes, M.MAX_DEPTH)
-  if depth < 0 then
+  local st = ffi.new("ds_onnx_stats")
+  local rc = lib().ds_onnx_scan(M.descriptor(name), bytes, #bytes, M.LIMITS.depth, st)
+  if rc < 0 then
     error(string.format("ds.onnx.load: %s is not a valid protobuf (%s)", what,
-      depth == -2 and "messages nested deeper than " .. M.MAX_DEPTH or "malformed wire format"), 0)
+      rc == -2 and "messages nested deeper than " .. M.LIMITS.depth or "malformed wire format"), 0)
   end
+  check_stats(st, #bytes, what)
   local msg = lib().protobuf_c_message_unpack(M.descriptor(name), nil, #bytes, bytes)
   if msg == nil then
     error("ds.onnx.load: " .. what .. " is not a valid ONNX " .. name .. " (protobuf-c could not unpack it)", 0)

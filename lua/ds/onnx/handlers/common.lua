@@ -34,9 +34,9 @@ function M.axis0(a, r, what)
   return a < 0 and a + r or a
 end
 function M.refuse(msg) error(msg, 0) end
--- true when every given input is a const with its data known
+-- true when every given input is a const with its data known exactly (folds compute on the data)
 function M.all_const(ins)
-  for _, v in pairs(ins) do if not (V.is_const(v) and v.data) then return false end end
+  for _, v in pairs(ins) do if not (V.is_const(v) and v.data and not v.inexact) then return false end end
   return true
 end
 

@@ -34,6 +34,7 @@ end
 
 -- ---- arithmetic ----
 local function int_div(x, y)
+  if y == 0 then refuse("Div: integer division by the constant 0") end
   if type(x) == "number" and type(y) == "number" then
     local q = x / y
     return q >= 0 and math.floor(q) or math.ceil(q) -- ONNX integer Div truncates

@@ -200,6 +200,14 @@ local function resize(x, o, scales, sizes, roi, axes)
       end
     end
   end
+  local numel = 1
+  for k = 1, #list do
+    numel = numel * (type(n_out[k]) == "number" and n_out[k] or 1)
+    if n_out[k] ~= n_out[k] or numel > 2 ^ 31 then -- its plan is built element by element in Lua
+      refuse(string.format("Resize: output size %s of axis %d is out of range (the resized axes hold at most 2^31 " ..
+        "elements)", tostring(n_out[k]), list[k] - 1))
+    end
+  end
   for k = #list, 1, -1 do -- the last axis first (see the header)
     local roi_start, roi_end = roi and roi[k] or 0, roi and roi[k + #list] or 1
     local same = scale[k] == 1 and n_in[k] == n_out[k] and

@@ -161,6 +161,7 @@ end)
 def("Concat", { axis = REQUIRED }, function(ins, at)
   local list = {}
   for k = 1, table.maxn(ins) do if ins[k] ~= nil then list[#list + 1] = ins[k] end end
+  axis0(at.axis, #V.shape(list[1]), "Concat")
   if all_const(list) and #V.shape(list[1]) == 1 then
     local out = {}
     for _, c in ipairs(list) do for _, v in ipairs(c.data) do out[#out + 1] = v end end
