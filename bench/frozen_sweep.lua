@@ -7,12 +7,8 @@ local ds = require("ds")
 local stats = require("stats")
 local ffi = require("ffi")
 
-ffi.cdef [[
-void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
-                 const float *b, int ldb, float beta, float *c, int ldc);
-]]
-local blas = ffi.load("/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0")
-local ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+local openblas = require("openblas")
+local blas, ROW_MAJOR, NO_TRANS, TRANS = openblas.lib, openblas.ROW_MAJOR, openblas.NO_TRANS, openblas.TRANS
 
 local threads = tonumber(arg[1]) or 2
 ds.set_num_threads(threads)

@@ -11,13 +11,8 @@ local stats = require("stats")
 local ffi = require("ffi")
 local cjson = require("cjson")
 
-ffi.cdef [[
-void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
-                 const float *b, int ldb, float beta, float *c, int ldc);
-]]
--- the very library libds.so is linked against (same path, so the same loaded instance and thread pool)
-local blas = ffi.load("/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0")
-local ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+local openblas = require("openblas")
+local blas, ROW_MAJOR, NO_TRANS, TRANS = openblas.lib, openblas.ROW_MAJOR, openblas.NO_TRANS, openblas.TRANS
 
 -- { label, M, K, N, weight }: weight = b is W^T for a W (N, K), as a linear layer multiplies
 local SHAPES = {}

@@ -3,40 +3,16 @@
 -- inference (batch 256). ds compiles with freeze = true (weights as constants, as ds.load does and as ONNX
 -- Runtime treats initializers). Prints one table of per-call milliseconds (median of REPS timed passes over N calls).
 -- usage: make bench-onnx   (or luajit bench/onnx_bench.lua [N])
-package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;./tests/?.lua;" .. package.path
+package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;./tests/?.lua;./bench/?.lua;" .. package.path
 local ds = require("ds")
-local ort = require("onnx.ort")
+local timing = require("onnx_timing")
 local bert_ex = require("bert_sentiment")
 local lenet_ex = require("lenet_fashion_mnist")
 
 local N = tonumber(arg[1]) or 200
 local dir = os.tmpname(); os.remove(dir); os.execute("mkdir -p " .. dir)
 
-local function ds_ms(fn, inputs)
-  for _ = 1, 3 do fn(unpack(inputs[1])) end
-  local best = math.huge
-  for _ = 1, 3 do
-    local t0 = ds.clock()
-    for k = 1, #inputs do fn(unpack(inputs[k])) end
-    best = math.min(best, (ds.clock() - t0) / #inputs * 1e3)
-  end
-  return best
-end
-
-local function ort_ms(path, names, inputs, threads)
-  local feeds = {}
-  for k, inp in ipairs(inputs) do
-    feeds[k] = {}
-    for j, nm in ipairs(names) do feeds[k][nm] = inp[j] end
-  end
-  local best = math.huge
-  for _ = 1, 3 do
-    local r = ort.run({ { model = path, feeds = feeds, threads = threads, optimization = "all", warmup = 3, keep = false } })[1]
-    assert(not r.error, r.error)
-    best = math.min(best, r.seconds / #inputs * 1e3)
-  end
-  return best
-end
+local ds_ms, ort_ms = timing.ds_ms, timing.ort_ms
 
 local rows = {}
 local function bench(label, g, inputs)

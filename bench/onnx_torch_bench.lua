@@ -4,41 +4,16 @@
 -- padded to 128 and at real lengths (8-21 tokens), LeNet-5 at batch 1 and 256, a MobileNet-style CNN at batch 1,
 -- a three-Gemm keyword head at batch 1. Prints per-call milliseconds (best of 3 passes over N calls) and ratios.
 -- usage: make bench-onnx   (or luajit bench/onnx_torch_bench.lua [N])
-package.path = "./lua/?.lua;./lua/?/init.lua;./tests/?.lua;" .. package.path
+package.path = "./lua/?.lua;./lua/?/init.lua;./tests/?.lua;./bench/?.lua;" .. package.path
 local ds = require("ds")
-local ort = require("onnx.ort")
+local timing = require("onnx_timing")
 
 local N = tonumber(arg[1]) or 200
 local dir = os.tmpname(); os.remove(dir); os.execute("mkdir -p " .. dir)
 assert(os.execute("/usr/bin/python3 bench/torch_exports.py " .. dir .. " >/dev/null 2>&1") == 0,
   "bench/torch_exports.py failed")
 
-local function ds_ms(fn, inputs)
-  for k = 1, math.min(3, #inputs) do fn(unpack(inputs[k])) end
-  local best = math.huge
-  for _ = 1, 3 do
-    local t0 = ds.clock()
-    for k = 1, #inputs do fn(unpack(inputs[k])) end
-    best = math.min(best, (ds.clock() - t0) / #inputs * 1e3)
-  end
-  return best
-end
-
-local function ort_ms(path, names, inputs, threads)
-  local feeds = {}
-  for k, inp in ipairs(inputs) do
-    feeds[k] = {}
-    for j, nm in ipairs(names) do feeds[k][nm] = inp[j] end
-  end
-  local best = math.huge
-  for _ = 1, 3 do
-    local r = ort.run({ { model = path, feeds = feeds, threads = threads, optimization = "all", warmup = 3,
-      keep = false } })[1]
-    assert(not r.error, r.error)
-    best = math.min(best, r.seconds / #inputs * 1e3)
-  end
-  return best
-end
+local ds_ms, ort_ms = timing.ds_ms, timing.ort_ms
 
 local rows = {}
 local function bench(label, file, names, inputs)
