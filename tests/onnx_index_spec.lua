@@ -4,75 +4,13 @@
 -- each model run eagerly and compiled (freeze) and compared exactly (integers) or at 1e-5 (floats).
 local H = require("helpers")
 local ds = require("ds")
-local ort = require("onnx.ort")
-
-local ELEM = { f32 = 1, u8 = 2, i32 = 6, i64 = 7, bool = 9, f64 = 11 }
-
--- an attribute of a node from a Lua value: integer, number, string or list of integers
-local function attribute(name, v)
-  if type(v) == "string" then return { name = name, type = 3, s = v } end
-  if type(v) == "table" then return { name = name, type = 7, ints = v } end
-  if v == math.floor(v) then return { name = name, type = 2, i = v } end
-  return { name = name, type = 1, f = v }
-end
-
--- c = {op, opset, attrs, inputs = {{name, tensor, dims = {...} (dim_params allowed), const = true}, ...}, outputs}
-local function model_bytes(c)
-  local proto = require("ds.onnx.proto")
-  local node = { op_type = c.op, input = {}, output = {}, attribute = {} }
-  local graph = { name = "g", node = { node }, input = {}, output = {}, initializer = {} }
-  for k, v in pairs(c.attrs or {}) do node.attribute[#node.attribute + 1] = attribute(k, v) end
-  table.sort(node.attribute, function(a, b) return a.name < b.name end)
-  for _, inp in ipairs(c.inputs) do
-    local name, t = inp[1], inp[2]
-    node.input[#node.input + 1] = name
-    if inp.const then
-      local flat = t:reshape(-1):astype("f64"):totable()
-      local field = t.dtype == "i64" and "int64_data" or t.dtype == "f32" and "float_data" or "int32_data"
-      graph.initializer[#graph.initializer + 1] = { name = name, dims = t.shape, data_type = ELEM[t.dtype],
-        [field] = flat }
-    else
-      local dims = {}
-      for i, d in ipairs(inp.dims or t.shape) do dims[i] = type(d) == "string" and { dim_param = d } or { dim_value = d } end
-      graph.input[#graph.input + 1] = { name = name, type = { tensor_type = { elem_type = ELEM[t.dtype],
-        shape = { dim = dims } } } }
-    end
-  end
-  for i = 1, c.outputs or 1 do
-    node.output[i] = "y" .. i
-    graph.output[i] = { name = "y" .. i }
-  end
-  return proto.encode("ModelProto", { ir_version = 8, opset_import = { { domain = "", version = c.opset } },
-    graph = graph })
-end
+local one = require("onnx.one_node")
 
 local dir = H.tmp_dir()
 teardown(function() os.execute("rm -rf '" .. dir .. "'") end)
 
--- ds's outputs of c, eagerly and compiled, each equal to ONNX Runtime's (dtype, shape, values)
-local function agrees(c)
-  local path = string.format("%s/%s.onnx", dir, c.name)
-  H.write_file(path, model_bytes(c))
-  local feeds, args = {}, {}
-  for _, inp in ipairs(c.inputs) do
-    if not inp.const then feeds[inp[1]] = inp[2]; args[#args + 1] = inp[2] end
-  end
-  local r = ort.run({ { model = path, feeds = { feeds } } })[1]
-  assert(not r.error, c.name .. ": ONNX Runtime: " .. tostring(r.error))
-  local g = ds.onnx.load(path)
-  for _, run in ipairs({ { "eager", g }, { "compiled", ds.compile(g, { freeze = true }) } }) do
-    local got = { run[2](unpack(args)) }
-    for i = 1, c.outputs or 1 do
-      local want, y = r.outputs[1]["y" .. i], got[i]
-      local what = string.format("%s (%s) output %d", c.name, run[1], i)
-      assert.equal(want.dtype, y.dtype, what)
-      assert.same(want.shape, y.shape, what)
-      if want:numel() > 0 then
-        if want.dtype == "f32" or want.dtype == "f64" then H.close(y, want, 1e-5, 1e-5) else assert.same(want:totable(), y:totable(), what) end
-      end
-    end
-  end
-end
+-- ds's outputs of c (tests/onnx/one_node.lua's model table), eagerly and compiled, equal ONNX Runtime's
+local function agrees(c) one.agrees(c, dir) end
 
 local function f32(data, shape) return ds.tensor(data, { dtype = "f32" }):reshape(shape or { #data }) end
 local function i64(data, shape) return ds.tensor(data, { dtype = "i64" }):reshape(shape or { #data }) end

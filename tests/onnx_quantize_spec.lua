@@ -13,12 +13,7 @@ teardown(function() os.execute("rm -rf '" .. dir .. "'") end)
 local ELEM = { f32 = 1, u8 = 2, i8 = 3, i32 = 6, i64 = 7, f16 = 10 } -- f16 initializers: their bit patterns
 local FIELD = { f32 = "float_data", i64 = "int64_data" } -- others: int32_data
 
-local function attribute(name, v)
-  if type(v) == "string" then return { name = name, type = 3, s = v } end
-  if type(v) == "table" then return { name = name, type = 7, ints = v } end
-  if v == math.floor(v) then return { name = name, type = 2, i = v } end
-  return { name = name, type = 1, f = v }
-end
+local attribute = one.attribute
 
 --[[ m = {opset, nodes = {{op, inputs, outputs, attrs}, ...}, inits = {{name, type, shape, data}, ...},
   inputs = {{name, tensor}, ...}, outputs = {names}} written as dir/<name>.onnx; the path ]]

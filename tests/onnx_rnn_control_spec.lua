@@ -4,6 +4,7 @@
 local H = require("helpers")
 local ds = require("ds")
 local ort = require("onnx.ort")
+local one = require("onnx.one_node")
 
 local RTOL, ATOL = 1e-4, 1e-5
 local dir = H.tmp_dir()
@@ -16,37 +17,8 @@ assert(made == 0 or made == true, "rnn_control_models.py failed: " .. (io.open(d
 -- given, loaded); outputs compared by the model's output order
 local function agrees(file, feeds_list, loaded_too)
   local path = dir .. "/" .. file .. ".onnx"
-  local m = ds.onnx.load(path)
-  local cm = ds.compile(m, { freeze = true })
-  local runs = {}
-  for i, feeds in ipairs(feeds_list) do
-    local named = {}
-    for _, f in ipairs(feeds) do named[f[1]] = f[2] end
-    runs[i] = { model = path, feeds = { named } }
-  end
-  local ref = ort.run(runs)
-  local loaded
-  if loaded_too then
-    ds.save(cm, dir .. "/" .. file .. ".ds")
-    loaded = ds.load(dir .. "/" .. file .. ".ds")
-  end
-  for i, feeds in ipairs(feeds_list) do
-    assert(not ref[i].error, ref[i].error)
-    local args = {}
-    for k, f in ipairs(feeds) do args[k] = f[2] end
-    local results = { eager = { m(unpack(args)) }, compiled = { cm(unpack(args)) } }
-    if loaded then results.loaded = { loaded(unpack(args)) } end
-    for how, got in pairs(results) do
-      for k, nm in ipairs(ref[i].names) do
-        local want = ref[i].outputs[1][nm]
-        assert(got[k], how .. ": no output " .. nm)
-        assert.same(want.shape, got[k].shape, how .. " " .. nm)
-        assert.equal(want.dtype, got[k].dtype)
-        H.close(got[k], want, RTOL, ATOL)
-      end
-    end
-  end
-  return m
+  return (one.agrees_feeds(path, feeds_list, { rtol = RTOL, atol = ATOL,
+    loaded = loaded_too and dir .. "/" .. file .. ".ds" or nil }))
 end
 
 local function i32(t) return ds.tensor(t, { dtype = "i32" }) end

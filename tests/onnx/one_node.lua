@@ -10,7 +10,7 @@ local M = {}
 M.ELEM = { f32 = 1, u8 = 2, i32 = 6, i64 = 7, bool = 9, f64 = 11 }
 
 -- an attribute of a node from a Lua value: integer, number, string, list of integers, or {floats = {...}}
-local function attribute(name, v)
+function M.attribute(name, v)
   if type(v) == "string" then return { name = name, type = 3, s = v } end
   if type(v) == "table" and v.floats then return { name = name, type = 6, floats = v.floats } end
   if type(v) == "table" then return { name = name, type = 7, ints = v } end
@@ -23,7 +23,7 @@ end
 function M.model_bytes(c)
   local node = { op_type = c.op, input = {}, output = {}, attribute = {} }
   local graph = { name = "g", node = { node }, input = {}, output = {}, initializer = {} }
-  for k, v in pairs(c.attrs or {}) do node.attribute[#node.attribute + 1] = attribute(k, v) end
+  for k, v in pairs(c.attrs or {}) do node.attribute[#node.attribute + 1] = M.attribute(k, v) end
   table.sort(node.attribute, function(a, b) return a.name < b.name end)
   for _, inp in ipairs(c.inputs) do
     local name, t = inp[1], inp[2]
@@ -81,6 +81,46 @@ function M.agrees_at(path, inputs, noutputs, what, rtol, atol)
       end
     end
   end
+end
+
+--[[ the model at path run on each feed list ({{name, tensor}, ...}, in the model's input order) by ONNX Runtime
+  and by ds, eagerly, compiled (freeze) and, with opts.loaded = a path prefix, after ds.save/ds.load there:
+  outputs in ORT's output order, dtype and shape equal, values within opts.rtol / opts.atol (default 1e-5).
+  Returns the imported model and its compiled form. ]]
+function M.agrees_feeds(path, feeds_list, opts)
+  opts = opts or {}
+  local m = ds.onnx.load(path)
+  local cm = ds.compile(m, { freeze = true })
+  local runs = {}
+  for i, feeds in ipairs(feeds_list) do
+    local named = {}
+    for _, f in ipairs(feeds) do named[f[1]] = f[2] end
+    runs[i] = { model = path, feeds = { named } }
+  end
+  local ref = ort.run(runs)
+  local loaded
+  if opts.loaded then
+    ds.save(cm, opts.loaded)
+    loaded = ds.load(opts.loaded)
+  end
+  for i, feeds in ipairs(feeds_list) do
+    assert(not ref[i].error, path .. ": ONNX Runtime: " .. tostring(ref[i].error))
+    local args = {}
+    for k, f in ipairs(feeds) do args[k] = f[2] end
+    local results = { eager = { m(unpack(args)) }, compiled = { cm(unpack(args)) } }
+    if loaded then results.loaded = { loaded(unpack(args)) } end
+    for how, got in pairs(results) do
+      for k, nm in ipairs(ref[i].names) do
+        local want, y = ref[i].outputs[1][nm], got[k]
+        local label = string.format("%s (%s, feed %d) output %s", path, how, i, nm)
+        assert(y, label .. ": missing")
+        assert.equal(want.dtype, y.dtype, label)
+        assert.same(want.shape, y.shape, label)
+        if want:numel() > 0 then H.close(y, want, opts.rtol or 1e-5, opts.atol or 1e-5) end
+      end
+    end
+  end
+  return m, cm
 end
 
 -- c (model_bytes's table, with a name) written under dir and checked by agrees_at
