@@ -1,4 +1,4 @@
-/* random.c: counter-based random numbers (Philox4x32-10): uniform, normal, integers.
+/* random.c: counter-based random numbers (Philox4x32-10): uniform, normal, integers, multinomial draws.
    Every kernel's LAST input is the generator state, an i64 tensor {seed, offset}. Element i of the
    output is a pure function of (seed, offset + i / per), per = values drawn from one 128-bit Philox
    block, so results do not depend on the thread count; the kernel then advances offset in place by
@@ -6,6 +6,7 @@
 #include "internal.h"
 #include <stdint.h>
 #include <omp.h>
+#include <stdlib.h>
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -176,3 +177,100 @@ int ds_randint_i64(ds_tensor *const *t, const double *attrs) { return integers(t
 int ds_randint_i32(ds_tensor *const *t, const double *attrs) { return integers(t, attrs, DS_I32); }
 int ds_randint_f32(ds_tensor *const *t, const double *attrs) { return integers(t, attrs, DS_F32); }
 int ds_randint_f64(ds_tensor *const *t, const double *attrs) { return integers(t, attrs, DS_F64); }
+
+/* ---- multinomial: t[0] = out i64 (R, n) or (n), t[1] = probs (R, k) or (k), t[2] = state; attrs = {n, replacement}.
+   Row r draws from blocks offset + r * per_row .. (2 f64 uniforms of 53 bits per block; per_row from n with
+   replacement, from k without), so a row's draws depend on (seed, offset, r) only. With replacement: the inverse
+   CDF, summed in f64 in index order (the first category whose cumulative sum exceeds u * total). Without: the
+   exponential race PyTorch uses, keys p_j / E_j with E_j = -log(1 - u_j), the n largest (ties: lower index first;
+   zero-probability categories last, in index order). Indices are 1-based. */
+typedef struct { double key; int64_t idx; } keyed;
+static int by_key_desc(const void *a, const void *b) {
+  const keyed *x = a, *y = b;
+  if (x->key != y->key) return x->key > y->key ? -1 : 1;
+  return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* m uniforms in [0, 1) from the blocks at counter ctr0 .. */
+static void uniforms(uint64_t seed, uint64_t ctr0, int64_t m, double *u) {
+  uint32_t w[4][TILE];
+  for (int64_t b = 0; 2 * b < m; b += TILE) {
+    philox_tile(seed, ctr0 + (uint64_t)b, w);
+    for (int j = 0; j < TILE && 2 * (b + j) < m; j++) {
+      u[2 * (b + j)] = u53(w[0][j], w[1][j]);
+      if (2 * (b + j) + 1 < m) u[2 * (b + j) + 1] = u53(w[2][j], w[3][j]);
+    }
+  }
+}
+
+static double prob_at(const ds_tensor *p, int64_t r, int64_t j) {
+  int nd = p->ndim;
+  int64_t off = (nd == 2 ? r * p->strides[0] : 0) + j * p->strides[nd - 1];
+  return p->dtype == DS_F32 ? (double)((const float *)p->data)[off] : ((const double *)p->data)[off];
+}
+
+static int multinomial(ds_tensor *const *t, const double *attrs, int dtype) {
+  ds_tensor *o = t[0], *p = t[1], *s = t[2];
+  DS_CHECK(o && p && s, "multinomial: missing operand");
+  DS_CHECK(p->dtype == dtype && (p->ndim == 1 || p->ndim == 2), "multinomial: probs must be a 1-D or 2-D %s tensor",
+           ds_dtype_name(dtype));
+  DS_CHECK(s->dtype == DS_I64 && s->ndim == 1 && s->numel == 2,
+           "multinomial: generator state must be an i64 tensor of shape (2) {seed, offset}");
+  int64_t n = (int64_t)attrs[0], k = p->shape[p->ndim - 1], rows = p->ndim == 2 ? p->shape[0] : 1;
+  int repl = attrs[1] != 0;
+  DS_CHECK(n >= 1 && (double)n == attrs[0], "multinomial: cannot sample n_sample <= 0 samples");
+  DS_CHECK(repl || n <= k, "multinomial: cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  DS_CHECK(o->dtype == DS_I64 && o->ndim == p->ndim && o->shape[o->ndim - 1] == n && (p->ndim == 1 ||
+           o->shape[0] == rows) && ds_tensor_is_contiguous(o), "multinomial: output must be a contiguous i64 tensor "
+           "of %lld draws per row", (long long)n);
+  DS_CHECK(s->storage != o->storage && s->storage != p->storage, "multinomial: operands share storage");
+  for (int64_t r = 0; r < rows; r++) {
+    double total = 0;
+    for (int64_t j = 0; j < k; j++) {
+      double v = prob_at(p, r, j);
+      DS_CHECK(isfinite(v) && v >= 0, "multinomial: probability tensor contains either `inf`, `nan` or element < 0");
+      total += v;
+    }
+    DS_CHECK(total > 0, "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
+  }
+  int64_t *st = (int64_t *)s->data, sstride = s->strides[0];
+  uint64_t seed = (uint64_t)st[0], offset = (uint64_t)st[sstride];
+  int64_t m = repl ? n : k, per_row = (m + 1) / 2;
+  double *u = malloc((size_t)(m + k) * sizeof(double));
+  keyed *kv = repl ? NULL : malloc((size_t)k * sizeof(keyed));
+  if (!u || (!repl && !kv)) {
+    free(u); free(kv);
+    return ds_fail(DS_ENOMEM, "multinomial: out of memory (%lld categories)", (long long)k);
+  }
+  double *cdf = u + m;
+  int64_t *out = (int64_t *)o->data;
+  for (int64_t r = 0; r < rows; r++) {
+    uniforms(seed, offset + (uint64_t)(r * per_row), m, u);
+    int64_t *row = out + r * n;
+    if (repl) {
+      double c = 0;
+      int64_t last = 0;
+      for (int64_t j = 0; j < k; j++) { double v = prob_at(p, r, j); c += v; cdf[j] = c; if (v > 0) last = j; }
+      for (int64_t i = 0; i < n; i++) {
+        double target = u[i] * c;
+        int64_t lo = 0, hi = k;  /* first j with target < cdf[j], by bisection */
+        while (lo < hi) { int64_t mid = lo + (hi - lo) / 2; if (target < cdf[mid]) hi = mid; else lo = mid + 1; }
+        row[i] = (lo < k ? lo : last) + 1;
+      }
+    } else {
+      for (int64_t j = 0; j < k; j++) {
+        double v = prob_at(p, r, j);
+        kv[j].key = v > 0 ? v / -log1p(-u[j]) : -1.0;
+        kv[j].idx = j;
+      }
+      qsort(kv, (size_t)k, sizeof(keyed), by_key_desc);
+      for (int64_t i = 0; i < n; i++) row[i] = kv[i].idx + 1;
+    }
+  }
+  free(u); free(kv);
+  st[sstride] = (int64_t)(offset + (uint64_t)(rows * per_row));
+  return DS_OK;
+}
+
+int ds_multinomial_f32(ds_tensor *const *t, const double *attrs) { return multinomial(t, attrs, DS_F32); }
+int ds_multinomial_f64(ds_tensor *const *t, const double *attrs) { return multinomial(t, attrs, DS_F64); }

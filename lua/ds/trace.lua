@@ -1,6 +1,7 @@
 -- trace.lua: ds.trace / ds.spec: run Lua code on abstract tensors (shape + dtype, no data) and record a ds.Graph.
 -- The tracer is what dispatch calls as state.trace.record for every op; it also turns in-place ops into
--- functional nodes, reads outside tensors as graph state by reference, and records state writes.
+-- functional nodes (writes into a narrow view into index_copy_ of its base), reads outside tensors as graph state
+-- by reference, and records state writes.
 local D = require("ds.dispatch")
 local sym = require("ds.sym")
 local errors = require("ds.errors")
@@ -255,7 +256,9 @@ function Tracer:record_op(def, inputs, attrs, metas, out)
   for i = 1, #inputs do ivids[i] = self:value_of(inputs[i]) end
   if out then
     if state.grad_enabled and rawget(out, "requires_grad") then tape.check_inplace(def, out) end
-    if rawget(out, "_base") then
+    if rawget(out, "_base") and rawget(out, "_region") then -- a narrow of its base: the write goes into the base
+      return self:write_region(out, self:record_op(def, inputs, attrs, metas, nil)[1])
+    elseif rawget(out, "_base") then
       errors.raise(string.format("%s_: in-place update of a view inside a traced function (%s); the graph is "
         .. "functional and cannot write through views: update the base tensor, or use out-of-place ops",
         def.name, errors.user_site()))
@@ -285,6 +288,9 @@ function Tracer:record_op(def, inputs, attrs, metas, out)
         local base = rawget(src, "_base") or src
         rawset(t, "_base", base)
         rawset(t, "_base_version", self.versions[base] or 0)
+        if def.name == "narrow" and base == src then
+          rawset(t, "_region", { dim = attrs.dim, start = attrs.start, length = attrs.length })
+        end
       end
       outs[i] = t
     end
@@ -293,6 +299,17 @@ function Tracer:record_op(def, inputs, attrs, metas, out)
     for k, j in ipairs(def.mutates) do self:rebind(inputs[j], node.outputs[nout + k]) end
   end
   return outs
+end
+
+-- out, a narrow of its base, takes tensor t: an index_copy_ node writes t into the base at the narrowed positions
+-- (start and length may be symbolic), so x:narrow(d, pos, n):copy_(v) updates a cache inside a graph
+function Tracer:write_region(out, t)
+  local r, base = rawget(out, "_region"), rawget(out, "_base")
+  local index = D.call(D.by_name.arange, {}, { start = r.start, step = 1, length = r.length, dtype = "i64" })
+  D.call(D.by_name.index_copy_, { base, index, t }, { dim = r.dim })
+  self:rebind(out, self:value_of(t))
+  rawset(out, "_base_version", self.versions[base] or 0)
+  return { out }
 end
 
 -- state.trace.detach: the same value, cut from the autograd tape

@@ -404,7 +404,8 @@ for _, op in ipairs({ "adam_update", "adam_amsgrad_update", "adagrad_update", "r
   "sgd_update", "sgd_momentum_update", "conv2d_backward_input", "conv2d_backward_weight", "conv2d_backward_bias",
   "avg_pool2d_backward", "max_pool2d_backward", "layer_norm_backward" }) do NO_FORM[op] = TRAINING end
 local RANDOM = "ds draws from its own Philox stream, which ONNX's Random* ops cannot reproduce"
-for _, op in ipairs({ "rand", "randn", "randint" }) do NO_FORM[op] = RANDOM end
+for _, op in ipairs({ "rand", "randn", "randint", "multinomial" }) do NO_FORM[op] = RANDOM end
+NO_FORM.index_copy_ = "an in-place write into graph state (a KV cache); an ONNX graph has no state to write"
 NO_FORM.log1p = "ONNX has no log1p, and log(1 + x) loses ds's accuracy near 0"
 NO_FORM.expm1 = "ONNX has no expm1, and exp(x) - 1 loses ds's accuracy near 0"
 NO_FORM.all_reduce = "a collective across MPI processes (ds.distributed): an ONNX model runs in one process"

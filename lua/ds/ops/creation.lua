@@ -42,7 +42,8 @@ local function sizes_and_opts(opname, ...)
   local n = select("#", ...)
   local last = n > 0 and select(n, ...) or nil
   local opts = {}
-  if type(last) == "table" and not Tensor.is_tensor(last) and last[1] == nil and next(last) ~= nil then
+  if type(last) == "table" and not Tensor.is_tensor(last) and not sym.is(last) and last[1] == nil
+    and next(last) ~= nil then
     opts = last; n = n - 1
   end
   local first = ...
@@ -110,29 +111,46 @@ C.export("new_zeros", function(x, ...)
   return D.call(full, {}, { shape = s, value = 0, dtype = x.dtype })
 end)
 
--- arange(end) | arange(start, end[, step]) [, opts]: end excluded, as in PyTorch
+-- the length of arange(start, stop, step): a number, or a symbolic size when start or stop is symbolic (then step
+-- must be a nonzero integer: the length is a floor division of the symbolic span)
+local function arange_length(start, stop, step)
+  if type(start) == "number" and type(stop) == "number" then return math.max(0, math.ceil((stop - start) / step)) end
+  if step ~= math.floor(step) then
+    errors.raise(string.format("arange: %s is symbolic (%s), so step must be an integer, got %s",
+      sym.is(start) and "start" or "end", tostring(sym.is(start) and start or stop), tostring(step)))
+  end
+  local span = step > 0 and sym.sub(stop, start) or sym.sub(start, stop)
+  return sym.floordiv(sym.add(span, math.abs(step) - 1), math.abs(step))
+end
+
+-- arange(end) | arange(start, end[, step]) [, opts]: end excluded, as in PyTorch; start and end may be symbolic
+-- sizes while tracing (arange(1, T + 1) for positions)
 C.export("arange", function(a, b, c, d)
   local opts = {}
   local args = { a, b, c, d }
   for i = 4, 1, -1 do
-    if type(args[i]) == "table" then opts = args[i]; args[i] = nil; break end
+    if type(args[i]) == "table" and not sym.is(args[i]) then opts = args[i]; args[i] = nil; break end
   end
   local start, stop, step
   if args[1] == nil then errors.raise("arange: expects arange(end) or arange(start, end[, step]) [, opts]") end
   if args[2] == nil then start, stop, step = 0, args[1], 1 else start, stop, step = args[1], args[2], args[3] or 1 end
-  for _, v in ipairs { start, stop, step } do
-    if type(v) ~= "number" then errors.raise("arange: start, end and step must be numbers") end
+  for _, p in ipairs { { "start", start }, { "end", stop }, { "step", step } } do
+    local v = p[2]
+    if sym.is(v) and p[1] == "step" then
+      errors.raise("arange: step is symbolic (" .. tostring(v) .. "); only start and end may be symbolic sizes")
+    elseif type(v) ~= "number" and not sym.is(v) then
+      errors.raise(string.format("arange: %s must be a number or a symbolic size, got %s", p[1], type(v)))
+    end
   end
   if step == 0 then errors.raise("arange: step must be nonzero") end
-  local len = math.ceil((stop - start) / step)
-  if len < 0 then len = 0 end
+  local len = arange_length(start, stop, step)
   local dt = opts.dtype
   if not dt then
-    local all_int = start == math.floor(start) and stop == math.floor(stop) and step == math.floor(step)
-    dt = all_int and "i64" or "f32"
+    local function int(v) return sym.is(v) or v == math.floor(v) end
+    dt = int(start) and int(stop) and int(step) and "i64" or "f32"
   end
   return D.call(D.by_name.arange, {}, { start = start, step = step, length = len, dtype = check_dtype(dt, "arange") })
-end, { method = false, args = { "number|table", "number|table?", "number|table?", "table?" } })
+end, { method = false, args = { "number|size|table", "number|size|table?", "number|size|table?", "table?" } })
 
 C.export("linspace", function(start, stop, steps, opts)
   if type(steps) ~= "number" or steps < 0 then errors.raise("linspace: steps must be a non-negative number") end

@@ -122,7 +122,7 @@ def_view {
   end,
 }
 
--- zeros around g along dim so that it fills [start, start+len) of a dim of size total
+-- zeros around g along dim so that it fills [start, start+len) of a dim of size total (start may be symbolic)
 local function pad_along(g, dim, start, total)
   local parts = {}
   local len = g._shape[dim]
@@ -132,32 +132,41 @@ local function pad_along(g, dim, start, total)
     s[dim] = n
     return F.zeros(s, { dtype = g.dtype })
   end
-  if start > 1 then parts[#parts + 1] = zeros_with(start - 1) end
+  if type(start) ~= "number" or start > 1 then parts[#parts + 1] = zeros_with(sym.sub(start, 1)) end
   parts[#parts + 1] = g
-  local after = type(total) == "table" and sym.sub(sym.sub(total, start - 1), len) or total - (start - 1) - len
-  if type(after) == "table" or after > 0 then parts[#parts + 1] = zeros_with(after) end
+  local after = sym.sub(sym.sub(total, sym.sub(start, 1)), len)
+  if type(after) ~= "number" or after > 0 then parts[#parts + 1] = zeros_with(after) end
   if #parts == 1 then return g end
   return F.cat(parts, dim)
 end
 
+-- a position given from the end (negative) as one from the start: a number, or over a dynamic dim a symbolic one
+local function from_end(pos, size)
+  if type(pos) == "number" and pos < 0 then return sym.add(size, 1 + pos) end
+  return pos
+end
+
+-- narrow's range once start, length and size are numbers (eagerly, and when a plan binds symbolic ones)
+local function check_narrow(shape, dim, start, length)
+  local size = shape[dim]
+  if start < 1 or length < 0 or start - 1 + length > size then
+    errors.raise(string.format("narrow: start %d, length %d out of range for dim %d of size %d (shape %s)", start,
+      length, dim, size, S.str(shape)))
+  end
+end
+
 def_view {
-  name = "narrow", doc = "view of length elements of dim from 1-based start",
+  name = "narrow", doc = "view of length elements of dim from 1-based start (start and length may be symbolic)",
   attrs = { { "dim", "dim" }, { "start", "int" }, { "length", "int" } }, args = { "dim", "start", "length" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
     attrs.dim = S.dim(attrs.dim, #x._shape, "narrow")
-    local size = x._shape[attrs.dim]
-    -- a negative start counts from the end; over a dynamic dim it becomes a symbolic start
-    if type(size) ~= "number" and type(attrs.start) == "number" and attrs.start < 0 then
-      attrs.start = sym.add(size, 1 + attrs.start)
+    attrs.start = from_end(attrs.start, x._shape[attrs.dim])
+    if type(attrs.length) == "number" and attrs.length < 0 then
+      errors.raise(string.format("narrow: length %d is negative (shape %s)", attrs.length, S.str(x._shape)))
     end
-    if type(size) == "number" then
-      if attrs.start < 0 then attrs.start = size + 1 + attrs.start end
-      if attrs.start < 1 or (type(attrs.length) == "number" and (attrs.length < 0
-        or attrs.start - 1 + attrs.length > size)) then
-        errors.raise(string.format("narrow: start %d, length %d out of range for dim %d of size %d (shape %s)",
-          attrs.start, attrs.length, attrs.dim, size, S.str(x._shape)))
-      end
+    if type(x._shape[attrs.dim]) == "number" and type(attrs.start) == "number" and type(attrs.length) == "number" then
+      check_narrow(x._shape, attrs.dim, attrs.start, attrs.length)
     end
   end,
   infer = function(inputs, attrs)
@@ -167,6 +176,7 @@ def_view {
     return { shape = s, dtype = inputs[1].dtype }
   end,
   view = function(x, attrs, meta)
+    check_narrow(x._shape, attrs.dim, attrs.start, attrs.length) -- symbolic ones are numbers by now
     local st = strides_of(x)
     return x, meta.shape, st, offset_of(x) + (attrs.start - 1) * st[attrs.dim]
   end,
@@ -175,25 +185,27 @@ def_view {
   end,
 }
 
+-- select's index once index and size are numbers
+local function check_select(shape, dim, index)
+  if index < 1 or index > shape[dim] then
+    errors.raise(string.format("select: index %d out of range for dim %d of size %d (shape %s)", index, dim,
+      shape[dim], S.str(shape)))
+  end
+end
+
 def_view {
-  name = "select", doc = "view at 1-based index of dim, that dim removed",
+  name = "select", doc = "view at 1-based index of dim, that dim removed (the index may be symbolic)",
   attrs = { { "dim", "dim" }, { "index", "int" } }, args = { "dim", "index" },
   prepare = function(inputs, attrs)
     local x = inputs[1]
     if #x._shape == 0 then errors.raise("select: cannot index a 0-d tensor") end
     attrs.dim = S.dim(attrs.dim, #x._shape, "select")
-    local size = x._shape[attrs.dim]
-    if type(attrs.index) ~= "number" or attrs.index ~= math.floor(attrs.index) then
+    if not sym.is(attrs.index) and (type(attrs.index) ~= "number" or attrs.index ~= math.floor(attrs.index)) then
       errors.raise("select: index must be an integer, got " .. tostring(attrs.index))
     end
-    -- a negative index counts from the end; over a dynamic dim it becomes a symbolic index
-    if type(size) ~= "number" and attrs.index < 0 then attrs.index = sym.add(size, 1 + attrs.index) end
-    if type(size) == "number" then
-      if attrs.index < 0 then attrs.index = size + 1 + attrs.index end
-      if attrs.index < 1 or attrs.index > size then
-        errors.raise(string.format("select: index %d out of range for dim %d of size %d (shape %s)",
-          attrs.index, attrs.dim, size, S.str(x._shape)))
-      end
+    attrs.index = from_end(attrs.index, x._shape[attrs.dim])
+    if type(x._shape[attrs.dim]) == "number" and type(attrs.index) == "number" then
+      check_select(x._shape, attrs.dim, attrs.index)
     end
   end,
   infer = function(inputs, attrs)
@@ -202,6 +214,7 @@ def_view {
     return { shape = s, dtype = inputs[1].dtype }
   end,
   view = function(x, attrs, meta)
+    check_select(x._shape, attrs.dim, attrs.index)
     local st0, st = strides_of(x), {}
     for i, v in ipairs(st0) do if i ~= attrs.dim then st[#st + 1] = v end end
     return x, meta.shape, st, offset_of(x) + (attrs.index - 1) * st0[attrs.dim]
@@ -284,7 +297,7 @@ C.export("reshape_as", function(x, y) return D.call(reshape, { x }, { shape = y.
 C.export("transpose", C.api(D.by_name.transpose))
 C.export("permute", function(x, ...) return D.call(D.by_name.permute, { x }, { dims = shape_args("permute", ...) }) end)
 C.export("narrow", C.api(D.by_name.narrow), { args = { "tensor", "integer", "size", "size" } })
-C.export("select", C.api(D.by_name.select))
+C.export("select", C.api(D.by_name.select), { args = { "tensor", "integer", "size" } })
 C.export("expand", function(x, ...) return D.call(D.by_name.expand, { x }, { shape = shape_args("expand", ...) }) end)
 C.export("expand_as", function(x, y) return D.call(D.by_name.expand, { x }, { shape = y._shape }) end,
   { args = { "tensor", "tensor" } })

@@ -1,0 +1,64 @@
+-- nn/kv_cache.lua: KVCache, keys and values preallocated to max_len and written in place at a position tensor
+-- (ds.index_copy_), so a compiled decode step is one plan for every cache length.
+local Module = require("ds.nn.module")
+local ops = require("ds.ops.common").functions
+local errors = require("ds.errors")
+local options = require("ds.options")
+local S = require("ds.shape")
+require("ds.ops.index_copy") -- ds.index_copy_, the in-place write
+
+local M = {}
+
+local KVCache = Module:extend("KVCache", {
+  init = { "integer", "integer", "integer", "integer", "table?" },
+  update = { "tensor", "tensor", "tensor|integer" },
+  forward = { "tensor", "tensor", "tensor", "tensor|integer" },
+})
+
+-- KVCache(batch, heads, max_len, head_dim, {dtype = "f32"}): buffers k_cache, v_cache (batch, heads, max_len,
+-- head_dim), zeros
+function KVCache:init(batch, heads, max_len, head_dim, opts)
+  opts = options.check(opts, "KVCache", { dtype = "dtype" })
+  for _, p in ipairs { { "batch", batch }, { "heads", heads }, { "max_len", max_len }, { "head_dim", head_dim } } do
+    if p[2] < 1 then errors.raise(string.format("KVCache: %s must be >= 1, got %d", p[1], p[2])) end
+  end
+  self.max_len = max_len
+  local shape = { batch, heads, max_len, head_dim }
+  self:register_buffer("k_cache", ops.zeros(shape, { dtype = opts.dtype or "f32" }))
+  self:register_buffer("v_cache", ops.zeros(shape, { dtype = opts.dtype or "f32" }))
+end
+
+-- update(k, v, pos): k, v (batch, heads, t, head_dim) written at positions pos .. pos + t - 1 (pos: 1-based, an i64
+-- tensor of one element or a number) -> k_cache, v_cache (batch, heads, max_len, head_dim) and the mask (t, max_len)
+-- bool: query i (0-based) sees the keys at positions <= pos + i
+function KVCache:update(k, v, pos)
+  local t = k._shape[3]
+  if #k._shape ~= 4 or not S.equal(k._shape, v._shape) then
+    errors.raise(string.format("KVCache.update: k %s and v %s must both be (batch, heads, t, head_dim)",
+      S.str(k._shape), S.str(v._shape)))
+  end
+  if type(pos) == "number" then pos = ops.tensor({ pos }, { dtype = "i64" }) end
+  if pos.dtype ~= "i64" or S.numel(pos._shape) ~= 1 then
+    errors.raise(string.format("KVCache.update: pos must be an i64 tensor of one element, got %s %s", pos.dtype,
+      S.str(pos._shape)))
+  end
+  local at = pos:reshape(1) + ops.arange(0, t, { dtype = "i64" })   -- (t) positions written
+  ops.index_copy_(self.k_cache, 3, at, k:detach():astype(self.k_cache.dtype))   -- a cache is for inference:
+  ops.index_copy_(self.v_cache, 3, at, v:detach():astype(self.v_cache.dtype))   -- no gradient flows through it
+  local mask = ops.arange(1, self.max_len + 1, { dtype = "i64" }):reshape(1, self.max_len):le(at:reshape(t, 1))
+  return self.k_cache, self.v_cache, mask
+end
+
+-- forward(q, k, v, pos): q (batch, heads, t, head_dim) attending over the cache after k, v are written at pos
+-- -> (batch, heads, t, head_dim)
+function KVCache:forward(q, k, v, pos)
+  local kc, vc, mask = self:update(k, v, pos)
+  return ops.scaled_dot_product_attention(q, kc, vc, { mask = mask })
+end
+
+function KVCache:extra_repr()
+  return string.format("%s, max_len=%d", S.str(self.k_cache._shape), self.max_len)
+end
+M.KVCache = KVCache
+
+return M
