@@ -107,6 +107,11 @@ function getters.ndim(x) return #x._shape end
 function getters.is_leaf(x) return rawget(x, "_grad_fn") == nil end
 function getters.grad_fn(x) return rawget(x, "_grad_fn") end
 function getters.T(x) return x:t() end
+-- x.mT: the last two dims swapped (batches of matrices)
+function getters.mT(x)
+  if #x._shape < 2 then errors.raise("x.mT: expects at least 2 dims, got " .. S.str(x._shape)) end
+  return x:transpose(-2, -1)
+end
 
 mt.__index = function(x, k)
   local m = Tensor[k]

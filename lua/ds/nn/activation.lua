@@ -1,8 +1,11 @@
--- nn/activation.lua: ReLU, GELU, Tanh, Sigmoid, SiLU, Softplus, Softmax, LogSoftmax as modules.
+-- nn/activation.lua: ReLU, GELU, Tanh, Sigmoid, SiLU, Softplus, Softmax, LogSoftmax, Softmin, Threshold and
+-- PReLU (a learned slope) as modules.
 local Module = require("ds.nn.module")
 local constructor_args = require("ds.nn.constructor_args")
+local errors = require("ds.errors")
 local F = require("ds.nn.functional")
 local ops = require("ds.ops.common").functions
+local init_weights = require("ds.nn.init_weights")
 
 local M = {}
 
@@ -59,5 +62,33 @@ local function along_dim(name, fn)
 end
 along_dim("Softmax", F.softmax)
 along_dim("LogSoftmax", F.log_softmax)
+along_dim("Softmin", F.softmin)
+
+-- x where x > threshold, else value: Threshold(threshold, value[, inplace = false])
+local Threshold = Module:extend("Threshold")
+function Threshold:init(...)
+  local opts = constructor_args.no_inplace("Threshold", constructor_args.merge("Threshold",
+    { "threshold", "value", "inplace" }, { threshold = "number", value = "number", inplace = "boolean" }, NOT_REFUSED, ...))
+  if opts.threshold == nil or opts.value == nil then
+    errors.raise("Threshold: expects Threshold(threshold, value)")
+  end
+  self.threshold, self.value = opts.threshold, opts.value
+end
+function Threshold:forward(x) return F.threshold(x, self.threshold, self.value) end
+function Threshold:extra_repr() return string.format("threshold=%s, value=%s", tostring(self.threshold), tostring(self.value)) end
+M.Threshold = Threshold
+
+-- PReLU(num_parameters = 1, init = 0.25[, {dtype =}]): weight (num_parameters), one slope per channel or shared
+local PReLU = Module:extend("PReLU")
+function PReLU:init(...)
+  local opts = constructor_args.merge("PReLU", { "num_parameters", "init" },
+    { num_parameters = { "integer", min = 1 }, init = "number", dtype = "dtype" }, NOT_REFUSED, ...)
+  self.num_parameters = opts.num_parameters or 1
+  self.weight = Module.Parameter(init_weights.constant_(ops.empty(self.num_parameters, { dtype = opts.dtype or "f32" }),
+    opts.init or 0.25))
+end
+function PReLU:forward(x) return F.prelu(x, self.weight) end
+function PReLU:extra_repr() return "num_parameters=" .. self.num_parameters end
+M.PReLU = PReLU
 
 return M

@@ -1,6 +1,7 @@
 -- nn/functional.lua: ds.nn.functional (ds.F): layers as functions and the losses, composed from ds
 -- ops (log_softmax + gather, ...) so autograd and tracing need nothing extra; the activations, spatial
--- functions and norms of functional_activation/_spatial/_norm.lua are part of it.
+-- functions, norms, 1-D pools and channel dropouts of functional_activation/_spatial/_norm/_pool1d/_dropout.lua
+-- are part of it.
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
 local S = require("ds.shape")
@@ -10,6 +11,8 @@ local random = require("ds.random")
 local activation = require("ds.nn.functional_activation")
 local spatial = require("ds.nn.functional_spatial")
 local norm = require("ds.nn.functional_norm")
+local pool1d = require("ds.nn.functional_pool1d")
+local dropout = require("ds.nn.functional_dropout")
 local LOSS_OPTIONS = require("ds.nn.loss_options")
 
 local F = {}
@@ -132,7 +135,10 @@ local function class_weight(w, logp, opname)
 end
 
 -- logp: (..., C) with classes last; target: (...) integer 1-based classes.
--- -> loss (...) = -w[t] logp[t], zero where target == ignore_index, and the weights counted (...) or nil
+-- -> loss (...) = -w[t] logp[t], zero where target == ignore_index, and the weights counted (...)
+-- ignore_index is compared with the targets as given (PyTorch's default -100, the label padded batches carry,
+-- is ds's default too: a negative sentinel is the same number in both; a class k of PyTorch is ds's k + 1)
+local IGNORE_INDEX = -100
 local function pick(logp, target, weight, ignore_index, opname)
   if not is_tensor(target) then errors.raise(opname .. ": target must be a tensor of class indices") end
   local ls, ts = logp._shape, target._shape
@@ -145,23 +151,16 @@ local function pick(logp, target, weight, ignore_index, opname)
   if target.dtype == "f32" or target.dtype == "f64" or target.dtype == "bool" then
     errors.raise(opname .. ": class targets must be integers (i64, 1-based), got " .. target.dtype)
   end
-  local counted
-  if ignore_index ~= nil then
-    local keep = target:ne(ignore_index)
-    target = ops.where(keep, target, 1) -- an ignored entry reads class 1, then counts 0
-    counted = keep:astype(logp.dtype)
-  end
-  if weight then
-    local w = ops.index_select(weight, 1, target:reshape(-1)):reshape(ts)
-    counted = counted and counted * w or w
-  end
+  local keep = target:ne(ignore_index or IGNORE_INDEX)
+  target = ops.where(keep, target, 1) -- an ignored entry reads class 1, then counts 0
+  local counted = keep:astype(logp.dtype)
+  if weight then counted = counted * ops.index_select(weight, 1, target:reshape(-1)):reshape(ts) end
   local loss = -(ops.gather(logp, -1, target:unsqueeze(-1)):squeeze(-1))
-  if counted then loss = loss * counted end
-  return loss, counted
+  return loss * counted, counted
 end
 
 -- input: (N,C) / (N,C,d...) / (C) logits; target: i64 1-based classes (N) / (N,d...) / (),
--- or class probabilities of input's shape. opts: reduction, weight (C), ignore_index, label_smoothing
+-- or class probabilities of input's shape. opts: reduction, weight (C), ignore_index (-100), label_smoothing
 function F.cross_entropy(input, target, opts)
   need_tensor(input, "cross_entropy", "input")
   opts = options.check(opts, "cross_entropy", LOSS_OPTIONS.cross_entropy)
@@ -183,13 +182,14 @@ function F.cross_entropy(input, target, opts)
   if eps > 0 then
     -- PyTorch: (1 - eps) nll + eps / C * (-sum_c w_c logp_c), the smooth term zero where ignored
     local smooth = -((w and logp * w or logp):sum(-1))
-    if opts.ignore_index ~= nil then smooth = smooth * target:ne(opts.ignore_index):astype(smooth.dtype) end
+    smooth = smooth * target:ne(opts.ignore_index or IGNORE_INDEX):astype(smooth.dtype)
     loss = loss * (1 - eps) + smooth * (eps / C)
   end
   return reduce(loss, opts.reduction, counted)
 end
 
--- input: log-probabilities (N,C) / (N,C,d...); target: i64 1-based classes; opts: reduction, weight, ignore_index
+-- input: log-probabilities (N,C) / (N,C,d...); target: i64 1-based classes; opts: reduction, weight,
+-- ignore_index (-100)
 function F.nll_loss(input, target, opts)
   need_tensor(input, "nll_loss", "input")
   opts = options.check(opts, "nll_loss", LOSS_OPTIONS.nll_loss)
@@ -286,7 +286,7 @@ function F.binary_cross_entropy(input, target, opts)
   return reduce(loss, opts.reduction)
 end
 
-for _, family in ipairs { activation, spatial, norm } do
+for _, family in ipairs { activation, spatial, norm, pool1d, dropout } do
   for name, fn in pairs(family) do if type(fn) == "function" then F[name] = fn end end
 end
 

@@ -1,5 +1,6 @@
 -- nn/functional_activation.lua: ds.F's activations composed from ds ops (leaky_relu, elu, selu, celu, hardtanh,
--- relu6, hardsigmoid, hardswish, mish, logsigmoid, softsign, glu) and normalize, cosine_similarity.
+-- relu6, hardsigmoid, hardswish, mish, logsigmoid, softsign, glu, prelu, threshold, softmin) and normalize,
+-- cosine_similarity.
 -- Gradients follow PyTorch's, also at the kinks (hardtanh passes none at its bounds).
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
@@ -23,6 +24,35 @@ function M.leaky_relu(x, negative_slope)
   local s = number_or(negative_slope, 0.01, "leaky_relu", "negative_slope")
   return ops.where(ops.gt(need_tensor(x, "leaky_relu"), 0), x, x * s)
 end
+
+-- x where x > 0, else weight * x; weight (C) per channel (dim 2 of x) or (1) (the gradient at 0 is weight's)
+function M.prelu(x, weight)
+  need_tensor(x, "prelu"); need_tensor(weight, "prelu")
+  local n = weight:numel()
+  if #weight._shape > 1 or (n ~= 1 and (#x._shape < 2 or not S.same(x._shape[2], n))) then
+    errors.raise(string.format("prelu: weight %s must have 1 element or one per channel (dim 2 of %s)",
+      S.str(weight._shape), S.str(x._shape)))
+  end
+  local w = weight
+  if n ~= 1 then
+    local shape = { n }
+    for _ = 3, #x._shape do shape[#shape + 1] = 1 end
+    w = weight:reshape(shape)
+  elseif #weight._shape == 1 then w = weight:reshape({}) end
+  return ops.where(ops.gt(x, 0), x, x * w)
+end
+
+-- x where x > threshold, else value
+function M.threshold(x, threshold, value)
+  need_tensor(x, "threshold")
+  if type(threshold) ~= "number" or type(value) ~= "number" then
+    errors.raise("threshold: threshold and value must be numbers")
+  end
+  return ops.where(ops.gt(x, threshold), x, ops.full({}, value, { dtype = x.dtype }))
+end
+
+-- softmax(-x, dim) (dim -1 by default, as ds.F.softmax)
+function M.softmin(x, dim) return ops.softmax(-need_tensor(x, "softmin"), dim or -1) end
 
 -- alpha * (exp(x) - 1) on x <= 0 (computed on min(x, 0), so a large x never overflows the unused side)
 local function negative_exp(x, alpha, inner)

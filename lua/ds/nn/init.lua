@@ -10,7 +10,7 @@ local LAYER_FAMILIES = {
   require("ds.nn.norm"), require("ds.nn.embedding"), require("ds.nn.container"), require("ds.nn.attention"),
   require("ds.nn.transformer"), require("ds.nn.transformer_encoder"), require("ds.nn.transformer_decoder"),
   require("ds.nn.rnn"), require("ds.nn.loss"), require("ds.nn.activation_functional"), require("ds.nn.conv_variants"),
-  require("ds.nn.norm_group"), require("ds.nn.ddp"),
+  require("ds.nn.norm_group"), require("ds.nn.ddp"), require("ds.nn.pool1d"), require("ds.nn.rnn_cell"),
 }
 
 local M = {}

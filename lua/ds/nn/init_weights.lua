@@ -5,6 +5,8 @@ local autograd = require("ds.autograd")
 local S = require("ds.shape")
 local options = require("ds.options")
 local args = require("ds.args")
+local ops = require("ds.ops.common").functions
+local random = require("ds.random")
 
 local M = {}
 
@@ -71,6 +73,42 @@ function M.default_bias_(b, w)
   return M.uniform_(b, -bound, bound)
 end
 
+-- normal(mean, std) values outside [a, b] drawn again (up to 64 rounds, then clamped into [a, b], as PyTorch
+-- clamps its inverse-CDF draws): a normal distribution truncated to [a, b]
+function M.trunc_normal_(t, mean, std, a, b)
+  mean, std, a, b = mean or 0, std or 1, a or -2, b or 2
+  if not (a < b) then errors.raise(string.format("trunc_normal_: a = %s must be below b = %s", tostring(a), tostring(b))) end
+  return fill(t, function()
+    local x = random.randn(t._shape, { dtype = "f64" }) * std + mean
+    for _ = 1, 64 do
+      local outside = ops.logical_or(x:lt(a), x:gt(b))
+      if not outside:any():item() then break end
+      x = ops.where(outside, random.randn(t._shape, { dtype = "f64" }) * std + mean, x)
+    end
+    t:copy_(ops.clamp(x, a, b))
+  end)
+end
+
+-- a (semi-)orthogonal matrix (rows or columns orthonormal) of t viewed as (size(1), rest), times gain: the Q of a
+-- normal matrix's QR with R's diagonal positive (PyTorch's sign correction), by Gram-Schmidt with a second pass
+function M.orthogonal_(t, gain)
+  if #t._shape < 2 then errors.raise("orthogonal_: needs a tensor with at least 2 dims, got " .. S.str(t._shape)) end
+  local rows = t._shape[1]
+  local cols = S.numel(t._shape) / rows
+  return fill(t, function()
+    local a = random.randn({ rows, cols }, { dtype = "f64" })
+    if rows < cols then a = a:t() end
+    local m = ops.zeros(a._shape, { dtype = "f64" }) -- the columns found so far, zeros after them
+    for j = 1, a._shape[2] do
+      local v = a:select(2, j)
+      for _ = 1, 2 do v = v - ops.matmul(m, ops.matmul(m:t(), v)) end
+      m:select(2, j):copy_(v / ops.norm(v))
+    end
+    if rows < cols then m = m:t() end
+    t:copy_((m * (gain or 1)):reshape(t._shape))
+  end)
+end
+
 -- the kinds of each initializer's arguments, checked before it runs (lua/ds/args.lua)
 local SIGNATURES = {
   calculate_fan_in_and_fan_out = { "tensor" }, calculate_gain = { "string", "number?" },
@@ -79,6 +117,7 @@ local SIGNATURES = {
   xavier_uniform_ = { "tensor", "number?" }, xavier_normal_ = { "tensor", "number?" },
   kaiming_uniform_ = { "tensor", "table?" }, kaiming_normal_ = { "tensor", "table?" },
   default_weight_ = { "tensor" }, default_bias_ = { "tensor", "tensor" },
+  trunc_normal_ = { "tensor", "number?", "number?", "number?", "number?" }, orthogonal_ = { "tensor", "number?" },
 }
 for name, f in pairs(M) do
   M[name] = args.wrap(name, SIGNATURES[name] or error("init_weights: no signature for " .. name), f)

@@ -123,6 +123,49 @@ local function check_name(self, what, name)
   end
 end
 
+-- forward hooks (PyTorch's register_forward_pre_hook / register_forward_hook): the module's forward is wrapped
+-- on the instance (so calls through conversion and tracing run them too). A pre-hook gets (module, args) (args:
+-- the list of positional inputs) and may return a tensor or a list replacing them; a hook gets (module, args,
+-- output) (output: the result, a list when forward returns several) and may return a replacement. Each returns
+-- a handle with :remove().
+local function run_with_hooks(self, ...)
+  local inputs = { n = select("#", ...), ... }
+  for _, entry in ipairs(rawget(self, "_forward_pre_hooks")) do
+    local r = entry.fn(self, { unpack(inputs, 1, inputs.n) })
+    if r ~= nil then
+      if is_tensor(r) or type(r) ~= "table" then inputs = { n = 1, r } else inputs = { n = #r, unpack(r) } end
+    end
+  end
+  local results = { n = 0 }
+  local function keep(...) results = { n = select("#", ...), ... } end
+  keep(getmetatable(self).forward(self, unpack(inputs, 1, inputs.n)))
+  for _, entry in ipairs(rawget(self, "_forward_hooks")) do
+    local output = results.n == 1 and results[1] or { unpack(results, 1, results.n) }
+    local r = entry.fn(self, { unpack(inputs, 1, inputs.n) }, output)
+    if r ~= nil then
+      if results.n == 1 then results = { n = 1, r } else results = { n = #r, unpack(r) } end
+    end
+  end
+  return unpack(results, 1, results.n)
+end
+
+local function add_hook(self, list_name, fn, what)
+  if type(fn) ~= "function" then errors.raise(string.format("%s: expects a function, got %s", what, type(fn))) end
+  if rawget(self, "_forward_hooks") == nil then
+    rawset(self, "_forward_hooks", {}); rawset(self, "_forward_pre_hooks", {})
+    rawset(self, "forward", run_with_hooks)
+  end
+  local list, entry = rawget(self, list_name), { fn = fn }
+  list[#list + 1] = entry
+  return { remove = function()
+    for i, e in ipairs(rawget(self, list_name)) do if e == entry then table.remove(rawget(self, list_name), i) end end
+  end }
+end
+function Module:register_forward_pre_hook(fn)
+  return add_hook(self, "_forward_pre_hooks", fn, "register_forward_pre_hook")
+end
+function Module:register_forward_hook(fn) return add_hook(self, "_forward_hooks", fn, "register_forward_hook") end
+
 function Module:register_buffer(name, t, persistent)
   check_name(self, "register_buffer", name)
   if t ~= nil and not is_tensor(t) then

@@ -63,7 +63,7 @@ function M.summary(model, input, opts)
   local rows, depth, wrapped = {}, 0, {}
   for m, name in pairs(names) do
     local forward = m.forward
-    wrapped[#wrapped + 1] = m
+    wrapped[#wrapped + 1] = { m, rawget(m, "forward") } -- its own forward (forward hooks) comes back after
     rawset(m, "forward", function(self, ...)
       local row = { name = name, type = self._name, depth = depth, module = self }
       rows[#rows + 1] = row
@@ -78,7 +78,7 @@ function M.summary(model, input, opts)
     end)
   end
   local ok, err = pcall(autograd.no_grad, function() return model(unpack(inputs)) end)
-  for _, m in ipairs(wrapped) do rawset(m, "forward", nil) end
+  for _, w in ipairs(wrapped) do rawset(w[1], "forward", w[2]) end
   if not ok then error(err, 0) end
   for _, row in ipairs(rows) do -- a module's own parameters (its children have their rows)
     local child_total = 0

@@ -1,9 +1,11 @@
 -- nn/transformer_encoder.lua: TransformerEncoder: num_layers deep copies of an encoder layer (own
--- weights each, as PyTorch's), then an optional final norm.
+-- weights each, as PyTorch's), then an optional final norm; generate_square_subsequent_mask (the causal mask).
 local Module = require("ds.nn.module")
 local ModuleList = require("ds.nn.container").ModuleList
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
+local ops = require("ds.ops.common").functions
+local options = require("ds.options")
 
 -- opts: norm (a module applied to the output, e.g. LayerNorm)
 local Encoder = Module:extend("TransformerEncoder",
@@ -37,4 +39,15 @@ function Encoder:forward(src, mask, src_key_padding_mask)
   return x
 end
 
-return { TransformerEncoder = Encoder }
+-- generate_square_subsequent_mask(sz[, {dtype =}]): (sz, sz) float mask, -inf above the diagonal and 0 on and
+-- below it (nn.Transformer's static method in PyTorch; here a function of ds.nn and of the encoder classes)
+local function generate_square_subsequent_mask(sz, opts)
+  if type(sz) ~= "number" or sz < 0 or sz ~= math.floor(sz) then
+    errors.raise("generate_square_subsequent_mask: sz must be a non-negative integer, got " .. tostring(sz))
+  end
+  opts = options.check(opts, "generate_square_subsequent_mask", { dtype = "dtype" })
+  return ops.triu(ops.full({ sz, sz }, -math.huge, { dtype = opts.dtype or "f32" }), 1)
+end
+Encoder.generate_square_subsequent_mask = generate_square_subsequent_mask
+
+return { TransformerEncoder = Encoder, generate_square_subsequent_mask = generate_square_subsequent_mask }

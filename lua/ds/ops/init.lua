@@ -23,6 +23,9 @@ require("ds.ops.fused")
 require("ds.ops.sorting")
 require("ds.ops.shaping")
 require("ds.ops.linalg")
+require("ds.ops.statistics")
+require("ds.ops.index_compose")
+require("ds.ops.linalg_compose")
 require("ds.ops.collective")
 
 local F = C.functions

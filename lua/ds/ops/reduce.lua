@@ -294,9 +294,22 @@ local function reduce_attrs(name, a, b, c)
   return attrs
 end
 
+-- PyTorch's dtype option (sum, mean, prod, cumsum, softmax, log_softmax): x is cast to dtype first and the
+-- result has dtype (an i32 sum stays i32)
+local TAKES_DTYPE = { sum = true, mean = true, prod = true, cumsum = true, softmax = true, log_softmax = true }
+local function call_with_dtype(def, x, attrs)
+  if attrs.dtype == nil or not TAKES_DTYPE[def.name] then return D.call(def, { x }, attrs) end
+  local dt = dtype.normalize(attrs.dtype)
+  if not dt then errors.raise(string.format("%s: dtype must be a dtype name, got %s", def.name, tostring(attrs.dtype))) end
+  attrs.dtype = nil
+  if not is_tensor(x) then errors.raise(def.name .. ": expects a tensor, got " .. type(x)) end
+  local y = D.call(def, { x:astype(dt) }, attrs)
+  return y.dtype == dt and y or y:astype(dt)
+end
+
 for _, name in ipairs { "sum", "mean", "prod", "amax", "amin", "logsumexp", "all", "any" } do
   local def = D.by_name[name]
-  C.export(name, function(x, a, b, c) return D.call(def, { x }, reduce_attrs(name, a, b, c)) end)
+  C.export(name, function(x, a, b, c) return call_with_dtype(def, x, reduce_attrs(name, a, b, c)) end)
 end
 
 -- var/std take PyTorch's positional order, x:var(dim, unbiased, keepdim) or x:var(unbiased), and an
@@ -332,6 +345,12 @@ end
 for _, name in ipairs { "var", "std" } do
   local def = D.by_name[name]
   C.export(name, function(x, ...) return D.call(def, { x }, var_attrs(name, ...)) end)
+  -- var_mean / std_mean: the arguments of var / std; returns the statistic and the mean over the same dims
+  C.export(name .. "_mean", function(x, ...)
+    local attrs = var_attrs(name .. "_mean", ...)
+    local dims, keepdim = attrs.dims, attrs.keepdim
+    return D.call(def, { x }, attrs), D.call(D.by_name.mean, { x }, { dims = dims, keepdim = keepdim })
+  end)
 end
 
 local function single_dim(name, attrs)
@@ -369,6 +388,6 @@ local function along_attrs(a, b)
 end
 for _, name in ipairs { "softmax", "log_softmax", "cumsum" } do
   local def = D.by_name[name]
-  C.export(name, function(x, a, b) return D.call(def, { x }, along_attrs(a, b)) end)
+  C.export(name, function(x, a, b) return call_with_dtype(def, x, along_attrs(a, b)) end)
 end
 
