@@ -100,10 +100,28 @@ local function api(def)
   end
 end
 
+-- the op-table spec's sample of an update: fixed (3) f32 tensors, a step counter where the op keeps one (its last
+-- tensor, which it writes), the hyper-parameters at their defaults with lr = 0.01 and momentum = 0.9
+local function sample(def)
+  return function()
+    local n = def.ninputs - 1
+    local has_step = false
+    for _, j in ipairs(def.mutates) do if j == n and n > 2 then has_step = true end end
+    local inputs = {}
+    for i = 1, n do
+      inputs[i] = (has_step and i == n) and C.functions.ones({ 1 }) or
+        C.functions.sin(C.functions.arange(3, { dtype = "f32" }) * 0.7 + i) * 0.5 + (i > 2 and 0.6 or 0)
+    end
+    inputs[n + 1] = M.fill(M.tensor(def), def, { lr = 0.01, momentum = 0.9 }, def.name)
+    return inputs, {}
+  end
+end
+
 -- def.ninputs counts the tensors before the hyper-parameters
 local function define(def)
   def.kind = "update"; def.dtypes = C.FLOAT; def.noutputs = 0
   def.kernel = "ds_" .. def.name .. "_%s"
+  def.sample = sample(def)
   def.ninputs = def.ninputs + 1
   local names = {}
   for i, h in ipairs(def.hyper) do names[i] = h[1] .. (h[3] ~= nil and " = " .. tostring(h[3]) or "") end
