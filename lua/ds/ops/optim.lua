@@ -100,7 +100,7 @@ local function api(def)
   end
 end
 
--- the op-table spec's sample of an update: fixed (3) f32 tensors, a step counter where the op keeps one (its last
+-- the op-table specs' sample of an update (inputs, attrs, the function to run): fixed (3) f32 tensors, a step counter where the op keeps one (its last
 -- tensor, which it writes), the hyper-parameters at their defaults with lr = 0.01 and momentum = 0.9
 local function sample(def)
   return function()
@@ -113,7 +113,13 @@ local function sample(def)
         C.functions.sin(C.functions.arange(3, { dtype = "f32" }) * 0.7 + i) * 0.5 + (i > 2 and 0.6 or 0)
     end
     inputs[n + 1] = M.fill(M.tensor(def), def, { lr = 0.01, momentum = 0.9 }, def.name)
-    return inputs, {}
+    return inputs, {}, function(...) -- the update, returning what it wrote
+      local args = { ... }
+      D.call(def, args, {})
+      local written = {}
+      for k, j in ipairs(def.mutates) do written[k] = args[j] end
+      return unpack(written)
+    end
   end
 end
 
