@@ -3,6 +3,7 @@
 -- Without a terminal on stdin it reads lines quietly (no prompt, no readline), for pipes and scripts. Ctrl-C at the
 -- prompt cancels the line; during a computation it interrupts it (LuaJIT's own SIGINT handler, re-armed each time).
 local ffi = require("ffi")
+local bit = require("bit")
 local ds = require("ds")
 local pretty = require("ds.pretty")
 local dsffi = require("ds.ffi")
@@ -19,9 +20,15 @@ int sigaction(int signum, const struct ds_repl_sigaction *act, struct ds_repl_si
 struct ds_repl_pollfd { int fd; short events; short revents; };
 int poll(struct ds_repl_pollfd *fds, unsigned long nfds, int timeout);
 extern int rl_catch_signals;
+extern int rl_done;
 int rl_forced_update_display(void);
+typedef int ds_repl_command(int count, int key);
+int rl_bind_key(int key, ds_repl_command *fn);
+struct ds_repl_termios { uint32_t iflag, oflag, cflag, lflag; uint8_t line, cc[32]; uint32_t ispeed, ospeed; };
+int tcgetattr(int fd, struct ds_repl_termios *t);
+int tcsetattr(int fd, int when, const struct ds_repl_termios *t);
 ]]
-local SIGINT, POLLIN = 2, 1
+local SIGINT, POLLIN, ISIG, TCSANOW, CTRL_C = 2, 1, 1, 0, 3
 local libreadline -- the C library behind lua-readline (kept loaded: its variables are set)
 
 -- the SIGINT action bin/ds starts with (luajit's handler: it makes the running Lua code raise "interrupted!" and
@@ -115,11 +122,24 @@ local function safe_completions(text)
 end
 
 -- readline (its callback interface) on a terminal: history, completion, Ctrl-C cancels the line; read(prompt) ->
--- the line, false when Ctrl-C cancelled it, nil at the end of input
+-- the line, false when Ctrl-C cancelled it, nil at the end of input.
+-- While a line is read the terminal sends Ctrl-C as a key (ISIG off), bound to cancel the line: a SIGINT there
+-- would make luajit's handler raise "interrupted!" in whatever Lua code runs next, which may be a callback
+-- inside readline's C frames (the line handler, completion), and unwinding through them corrupted its heap.
+-- Readline puts the terminal back (ISIG on) when the line is done, so Ctrl-C interrupts computations.
+local cancelled = false
+local cancel_key -- the C callback bound to Ctrl-C (kept alive)
 local function terminal_reader()
   libreadline = libreadline or ffi.load("libreadline.so.8")
   -- readline must not handle SIGINT itself: its handler saves and re-raises luajit's, which then resets itself
   libreadline.rl_catch_signals = 0
+  cancel_key = cancel_key or ffi.cast("ds_repl_command *", function()
+    cancelled = true
+    libreadline.rl_done = 1
+    return 0
+  end)
+  libreadline.rl_bind_key(CTRL_C, cancel_key)
+  local tio = ffi.new("struct ds_repl_termios")
   readline.set_options({ histfile = "~/.ds_history", keeplines = 1000, completion = true })
   readline.set_readline_name("ds")
   readline.set_completion_append_character("")
@@ -128,7 +148,12 @@ local function terminal_reader()
   local function read(prompt)
     local line, done = nil, false
     -- the handler is removed as the line completes (else readline shows the next prompt itself)
+    cancelled = false
     readline.handler_install(prompt, function(l) line, done = l, true; readline.handler_remove() end)
+    if ffi.C.tcgetattr(0, tio) == 0 then
+      tio.lflag = bit.band(tio.lflag, bit.bnot(ISIG))
+      ffi.C.tcsetattr(0, TCSANOW, tio)
+    end
     -- an interrupt raises "interrupted!" in this Lua code: between polls (a short timeout, so a signal taken by
     -- another thread is seen too), never inside readline
     local ok, err = pcall(function()
@@ -137,8 +162,8 @@ local function terminal_reader()
       end
     end)
     if not done then readline.handler_remove() end
-    if not ok then
-      if not is_interrupt(err) then error(err, 0) end
+    if not ok or cancelled then
+      if not ok and not is_interrupt(err) then error(err, 0) end
       rearm_interrupt()
       io.write("^C\n")
       return false
