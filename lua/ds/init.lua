@@ -6,14 +6,10 @@ local Tensor = require("ds.tensor")
 local D = require("ds.dispatch")
 local autograd = require("ds.autograd")
 local F = require("ds.ops")
-require("ds.ops.sampling") -- multinomial (it draws from ds.random's generator)
-require("ds.ops.index_copy") -- ds.index_copy_, the in-place kernel KV caches write with
 local print_ = require("ds.print")
 local state = require("ds.state")
 local random = require("ds.random")
 local nn = require("ds.nn")
-local kv_cache = require("ds.nn.kv_cache")
-local functional_sampling = require("ds.nn.functional_sampling")
 local distributions = require("ds.distributions")
 local optim = require("ds.optim")
 local data = require("ds.data")
@@ -78,8 +74,6 @@ function ds.empty_cache() collectgarbage("collect"); dsffi.C.ds_mem_empty_cache(
 -- the layers above the op table put their API into the namespace
 random.install(ds)
 nn.install(ds)
-ds.nn.KVCache = kv_cache.KVCache
-ds.F.sample_logits = functional_sampling.sample_logits
 ds.distributions = distributions
 optim.install(ds)
 data.install(ds)

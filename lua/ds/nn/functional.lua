@@ -1,7 +1,7 @@
 -- nn/functional.lua: ds.nn.functional (ds.F): layers as functions and the losses, composed from ds
 -- ops (log_softmax + gather, ...) so autograd and tracing need nothing extra; the activations, spatial
--- functions, norms, 1-D pools and channel dropouts of functional_activation/_spatial/_norm/_pool1d/_dropout.lua
--- are part of it.
+-- functions, norms, 1-D pools, channel dropouts and decoding samplers of
+-- functional_activation/_spatial/_norm/_pool1d/_dropout/_sampling.lua are part of it.
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
 local S = require("ds.shape")
@@ -13,6 +13,7 @@ local spatial = require("ds.nn.functional_spatial")
 local norm = require("ds.nn.functional_norm")
 local pool1d = require("ds.nn.functional_pool1d")
 local dropout = require("ds.nn.functional_dropout")
+local sampling = require("ds.nn.functional_sampling")
 local LOSS_OPTIONS = require("ds.nn.loss_options")
 
 local F = {}
@@ -286,7 +287,7 @@ function F.binary_cross_entropy(input, target, opts)
   return reduce(loss, opts.reduction)
 end
 
-for _, family in ipairs { activation, spatial, norm, pool1d, dropout } do
+for _, family in ipairs { activation, spatial, norm, pool1d, dropout, sampling } do
   for name, fn in pairs(family) do if type(fn) == "function" then F[name] = fn end end
 end
 

@@ -27,6 +27,8 @@ require("ds.ops.statistics")
 require("ds.ops.index_compose")
 require("ds.ops.linalg_compose")
 require("ds.ops.collective")
+require("ds.ops.sampling")
+require("ds.ops.index_copy")
 
 local F = C.functions
 
