@@ -1,9 +1,11 @@
 #!/bin/sh
 # bench/serve_bench.sh: wrk load tests of ds models served by nginx (examples/serve): the BERT-style endpoint with
 # dynamic batching on and off at 1, 16 and 64 connections (texts of mixed lengths), LeNet-5 latency while the
-# BERT-style endpoint is saturated on the same two workers, LeNet-5 and /echo alone; requests/s, p50/p99, errors,
-# worker RSS before and after. Prints markdown tables. Bounded: about 9 x SECONDS plus model export and warm-ups.
+# BERT-style endpoint is saturated on the same two workers, LeNet-5 and /echo alone, model reloads under load
+# (10 new versions 0.6 s apart against steady state); requests/s, p50/p99, errors, worker RSS before and after.
+# Prints markdown tables. Bounded: about 13 x SECONDS plus model exports and warm-ups.
 # usage: bench/serve_bench.sh [SECONDS] [LENET_WEIGHTS]   (from the repo root after `make`; `make serve-bench`)
+# ONLY=reload bench/serve_bench.sh SECONDS: the reload rows alone
 set -e
 SECS=${1:-10}; WEIGHTS=$2
 DIR=$(mktemp -d); PORT=$((20000 + $$ % 12000))
@@ -71,6 +73,38 @@ bert_rows() { # label -> one table row per connection count
   for c in 1 16 64; do echo "| $1 | $c | $(run $c text.lua /predict/bert) |"; done
 }
 
+# Model reloads under load (no HUP: the workers notice new files, load them off the request path, switch):
+# steady state, then the same run while all model files flip 10 times, 0.6 s apart, between two exported versions
+# (cp over the served names), twice each; BERT-style endpoint at 16 connections, runs of at least 8 s
+reload_rows() {
+  luajit examples/serve/export_models.lua $DIR/v2 --train-batches 30 --bert-seed 23 >/dev/null
+  mkdir -p $DIR/v1 && cp $DIR/models/lenet.json $DIR/models/bert.json $DIR/models/*.safetensors $DIR/v1/
+  secs=$SECS; [ "$secs" -lt 8 ] && secs=8
+  $WRK -t2 -c16 -d2s -s $DIR/text.lua http://127.0.0.1:$PORT/predict/bert >/dev/null   # warm-up
+  for round in 1 2; do
+    $WRK -t2 -c16 -d${secs}s --latency -s $DIR/text.lua http://127.0.0.1:$PORT/predict/bert > $DIR/wrk.txt
+    echo "| steady | 16 | $(row $DIR/wrk.txt) |"
+    (sleep 0.5; for i in $(seq 1 10); do
+       v=v$((i % 2 + 1))
+       cp $DIR/$v/*.safetensors $DIR/models/ && cp $DIR/$v/lenet.json $DIR/$v/bert.json $DIR/models/
+       sleep 0.6
+     done) &
+    $WRK -t2 -c16 -d${secs}s --latency -s $DIR/text.lua http://127.0.0.1:$PORT/predict/bert > $DIR/wrk.txt
+    wait $!
+    echo "| 10 reloads 0.6 s apart | 16 | $(row $DIR/wrk.txt) |"
+  done
+  echo
+  echo "reloads (per worker and model; failed: files caught mid-copy, the old version kept serving):"
+  curl -s http://127.0.0.1:$PORT/metrics | grep '^ds_reloads_total' || true
+}
+if [ "$ONLY" = reload ]; then
+  start '{"models": {"bert": {"warm": true}, "lenet": {"warm": true}}}'
+  echo "| BERT-style endpoint, batching on | connections | requests/s | p50 | p99 | errors |"
+  echo "|---|---|---|---|---|---|"
+  reload_rows
+  exit
+fi
+
 echo "| BERT-style endpoint | connections | requests/s | p50 | p99 | errors |"
 echo "|---|---|---|---|---|---|"
 start '{"models": {"bert": {"max_batch": 1, "warm": true}, "lenet": {"warm": true}}}'
@@ -98,3 +132,7 @@ echo "| POST /predict (LeNet-5) alone | 16 | $lenet |"
 echo "| POST /echo (same parse + reply, no model) | 16 | $echo_row |"
 echo
 echo "worker RSS MiB (batching on) before -> after: $before-> $after"
+echo
+echo "| BERT-style endpoint, batching on | connections | requests/s | p50 | p99 | errors |"
+echo "|---|---|---|---|---|---|"
+reload_rows

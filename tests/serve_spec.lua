@@ -1,7 +1,8 @@
--- tests/serve_spec.lua: nginx + Lua module serving ds.save'd models: predict, health, bad requests, batched
--- answers bitwise equal to single ones, LeNet answered while a BERT batch computes, deadlines (503), /metrics,
--- a missing model (503), hot reload with HUP under load, stop by pid; a checkout and models inside a mode-700
--- directory served as root and as an unprivileged user, and a refusal naming the path the workers cannot read.
+-- tests/serve_spec.lua: nginx + Lua module serving ds.save'd models: predict, health, bad requests, chunked bodies,
+-- batched answers bitwise equal to single ones, LeNet answered while a BERT batch computes, deadlines (503),
+-- /metrics, model versions (X-Model-Version) and their reload without HUP, a broken new version refused, a missing
+-- model (503), hot reload with HUP under load, stop by pid; a checkout and models inside a mode-700 directory
+-- served as root and as an unprivileged user, and a refusal naming the path the workers cannot read.
 -- Skipped without nginx's Lua module.
 local ds = require("ds")
 local cjson = require("cjson")
@@ -22,18 +23,20 @@ local prefix = dir .. "/nginx"
 local CLEAN = "env -u LD_PRELOAD -u DS_ALLOC -u DS_LIB -u ASAN_OPTIONS -u UBSAN_OPTIONS "
 local function clean(cmd) return CLEAN .. "sh -c '" .. (cmd:gsub("'", "'\\''")) .. "'" end
 local function sh(cmd) local p = io.popen(clean(cmd) .. " 2>&1"); local s = p:read("*a"); p:close(); return s end
--- a request to the server on port `at`: the status and the decoded JSON reply
-local function request_at(at, method, path, body)
+-- a request to the server on port `at` (curl_args: more curl options): the status, the decoded JSON reply and its
+-- X-Model-Version header
+local function request_at(at, method, path, body, curl_args)
   local f = dir .. "/body"
   local h = io.open(f, "wb"); h:write(body or ""); h:close()
-  local out = sh(string.format("curl -s --max-time 20 -o %s/resp -w '%%{http_code}' -X %s --data-binary @%s http://127.0.0.1:%d%s",
-    dir, method, f, at, path))
+  local out = sh(string.format("curl -s --max-time 20 %s -o %s/resp -w '%%{http_code} %%header{x-model-version}' -X %s --data-binary @%s http://127.0.0.1:%d%s",
+    curl_args or "", dir, method, f, at, path))
   local r = io.open(dir .. "/resp"):read("*a")
   local ok, decoded = pcall(cjson.decode, r)
   assert(ok, method .. " " .. path:sub(1, 40) .. ": the reply is not JSON: " .. r:sub(1, 200))
-  return tonumber(out), decoded
+  local code, version = out:match("^(%d+) ?(%S*)")
+  return tonumber(code), decoded, version
 end
-local function request(method, path, body) return request_at(port, method, path, body) end
+local function request(method, path, body, curl_args) return request_at(port, method, path, body, curl_args) end
 -- nil when the server on port `at` answers /health "ok", else why not: the status and each model's error
 local function health_problem(at)
   local code, h = request_at(at, "GET", "/health")
@@ -197,7 +200,20 @@ describe_or_skip("serving with nginx", function()
       assert.equal(400, code, bad)
       assert.truthy(r.error:find("not JSON", 1, true), r.error)
     end
-    assert.equal(200, (request("POST", "/predict", image():gsub("%[%[%d+", "[[1.5e1", 1))))
+    assert.equal(200, (request("POST", "/predict", (image():gsub("%[%[%d+", "[[1.5e1", 1)))))
+  end)
+
+  it("accepts a chunked body up to the 1 MiB limit like the same body with Content-Length", function()
+    local body = image()
+    body = body .. string.rep(" ", 1024 * 1024 - #body)
+    local code, r = request("POST", "/predict", body)
+    assert.equal(200, code, r.error)
+    local code2, r2 = request("POST", "/predict", body, "-H 'Transfer-Encoding: chunked'")
+    assert.equal(200, code2, r2.error)
+    assert.same(r.probs, r2.probs)
+    local code3, r3 = request("POST", "/predict", body .. " ", "-H 'Transfer-Encoding: chunked'")
+    assert.equal(413, code3)
+    assert.truthy(r3.error:find("1 MiB", 1, true))
   end)
 
   -- POST each body at once (one curl per body, all in flight together): the replies, decoded, in order
@@ -304,6 +320,94 @@ describe_or_skip("serving with nginx", function()
         assert.is_true(prev > 0)
       end
     end
+  end)
+
+  -- the model version every worker serves, once all /health answers agree (or after 10 s): version, /health
+  local function settled_version(name)
+    local seen, h
+    for _ = 1, 100 do
+      seen = {}
+      for _ = 1, 6 do
+        local _, hh = request("GET", "/health")
+        h = hh
+        seen[hh.models[name].version or "?"] = true
+      end
+      if next(seen, next(seen)) == nil then return next(seen), h end
+      os.execute("sleep 0.1")
+    end
+    error("the workers do not agree on the version of " .. name)
+  end
+
+  it("names the model version in every reply and reloads new files without HUP, losing no request", function()
+    local v1 = settled_version("lenet")
+    assert.truthy(v1:match("^%x+$"), v1)
+    local code, before, hv = request("POST", "/predict", image())
+    assert.equal(200, code)
+    assert.equal(v1, hv)
+    local _, _, health_versions = request("GET", "/health")
+    assert.truthy(health_versions:find("lenet=" .. v1, 1, true), health_versions)
+    -- another version of lenet, copied over the served files (cp: not atomic) while requests flow
+    assert(os.execute(clean(string.format("cd %s && luajit examples/serve/export_models.lua %s/v2 --train-batches 10 >/dev/null", root, dir))) == 0)
+    local img = io.open(dir .. "/img", "wb"); img:write(image()); img:close()
+    local load = io.popen(clean(string.format("for i in $(seq 1 300); do curl -s --max-time 20 -w '%%{http_code} %%header{x-model-version}\n' -X POST --data-binary @%s/img http://127.0.0.1:%d/predict; done", dir, port)))
+    os.execute("sleep 0.3")
+    os.execute(string.format("cp %s %s/models/ && cp %s/v2/lenet.json %s/models/lenet.json", params_of(dir .. "/v2", "lenet"), dir, dir, dir))
+    local out = load:read("*a"); load:close()
+    local probs_of, n, order = {}, 0, {}
+    for body, c, v in out:gmatch("([^\n]*)\n(%d+) (%x*)\n") do
+      n = n + 1
+      assert.equal("200", c, body)
+      order[#order + 1] = v
+      -- a version always gives the same answer: each reply came from the version it names
+      local p = cjson.decode(body).probs
+      if probs_of[v] then assert.same(probs_of[v], p, "version " .. v) else probs_of[v] = p end
+    end
+    assert.equal(300, n)
+    local v2 = settled_version("lenet")
+    assert.are_not.equal(v1, v2)
+    assert.same(before.probs, probs_of[v1])
+    local _, after, hv2 = request("POST", "/predict", image())
+    assert.equal(v2, hv2)
+    assert.are_not.same(before.probs, after.probs)
+    -- old ones, then new ones: both workers switch together (within a few ms), so at most a request or two of the
+    -- old version follows the first of the new one
+    local switched, late = false, 0
+    for _, v in ipairs(order) do
+      assert.is_true(v == v1 or v == v2, v)
+      if v == v2 then switched = true elseif switched then late = late + 1 end
+    end
+    assert.is_true(switched, "no request was answered by the new version")
+    assert.is_true(late <= 2, late .. " requests answered by the old version after the new one")
+    local m = metrics()
+    assert.is_true(metric(m, 'ds_reloads_total{model="lenet",reason="ok"}') >= 2)
+  end)
+
+  it("keeps serving the loaded version when new files do not load, and reports why in /health", function()
+    local v = settled_version("lenet")
+    local good = io.open(dir .. "/models/lenet.json"):read("*a")
+    local f = io.open(dir .. "/models/lenet.json", "wb"); f:write(good:sub(1, 100)); f:close()
+    local h
+    for _ = 1, 60 do
+      local _, hh = request("GET", "/health")
+      h = hh
+      if h.models.lenet.reload_error then break end
+      os.execute("sleep 0.1")
+    end
+    assert.equal("degraded", h.status)
+    assert.is_true(h.models.lenet.ok)
+    assert.equal(v, h.models.lenet.version)
+    assert.truthy(h.models.lenet.reload_error:find("JSON", 1, true), h.models.lenet.reload_error)
+    local code, r, hv = request("POST", "/predict", image())
+    assert.equal(200, code); assert.equal(10, #r.probs); assert.equal(v, hv)
+    f = io.open(dir .. "/models/lenet.json", "wb"); f:write(good); f:close()
+    for _ = 1, 60 do
+      local _, hh = request("GET", "/health")
+      h = hh
+      if h.status == "ok" then break end
+      os.execute("sleep 0.1")
+    end
+    assert.equal("ok", h.status, health_problem(port))
+    assert.equal(v, h.models.lenet.version)
   end)
 
   it("reports a corrupted model in /health, answers 503 for it, and reloads on HUP without dropping requests", function()

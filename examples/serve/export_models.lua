@@ -1,17 +1,19 @@
 -- examples/serve/export_models.lua: build the served models and ds.save them (graph + params, no code needed
 -- to run them): LeNet-5 probabilities and the BERT-style classifier (on packed texts), plus the BERT vocab as JSON.
 -- usage: luajit examples/serve/export_models.lua OUT_DIR [--lenet-weights W.safetensors] [--train-batches N]
+--        [--bert-seed N]   (the BERT-style weights' seed, default 22: another seed gives another model version)
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;" .. package.path
 local ds = require("ds")
 local cjson = require("cjson")
 local F = ds.nn.functional
 
-local out = arg[1] or error("usage: export_models.lua OUT_DIR [--lenet-weights W] [--train-batches N]", 0)
-local weights, train_batches = nil, 60
+local out = arg[1] or error("usage: export_models.lua OUT_DIR [--lenet-weights W] [--train-batches N] [--bert-seed N]", 0)
+local weights, train_batches, bert_seed = nil, 60, 22
 local i = 2
 while i <= #arg do
   if arg[i] == "--lenet-weights" then weights = arg[i + 1]; i = i + 2
   elseif arg[i] == "--train-batches" then train_batches = tonumber(arg[i + 1]); i = i + 2
+  elseif arg[i] == "--bert-seed" then bert_seed = tonumber(arg[i + 1]); i = i + 2
   else error("unknown argument " .. arg[i], 0) end
 end
 os.execute("mkdir -p '" .. out .. "'")
@@ -41,7 +43,7 @@ ds.save(lenet_probs, out .. "/lenet")
 -- BERT-style classifier on packed texts (bert_packed.lua: dynamic token and text counts, no padding; each text's
 -- answer bitwise the classifier's on that text alone)
 local bert_ex = require("bert_sentiment")
-ds.manual_seed(22)
+ds.manual_seed(bert_seed)
 local bert = bert_ex.Bert(bert_ex.CFG)
 bert:eval()
 ds.save(require("serve.bert_packed").compile(bert), out .. "/bert")

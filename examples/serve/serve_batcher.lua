@@ -1,7 +1,8 @@
--- examples/serve/serve_batcher.lua: dynamic batching of one model in one nginx worker. Requests queue; a dispatcher
--- (a timer's light thread) takes the oldest and up to max_batch - 1 more (within max_tokens for texts) once the
--- oldest has waited max_wait_ms (at once when max_batch are queued, or when a model call just finished), runs them
--- as one call in the worker thread pool (serve_compute.run, off the event loop) and wakes each request with its row.
+-- examples/serve/serve_batcher.lua: dynamic batching of one model in one nginx worker. Requests queue with the model
+-- version current when they arrived; a dispatcher (a timer's light thread) takes the oldest and up to max_batch - 1
+-- more of its version (within max_tokens for texts) once the oldest has waited max_wait_ms (at once when max_batch
+-- are queued, or when a model call just finished), runs them as one call in the worker thread pool (off the event
+-- loop) and wakes each request with its row.
 local ffi = require("ffi")
 local semaphore = require("ngx.semaphore")
 local metrics = require("serve_metrics")
@@ -11,25 +12,32 @@ local Batcher = {}
 Batcher.__index = Batcher
 
 -- name: the model; cfg: its serve_config settings; kind: its serve_inputs kind (batch: rows -> model inputs;
--- tokens: row -> its share of cfg.max_tokens, or nil); pool: the thread pool
-function M.new(name, cfg, kind, pool)
-  return setmetatable({ name = name, cfg = cfg, pack = kind.batch, tokens = kind.tokens, pool = pool, queue = {},
-                        head = 1, tail = 0,
+-- tokens: row -> its share of cfg.max_tokens, or nil); run(version, inputs) -> ok, bytes, cols, seconds (one call
+-- in a worker thread). seen: one batch per input shape run (warms a new version's plans before it serves).
+function M.new(name, cfg, kind, run)
+  return setmetatable({ name = name, cfg = cfg, pack = kind.batch, tokens = kind.tokens, run = run, queue = {},
+                        head = 1, tail = 0, seen = {},
                         wake = semaphore.new(0), full = semaphore.new(0), collecting = false }, Batcher)
 end
 
 function Batcher:queued() return self.tail - self.head + 1 end
 
+-- adds the versions of queued and running requests to the set `into`
+function Batcher:versions(into)
+  for i = self.head, self.tail do into[self.queue[i].version] = true end
+  if self.running then into[self.running] = true end
+end
+
 local function now() ngx.update_time(); return ngx.now() end
 
--- Queue one row and wait for its answer: the output row (a list of numbers), or nil, reason, message with reason
--- "queue_full" or "deadline" (503) or "model" (500). timeout: seconds from now.
-function Batcher:submit(row, timeout)
+-- Queue one row for `version` and wait for its answer: the output row (a list of numbers), or nil, reason, message
+-- with reason "queue_full" or "deadline" (503) or "model" (500). timeout: seconds from now.
+function Batcher:submit(row, timeout, version)
   local n = self:queued()
   if n >= self.cfg.queue_limit then
     return nil, "queue_full", string.format("model '%s' has %d requests waiting (queue_limit)", self.name, n)
   end
-  local item = { row = row, sema = semaphore.new(0), arrived = now() }
+  local item = { row = row, version = version, sema = semaphore.new(0), arrived = now() }
   self.tail = self.tail + 1
   self.queue[self.tail] = item
   if self.wake:count() < 1 then self.wake:post(1) end
@@ -43,8 +51,8 @@ function Batcher:submit(row, timeout)
   return item.result
 end
 
--- the oldest live request and the next ones (in arrival order) while the batch has at most max_batch requests
--- and, for kinds that count tokens, at most max_tokens tokens; out of the queue
+-- the oldest live request and the next ones of its version (in arrival order) while the batch has at most
+-- max_batch requests and, for kinds that count tokens, at most max_tokens tokens; out of the queue
 function Batcher:take()
   local items, rest, tokens = {}, {}, 0
   for i = self.head, self.tail do
@@ -52,7 +60,8 @@ function Batcher:take()
     self.queue[i] = nil
     if not it.cancelled then
       local n = self.tokens and self.tokens(it.row) or 0
-      if #items == 0 or (#items < self.cfg.max_batch and tokens + n <= (self.cfg.max_tokens or math.huge)) then
+      if #items == 0 or (it.version == items[1].version and #items < self.cfg.max_batch
+                         and tokens + n <= (self.cfg.max_tokens or math.huge)) then
         items[#items + 1] = it
         tokens = tokens + n
       else
@@ -76,9 +85,14 @@ function Batcher:run_batch()
     metrics.observe("ds_queue_wait_seconds", self.name, start - it.arrived)
   end
   metrics.observe("ds_batch_size", self.name, #items)
-  local ok, bytes, cols, secs = ngx.run_worker_thread(self.pool, "serve_compute", "run", self.name,
-    self.pack(rows, self.cfg.max_batch))
+  local inputs = self.pack(rows, self.cfg.max_batch)
+  self.running = items[1].version
+  local ok, bytes, cols, secs = self.run(self.running, inputs)
+  self.running = nil
   if ok and bytes then
+    local shape = {}
+    for i, inp in ipairs(inputs) do shape[i] = table.concat(inp.shape, "x") end
+    self.seen[table.concat(shape, ",")] = inputs
     metrics.observe("ds_compute_seconds", self.name, secs)
     local out = ffi.cast("const float *", bytes)
     for i, it in ipairs(items) do

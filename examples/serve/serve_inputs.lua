@@ -72,8 +72,14 @@ end
 function M.body_json()
   if ngx.req.get_method() ~= "POST" then return nil, "use POST with a JSON body" end
   ngx.req.read_body()
-  local body = ngx.req.get_body_data()
-  if not body then return nil, "empty body (or larger than 1 MiB)" end
+  -- a body nginx kept in a temporary file (a chunked one past client_body_buffer_size; client_max_body_size
+  -- bounds it) is read from there
+  local body, file = ngx.req.get_body_data(), ngx.req.get_body_file()
+  if not body and file then
+    local f = io.open(file, "rb")
+    body = f and f:read("*a"); if f then f:close() end
+  end
+  if not body or body == "" then return nil, "empty body" end
   local bad = bad_number(body)
   if bad then return nil, "body is not JSON: '" .. bad:sub(1, 40) .. "' is not a JSON number" end
   local req, err = cjson.decode(body)

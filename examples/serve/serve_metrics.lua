@@ -13,6 +13,7 @@ local HISTOGRAMS = {
 local COUNTERS = {
   { "ds_requests_total", "prediction requests received" },
   { "ds_errors_total", "prediction requests not answered 200, by reason" },
+  { "ds_reloads_total", "new model versions loaded by a worker (ok) or refused, the old one serving (failed)" },
 }
 local BOUNDS = {}
 for _, h in ipairs(HISTOGRAMS) do BOUNDS[h[1]] = h[3] end
