@@ -13,16 +13,24 @@ local LIMIT = 120   -- seconds any job may take before `timeout` ends it (the te
 -- runs an mpirun job; returns its output, exit status, seconds taken, and RESULT lines as results[rank][key]
 local function job(np, args)
   local t0 = ds.clock()
-  local p = io.popen(CLEAN .. string.format("timeout %d mpirun %s--oversubscribe --bind-to none --mca btl self,vader -np %d " ..
-    "-x LUA_PATH -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS luajit tests/distributed_worker.lua %s 2>&1; echo \"exit=$?\"", LIMIT, ROOT_FLAG, np, args))
+  local dir = H.tmp_dir() -- each rank writes its RESULT lines to dir/rank<r> (stdout pieces interleave)
+  local p = io.popen(CLEAN .. string.format("DS_RESULT_DIR=%s timeout %d mpirun %s--oversubscribe --bind-to none " ..
+    "--mca btl self,vader -np %d -x LUA_PATH -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x DS_RESULT_DIR " ..
+    "luajit tests/distributed_worker.lua %s 2>&1; echo \"exit=$?\"", dir, LIMIT, ROOT_FLAG, np, args))
   local out = p:read("*a")
   p:close()
   local results = {}
-  for r, k, v in out:gmatch("RESULT (%d+) (%S+) ([^\n]*)") do
-    r = tonumber(r)
-    results[r] = results[r] or {}
-    results[r][k] = v
+  for r = 1, np do
+    local f = io.open(string.format("%s/rank%d", dir, r))
+    if f then
+      for k, v in f:read("*a"):gmatch("RESULT %d+ (%S+) ([^\n]*)") do
+        results[r] = results[r] or {}
+        results[r][k] = v
+      end
+      f:close()
+    end
   end
+  os.execute("rm -rf '" .. dir .. "'")
   return out, tonumber(out:match("exit=(%d+)")), ds.clock() - t0, results
 end
 

@@ -14,9 +14,21 @@ local function params_crc(model)
   for name, p in model:named_parameters() do parts[#parts + 1] = name .. "=" .. crc(p) end
   return table.concat(parts, ",")
 end
--- one write per line (a full stdout buffer split long lines, and mpirun interleaved the ranks' pieces)
+-- results go to stdout, and also to DS_RESULT_DIR/rank<r> when set: mpirun forwards each rank's output in
+-- pieces, so a long line of one rank can have another rank's line in its middle
 io.stdout:setvbuf("line")
-local function result(key, value) print(string.format("RESULT %d %s %s", dist.rank(), key, value)); io.stdout:flush() end
+local result_file
+local function result(key, value)
+  local line = string.format("RESULT %d %s %s", dist.rank(), key, value)
+  print(line)
+  io.stdout:flush()
+  local dir = os.getenv("DS_RESULT_DIR")
+  if dir then
+    result_file = result_file or assert(io.open(string.format("%s/rank%d", dir, dist.rank()), "a"))
+    result_file:write(line, "\n")
+    result_file:flush()
+  end
+end
 
 -- rank r's input: a fixed wave, different per rank, with many digits so the order of additions matters
 local function input_of(r, n) return (ds.arange(n, { dtype = "f32" }) * (0.37 + r) + r / 3):sin() * 1000 + 1 / (r + 0.7) end
