@@ -130,6 +130,12 @@ bench-onnx: deps all onnx
 	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
 	  ORT_DIR=$(abspath $(ORT_DIR)) $(RUN_LUA) bench/onnx_torch_bench.lua
 
+# Peak RSS (VmHWM) of eager training of a 4-layer char GPT in ds and in PyTorch, each in its own process.
+.PHONY: bench-memory
+bench-memory: DEPS += python3-torch
+bench-memory: deps all
+	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) $(RUN_LUA) bench/eager_memory.lua --threads $(BENCH_THREADS)
+
 # ds on 1 and 2 threads, quiet and with another process spinning on one core (the default vs passive waiting).
 .PHONY: bench-busy
 bench-busy: deps all

@@ -111,6 +111,16 @@ local function check_runnable(name, node)
   end
 end
 
+-- a node whose backward ran without retain_graph lets go of what it saved (its inputs, attrs, their versions and
+-- needs), as PyTorch frees saved tensors; its outputs stay (they hold the node). Returns the C bytes of its
+-- outputs, dead once the caller drops them.
+local function release(node)
+  node.freed, node.inputs, node.attrs, node.versions, node.needs = true, {}, {}, nil, {}
+  local bytes = 0
+  for _, o in ipairs(node.outputs) do bytes = bytes + Tensor._c_bytes(o) end
+  return bytes
+end
+
 -- Core engine: returns grads keyed by tensor for `wanted` (or accumulates into leaves' .grad).
 -- name: the public caller (backward or grad) for errors; retain: keep the nodes runnable for another backward
 local function run_backward(name, outputs, grad_outputs, create_graph, wanted, retain)
@@ -146,7 +156,7 @@ local function run_backward(name, outputs, grad_outputs, create_graph, wanted, r
   end
   local prev = state.grad_enabled
   state.grad_enabled = create_graph and true or false
-  local ran = {}
+  local dropped = 0 -- C bytes of the outputs of the nodes released
   local ok, err = pcall(function()
     for _, node in ipairs(toposort(roots)) do
       local gouts, any = {}, false
@@ -160,7 +170,6 @@ local function run_backward(name, outputs, grad_outputs, create_graph, wanted, r
           if not gouts[i] and rawget(o, "_grad_fn") == node then gouts[i] = F.zeros_like(o) end
         end
         check_runnable(name, node)
-        if not retain then ran[#ran + 1] = node end
         local gins = { node.def.backward(node, unpack(gouts, 1, #node.outputs)) }
         for i, inp in ipairs(node.inputs) do
           local gi = gins[i]
@@ -172,12 +181,13 @@ local function run_backward(name, outputs, grad_outputs, create_graph, wanted, r
             accumulate(grads, inp, gi)
           end
         end
+        if not retain then dropped = dropped + release(node) end
       end
     end
   end)
   state.grad_enabled = prev
   if not ok then error(err, 0) end
-  for _, node in ipairs(ran) do node.freed = true end
+  Tensor._graph_dropped(dropped)
   for t, g in pairs(grads) do
     if rawget(t, "_grad_fn") == nil and rawget(t, "_hooks") then grads[t] = run_hooks(t, g, create_graph) end
   end

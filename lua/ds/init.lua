@@ -64,11 +64,13 @@ function ds.info()
     cached_bytes = tonumber(C.ds_mem_cached_bytes()),
   }
 end
-function ds.memory()
+-- C storage bytes: live (held by tensors), cached (freed, kept for reuse), peak (live's high-water mark)
+function ds.memory_stats()
   local C = dsffi.C
   return { live_bytes = tonumber(C.ds_mem_live_bytes()), cached_bytes = tonumber(C.ds_mem_cached_bytes()),
            peak_bytes = tonumber(C.ds_mem_peak_bytes()) }
 end
+ds.memory = ds.memory_stats
 function ds.empty_cache() collectgarbage("collect"); dsffi.C.ds_mem_empty_cache() end
 
 -- the layers above the op table put their API into the namespace

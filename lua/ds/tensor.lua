@@ -13,19 +13,28 @@ local shape_buf = ffi.new("int64_t[8]")
 local stride_buf = ffi.new("int64_t[8]")
 local free = C.ds_tensor_free
 
--- C memory is invisible to the Lua GC: collect when live C bytes outgrow the last baseline.
-local since_check, check_every = 0, 16 * 2 ^ 20
-local baseline = 64 * 2 ^ 20
+-- C memory is invisible to the Lua GC, so ds collects by C bytes: once live bytes pass 64 MiB, a collection runs
+-- whenever the bytes allocated since the last one reach 64 MiB or half of what it left live (dead tensors then hold
+-- at most that much); autograd reports the bytes of the graphs it drops (Tensor._graph_dropped), collected at 32 MiB.
+local MIN_LIVE, GRAPH_BYTES = 64 * 2 ^ 20, 32 * 2 ^ 20
+local allocated, dropped, allowance = 0, 0, MIN_LIVE
+local function collect()
+  collectgarbage("collect")
+  allocated, dropped = 0, 0
+  allowance = math.max(MIN_LIVE, tonumber(C.ds_mem_live_bytes()) / 2)
+end
 local function memory_pressure(bytes)
-  since_check = since_check + bytes
-  if since_check < check_every then return end
-  since_check = 0
-  local live = tonumber(C.ds_mem_live_bytes())
-  if live > baseline then
-    collectgarbage("collect")
-    live = tonumber(C.ds_mem_live_bytes())
-    baseline = math.max(64 * 2 ^ 20, 2 * live)
-  end
+  allocated = allocated + bytes
+  if allocated >= allowance and tonumber(C.ds_mem_live_bytes()) >= MIN_LIVE then collect() end
+end
+function Tensor._graph_dropped(bytes)
+  dropped = dropped + bytes
+  if dropped >= GRAPH_BYTES then collect() end
+end
+-- the bytes of C storage x holds alone (0 for views and small tensors, which are Lua GC memory)
+function Tensor._c_bytes(x)
+  if rawget(x, "_h") or rawget(x, "_base") or not rawget(x, "_c") then return 0 end
+  return S.numel(x._shape) * dtype.size[x.dtype]
 end
 
 -- Small tensors live wholly in Lua GC memory (struct + storage + data in one allocation), so they
