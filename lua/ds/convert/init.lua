@@ -1,13 +1,16 @@
 -- convert/init.lua: ds.convert(fn) / ds.convert_source(fn): find fn's source (source.lua: proven by its bytecode),
 -- rewrite its control flow (rewrite.lua) and load the result on the original lines, its upvalues joined to fn's
--- (debug.upvaluejoin: the same variables, not copies). Also the hook ds.trace uses (trace.set_converter), and
--- ds.loadfile / ds.loadstring, which keep the text they load.
+-- (debug.upvaluejoin: the same variables, not copies). Also the hooks ds.trace uses (trace.set_converter) and an
+-- eager module call uses (its forward converted: ds.convert_modules), and ds.loadfile / ds.loadstring, which keep the
+-- text they load.
 local source = require("ds.convert.source")
 local rewrite = require("ds.convert.rewrite")
 local runtime = require("ds.convert.runtime")
 local guard = require("ds.convert.guard")
 local errors = require("ds.errors")
 local T = require("ds.trace")
+local Module = require("ds.nn.module")
+local state = require("ds.state")
 local args = require("ds.args")
 
 local M = {}
@@ -42,7 +45,8 @@ local function over_limit(fn, err)
       local chunk, line = err:match("^(.-):(%d+):")
       line = err:match("function at line (%d+)") or line
       errors.raise(string.format("convert: cannot convert %s: at %s:%s the converted code exceeds %s (%s). Split the "
-        .. "function, or trace it with {convert = false} and use ds.cond / ds.while_loop", describe(fn),
+        .. "function, or trace it with {convert = false} and use ds.cond / ds.while_loop (a module's forward called "
+        .. "eagerly: m.convert_forward = false)", describe(fn),
         chunk or "?", line or "?", l[2], err))
     end
   end
@@ -65,12 +69,15 @@ local function chunk_text(fn, mode)
   return text, rt, info
 end
 
+-- modes: "convert" (ds.convert, ds.trace), "check" ({convert = false}: conditions checked only) and "eager" (a
+-- module's forward called eagerly: as "convert", but a function without provable source runs as it is)
+local MODES = { convert = "convert", check = "check", eager = "convert" } -- mode -> the rewrite's mode
 local runtimes, cache = {}, {}
-for _, mode in ipairs { "convert", "check" } do cache[mode] = setmetatable({}, { __mode = "k" }) end
+for mode in pairs(MODES) do cache[mode] = setmetatable({}, { __mode = "k" }) end
 
 -- the converted fn, or nil and why it has none
 local function load_converted(fn, mode)
-  local text, rt, info = chunk_text(fn, mode)
+  local text, rt, info = chunk_text(fn, MODES[mode])
   if not text then return nil, rt end
   local chunk, err = loadstring(text, info.source)
   if not chunk then over_limit(fn, err) end
@@ -85,7 +92,7 @@ local function load_converted(fn, mode)
 end
 
 -- the converted fn in mode (callees, the trace hook), fn itself when it must not be converted. A function whose source
--- cannot be proven is an error in mode "convert"; in mode "check" ({convert = false}) it runs unconverted.
+-- cannot be proven is an error in mode "convert"; in modes "check" ({convert = false}) and "eager" it runs unconverted.
 local function converted_or_self(fn, mode)
   fn = args.original[fn] or fn -- a method behind its argument check: the method as written
   local c = cache[mode]
@@ -95,7 +102,7 @@ local function converted_or_self(fn, mode)
   local why
   g, why = load_converted(fn, mode)
   if not g then
-    if mode == "check" then return fn end
+    if mode ~= "convert" then c[fn] = fn; return fn end
     errors.raise(string.format("convert: cannot convert %s: %s. Conversion must see the code that runs (a tensor "
       .. "condition in unconverted code would take the `then` branch for every input); trace with {convert = false} "
       .. "to run it unconverted", describe(fn), why))
@@ -105,7 +112,7 @@ local function converted_or_self(fn, mode)
   return g
 end
 
-for _, mode in ipairs { "convert", "check" } do
+for mode in pairs(MODES) do
   runtimes[mode] = runtime.new(mode, function(f) return converted_or_self(f, mode) end)
 end
 
@@ -141,6 +148,31 @@ T.set_converter(function(fn, convert)
   return g == fn and fn or guard.guarded(g)
 end)
 
+-- an eager call m(x) runs m's forward converted (once per function, cached), so eager, traced and compiled agree,
+-- unless ds.convert_modules(false) or m.convert_forward == false (on the instance or its class); while tracing the
+-- tracer decides (it converts what it traces)
+local convert_modules = true
+local eager_forward = setmetatable({}, { __mode = "kv" }) -- forward -> what an eager call runs
+Module._set_forward_converter(function(m, f)
+  if not convert_modules or state.trace ~= nil or m.convert_forward == false then return f end
+  local g = eager_forward[f]
+  if g then return g end
+  g = converted_or_self(f, "eager")
+  if g == (args.original[f] or f) then g = f end -- unconverted: f behind its argument check
+  eager_forward[f] = g
+  return g
+end)
+
+-- ds.convert_modules(on) -> the previous setting; ds.convert_modules() -> the current one
+function M.convert_modules(on)
+  if on ~= nil and type(on) ~= "boolean" then
+    errors.raise("convert_modules: expects a boolean (or nothing), got " .. type(on))
+  end
+  local was = convert_modules
+  if on ~= nil then convert_modules = on end
+  return was
+end
+
 -- ds.loadstring(text, chunkname) / ds.loadfile(path): as Lua's, keeping the text so the functions it defines can
 -- be converted after the file changes (or for chunks named "=...", which have no file)
 function M.loadstring(text, chunkname)
@@ -165,6 +197,7 @@ end
 function M.install(ds)
   ds.convert = M.convert
   ds.convert_source = M.convert_source
+  ds.convert_modules = M.convert_modules
   ds.loadstring = M.loadstring
   ds.loadfile = M.loadfile
 end

@@ -3,7 +3,8 @@
 -- variables they assign carried in and out; `break` becomes a flag; and/or/not in conditions become runtime
 -- calls; calls go through `__ds_rt.call` (so callees are converted). What cannot be converted stays plain Lua
 -- with its condition checked (`__ds_rt.check`), which names the construct, its line and the reason when the
--- condition is a tensor while tracing. mode "check" ({convert = false}) only checks.
+-- condition is a tensor while tracing (a goto or label's construct eagerly too). mode "check" ({convert = false}) only
+-- checks.
 local A = require("ds.convert.analysis")
 local lexer = require("ds.convert.lexer")
 
@@ -56,9 +57,13 @@ local function lower_breaks(block, flag)
   return out, false
 end
 
+-- a goto's refusal holds eagerly too: a jump under a tensor condition is refused whether or not it is traced
+local GOTO = "goto or label inside the "
+local function eager_too(reason) return reason:sub(1, #GOTO) == GOTO and ", true" or "" end
+
 -- the reason a block (a branch or a loop body) cannot become a function, or nil
 local function refusal(info, construct)
-  if info.gotos then return string.format("goto or label inside the %s (line %d)", construct, info.gotos.line) end
+  if info.gotos then return string.format(GOTO .. "%s (line %d)", construct, info.gotos.line) end
   if info.vararg then return string.format("`...` used inside the %s (line %d)", construct, info.vararg.line) end
   if info.closure_assign then
     return string.format("a function defined inside the %s assigns `%s` (line %d), a variable outside it",
@@ -201,7 +206,8 @@ function M.generate(fnode, site_file, mode, upvalues)
 
   local function checked(e, construct, reason)
     put(RT .. ".check(", e.line); cond_expr(e)
-    put(", " .. site(e.line) .. ", " .. string.format("%q", construct) .. ", " .. string.format("%q", reason) .. ")")
+    put(", " .. site(e.line) .. ", " .. string.format("%q", construct) .. ", " .. string.format("%q", reason)
+      .. eager_too(reason) .. ")")
   end
 
   -- `function(names) <body> return names end`
@@ -344,7 +350,8 @@ function M.generate(fnode, site_file, mode, upvalues)
       put("for " .. s.var .. " =", s.line)
       for i, e in ipairs { s.start, s.limit, s.step } do
         if i > 1 then put(",") end
-        put(RT .. ".num("); expr(e); put(", " .. site(s.line) .. ", " .. string.format("%q", reason) .. ")")
+        put(RT .. ".num("); expr(e); put(", " .. site(s.line) .. ", " .. string.format("%q", reason) .. eager_too(reason)
+          .. ")")
       end
       put("do"); block(s.body, { in_loop = true }); put("end")
       return

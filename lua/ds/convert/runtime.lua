@@ -29,10 +29,11 @@ local function truth(c, construct, site)
   return v == true or (type(v) == "number" and v ~= 0)
 end
 
-local function refuse(site, construct, reason)
-  error(string.format("%s: %s on a tensor while tracing: %s; the graph cannot take this branch by the tensor's "
+-- eager: refused outside tracing too (a goto), so that eager code and its trace agree
+local function refuse(site, construct, reason, eager)
+  error(string.format("%s: %s on a tensor %s: %s; the graph cannot take this branch by the tensor's "
     .. "value. Use ds.cond / ds.while_loop (docs/CONVERSION.md), or a condition that is a Lua value", site,
-    construct, reason), 0)
+    construct, eager and "(refused eagerly too, as traced)" or "while tracing", reason), 0)
 end
 
 -- a 0-d bool tensor holding the truth of v (a graph tensor, a Lua value)
@@ -136,18 +137,22 @@ local CALLBACKS = {
   [string.gsub] = { 3 }, [table.foreach] = { 2 }, [table.foreachi] = { 2 }, [load] = { 1 },
 }
 
--- the runtime of one mode ("convert", or "check" for {convert = false}); convert(f) converts a callee
+-- the runtime of one mode ("convert"; "check" for {convert = false}; "eager" for a module's forward called eagerly);
+-- convert(f) converts a callee
 function M.new(mode, convert)
   local rt = {}
 
-  function rt.check(c, site, construct, reason)
+  -- eager: the refusal holds for a tensor outside tracing too
+  function rt.check(c, site, construct, reason, eager)
     if graph_value(c) then refuse(site, construct, reason) end
+    if eager and is_tensor(c) then refuse(site, construct, reason, true) end
     return truth(c, construct, site)
   end
 
-  function rt.num(v, site, reason)
+  function rt.num(v, site, reason, eager)
     if is_tensor(v) then
       if state.trace then refuse(site, "for", reason) end
+      if eager then refuse(site, "for", reason, true) end
       return v:item()
     end
     return v
@@ -319,10 +324,12 @@ function M.new(mode, convert)
   end
 
   -- ---- and / or / not in conditions ----
+  -- eagerly, a tensor operand gives a tensor (of the same truth): what the condition is tested by stays a tensor, so a
+  -- construct refused eagerly (rt.check) sees it as traced code does
   function rt.and_(a, b_fn, site)
     mark(b_fn)
     if not graph_value(a) then
-      if is_tensor(a) then if truth(a, "and", site) then return b_fn() end return a end
+      if is_tensor(a) then if truth(a, "and", site) then return as_pred(b_fn()) end return a end
       return a and b_fn()
     end
     if mode == "check" then refuse(site, "and", OFF) end
@@ -333,7 +340,7 @@ function M.new(mode, convert)
   function rt.or_(a, b_fn, site)
     mark(b_fn)
     if not graph_value(a) then
-      if is_tensor(a) then if truth(a, "or", site) then return a end return b_fn() end
+      if is_tensor(a) then if truth(a, "or", site) then return a end return as_pred(b_fn()) end
       return a or b_fn()
     end
     if mode == "check" then refuse(site, "or", OFF) end
@@ -345,7 +352,7 @@ function M.new(mode, convert)
       if mode == "check" then refuse(site, "not", OFF) end
       return as_pred(a):logical_not()
     end
-    if is_tensor(a) then return not truth(a, "not", site) end
+    if is_tensor(a) then return D.scalar(not truth(a, "not", site), "bool") end
     return not a
   end
 
@@ -375,6 +382,7 @@ function M.new(mode, convert)
     local tf = type(f)
     if tf == "function" then return call_function(f, ...) end
     if tf == "table" and not is_tensor(f) and rawget(f, "_order") and type(f.forward) == "function" then
+      if mode == "eager" then return f(...) end -- its own call converts its forward, or not (ds.convert_modules)
       return converted(f.forward)(f, ...) -- a module instance: its forward
     end
     local m = (tf == "table" or tf == "userdata") and getmetatable(f)

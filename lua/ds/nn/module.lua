@@ -46,7 +46,10 @@ local function newindex(self, k, v)
   end
 end
 
-local function call(self, ...) return self:forward(...) end
+-- the forward an eager call runs: ds.convert (a layer above) registers a converter (Module._set_forward_converter)
+-- that gives the converted forward, so a tensor `if` in it tests the tensor's value as it does traced
+local forward_converter = function(_, f) return f end
+local function call(self, ...) return forward_converter(self, self.forward)(self, ...) end
 
 local function construct(cls, ...)
   local sig = rawget(cls, "_signatures")
@@ -138,7 +141,7 @@ local function run_with_hooks(self, ...)
   end
   local results = { n = 0 }
   local function keep(...) results = { n = select("#", ...), ... } end
-  keep(getmetatable(self).forward(self, unpack(inputs, 1, inputs.n)))
+  keep(forward_converter(self, getmetatable(self).forward)(self, unpack(inputs, 1, inputs.n)))
   for _, entry in ipairs(rawget(self, "_forward_hooks")) do
     local output = results.n == 1 and results[1] or { unpack(results, 1, results.n) }
     local r = entry.fn(self, { unpack(inputs, 1, inputs.n) }, output)
@@ -436,5 +439,6 @@ end
 
 Module.__newindex = newindex
 Module.__call = call
+function Module._set_forward_converter(f) forward_converter = f end
 
 return Module
