@@ -145,7 +145,7 @@ bench-busy: deps all
 .PHONY: bench-frozen
 bench-frozen: deps all
 	for isa in native avx2; do OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) \
-	  OPENBLAS_NUM_THREADS=$(BENCH_THREADS) $$([ $$isa = avx2 ] && echo DS_ISA=avx2) \
+	  OPENBLAS_NUM_THREADS=$(BENCH_THREADS) env $$([ $$isa = avx2 ] && echo DS_ISA=avx2) \
 	  $(RUN_LUA) bench/frozen_sweep.lua $(BENCH_THREADS); done
 
 # Used by `luarocks make rocks/ds-scm-1.rockspec`: lua/ds with ds.h, libds.so (and libds_onnx.so once built) next to its files.
