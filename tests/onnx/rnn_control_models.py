@@ -173,50 +173,6 @@ save("loop_sequence", [
     helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0),
 ], [vi("x", F32, [5])], [vi("y", F32, [6])], opset=13)
 
-# sequence and optional ops inside the graph (its inputs and outputs tensors)
-nodes = [
-    const("split", [1, 3]), const("zero", 0),
-    helper.make_node("SplitToSequence", ["x", "split"], ["s"], axis=1),
-    helper.make_node("Mul", ["x", "x"], ["x2"]),
-    helper.make_node("Slice", ["x2", "st", "en", "ax"], ["x2s"]),
-    helper.make_node("SequenceInsert", ["s", "x2s", "zero"], ["s2"]),
-    helper.make_node("SequenceLength", ["s2"], ["n"]),
-    helper.make_node("SequenceErase", ["s2"], ["s3"]),
-    helper.make_node("SequenceAt", ["s3", "zero"], ["a"]),
-    helper.make_node("ConcatFromSequence", ["s3"], ["c"], axis=0, new_axis=1),
-    helper.make_node("SplitToSequence", ["x"], ["s4"], axis=0, keepdims=0),
-    helper.make_node("ConcatFromSequence", ["s4"], ["d"], axis=-1),
-    helper.make_node("Optional", ["x"], ["o"]),
-    helper.make_node("OptionalHasElement", ["o"], ["has"]),
-    helper.make_node("OptionalGetElement", ["o"], ["g"]),
-    helper.make_node("SequenceConstruct", ["x", "g"], ["sc"]),
-    helper.make_node("SequenceMap", ["sc", "y"], ["m"], body=helper.make_graph(
-        [helper.make_node("Add", ["p", "q"], ["r"])], "map", [vi("p", F32, None), vi("q", F32, None)],
-        [vi("r", F32, None)])),
-    helper.make_node("ConcatFromSequence", ["m"], ["f"], axis=0),
-]
-inits = [numpy_helper.from_array(np.array([v], np.int64), k) for k, v in (("st", 0), ("en", 1), ("ax", 1))]
-save("sequences", nodes, [vi("x", F32, [3, 4]), vi("y", F32, [4])],
-     [vi("n", I64, []), vi("a", F32, None), vi("c", F32, None), vi("d", F32, None), vi("has", BOOL, []),
-      vi("f", F32, None)], inits, opset=17)
-
-# a Loop with a constant trip count that grows a sequence (unrolled: the sequence is a Lua list)
-body = helper.make_graph([
-    helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-    helper.make_node("Add", ["i", "one"], ["end"]),
-    helper.make_node("Unsqueeze", ["end", "axes"], ["ends"]),
-    helper.make_node("Slice", ["x", "starts", "ends"], ["part"]),
-    helper.make_node("SequenceInsert", ["seq_in", "part"], ["seq_out"]),
-], "body", [vi("i", I64, []), vi("cond_in", BOOL, []), helper.make_tensor_sequence_value_info("seq_in", F32, None)],
-    [vi("cond_out", BOOL, []), helper.make_tensor_sequence_value_info("seq_out", F32, None)],
-    [numpy_helper.from_array(np.array(1, np.int64), "one"), numpy_helper.from_array(np.array([0], np.int64), "axes"),
-     numpy_helper.from_array(np.array([0], np.int64), "starts")])
-save("loop_sequence", [
-    const("m", 3), helper.make_node("SequenceEmpty", [], ["empty"]),
-    helper.make_node("Loop", ["m", "", "empty"], ["seq"], body=body),
-    helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0),
-], [vi("x", F32, [5])], [vi("y", F32, [6])], opset=13)
-
 # PyTorch's exports
 import torch  # noqa: E402
 
