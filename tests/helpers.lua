@@ -76,4 +76,15 @@ function H.raises(fn, ...)
   return err
 end
 
+-- n (a non-negative integer) as a protobuf varint: 7 bits a byte, low first, the high bit set on all but the last
+function H.protobuf_varint(n)
+  local b = {}
+  repeat
+    local low = n % 128
+    n = math.floor(n / 128)
+    b[#b + 1] = string.char(n > 0 and low + 128 or low)
+  until n == 0
+  return table.concat(b)
+end
+
 return H

@@ -100,15 +100,7 @@ describe_or_skip("ds.onnx.load of hostile files", function()
   end)
 
   -- protobuf's wire format, for files proto.encode would take long to build
-  local function varint(n)
-    local b = {}
-    repeat
-      local low = n % 128
-      n = math.floor(n / 128)
-      b[#b + 1] = string.char(n > 0 and low + 128 or low)
-    until n == 0
-    return table.concat(b)
-  end
+  local varint = H.protobuf_varint
   local function field(tag, bytes) return string.char(tag) .. varint(#bytes) .. bytes end
   local function model_of(graph_bytes) return field(58, graph_bytes) .. field(66, "\16\17") end -- graph, opset 17
 

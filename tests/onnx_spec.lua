@@ -350,15 +350,7 @@ describe("ds.onnx.load", function()
     H.write_file(p, "\255\255\255\255")
     H.raises(function() ds.onnx.load(p) end, "not a valid protobuf")
     -- graphs nested in node attributes 2000 deep (protobuf-c's unpacker recurses once per level)
-    local function varint(n)
-      local b = {}
-      repeat
-        local low = n % 128
-        n = math.floor(n / 128)
-        b[#b + 1] = string.char(n > 0 and low + 128 or low)
-      until n == 0
-      return table.concat(b)
-    end
+    local varint = H.protobuf_varint
     local s = ""
     for _ = 1, 2000 do
       s = "\50" .. varint(#s) .. s -- AttributeProto.g
