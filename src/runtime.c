@@ -106,7 +106,13 @@ int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, cons
     ds_fail(DS_ERANGE, "plan: buffer strides overflow the addressable range"); return -1;
   }
   if (kind == DS_BUF_ARENA) {
-    /* bytes [offset, offset + (hi + 1) * es) inside the arena, computed without overflow */
+    /* bytes [offset, offset + (hi + 1) * es) inside the arena, computed without overflow; an empty buffer still
+       starts inside the arena or at its end (resolve points at arena + offset) */
+    if (numel == 0 && (offset < 0 || offset > p->arena_bytes)) {
+      ds_fail(DS_ERANGE, "plan: empty arena buffer at byte %lld lies outside the %lld-byte arena", (long long)offset,
+              (long long)p->arena_bytes);
+      return -1;
+    }
     if (numel > 0 && (offset < 0 || offset % es != 0 || lo < 0 || __builtin_mul_overflow(hi + 1, es, &end)
                       || __builtin_add_overflow(offset, end, &end) || end > p->arena_bytes)) {
       ds_fail(DS_ERANGE,
