@@ -102,6 +102,23 @@ function M.program_str(node)
   return string.format("%s[%s](%s)", node.op, table.concat(ops, ", "), table.concat(args, ", "))
 end
 
+-- a new node of def on the values inputs (ids), not yet placed in ir.nodes: its outputs are new values of ir
+-- whose shapes and dtypes def.infer gives (as dispatch runs it on tensors); raises what the inference raises
+function M.new_node(ir, def, inputs, attrs, line)
+  local metas = {}
+  for j, id in ipairs(inputs) do metas[j] = { _shape = ir.values[id].shape, dtype = ir.values[id].dtype } end
+  local out = def.infer(metas, attrs, def)
+  if out.shape then out = { out } end
+  local node = { op = def.name, def = def, inputs = inputs, attrs = attrs, outputs = {}, line = line }
+  for k, m in ipairs(out) do
+    local id = ir.next_id
+    ir.next_id = id + 1
+    ir.values[id] = { id = id, shape = m.shape, dtype = m.dtype, kind = "node", node = node, index = k }
+    node.outputs[k] = id
+  end
+  return node
+end
+
 -- a shallow structural copy (values and nodes copied; tensors shared)
 function M.copy(ir)
   local out = M.new()

@@ -127,11 +127,6 @@ local function source_rows(node)
   return nil
 end
 
-local function fake(ir, id)
-  local v = ir.values[id]
-  return { _shape = v.shape, dtype = v.dtype }
-end
-
 return function(ir)
   -- 1. demands, from the readers back to the producers
   local demand, read, plan = {}, {}, {}
@@ -163,17 +158,7 @@ return function(ir)
   -- 2. rebuild, in order: planned nodes compute their rows; selections read the rows they asked for
   local narrowed, nodes, rebuilt = {}, {}, 0
   local function emit(def, inputs, attrs, line)
-    local fakes = {}
-    for j, id in ipairs(inputs) do fakes[j] = fake(ir, id) end
-    local metas = def.infer(fakes, attrs, def)
-    if metas.shape then metas = { metas } end
-    local node = { op = def.name, def = def, inputs = inputs, attrs = attrs, outputs = {}, line = line }
-    for k, m in ipairs(metas) do
-      local id = ir.next_id
-      ir.next_id = id + 1
-      ir.values[id] = { id = id, shape = m.shape, dtype = m.dtype, kind = "node", node = node, index = k }
-      node.outputs[k] = id
-    end
+    local node = IR.new_node(ir, def, inputs, attrs, line)
     nodes[#nodes + 1] = node
     return node
   end

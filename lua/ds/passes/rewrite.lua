@@ -116,11 +116,6 @@ local function closed(ctx, b, root)
   return set
 end
 
-local function fake(ir, id)
-  local v = ir.values[id]
-  return { _shape = v.shape, dtype = v.dtype }
-end
-
 -- the rewriting context of one graph: scalar reader, emitter, use counts
 local function context(ir)
   local ctx = { ir = ir, dead = {}, uses = {}, escapes = {} }
@@ -148,18 +143,8 @@ local function context(ir)
     attrs = D.attrs(def, attrs, { symbolic = true })
     local key = op .. "(" .. table.concat(inputs, ",") .. ")" .. IR.attrs_str({ attrs = attrs })
     if ctx.cache[key] then return unpack(ctx.cache[key].outputs) end
-    local fakes = {}
-    for j, id in ipairs(inputs) do fakes[j] = fake(ir, id) end
-    local ok, metas = pcall(def.infer, fakes, attrs, def)
+    local ok, node = pcall(IR.new_node, ir, def, inputs, attrs, ctx.line)
     if not ok then error(REFUSED, 0) end
-    if metas.shape then metas = { metas } end
-    local node = { op = op, def = def, inputs = inputs, attrs = attrs, outputs = {}, line = ctx.line }
-    for k, m in ipairs(metas) do
-      local id = ir.next_id
-      ir.next_id = id + 1
-      ir.values[id] = { id = id, shape = m.shape, dtype = m.dtype, kind = "node", node = node, index = k }
-      node.outputs[k] = id
-    end
     ctx.cache[key] = node
     ctx.emitted[#ctx.emitted + 1] = node
     return unpack(node.outputs)
