@@ -126,4 +126,18 @@ function M.contiguous_strides(shape)
   return st
 end
 
+-- shape with the reduced dims (sorted, 1-based) dropped, or kept as 1
+function M.reduced(shape, dims, keepdim)
+  local out, j = {}, 1
+  for i, s in ipairs(shape) do
+    if dims[j] == i then
+      j = j + 1
+      if keepdim then out[#out + 1] = 1 end
+    else
+      out[#out + 1] = s
+    end
+  end
+  return out
+end
+
 return M

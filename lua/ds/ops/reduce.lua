@@ -54,19 +54,7 @@ local function norm_dims(dims, x, name)
   return out
 end
 
--- x_shape with the reduced dims (sorted) dropped, or kept as 1
-local function reduced_shape(shape, dims, keepdim)
-  local out, j = {}, 1
-  for i, s in ipairs(shape) do
-    if dims[j] == i then
-      j = j + 1
-      if keepdim then out[#out + 1] = 1 end
-    else
-      out[#out + 1] = s
-    end
-  end
-  return out
-end
+local reduced_shape = S.reduced
 
 -- a reduced result (or its grad) reshaped so that it broadcasts against the input
 local function unreduce(t, x, attrs)

@@ -2,6 +2,7 @@
 -- selection (TopK); outputs keep ONNX's element types (integers stay integers, indices are 0-based int64).
 local F = require("ds.ops")
 local dtype = require("ds.dtype")
+local S = require("ds.shape")
 local V = require("ds.onnx.import_values")
 local common = require("ds.onnx.handlers.common")
 
@@ -30,19 +31,7 @@ local function reduce_dims(ins, at, op, r)
   return dims
 end
 
--- x's shape with dims reduced (kept as 1 with keepdims)
-local function reduced_shape(shape, dims, keep)
-  local out, j = {}, 1
-  for i, s in ipairs(shape) do
-    if dims[j] == i then
-      j = j + 1
-      if keep then out[#out + 1] = 1 end
-    else
-      out[#out + 1] = s
-    end
-  end
-  return out
-end
+local reduced_shape = S.reduced
 
 -- each reduction: its value over dims of a float tensor (integers reduce in f64 where the op is not exact
 -- in integers), and its identity: the value over an empty set
