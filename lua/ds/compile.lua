@@ -319,6 +319,18 @@ end
 
 function Compiled:plan_count() return self._nplans end
 
+-- the graph's inputs in order: {{name, dtype, shape}}, a symbolic dim as its name ({"batch", 784}), fresh tables
+-- (what ds.spec takes back); serving reads a loaded model's inputs here (docs/SERVING.md)
+function Compiled:specs()
+  local out = {}
+  for i, s in ipairs(self.ir.specs) do
+    local shape = {}
+    for d, v in ipairs(s.shape) do shape[d] = type(v) == "number" and v or tostring(v) end
+    out[i] = { name = s.name, dtype = s.dtype, shape = shape }
+  end
+  return out
+end
+
 -- Run the graph `runs` times on the given inputs with each C step timed; returns the steps sorted by
 -- time, {step (its place in the plan), kernel, op, line, shape, ms (per run), share (of the steps' total)},
 -- plus the total ms per run.
