@@ -1,5 +1,5 @@
-/* nn_conv.h: the geometry nn_conv.c checks for every conv kernel, and the direct f32 path it hands stride-1
-   convolutions to (nn_conv_direct.c). */
+/* nn_conv.h: the geometry nn_conv.c checks for every conv kernel, the direct f32 path it hands stride-1
+   convolutions to (nn_conv_direct.c) and the depthwise path (nn_conv_depthwise.c). */
 #ifndef DS_NN_CONV_H
 #define DS_NN_CONV_H
 #include <stdint.h>
@@ -28,4 +28,7 @@ int conv_direct_forward(const geom *g, const float *x, const float *w, const flo
 int conv_direct_backward_input(const geom *g, const float *gy, const float *w, float *gx);
 /* gw (OC,Cg,KH,KW): lane-wise dot products over fixed runs of images, runs added in order, then the lanes */
 int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, float *gw);
+/* y (N,OC,OH,OW) = conv(x, w) + b for depthwise geometries (Cg == 1, G > 1), any stride: nn_conv_depthwise.c */
+int conv_depthwise_forward_f32(const geom *g, const float *x, const float *w, const float *b, float *y);
+int conv_depthwise_forward_f64(const geom *g, const double *x, const double *w, const double *b, double *y);
 #endif

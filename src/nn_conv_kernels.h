@@ -128,6 +128,7 @@ int FN(ds_conv2d)(ds_tensor *const *t, const double *attrs) {
   if ((rc = check_shape4(o, g.N, g.OC, g.OH, g.OW, op, "output"))) return rc;
   const T *xp = x->data, *wp = w->data, *bp = b->data;
   T *yp = o->data;
+  if (g.Cg == 1 && g.G > 1) return FN(conv_depthwise_forward)(&g, xp, wp, bp, yp);
   if ((rc = DIRECT(conv_direct_forward)(&g, xp, wp, bp, yp)) != CONV_NOT_DIRECT) return rc;
   chunking k;
   chunking_init(&k, &g, sizeof(T));

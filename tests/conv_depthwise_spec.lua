@@ -1,0 +1,42 @@
+-- conv_depthwise_spec.lua: depthwise conv2d (groups = channels, one input channel per group) takes its own
+-- forward path; its values equal, bit for bit, the same convolution run group by group through the general path.
+local ds = require("ds")
+local H = require("helpers")
+
+describe("depthwise conv2d", function()
+  -- { N, C, H, W, multiplier, KH, KW, stride, padding, dilation }
+  local cases = {
+    { 1, 8, 14, 14, 1, 3, 3, 1, 1, 1 }, { 2, 4, 15, 13, 1, 3, 3, 2, 1, 1 }, { 1, 3, 9, 17, 2, 5, 5, 2, 2, 1 },
+    { 3, 5, 10, 10, 1, 3, 3, 1, 2, 2 }, { 1, 6, 7, 7, 3, 1, 1, 1, 0, 1 }, { 2, 2, 12, 11, 1, 5, 3, 3, { 2, 1 }, 1 },
+    { 1, 16, 1, 1, 1, 3, 3, 1, 1, 1 }, { 0, 4, 6, 6, 1, 3, 3, 1, 1, 1 },
+  }
+  for _, dt in ipairs { "f32", "f64" } do
+    it("equals the per-group convolutions bit for bit (" .. dt .. ")", function()
+      ds.manual_seed(11)
+      for _, c in ipairs(cases) do
+        local N, C, Hh, W, mult, KH, KW, s, p, d = unpack(c)
+        local x = ds.randn(N, C, Hh, W, { dtype = dt })
+        local w, b = ds.randn(C * mult, 1, KH, KW, { dtype = dt }), ds.randn(C * mult, { dtype = dt })
+        local o = { stride = s, padding = p, dilation = d }
+        local y = ds.conv2d(x, w, b, { stride = s, padding = p, dilation = d, groups = C })
+        local parts = {}
+        for g = 1, C do
+          parts[g] = ds.conv2d(x:narrow(2, g, 1), w:narrow(1, (g - 1) * mult + 1, mult),
+            b:narrow(1, (g - 1) * mult + 1, mult), o)
+        end
+        local ref = ds.cat(parts, 2)
+        assert.same(ref.shape, y.shape)
+        assert.is_true(H.bitwise(y, ref), table.concat(c, ",", 1, 8))
+      end
+    end)
+  end
+
+  it("keeps its gradients (the backward kernels are the general ones)", function()
+    ds.manual_seed(12)
+    local x = ds.randn(2, 3, 6, 6, { dtype = "f64" }):requires_grad_()
+    local w = ds.randn(6, 1, 3, 3, { dtype = "f64" }):requires_grad_()
+    local b = ds.randn(6, { dtype = "f64" }):requires_grad_()
+    assert.is_true(ds.autograd.gradcheck(function(a, k, c) return ds.conv2d(a, k, c, { stride = 2, padding = 1, groups = 3 }) end,
+      { x, w, b }))
+  end)
+end)
