@@ -6,7 +6,7 @@ local LAYERS = {
   { name = "tensor", modules = { "ds.shape", "ds.options", "ds.args", "ds.tensor", "ds.tape" } },
   { name = "dispatch", modules = { "ds.dispatch" } },
   { name = "op helpers", modules = { "ds.ops.common", "ds.sym", "ds.autograd" } },
-  { name = "op families", modules = { "ds.ops", "ds.ops.*", "ds.random", "ds.print", "ds.gradcheck" } },
+  { name = "op families", modules = { "ds.ops", "ds.ops.*", "ds.random", "ds.print", "ds.gradcheck", "ds.linalg" } },
   { name = "library", modules = { "ds.nn", "ds.nn.*", "ds.optim", "ds.optim.*", "ds.data", "ds.data.*",
                                   "ds.files", "ds.safetensors", "ds.state_file", "ds.progress", "ds.help",
                                   "ds.pretty", "ds.plot", "ds.graphviz", "ds.profile_view", "ds.distributed",

@@ -6,6 +6,7 @@ local Tensor = require("ds.tensor")
 local D = require("ds.dispatch")
 local autograd = require("ds.autograd")
 local F = require("ds.ops")
+local linalg = require("ds.linalg")
 local print_ = require("ds.print")
 local state = require("ds.state")
 local random = require("ds.random")
@@ -77,6 +78,7 @@ function ds.empty_cache() collectgarbage("collect"); dsffi.C.ds_mem_empty_cache(
 random.install(ds)
 nn.install(ds)
 ds.distributions = distributions
+ds.linalg = linalg -- torch.linalg: norms, inv, det, solve, cross
 optim.install(ds)
 data.install(ds)
 state_file.install(ds)
