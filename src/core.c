@@ -1,5 +1,6 @@
 /* core.c: errors, tensor structs (new/view/wrap/free), strided iteration, element access, threads. */
 #include "internal.h"
+#include "lowp.h"
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -15,13 +16,13 @@ int ds_fail(int code, const char *fmt, ...) {
 }
 
 const char *ds_dtype_name(int dtype) {
-  static const char *names[] = {"f32", "f64", "i64", "i32", "u8", "bool"};
-  return dtype >= 0 && dtype <= DS_BOOL ? names[dtype] : "?";
+  static const char *names[DS_NDTYPES] = {"f32", "f64", "i64", "i32", "u8", "bool", "bf16", "f16", "i8"};
+  return dtype >= 0 && dtype < DS_NDTYPES ? names[dtype] : "?";
 }
 
 int64_t ds_dtype_size(int dtype) {
-  static const int64_t sz[] = {4, 8, 8, 4, 1, 1};
-  return (dtype >= 0 && dtype <= DS_BOOL) ? sz[dtype] : 0;
+  static const int64_t sz[DS_NDTYPES] = {4, 8, 8, 4, 1, 1, 2, 2, 1};
+  return (dtype >= 0 && dtype < DS_NDTYPES) ? sz[dtype] : 0;
 }
 
 const char *ds_shape_str(const ds_tensor *t, char *buf) {
@@ -46,7 +47,7 @@ static ds_tensor *tensor_struct(void) {
 }
 
 static int set_shape(ds_tensor *t, int dtype, int ndim, const int64_t *shape) {
-  if (dtype < 0 || dtype > DS_BOOL) return ds_fail(DS_EINVAL, "unknown dtype code %d", dtype);
+  if (dtype < 0 || dtype >= DS_NDTYPES) return ds_fail(DS_EINVAL, "unknown dtype code %d", dtype);
   if (ndim < 0 || ndim > DS_MAXDIM) return ds_fail(DS_EINVAL, "tensors have at most %d dims, got %d", DS_MAXDIM, ndim);
   /* extent: the product of the non-zero sizes, so contiguous strides cannot overflow even when numel is 0 */
   int64_t n = 1, extent = 1;
@@ -271,6 +272,8 @@ int ds_blas_num_threads(void) { return openblas_get_num_threads(); }
 #define READ_AS(T, p, dtype) \
   ((dtype) == DS_F32 ? (T)*(const float *)(p) : (dtype) == DS_F64 ? (T)*(const double *)(p) : \
    (dtype) == DS_I64 ? (T)*(const int64_t *)(p) : (dtype) == DS_I32 ? (T)*(const int32_t *)(p) : \
+   (dtype) == DS_BF16 ? (T)ds_bf16_to_f32(*(const uint16_t *)(p)) : \
+   (dtype) == DS_F16 ? (T)ds_f16_to_f32(*(const uint16_t *)(p)) : (dtype) == DS_I8 ? (T)*(const int8_t *)(p) : \
    (T)*(const uint8_t *)(p))
 
 static void write_from_double(void *p, int dtype, double v) {
@@ -282,6 +285,13 @@ static void write_from_double(void *p, int dtype, double v) {
     case DS_U8:
       *(uint8_t *)p =
           (isfinite(v) && v >= 0 && v < 256) ? (uint8_t)v : (uint8_t)(int64_t)(isfinite(v) && fabs(v) < 9e18 ? v : 0);
+      break;
+    /* bf16/f16 through f32 (double rounding, as torch's c10::BFloat16(double)); i8 wraps like u8 */
+    case DS_BF16: *(uint16_t *)p = ds_f32_to_bf16((float)v); break;
+    case DS_F16: *(uint16_t *)p = ds_f32_to_f16((float)v); break;
+    case DS_I8:
+      *(int8_t *)p = (isfinite(v) && v >= -128 && v < 128) ? (int8_t)v
+                                                             : (int8_t)(uint8_t)(int64_t)(isfinite(v) && fabs(v) < 9e18 ? v : 0);
       break;
     default: *(uint8_t *)p = v != 0; break;
   }
@@ -307,7 +317,8 @@ int ds_write_flat(ds_tensor *t, const double *in) {
   return DS_OK;
 }
 int ds_read_flat_i64(const ds_tensor *t, int64_t *out) {
-  FOR_EACH_ELEMENT(t, out[n_] = (t->dtype == DS_F32 || t->dtype == DS_F64) ? (int64_t)READ_AS(double, p_, t->dtype)
+  FOR_EACH_ELEMENT(t, out[n_] = (t->dtype == DS_F32 || t->dtype == DS_F64 || t->dtype == DS_BF16 || t->dtype == DS_F16)
+                                    ? (int64_t)READ_AS(double, p_, t->dtype)
                                                                            : READ_AS(int64_t, p_, t->dtype));
   return DS_OK;
 }

@@ -7,7 +7,9 @@
 #define DS_MAXDIM 8
 
 /* ---- core types ---------------------------------------------------------------- */
-typedef enum { DS_F32 = 0, DS_F64 = 1, DS_I64 = 2, DS_I32 = 3, DS_U8 = 4, DS_BOOL = 5 } ds_dtype;
+/* dtype codes: every file format and lua/ds/dtype.lua take them from here (ds_dtype_name, ds_dtype_size) */
+typedef enum { DS_F32 = 0, DS_F64 = 1, DS_I64 = 2, DS_I32 = 3, DS_U8 = 4, DS_BOOL = 5,
+               DS_BF16 = 6, DS_F16 = 7, DS_I8 = 8, DS_NDTYPES = 9 } ds_dtype;
 typedef enum { DS_OK = 0, DS_EINVAL = 1, DS_ENOMEM = 2, DS_ERANGE = 3, DS_EIO = 4 } ds_status;
 
 typedef struct ds_storage {
@@ -38,7 +40,7 @@ typedef int (*ds_kernel)(ds_tensor *const *t, const double *attrs);
 const char *ds_last_error(void);
 void ds_set_error(const char *msg);
 int64_t ds_dtype_size(int dtype);
-const char *ds_dtype_name(int dtype);   /* "f32" .. "bool"; "?" for a bad code */
+const char *ds_dtype_name(int dtype);   /* "f32" .. "i8"; "?" for a bad code (codes 0 .. DS_NDTYPES - 1) */
 ds_tensor *ds_tensor_new(int dtype, int ndim, const int64_t *shape);
 ds_tensor *ds_tensor_view(const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset);
 ds_tensor *ds_tensor_wrap(void *data, int64_t nbytes, int dtype, int ndim, const int64_t *shape);

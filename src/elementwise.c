@@ -91,10 +91,13 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
 #define COPY(S, T, D) \
   COPY_ROW(S, T, f32, float) COPY_ROW(S, T, f64, double) COPY_ROW(S, T, i64, int64_t) \
   COPY_ROW(S, T, i32, int32_t) COPY_ROW(S, T, u8, uint8_t) COPY_ROW(S, T, bool, uint8_t) \
+  COPY_ROW(S, T, bf16, uint16_t) COPY_ROW(S, T, f16, uint16_t) COPY_ROW(S, T, i8, int8_t) \
   int ds_copy_##S(ds_tensor *const *t, const double *attrs) { \
-    static const ds_row_fn rows[6] = {row_copy_##S##_f32, row_copy_##S##_f64, row_copy_##S##_i64, \
-                                      row_copy_##S##_i32, row_copy_##S##_u8, row_copy_##S##_bool}; \
-    (void)attrs; if (!t[1] || t[1]->dtype < 0 || t[1]->dtype > DS_BOOL) return ds_fail(DS_EINVAL, "copy: bad source"); \
+    static const ds_row_fn rows[DS_NDTYPES] = {row_copy_##S##_f32, row_copy_##S##_f64, row_copy_##S##_i64, \
+        row_copy_##S##_i32, row_copy_##S##_u8, row_copy_##S##_bool, row_copy_##S##_bf16, row_copy_##S##_f16, \
+        row_copy_##S##_i8}; \
+    (void)attrs; \
+    if (!t[1] || t[1]->dtype < 0 || t[1]->dtype >= DS_NDTYPES) return ds_fail(DS_EINVAL, "copy: bad source"); \
     int dt[2] = {D, t[1]->dtype}; return apply(t, 2, "copy", dt, rows[t[1]->dtype], NULL); }
 
 /* one kernel per row of elementwise.def and dtype of that row */
@@ -107,6 +110,8 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
 #define EW(name, kind, dtypes, cost, flags) dtypes(EAGER_##kind, name)
 #include "elementwise.def"
 #undef EW
+/* the storage-only dtypes (their math runs in f32/i32, dispatch.lua): casts to them */
+COPY(bf16, uint16_t, DS_BF16) COPY(f16, uint16_t, DS_F16) COPY(i8, int8_t, DS_I8)
 
 /* fill: out; attrs[0] = value */
 #define FILL(S, T, D) \
@@ -116,6 +121,7 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
     static const int dt[1] = {D}; T v = CV_TO_##S(attrs[0]); return apply(t, 1, "fill", dt, row_fill_##S, &v); }
 FILL(f32, float, DS_F32) FILL(f64, double, DS_F64) FILL(i64, int64_t, DS_I64)
 FILL(i32, int32_t, DS_I32) FILL(u8, uint8_t, DS_U8) FILL(bool, uint8_t, DS_BOOL)
+FILL(bf16, uint16_t, DS_BF16) FILL(f16, uint16_t, DS_F16) FILL(i8, int8_t, DS_I8)
 
 /* arange: out (contiguous 1-D); attrs = {start, step}; value i is start + i * step, computed in double */
 #define ARANGE(S, T, D) \

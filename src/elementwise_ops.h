@@ -258,4 +258,5 @@ static inline uint8_t ds_f2u8(double x) { return x != x ? 0 : (x >= 255.0 ? 255 
 #define CV_FROM_bool(S, x) CV_TO_##S(x)
 #define CV_FROM_i64(S, x) CV_INT_TO_##S(x)
 #define CV_FROM_i32(S, x) CV_INT_TO_##S(x)
+#include "lowp.h" /* the same for bf16, f16, i8 */
 #endif

@@ -72,7 +72,7 @@ static ds_tensor *owned_tensor(ds_model *m, const ds_planfile_buffer *b, const c
 /* The element range [lo, hi] a buffer spans (shape and strides of the file), overflow-checked; also its
    element count. 0, or -1 with ds_last_error set. */
 static int buffer_span(const ds_planfile_buffer *b, uint32_t i, int64_t *numel, int64_t *lo, int64_t *hi) {
-  if (b->dtype < DS_F32 || b->dtype > DS_BOOL) FAIL("model: buffer %u: dtype %d", i, b->dtype);
+  if (b->dtype < DS_F32 || b->dtype >= DS_NDTYPES) FAIL("model: buffer %u: dtype %d", i, b->dtype);
   if (b->ndim < 0 || b->ndim > DS_MAXDIM) FAIL("model: buffer %u: %d dims", i, b->ndim);
   int64_t n = 1, l = 0, h = 0, contiguous = 1;
   for (int d = b->ndim - 1; d >= 0; d--) {

@@ -71,7 +71,7 @@ static int extent(int ndim, const int64_t *shape, const int64_t *strides, int64_
 }
 
 static int check_shape(int dtype, int ndim, const int64_t *shape, int64_t *numel) {
-  if (dtype < 0 || dtype > DS_BOOL) return ds_fail(DS_EINVAL, "plan: unknown dtype code %d", dtype);
+  if (dtype < 0 || dtype >= DS_NDTYPES) return ds_fail(DS_EINVAL, "plan: unknown dtype code %d", dtype);
   if (ndim < 0 || ndim > DS_MAXDIM) return ds_fail(DS_EINVAL, "plan: %d dims (at most %d)", ndim, DS_MAXDIM);
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
