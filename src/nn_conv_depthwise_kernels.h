@@ -8,11 +8,15 @@ static void FN(depthwise_plane)(const geom *g, const T *x, const T *w, T bias, T
                                 T *acc) {
   int64_t plane = g->Hp * Wq;
   for (int64_t i = 0; i < g->sw * plane; i++) phases[i] = 0;
-  for (int64_t h = 0; h < g->H; h++)
-    for (int64_t c = 0; c < g->W; c++) {
-      int64_t pc = c + g->pw; /* padded column */
-      phases[(pc % g->sw) * plane + (h + g->ph) * Wq + pc / g->sw] = x[h * g->W + c];
+  for (int64_t p = 0; p < g->sw; p++) {
+    /* padded column j * sw + p is input column j * sw + p - pw: the phase's run of input columns [c0, W) */
+    int64_t j0 = p >= g->pw ? 0 : (g->pw - p + g->sw - 1) / g->sw, c0 = j0 * g->sw + p - g->pw;
+    for (int64_t h = 0; h < g->H; h++) {
+      const T *s = x + h * g->W;
+      T *d = phases + p * plane + (h + g->ph) * Wq;
+      for (int64_t j = j0, c = c0; c < g->W; j++, c += g->sw) d[j] = s[c];
     }
+  }
   for (int64_t oh = 0; oh < g->OH; oh++) {
     for (int64_t ow = 0; ow < g->OW; ow++) acc[ow] = 0;
     for (int64_t kh = 0; kh < g->KH; kh++) {
