@@ -96,6 +96,7 @@ ds.plot = plot
 ds.save_profile = profile_view.save
 io_.install(ds)
 onnx.install(ds)
+require("ds.generate").install(ds) -- ds.generate, ds.generation_loop, ds.generator (docs/GENERATION.md)
 
 -- every Tensor method checks self (the eager shortcuts check their operands); ds.<name> is the same function
 local checked = Tensor._require_self(D.shortcuts)

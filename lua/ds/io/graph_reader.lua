@@ -212,6 +212,7 @@ load_subgraph = function(L, doc, where)
     local w = where .. " constant " .. i
     check_keys(L, c, set { "value", "number", "dtype" }, w)
     local dt = parse_dtype(L, c.dtype, w)
+    if type(c.number) == "table" and c.number["$float"] ~= nil then c.number = attr_in(L, c.number, w) end -- -inf
     if type(c.number) ~= "number" and type(c.number) ~= "boolean" then L.fail(w .. ": number missing") end
     define(c.value, {}, dt, "const", w)
     g.constants[i] = { value = c.value, number = c.number, dtype = dt, tensor = D.scalar(c.number, dt) }

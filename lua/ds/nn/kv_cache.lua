@@ -16,7 +16,7 @@ local KVCache = Module:extend("KVCache", {
 })
 
 -- KVCache(batch, heads, max_len, head_dim, {dtype = "f32"}): buffers k_cache, v_cache (batch, heads, max_len,
--- head_dim), zeros
+-- head_dim), zeros, not in state_dict
 function KVCache:init(batch, heads, max_len, head_dim, opts)
   opts = options.check(opts, "KVCache", { dtype = "dtype" })
   for _, p in ipairs { { "batch", batch }, { "heads", heads }, { "max_len", max_len }, { "head_dim", head_dim } } do
@@ -24,13 +24,16 @@ function KVCache:init(batch, heads, max_len, head_dim, opts)
   end
   self.max_len = max_len
   local shape = { batch, heads, max_len, head_dim }
-  self:register_buffer("k_cache", ops.zeros(shape, { dtype = opts.dtype or "f32" }))
-  self:register_buffer("v_cache", ops.zeros(shape, { dtype = opts.dtype or "f32" }))
+  -- not persistent (as PyTorch's caches): a state_dict holds the weights, whatever batch the caches were made for
+  self:register_buffer("k_cache", ops.zeros(shape, { dtype = opts.dtype or "f32" }), false)
+  self:register_buffer("v_cache", ops.zeros(shape, { dtype = opts.dtype or "f32" }), false)
 end
 
 -- update(k, v, pos): k, v (batch, heads, t, head_dim) written at positions pos .. pos + t - 1 (pos: 1-based, an i64
 -- tensor of one element or a number) -> k_cache, v_cache (batch, heads, max_len, head_dim) and the mask (t, max_len)
--- bool: query i (0-based) sees the keys at positions <= pos + i
+-- bool: query i (0-based) sees the keys at positions <= pos + i.
+-- pos (batch) i64 with t == 1: each row at its own position (rows of a continuously batched decode); the mask is then
+-- (batch, 1, 1, max_len)
 function KVCache:update(k, v, pos)
   local t = k._shape[3]
   if #k._shape ~= 4 or not S.equal(k._shape, v._shape) then
@@ -38,14 +41,34 @@ function KVCache:update(k, v, pos)
       S.str(k._shape), S.str(v._shape)))
   end
   if type(pos) == "number" then pos = ops.tensor({ pos }, { dtype = "i64" }) end
+  local batch = self.k_cache._shape[1]
+  if pos.dtype == "i64" and #pos._shape == 1 and pos._shape[1] == batch and batch ~= 1 then
+    return self:update_rows(k, v, pos)
+  end
   if pos.dtype ~= "i64" or S.numel(pos._shape) ~= 1 then
-    errors.raise(string.format("KVCache.update: pos must be an i64 tensor of one element, got %s %s", pos.dtype,
-      S.str(pos._shape)))
+    errors.raise(string.format("KVCache.update: pos must be an i64 tensor of one element or of one per row (%d), "
+      .. "got %s %s", batch, pos.dtype, S.str(pos._shape)))
   end
   local at = pos:reshape(1) + ops.arange(0, t, { dtype = "i64" })   -- (t) positions written
   ops.index_copy_(self.k_cache, 3, at, k:detach():astype(self.k_cache.dtype))   -- a cache is for inference:
   ops.index_copy_(self.v_cache, 3, at, v:detach():astype(self.v_cache.dtype))   -- no gradient flows through it
   local mask = ops.arange(1, self.max_len + 1, { dtype = "i64" }):reshape(1, self.max_len):le(at:reshape(t, 1))
+  return self.k_cache, self.v_cache, mask
+end
+
+-- update_rows(k, v, pos): k, v (batch, heads, 1, head_dim) written at row b's position pos[b] (pos (batch) i64,
+-- 1-based) -> k_cache, v_cache and the mask (batch, 1, 1, max_len): row b sees the keys at positions <= pos[b]
+function KVCache:update_rows(k, v, pos)
+  local B, L = self.k_cache._shape[1], self.max_len
+  if k._shape[3] ~= 1 then
+    errors.raise(string.format("KVCache.update: a position per row (pos (%d)) writes one token per row, got k %s", B,
+      S.str(k._shape)))
+  end
+  local slots = ops.arange(1, L + 1, { dtype = "i64" }):reshape(1, 1, L, 1)
+  local at = slots:eq(pos:reshape(B, 1, 1, 1))                                     -- (B, 1, L, 1) the written slot
+  self.k_cache:copy_(ops.where(at, k:detach():astype(self.k_cache.dtype), self.k_cache))
+  self.v_cache:copy_(ops.where(at, v:detach():astype(self.v_cache.dtype), self.v_cache))
+  local mask = slots:reshape(1, 1, 1, L):le(pos:reshape(B, 1, 1, 1))              -- (B, 1, 1, L)
   return self.k_cache, self.v_cache, mask
 end
 

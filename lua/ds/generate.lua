@@ -1,0 +1,166 @@
+-- generate.lua: ds.generate and ds.generation_loop: autoregressive decoding through a model's KV caches as one graph
+-- loop (ds.while_loop: the model step, the sampling and the stop condition inside), the same ops eagerly, traced,
+-- compiled and loaded (docs/GENERATION.md: the model contract).
+local errors = require("ds.errors")
+local options = require("ds.options")
+local state = require("ds.state")
+local Tensor = require("ds.tensor")
+local S = require("ds.shape")
+local autograd = require("ds.autograd")
+local random = require("ds.random")
+local F = require("ds.ops.common").functions
+local Fn = require("ds.nn.functional")
+local control = require("ds.control")
+
+local M = {}
+
+local DECODE = { max_new_tokens = { "integer", min = 1 }, temperature = { "number", min = 0 },
+                 top_k = { "integer", min = 1 }, top_p = { "number", min = 0, max = 1 },
+                 min_p = { "number", min = 0, max = 1 }, eos = "integer" }
+
+-- the decoding options of opname, checked (extra: more allowed options), with their defaults
+function M.decode_options(opts, opname, extra)
+  local allowed = {}
+  for k, v in pairs(DECODE) do allowed[k] = v end
+  for k, v in pairs(extra or {}) do allowed[k] = v end
+  local o = options.check(opts, opname, allowed)
+  o.max_new_tokens = o.max_new_tokens or 20
+  o.temperature = o.temperature or 0
+  return o
+end
+
+function M.sampled(o) return o.temperature > 0 end
+
+-- the next token of each row: logits (B, V) -> (B, 1) i64, 1-based (greedy at temperature 0)
+function M.pick(logits, o)
+  return Fn.sample_logits(logits, { temperature = o.temperature, top_k = o.top_k, top_p = o.top_p, min_p = o.min_p })
+end
+
+local function check_model(model, opname)
+  if type(model) ~= "table" or type(model.step) ~= "function" then
+    errors.raise(opname .. ": model must have a method step(ids (B, t) i64, pos (1) i64) -> logits (B, t, V) "
+      .. "(docs/GENERATION.md)")
+  end
+  if type(model.max_len) ~= "number" then
+    errors.raise(opname .. ": model.max_len (the positions its KV caches hold) must be a number")
+  end
+end
+
+local function check_prompt(prompt, opname)
+  if not Tensor.is_tensor(prompt) or prompt.dtype ~= "i64" or #prompt._shape ~= 2 then
+    errors.raise(string.format("%s: prompt_ids must be an i64 tensor (batch, length) of 1-based token ids, got %s",
+      opname, Tensor.is_tensor(prompt) and (prompt.dtype .. " " .. S.str(prompt._shape)) or type(prompt)))
+  end
+end
+
+-- logits of model:step, checked: (B, t, V)
+local function step(model, ids, pos, opname)
+  local logits = model:step(ids, pos)
+  if not Tensor.is_tensor(logits) or #logits._shape ~= 3 then
+    errors.raise(string.format("%s: model:step must return logits (batch, t, vocab), got %s", opname,
+      Tensor.is_tensor(logits) and S.str(logits._shape) or type(logits)))
+  end
+  return logits
+end
+
+-- the decoding graph of model: loop(prompt (B, T) i64, seed () i64) -> tokens (B, N) i64, count () i64.
+-- The prompt runs through the caches at once (positions 1..T), then a while_loop draws token after token
+-- (at most N = max_new_tokens) until every row has drawn eos; rows that are done repeat eos. With
+-- temperature > 0 and a seed, ds's generator is reseeded with it first (as ds.manual_seed(seed)). on_token(tok (B, 1)):
+-- called per token when the loop runs eagerly (not while tracing).
+function M.loop(model, opts, on_token)
+  check_model(model, "generation_loop")
+  local o = M.decode_options(opts, "generation_loop")
+  local N, eos = o.max_new_tokens, o.eos
+  local function emit(tok) if on_token and not state.trace then on_token(tok) end end
+  return function(prompt, seed)
+    check_prompt(prompt, "generation_loop")
+    local B, T = prompt._shape[1], prompt._shape[2]
+    if type(T) == "number" and T + N - 1 > model.max_len then
+      errors.raise(string.format("generation_loop: a prompt of %d tokens and %d new ones need %d positions; the "
+        .. "model's caches hold %d (model.max_len)", T, N, T + N - 1, model.max_len))
+    end
+    return autograd.no_grad(function()
+      if M.sampled(o) and seed ~= nil then random.state():copy_(F.cat({ seed:reshape(1), F.zeros({ 1 }, { dtype = "i64" }) })) end
+      local logits = step(model, prompt, F.ones({ 1 }, { dtype = "i64" }), "generation_loop")   -- (B, T, V)
+      local V = logits._shape[3]
+      local tok = M.pick(logits:narrow(2, T, 1):reshape(B, V), o)                            -- (B, 1)
+      emit(tok)
+      local out = F.zeros({ B, N }, { dtype = "i64" }):index_copy(2, F.ones({ 1 }, { dtype = "i64" }), tok)
+      local done = eos and tok:eq(eos) or F.zeros({ B, 1 }, { dtype = "bool" })              -- (B, 1)
+      local pos = F.arange(T + 1, T + 2, { dtype = "i64" })                                   -- (1) the next position
+      local count = F.ones({}, { dtype = "i64" })
+      local _, out_, _, _, count_ = control.while_loop(
+        function(_, _, d, _, n) return F.logical_and(n:lt(N), F.logical_not(d:all())) end,
+        function(t, acc, d, p, n)
+          local nxt = M.pick(step(model, t, p, "generation_loop"):reshape(B, V), o)
+          if eos then
+            nxt = F.where(d, F.full({ B, 1 }, eos, { dtype = "i64" }), nxt)
+            d = F.logical_or(d, nxt:eq(eos))
+          end
+          emit(nxt)
+          return nxt, acc:index_copy(2, (n + 1):reshape(1), nxt), d, p + 1, n + 1
+        end, { tok, out, done, pos, count })
+      return out_, count_
+    end)
+  end
+end
+
+-- ds.generation_loop(model, opts): the function ds.compile traces (specs: ds.spec({B, "t"}, "i64"),
+-- ds.spec({}, "i64")) and ds.save writes; see M.loop
+function M.generation_loop(model, opts) return M.loop(model, opts) end
+
+-- the prompt ids and the first count generated ones: (B, T + count)
+local function joined(prompt, tokens, count)
+  return F.cat({ prompt, tokens:narrow(2, 1, count) }, 2)
+end
+
+-- without the caches: model(ids) (model:forward: ids (B, T) -> logits (B, T, V)) over the whole sequence per token
+local function uncached(model, prompt, o, stream)
+  if type(model.forward) ~= "function" then
+    errors.raise("generate: use_cache = false calls model(ids) -> logits (B, T, V); the model has no forward")
+  end
+  local B, T = prompt._shape[1], prompt._shape[2]
+  if T + o.max_new_tokens - 1 > model.max_len then
+    errors.raise(string.format("generate: a prompt of %d tokens and %d new ones need %d positions; the model holds "
+      .. "%d (model.max_len)", T, o.max_new_tokens, T + o.max_new_tokens - 1, model.max_len))
+  end
+  return autograd.no_grad(function()
+    if M.sampled(o) and o.seed then random.manual_seed(o.seed) end
+    local ids, done = prompt, nil
+    for n = 1, o.max_new_tokens do
+      local logits = model(ids)
+      local nxt = M.pick(logits:narrow(2, ids._shape[2], 1):reshape(B, logits._shape[3]), o)
+      if o.eos then
+        if done then nxt = F.where(done, F.full({ B, 1 }, o.eos, { dtype = "i64" }), nxt) end
+        done = done and F.logical_or(done, nxt:eq(o.eos)) or nxt:eq(o.eos)
+      end
+      if stream then stream(nxt) end
+      ids = F.cat({ ids, nxt }, 2)
+      if n == o.max_new_tokens or (done and done:all():item()) then break end
+    end
+    return ids
+  end)
+end
+
+-- ds.generate(model, prompt_ids (B, T) i64, opts) -> ids (B, T + n) i64: the prompt and the n <= max_new_tokens
+-- generated tokens. opts: max_new_tokens (20), temperature (0: greedy), top_k, top_p, min_p, eos, seed (reseeds
+-- ds's generator first; none: its current stream), stream = function(ids) called per token with a Lua list of each
+-- row's token, use_cache (true; false: model(ids) over the whole sequence per token)
+function M.generate(model, prompt, opts)
+  local o = M.decode_options(opts, "generate", { seed = "integer", stream = "function", use_cache = "boolean" })
+  check_prompt(prompt, "generate")
+  local stream = o.stream and function(tok) o.stream(tok:reshape(-1):totable()) end
+  if o.use_cache == false then return uncached(model, prompt, o, stream) end
+  local decode = { max_new_tokens = o.max_new_tokens, temperature = o.temperature, top_k = o.top_k, top_p = o.top_p,
+                   min_p = o.min_p, eos = o.eos }
+  local tokens, count = M.loop(model, decode, stream)(prompt, o.seed and F.tensor(o.seed, { dtype = "i64" }))
+  return joined(prompt, tokens, count:item())
+end
+
+function M.install(ds)
+  ds.generate = M.generate
+  ds.generation_loop = M.generation_loop
+end
+
+return M

@@ -1,0 +1,108 @@
+-- tests/generate_spec.lua: ds.generate and ds.generation_loop: greedy decoding equals a hand-written token-by-token
+-- loop over model:step; the graph loop eagerly == compiled == loaded bitwise (greedy, and sampled for the same seed,
+-- with top-k, top-p and eos); the stream callback sees every token; use_cache = false agrees; ds.generator's rows
+-- joining and leaving a running batch each equal the request alone; refusals.
+local ds = require("ds")
+local H = require("helpers")
+package.path = "./examples/?.lua;" .. package.path
+local CM = require("char_gpt_model")
+
+local V = 11
+local function i64(v) return ds.tensor(v, { dtype = "i64" }) end
+local function model(cache_batch)
+  ds.manual_seed(5)
+  return CM.GPT({ vocab = V, embed = 16, heads = 2, layers = 2, block = 24, cache_batch = cache_batch })
+end
+local SPECS = { ds.spec({ 1, "t" }, "i64"), ds.spec({}, "i64") }
+local dir = H.tmp_dir()
+
+-- greedy continuation by hand: the prompt through model:step at once, then one token at a time
+local function by_hand(m, prompt, n)
+  return ds.no_grad(function()
+    local T = prompt:size(2)
+    local tok = m:step(prompt, i64({ 1 })):narrow(2, T, 1):reshape(prompt:size(1), V):argmax(-1, true)
+    local out = { tok }
+    for p = T + 1, T + n - 1 do
+      tok = m:step(tok, i64({ p })):reshape(prompt:size(1), V):argmax(-1, true)
+      out[#out + 1] = tok
+    end
+    return ds.cat({ prompt, ds.cat(out, 2) }, 2)
+  end)
+end
+
+-- the loop's tokens eagerly, compiled, and loaded from disk (same model weights, fresh caches each time)
+local function three_ways(opts, prompt, seed, name)
+  local eager = { ds.generation_loop(model(), opts)(prompt, seed) }
+  local cg = ds.compile(ds.generation_loop(model(), opts), SPECS)
+  local compiled = { cg(prompt, seed) }
+  ds.save(cg, dir .. "/" .. name)
+  local loaded = { ds.load(dir .. "/" .. name)(prompt, seed) }
+  return eager, compiled, loaded
+end
+
+local function assert_same3(e, c, l)
+  for i = 1, 2 do
+    assert(H.bitwise(e[i], c[i]), "compiled result " .. i .. ": " .. tostring(e[i]) .. " vs " .. tostring(c[i]))
+    assert(H.bitwise(e[i], l[i]), "loaded result " .. i .. ": " .. tostring(e[i]) .. " vs " .. tostring(l[i]))
+  end
+end
+
+describe("ds.generate", function()
+  local prompt = i64({ { 3, 1, 4, 1, 5 } })
+
+  it("greedy: equals the hand-written token-by-token loop; the stream sees each token as it comes", function()
+    local seen = {}
+    local out = ds.generate(model(), prompt, { max_new_tokens = 9, stream = function(ids) seen[#seen + 1] = ids[1] end })
+    assert(H.bitwise(by_hand(model(), prompt, 9), out))
+    assert.same({ 1, 14 }, out:size())
+    local gen = {}
+    for j = 6, 14 do gen[#gen + 1] = out[1][j]:item() end
+    assert.same(gen, seen)
+  end)
+
+  it("without the cache (model(ids) over the whole sequence) gives the same greedy tokens", function()
+    local a = ds.generate(model(), prompt, { max_new_tokens = 9 })
+    local b = ds.generate(model(), prompt, { max_new_tokens = 9, use_cache = false })
+    assert.same(a:totable(), b:totable())
+  end)
+
+  it("the graph loop: greedy eager == compiled == loaded bitwise, one plan for every prompt length", function()
+    local e, c, l = three_ways({ max_new_tokens = 8 }, prompt, i64(0), "greedy")
+    assert_same3(e, c, l)
+    assert(H.bitwise(ds.generate(model(), prompt, { max_new_tokens = 8 }):narrow(2, 6, 8), e[1]))
+    local cg = ds.compile(ds.generation_loop(model(), { max_new_tokens = 4 }), SPECS)
+    for _, p in ipairs { { { 2 } }, { { 2, 7, 1 } }, { { 9, 9, 9, 9, 9, 9 } } } do
+      assert(H.bitwise(cg(i64(p), i64(0)), by_hand(model(), i64(p), 4):narrow(2, #p[1] + 1, 4)))
+    end
+  end)
+
+  it("sampled (temperature, top-k, top-p): the same seed gives the same tokens eagerly, compiled and loaded", function()
+    local opts = { max_new_tokens = 10, temperature = 0.8, top_k = 6, top_p = 0.9 }
+    local e, c, l = three_ways(opts, prompt, i64(42), "sampled")
+    assert_same3(e, c, l)
+    local g = ds.generate(model(), prompt, { max_new_tokens = 10, temperature = 0.8, top_k = 6, top_p = 0.9, seed = 42 })
+    assert(H.bitwise(g:narrow(2, 6, 10), e[1]))
+    local other = ds.generate(model(), prompt, { max_new_tokens = 10, temperature = 0.8, top_k = 6, top_p = 0.9,
+      seed = 43 })
+    assert.is_false(H.bitwise(g, other))   -- another seed, another continuation (fixed seeds: deterministic)
+  end)
+
+  it("eos: a row that draws it is done and repeats it; the loop stops when all rows are done", function()
+    local free = ds.generate(model(), prompt, { max_new_tokens = 12 })
+    local eos = free[1][8]:item()   -- the third generated token
+    local first = 8
+    for j = 6, 8 do if free[1][j]:item() == eos then first = j; break end end
+    local out = ds.generate(model(), prompt, { max_new_tokens = 12, eos = eos })
+    assert.same({ 1, first }, out:size())
+    local e, c, l = three_ways({ max_new_tokens = 12, eos = eos }, prompt, i64(0), "eos")
+    assert_same3(e, c, l)
+    assert.equal(first - 5, e[2]:item())
+  end)
+
+  it("refuses what it cannot do, naming the call", function()
+    H.raises(function() ds.generate(model(), prompt, { max_tokens = 3 }) end, "generate", "unknown option 'max_tokens'")
+    H.raises(function() ds.generate(model(), ds.tensor({ { 1, 2 } }), {}) end, "generate: prompt_ids must be an i64")
+    H.raises(function() ds.generate({}, prompt, {}) end, "generate", "step")
+    H.raises(function() ds.generate(model(), prompt, { max_new_tokens = 30 }) end, "model's caches hold 24")
+  end)
+end)
