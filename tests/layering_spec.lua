@@ -16,7 +16,7 @@ local LAYERS = {
   { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy" } },
   { name = "files", modules = { "ds.io", "ds.io.*", "ds.onnx", "ds.onnx.*", "ds.onnx.handlers.*" } },
   { name = "namespace", modules = { "ds" } },
-  { name = "front ends", modules = { "ds.repl" } },
+  { name = "front ends", modules = { "ds.repl", "ds.serve", "ds.serve.*" } },
 }
 
 -- the layer index of a module: its own entry, else its directory's ("ds.ops.*"), else nil
