@@ -176,4 +176,19 @@ describe_tmux("ds at a terminal (tmux)", function()
     type_line("kept * 2"); press("Enter")
     wait_for("\n84\n")
   end)
+
+  it("survives two and three Ctrl-C in a row inside long matmul kernels (the second one killed it)", function()
+    type_line("a = ds.randn(1500, 1500)"); press("Enter")
+    for _, presses in ipairs { 2, 3, 2, 3 } do
+      type_line("for i = 1, 1e9 do local b = a:matmul(a) end"); press("Enter"); os.execute("sleep 0.7")
+      press(string.rep("C-c ", presses)) -- one send-keys: the interrupts arrive within the same kernel
+      os.execute("sleep 0.3")
+    end
+    type_line("b = a:matmul(a):matmul(a):matmul(a)"); press("Enter"); os.execute("sleep 0.3") -- one long statement
+    press("C-c C-c C-c")
+    -- each loop runs until interrupted: the lines typed after it run only if it was, and only if ds still runs
+    type_line("kept + 100"); press("Enter")
+    wait_for("\n142\n")
+    assert.truthy(screen():find("\nerror: interrupted!\n", 1, true))
+  end)
 end)

@@ -1,7 +1,8 @@
 -- repl.lua: the `ds` interactive prompt: expressions print their values, readline editing with history
 -- (~/.ds_history) and completion, `?name` help, errors as one line at the user's code, `:time on`.
 -- Without a terminal on stdin it reads lines quietly (no prompt, no readline), for pipes and scripts. Ctrl-C at the
--- prompt cancels the line; during a computation it interrupts it (LuaJIT's own SIGINT handler, re-armed each time).
+-- prompt cancels the line; during a computation it interrupts it, any number of times (src/sigint.c chains LuaJIT's
+-- SIGINT handler and puts itself back, so a second Ctrl-C inside a long C kernel does not kill the process).
 local ffi = require("ffi")
 local bit = require("bit")
 local ds = require("ds")
@@ -14,9 +15,7 @@ local readline = require("readline") -- Debian lua-readline
 local M = {}
 
 ffi.cdef [[
-typedef struct { unsigned long bits[16]; } ds_repl_sigset;
-struct ds_repl_sigaction { void *handler; ds_repl_sigset mask; int flags; void *restorer; };
-int sigaction(int signum, const struct ds_repl_sigaction *act, struct ds_repl_sigaction *oldact);
+int ds_sigint_install(void);
 struct ds_repl_pollfd { int fd; short events; short revents; };
 int poll(struct ds_repl_pollfd *fds, unsigned long nfds, int timeout);
 extern int rl_catch_signals;
@@ -28,14 +27,12 @@ struct ds_repl_termios { uint32_t iflag, oflag, cflag, lflag; uint8_t line, cc[3
 int tcgetattr(int fd, struct ds_repl_termios *t);
 int tcsetattr(int fd, int when, const struct ds_repl_termios *t);
 ]]
-local SIGINT, POLLIN, ISIG, TCSANOW, CTRL_C = 2, 1, 1, 0, 3
+local POLLIN, ISIG, TCSANOW, CTRL_C = 1, 1, 0, 3
 local libreadline -- the C library behind lua-readline (kept loaded: its variables are set)
 
--- the SIGINT action bin/ds starts with (luajit's handler: it makes the running Lua code raise "interrupted!" and
--- resets itself, so it is put back after every interrupt)
-local interrupt_action = ffi.new("struct ds_repl_sigaction")
-ffi.C.sigaction(SIGINT, nil, interrupt_action)
-local function rearm_interrupt() ffi.C.sigaction(SIGINT, interrupt_action, nil) end
+-- SIGINT: luajit's handler (bin/ds runs under luajit's interpreter) makes the running Lua code raise "interrupted!";
+-- src/sigint.c chains it and keeps itself installed (put back again after each interrupt, should anything replace it)
+local function rearm_interrupt() dsffi.C.ds_sigint_install() end
 local function is_interrupt(err) return type(err) == "string" and err:find("interrupted!$") ~= nil end
 
 local HELP = [[
@@ -186,10 +183,10 @@ end
 local function evaluate(f, timing)
   local t0 = clock()
   local ok, n, values = xpcall(f, error_text)
-  rearm_interrupt() -- luajit's handler resets itself when it fires
+  rearm_interrupt() -- (installed already; put back should anything have replaced it)
   local elapsed = clock() - t0
   local text
-  if not ok then text = (is_interrupt(n) and "\n" or "") .. "error: " .. tostring(n)
+  if not ok then text = is_interrupt(n) and "\nerror: interrupted!" or "error: " .. tostring(n) -- (not ds's line)
   elseif type(n) == "number" and type(values) == "table" then text = results_text(n, unpack(values, 1, n))
   else text = "" end
   if timing then text = text .. (text ~= "" and "\n" or "") .. string.format("(%.3f ms)", elapsed * 1e3) end
@@ -222,6 +219,7 @@ function M.run(opts)
   local interactive = opts.interactive
   if interactive == nil then interactive = dsffi.C.ds_isatty(0) ~= 0 end
   _G.ds, _G.nn, _G.F, _G.optim = ds, ds.nn, ds.F, ds.optim
+  rearm_interrupt()
   local reader = make_reader(interactive)
   if interactive then
     print(string.format("ds %s (LuaJIT, %s, %d threads). ?name for help, :help for commands, Ctrl-D to leave.",
