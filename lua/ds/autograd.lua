@@ -5,7 +5,8 @@ local dtype = require("ds.dtype")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")
 local tape = require("ds.tape")
-local F = require("ds.ops.common").functions -- zeros_like, ones_like (ops/creation.lua)
+local D = require("ds.dispatch")
+local F = require("ds.ops.common").functions -- zeros_like, ones_like, clone, tensor, ... (the op families)
 
 local M = {}
 local is_tensor = Tensor.is_tensor
@@ -45,7 +46,8 @@ local function toposort(roots)
         order[#order + 1] = n
       else
         top[2] = i + 1
-        local child = rawget(n.inputs[i], "_grad_fn")
+        local child = n.needs[i] -- the edge recorded with the node (tape.maybe_record)
+        if type(child) ~= "table" then child = nil end
         if child and not seen[child] then seen[child] = true; stack[#stack + 1] = { child, 1 } end
       end
     end
@@ -95,20 +97,90 @@ local function check_grad_output(name, i, y, g)
   end
 end
 
--- a node's inputs still hold the values it was given (an input written by x[key] = v since is an error, as
--- PyTorch's version counters make it); a node already run without retain_graph cannot run again
-local function check_runnable(name, node)
+-- a node already run without retain_graph cannot run again
+local function check_freed(name, node)
   if node.freed then
     errors.raise(name .. ": trying to backward through the graph a second time (its " .. node.def.name .. " step "
       .. "already ran); pass retain_graph = true to the first backward if you need to backward twice")
   end
-  local versions = node.versions
-  for i, inp in ipairs(node.inputs) do
-    if tape.version(inp) ~= (versions and versions[i]) then
-      errors.raise(string.format("%s: input %d of %s was written in place (x[key] = v) after %s used it; clone "
-        .. "it before the write (x = x:clone())", name, i, node.def.name, node.def.name))
+end
+
+-- What PyTorch 1.13's backward formulas save, for the ops whose verdict on an in-place write differs from reading
+-- what ds's backward reads: f(node) -> saved inputs, saved outputs (sets of indices). An op not listed raises when
+-- its backward reads the value of an input or output written in place since the op ran (PyTorch's rule for what
+-- it saved); a listed one raises when what PyTorch saves was written, and otherwise reads the value from before
+-- the write when ds kept it (an in-place op under autograd keeps it), raising only when it did not.
+local NONE = function() return {}, {} end
+local function result() return {}, { true } end
+local function product(node) -- mul, matmul: each operand is saved for the other's gradient
+  return { node.needs[2] and true or nil, node.needs[1] and true or nil }, {}
+end
+local TORCH_SAVES = { add = NONE, sub = NONE, neg = NONE, sum = NONE, mean = NONE, contiguous = NONE,
+  astype = NONE, relu = result, sigmoid = result, tanh = result, exp = result, sqrt = result, mul = product,
+  matmul = product, div = function(node)
+    return { node.needs[2] and true or nil, (node.needs[1] or node.needs[2]) and true or nil }, {}
+  end }
+
+-- a stand-in for a value written in place since the node saved it: its shape and dtype can be read, its value
+-- cannot (reading it raises PyTorch's error)
+local Stale = { __metatable = "ds.Tensor" }
+Stale.__index = function(t, k)
+  if k == "shape" then local s = {}; for i, d in ipairs(t._shape) do s[i] = d end; return s end
+  if k == "ndim" then return #t._shape end
+  if k == "size" or k == "dim" or k == "numel" or k == "nDimension" then return Tensor[k] end
+  errors.raise(rawget(t, "_message"))
+end
+
+local function modified_message(name, node, what, x, now, expected)
+  return string.format("%s: one of the variables needed for gradient computation has been modified by an inplace "
+    .. "operation: [%s %s], %s of %s, is at version %d; expected version %d instead (it was written in place after "
+    .. "%s used it). Hint: clone it before the in-place write (x = x:clone()), or use the out-of-place form", name,
+    x.dtype, S.str(x._shape), what, node.def.name, now, expected, node.def.name)
+end
+
+-- the ctx node.def.backward gets: node itself when nothing it saved was written in place since, else a view of it
+-- whose inputs/outputs hold, for the written ones, the value before the write or a stand-in that raises when read
+local function backward_ctx(name, node)
+  local versions, out_versions, stale = node.versions, node.out_versions, node.stale
+  local changed_in, changed_out
+  for i, x in ipairs(node.inputs) do
+    local now, was = tape.version(x) or 0, versions and versions[i] or 0
+    if now ~= was then changed_in = changed_in or {}; changed_in[i] = { now, was } end
+  end
+  for j, o in ipairs(node.outputs) do
+    local now, was = tape.version(o) or 0, out_versions and out_versions[j] or 0
+    if stale and stale[j] then now, was = stale[j], stale[j] - 1 end
+    if now ~= was then changed_out = changed_out or {}; changed_out[j] = { now, was } end
+  end
+  if not changed_in and not changed_out then return node end
+  local saves = TORCH_SAVES[node.def.name] or node.def.view and NONE
+  local saved_in, saved_out = {}, {}
+  if saves then saved_in, saved_out = saves(node) end
+  local function stand_in(x, what, v)
+    local msg = modified_message(name, node, what, x, v[1], v[2])
+    if state.trace then errors.raise(msg) end -- traced: no stand-ins (the tracer reads raw fields)
+    return setmetatable({ _shape = x._shape, dtype = x.dtype, _message = msg }, Stale)
+  end
+  local ins, outs = {}, {}
+  for i, x in ipairs(node.inputs) do
+    local v = changed_in and changed_in[i]
+    ins[i] = x
+    if v then
+      if saved_in[i] then errors.raise(modified_message(name, node, "input " .. i, x, v[1], v[2])) end
+      local before = tape.edge_key(node, i) -- the value before the write, when an in-place op kept it
+      ins[i] = saves and before ~= x and before or stand_in(x, "input " .. i, v)
     end
   end
+  for j, o in ipairs(node.outputs) do
+    local v = changed_out and changed_out[j]
+    outs[j] = o
+    if v then
+      if saved_out[j] then errors.raise(modified_message(name, node, "output " .. j, o, v[1], v[2])) end
+      -- rebased (tape.rebase): o holds the value before the write; else written without autograd: not kept
+      if not (saves and stale and stale[j]) then outs[j] = stand_in(o, "output " .. j, v) end
+    end
+  end
+  return setmetatable({ inputs = ins, outputs = outs }, { __index = node })
 end
 
 -- a node whose backward ran without retain_graph lets go of what it saved (its inputs, attrs, their versions and
@@ -167,10 +239,12 @@ local function run_backward(name, outputs, grad_outputs, create_graph, wanted, r
       end
       if any then
         for i, o in ipairs(node.outputs) do
-          if not gouts[i] and rawget(o, "_grad_fn") == node then gouts[i] = F.zeros_like(o) end
+          if not gouts[i] and rawget(o, "_grad_fn") == node and not node.def.lazy_grads then
+            gouts[i] = F.zeros_like(o)
+          end
         end
-        check_runnable(name, node)
-        local gins = { node.def.backward(node, unpack(gouts, 1, #node.outputs)) }
+        check_freed(name, node)
+        local gins = { node.def.backward(backward_ctx(name, node), unpack(gouts, 1, #node.outputs)) }
         for i, inp in ipairs(node.inputs) do
           local gi = gins[i]
           if gi ~= nil and node.needs[i] then
@@ -178,7 +252,7 @@ local function run_backward(name, outputs, grad_outputs, create_graph, wanted, r
               error(string.format("internal: %s backward gave grad %s for input %d of shape %s", node.def.name,
                 S.str(gi._shape), i, S.str(inp._shape)), 0)
             end
-            accumulate(grads, inp, gi)
+            accumulate(grads, tape.edge_key(node, i), gi)
           end
         end
         if not retain then dropped = dropped + release(node) end
@@ -337,6 +411,112 @@ function Tensor.retains_grad(x)
   if rawget(x, "_grad_fn") == nil then return false end
   for _, h in ipairs(rawget(x, "_hooks") or {}) do if h.retain then return true end end
   return false
+end
+
+-- ---- in-place ops while autograd records (dispatch calls tape.inplace) ----
+-- PyTorch's rules: a leaf that requires grad (or a view of one) may not be written; any other tensor may, and the
+-- write rebases its history: the value before the write takes its place for the nodes that read it (tape.rebase),
+-- the op runs out of place on that value, the result is copied in and the tensor takes the result's place
+-- (tape.adopt). A view's write goes into its base: base' = base with the view's elements replaced (index_copy on
+-- the flat base), and the view reads base' (PyTorch's CopySlices).
+
+-- x's value copied into out with autograd off (dispatch bumps out's version)
+local function write_into(out, x)
+  local prev = state.grad_enabled
+  state.grad_enabled = false
+  local ok, err = pcall(Tensor.copy_, out, x)
+  state.grad_enabled = prev
+  if not ok then error(err, 0) end
+end
+
+-- the 1-based positions of view v's elements in its base's storage, as an i64 tensor of v's numel
+local function positions(v)
+  local shape, strides, n = v._shape, v:strides(), S.numel(v._shape)
+  local list, idx = {}, {}
+  for d = 1, #shape do idx[d] = 0 end
+  for k = 1, n do
+    local p = v:storage_offset()
+    for d = 1, #shape do p = p + idx[d] * strides[d] end
+    list[k] = p + 1
+    for d = #shape, 1, -1 do
+      idx[d] = idx[d] + 1
+      if idx[d] < shape[d] then break end
+      idx[d] = 0
+    end
+  end
+  return F.tensor(list, { dtype = "i64" })
+end
+
+-- view v (of a base that requires grad) read from its base's history: the flat base at v's positions
+local function read_view(base, v)
+  return base:reshape(-1):index_select(1, positions(v)):reshape(v._shape)
+end
+
+local function refuse_leaf(name, x, base)
+  if requires(x) and rawget(x, "_grad_fn") == nil then
+    errors.raise(name .. ": a leaf Variable that requires grad is being used in an in-place operation; wrap the "
+      .. "write in ds.no_grad or use the out-of-place form")
+  end
+  if base and requires(base) and rawget(base, "_grad_fn") == nil then
+    errors.raise(name .. ": a view of a leaf Variable that requires grad is being used in an in-place operation; "
+      .. "wrap the write in ds.no_grad or use the out-of-place form")
+  end
+end
+
+local function replaced(inputs, from, to)
+  local ins = {}
+  for i = 1, #inputs do ins[i] = inputs[i] == from and to or inputs[i] end
+  return ins
+end
+
+local function inplace_view(def, inputs, attrs, metas, out, base, name)
+  if state.trace then
+    errors.raise(name .. ": in-place op on a view while autograd records, inside a traced function; write into "
+      .. "the tensor it views, or use the out-of-place form")
+  end
+  if not base:is_contiguous() or base:storage_offset() ~= 0 then
+    errors.raise(name .. ": in-place op on a view of a non-contiguous tensor while autograd records; clone the "
+      .. "tensor first")
+  end
+  if S.numel(out._shape) == 0 then return out end
+  local p = positions(out)
+  local bsrc = base:detach():clone()
+  tape.rebase(base, bsrc)
+  if rawget(out, "_grad_fn") then tape.rebase(out, out:detach():clone()) end
+  local flat = bsrc:reshape(-1)
+  local vold = flat:index_select(1, p):reshape(out._shape)
+  local r = D.execute(def, replaced(inputs, out, vold), attrs, metas)[1]
+  local bnew = flat:index_copy(1, p, r:reshape(-1)):reshape(base._shape)
+  local vnew = bnew:reshape(-1):index_select(1, p):reshape(out._shape)
+  write_into(base, bnew)
+  tape.adopt(base, bnew)
+  tape.adopt(out, vnew)
+  return out
+end
+
+function tape.inplace(def, inputs, attrs, metas, out)
+  local name = def.inplace_name or def.name .. "_"
+  local base = rawget(out, "_base")
+  refuse_leaf(name, out, base)
+  if base then return inplace_view(def, inputs, attrs, metas, out, base, name) end
+  local src = state.trace and out:detach() or out:detach():clone()
+  tape.rebase(out, src)
+  local r = D.execute(def, replaced(inputs, out, src), attrs, metas)[1]
+  write_into(out, r)
+  if rawget(r, "_grad_fn") then
+    tape.adopt(out, r)
+  else -- an op without gradient (fill_, zero_): out's new value has no history
+    rawset(out, "requires_grad", nil)
+    rawset(out, "_grad_fn", nil)
+  end
+  return out
+end
+
+function tape.refresh_view(v)
+  local base = rawget(v, "_base")
+  if not rawget(v, "_c") or not requires(base) or not base:is_contiguous() or base:storage_offset() ~= 0 then return end
+  local r = read_view(base, v)
+  tape.adopt(v, r)
 end
 
 -- a tensor sharing storage, cut from the tape

@@ -299,6 +299,11 @@ local function check_overlap(def, inputs, out)
   end
 end
 
+local function any_requires(inputs)
+  for i = 1, #inputs do if rawget(inputs[i], "requires_grad") then return true end end
+  return false
+end
+
 -- inputs: array of tensors/numbers; attrs: user table or nil; out: tensor for in-place/out= forms
 function M.call(def, inputs, attrs, out)
   check_arity(def, inputs)
@@ -337,19 +342,27 @@ function M.call(def, inputs, attrs, out)
         S.str(m.shape), S.str(out._shape)))
     end
   end
+  if out and state.grad_enabled and (rawget(out, "requires_grad") or def.backward and any_requires(inputs)) then
+    return tape.inplace(def, inputs, attrs, metas, out) -- autograd.lua: the write rebases out's history
+  end
+  return unpack(M.execute(def, inputs, attrs, metas, out), 1, def.noutputs)
+end
+
+-- the op on checked inputs, attrs and inferred metas: recorded (tracing) or run, written into out if given;
+-- in-place writes bump the version counters; the tape links the outputs. Returns the list of outputs.
+function M.execute(def, inputs, attrs, metas, out)
   local outputs
   if state.trace then
     outputs = state.trace.record(def, inputs, attrs, metas, out)
   else
-    if out and state.grad_enabled and rawget(out, "requires_grad") then
-      tape.check_inplace(def, out)
-    end
     outputs = M.run_kernel(def, inputs, attrs, metas, out)
   end
+  if out then tape.bump(out) end -- version counters (PyTorch's): every in-place write counts
+  if def.mutates then for _, j in ipairs(def.mutates) do tape.bump(inputs[j]) end end
   if state.grad_enabled and def.backward then
     tape.maybe_record(def, inputs, attrs, outputs)
   end
-  return unpack(outputs, 1, def.noutputs)
+  return outputs
 end
 
 -- ---- eager shortcuts ----
@@ -414,6 +427,7 @@ function M.fast_binary(def, slow, inplace)
       local k = (sa == sb or same_shape(sa, sb)) and kernel_for(def, kernels, dt)
       if k then
         local out = run_pair(k, inplace and a or empty(dt, sa, def.name), ca, cb, name)
+        if inplace then rawset(a, "_version", (rawget(a, "_version") or 0) + 1) end -- a owns its storage (no _base)
         return out
       end
     end

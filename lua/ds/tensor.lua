@@ -115,6 +115,9 @@ function getters.requires_grad() return false end
 function getters.ndim(x) return #x._shape end
 function getters.is_leaf(x) return rawget(x, "_grad_fn") == nil end
 function getters.grad_fn(x) return rawget(x, "_grad_fn") end
+-- x._version: the in-place writes into x's storage so far, shared by its views (PyTorch's version counter; the
+-- storage owner keeps it in its _version field once written)
+function getters._version(x) return rawget(rawget(x, "_base") or x, "_version") or 0 end
 function getters.T(x) return x:t() end
 -- x.mT: the last two dims swapped (batches of matrices)
 function getters.mT(x)

@@ -54,8 +54,7 @@ local function index_copy_(x, dim, index, src)
     raise("index_copy_: x is a view inside a traced function; a graph writes whole tensors: index_copy_ into the "
       .. "tensor it views")
   end
-  D.call(def, { x, index, src }, { dim = dim })
-  if not state.trace then tape.bump(x) end
+  D.call(def, { x, index, src }, { dim = dim }) -- dispatch bumps x's version (def.mutates)
   return x
 end
 C.export("index_copy_", index_copy_, { method = false, args = { "tensor", "integer", "tensor", "tensor" } })

@@ -246,13 +246,7 @@ local function write(x, new, v, opname)
     end
     -- the value before the write, holding x's place in the history (the producer's output)
     src = state.trace and x:detach() or x:detach():clone()
-    local fn = rawget(x, "_grad_fn")
-    if fn then
-      rawset(src, "requires_grad", true)
-      rawset(src, "_grad_fn", fn)
-      rawset(src, "_out_index", rawget(x, "_out_index"))
-      fn.outputs[rawget(x, "_out_index")] = src
-    end
+    tape.rebase(x, src)
   end
   local r = new(src)
   local prev = state.grad_enabled
@@ -260,14 +254,7 @@ local function write(x, new, v, opname)
   local ok, err = pcall(Tensor.copy_, x, r)
   state.grad_enabled = prev
   if not ok then error(err, 0) end
-  tape.bump(x)
-  local fn = rawget(r, "_grad_fn")
-  if grad and fn then
-    rawset(x, "requires_grad", true)
-    rawset(x, "_grad_fn", fn)
-    rawset(x, "_out_index", rawget(r, "_out_index"))
-    fn.outputs[rawget(r, "_out_index")] = x
-  end
+  if grad then tape.adopt(x, r) end
   return x
 end
 
@@ -287,8 +274,7 @@ local function setitem(x, key, v)
     numbers = numbers and type(key[i]) == "number"
   end
   if numbers and not state.trace and not (state.grad_enabled and (tape.requires(x) or tape.requires(v))) then
-    parse(x, key, opname):copy_(v) -- numbers only: write through the view
-    tape.bump(x)
+    parse(x, key, opname):copy_(v) -- numbers only: write through the view (copy_ bumps the version)
     return
   end
   write(x, function(src) return assigned(src, key, v, false, opname) end, v, opname)
