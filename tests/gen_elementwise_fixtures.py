@@ -328,6 +328,29 @@ for a in DT:
     for num in (2, 2.5):
         promotion.append({"a": DT[a], "number": num, "out": DT[torch.result_type(torch.ones(2, dtype=a), num)]})
 
+# ---- astype to and from the storage-only dtypes bf16, f16, i8 (edge cases: tests/gen_lowp_fixtures.py) ----
+DT.update({torch.bfloat16: "bf16", torch.float16: "f16", torch.int8: "i8"})
+ALL = FLOATS + INTS + (torch.uint8, torch.bool, torch.bfloat16, torch.float16, torch.int8)
+for src in (torch.bfloat16, torch.float16, torch.int8):
+    if src == torch.int8:
+        x = torch.tensor([0, 1, 2, 7, 100, 127, -3, -128], dtype=src)
+    else:
+        x = torch.tensor([0.0, 1.0, 2.75, 7.5, 100.5, -0.5, 3.0, -0.0], dtype=src)
+    for dst in ALL:
+        add("astype", [tin(x)[0]], x.to(dst), attrs={"dtype": DT[dst]})
+x = torch.tensor([0.1, -2.7, 1e5, 3.14159, 1e-6, 65519.0, 65520.0], dtype=torch.float64)
+for dst in (torch.bfloat16, torch.float16):
+    add("astype", [tin(x)[0]], x.to(dst), attrs={"dtype": DT[dst]})
+    add("astype", [tin(x.float())[0]], x.float().to(dst), attrs={"dtype": DT[dst]})
+x = torch.tensor([0.1, -2.7, 3.9, -127.5, 126.99], dtype=torch.float64)  # in range (out of range: ds saturates)
+for src in (torch.float64, torch.float32):
+    add("astype", [tin(x.to(src))[0]], x.to(src).to(torch.int8), attrs={"dtype": "i8"})
+x = torch.tensor([0, 1, 200, 255, 128], dtype=torch.uint8)  # u8 -> i8 wraps, as every integer narrowing
+add("astype", [tin(x)[0]], x.to(torch.int8), attrs={"dtype": "i8"})
+x = torch.tensor([300, -129, 2 ** 40 + 5, 16777217], dtype=torch.int64)
+for dst in (torch.int8, torch.bfloat16, torch.float16):
+    add("astype", [tin(x)[0]], x.to(dst), attrs={"dtype": DT[dst]})
+
 path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "elementwise.json")
 os.makedirs(os.path.dirname(path), exist_ok=True)
 with open(path, "w") as f:

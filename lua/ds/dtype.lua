@@ -1,17 +1,30 @@
 -- dtype.lua: dtype names, C codes, sizes, and the promotion rules for mixed operands.
+local dsffi = require("ds.ffi")
 local M = {}
 
-M.names = { "f32", "f64", "i64", "i32", "u8", "bool" }
-M.code = { f32 = 0, f64 = 1, i64 = 2, i32 = 3, u8 = 4, bool = 5 }
-M.size = { f32 = 4, f64 = 8, i64 = 8, i32 = 4, u8 = 1, bool = 1 }
-M.ctype = { f32 = "float", f64 = "double", i64 = "int64_t", i32 = "int32_t", u8 = "uint8_t", bool = "uint8_t" }
-M.is_float = { f32 = true, f64 = true }
-M.is_int = { i64 = true, i32 = true, u8 = true }
+-- names, codes and sizes come from libds (src/ds.h's ds_dtype, ds_dtype_name, ds_dtype_size): declared once
+M.names, M.code, M.size = {}, {}, {}
+for c = 0, dsffi.C.DS_NDTYPES - 1 do
+  local name = dsffi.ffi.string(dsffi.C.ds_dtype_name(c))
+  M.names[c + 1], M.code[name], M.size[name] = name, c, tonumber(dsffi.C.ds_dtype_size(c))
+end
+-- bf16 and f16 are stored as their bits (uint16_t); their math runs in f32 and rounds back (docs/DTYPES.md)
+M.ctype = { f32 = "float", f64 = "double", i64 = "int64_t", i32 = "int32_t", u8 = "uint8_t", bool = "uint8_t",
+            bf16 = "uint16_t", f16 = "uint16_t", i8 = "int8_t" }
+M.is_float = { f32 = true, f64 = true, bf16 = true, f16 = true }
+M.is_int = { i64 = true, i32 = true, u8 = true, i8 = true }
+-- the storage-only dtypes: ops without a kernel for them compute in this dtype and cast back (dispatch.lua)
+M.compute = { bf16 = "f32", f16 = "f32", i8 = "i32" }
 -- aliases users of PyTorch/NumPy type
 M.alias = { float = "f32", float32 = "f32", double = "f64", float64 = "f64", long = "i64", int64 = "i64",
-            int = "i32", int32 = "i32", uint8 = "u8", byte = "u8", boolean = "bool" }
+            int = "i32", int32 = "i32", uint8 = "u8", byte = "u8", boolean = "bool",
+            bfloat16 = "bf16", half = "f16", float16 = "f16", int8 = "i8", char = "i8" }
+for _, name in ipairs(M.names) do
+  assert(M.ctype[name], "dtype.lua: no ctype for libds dtype " .. name)
+end
 
--- Promotion (PyTorch's, restricted to our dtypes): bool < u8 < i32 < i64 < f32 < f64.
+-- Promotion (PyTorch's, restricted to our dtypes): bool < u8, i8 < i32 < i64 < bf16, f16 < f32 < f64;
+-- u8 with i8 gives i32 (PyTorch: int16, which ds lacks), bf16 with f16 gives f32 (as PyTorch).
 -- A Lua number is a "weak" scalar: it never widens a tensor's dtype within its category
 -- (int tensor + 2 stays int, f32 tensor + 2.5 stays f32), but a fractional number
 -- turns an integer or bool tensor into f32.
@@ -31,8 +44,9 @@ M.alias = { float = "f32", float32 = "f32", double = "f64", float64 = "f64", lon
 --     integer dtypes are widened, floats and bools refused.
 --   * float -> integer casts truncate toward zero and saturate at the target's range, NaN
 --     gives 0 (C leaves these undefined); integer -> integer casts wrap, like PyTorch.
-local rank = { bool = 0, u8 = 1, i32 = 2, i64 = 3, f32 = 4, f64 = 5 }
+local rank = { bool = 0, u8 = 1, i8 = 1, i32 = 2, i64 = 3, bf16 = 4, f16 = 4, f32 = 5, f64 = 6 }
 M.rank = rank
+local tie = { u8 = "i32", i8 = "i32", bf16 = "f32", f16 = "f32" } -- two dtypes of one rank
 
 function M.normalize(d)
   if d == nil then return nil end
@@ -43,7 +57,8 @@ end
 
 function M.promote(a, b)
   if a == b then return a end
-  return rank[a] >= rank[b] and a or b
+  if rank[a] == rank[b] then return tie[a] end
+  return rank[a] > rank[b] and a or b
 end
 
 -- dtype of a Lua number combined with a tensor dtype

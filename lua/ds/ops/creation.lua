@@ -20,7 +20,7 @@ end
 
 D.define {
   name = "full", doc = "a tensor of shape filled with value (x:fill_(value) in place)", inplace_name = "fill_",
-  kind = "creation", kernel = "ds_fill_%s", dtypes = C.ALL, ninputs = 0,
+  kind = "creation", kernel = "ds_fill_%s", dtypes = C.set(dtype.names), ninputs = 0,
   attrs = { { "shape", "ints" }, { "value", "float", 0 }, { "dtype", "dtype", "f32" } },
   infer = function(_, attrs) return { shape = attrs.shape, dtype = attrs.dtype } end,
   kernel_dtype = function(_, outputs) return outputs[1].dtype end,
@@ -123,6 +123,13 @@ local function arange_length(start, stop, step)
   return sym.floordiv(sym.add(span, math.abs(step) - 1), math.abs(step))
 end
 
+-- the arange op; bf16/f16/i8 values are computed in f32/i32 and cast (as PyTorch's CPU arange)
+local function arange(start, step, len, dt)
+  local up = dtype.compute[dt]
+  local t = D.call(D.by_name.arange, {}, { start = start, step = step, length = len, dtype = up or dt })
+  return up and t:astype(dt) or t
+end
+
 -- arange(end) | arange(start, end[, step]) [, opts]: end excluded, as in PyTorch; start and end may be symbolic
 -- sizes while tracing (arange(1, T + 1) for positions)
 C.export("arange", function(a, b, c, d)
@@ -149,14 +156,13 @@ C.export("arange", function(a, b, c, d)
     local function int(v) return sym.is(v) or v == math.floor(v) end
     dt = int(start) and int(stop) and int(step) and "i64" or "f32"
   end
-  return D.call(D.by_name.arange, {}, { start = start, step = step, length = len, dtype = check_dtype(dt, "arange") })
+  return arange(start, step, len, check_dtype(dt, "arange"))
 end, { method = false, args = { "number|size|table", "number|size|table?", "number|size|table?", "table?" } })
 
 C.export("linspace", function(start, stop, steps, opts)
   if type(steps) ~= "number" or steps < 0 then errors.raise("linspace: steps must be a non-negative number") end
   local step = steps > 1 and (stop - start) / (steps - 1) or 0
-  return D.call(D.by_name.arange, {}, { start = start, step = step, length = steps,
-    dtype = check_dtype(opts and opts.dtype, "linspace") })
+  return arange(start, step, steps, check_dtype(opts and opts.dtype, "linspace"))
 end, { method = false, args = { "number", "number", "integer", "table?" } })
 
 C.export("eye", function(n, m, opts)

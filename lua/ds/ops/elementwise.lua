@@ -239,7 +239,7 @@ end, { doc = "log(1 + e^(beta x)) / beta, x above the threshold (torch.nn.functi
 -- astype (cast through the copy kernel; also used by dispatch to promote operands)
 D.define {
   name = "astype", doc = "x converted to dtype (torch's x.to(dtype))", kind = "unary", kernel = "ds_copy_%s",
-  dtypes = C.ALL, ninputs = 1, elementwise = true,
+  dtypes = C.set(dtype.names), ninputs = 1, elementwise = true,
   attrs = { { "dtype", "dtype" } }, args = { "dtype" },
   prepare = function(inputs, attrs)
     local dt = dtype.normalize(attrs.dtype)
@@ -257,7 +257,7 @@ D.define {
 -- contiguous copy of a (possibly strided) tensor, same dtype
 D.define {
   name = "contiguous", doc = "a contiguous copy of x (x:copy_(y) is its in-place form)", inplace_name = "copy_",
-  kind = "unary", kernel = "ds_copy_%s", dtypes = C.ALL, ninputs = 1, elementwise = true,
+  kind = "unary", kernel = "ds_copy_%s", dtypes = C.set(dtype.names), ninputs = 1, elementwise = true,
   infer = function(inputs) return { shape = inputs[1]._shape, dtype = inputs[1].dtype } end,
   backward = function(ctx, g) return g end,
 }
