@@ -304,9 +304,8 @@ local function any_requires(inputs)
   return false
 end
 
--- inputs: array of tensors/numbers; attrs: user table or nil; out: tensor for in-place/out= forms
-function M.call(def, inputs, attrs, out)
-  check_arity(def, inputs)
+-- attrs normalized, prepare and promote run, every input a tensor: returns inputs, attrs
+local function prepare_inputs(def, inputs, attrs)
   attrs = M.attrs(def, attrs)
   if def.prepare then inputs = def.prepare(inputs, attrs) or inputs end
   if def.promote then
@@ -322,6 +321,42 @@ function M.call(def, inputs, attrs, out)
     if not is_tensor(inputs[i]) then
       errors.raise(string.format("%s: argument %d must be a tensor, got %s", def.name, i, type(inputs[i])))
     end
+  end
+  return inputs, attrs
+end
+
+-- ---- the storage-only dtypes (bf16, f16, i8): ops without a kernel for them compute in dtype.compute ----
+-- the first input of such a dtype def has no kernel for, and its compute dtype (f32 for bf16/f16, i32 for i8)
+local function lowp_input(def, inputs)
+  if not def.dtypes then return nil end
+  for i = 1, #inputs do
+    local dt = inputs[i].dtype
+    if dtype.compute[dt] and not def.dtypes[dt] then return dt, dtype.compute[dt] end
+  end
+end
+
+-- PyTorch's CPU kernels for bf16/f16: inputs of dtype low cast up, the op in dtype up, its outputs of dtype
+-- up rounded back to low (the casts are ops: traced and differentiated like any other); in place: the
+-- result is copied into out
+local function call_lifted(def, inputs, attrs, out, low, up)
+  local lifted = {}
+  for i = 1, #inputs do lifted[i] = inputs[i].dtype == low and M.cast(inputs[i], up) or inputs[i] end
+  local results = { M.call(def, lifted, attrs, nil, true) }
+  for i = 1, def.noutputs do
+    if is_tensor(results[i]) and results[i].dtype == up then results[i] = M.cast(results[i], low) end
+  end
+  if out then return M.call(M.by_name.contiguous, { results[1] }, {}, out) end
+  return unpack(results, 1, def.noutputs)
+end
+
+-- inputs: array of tensors/numbers; attrs: user table or nil; out: tensor for in-place/out= forms;
+-- prepared: inputs and attrs have been through prepare_inputs (call_lifted)
+function M.call(def, inputs, attrs, out, prepared)
+  check_arity(def, inputs)
+  if not prepared then
+    inputs, attrs = prepare_inputs(def, inputs, attrs)
+    local low, up = lowp_input(def, inputs)
+    if low then return call_lifted(def, inputs, attrs, out, low, up) end
   end
   local metas = def.infer(inputs, attrs, def)
   if metas.shape then metas = { metas } end
