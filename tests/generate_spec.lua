@@ -1,7 +1,7 @@
 -- tests/generate_spec.lua: ds.generate and ds.generation_loop: greedy decoding equals a hand-written token-by-token
 -- loop over model:step; the graph loop eagerly == compiled == loaded bitwise (greedy, and sampled for the same seed,
 -- with top-k, top-p and eos); the stream callback sees every token; use_cache = false agrees; ds.generator's rows
--- joining and leaving a running batch each equal the request alone; refusals.
+-- joining and leaving a running batch each equal the request alone (greedy and sampled with a seed each); refusals.
 local ds = require("ds")
 local H = require("helpers")
 package.path = "./examples/?.lua;" .. package.path
@@ -104,5 +104,68 @@ describe("ds.generate", function()
     H.raises(function() ds.generate(model(), ds.tensor({ { 1, 2 } }), {}) end, "generate: prompt_ids must be an i64")
     H.raises(function() ds.generate({}, prompt, {}) end, "generate", "step")
     H.raises(function() ds.generate(model(), prompt, { max_new_tokens = 30 }) end, "model's caches hold 24")
+  end)
+end)
+
+describe("ds.generator (continuous batching)", function()
+  local prompts = { { 3, 1, 4, 1, 5 }, { 2, 7 }, { 9, 9, 9, 1, 2, 3, 4 }, { 5 } }
+
+  -- each prompt's 6 tokens from ds.generate alone (a model whose caches hold one row)
+  local function alone(o, i)
+    local g = ds.generate(model(1), i64({ prompts[i] }), { max_new_tokens = 6, temperature = o.temperature,
+      top_k = o.top_k, seed = o.temperature and 100 + i or nil })
+    return g:narrow(2, #prompts[i] + 1, 6):reshape(-1):totable()
+  end
+
+  for _, o in ipairs { {}, { temperature = 0.8, top_k = 6 } } do
+    it((o.temperature and "sampled (a seed per request)" or "greedy")
+      .. ": requests joining and leaving a running batch of 3 rows each get their tokens alone", function()
+      local gen = ds.generator(model(3), { slots = 3, max_new_tokens = 6, temperature = o.temperature, top_k = o.top_k })
+      local ids, streamed = {}, {}
+      local function start(i)
+        return gen:start(prompts[i], { seed = 100 + i, stream = function(tok, id)
+          streamed[id] = streamed[id] or {}
+          table.insert(streamed[id], tok)
+        end })
+      end
+      ids[1] = start(1)
+      gen:step(); gen:step()
+      ids[2], ids[3] = start(2), start(3)
+      local none, why = gen:start(prompts[4])
+      assert.is_nil(none); assert.equal("full", why)
+      local steps = 0
+      while gen:active() > 0 do
+        gen:step(); steps = steps + 1
+        if not ids[4] then ids[4] = start(4) end   -- joins once a row is free
+      end
+      for i = 1, 4 do
+        local toks, done = gen:result(ids[i])
+        assert.is_true(done)
+        assert.same(alone(o, i), toks)
+        assert.same(toks, streamed[ids[i]])
+      end
+    end)
+  end
+
+  it("a cancelled request leaves its row; eos ends a request early; bad arguments are refused", function()
+    local gen = ds.generator(model(2), { slots = 2, max_new_tokens = 5 })
+    local a = gen:start({ 3, 1 })
+    local b = gen:start(i64({ 4, 4, 4 }))
+    gen:step()
+    gen:cancel(a)
+    assert.equal(1, gen:active())
+    local c = gen:start({ 3, 1 })
+    gen:run()
+    local free = ds.generate(model(1), i64({ { 3, 1 } }), { max_new_tokens = 5 }):narrow(2, 3, 5):reshape(-1):totable()
+    assert.same(free, (gen:result(c)))
+    local stop = ds.generator(model(2), { slots = 2, max_new_tokens = 5, eos = free[2] })
+    local d = stop:start({ 3, 1 })
+    stop:run()
+    assert.same(free[1] == free[2] and { free[1] } or { free[1], free[2] }, (stop:result(d)))
+    assert.is_true(select(2, gen:result(b)))
+    H.raises(function() ds.generator(model(2), {}) end, "generator", "slots")
+    H.raises(function() gen:start({}) end, "generator:start", "non-empty")
+    H.raises(function() gen:start({ 1 }, { max_new_tokens = 40 }) end, "generator:start", "caches hold 24")
+    H.raises(function() gen:start({ 1 }, { top = 3 }) end, "generator:start", "unknown option 'top'")
   end)
 end)

@@ -13,7 +13,7 @@ local LAYERS = {
                                   "ds.distributions" } },
   { name = "graph", modules = { "ds.graph", "ds.trace", "ds.control", "ds.ops.control", "ds.generate" } },
   { name = "conversion", modules = { "ds.convert", "ds.convert.*" } },
-  { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy" } },
+  { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy", "ds.generator" } },
   { name = "files", modules = { "ds.io", "ds.io.*", "ds.onnx", "ds.onnx.*", "ds.onnx.handlers.*" } },
   { name = "namespace", modules = { "ds" } },
   { name = "front ends", modules = { "ds.repl", "ds.serve", "ds.serve.*" } },

@@ -96,7 +96,8 @@ ds.plot = plot
 ds.save_profile = profile_view.save
 io_.install(ds)
 onnx.install(ds)
-require("ds.generate").install(ds) -- ds.generate, ds.generation_loop, ds.generator (docs/GENERATION.md)
+require("ds.generate").install(ds) -- ds.generate, ds.generation_loop (docs/GENERATION.md)
+require("ds.generator").install(ds) -- ds.generator: continuous batching (docs/GENERATION.md)
 
 -- every Tensor method checks self (the eager shortcuts check their operands); ds.<name> is the same function
 local checked = Tensor._require_self(D.shortcuts)

@@ -1,0 +1,158 @@
+-- generator.lua: ds.generator, step-wise decoding of many requests in one running batch (continuous batching):
+-- requests join a free row between two steps and leave when done; each step is one model:step over every row, each
+-- row at its own position, so a request's tokens are bitwise those it gets alone (docs/GENERATION.md).
+local errors = require("ds.errors")
+local options = require("ds.options")
+local Tensor = require("ds.tensor")
+local autograd = require("ds.autograd")
+local random = require("ds.random")
+local F = require("ds.ops.common").functions
+local generate = require("ds.generate")
+local lazy = require("ds.lazy")
+local trace = require("ds.trace")
+
+local M = {}
+
+local Generator = {}
+Generator.__index = Generator
+
+-- ds.generator(model, {slots, compile = true, max_new_tokens, temperature, top_k, top_p, min_p, eos}): slots: the
+-- rows of model's KV caches (its batch); the other options are the requests' defaults
+function M.generator(model, opts)
+  if type(model) ~= "table" or type(model.step) ~= "function" or type(model.max_len) ~= "number" then
+    errors.raise("generator: model must have step(ids (B, 1) i64, pos (B) i64) -> logits (B, 1, V) and max_len "
+      .. "(docs/GENERATION.md)")
+  end
+  local o = generate.decode_options(opts, "generator", { slots = { "integer", min = 1 }, compile = "boolean" })
+  if not o.slots then errors.raise("generator: option slots (the batch the model's caches hold) is required") end
+  local B = o.slots
+  local function step(ids, pos) return model:step(ids, pos) end
+  if o.compile ~= false then
+    step = lazy.compile(step, { trace.spec({ B, 1 }, "i64"), trace.spec({ B }, "i64") })
+  end
+  return setmetatable({ model = model, defaults = o, B = B, step_fn = step, rows = {}, by_id = {}, last_id = 0 },
+    Generator)
+end
+
+-- the prompt as a Lua list of 1-based ids
+local function ids_of(prompt)
+  if Tensor.is_tensor(prompt) then
+    if prompt.dtype ~= "i64" or prompt:numel() < 1 or (prompt:dim() == 2 and prompt:size(1) ~= 1) or prompt:dim() > 2 then
+      errors.raise("generator:start: prompt must be an i64 tensor (T) or (1, T), or a list of token ids")
+    end
+    return prompt:reshape(-1):totable()
+  end
+  if type(prompt) ~= "table" or #prompt < 1 then
+    errors.raise("generator:start: prompt must be a non-empty list of token ids or an i64 tensor")
+  end
+  local t = {}
+  for i, v in ipairs(prompt) do
+    if type(v) ~= "number" or v ~= math.floor(v) then errors.raise("generator:start: prompt id " .. i .. " is not an integer") end
+    t[i] = v
+  end
+  return t
+end
+
+-- g:start(prompt, opts) -> id, or nil and "full" when every row is taken. prompt: a list of 1-based token ids or an
+-- i64 tensor (T) / (1, T); opts: max_new_tokens, temperature, top_k, top_p, min_p, eos (the generator's by default),
+-- seed (this request's own generator: the tokens ds.generate draws with this seed), stream = function(token, id)
+function Generator:start(prompt, opts)
+  local d = self.defaults
+  local o = options.check(opts, "generator:start", { max_new_tokens = { "integer", min = 1 },
+    temperature = { "number", min = 0 }, top_k = { "integer", min = 1 }, top_p = { "number", min = 0, max = 1 },
+    min_p = { "number", min = 0, max = 1 }, eos = "integer", seed = "integer", stream = "function" })
+  for _, k in ipairs { "max_new_tokens", "temperature", "top_k", "top_p", "min_p", "eos" } do
+    if o[k] == nil then o[k] = d[k] end
+  end
+  local ids = ids_of(prompt)
+  if #ids + o.max_new_tokens - 1 > self.model.max_len then
+    errors.raise(string.format("generator:start: a prompt of %d tokens and %d new ones need %d positions; the "
+      .. "model's caches hold %d (model.max_len)", #ids, o.max_new_tokens, #ids + o.max_new_tokens - 1, self.model.max_len))
+  end
+  local row
+  for b = 1, self.B do if not self.rows[b] then row = b; break end end
+  if not row then return nil, "full" end
+  self.last_id = self.last_id + 1
+  local r = { id = self.last_id, row = row, prompt = ids, fed = 0, tokens = {}, opts = o,
+              rng = o.seed and { o.seed, 0 } or nil }
+  self.rows[row], self.by_id[r.id] = r, r
+  return r.id
+end
+
+-- the request's tokens so far (a Lua list) and whether it is done
+function Generator:result(id)
+  local r = self.by_id[id]
+  if not r then errors.raise("generator:result: no request " .. tostring(id)) end
+  return r.tokens, r.done == true
+end
+
+-- drops a request (a client gone): its row is free for the next start
+function Generator:cancel(id)
+  local r = self.by_id[id]
+  if r and not r.done then r.done = true; self.rows[r.row] = nil end
+end
+
+-- the number of requests running
+function Generator:active()
+  local n = 0
+  for b = 1, self.B do if self.rows[b] then n = n + 1 end end
+  return n
+end
+
+-- row r's next token from its logits (1, V), drawn on its own generator state when it has a seed
+local function draw(r, logits)
+  if not (r.opts.temperature > 0 and r.rng) then return generate.pick(logits, r.opts):item() end
+  local st = random.state()
+  local saved = st:clone()
+  st:copy_(F.tensor(r.rng, { dtype = "i64" }))
+  local tok = generate.pick(logits, r.opts):item()
+  r.rng = st:totable()
+  st:copy_(saved)
+  return tok
+end
+
+-- g:step() -> events {{id, token, done}...}: one model step over every row (a request still reading its prompt
+-- feeds its next prompt token; idle rows compute a throwaway token); each request past its prompt gains a token
+function Generator:step()
+  local ids, pos = {}, {}
+  for b = 1, self.B do
+    local r = self.rows[b]
+    if not r then ids[b], pos[b] = 1, 1
+    else
+      local n = r.fed + #r.tokens
+      ids[b] = r.fed < #r.prompt and r.prompt[r.fed + 1] or r.tokens[#r.tokens]
+      pos[b] = n + (r.fed < #r.prompt and 1 or 0)
+    end
+  end
+  local events = {}
+  autograd.no_grad(function()
+    local logits = self.step_fn(F.tensor(ids, { dtype = "i64" }):reshape(self.B, 1), F.tensor(pos, { dtype = "i64" }))
+    local V = logits:size(3)
+    for b = 1, self.B do
+      local r = self.rows[b]
+      if r then
+        if r.fed < #r.prompt then r.fed = r.fed + 1 end
+        if r.fed == #r.prompt then
+          local tok = draw(r, logits:narrow(1, b, 1):reshape(1, V))
+          r.tokens[#r.tokens + 1] = tok
+          r.done = #r.tokens >= r.opts.max_new_tokens or (r.opts.eos ~= nil and tok == r.opts.eos)
+          if r.done then self.rows[b] = nil end
+          if r.opts.stream then r.opts.stream(tok, r.id) end
+          events[#events + 1] = { id = r.id, token = tok, done = r.done }
+        end
+      end
+    end
+  end)
+  return events
+end
+
+-- g:run() -> steps until no request runs; returns the number of steps
+function Generator:run()
+  local n = 0
+  while self:active() > 0 do self:step(); n = n + 1 end
+  return n
+end
+
+function M.install(ds) ds.generator = M.generator end
+
+return M
