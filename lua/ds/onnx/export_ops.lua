@@ -401,7 +401,8 @@ end
 -- ---- no ONNX form ----
 local TRAINING = "a training-graph op (ONNX export covers inference graphs; the optimizer update is out of scope)"
 for _, op in ipairs({ "adam_update", "adam_amsgrad_update", "adagrad_update", "rmsprop_update", "rmsprop_full_update",
-  "sgd_update", "sgd_momentum_update", "conv2d_backward_input", "conv2d_backward_weight", "conv2d_backward_bias",
+  "sgd_update", "sgd_momentum_update", "radam_update", "nadam_update", "adamax_update", "adadelta_update",
+  "conv2d_backward_input", "conv2d_backward_weight", "conv2d_backward_bias",
   "avg_pool2d_backward", "max_pool2d_backward", "layer_norm_backward" }) do NO_FORM[op] = TRAINING end
 local RANDOM = "ds draws from its own Philox stream, which ONNX's Random* ops cannot reproduce"
 for _, op in ipairs({ "rand", "randn", "randint", "multinomial" }) do NO_FORM[op] = RANDOM end

@@ -12,6 +12,9 @@ local ffi = require("ffi")
 
 local M = {}
 
+-- the update defs by name (optimizers require this module and take theirs from here)
+M.defs = {}
+
 -- hyper-parameter tensor -> the function that rewrites it from its optimizer's param group; a compiled graph
 -- that reads such a tensor keeps the function and calls it before every run (weak: the optimizer holds both)
 M.refresh = setmetatable({}, { __mode = "kv" })
@@ -37,32 +40,31 @@ function M.fill(t, def, values, what)
   return t
 end
 
--- every tensor operand: same dtype and shape as the parameter; the step counter: 1-element f32; the last: the
--- hyper-parameters
-local function check(opname, nstate_like, has_step)
-  return function(inputs, _, def)
-    local p = inputs[1]
-    for i = 2, nstate_like do
-      local x = inputs[i]
-      if x.dtype ~= p.dtype or not S.equal(x._shape, p._shape) then
-        errors.raise(string.format("%s: operand %d is %s %s, the parameter is %s %s", opname, i, x.dtype,
-          S.str(x._shape), p.dtype, S.str(p._shape)))
-      end
+-- every tensor operand: same dtype and shape as the parameter; then def.counters 1-element f32 tensors (the step
+-- counter, NAdam's mu_product); the last: the hyper-parameters
+local function check(inputs, _, def)
+  local opname, p = def.name, inputs[1]
+  local nstate_like = def.ninputs - 1 - #def.counters
+  for i = 2, nstate_like do
+    local x = inputs[i]
+    if x.dtype ~= p.dtype or not S.equal(x._shape, p._shape) then
+      errors.raise(string.format("%s: operand %d is %s %s, the parameter is %s %s", opname, i, x.dtype,
+        S.str(x._shape), p.dtype, S.str(p._shape)))
     end
-    if has_step then
-      local s = inputs[nstate_like + 1]
-      if s.dtype ~= "f32" or S.numel(s._shape) ~= 1 then
-        errors.raise(string.format("%s: step counter must be a 1-element f32 tensor, got %s %s", opname, s.dtype,
-          S.str(s._shape)))
-      end
-    end
-    local h = inputs[#inputs]
-    if h.dtype ~= "f64" or #h._shape ~= 1 or h._shape[1] ~= #def.hyper then
-      errors.raise(string.format("%s: the last operand (the hyper-parameters) must be an f64 tensor of shape (%d), " ..
-        "got %s %s", opname, #def.hyper, h.dtype, S.str(h._shape)))
-    end
-    return {}
   end
+  for k, name in ipairs(def.counters) do
+    local s = inputs[nstate_like + k]
+    if s.dtype ~= "f32" or S.numel(s._shape) ~= 1 then
+      errors.raise(string.format("%s: %s must be a 1-element f32 tensor, got %s %s", opname,
+        name == "step" and "step counter" or name, s.dtype, S.str(s._shape)))
+    end
+  end
+  local h = inputs[#inputs]
+  if h.dtype ~= "f64" or #h._shape ~= 1 or h._shape[1] ~= #def.hyper then
+    errors.raise(string.format("%s: the last operand (the hyper-parameters) must be an f64 tensor of shape (%d), " ..
+      "got %s %s", opname, #def.hyper, h.dtype, S.str(h._shape)))
+  end
+  return {}
 end
 
 -- ds.<name>(tensors..., hyper): hyper is def's hyper-parameter tensor, or an options table of the
@@ -100,16 +102,16 @@ local function api(def)
   end
 end
 
--- the op-table specs' sample of an update (inputs, attrs, the function to run): fixed (3) f32 tensors, a step counter where the op keeps one (its last
--- tensor, which it writes), the hyper-parameters at their defaults with lr = 0.01 and momentum = 0.9
+-- the op-table specs' sample of an update (inputs, attrs, the function to run): fixed (3) f32 tensors, ones for the
+-- counters (the step counter, which the op writes), the hyper-parameters at their defaults with lr = 0.01 and
+-- momentum = 0.9
 local function sample(def)
   return function()
     local n = def.ninputs - 1
-    local has_step = false
-    for _, j in ipairs(def.mutates) do if j == n and n > 2 then has_step = true end end
+    local first_counter = n - #def.counters + 1
     local inputs = {}
     for i = 1, n do
-      inputs[i] = (has_step and i == n) and C.functions.ones({ 1 }) or
+      inputs[i] = i >= first_counter and C.functions.ones({ 1 }) or
         C.functions.sin(C.functions.arange(3, { dtype = "f32" }) * 0.7 + i) * 0.5 + (i > 2 and 0.6 or 0)
     end
     inputs[n + 1] = M.fill(M.tensor(def), def, { lr = 0.01, momentum = 0.9 }, def.name)
@@ -123,9 +125,14 @@ local function sample(def)
   end
 end
 
--- def.ninputs counts the tensors before the hyper-parameters
+-- def.ninputs counts the tensors before the hyper-parameters, def.counters names the 1-element f32 ones among
+-- them (last, default {"step"}); every update but sgd_update takes maximize as its last hyper-parameter
+local MAXIMIZE = { "maximize", "bool", false }
 local function define(def)
   def.kind = "update"; def.dtypes = C.FLOAT; def.noutputs = 0
+  def.counters = def.counters or { "step" }
+  def.infer = check
+  if def.name ~= "sgd_update" then def.hyper[#def.hyper + 1] = MAXIMIZE end
   def.kernel = "ds_" .. def.name .. "_%s"
   def.sample = sample(def)
   def.ninputs = def.ninputs + 1
@@ -133,14 +140,14 @@ local function define(def)
   for i, h in ipairs(def.hyper) do names[i] = h[1] .. (h[3] ~= nil and " = " .. tostring(h[3]) or "") end
   def.doc = def.doc .. "; the last operand: f64 {" .. table.concat(names, ", ") .. "} (or options of these names)"
   D.define(def)
+  M.defs[def.name] = def
   C.export(def.name, api(def), { method = false })
 end
 
 -- param, grad: p -= lr * (g + wd * p)
 define {
   name = "sgd_update", doc = "plain SGD step in place: p -= lr * (g + weight_decay * p)", ninputs = 2, mutates = { 1 },
-  hyper = { { "lr", "float" }, { "weight_decay", "float", 0 } },
-  infer = check("sgd_update", 2, false),
+  hyper = { { "lr", "float" }, { "weight_decay", "float", 0 } }, counters = {},
 }
 
 -- param, grad, momentum_buffer, step
@@ -149,27 +156,23 @@ define {
   ninputs = 4, mutates = { 1, 3, 4 },
   hyper = { { "lr", "float" }, { "momentum", "float" }, { "dampening", "float", 0 }, { "weight_decay", "float", 0 },
             { "nesterov", "bool", false } },
-  infer = check("sgd_momentum_update", 3, true),
 }
+
+local function adam_hyper()
+  return { { "lr", "float" }, { "beta1", "float", 0.9 }, { "beta2", "float", 0.999 }, { "eps", "float", 1e-8 },
+           { "weight_decay", "float", 0 } }
+end
 
 -- param, grad, exp_avg, exp_avg_sq, step; decoupled = true is AdamW
 define {
   name = "adam_update", doc = "Adam step in place (AdamW when decoupled), as torch.optim.Adam/AdamW", ninputs = 5,
-  mutates = { 1, 3, 4, 5 },
-  hyper = { { "lr", "float" }, { "beta1", "float", 0.9 }, { "beta2", "float", 0.999 }, { "eps", "float", 1e-8 },
-            { "weight_decay", "float", 0 } },
-  attrs = { { "decoupled", "bool", false } },
-  infer = check("adam_update", 4, true),
+  mutates = { 1, 3, 4, 5 }, hyper = adam_hyper(), attrs = { { "decoupled", "bool", false } },
 }
 
 -- param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step: Adam / AdamW with amsgrad
 define {
   name = "adam_amsgrad_update", doc = "Adam/AdamW step with amsgrad (the running max of exp_avg_sq) in place",
-  ninputs = 6, mutates = { 1, 3, 4, 5, 6 },
-  hyper = { { "lr", "float" }, { "beta1", "float", 0.9 }, { "beta2", "float", 0.999 }, { "eps", "float", 1e-8 },
-            { "weight_decay", "float", 0 } },
-  attrs = { { "decoupled", "bool", false } },
-  infer = check("adam_amsgrad_update", 5, true),
+  ninputs = 6, mutates = { 1, 3, 4, 5, 6 }, hyper = adam_hyper(), attrs = { { "decoupled", "bool", false } },
 }
 
 -- param, grad, square_avg, step: RMSprop without momentum or centering
@@ -177,7 +180,6 @@ define {
   name = "rmsprop_update", doc = "RMSprop step in place, no momentum or centering (torch.optim.RMSprop)", ninputs = 4,
   mutates = { 1, 3, 4 },
   hyper = { { "lr", "float" }, { "alpha", "float", 0.99 }, { "eps", "float", 1e-8 }, { "weight_decay", "float", 0 } },
-  infer = check("rmsprop_update", 3, true),
 }
 
 -- param, grad, square_avg, grad_avg, momentum_buffer, step: RMSprop with momentum and/or centering
@@ -186,7 +188,6 @@ define {
   ninputs = 6, mutates = { 1, 3, 4, 5, 6 },
   hyper = { { "lr", "float" }, { "alpha", "float", 0.99 }, { "eps", "float", 1e-8 }, { "weight_decay", "float", 0 },
             { "momentum", "float", 0 }, { "centered", "bool", false } },
-  infer = check("rmsprop_full_update", 5, true),
 }
 
 -- param, grad, sum, step: Adagrad
@@ -194,7 +195,33 @@ define {
   name = "adagrad_update", doc = "Adagrad step in place with lr_decay (torch.optim.Adagrad)", ninputs = 4,
   mutates = { 1, 3, 4 },
   hyper = { { "lr", "float" }, { "lr_decay", "float", 0 }, { "weight_decay", "float", 0 }, { "eps", "float", 1e-10 } },
-  infer = check("adagrad_update", 3, true),
+}
+
+-- param, grad, exp_avg, exp_avg_sq, step: RAdam
+define {
+  name = "radam_update", doc = "RAdam step in place (rectified Adam, torch.optim.RAdam)", ninputs = 5,
+  mutates = { 1, 3, 4, 5 }, hyper = adam_hyper(),
+}
+
+-- param, grad, exp_avg, exp_avg_sq, mu_product, step: NAdam
+define {
+  name = "nadam_update", doc = "NAdam step in place (Adam with Nesterov momentum, torch.optim.NAdam)", ninputs = 6,
+  mutates = { 1, 3, 4, 5, 6 }, counters = { "mu_product", "step" },
+  hyper = { { "lr", "float" }, { "beta1", "float", 0.9 }, { "beta2", "float", 0.999 }, { "eps", "float", 1e-8 },
+            { "weight_decay", "float", 0 }, { "momentum_decay", "float", 4e-3 } },
+}
+
+-- param, grad, exp_avg, exp_inf, step: Adamax
+define {
+  name = "adamax_update", doc = "Adamax step in place (Adam with the infinity norm, torch.optim.Adamax)", ninputs = 5,
+  mutates = { 1, 3, 4, 5 }, hyper = adam_hyper(),
+}
+
+-- param, grad, square_avg, acc_delta, step: Adadelta
+define {
+  name = "adadelta_update", doc = "Adadelta step in place (torch.optim.Adadelta)", ninputs = 5,
+  mutates = { 1, 3, 4, 5 },
+  hyper = { { "lr", "float" }, { "rho", "float", 0.9 }, { "eps", "float", 1e-6 }, { "weight_decay", "float", 0 } },
 }
 
 return M

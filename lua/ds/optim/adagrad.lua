@@ -1,14 +1,15 @@
--- optim/adagrad.lua: Adagrad (torch 1.13 formulas: lr_decay, weight_decay, initial_accumulator_value),
+-- optim/adagrad.lua: Adagrad (torch 1.13 formulas: lr_decay, weight_decay, initial_accumulator_value, maximize),
 -- one fused update kernel per parameter; state per parameter: step, sum.
 local Optimizer = require("ds.optim.optimizer")
 local D = require("ds.dispatch")
+local defs = require("ds.ops.optim").defs
 local errors = require("ds.errors")
 local F = require("ds.ops.common").functions
 
-local update = D.by_name.adagrad_update
+local update = defs.adagrad_update
 
 local Adagrad = Optimizer:extend("Adagrad", { lr = 1e-2, lr_decay = 0, weight_decay = 0, initial_accumulator_value = 0,
-                                              eps = 1e-10 },
+                                              eps = 1e-10, maximize = false },
   { "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps" })
 
 function Adagrad.check_group(g)

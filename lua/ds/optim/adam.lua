@@ -1,13 +1,15 @@
--- optim/adam.lua: Adam and AdamW (torch 1.13 formulas, bias correction included, amsgrad), one fused
+-- optim/adam.lua: Adam and AdamW (torch 1.13 formulas, bias correction included, amsgrad, maximize), one fused
 -- update kernel per parameter; state per parameter: step (f32), exp_avg, exp_avg_sq (and max_exp_avg_sq
 -- with amsgrad).
 local Optimizer = require("ds.optim.optimizer")
 local D = require("ds.dispatch")
+local defs = require("ds.ops.optim").defs
 local errors = require("ds.errors")
 local F = require("ds.ops.common").functions
 
-local update, amsgrad_update = D.by_name.adam_update, D.by_name.adam_amsgrad_update
+local update, amsgrad_update = defs.adam_update, defs.adam_amsgrad_update
 
+-- lr, eps, betas and weight_decay of a group of Adam or its variants (RAdam, NAdam, Adamax)
 local function check_group(g, name)
   if g.lr < 0 then errors.raise(name .. ": invalid lr " .. g.lr) end
   if g.eps < 0 then errors.raise(name .. ": invalid eps " .. g.eps) end
@@ -21,7 +23,8 @@ end
 local function update_of(_, g) return g.amsgrad and amsgrad_update or update end
 
 local function values(_, g)
-  return { lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps, weight_decay = g.weight_decay }
+  return { lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps, weight_decay = g.weight_decay,
+    maximize = g.maximize }
 end
 
 local function step(self)
@@ -50,17 +53,17 @@ end
 
 local POSITIONAL = { "lr", "betas", "eps", "weight_decay", "amsgrad" } -- PyTorch's order, Adam's and AdamW's
 local Adam = Optimizer:extend("Adam",
-  { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, amsgrad = false },
+  { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false },
   POSITIONAL)
 Adam.check_group, Adam.step, Adam.decoupled = check_group, step, false
 Adam._update, Adam._values, Adam.update_choice = update_of, values, "amsgrad chooses it"
 Adam.updates = { update, amsgrad_update }
 
 local AdamW = Optimizer:extend("AdamW",
-  { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2, amsgrad = false },
+  { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2, amsgrad = false, maximize = false },
   POSITIONAL)
 AdamW.check_group, AdamW.step, AdamW.decoupled = check_group, step, true
 AdamW._update, AdamW._values, AdamW.update_choice = update_of, values, "amsgrad chooses it"
 AdamW.updates = Adam.updates
 
-return { Adam = Adam, AdamW = AdamW }
+return { Adam = Adam, AdamW = AdamW, check_group = check_group, values = values }

@@ -1,10 +1,12 @@
--- optim/init.lua: ds.optim: SGD, Adam, AdamW, RMSprop, Adagrad and the learning-rate schedulers (each
--- also under ds.optim.lr_scheduler, as in PyTorch).
+-- optim/init.lua: ds.optim: SGD, Adam, AdamW, RMSprop, Adagrad, RAdam, NAdam, Adamax, Adadelta and the
+-- learning-rate schedulers (each also under ds.optim.lr_scheduler, as in PyTorch).
 local Optimizer = require("ds.optim.optimizer")
 local SGD = require("ds.optim.sgd")
 local adam = require("ds.optim.adam")
 local RMSprop = require("ds.optim.rmsprop")
 local Adagrad = require("ds.optim.adagrad")
+local variants = require("ds.optim.adam_variants")
+local Adadelta = require("ds.optim.adadelta")
 local epoch_schedulers = require("ds.optim.lr_scheduler")
 local OneCycleLR = require("ds.optim.one_cycle_lr")
 local ReduceLROnPlateau = require("ds.optim.reduce_lr_on_plateau")
@@ -43,13 +45,12 @@ end
 function M.install(ds)
   local sched = { OneCycleLR = OneCycleLR, ReduceLROnPlateau = ReduceLROnPlateau, SequentialLR = SequentialLR }
   for name, cls in pairs(epoch_schedulers) do sched[name] = cls end
-  for _, cls in ipairs { Optimizer, SGD, adam.Adam, adam.AdamW, RMSprop, Adagrad } do
-    check_self(cls, "param_groups")
-  end
+  local optimizers = { Optimizer = Optimizer, SGD = SGD, Adam = adam.Adam, AdamW = adam.AdamW, RMSprop = RMSprop,
+    Adagrad = Adagrad, RAdam = variants.RAdam, NAdam = variants.NAdam, Adamax = variants.Adamax, Adadelta = Adadelta }
+  for _, cls in pairs(optimizers) do check_self(cls, "param_groups") end
   for _, cls in pairs(sched) do check_self(cls, "optimizer") end
-  ds.optim = { Optimizer = Optimizer, SGD = SGD, Adam = adam.Adam, AdamW = adam.AdamW, RMSprop = RMSprop,
-    Adagrad = Adagrad,
-               lr_scheduler = sched }
+  ds.optim = { lr_scheduler = sched }
+  for name, cls in pairs(optimizers) do ds.optim[name] = cls end
   for name, cls in pairs(sched) do
     if name ~= "Scheduler" then ds.optim[name] = cls end
   end

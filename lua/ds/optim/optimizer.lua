@@ -21,6 +21,9 @@ function Optimizer:extend(name, defaults, positional)
   return cls
 end
 
+-- state entries that are 1-element f32 counters, whatever the parameter's shape and dtype
+local COUNTERS = { step = true, mu_product = true }
+
 local function check_params(list, name)
   if type(list) ~= "table" then errors.raise(name .. ": params must be a list of tensors or of param groups") end
   for i, p in ipairs(list) do
@@ -185,12 +188,12 @@ function Optimizer:load_state_dict(sd)
     local copy = {}
     for k, v in pairs(st) do
       if Tensor.is_tensor(v) then
-        if k ~= "step" and not S.equal(v._shape, p._shape) then
+        if not COUNTERS[k] and not S.equal(v._shape, p._shape) then
           errors.raise(string.format("%s.load_state_dict: state '%s' of parameter %d has shape %s, parameter has " ..
             "%s", name, k, i,
             S.str(v._shape), S.str(p._shape)))
         end
-        v = v:astype(k == "step" and "f32" or p.dtype):clone()
+        v = v:astype(COUNTERS[k] and "f32" or p.dtype):clone()
       end
       copy[k] = v
     end

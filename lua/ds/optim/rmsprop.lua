@@ -1,15 +1,16 @@
--- optim/rmsprop.lua: RMSprop (torch 1.13 formulas: weight decay, momentum, centered), one fused update
+-- optim/rmsprop.lua: RMSprop (torch 1.13 formulas: weight decay, momentum, centered, maximize), one fused update
 -- kernel per parameter; state per parameter: step, square_avg, and with momentum or centering
 -- momentum_buffer and grad_avg (both kept when either is on: the kernel updates them together).
 local Optimizer = require("ds.optim.optimizer")
 local D = require("ds.dispatch")
+local defs = require("ds.ops.optim").defs
 local errors = require("ds.errors")
 local F = require("ds.ops.common").functions
 
-local plain, full = D.by_name.rmsprop_update, D.by_name.rmsprop_full_update
+local plain, full = defs.rmsprop_update, defs.rmsprop_full_update
 
 local RMSprop = Optimizer:extend("RMSprop", { lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0,
-                                              centered = false },
+                                              centered = false, maximize = false },
   { "lr", "alpha", "eps", "weight_decay", "momentum", "centered" })
 
 function RMSprop.check_group(g)

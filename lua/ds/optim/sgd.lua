@@ -1,11 +1,13 @@
--- optim/sgd.lua: SGD with momentum, dampening, Nesterov and weight decay (torch 1.13 formulas),
+-- optim/sgd.lua: SGD with momentum, dampening, Nesterov, weight decay and maximize (torch 1.13 formulas),
 -- one fused update kernel per parameter (the hyper-parameters its operand: compiled steps follow schedulers).
 local Optimizer = require("ds.optim.optimizer")
 local D = require("ds.dispatch")
+local defs = require("ds.ops.optim").defs
 local errors = require("ds.errors")
 local F = require("ds.ops.common").functions
 
-local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false },
+local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false,
+                                    maximize = false },
   { "lr", "momentum", "dampening", "weight_decay", "nesterov" })
 
 function SGD.check_group(g)
@@ -17,10 +19,19 @@ function SGD.check_group(g)
   end
 end
 
-local plain, with_momentum = D.by_name.sgd_update, D.by_name.sgd_momentum_update
+local plain, with_momentum = defs.sgd_update, defs.sgd_momentum_update
 
 SGD.updates, SGD.update_choice = { plain, with_momentum }, "momentum 0 or not chooses it"
 function SGD:_update(g) return g.momentum == 0 and plain or with_momentum end
+
+-- maximize without momentum: p -= (-lr) * (-g + (-wd) * p), torch's p -= lr * (-g + wd * p) bit for bit
+-- (negation is exact and rounding symmetric); with momentum the kernel negates the gradient
+function SGD:_values(g)
+  if g.maximize == true and g.momentum == 0 then
+    return { lr = -g.lr, weight_decay = -g.weight_decay }
+  end
+  return g
+end
 
 function SGD:step()
   for gi, g in ipairs(self.param_groups) do
