@@ -27,6 +27,7 @@ require("ds.ops.statistics")
 require("ds.ops.index_compose")
 require("ds.ops.linalg_compose")
 require("ds.ops.linalg_solve")
+require("ds.ops.arrange")
 require("ds.ops.collective")
 require("ds.ops.sampling")
 require("ds.ops.index_copy")
@@ -107,10 +108,14 @@ Tensor.double = function(x) return x:astype("f64") end
 Tensor.long = function(x) return x:astype("i64") end
 Tensor.int = function(x) return x:astype("i32") end
 Tensor.bool = function(x) return x:astype("bool") end
+Tensor.bfloat16 = function(x) return x:astype("bf16") end
+Tensor.half = function(x) return x:astype("f16") end
+Tensor.char = function(x) return x:astype("i8") end
 Tensor.to = function(x, dt) return x:astype(dt) end
 -- x:type() -> PyTorch's name ("torch.FloatTensor"); x:type(name) converts to a PyTorch name or a ds dtype
 local torch_type = { f32 = "torch.FloatTensor", f64 = "torch.DoubleTensor", i64 = "torch.LongTensor",
-                     i32 = "torch.IntTensor", u8 = "torch.ByteTensor", bool = "torch.BoolTensor" }
+                     i32 = "torch.IntTensor", u8 = "torch.ByteTensor", bool = "torch.BoolTensor",
+                     bf16 = "torch.BFloat16Tensor", f16 = "torch.HalfTensor", i8 = "torch.CharTensor" }
 local dtype_of_type = {}
 for dt, name in pairs(torch_type) do dtype_of_type[name] = dt; dtype_of_type[dt] = dt end
 Tensor.type = function(x, name)

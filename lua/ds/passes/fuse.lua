@@ -5,6 +5,7 @@ local S = require("ds.shape")
 local IR = require("ds.passes.ir")
 local fused_def = require("ds.ops.fused").fused
 local dsffi = require("ds.ffi")
+local dtype = require("ds.dtype")
 local ffi, lib = dsffi.ffi, dsffi.C
 
 local M = {}
@@ -17,7 +18,9 @@ for op = 0, lib.ds_ew_count() - 1 do
   OPCODE[name], KIND[name] = op, KIND_NAMES[lib.ds_ew_kind(op)]
 end
 M.OPCODE = OPCODE
-local DTYPE = { f32 = 0, f64 = 1, i64 = 2, i32 = 3, u8 = 4, bool = 5 }
+local DTYPE = dtype.code
+-- the dtypes the fused kernel's loops run in (src/fused.c; bf16/f16/i8 ops run as casts around f32/i32 ones)
+local FUSED_DTYPES = { f32 = true, f64 = true, i64 = true, i32 = true, u8 = true, bool = true }
 local MAX_REGS, MAX_NODES, MAX_INPUTS = 32, 24, 48
 
 -- the kernel's per-element op name (ds_add_%s -> add; astype/contiguous -> copy), if the table has it
@@ -41,7 +44,8 @@ function M.fusible(ir, node)
   local op = kernel_op(node.def)
   if not op then return false end
   local dt = kernel_dtype(ir, node)
-  return node.def.dtypes[dt] ~= nil
+  for _, id in ipairs(node.inputs) do if not FUSED_DTYPES[ir.values[id].dtype] then return false end end
+  return node.def.dtypes[dt] ~= nil and FUSED_DTYPES[dt] == true
 end
 
 -- Build the program of a group (nodes in order): external inputs, outputs, register-allocated steps.
