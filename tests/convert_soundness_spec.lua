@@ -156,6 +156,58 @@ describe("functions reached through C functions", function()
     assert.equal("ab", ds.convert(function(s) return (string.gsub(s, ".", flip)) end)("ab"))
   end)
 
+  it("table.sort's comparator returning a tensor: its value eagerly, refused with its line while tracing", function()
+    local function desc(a, b) return a:sum():gt(b:sum()) end
+    local line = debug.getinfo(desc, "S").linedefined
+    local function top(x)
+      local t = { x, -x }
+      table.sort(t, desc)
+      return t[1]
+    end
+    assert.same({ 1, 2 }, values(ds.convert(top)(NEG)))
+    assert.same({ 1, 2 }, values(ds.convert(top)(POS)))
+    H.raises(function() ds.compile(top, { S }) end, "table.sort's comparator",
+      "convert_soundness_spec.lua:" .. line, "returns a tensor while tracing")
+    H.raises(function() ds.trace(top, { S }) end, "table.sort's comparator", "returns a tensor while tracing")
+  end)
+
+  it("LuaJIT's builtins written in bytecode (table.foreach, table.remove) run as library code", function()
+    sound(function(x)
+      local r
+      table.foreach({ x }, function(_, v) r = helper(v) end)
+      local t = { r }
+      return table.remove(t)
+    end, { 1, 2 }, { 1, 2 })
+  end)
+
+  it("ds.cond / ds.while_loop convert the functions they are given", function()
+    local function id(y) return y end
+    sound(function(x) return ds.cond(x:sum():gt(100), id, helper, x) end, { 1, 2 }, { 1, 2 })
+    assert.same({ 1, 2 }, values(ds.convert(function(x) return ds.cond(x:sum():gt(100), id, helper, x) end)(NEG)))
+  end)
+
+  it("a module called by ds code (nn.Sequential) runs its forward converted while tracing", function()
+    local Flip = ds.nn.Module:extend("SoundnessFlip")
+    function Flip:forward(x) if x:sum():gt(0) then return x else return -x end end
+    local line = debug.getinfo(1, "l").currentline - 1
+    local seq = ds.nn.Sequential(Flip(), ds.nn.Identity())
+    sound(function(x) return seq(x) end, { 1, 2 }, { 1, 2 })
+    sound(seq, { 1, 2 }, { 1, 2 })
+    assert.same({ 1, 2 }, values(seq(NEG))) -- eagerly too
+    -- {convert = false}: its conditions are checked, as the traced function's are
+    H.raises(function() ds.compile(seq, { S }, { convert = false }) end, "convert_soundness_spec.lua:" .. line,
+      "conversion is off")
+  end)
+
+  it("unconverted user code that tests a truth, called by ds while tracing (a forward hook), is refused", function()
+    local lin = ds.nn.Linear(2, 2)
+    if not lin.register_forward_hook then return end
+    lin:register_forward_hook(function(_, inp, out) if inp[1]:sum():gt(0) then return out else return out * 0 end end)
+    local line = debug.getinfo(1, "l").currentline - 1
+    H.raises(function() ds.compile(function(x) return lin(x) end, { S }) end,
+      "convert_soundness_spec.lua:" .. line, "tests a value's truth")
+  end)
+
   it("a callable table's __call is converted", function()
     local obj = setmetatable({}, { __call = function(_, x) return helper(x) end })
     sound(function(x) return obj(x) end, { 1, 2 }, { 1, 2 })

@@ -1,6 +1,6 @@
--- convert/guard.lua: a call hook while converted code is traced. A user function that converted code reaches by a
--- path conversion does not see (a C function calling back, a metamethod, an iterator) and that tests a value's truth
--- is refused; the upvalues and globals that the functions called by a tensor branch or loop body change while it is
+-- convert/guard.lua: a call hook while converted code is traced. A user function that runs unconverted (reached by a
+-- path conversion does not see: a C function calling back, a metamethod, an iterator, ds calling a hook) and that
+-- tests a value's truth is refused; the upvalues and globals that the functions called by a tensor branch or loop body change while it is
 -- traced are found (branch_begin / branch_end), since the graph would keep their traced values for every input.
 local state = require("ds.state")
 local analysis = require("ds.convert.analysis")
@@ -21,8 +21,17 @@ function M.describe(fn)
   return string.format("the function defined at %s:%d", info.short_src, info.linedefined)
 end
 
--- functions that run as they are: C functions, ds itself and installed Lua modules
+-- LuaJIT's standard functions written in Lua bytecode (table.foreach, table.remove, ...): no source file
+local BUILTIN = {}
+for _, lib in ipairs { _G, table, string, math, coroutine, os, io, debug, package, bit, jit } do
+  for _, f in pairs(lib) do
+    if type(f) == "function" and getinfo(f, "S").short_src:match("^%[builtin") then BUILTIN[f] = true end
+  end
+end
+
+-- functions that run as they are: C functions, LuaJIT's builtins, ds itself and installed Lua modules
 function M.is_library(fn)
+  if BUILTIN[fn] then return true end
   local src = getinfo(fn, "S").source
   if src == "=[C]" then return true end
   if src:sub(1, 1) ~= "@" then return false end
@@ -101,9 +110,9 @@ end
 
 local function refuse(f, why)
   stop()
-  error(string.format("convert: %s is called from converted code by a C function, a metamethod or an iterator "
-    .. "(pcall, table.sort, __index, ...), which conversion cannot see, and %s. Call it directly from the converted "
-    .. "code, or trace with {convert = false}", M.describe(f), why), 0)
+  error(string.format("convert: %s is called while converted code is traced by a C function, a metamethod, an "
+    .. "iterator or ds itself (pcall, table.sort, __index, a hook, ...), which conversion cannot see, and %s. Call it "
+    .. "directly from the converted code, or trace with {convert = false}", M.describe(f), why), 0)
 end
 
 local function hook()
@@ -117,13 +126,9 @@ local function hook()
   if k == "C" or k == "runtime" or k == "library" then return end
   if #recorders > 0 then record(f) end
   if k == "safe" then return end
-  for level = 3, 1000 do -- the nearest caller that is not a C function or the runtime
-    local info = getinfo(level, "f")
-    if not info then return end
-    if converted[info.func] then refuse(f, k) end
-    local ck = classify(info.func)
-    if ck ~= "C" and ck ~= "runtime" then return end
-  end
+  -- unconverted user code that tests a value's truth, under a trace of converted code: whatever called it (a C
+  -- function, a metamethod, an iterator, ds calling a hook or a branch function) did so behind conversion's back
+  refuse(f, k)
 end
 
 local function disarm(...)

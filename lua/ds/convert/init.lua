@@ -81,7 +81,7 @@ local function load_converted(fn, mode)
   if not text then return nil, rt end
   local chunk, err = loadstring(text, info.source)
   if not chunk then over_limit(fn, err) end
-  local g = chunk(runtimes[mode])
+  local g = guard.mark(chunk)(runtimes[mode]) -- (marked: the hook lets it run while a trace converts a callee)
   local index = {}
   for i, n in ipairs(upvalue_names(fn)) do index[n] = index[n] or i end
   for i, n in ipairs(upvalue_names(g)) do
@@ -140,21 +140,41 @@ function M.convert_source(fn)
   return text
 end
 
+-- the mode of the trace being run ("convert" or "check"), for the module calls it makes (an error inside leaves it
+-- set; the next trace sets its own)
+local trace_mode = nil
+local function restore(prev, ...)
+  trace_mode = prev
+  return ...
+end
+local function in_mode(mode, fn)
+  return function(...)
+    local prev = trace_mode
+    trace_mode = mode
+    return restore(prev, fn(...))
+  end
+end
+
 -- for ds.trace: fn converted (convert = true) or with its conditions checked (convert = false)
 -- (converted, it runs under guard.lua's hook: functions reached behind conversion's back are checked)
 T.set_converter(function(fn, convert)
-  if convert == false then return converted_or_self(fn, "check") end
+  if convert == false then return in_mode("check", converted_or_self(fn, "check")) end
   local g = converted_or_self(fn, "convert")
-  return g == fn and fn or guard.guarded(g)
+  return in_mode("convert", g == fn and fn or guard.guarded(g))
 end)
 
 -- an eager call m(x) runs m's forward converted (once per function, cached), so eager, traced and compiled agree,
--- unless ds.convert_modules(false) or m.convert_forward == false (on the instance or its class); while tracing the
--- tracer decides (it converts what it traces)
+-- unless ds.convert_modules(false) or m.convert_forward == false (on the instance or its class). While tracing the
+-- trace's mode decides: a module called by ds code (nn.Sequential, a container) runs its forward converted too
 local convert_modules = true
 local eager_forward = setmetatable({}, { __mode = "kv" }) -- forward -> what an eager call runs
 Module._set_forward_converter(function(m, f)
-  if not convert_modules or state.trace ~= nil or m.convert_forward == false then return f end
+  if state.trace ~= nil then
+    if trace_mode == nil then return f end
+    local g = converted_or_self(f, trace_mode)
+    return g == (args.original[f] or f) and f or g
+  end
+  if not convert_modules or m.convert_forward == false then return f end
   local g = eager_forward[f]
   if g then return g end
   g = converted_or_self(f, "eager")

@@ -131,11 +131,30 @@ end
 local OFF = "conversion is off ({convert = false})"
 local mark, is_converted = guard.mark, guard.is_converted
 
--- C functions that call the Lua functions they are given (at these argument positions): those are converted
+-- functions (C, LuaJIT's builtins, ds's graph control flow) that call the Lua functions they are given (at these
+-- argument positions): those are converted
 local CALLBACKS = {
   [pcall] = { 1 }, [xpcall] = { 1, 2 }, [coroutine.wrap] = { 1 }, [coroutine.create] = { 1 }, [table.sort] = { 2 },
   [string.gsub] = { 3 }, [table.foreach] = { 2 }, [table.foreachi] = { 2 }, [load] = { 1 },
+  [control.cond] = { 2, 3 }, [control.while_loop] = { 1, 2 }, [control.fori_loop] = { 3 }, [control.scan] = { 1 },
 }
+
+-- C functions that test the truth of what their callback returns (table.sort's comparator): a tensor there is
+-- tested by its value eagerly and refused while tracing (its value exists only when the graph runs)
+local TRUTH_TESTED = { [table.sort] = "table.sort's comparator" }
+
+local function truth_tested(f, what, site)
+  return function(...)
+    local r = f(...)
+    if not is_tensor(r) then return r end
+    if state.trace ~= nil then
+      error(string.format("%s: %s (%s) returns a tensor while tracing; Lua would test its truth, but its value "
+        .. "exists only when the graph runs. Compare Lua numbers, or order with tensor ops (ds.sort, ds.argsort)",
+        site, what, guard.describe(f)), 0)
+    end
+    return truth(r, what, site)
+  end
+end
 
 -- the runtime of one mode ("convert"; "check" for {convert = false}; "eager" for a module's forward called eagerly);
 -- convert(f) converts a callee
@@ -365,22 +384,27 @@ function M.new(mode, convert)
   end
 
   -- the arguments of a C function that calls back Lua functions, with those functions converted
-  local function callbacks(positions, n, ...)
+  local function callbacks(f, positions, site, n, ...)
     local a = { ... }
-    for _, i in ipairs(positions) do if type(a[i]) == "function" then a[i] = converted(a[i]) end end
+    for _, i in ipairs(positions) do
+      if type(a[i]) == "function" then
+        a[i] = converted(a[i])
+        if TRUTH_TESTED[f] then a[i] = truth_tested(a[i], TRUTH_TESTED[f], site) end
+      end
+    end
     return unpack(a, 1, n)
   end
 
-  local function call_function(f, ...)
+  local function call_function(f, site, ...)
     local positions = CALLBACKS[f]
-    if positions then return f(callbacks(positions, select("#", ...), ...)) end
+    if positions then return f(callbacks(f, positions, site, select("#", ...), ...)) end
     return converted(f)(...)
   end
 
   -- f(...); what: "file:line: attempt to call <callee>" for the error when f is not callable
   function rt.call(f, what, ...)
     local tf = type(f)
-    if tf == "function" then return call_function(f, ...) end
+    if tf == "function" then return call_function(f, what:match("^(.-): attempt to call") or what, ...) end
     if tf == "table" and not is_tensor(f) and rawget(f, "_order") and type(f.forward) == "function" then
       if mode == "eager" then return f(...) end -- its own call converts its forward, or not (ds.convert_modules)
       return converted(f.forward)(f, ...) -- a module instance: its forward
@@ -397,7 +421,7 @@ function M.new(mode, convert)
     local f = o[name]
     if type(f) == "function" then
       if is_tensor(o) then return f(o, ...) end
-      return call_function(f, o, ...)
+      return call_function(f, site, o, ...)
     end
     if f == nil then error(string.format("%s: attempt to call method '%s' (a nil value)", site, name), 0) end
     return f(o, ...)
