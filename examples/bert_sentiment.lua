@@ -145,4 +145,4 @@ end
 if arg and arg[0] and arg[0]:match("bert_sentiment%.lua$") then
   main(arg)
 end
-return { CFG = CFG, Bert = Bert, encode = encode, main = main, LABELS = LABELS, VOCAB = VOCAB, TEXTS = TEXTS }
+return { CFG = CFG, Bert = Bert, Attention = Attention, encode = encode, main = main, LABELS = LABELS, VOCAB = VOCAB, TEXTS = TEXTS }
