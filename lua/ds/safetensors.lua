@@ -13,9 +13,14 @@ local M = {}
 
 assert(ffi.abi("le"), "safetensors: ds assumes a little-endian machine")
 
-M.TO = { f32 = "F32", f64 = "F64", i64 = "I64", i32 = "I32", u8 = "U8", bool = "BOOL" }
+-- ds dtype -> safetensors dtype (BF16 and F16 are the IEEE/bfloat16 bits, little-endian, as torch writes them)
+M.TO = { f32 = "F32", f64 = "F64", i64 = "I64", i32 = "I32", u8 = "U8", bool = "BOOL", bf16 = "BF16", f16 = "F16",
+         i8 = "I8" }
 M.FROM = {}
 for k, v in pairs(M.TO) do M.FROM[v] = k end
+local READS = {} -- "F32, F64, ..." in ds's dtype order, for the error naming what ds reads
+for _, dt in ipairs(dtype.names) do READS[#READS + 1] = M.TO[dt] end
+READS = table.concat(READS, ", ")
 
 local function sorted_keys(t)
   local keys = {}
@@ -71,7 +76,7 @@ local function check_entry(name, e, data_start, data_len, fail)
   local st = e.dtype
   if type(st) ~= "string" then fail(where .. ": missing dtype") end
   local dt = M.FROM[st]
-  if not dt then fail(string.format("%s: unknown dtype '%s' (ds reads F32, F64, I64, I32, U8, BOOL)", where, st)) end
+  if not dt then fail(string.format("%s: unknown dtype '%s' (ds reads %s)", where, st, READS)) end
   local shape = e.shape
   if type(shape) ~= "table" then fail(where .. ": missing shape") end
   for k in pairs(shape) do

@@ -5,6 +5,8 @@ local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local files = require("ds.files")
 local safetensors = require("ds.safetensors")
+local dtype = require("ds.dtype")
+local options = require("ds.options")
 
 local M = {}
 
@@ -35,21 +37,32 @@ function M.write(path, named, metadata)
 end
 
 -- Read a state file: returns tensors (name -> tensor, each its own copy), metadata (name -> string).
-function M.read(path)
+-- opts.dtype: the floating-point tensors converted to this float dtype (a bf16 checkpoint read as f32);
+-- integer and bool tensors keep theirs. Without it every tensor keeps the file's dtype.
+function M.read(path, opts)
   if type(path) ~= "string" then errors.raise("load_state: path must be a string, got " .. type(path)) end
+  opts = options.check(opts, "load_state", { dtype = "dtype" })
+  local want = opts.dtype and dtype.normalize(opts.dtype)
+  if opts.dtype and not dtype.is_float[want] then
+    errors.raise("load_state: option 'dtype' must be a float dtype (f32, f64, bf16, f16), got " .. tostring(opts.dtype))
+  end
   local fail = failer(path)
   local bytes, size = files.read(path, nil, fail)
   local entries, metadata = safetensors.parse(bytes, size, fail)
   local tensors = {}
-  for name, e in pairs(entries) do tensors[name] = safetensors.tensor(e, bytes, nil, fail) end
+  for name, e in pairs(entries) do
+    local t = safetensors.tensor(e, bytes, nil, fail)
+    if want and dtype.is_float[t.dtype] and t.dtype ~= want then t = t:astype(want) end
+    tensors[name] = t
+  end
   return tensors, metadata
 end
 
 function M.install(ds)
   ds.state_file = M
-  -- ds.save_state(tbl, path [, metadata]) / ds.load_state(path) -> tensors, metadata
+  -- ds.save_state(tbl, path [, metadata]) / ds.load_state(path [, {dtype =}]) -> tensors, metadata
   function ds.save_state(tbl, path, metadata) return M.write(path, tbl, metadata) end
-  function ds.load_state(path) return M.read(path) end
+  function ds.load_state(path, opts) return M.read(path, opts) end
 end
 
 return M
