@@ -10,7 +10,7 @@ local LAYERS = {
   { name = "library", modules = { "ds.nn", "ds.nn.*", "ds.optim", "ds.optim.*", "ds.data", "ds.data.*",
                                   "ds.files", "ds.safetensors", "ds.state_file", "ds.progress", "ds.help",
                                   "ds.pretty", "ds.plot", "ds.graphviz", "ds.profile_view", "ds.distributed",
-                                  "ds.distributions" } },
+                                  "ds.distributions", "ds.autograd_function", "ds.autograd_functional" } },
   { name = "graph", modules = { "ds.graph", "ds.trace", "ds.control", "ds.ops.control", "ds.generate" } },
   { name = "conversion", modules = { "ds.convert", "ds.convert.*" } },
   { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy", "ds.generator" } },

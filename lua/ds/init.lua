@@ -12,6 +12,8 @@ local state = require("ds.state")
 local random = require("ds.random")
 local nn = require("ds.nn")
 local distributions = require("ds.distributions")
+local autograd_function = require("ds.autograd_function")
+local autograd_functional = require("ds.autograd_functional")
 local optim = require("ds.optim")
 local data = require("ds.data")
 local state_file = require("ds.state_file")
@@ -40,6 +42,8 @@ ds.enable_grad = autograd.enable_grad
 ds.set_grad_enabled = autograd.set_grad_enabled
 ds.is_grad_enabled = autograd.is_grad_enabled
 ds.grad = autograd.grad
+autograd.Function = autograd_function.Function -- ds.autograd.Function: custom functions (forward/backward, ctx)
+autograd.functional = autograd_functional -- ds.autograd.functional: jacobian, hessian, vjp, jvp, vhp, hvp
 ds.set_printoptions = print_.set_printoptions
 function ds.executing_eagerly() return state.trace == nil end
 ds.clock = clock -- wall-clock seconds, monotonic
