@@ -5,6 +5,7 @@ local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local autograd = require("ds.autograd")
+local Function = require("ds.autograd_function").Function
 local summary = require("ds.nn.summary")
 local options = require("ds.options")
 local args = require("ds.args")
@@ -131,13 +132,77 @@ end
 -- the list of positional inputs) and may return a tensor or a list replacing them; a hook gets (module, args,
 -- output) (output: the result, a list when forward returns several) and may return a replacement. Each returns
 -- a handle with :remove().
+-- Full backward hooks (register_full_backward_pre_hook / register_full_backward_hook) work as PyTorch's: the
+-- tensor inputs and outputs of a call pass through identity functions whose backward runs the hooks. A pre-hook
+-- gets (module, grad_output) and may return a replacement list; a hook gets (module, grad_input, grad_output)
+-- (lists over the tensor inputs and the outputs, nil where there is no gradient) and may return a replacement
+-- grad_input.
+-- the identity functions of one call's backward hooks: outputs first (their backward runs first, with grad_output)
+local HookOutputs = Function:extend("BackwardHookFunction")
+function HookOutputs.forward(ctx, rec, ...)
+  ctx.rec = rec
+  return ...
+end
+function HookOutputs.backward(ctx, ...)
+  local rec, n = ctx.rec, select("#", ...)
+  local gout = { ... }
+  for _, entry in ipairs(rawget(rec.module, "_backward_pre_hooks")) do
+    local r = entry.fn(rec.module, gout)
+    if r ~= nil then gout = Tensor.is_tensor(r) and { r } or r end
+  end
+  rec.grad_output = gout
+  if not rec.inputs_hooked then -- no input requires grad: the hooks run here, with grad_input all nil
+    local gin = {}
+    for _, entry in ipairs(rawget(rec.module, "_backward_hooks")) do entry.fn(rec.module, gin, gout) end
+  end
+  return nil, unpack(gout, 1, n)
+end
+local HookInputs = Function:extend("BackwardHookFunction")
+function HookInputs.forward(ctx, rec, ...)
+  ctx.rec = rec
+  return ...
+end
+function HookInputs.backward(ctx, ...)
+  local rec, n = ctx.rec, select("#", ...)
+  local gin = { ... }
+  for _, entry in ipairs(rawget(rec.module, "_backward_hooks")) do
+    local r = entry.fn(rec.module, gin, rec.grad_output or {})
+    if r ~= nil then gin = Tensor.is_tensor(r) and { r } or r end
+  end
+  return nil, unpack(gin, 1, n)
+end
+
+-- the tensors of a list (positions), passed through f (an identity Function) when one requires grad
+local function through(f, rec, list, n)
+  local pos, ts, any = {}, {}, false
+  for i = 1, n do
+    local x = list[i]
+    if Tensor.is_tensor(x) then
+      pos[#pos + 1] = i; ts[#ts + 1] = x
+      any = any or rawget(x, "requires_grad") == true
+    end
+  end
+  if not any then return list, false end
+  local outs = { f.apply(rec, unpack(ts, 1, #ts)) }
+  local r = { n = n }
+  for i = 1, n do r[i] = list[i] end
+  for k, i in ipairs(pos) do r[i] = outs[k] end
+  return r, true
+end
+
 local function run_with_hooks(self, ...)
   local inputs = { n = select("#", ...), ... }
   for _, entry in ipairs(rawget(self, "_forward_pre_hooks")) do
     local r = entry.fn(self, { unpack(inputs, 1, inputs.n) })
     if r ~= nil then
-      if is_tensor(r) or type(r) ~= "table" then inputs = { n = 1, r } else inputs = { n = #r, unpack(r) } end
+      if Tensor.is_tensor(r) or type(r) ~= "table" then inputs = { n = 1, r } else inputs = { n = #r, unpack(r) } end
     end
+  end
+  local rec
+  if autograd.is_grad_enabled() and (#rawget(self, "_backward_hooks") > 0 or #rawget(self, "_backward_pre_hooks") > 0)
+  then
+    rec = { module = self }
+    inputs, rec.inputs_hooked = through(HookInputs, rec, inputs, inputs.n)
   end
   local results = { n = 0 }
   local function keep(...) results = { n = select("#", ...), ... } end
@@ -149,25 +214,61 @@ local function run_with_hooks(self, ...)
       if results.n == 1 then results = { n = 1, r } else results = { n = #r, unpack(r) } end
     end
   end
+  if rec then
+    if results.n == 1 and type(results[1]) == "table" and not Tensor.is_tensor(results[1]) then
+      local list = results[1]
+      results = { n = 1, (through(HookOutputs, rec, list, table.maxn(list))) }
+      setmetatable(results[1], nil)
+      results[1].n = nil
+    else
+      results = through(HookOutputs, rec, results, results.n)
+    end
+  end
   return unpack(results, 1, results.n)
 end
 
-local function add_hook(self, list_name, fn, what)
+-- opts of a hook registration: prepend = true puts the hook first; PyTorch 2's with_kwargs and always_call are
+-- refused
+local function hook_options(opts, what)
+  opts = options.check(opts, what, { prepend = "boolean", with_kwargs = "boolean", always_call = "boolean" })
+  if opts.with_kwargs then errors.raise(what .. ": with_kwargs = true is not supported (ds modules take positional "
+    .. "arguments)") end
+  if opts.always_call then errors.raise(what .. ": always_call = true is not supported") end
+  return opts
+end
+
+local function add_hook(self, list_name, fn, what, opts)
   if type(fn) ~= "function" then errors.raise(string.format("%s: expects a function, got %s", what, type(fn))) end
+  opts = hook_options(opts, what)
   if rawget(self, "_forward_hooks") == nil then
     rawset(self, "_forward_hooks", {}); rawset(self, "_forward_pre_hooks", {})
+    rawset(self, "_backward_hooks", {}); rawset(self, "_backward_pre_hooks", {})
     rawset(self, "forward", run_with_hooks)
   end
   local list, entry = rawget(self, list_name), { fn = fn }
-  list[#list + 1] = entry
+  table.insert(list, opts.prepend and 1 or #list + 1, entry)
   return { remove = function()
     for i, e in ipairs(rawget(self, list_name)) do if e == entry then table.remove(rawget(self, list_name), i) end end
   end }
 end
-function Module:register_forward_pre_hook(fn)
-  return add_hook(self, "_forward_pre_hooks", fn, "register_forward_pre_hook")
+function Module:register_forward_pre_hook(fn, opts)
+  return add_hook(self, "_forward_pre_hooks", fn, "register_forward_pre_hook", opts)
 end
-function Module:register_forward_hook(fn) return add_hook(self, "_forward_hooks", fn, "register_forward_hook") end
+function Module:register_forward_hook(fn, opts)
+  return add_hook(self, "_forward_hooks", fn, "register_forward_hook", opts)
+end
+-- fn(module, grad_input, grad_output) after the gradients of the module's inputs are computed
+function Module:register_full_backward_hook(fn, opts)
+  return add_hook(self, "_backward_hooks", fn, "register_full_backward_hook", opts)
+end
+-- fn(module, grad_output) before the gradients of the module's inputs are computed
+function Module:register_full_backward_pre_hook(fn, opts)
+  return add_hook(self, "_backward_pre_hooks", fn, "register_full_backward_pre_hook", opts)
+end
+function Module:register_backward_hook()
+  errors.raise(self._name .. ".register_backward_hook: the non-full backward hook is deprecated in PyTorch; use "
+    .. "register_full_backward_hook")
+end
 
 function Module:register_buffer(name, t, persistent)
   check_name(self, "register_buffer", name)
