@@ -1,5 +1,6 @@
 -- nn/activation_functional.lua: the activations of nn/functional_activation.lua as modules (PyTorch's names and
--- options): LeakyReLU, ELU, SELU, CELU, Hardtanh, ReLU6, Hardsigmoid, Hardswish, Mish, LogSigmoid, Softsign, GLU.
+-- options): LeakyReLU, ELU, SELU, CELU, Hardtanh, ReLU6, Hardsigmoid, Hardswish, Mish, LogSigmoid, Softsign, GLU,
+-- Softshrink, Hardshrink, Tanhshrink.
 local Module = require("ds.nn.module")
 local constructor_args = require("ds.nn.constructor_args")
 local F = require("ds.nn.functional")
@@ -21,6 +22,9 @@ local ACTIVATIONS = {
   LogSigmoid = { "logsigmoid", {}, {}, false },
   Softsign = { "softsign", {}, {}, false },
   GLU = { "glu", { "dim" }, { -1 }, false },
+  Softshrink = { "softshrink", { "lambd" }, { 0.5 }, false },
+  Hardshrink = { "hardshrink", { "lambd" }, { 0.5 }, false },
+  Tanhshrink = { "tanhshrink", {}, {}, false },
 }
 
 for name, spec in pairs(ACTIVATIONS) do

@@ -1,6 +1,6 @@
 -- nn/functional_activation.lua: ds.F's activations composed from ds ops (leaky_relu, elu, selu, celu, hardtanh,
--- relu6, hardsigmoid, hardswish, mish, logsigmoid, softsign, glu, prelu, threshold, softmin) and normalize,
--- cosine_similarity.
+-- relu6, hardsigmoid, hardswish, mish, logsigmoid, softsign, glu, prelu, threshold, softmin, softshrink,
+-- hardshrink, tanhshrink) and normalize, cosine_similarity.
 -- Gradients follow PyTorch's, also at the kinks (hardtanh passes none at its bounds).
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
@@ -89,6 +89,27 @@ function M.mish(x) return need_tensor(x, "mish") * ops.tanh(ops.softplus(x)) end
 -- log(sigmoid(x)) = -softplus(-x), stable for large |x|
 function M.logsigmoid(x) return -ops.softplus(-need_tensor(x, "logsigmoid")) end
 function M.softsign(x) return need_tensor(x, "softsign") / (ops.abs(x) + 1) end
+
+-- the shrinks: lambd (0.5) must not be negative; the gradient is 1 where |x| > lambd, else 0 (as PyTorch's)
+local function shrink_lambd(x, lambd, opname)
+  need_tensor(x, opname)
+  lambd = number_or(lambd, 0.5, opname, "lambd")
+  if lambd < 0 then errors.raise(string.format("%s: lambd must be >= 0, got %s", opname, tostring(lambd))) end
+  return lambd
+end
+-- x - lambd above lambd, x + lambd below -lambd, else 0
+function M.softshrink(x, lambd)
+  lambd = shrink_lambd(x, lambd, "softshrink")
+  local zero = ops.zeros_like(x)
+  return ops.where(ops.gt(x, lambd), x - lambd, ops.where(ops.lt(x, -lambd), x + lambd, zero))
+end
+-- x where |x| > lambd, else 0
+function M.hardshrink(x, lambd)
+  lambd = shrink_lambd(x, lambd, "hardshrink")
+  return ops.where(ops.logical_or(ops.gt(x, lambd), ops.lt(x, -lambd)), x, ops.zeros_like(x))
+end
+-- x - tanh(x)
+function M.tanhshrink(x) return need_tensor(x, "tanhshrink") - ops.tanh(x) end
 
 -- a * sigmoid(b) where a, b are the halves of x along dim (default -1; its size must be even)
 function M.glu(x, dim)

@@ -29,7 +29,21 @@ local LOSSES = {
   HuberLoss = { "huber_loss", 2, { "reduction", "delta" } },
   KLDivLoss = { "kl_div", 2, { "size_average", "reduce", "reduction", "log_target" } },
   MarginRankingLoss = { "margin_ranking_loss", 3, { "margin", "size_average", "reduce", "reduction" } },
+  TripletMarginLoss = { "triplet_margin_loss", 3, { "margin", "p", "eps", "swap", "size_average", "reduce",
+    "reduction" } },
+  CosineEmbeddingLoss = { "cosine_embedding_loss", 3, { "margin", "size_average", "reduce", "reduction" } },
+  HingeEmbeddingLoss = { "hinge_embedding_loss", 2, { "margin", "size_average", "reduce", "reduction" } },
+  SoftMarginLoss = { "soft_margin_loss", 2, { "size_average", "reduce", "reduction" } },
+  MultiLabelSoftMarginLoss = { "multilabel_soft_margin_loss", 2, { "weight", "size_average", "reduce",
+    "reduction" } },
+  MultiMarginLoss = { "multi_margin_loss", 2, { "p", "margin", "weight", "size_average", "reduce", "reduction" } },
+  PoissonNLLLoss = { "poisson_nll_loss", 2, { "log_input", "full", "size_average", "eps", "reduce", "reduction" } },
+  GaussianNLLLoss = { "gaussian_nll_loss", 3, {} }, -- keyword-only in PyTorch: options table only
+  CTCLoss = { "ctc_loss", 4, { "blank", "reduction", "zero_infinity" } },
 }
+
+-- the inputs each loss's forward takes, by their count (for the error naming them)
+local INPUT_NAMES = { [2] = "input, target", [3] = "three tensors", [4] = "log_probs, targets, input_lengths, target_lengths" }
 
 for name, spec in pairs(LOSSES) do
   local fname, ninputs, params = spec[1], spec[2], spec[3]
@@ -46,13 +60,16 @@ for name, spec in pairs(LOSSES) do
     self.opts = o
   end
   -- the options with the buffers' current tensors (they follow :to(dtype) and load_state_dict)
-  function cls:forward(a, b, c)
+  function cls:forward(...)
     local o = {}
     for k, v in pairs(self.opts) do o[k] = v end
     for _, k in ipairs { "weight", "pos_weight" } do o[k] = rawget(self, k) end
-    if ninputs == 3 then return fn(a, b, c, o) end
-    if c ~= nil then errors.raise(name .. ": takes 2 inputs (input, target), got a third") end
-    return fn(a, b, o)
+    local args = { ... }
+    if select("#", ...) > ninputs and args[ninputs + 1] ~= nil then
+      errors.raise(string.format("%s: takes %d inputs (%s), got more", name, ninputs, INPUT_NAMES[ninputs]))
+    end
+    args[ninputs + 1] = o
+    return fn(unpack(args, 1, ninputs + 1))
   end
   function cls:extra_repr()
     local keys, parts = {}, {}

@@ -1,0 +1,229 @@
+# gen_nn_more_fixtures.py: PyTorch 1.13's values and input gradients for the nn calls of issue 28's last list
+# (the remaining losses with CTC, the shrink family, unfold/fold, conv3d and the transposed 1-D/3-D convolutions,
+# nn.Transformer.generate_square_subsequent_mask), checked by tests/nn_more_spec.lua eagerly, traced, compiled
+# and through autograd.
+# Run: /usr/bin/python3 tests/gen_nn_more_fixtures.py  (writes tests/fixtures/nn_more.json)
+# Each case: inputs (class-index inputs written 1-based, as ds takes them), the outputs and, for the inputs
+# marked differentiable, the gradient of sum_k <w_k, out_k> with w_k = cos(1, 2, ..., numel) in out_k's shape.
+import json
+import os
+import torch
+import torch.nn.functional as F
+
+DT = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.int32: "i32", torch.bool: "bool"}
+
+
+def enc(t):
+    t = t.detach()
+    data = t.reshape(-1).tolist()
+    if t.dtype == torch.bool:
+        data = [1 if v else 0 for v in data]
+    return {"shape": list(t.shape), "dtype": DT[t.dtype], "data": data}
+
+
+class Idx:
+    """a class-index input: given to PyTorch as it is, to ds 1-based"""
+    def __init__(self, t):
+        self.t = t
+
+
+def weights(o):
+    return torch.cos(torch.arange(1, o.numel() + 1, dtype=torch.float64)).reshape(o.shape).to(o.dtype)
+
+
+cases = {}
+
+
+def case(name, fn, inputs, grad=()):
+    torch_in, ds_in = [], []
+    for i, x in enumerate(inputs):
+        if isinstance(x, Idx):
+            torch_in.append(x.t)
+            ds_in.append(enc(x.t + 1))
+        else:
+            x = x.detach().clone().requires_grad_(i in grad)
+            torch_in.append(x)
+            ds_in.append(enc(x))
+    outs = fn(*torch_in)
+    if not isinstance(outs, (tuple, list)):
+        outs = (outs,)
+    entry = {"inputs": ds_in, "want": [enc(o) for o in outs]}
+    if grad:
+        total = sum((o * weights(o)).sum() for o in outs if o.dtype.is_floating_point)
+        gs = torch.autograd.grad(total, [torch_in[i] for i in grad], allow_unused=True)
+        entry["grad"] = {str(i + 1): enc(g if g is not None else torch.zeros_like(torch_in[i]))
+                         for i, g in zip(grad, gs)}
+    cases[name] = entry
+
+
+torch.manual_seed(0)
+D = torch.float64
+f32 = torch.float32
+
+
+def randn(*s, dtype=D):
+    return torch.randn(*s, dtype=dtype)
+
+
+def pm1(*s):
+    return torch.randint(0, 2, s).to(D) * 2 - 1
+
+
+# ---- losses ----
+a, p, n = randn(5, 4), randn(5, 4), randn(5, 4)
+case("pairwise_distance", lambda a, b: F.pairwise_distance(a, b), [a, p], grad=(0, 1))
+case("pairwise_distance_p1_keepdim", lambda a, b: F.pairwise_distance(a, b, 1, 1e-3, True), [a, p], grad=(0, 1))
+case("triplet_margin_loss", lambda a, p, n: F.triplet_margin_loss(a, p, n), [a, p, n], grad=(0, 1, 2))
+case("triplet_margin_loss_p1_swap_none",
+     lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=0.5, p=1, swap=True, reduction="none"), [a, p, n],
+     grad=(0, 1, 2))
+case("triplet_margin_loss_p3_eps_sum",
+     lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=2.0, p=3, eps=1e-3, reduction="sum"), [a, p, n],
+     grad=(0, 1, 2))
+case("triplet_margin_loss_unbatched", lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=3.0), [a[0], p[0], n[0]],
+     grad=(0, 1, 2))
+case("triplet_margin_loss_f32", lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=2.0),
+     [a.float(), p.float(), n.float()], grad=(0,))
+y = pm1(5)
+case("cosine_embedding_loss", lambda a, b, y: F.cosine_embedding_loss(a, b, y), [a, p, y], grad=(0, 1))
+case("cosine_embedding_loss_margin_none",
+     lambda a, b, y: F.cosine_embedding_loss(a, b, y, margin=-0.2, reduction="none"), [a, p, y], grad=(0, 1))
+case("cosine_embedding_loss_unbatched_sum",
+     lambda a, b, y: F.cosine_embedding_loss(a, b, y, reduction="sum"), [a[1], p[1], torch.tensor(-1.0, dtype=D)],
+     grad=(0, 1))
+x, yy = randn(4, 3), pm1(4, 3)
+case("hinge_embedding_loss", lambda x, y: F.hinge_embedding_loss(x, y), [x, yy], grad=(0,))
+case("hinge_embedding_loss_margin_sum", lambda x, y: F.hinge_embedding_loss(x, y, margin=0.5, reduction="sum"),
+     [x, yy], grad=(0,))
+case("soft_margin_loss", lambda x, y: F.soft_margin_loss(x, y), [x, yy], grad=(0,))
+case("soft_margin_loss_none", lambda x, y: F.soft_margin_loss(x, y, reduction="none"), [x, yy], grad=(0,))
+t01 = torch.randint(0, 2, (4, 3)).to(D)
+w3 = torch.rand(3, dtype=D) + 0.5
+case("multilabel_soft_margin_loss", lambda x, y: F.multilabel_soft_margin_loss(x, y), [x, t01], grad=(0,))
+case("multilabel_soft_margin_loss_weight_none",
+     lambda x, y, w: F.multilabel_soft_margin_loss(x, y, weight=w, reduction="none"), [x, t01, w3], grad=(0,))
+case("multilabel_soft_margin_loss_unbatched", lambda x, y: F.multilabel_soft_margin_loss(x, y), [x[0], t01[0]],
+     grad=(0,))
+xm, tm = randn(5, 4), torch.tensor([0, 3, 1, 1, 2])
+w4 = torch.rand(4, dtype=D) + 0.5
+case("multi_margin_loss", lambda x, t: F.multi_margin_loss(x, t), [xm, Idx(tm)], grad=(0,))
+case("multi_margin_loss_p2_weight_none",
+     lambda x, t, w: F.multi_margin_loss(x, t, p=2, margin=0.7, weight=w, reduction="none"), [xm, Idx(tm), w4],
+     grad=(0,))
+case("multi_margin_loss_unbatched_sum", lambda x, t: F.multi_margin_loss(x, t, reduction="sum"),
+     [xm[0], Idx(tm[0])], grad=(0,))
+rate, counts = randn(4, 3), torch.poisson(torch.full((4, 3), 2.0, dtype=D))
+case("poisson_nll_loss", lambda x, y: F.poisson_nll_loss(x, y), [rate, counts], grad=(0,))
+case("poisson_nll_loss_full_none", lambda x, y: F.poisson_nll_loss(x, y, full=True, reduction="none"),
+     [rate, counts], grad=(0,))
+case("poisson_nll_loss_linear_full_sum",
+     lambda x, y: F.poisson_nll_loss(x, y, log_input=False, full=True, eps=1e-4, reduction="sum"),
+     [rate.exp(), counts], grad=(0,))
+mu, tgt = randn(4, 3), randn(4, 3)
+var = torch.rand(4, 3, dtype=D) + 0.1
+case("gaussian_nll_loss", lambda x, y, v: F.gaussian_nll_loss(x, y, v), [mu, tgt, var], grad=(0, 1, 2))
+case("gaussian_nll_loss_homoscedastic_full",
+     lambda x, y, v: F.gaussian_nll_loss(x, y, v, full=True, reduction="sum"), [mu, tgt, var[:, 0]], grad=(0, 2))
+case("gaussian_nll_loss_var_last1_eps_none",
+     lambda x, y, v: F.gaussian_nll_loss(x, y, v, eps=0.5, reduction="none"), [mu, tgt, var[:, :1]], grad=(0, 2))
+
+# ---- ctc_loss: log_probs as the docs make them (log_softmax'ed, then a leaf), or logits through log_softmax ----
+T, N, C, S = 7, 3, 5, 3
+lp = randn(T, N, C).log_softmax(2)
+tg = torch.randint(1, C, (N, S))
+il, tl = torch.tensor([7, 6, 7]), torch.tensor([3, 2, 0])
+case("ctc_loss", lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl), [lp, Idx(tg), il, tl], grad=(0,))
+case("ctc_loss_sum", lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl, reduction="sum"), [lp, Idx(tg), il, tl],
+     grad=(0,))
+case("ctc_loss_none_f32", lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl, reduction="none"),
+     [lp.float(), Idx(tg), il, tl], grad=(0,))
+logits = randn(T, N, C)
+case("ctc_loss_logits", lambda x, t, il, tl: F.ctc_loss(x.log_softmax(2), t, il, tl), [logits, Idx(tg), il, tl],
+     grad=(0,))
+rep = torch.tensor([[2, 2, 3], [1, 1, 1], [4, 3, 4]])
+case("ctc_loss_repeats_blank_last",
+     lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl, blank=C - 1, reduction="none"),
+     [lp, Idx(rep - 1), torch.tensor([7, 5, 6]), torch.tensor([3, 3, 3])], grad=(0,))
+flat = torch.tensor([1, 3, 2, 4, 4, 1])
+case("ctc_loss_concatenated", lambda lp, t: F.ctc_loss(lp, t, [7, 7, 6], [1, 3, 2], reduction="sum"),
+     [lp, Idx(flat)], grad=(0,))
+# sample 2 needs 5 steps for [1, 1, 1] (a blank between repeats) but has 4: impossible, zeroed
+case("ctc_loss_zero_infinity",
+     lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl, reduction="none", zero_infinity=True),
+     [lp, Idx(rep), torch.tensor([7, 4, 6]), torch.tensor([3, 3, 3])], grad=(0,))
+case("ctc_loss_unbatched", lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl), [lp[:, 0], Idx(tg[0]), il[0], tl[0]],
+     grad=(0,))
+
+# ---- shrink ----
+xs = randn(4, 5) * 1.5
+case("softshrink", lambda x: F.softshrink(x), [xs], grad=(0,))
+case("softshrink_lambd", lambda x: F.softshrink(x, 1.0), [xs], grad=(0,))
+case("hardshrink", lambda x: F.hardshrink(x), [xs], grad=(0,))
+case("hardshrink_lambd", lambda x: F.hardshrink(x, 0.2), [xs], grad=(0,))
+case("tanhshrink", lambda x: F.tanhshrink(x), [xs], grad=(0,))
+case("softshrink_f32", lambda x: F.softshrink(x, 0.3), [xs.float()], grad=(0,))
+
+# ---- unfold / fold ----
+img = randn(2, 3, 5, 6)
+case("unfold", lambda x: F.unfold(x, 2), [img], grad=(0,))
+case("unfold_options", lambda x: F.unfold(x, (2, 3), dilation=(2, 1), padding=1, stride=(2, 1)), [img], grad=(0,))
+case("unfold_unbatched", lambda x: F.unfold(x, 3, stride=2), [img[0]], grad=(0,))
+cols = randn(2, 3 * 2 * 2, 20)
+case("fold", lambda x: F.fold(x, (5, 6), 2), [cols], grad=(0,))
+cols2 = randn(2, 3 * 2 * 3, 3 * 6)
+case("fold_options", lambda x: F.fold(x, (5, 6), (2, 3), dilation=(2, 1), padding=1, stride=(2, 1)), [cols2],
+     grad=(0,))
+cols3 = randn(2 * 3 * 3, 9)
+case("fold_unbatched", lambda x: F.fold(x, 5, 3, stride=2, padding=1), [cols3], grad=(0,))
+case("fold_f32", lambda x: F.fold(x, (5, 6), 2), [cols.float()], grad=(0,))
+
+# ---- conv3d, conv_transpose1d, conv_transpose3d (x, weight, bias) ----
+vol = randn(2, 4, 4, 5, 4)
+w3d = randn(6, 2, 3, 2, 3)
+b6 = randn(6)
+case("conv3d", lambda x, w: F.conv3d(x, w[:, :, :2]), [vol, randn(6, 4, 3, 2, 3)], grad=(0, 1))
+case("conv3d_options", lambda x, w, b: F.conv3d(x, w, b, stride=(2, 1, 2), padding=(1, 0, 2), dilation=(1, 2, 1),
+                                                groups=2), [vol, w3d, b6], grad=(0, 1, 2))
+case("conv3d_same", lambda x, w, b: F.conv3d(x, w, b, padding="same", groups=2), [vol, w3d, b6], grad=(0, 1, 2))
+case("conv3d_unbatched", lambda x, w: F.conv3d(x, w, stride=2), [vol[0], randn(3, 4, 2, 2, 2)], grad=(0, 1))
+case("conv3d_f32", lambda x, w, b: F.conv3d(x, w, b, padding=1), [vol.float(), randn(3, 4, 3, 3, 3).float(),
+                                                                   randn(3).float()], grad=(0, 1, 2))
+seq = randn(2, 4, 7)
+case("conv_transpose1d", lambda x, w: F.conv_transpose1d(x, w), [seq, randn(4, 3, 3)], grad=(0, 1))
+case("conv_transpose1d_options",
+     lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=2, output_padding=1, groups=2, dilation=2),
+     [seq, randn(4, 3, 3), randn(6)], grad=(0, 1, 2))
+case("conv_transpose1d_unbatched", lambda x, w: F.conv_transpose1d(x, w, stride=2), [seq[0], randn(4, 2, 2)],
+     grad=(0, 1))
+small = randn(2, 4, 3, 4, 3)
+case("conv_transpose3d", lambda x, w: F.conv_transpose3d(x, w), [small, randn(4, 3, 2, 3, 2)], grad=(0, 1))
+case("conv_transpose3d_options",
+     lambda x, w, b: F.conv_transpose3d(x, w, b, stride=(2, 1, 3), padding=(1, 0, 2), output_padding=(1, 0, 2),
+                                        groups=2, dilation=(1, 2, 1)),
+     [small, randn(4, 3, 3, 2, 3), randn(6)], grad=(0, 1, 2))
+case("conv_transpose3d_unbatched_f32", lambda x, w, b: F.conv_transpose3d(x, w, b, stride=2),
+     [small[0].float(), randn(4, 2, 2, 2, 2).float(), randn(2).float()], grad=(0, 1, 2))
+
+# ---- padding modes (as nn.Conv3d applies them: F.pad with the mode, then a padding-free conv3d) ----
+for mode in ["reflect", "replicate", "circular"]:
+    case("conv3d_padding_" + mode,
+         lambda x, w, b, mode=mode: torch.nn.Conv3d(4, 6, (3, 2, 3), padding=(1, 2, 1), padding_mode=mode,
+                                                    groups=2)._conv_forward(x, w, b), [vol, w3d, b6],
+         grad=(0, 1, 2))
+
+case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
+
+# ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----
+torch.manual_seed(1)
+tr = torch.nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=16,
+                          dropout=0.0).double()
+src, tgt = randn(5, 3, 8), randn(4, 3, 8)
+mask = torch.nn.Transformer.generate_square_subsequent_mask(4).double()
+with torch.no_grad():
+    out = tr(src, tgt, tgt_mask=mask)
+transformer = {"params": {k: enc(v) for k, v in tr.state_dict().items()}, "src": enc(src), "tgt": enc(tgt),
+               "out": enc(out)}
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nn_more.json"), "w") as f:
+    json.dump({"cases": cases, "transformer": transformer}, f, indent=None, separators=(",", ":"), sort_keys=True)
+print("wrote", len(cases), "cases")

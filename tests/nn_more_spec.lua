@@ -1,0 +1,340 @@
+-- tests/nn_more_spec.lua: the remaining nn calls of issue 28 (losses with CTC, the shrink family, unfold/fold,
+-- conv3d and the transposed 1-D/3-D convolutions, nn.Transformer.generate_square_subsequent_mask) against
+-- PyTorch's values and gradients (tests/fixtures/nn_more.json from tests/gen_nn_more_fixtures.py): each case
+-- eagerly, traced and compiled (both equal to eager bit for bit), its gradient against PyTorch's and a
+-- finite-difference gradcheck; then the modules (PyTorch's constructors) and the refusals.
+local ds = require("ds")
+local H = require("helpers")
+local F, nn = ds.F, ds.nn
+
+local fixture = H.fixture("nn_more.json")
+local fx = fixture.cases
+
+-- a fixture tensor {shape, dtype, data (flat)} as a ds tensor
+local function T(e)
+  local flat = ds.tensor(#e.data > 0 and e.data or { 0 }, { dtype = e.dtype })
+  if #e.data == 0 then flat = flat:narrow(1, 1, 0) end
+  return flat:reshape(e.shape)
+end
+
+local function check(got, e, what)
+  assert(ds.is_tensor(got), what .. ": not a tensor")
+  assert.equal(e.dtype, got.dtype, what .. " dtype")
+  assert.same(e.shape, got.shape, what .. " shape")
+  local tol = got.dtype == "f32" and 1e-5 or 1e-10
+  local ok, err = pcall(H.close, got, T(e), tol, tol)
+  assert(ok, what .. ": " .. tostring(err))
+end
+
+local function pack(...) return { n = select("#", ...), ... } end
+
+-- nn.Conv3d's padding modes: the module with the fixture's weight and bias
+local function padded_conv3d(mode)
+  return function(x, w, b)
+    local m = nn.Conv3d(4, 6, { 3, 2, 3 }, { padding = { 1, 2, 1 }, padding_mode = mode, groups = 2, dtype = "f64" })
+    m.weight, m.bias = w, b
+    return m(x)
+  end
+end
+
+-- case name -> {fn, eager = true (lengths read as values: not traced), nogc = true (PyTorch's gradient is not
+-- the derivative: CTC in log_probs)}
+local CASES = {
+  pairwise_distance = { function(a, b) return F.pairwise_distance(a, b) end },
+  pairwise_distance_p1_keepdim = { function(a, b) return F.pairwise_distance(a, b, 1, 1e-3, true) end },
+  triplet_margin_loss = { function(a, p, n) return F.triplet_margin_loss(a, p, n) end },
+  triplet_margin_loss_p1_swap_none = { function(a, p, n)
+    return F.triplet_margin_loss(a, p, n, { margin = 0.5, p = 1, swap = true, reduction = "none" })
+  end },
+  triplet_margin_loss_p3_eps_sum = { function(a, p, n)
+    return F.triplet_margin_loss(a, p, n, { margin = 2, p = 3, eps = 1e-3, reduction = "sum" })
+  end },
+  triplet_margin_loss_unbatched = { function(a, p, n) return F.triplet_margin_loss(a, p, n, { margin = 3 }) end },
+  triplet_margin_loss_f32 = { function(a, p, n) return F.triplet_margin_loss(a, p, n, { margin = 2 }) end },
+  cosine_embedding_loss = { function(a, b, y) return F.cosine_embedding_loss(a, b, y) end },
+  cosine_embedding_loss_margin_none = { function(a, b, y)
+    return F.cosine_embedding_loss(a, b, y, { margin = -0.2, reduction = "none" })
+  end },
+  cosine_embedding_loss_unbatched_sum = { function(a, b, y)
+    return F.cosine_embedding_loss(a, b, y, { reduction = "sum" })
+  end },
+  hinge_embedding_loss = { function(x, y) return F.hinge_embedding_loss(x, y) end },
+  hinge_embedding_loss_margin_sum = { function(x, y)
+    return F.hinge_embedding_loss(x, y, { margin = 0.5, reduction = "sum" })
+  end },
+  soft_margin_loss = { function(x, y) return F.soft_margin_loss(x, y) end },
+  soft_margin_loss_none = { function(x, y) return F.soft_margin_loss(x, y, { reduction = "none" }) end },
+  multilabel_soft_margin_loss = { function(x, y) return F.multilabel_soft_margin_loss(x, y) end },
+  multilabel_soft_margin_loss_weight_none = { function(x, y, w)
+    return F.multilabel_soft_margin_loss(x, y, { weight = w, reduction = "none" })
+  end },
+  multilabel_soft_margin_loss_unbatched = { function(x, y) return F.multilabel_soft_margin_loss(x, y) end },
+  multi_margin_loss = { function(x, t) return F.multi_margin_loss(x, t) end },
+  multi_margin_loss_p2_weight_none = { function(x, t, w)
+    return F.multi_margin_loss(x, t, { p = 2, margin = 0.7, weight = w, reduction = "none" })
+  end },
+  multi_margin_loss_unbatched_sum = { function(x, t) return F.multi_margin_loss(x, t, { reduction = "sum" }) end },
+  poisson_nll_loss = { function(x, y) return F.poisson_nll_loss(x, y) end },
+  poisson_nll_loss_full_none = { function(x, y)
+    return F.poisson_nll_loss(x, y, { full = true, reduction = "none" })
+  end },
+  poisson_nll_loss_linear_full_sum = { function(x, y)
+    return F.poisson_nll_loss(x, y, { log_input = false, full = true, eps = 1e-4, reduction = "sum" })
+  end },
+  gaussian_nll_loss = { function(x, y, v) return F.gaussian_nll_loss(x, y, v) end },
+  gaussian_nll_loss_homoscedastic_full = { function(x, y, v)
+    return F.gaussian_nll_loss(x, y, v, { full = true, reduction = "sum" })
+  end },
+  gaussian_nll_loss_var_last1_eps_none = { function(x, y, v)
+    return F.gaussian_nll_loss(x, y, v, { eps = 0.5, reduction = "none" })
+  end },
+  ctc_loss = { function(lp, t, il, tl) return F.ctc_loss(lp, t, il, tl) end, nogc = true },
+  ctc_loss_sum = { function(lp, t, il, tl) return F.ctc_loss(lp, t, il, tl, { reduction = "sum" }) end, nogc = true },
+  ctc_loss_none_f32 = { function(lp, t, il, tl) return F.ctc_loss(lp, t, il, tl, { reduction = "none" }) end },
+  ctc_loss_logits = { function(x, t, il, tl) return F.ctc_loss(x:log_softmax(3), t, il, tl) end },
+  -- PyTorch's blank C - 1 is ds's C
+  ctc_loss_repeats_blank_last = { function(lp, t, il, tl)
+    return F.ctc_loss(lp, t, il, tl, { blank = 5, reduction = "none" })
+  end, nogc = true },
+  ctc_loss_concatenated = { function(lp, t)
+    return F.ctc_loss(lp, t, { 7, 7, 6 }, { 1, 3, 2 }, { reduction = "sum" })
+  end, nogc = true },
+  ctc_loss_zero_infinity = { function(lp, t, il, tl)
+    return F.ctc_loss(lp, t, il, tl, { reduction = "none", zero_infinity = true })
+  end, nogc = true },
+  ctc_loss_unbatched = { function(lp, t, il, tl) return F.ctc_loss(lp, t, il, tl) end, nogc = true },
+  softshrink = { function(x) return F.softshrink(x) end },
+  softshrink_lambd = { function(x) return F.softshrink(x, 1) end },
+  hardshrink = { function(x) return F.hardshrink(x) end },
+  hardshrink_lambd = { function(x) return F.hardshrink(x, 0.2) end },
+  tanhshrink = { function(x) return F.tanhshrink(x) end },
+  softshrink_f32 = { function(x) return F.softshrink(x, 0.3) end },
+  unfold = { function(x) return F.unfold(x, 2) end },
+  unfold_options = { function(x)
+    return F.unfold(x, { 2, 3 }, { dilation = { 2, 1 }, padding = 1, stride = { 2, 1 } })
+  end },
+  unfold_unbatched = { function(x) return F.unfold(x, 3, { stride = 2 }) end },
+  fold = { function(x) return F.fold(x, { 5, 6 }, 2) end },
+  fold_options = { function(x)
+    return F.fold(x, { 5, 6 }, { 2, 3 }, { dilation = { 2, 1 }, padding = 1, stride = { 2, 1 } })
+  end },
+  fold_unbatched = { function(x) return F.fold(x, 5, 3, { stride = 2, padding = 1 }) end },
+  fold_f32 = { function(x) return F.fold(x, { 5, 6 }, 2) end },
+  conv3d = { function(x, w) return F.conv3d(x, w:narrow(3, 1, 2)) end },
+  conv3d_options = { function(x, w, b)
+    return F.conv3d(x, w, b, { stride = { 2, 1, 2 }, padding = { 1, 0, 2 }, dilation = { 1, 2, 1 }, groups = 2 })
+  end },
+  conv3d_same = { function(x, w, b) return F.conv3d(x, w, b, { padding = "same", groups = 2 }) end },
+  conv3d_unbatched = { function(x, w) return F.conv3d(x, w, nil, { stride = 2 }) end },
+  conv3d_f32 = { function(x, w, b) return F.conv3d(x, w, b, { padding = 1 }) end },
+  conv_transpose1d = { function(x, w) return F.conv_transpose1d(x, w) end },
+  conv_transpose1d_options = { function(x, w, b)
+    return F.conv_transpose1d(x, w, b, { stride = 3, padding = 2, output_padding = 1, groups = 2, dilation = 2 })
+  end },
+  conv_transpose1d_unbatched = { function(x, w) return F.conv_transpose1d(x, w, nil, { stride = 2 }) end },
+  conv_transpose3d = { function(x, w) return F.conv_transpose3d(x, w) end },
+  conv_transpose3d_options = { function(x, w, b)
+    return F.conv_transpose3d(x, w, b, { stride = { 2, 1, 3 }, padding = { 1, 0, 2 }, output_padding = { 1, 0, 2 },
+      groups = 2, dilation = { 1, 2, 1 } })
+  end },
+  conv_transpose3d_unbatched_f32 = { function(x, w, b) return F.conv_transpose3d(x, w, b, { stride = 2 }) end },
+  conv3d_padding_reflect = { padded_conv3d("reflect") },
+  conv3d_padding_replicate = { padded_conv3d("replicate") },
+  conv3d_padding_circular = { padded_conv3d("circular") },
+  square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
+}
+
+local function weights(o)
+  local n = o:numel()
+  return ds.cos(ds.arange(1, n + 1, { dtype = "f64" })):reshape(o.shape):astype(o.dtype)
+end
+
+local names = {}
+for name in pairs(fx) do names[#names + 1] = name end
+table.sort(names)
+
+describe("nn calls of issue 28: values, traced, compiled, gradients", function()
+  it("every fixture case has a call and every call a fixture", function()
+    for _, name in ipairs(names) do assert(CASES[name], "no call for fixture case " .. name) end
+    for name in pairs(CASES) do assert(fx[name], "no fixture for " .. name) end
+  end)
+  for _, name in ipairs(names) do
+    local c, e = CASES[name], fx[name]
+    if c then
+      it(name, function()
+        local args = {}
+        for i, t in ipairs(e.inputs) do args[i] = T(t) end
+        for k in pairs(e.grad or {}) do args[tonumber(k)]:requires_grad_() end
+        local fn = c[1]
+        local outs = pack(fn(unpack(args)))
+        assert.equal(#e.want, outs.n, name .. ": number of outputs")
+        for k, want in ipairs(e.want) do check(outs[k], want, name .. " output " .. k) end
+        if not c.eager and #args > 0 then
+          local traced = pack(ds.trace(fn, args)(unpack(args)))
+          local compiled = pack(ds.compile(fn, args)(unpack(args)))
+          for k = 1, outs.n do
+            assert(H.bitwise(traced[k], outs[k]), name .. ": traced output " .. k .. " differs from eager")
+            assert(H.bitwise(compiled[k], outs[k]), name .. ": compiled output " .. k .. " differs from eager")
+          end
+        end
+        if e.grad then
+          local wrt, keys = {}, {}
+          for k in pairs(e.grad) do keys[#keys + 1] = tonumber(k) end
+          table.sort(keys)
+          for i, k in ipairs(keys) do wrt[i] = args[k] end
+          local total
+          for k = 1, outs.n do
+            local term = (outs[k] * weights(outs[k])):sum()
+            total = total and total + term or term
+          end
+          local grads = ds.grad(total, wrt)
+          for i, k in ipairs(keys) do check(grads[i], e.grad[tostring(k)], name .. " grad of input " .. k) end
+          if not c.nogc and args[keys[1]].dtype == "f64" then
+            assert(ds.autograd.gradcheck(fn, args), name .. ": gradcheck")
+          end
+        end
+      end)
+    end
+  end
+end)
+
+describe("nn calls of issue 28: modules and refusals", function()
+  it("the loss modules take PyTorch's constructor arguments and call their ds.F function", function()
+    local a, p, n = ds.randn(4, 3), ds.randn(4, 3), ds.randn(4, 3)
+    assert(H.bitwise(nn.TripletMarginLoss(0.5, 1, 1e-6, true)(a, p, n),
+      F.triplet_margin_loss(a, p, n, { margin = 0.5, p = 1, swap = true })))
+    local y = ds.tensor({ 1, -1, 1, -1 })
+    assert(H.bitwise(nn.CosineEmbeddingLoss(0.1, nil, nil, "sum")(a, p, y),
+      F.cosine_embedding_loss(a, p, y, { margin = 0.1, reduction = "sum" })))
+    assert(H.bitwise(nn.HingeEmbeddingLoss({ margin = 2 })(a, a:sign()),
+      F.hinge_embedding_loss(a, a:sign(), { margin = 2 })))
+    assert(H.bitwise(nn.SoftMarginLoss()(a, a:sign()), F.soft_margin_loss(a, a:sign())))
+    local w = ds.tensor({ 1, 2, 3 })
+    local t01 = a:gt(0):astype("f32")
+    local m = nn.MultiLabelSoftMarginLoss(w)
+    assert(H.bitwise(m(a, t01), F.multilabel_soft_margin_loss(a, t01, { weight = w })))
+    assert.equal(w, m.weight) -- a buffer, as PyTorch's
+    local cls = ds.tensor({ 1, 3, 2, 2 }, { dtype = "i64" })
+    assert(H.bitwise(nn.MultiMarginLoss(2, 0.5, w)(a, cls), F.multi_margin_loss(a, cls, { p = 2, margin = 0.5, weight = w })))
+    assert(H.bitwise(nn.PoissonNLLLoss(false, true, nil, 1e-3)(a:exp(), t01),
+      F.poisson_nll_loss(a:exp(), t01, { log_input = false, full = true, eps = 1e-3 })))
+    local var = p:abs()
+    assert(H.bitwise(nn.GaussianNLLLoss({ full = true })(a, n, var), F.gaussian_nll_loss(a, n, var, { full = true })))
+    H.raises(function() nn.GaussianNLLLoss(true) end, "GaussianNLLLoss", "no positional")
+    local lp = ds.randn(6, 2, 4):log_softmax(3)
+    local tg = ds.tensor({ { 2, 3 }, { 4, 4 } }, { dtype = "i64" })
+    assert(H.bitwise(nn.CTCLoss(1, "sum", true)(lp, tg, { 6, 6 }, { 2, 2 }),
+      F.ctc_loss(lp, tg, { 6, 6 }, { 2, 2 }, { reduction = "sum", zero_infinity = true })))
+    H.raises(function() nn.CTCLoss()(lp, tg, { 6, 6 }, { 2, 2 }, ds.ones(1)) end, "CTCLoss", "4 inputs")
+    H.raises(function() nn.TripletMarginLoss(1, 2, 1e-6, false, true) end, "TripletMarginLoss", "size_average")
+    local x1, x2 = ds.randn(3, 5), ds.randn(3, 5)
+    assert(H.bitwise(nn.PairwiseDistance(1, 0, true)(x1, x2), F.pairwise_distance(x1, x2, 1, 0, true)))
+    assert(H.bitwise(nn.CosineSimilarity()(x1, x2), F.cosine_similarity(x1, x2)))
+  end)
+
+  it("Shrink modules, Unfold and Fold take PyTorch's constructor arguments", function()
+    local x = ds.randn(2, 3, 5, 4)
+    assert(H.bitwise(nn.Softshrink(0.2)(x), F.softshrink(x, 0.2)))
+    assert(H.bitwise(nn.Hardshrink({ lambd = 0.7 })(x), F.hardshrink(x, 0.7)))
+    assert(H.bitwise(nn.Tanhshrink()(x), F.tanhshrink(x)))
+    assert(H.bitwise(nn.Softmin(1)(x), F.softmax(-x, 1)))
+    H.raises(function() F.softshrink(x, -1) end, "softshrink", "lambd")
+    local cols = nn.Unfold({ 2, 3 }, 1, 1, 2)(x)
+    assert(H.bitwise(cols, F.unfold(x, { 2, 3 }, { padding = 1, stride = 2 })))
+    assert(H.bitwise(nn.Fold({ 5, 4 }, { 2, 3 }, { padding = 1, stride = 2 })(cols),
+      F.fold(cols, { 5, 4 }, { 2, 3 }, 1, 1, 2)))
+    -- fold(unfold(x)) counts each pixel once per block covering it
+    local ones = ds.ones(1, 1, 4, 4)
+    local counts = F.fold(F.unfold(ones, 2), 4, 2)
+    assert(H.bitwise(counts, ds.tensor({ { 1, 2, 2, 1 }, { 2, 4, 4, 2 }, { 2, 4, 4, 2 }, { 1, 2, 2, 1 } }):reshape(1, 1, 4, 4)))
+  end)
+
+  it("Conv3d, ConvTranspose1d and ConvTranspose3d: PyTorch's weight shapes, options and module calls", function()
+    local c3 = nn.Conv3d(4, 6, { 3, 2, 1 }, { stride = 2, groups = 2, bias = false })
+    assert.same({ 6, 2, 3, 2, 1 }, c3.weight.shape)
+    assert.is_nil(c3.bias)
+    local x = ds.randn(2, 4, 5, 6, 7)
+    assert(H.bitwise(c3(x), F.conv3d(x, c3.weight, nil, { stride = 2, groups = 2 })))
+    local t1 = nn.ConvTranspose1d(4, 6, 3, { stride = 2, output_padding = 1, groups = 2 })
+    assert.same({ 4, 3, 3 }, t1.weight.shape)
+    local s = ds.randn(2, 4, 5)
+    assert(H.bitwise(t1(s), F.conv_transpose1d(s, t1.weight, t1.bias, { stride = 2, output_padding = 1, groups = 2 })))
+    assert.same({ 2, 6, 12 }, t1(s).shape)
+    local t3 = nn.ConvTranspose3d(4, 2, 2, { stride = { 1, 2, 2 } })
+    assert.same({ 4, 2, 2, 2, 2 }, t3.weight.shape)
+    assert.same({ 2, 2, 6, 12, 14 }, t3(x).shape)
+    H.raises(function() nn.ConvTranspose3d(4, 2, 2, { padding_mode = "reflect" }) end, "ConvTranspose3d", "zeros")
+    H.raises(function() nn.Conv3d(4, 6, 3, { padding_mode = "mirror" }) end, "Conv3d", "padding_mode")
+    H.raises(function() nn.Conv3d(3, 6, 3, { groups = 2 }) end, "Conv3d", "divisible")
+    H.raises(function() F.conv3d(ds.randn(1, 4, 3, 3, 3), ds.randn(2, 3, 1, 1, 1)) end, "conv3d", "does not match")
+    H.raises(function() F.conv3d(x, c3.weight, nil, { padding = "same", stride = 2, groups = 2 }) end, "conv3d", "stride 1")
+  end)
+
+  it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()
+    local tf = fixture.transformer
+    local m = nn.Transformer(8, 2, 1, 2, 16, 0, { dtype = "f64" })
+    local params = {}
+    for name, p in m:named_parameters() do params[name] = p end
+    local n = 0
+    ds.no_grad(function()
+      for name, e in pairs(tf.params) do
+        -- PyTorch's layer numbers are 0-based
+        local ds_name = name:gsub("layers%.(%d+)", function(i) return "layers." .. (tonumber(i) + 1) end)
+        assert(params[ds_name], "no parameter " .. ds_name)
+        params[ds_name]:copy_(T(e))
+        n = n + 1
+      end
+    end)
+    local count = 0
+    for _ in pairs(params) do count = count + 1 end
+    assert.equal(count, n)
+    local out = m(T(tf.src), T(tf.tgt), { tgt_mask = nn.Transformer.generate_square_subsequent_mask(4, { dtype = "f64" }) })
+    check(out, tf.out, "Transformer output")
+    H.raises(function() m(T(tf.src), T(tf.tgt), { causal = true }) end, "Transformer", "causal")
+  end)
+
+  it("unknown options are errors naming the op", function()
+    local x = ds.randn(2, 3)
+    for _, c in ipairs {
+      { "triplet_margin_loss", function() F.triplet_margin_loss(x, x, x, { magin = 1 }) end },
+      { "cosine_embedding_loss", function() F.cosine_embedding_loss(x, x, ds.ones(2), { p = 1 }) end },
+      { "hinge_embedding_loss", function() F.hinge_embedding_loss(x, x, { weight = x }) end },
+      { "soft_margin_loss", function() F.soft_margin_loss(x, x, { margin = 1 }) end },
+      { "multilabel_soft_margin_loss", function() F.multilabel_soft_margin_loss(x, x, { pos_weight = x }) end },
+      { "multi_margin_loss", function() F.multi_margin_loss(x, ds.ones(2, { dtype = "i64" }), { swap = true }) end },
+      { "poisson_nll_loss", function() F.poisson_nll_loss(x, x, { log = true }) end },
+      { "gaussian_nll_loss", function() F.gaussian_nll_loss(x, x, x:abs(), { log_input = true }) end },
+      { "ctc_loss", function() F.ctc_loss(ds.randn(3, 2, 4), ds.ones(2, 1, { dtype = "i64" }), { 3, 3 }, { 1, 1 },
+        { blank_index = 1 }) end },
+      { "unfold", function() F.unfold(ds.randn(1, 1, 4, 4), 2, { strides = 1 }) end },
+      { "fold", function() F.fold(ds.randn(1, 4, 9), 4, 2, { pad = 1 }) end },
+      { "conv3d", function() F.conv3d(ds.randn(1, 1, 2, 2, 2), ds.randn(1, 1, 1, 1, 1), nil, { padding_mode = "zeros" }) end },
+      { "conv_transpose1d", function() F.conv_transpose1d(ds.randn(1, 1, 3), ds.randn(1, 1, 2), nil, { out = 1 }) end },
+      { "conv_transpose3d", function()
+        F.conv_transpose3d(ds.randn(1, 1, 2, 2, 2), ds.randn(1, 1, 1, 1, 1), nil, { output_size = 3 })
+      end },
+      { "Unfold", function() nn.Unfold(2, { kernel = 2 }) end },
+      { "CTCLoss", function() nn.CTCLoss({ blank = 0 }) end },
+      { "Softshrink", function() nn.Softshrink({ lambda = 1 }) end },
+      { "Transformer", function() nn.Transformer({ heads = 2 }) end },
+    } do
+      H.raises(c[2], c[1])
+    end
+  end)
+
+  it("ctc_loss: impossible alignments give inf (0 with zero_infinity); bad inputs are errors naming it", function()
+    local lp = ds.randn(3, 2, 4):log_softmax(3)
+    local tg = ds.tensor({ { 2, 2 }, { 3, 4 } }, { dtype = "i64" })
+    -- 2, 2 needs 3 steps (a blank between the repeats) and has them; 3, 4 needs 2 and has 1
+    local loss = F.ctc_loss(lp, tg, { 3, 1 }, { 2, 2 }, { reduction = "none" })
+    assert(loss[1]:item() < math.huge)
+    assert.equal(math.huge, loss[2]:item())
+    assert.equal(0, F.ctc_loss(lp, tg, { 3, 1 }, { 2, 2 }, { reduction = "none", zero_infinity = true })[2]:item())
+    H.raises(function() F.ctc_loss(lp, tg, { 3 }, { 2, 2 }) end, "ctc_loss", "input_lengths")
+    H.raises(function() F.ctc_loss(lp, tg:astype("f32"), { 3, 3 }, { 2, 2 }) end, "ctc_loss", "integer")
+    H.raises(function() F.ctc_loss(lp, tg, { 3, 3 }, { 2, 2 }, { blank = 5 }) end, "ctc_loss", "blank")
+    H.raises(function() ds.trace(function(l, t, n) return F.ctc_loss(l, t, { 3, 3 }, n) end,
+      { lp, ds.tensor({ 2, 3, 4 }, { dtype = "i64" }), ds.tensor({ 1, 2 }, { dtype = "i64" }) }) end,
+      "ctc_loss", "target_lengths")
+  end)
+end)
