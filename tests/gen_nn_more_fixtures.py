@@ -127,6 +127,25 @@ case("gaussian_nll_loss_homoscedastic_full",
 case("gaussian_nll_loss_var_last1_eps_none",
      lambda x, y, v: F.gaussian_nll_loss(x, y, v, eps=0.5, reduction="none"), [mu, tgt, var[:, :1]], grad=(0, 2))
 
+# ---- the losses and activations ds had: checked against PyTorch here too ----
+x1, x2 = randn(6), randn(6)
+case("margin_ranking_loss", lambda a, b, y: F.margin_ranking_loss(a, b, y, margin=0.3), [x1, x2, pm1(6)],
+     grad=(0, 1))
+case("margin_ranking_loss_none", lambda a, b, y: F.margin_ranking_loss(a, b, y, reduction="none"), [x1, x2, pm1(6)],
+     grad=(0, 1))
+logp, q = randn(3, 4).log_softmax(1), torch.rand(3, 4, dtype=D).softmax(1)
+case("kl_div_batchmean", lambda a, b: F.kl_div(a, b, reduction="batchmean"), [logp, q], grad=(0, 1))
+case("kl_div_log_target_sum", lambda a, b: F.kl_div(a, b, reduction="sum", log_target=True), [logp, q.log()],
+     grad=(0, 1))
+case("kl_div_zero_target_none", lambda a, b: F.kl_div(a, b, reduction="none"),
+     [logp, torch.tensor([[0.5, 0, 0.5, 0], [0.25, 0.25, 0.25, 0.25], [1.0, 0, 0, 0]], dtype=D)], grad=(0,))
+case("huber_loss_delta", lambda a, b: F.huber_loss(a, b, delta=0.7), [x * 2, yy], grad=(0, 1))
+case("huber_loss_none", lambda a, b: F.huber_loss(a, b, reduction="none"), [x * 2, yy], grad=(0, 1))
+case("smooth_l1_loss_beta", lambda a, b: F.smooth_l1_loss(a, b, beta=0.5, reduction="sum"), [x * 2, yy], grad=(0, 1))
+case("smooth_l1_loss_beta0", lambda a, b: F.smooth_l1_loss(a, b, beta=0.0), [x * 2, yy], grad=(0, 1))
+case("threshold", lambda x: F.threshold(x, 0.2, -3.0), [x], grad=(0,))
+case("softmin_dim0", lambda x: F.softmin(x, dim=0), [x], grad=(0,))
+
 # ---- ctc_loss: log_probs as the docs make them (log_softmax'ed, then a leaf), or logits through log_softmax ----
 T, N, C, S = 7, 3, 5, 3
 lp = randn(T, N, C).log_softmax(2)
