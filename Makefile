@@ -141,6 +141,13 @@ bench-memory: DEPS += python3-torch
 bench-memory: deps all
 	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) $(RUN_LUA) bench/eager_memory.lua --threads $(BENCH_THREADS)
 
+# Tokens/s of the 4-layer char GPT in ds and PyTorch 1.13 (its own KV cache): training eager/compiled, generation
+# without and with the cache, the compiled decoding loop, ds.generator (docs/GENERATION.md).
+.PHONY: bench-gpt
+bench-gpt: DEPS += python3-torch
+bench-gpt: deps all
+	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) $(RUN_LUA) bench/char_gpt_bench.lua --threads $(BENCH_THREADS)
+
 # ds on 1 and 2 threads, quiet and with another process spinning on one core (the default vs passive waiting).
 .PHONY: bench-busy
 bench-busy: deps all
