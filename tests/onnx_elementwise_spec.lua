@@ -110,9 +110,9 @@ u64 = np.array([0, 1, 2 ** 40 + 3], np.uint64)
 case("uint64_initializer", 13, [N("Cast", ["w"], ["y"], to=TP.INT64)], [], [("y", TP.INT64, u64.astype(np.int64))],
      inits=[nh.from_array(u64, "w")])
 bf = TP(name="w", data_type=TP.BFLOAT16, dims=[3], int32_data=[0x3FC0, 0xC010, 0x7F80])  # 1.5, -2.25, inf
-case("bfloat16_initializer", 13, [N("Identity", ["w"], ["y"])], [], [("y", F32, np.array([1.5, -2.25, np.inf], np.float32))],
+case("bfloat16_initializer", 13, [N("Cast", ["w"], ["y"], to=F32)], [], [("y", F32, np.array([1.5, -2.25, np.inf], np.float32))],
      inits=[bf])
-# Cast to narrow integers wraps (NumPy's astype), to FLOAT16 / BFLOAT16 rounds (kept in f32 by ds)
+# Cast to narrow integers wraps (NumPy's astype), to FLOAT16 / BFLOAT16 rounds (ds's f16 / bf16)
 big = np.array([-129, 128, 300, -40000, 70000, 2 ** 33 + 5], np.int64)
 for to, npt in ((TP.INT8, np.int8), (TP.UINT8, np.uint8), (TP.INT16, np.int16), (TP.UINT16, np.uint16),
                 (TP.UINT32, np.uint32)):

@@ -52,7 +52,7 @@ end
 function M.const_of_tensor(t) return trace.init_scope(const_of_tensor, t) end
 
 -- a TensorProto -> a const (and a ds tensor for its data); what names it in errors. Element types ds lacks
--- are widened (types.lua: INT8 -> i32, FLOAT16 -> f32, ...)
+-- are widened (types.lua: INT16 -> i32, UINT32 -> i64, ...)
 local function tensor_of(tp, what)
   local dt, store = types.DS[tp.data_type or 0], types.STORAGE[tp.data_type or 0]
   if not dt then
@@ -78,14 +78,14 @@ local function tensor_of(tp, what)
     error(string.format("%s holds %d values, its shape %s needs %d", what, #field, table.concat(shape, "x"), n), 0)
   end
   local t = F.zeros(shape, { dtype = dt })
-  local p, decode = ffi.cast(types.CTYPE[dt] .. " *", t:data_ptr()), store.decode
+  local p = ffi.cast(types.CTYPE[dt] .. " *", t:data_ptr())
   if raw and store.ctype == types.CTYPE[dt] then
     ffi.copy(p, tp.raw_data, n * size)
   elseif raw then -- a narrower stored type, widened element by element
     local src = ffi.cast("const " .. store.ctype .. " *", tp.raw_data)
-    for i = 0, n - 1 do p[i] = decode and decode(src[i]) or src[i] end
+    for i = 0, n - 1 do p[i] = src[i] end
   else
-    for i = 1, n do p[i - 1] = decode and decode(field[i]) or field[i] end
+    for i = 1, n do p[i - 1] = field[i] end
   end
   return M.note_onnx_type(const_of_tensor(t), tp.data_type)
 end

@@ -180,8 +180,8 @@ def("IsInf", { detect_positive = 1, detect_negative = 1 }, function(ins, at)
   return F.logical_and(pos, neg) -- detects nothing: all false
 end)
 
--- ---- Cast, CastLike (types.lua: the wider ds dtype of each ONNX type, narrow integers wrapped, FLOAT16 and
--- BFLOAT16 rounded) ----
+-- ---- Cast, CastLike (types.lua: the ds dtype of each ONNX type, narrow integers wrapped, FLOAT16 and
+-- BFLOAT16 rounded by ds's casts) ----
 local function wrap(v, bits, signed) -- an integer wrapped to `bits` bits, as a C conversion does
   local m = 2 ^ bits
   local r = v % m
@@ -216,8 +216,6 @@ local function cast(x, to)
     local whole = t:astype("i64")
     y = (narrow and narrow.signed) and F.remainder(whole + m / 2, m) - m / 2 or F.remainder(whole, m)
     y = y:astype(dt)
-  elseif types.NARROW_FLOAT[to] then
-    y = F[types.NARROW_FLOAT[to]](dtype.is_float[t.dtype] and t or t:astype("f64")):astype(dt)
   else -- the same tensor when nothing changes (a copy when the ONNX type does: CastLike reads it)
     y = (t.dtype == dt and V.onnx_type(t) == to) and t or t:astype(dt)
   end
