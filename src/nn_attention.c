@@ -137,94 +137,11 @@ static int64_t scratch_elems(const geom *g, int mr) {
   return g->E * g->Sp + g->S * g->Evp + mr * g->E + mr * g->Sp;
 }
 
-/* The tile code, generic in the element type T and its fused multiply-add; MR (rows per tile) is a
-   compile-time constant at each use, so the column loops vectorize over NR lanes in registers. */
-#define ATTENTION_TILES(SUF, T, FMA, EXP) \
-/* c (rows x nr of an mr x NR tile, row stride ldc) = a (mr x K, row stride lda) @ b (K x NR strip, row \
-   stride ldb); stored straight from the accumulators (a bounce buffer stalls on store forwarding) */ \
-static inline __attribute__((always_inline)) void micro_##SUF(const int mr, int64_t K, const T *a, int64_t lda, \
-                                                            const T *b, int64_t ldb, T *c, int64_t ldc, \
-                                                            int rows, int nr) { \
-  T acc[8][NR]; \
-  for (int r = 0; r < mr; r++) for (int j = 0; j < NR; j++) acc[r][j] = 0; \
-  for (int64_t kk = 0; kk < K; kk++) { \
-    _Pragma("GCC unroll 8") for (int r = 0; r < mr; r++) { \
-      T av = a[r * lda + kk]; \
-      _Pragma("GCC unroll 16") for (int j = 0; j < NR; j++) acc[r][j] = FMA(av, b[kk * ldb + j], acc[r][j]); \
-    } \
-  } \
-  if (rows == mr && nr == NR) { \
-    for (int r = 0; r < mr; r++) for (int j = 0; j < NR; j++) c[r * ldc + j] = acc[r][j]; \
-  } else { \
-    for (int r = 0; r < rows; r++) for (int j = 0; j < nr; j++) c[r * ldc + j] = acc[r][j]; \
-  } \
-} \
-/* pack K^T (E x Sp) and V (S x Evp) of batch entry with offsets off */ \
-static inline __attribute__((always_inline)) void pack_kv_##SUF(const geom *g, const int64_t off[4], T *kt, T *vp) { \
-  const T *k = (const T *)g->k + off[1], *v = (const T *)g->v + off[2]; \
-  for (int64_t e = 0; e < g->E; e++) { \
-    for (int64_t j = 0; j < g->S; j++) kt[e * g->Sp + j] = k[j * g->kr + e * g->kc]; \
-    for (int64_t j = g->S; j < g->Sp; j++) kt[e * g->Sp + j] = 0; \
-  } \
-  for (int64_t j = 0; j < g->S; j++) { \
-    for (int64_t c = 0; c < g->Ev; c++) vp[j * g->Evp + c] = v[j * g->vr + c * g->vc]; \
-    for (int64_t c = g->Ev; c < g->Evp; c++) vp[j * g->Evp + c] = 0; \
-  } \
-} \
-/* scores of row i (global query index, Sp columns) -> softmax weights in place; columns >= S end 0 */ \
-static inline __attribute__((always_inline)) void softmax_row_##SUF(const geom *g, const int64_t off[4], \
-    int64_t i, T *w) { \
-  const T neg = -(T)INFINITY, scale = (T)g->scale; \
-  int64_t S_ = g->S, Sp = g->Sp; \
-  for (int64_t j = 0; j < S_; j++) w[j] = w[j] * scale; \
-  for (int64_t j = S_; j < Sp; j++) w[j] = neg; \
-  if (g->mask == MASK_BOOL) { \
-    const uint8_t *m = (const uint8_t *)g->m + off[3] + i * g->mr; \
-    for (int64_t j = 0; j < S_; j++) w[j] = m[j * g->mc] ? w[j] : neg; \
-  } else if (g->mask == MASK_FLOAT) { \
-    const T *m = (const T *)g->m + off[3] + i * g->mr; \
-    for (int64_t j = 0; j < S_; j++) w[j] = w[j] + m[j * g->mc]; \
-  } \
-  if (g->causal) for (int64_t j = i + 1; j < S_; j++) w[j] = neg; \
-  T lane[LANES]; \
-  for (int l = 0; l < LANES; l++) lane[l] = neg; \
-  for (int64_t j = 0; j < Sp; j += LANES) \
-    for (int l = 0; l < LANES; l++) lane[l] = w[j + l] > lane[l] ? w[j + l] : lane[l]; \
-  for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] = \
-      lane[l + h] > lane[l] ? lane[l + h] : lane[l]; \
-  T mx = lane[0]; \
-  for (int l = 0; l < LANES; l++) lane[l] = 0; \
-  for (int64_t j = 0; j < Sp; j += LANES)      /* columns >= S: exp(-inf) = 0 adds nothing */ \
-    for (int l = 0; l < LANES; l++) { T e = EXP(w[j + l] - mx); w[j + l] = e; lane[l] += e; } \
-  for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] += lane[l + h]; \
-  T rs = 1 / lane[0]; \
-  for (int64_t j = 0; j < S_; j++) w[j] = w[j] * rs; \
-} \
-/* units u0 .. u1-1 (unit = batch entry x tile of MR query rows); scratch as in scratch_elems */ \
-static inline __attribute__((always_inline)) void units_##SUF(const geom *g, const int MR, int64_t u0, \
-    int64_t u1, T *scr) { \
-  T *kt = scr, *vp = kt + g->E * g->Sp, *qt = vp + g->S * g->Evp, *sc = qt + MR * g->E; \
-  int64_t tiles = (g->L + MR - 1) / MR, packed = -1, off[4]; \
-  for (int64_t u = u0; u < u1; u++) { \
-    int64_t bi = u / tiles, i0 = (u % tiles) * MR; \
-    int rows = (int)(g->L - i0 < MR ? g->L - i0 : MR); \
-    batch_offsets(g, bi, off); \
-    if (packed != bi) { pack_kv_##SUF(g, off, kt, vp); packed = bi; } \
-    const T *q = (const T *)g->q + off[0]; \
-    for (int r = 0; r < MR; r++) \
-      for (int64_t e = 0; e < g->E; e++) qt[r * g->E + e] = r < rows ? q[(i0 + r) * g->qr + e * g->qc] : 0; \
-    for (int64_t j0 = 0; j0 < g->Sp; j0 += NR) \
-      micro_##SUF(MR, g->E, qt, g->E, kt + j0, g->Sp, sc + j0, g->Sp, MR, NR); \
-    for (int r = 0; r < rows; r++) softmax_row_##SUF(g, off, i0 + r, sc + r * g->Sp); \
-    T *out = (T *)g->out + bi * g->L * g->Ev + i0 * g->orow; \
-    for (int64_t c0 = 0; c0 < g->Evp; c0 += NR) \
-      micro_##SUF(MR, g->S, sc, g->Sp, vp + c0, g->Evp, out + c0, g->orow, rows, \
-          (int)(g->Ev - c0 < NR ? g->Ev - c0 : NR)); \
-  } \
-}
-
-ATTENTION_TILES(f32, float, fmaf, ds_expf)
-ATTENTION_TILES(f64, double, fma, exp)
+/* the element type's fused multiply-add and exp, for the templates */
+#define T_FMA(a, b, c) _Generic((a), float: fmaf, default: fma)(a, b, c)
+#define T_EXP(x) _Generic((x), float: ds_expf, default: exp)(x)
+#define KERNELS "nn_attention_tiles.h"
+#include "float_kernels.h"
 
 /* rows per tile of each build: AVX-512 keeps 8 rows x 16 lanes in 8 zmm accumulators, AVX2 4 rows in
    8 ymm pairs; f64 4 rows */
@@ -237,54 +154,13 @@ static void units_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *scr) 
 static void units_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *scr) { units_f32(g, MR_AVX2, u0, u1, scr); }
 static void units_f64_any(const geom *g, int64_t u0, int64_t u1, double *scr) { units_f64(g, MR_AVX2, u0, u1, scr); }
 
-/* each build's rows per tile and tile runner, chosen once per call (PICK_<dtype> in the kernels below) */
-#define PICK_f32 \
-  if (ds_isa() == DS_ISA_AVX512) { mr = MR_AVX512; run = units_f32_avx512; } \
-  else { mr = MR_AVX2; run = units_f32_avx2; }
-#define PICK_f64 mr = MR_AVX2; run = units_f64_any;
-
-/* the kernel of one dtype, and run_share_<SUF>: units [u0, u1) run by the calling thread with a scratch of per
-   elements of its own (1 when out of memory) */
-#define ATTENTION_KERNEL(SUF, T, DT)                                                                      \
-static int run_share_##SUF(const geom *g, void (*run)(const geom *, int64_t, int64_t, T *), int64_t u0,       \
-                           int64_t u1, int64_t per) {                                                        \
-  T *scr = aligned_alloc(64, (size_t)round_up(per * (int64_t)sizeof(T), 64));                                 \
-  if (!scr) return 1;                                                                                         \
-  run(g, u0, u1, scr);                                                                                        \
-  free(scr);                                                                                                  \
-  return 0;                                                                                                   \
-}                                                                                                             \
-int ds_scaled_dot_product_attention_##SUF(ds_tensor *const *t, const double *attrs) {                          \
-  geom g;                                                                                                     \
-  int rc = make_geom(&g, t, attrs, DT);                                                                       \
-  if (rc) return rc;                                                                                          \
-  if (g.nb == 0 || g.L == 0 || g.Ev == 0) return DS_OK;                                                       \
-  DS_CHECK(g.S > 0, "scaled_dot_product_attention: no keys (S = 0)");                                        \
-  int mr;                                                                                                     \
-  void (*run)(const geom *, int64_t, int64_t, T *);                                                           \
-  PICK_##SUF                                                                                                  \
-  int64_t tiles = (g.L + mr - 1) / mr, units = g.nb * tiles;                                                  \
-  double work = 2.0 * (double)g.nb * (double)g.L * (double)g.S * (double)(g.E + g.Ev);                        \
-  int64_t per = scratch_elems(&g, mr);                                                                        \
-  int failed = 0;                                                                                             \
-  if (units > 1 && work >= PAR_FLOPS && ds_team() > 1) {                                                      \
-    double t0 = ds_team_start();                                                                              \
-    _Pragma("omp parallel")                                                                                   \
-    {                                                                                                         \
-      ds_team_arrive(t0);                                                                                     \
-      int nt = omp_get_num_threads(), me = omp_get_thread_num();                                              \
-      /* consecutive units: K, V packed once */                                                               \
-      if (run_share_##SUF(&g, run, units * me / nt, units * (me + 1) / nt, per)) {                           \
-        _Pragma("omp atomic write") failed = 1;                                                               \
-      }                                                                                                       \
-    }                                                                                                         \
-    ds_team_done();                                                                                           \
-  } else failed = run_share_##SUF(&g, run, 0, units, per);   /* no inactive region: it costs ~1.2 us */     \
-  return failed ? ds_fail(DS_ENOMEM, "scaled_dot_product_attention: out of memory for scratch") : DS_OK;     \
+/* each build's rows per tile and its tile runner, chosen once per call */
+static int pick_f32(void (**run)(const geom *, int64_t, int64_t, float *)) {
+  if (ds_isa() == DS_ISA_AVX512) { *run = units_f32_avx512; return MR_AVX512; }
+  *run = units_f32_avx2;
+  return MR_AVX2;
 }
-
-ATTENTION_KERNEL(f32, float, DS_F32)
-ATTENTION_KERNEL(f64, double, DS_F64)
+static int pick_f64(void (**run)(const geom *, int64_t, int64_t, double *)) { *run = units_f64_any; return MR_AVX2; }
 
 /* ---- segment attention: packed sequences of different lengths (serving batches without padding) ----
    q (Nq, heads, E), k (Nk, heads, E), v (Nk, heads, Ev) hold the rows of B sequences one after another;
@@ -353,56 +229,6 @@ static int segment_geom(geom *g, ds_tensor *const *t, const double *attrs, int d
   return DS_OK;
 }
 
-#define SEGMENT_KERNEL(SUF, T, DT)                                                                     \
-int ds_segment_attention_##SUF(ds_tensor *const *t, const double *attrs) {                                \
-  geom g0;                                                                                                \
-  segment *sg = NULL;                                                                                     \
-  int rc = segment_geom(&g0, t, attrs, DT, &sg);                                                          \
-  if (rc) return rc;                                                                                      \
-  ds_tensor *o = t[0], *q = t[1], *k = t[2], *v = t[3];                                                   \
-  int64_t B = t[4]->shape[0], H = q->shape[1], units = B * H, maxS = 0, covered = 0;                      \
-  double work = 0;                                                                                        \
-  T *out = (T *)o->data;                                                                                  \
-  memset(out, 0, (size_t)o->numel * sizeof(T));   /* rows outside every sequence */                      \
-  for (int64_t b = 0; b < B; b++) {                                                                       \
-    if (sg[b].nq == 0 || sg[b].nk == 0) continue;                                                         \
-    if (sg[b].nk > maxS) maxS = sg[b].nk;                                                                 \
-    covered += sg[b].nq;                                                                                  \
-    work += 2.0 * (double)H * (double)sg[b].nq * (double)sg[b].nk * (double)(g0.E + g0.Ev);              \
-  }                                                                                                       \
-  int mr;                                                                                                 \
-  void (*run)(const geom *, int64_t, int64_t, T *);                                                       \
-  PICK_##SUF                                                                                              \
-  geom gm = g0;                                                                                           \
-  gm.S = maxS; gm.Sp = round_up(maxS, NR);                                                                \
-  int64_t per = scratch_elems(&gm, mr);                                                                   \
-  int failed = 0;                                                                                         \
-  if (covered > 0 && g0.Ev > 0) {                                                                         \
-    _Pragma("omp parallel if (units > 1 && work >= PAR_FLOPS && ds_team() > 1)")                         \
-    {                                                                                                     \
-      T *scr = aligned_alloc(64, (size_t)round_up(per * (int64_t)sizeof(T), 64));                         \
-      if (!scr) {                                                                                         \
-        _Pragma("omp atomic write") failed = 1;                                                           \
-      }                                                                                                   \
-      _Pragma("omp for schedule(dynamic)")                                                                \
-      for (int64_t u = 0; u < units; u++) {                                                               \
-        const segment *s = &sg[u / H];                                                                    \
-        int64_t h = u % H;                                                                                \
-        if (!scr || s->nq == 0 || s->nk == 0) continue;                                                   \
-        geom g = g0;                                                                                      \
-        g.L = s->nq; g.S = s->nk; g.Sp = round_up(s->nk, NR);                                             \
-        g.q = (const T *)q->data + s->q0 * q->strides[0] + h * q->strides[1];                             \
-        g.k = (const T *)k->data + s->k0 * k->strides[0] + h * k->strides[1];                             \
-        g.v = (const T *)v->data + s->k0 * v->strides[0] + h * v->strides[1];                             \
-        g.out = out + s->q0 * g.orow + h * g.Ev;                                                          \
-        run(&g, 0, (g.L + mr - 1) / mr, scr);                                                             \
-      }                                                                                                   \
-      free(scr);                                                                                          \
-    }                                                                                                     \
-  }                                                                                                       \
-  free(sg);                                                                                               \
-  return failed ? ds_fail(DS_ENOMEM, "segment_attention: out of memory for scratch") : DS_OK;             \
-}
+#define KERNELS "nn_attention_kernels.h"
+#include "float_kernels.h"
 
-SEGMENT_KERNEL(f32, float, DS_F32)
-SEGMENT_KERNEL(f64, double, DS_F64)

@@ -1,0 +1,89 @@
+/* nn_attention_tiles.h: the tile code of scaled dot-product attention for one dtype (nn_attention.c includes it
+   through float_kernels.h with T, DT and FN(name)); MR (rows per tile) is a compile-time constant at each use,
+   so the column loops vectorize over NR lanes in registers. */
+/* c (rows x nr of an mr x NR tile, row stride ldc) = a (mr x K, row stride lda) @ b (K x NR strip, row
+   stride ldb); stored straight from the accumulators (a bounce buffer stalls on store forwarding) */
+static inline __attribute__((always_inline)) void FN(micro)(const int mr, int64_t K, const T *a, int64_t lda,
+                                                          const T *b, int64_t ldb, T *c, int64_t ldc, int rows,
+                                                          int nr) {
+  T acc[8][NR];
+  for (int r = 0; r < mr; r++) for (int j = 0; j < NR; j++) acc[r][j] = 0;
+  for (int64_t kk = 0; kk < K; kk++) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < mr; r++) {
+      T av = a[r * lda + kk];
+      _Pragma("GCC unroll 16") for (int j = 0; j < NR; j++) acc[r][j] = T_FMA(av, b[kk * ldb + j], acc[r][j]);
+    }
+  }
+  if (rows == mr && nr == NR) {
+    for (int r = 0; r < mr; r++) for (int j = 0; j < NR; j++) c[r * ldc + j] = acc[r][j];
+  } else {
+    for (int r = 0; r < rows; r++) for (int j = 0; j < nr; j++) c[r * ldc + j] = acc[r][j];
+  }
+}
+/* pack K^T (E x Sp) and V (S x Evp) of batch entry with offsets off */
+static inline __attribute__((always_inline)) void FN(pack_kv)(const geom *g, const int64_t off[4], T *kt, T *vp) {
+  const T *k = (const T *)g->k + off[1], *v = (const T *)g->v + off[2];
+  for (int64_t e = 0; e < g->E; e++) {
+    for (int64_t j = 0; j < g->S; j++) kt[e * g->Sp + j] = k[j * g->kr + e * g->kc];
+    for (int64_t j = g->S; j < g->Sp; j++) kt[e * g->Sp + j] = 0;
+  }
+  for (int64_t j = 0; j < g->S; j++) {
+    for (int64_t c = 0; c < g->Ev; c++) vp[j * g->Evp + c] = v[j * g->vr + c * g->vc];
+    for (int64_t c = g->Ev; c < g->Evp; c++) vp[j * g->Evp + c] = 0;
+  }
+}
+/* scores of row i (global query index, Sp columns) -> softmax weights in place; columns >= S end 0 */
+static inline __attribute__((always_inline)) void FN(softmax_row)(const geom *g, const int64_t off[4],
+    int64_t i, T *w) {
+  const T neg = -(T)INFINITY, scale = (T)g->scale;
+  int64_t S_ = g->S, Sp = g->Sp;
+  for (int64_t j = 0; j < S_; j++) w[j] = w[j] * scale;
+  for (int64_t j = S_; j < Sp; j++) w[j] = neg;
+  if (g->mask == MASK_BOOL) {
+    const uint8_t *m = (const uint8_t *)g->m + off[3] + i * g->mr;
+    for (int64_t j = 0; j < S_; j++) w[j] = m[j * g->mc] ? w[j] : neg;
+  } else if (g->mask == MASK_FLOAT) {
+    const T *m = (const T *)g->m + off[3] + i * g->mr;
+    for (int64_t j = 0; j < S_; j++) w[j] = w[j] + m[j * g->mc];
+  }
+  if (g->causal) for (int64_t j = i + 1; j < S_; j++) w[j] = neg;
+  T lane[LANES];
+  for (int l = 0; l < LANES; l++) lane[l] = neg;
+  for (int64_t j = 0; j < Sp; j += LANES)
+    for (int l = 0; l < LANES; l++) lane[l] = w[j + l] > lane[l] ? w[j + l] : lane[l];
+  for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] =
+      lane[l + h] > lane[l] ? lane[l + h] : lane[l];
+  T mx = lane[0];
+  for (int l = 0; l < LANES; l++) lane[l] = 0;
+  for (int64_t j = 0; j < Sp; j += LANES)      /* columns >= S: exp(-inf) = 0 adds nothing */
+    for (int l = 0; l < LANES; l++) { T e = T_EXP(w[j + l] - mx); w[j + l] = e; lane[l] += e; }
+  for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] += lane[l + h];
+  T rs = 1 / lane[0];
+  for (int64_t j = 0; j < S_; j++) w[j] = w[j] * rs;
+}
+/* units u0 .. u1-1 (unit = batch entry x tile of MR query rows); scratch as in scratch_elems */
+static inline __attribute__((always_inline)) void FN(units)(const geom *g, const int MR, int64_t u0,
+    int64_t u1, T *scr) {
+  T *kt = scr, *vp = kt + g->E * g->Sp, *qt = vp + g->S * g->Evp, *sc = qt + MR * g->E;
+  int64_t tiles = (g->L + MR - 1) / MR, packed = -1, off[4];
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t bi = u / tiles, i0 = (u % tiles) * MR;
+    int rows = (int)(g->L - i0 < MR ? g->L - i0 : MR);
+    batch_offsets(g, bi, off);
+    if (packed != bi) { FN(pack_kv)(g, off, kt, vp); packed = bi; }
+    const T *q = (const T *)g->q + off[0];
+    for (int r = 0; r < MR; r++)
+      for (int64_t e = 0; e < g->E; e++) qt[r * g->E + e] = r < rows ? q[(i0 + r) * g->qr + e * g->qc] : 0;
+    for (int64_t j0 = 0; j0 < g->Sp; j0 += NR)
+      FN(micro)(MR, g->E, qt, g->E, kt + j0, g->Sp, sc + j0, g->Sp, MR, NR);
+    for (int r = 0; r < rows; r++) FN(softmax_row)(g, off, i0 + r, sc + r * g->Sp);
+    T *out = (T *)g->out + bi * g->L * g->Ev + i0 * g->orow;
+    for (int64_t c0 = 0; c0 < g->Evp; c0 += NR)
+      FN(micro)(MR, g->S, sc, g->Sp, vp + c0, g->Evp, out + c0, g->orow, rows,
+          (int)(g->Ev - c0 < NR ? g->Ev - c0 : NR));
+  }
+}
+
+#undef T
+#undef DT
+#undef FN
