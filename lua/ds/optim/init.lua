@@ -11,6 +11,9 @@ local epoch_schedulers = require("ds.optim.lr_scheduler")
 local OneCycleLR = require("ds.optim.one_cycle_lr")
 local ReduceLROnPlateau = require("ds.optim.reduce_lr_on_plateau")
 local SequentialLR = require("ds.optim.sequential_lr")
+local factor_lr = require("ds.optim.factor_lr")
+local CyclicLR = require("ds.optim.cyclic_lr")
+local ChainedScheduler = require("ds.optim.chained_scheduler")
 
 local errors = require("ds.errors")
 
@@ -43,8 +46,10 @@ local function check_self(cls, instance_field)
 end
 
 function M.install(ds)
-  local sched = { OneCycleLR = OneCycleLR, ReduceLROnPlateau = ReduceLROnPlateau, SequentialLR = SequentialLR }
+  local sched = { OneCycleLR = OneCycleLR, ReduceLROnPlateau = ReduceLROnPlateau, SequentialLR = SequentialLR,
+    CyclicLR = CyclicLR, ChainedScheduler = ChainedScheduler }
   for name, cls in pairs(epoch_schedulers) do sched[name] = cls end
+  for name, cls in pairs(factor_lr) do sched[name] = cls end
   local optimizers = { Optimizer = Optimizer, SGD = SGD, Adam = adam.Adam, AdamW = adam.AdamW, RMSprop = RMSprop,
     Adagrad = Adagrad, RAdam = variants.RAdam, NAdam = variants.NAdam, Adamax = variants.Adamax, Adadelta = Adadelta }
   for _, cls in pairs(optimizers) do check_self(cls, "param_groups") end

@@ -112,6 +112,8 @@ local function each_group(self, fn)
   return out
 end
 
+Scheduler._each_group = each_group -- for the schedulers of other files
+
 local function need_number(cls, opts, key, check)
   local v = opts[key]
   if type(v) ~= "number" or not check(v) then
