@@ -106,8 +106,9 @@ function M.loop(model, opts, on_token)
   end
 end
 
--- ds.generation_loop(model, opts): the function ds.compile traces (specs: ds.spec({B, "t"}, "i64"),
--- ds.spec({}, "i64")) and ds.save writes; see M.loop
+-- ds.generation_loop(model, opts) -> loop(prompt (B, T) i64, seed () i64) -> tokens (B, max_new_tokens) i64, count ()
+-- i64: decoding as one graph loop (model:step, the sampling and the eos test in a while_loop), to ds.compile with specs
+-- ds.spec({B, "t"}, "i64"), ds.spec({}, "i64") and ds.save; opts: max_new_tokens, temperature, top_k, top_p, min_p, eos
 function M.generation_loop(model, opts) return M.loop(model, opts) end
 
 -- the prompt ids and the first count generated ones: (B, T + count)
