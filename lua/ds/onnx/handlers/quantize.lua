@@ -1,6 +1,6 @@
 -- onnx/handlers/quantize.lua: ONNX import handlers of linear quantization: QuantizeLinear, DequantizeLinear,
 -- DynamicQuantizeLinear, QLinearMatMul and QLinearConv (per-tensor, per-axis and blocked scales).
---[[ Quantized values have ONNX's integer types, read as ds dtypes (types.lua): UINT8 is u8, INT8 / INT16 /
+--[[ Quantized values have ONNX's integer types, read as ds dtypes (types.lua): UINT8 is u8, INT8 is i8, INT16 /
   UINT16 are i32 holding values of their range; the type of a result is noted on it (V.note_onnx_type).
   quantize(x) = saturate(round(x / scale) + zero_point), round half to even; dequantize(q) = (q - zero_point)
   * scale. QLinearMatMul / QLinearConv accumulate (a - a_zero) (b - b_zero) exactly (MatMulInteger /
@@ -74,10 +74,11 @@ end
 def("QuantizeLinear", { axis = 1, saturate = 1, block_size = 0, output_dtype = 0 }, function(ins, at)
   local x = T(ins[1])
   local t = quantized_type(ins[3], at)
-  -- an integer x is divided in f64 (ONNX's reference: NumPy's int32 / float32)
-  if x.dtype ~= "f32" and x.dtype ~= "f64" then x = x:astype("f64") end
+  -- an integer x is divided in f64 (ONNX's reference: NumPy's int32 / float32); FLOAT16 / BFLOAT16 x and
+  -- scales in f32, as ONNX Runtime does
+  if x.dtype == "f16" or x.dtype == "bf16" then x = x:astype("f32")
+  elseif x.dtype ~= "f32" and x.dtype ~= "f64" then x = x:astype("f64") end
   local scale = along_axis(ins[2], x, at, "QuantizeLinear"):astype(x.dtype)
-  -- FLOAT16 / BFLOAT16 x and scales (read as f32) are divided in f32, as ONNX Runtime does
   local q = F.round(x / scale)
   return saturate(q, ins[3] and along_axis(ins[3], x, at, "QuantizeLinear"), t, "QuantizeLinear")
 end)
@@ -88,11 +89,8 @@ def("DequantizeLinear", { axis = 1, block_size = 0 }, function(ins, at)
   local scale = along_axis(ins[2], x, at, "DequantizeLinear")
   local y = x:astype(scale.dtype)
   if ins[3] then y = y - along_axis(ins[3], x, at, "DequantizeLinear"):astype(scale.dtype) end
-  y = y * scale
-  -- a FLOAT16 / BFLOAT16 scale (read as f32) gives a result of its type: the f32 product rounded to it
-  local t = V.onnx_type(ins[2])
-  if types.NARROW_FLOAT[t] then y = V.note_onnx_type(F[types.NARROW_FLOAT[t]](y), t) end
-  return y
+  -- a FLOAT16 / BFLOAT16 scale gives a result of its type (ds's f16/bf16: the f32 product rounded to it)
+  return y * scale
 end)
 
 --[[ DynamicQuantizeLinear (opset 11): x (f32) -> y (uint8), y_scale, y_zero_point (scalars) with the range
