@@ -1,6 +1,6 @@
 -- ops/index_compose.lua: indexing functions composed of table ops (index_select, gather, index_add,
 -- cumsum, where, comparisons): repeat_interleave, index_fill, index_copy, masked_scatter, take_along_dim,
--- searchsorted, bucketize. Indices taken and given are 1-based (searchsorted's insertion points too).
+-- searchsorted, bucketize, scatter_reduce with include_self and mean. Indices taken and given are 1-based (searchsorted's insertion points too).
 local C = require("ds.ops.common")
 local S = require("ds.shape")
 local dtype = require("ds.dtype")
@@ -186,3 +186,36 @@ C.export("bucketize", function(x, boundaries, opts)
   opts = options.check(opts, "bucketize", { right = "boolean", out_int32 = "boolean" })
   return insertion(boundaries, x, opts.right, opts.out_int32)
 end)
+
+-- scatter_reduce(x, dim, index, src, reduce, {include_self = true}): reduce sum, prod, amax, amin or mean (x's
+-- element counted once with include_self; integers' means floor); include_self = false reduces the src
+-- elements alone where index hits and keeps x elsewhere
+local scatter_reduce_kernel = F.scatter_reduce
+local function scatter_reduce(x, dim, index, src, reduce, opts)
+  local include = options.check(opts, "scatter_reduce", { include_self = "boolean" }).include_self ~= false
+  if reduce ~= "mean" and include then return scatter_reduce_kernel(x, dim, index, src, reduce) end
+  need_tensor("scatter_reduce", x, "input"); need_tensor("scatter_reduce", index, "index")
+  need_tensor("scatter_reduce", src, "src")
+  if reduce ~= "mean" and reduce ~= "sum" and reduce ~= "prod" and reduce ~= "amax" and reduce ~= "amin" then
+    errors.raise("scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got " .. tostring(reduce))
+  end
+  local count = F.scatter_add(F.zeros_like(x), dim, index, F.ones_like(index, { dtype = x.dtype }))
+  local hit = count:gt(0)
+  local float = dtype.is_float[x.dtype]
+  if reduce == "mean" then
+    local total = scatter_reduce_kernel(include and x or F.where(hit, 0, x), dim, index, src, "sum")
+    local n = include and count + 1 or F.where(hit, count, 1)
+    return float and total / n or F.floor_divide(total, n)
+  end
+  if S.numel(src._shape) == 0 then return x end
+  local identity = ({ sum = 0, prod = 1 })[reduce]
+  if identity == nil then
+    if float then identity = reduce == "amax" and -math.huge or math.huge
+    else identity = reduce == "amax" and src:amin() or src:amax() end -- no gradient for integers
+  end
+  return scatter_reduce_kernel(F.where(hit, identity, x), dim, index, src, reduce)
+end
+C.export("scatter_reduce", scatter_reduce)
+Tensor.scatter_reduce_ = function(x, dim, index, src, reduce, opts)
+  return x:copy_(scatter_reduce(x, dim, index, src, reduce, opts))
+end

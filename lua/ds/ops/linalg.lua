@@ -46,7 +46,7 @@ local function letters(term, eq)
   local out = {}
   for ch in term:gmatch(".") do
     if not ch:match("%a") then
-      errors.raise("einsum: bad character '" .. ch .. "' in '" .. eq .. "' (letters, ',' and '->' only)")
+      errors.raise("einsum: bad character '" .. ch .. "' in '" .. eq .. "' (letters, '...', ',' and '->' only)")
     end
     out[#out + 1] = ch
   end
@@ -89,55 +89,108 @@ local function contract(a, b, keep, size)
   return { t = F.matmul(ta, tb):reshape(shape), idx = idx }
 end
 
--- einsum("ij,jk->ik", a, b, ...): up to 4 operands (or a list of them); no '...' and no repeated letter in a term
+-- letters the equation does not use, for the dims of '...'
+local function free_letters(eq, n)
+  local free = {}
+  for c in ("ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba"):gmatch(".") do
+    if #free < n and not eq:find(c, 1, true) then free[#free + 1] = c end
+  end
+  return free
+end
+
+-- op {t, idx} with each letter repeated in its term reduced to the diagonal of those dims (last, as one letter)
+local function take_diagonals(op)
+  while true do
+    local first, second
+    for i = 1, #op.idx do
+      for j = i + 1, #op.idx do if op.idx[i] == op.idx[j] and not first then first, second = i, j end end
+    end
+    if not first then return op end
+    local ch, idx = op.idx[first], {}
+    for d, c in ipairs(op.idx) do if d ~= first and d ~= second then idx[#idx + 1] = c end end
+    idx[#idx + 1] = ch
+    op = { t = F.diagonal(op.t, 0, first, second), idx = idx }
+  end
+end
+
+-- einsum("ij,jk->ik", a, b, ...): up to 4 operands (or a list of them); '...' stands for the dims no letter
+-- names (aligned at the right, broadcast between operands); a letter repeated in a term takes the diagonal
+-- ("ii->i", "ii" the trace); size-1 dims broadcast against the other operands' sizes
 C.export("einsum", function(eq, ...)
   local operands = { ... }
   if type(operands[1]) == "table" and not is_tensor(operands[1]) then operands = operands[1] end
   if type(eq) ~= "string" then errors.raise("einsum: the first argument must be the equation string") end
   if #operands < 1 or #operands > 4 then errors.raise("einsum: expects 1 to 4 operands, got " .. #operands) end
   local spec = eq:gsub("%s", "")
-  if spec:find("...", 1, true) then errors.raise("einsum: '...' (ellipsis) is not implemented: '" .. eq .. "'") end
   local lhs, rhs = spec:match("^(.-)%->(.*)$")
   lhs = lhs or spec
+  local raw = {}
+  for term in (lhs .. ","):gmatch("([^,]*),") do raw[#raw + 1] = term end
+  if #raw ~= #operands then
+    errors.raise(string.format("einsum: '%s' names %d operands, got %d", eq, #raw, #operands))
+  end
+  -- '...': the widest operand's unnamed dims become letters the equation does not use
+  local ell_dims, widest = {}, nil
+  for i, term in ipairs(raw) do
+    if not is_tensor(operands[i]) then errors.raise("einsum: operand " .. i .. " is not a tensor") end
+    local _, dots = term:gsub("%.%.%.", "")
+    if dots > 1 then errors.raise("einsum: '...' appears twice in term '" .. term .. "'") end
+    if dots == 1 then
+      ell_dims[i] = #operands[i]._shape - (#term - 3)
+      if ell_dims[i] < 0 then
+        errors.raise(string.format("einsum: term '%s' names more dims than operand %d's %s", term, i,
+          S.str(operands[i]._shape)))
+      end
+      widest = math.max(widest or 0, ell_dims[i])
+    end
+  end
+  local ell = widest and table.concat(free_letters(spec, widest)) or ""
   local terms = {}
-  for term in (lhs .. ","):gmatch("([^,]*),") do terms[#terms + 1] = letters(term, eq) end
-  if #terms ~= #operands then
-    errors.raise(string.format("einsum: '%s' names %d operands, got %d", eq, #terms, #operands))
+  for i, term in ipairs(raw) do
+    if ell_dims[i] then term = term:gsub("%.%.%.", ell:sub(#ell - ell_dims[i] + 1)) end
+    terms[i] = letters(term, eq)
   end
   local size, count, ops = {}, {}, {}
   for i, idx in ipairs(terms) do
     local x = operands[i]
-    if not is_tensor(x) then errors.raise("einsum: operand " .. i .. " is not a tensor") end
     if #idx ~= #x._shape then
       errors.raise(string.format("einsum: term '%s' has %d letters, operand %d is %s", table.concat(idx), #idx, i,
         S.str(x._shape)))
     end
-    local seen = {}
     for d, ch in ipairs(idx) do
-      if seen[ch] then
-        errors.raise("einsum: letter '" .. ch .. "' repeated in term '" .. table.concat(idx)
-          .. "' (diagonals are not implemented)")
-      end
-      seen[ch] = true
       count[ch] = (count[ch] or 0) + 1
-      if size[ch] ~= nil and not S.same(size[ch], x._shape[d]) then
-        errors.raise(string.format("einsum: letter '%s' has size %s and %s", ch, tostring(size[ch]),
-          tostring(x._shape[d])))
+      local s = x._shape[d]
+      if size[ch] == nil or size[ch] == 1 then size[ch] = s
+      elseif s ~= 1 and not S.same(size[ch], s) then
+        errors.raise(string.format("einsum: letter '%s' has size %s and %s", ch, tostring(size[ch]), tostring(s)))
       end
-      size[ch] = x._shape[d]
     end
-    ops[i] = { t = x, idx = idx }
+  end
+  for i, idx in ipairs(terms) do
+    local x, want, grow = operands[i], {}, false
+    for d, ch in ipairs(idx) do
+      want[d] = size[ch]
+      if not S.same(x._shape[d], size[ch]) then grow = true end
+    end
+    ops[i] = take_diagonals({ t = grow and x:expand(want) or x, idx = idx })
   end
   local out
   if rhs then
-    out = letters(rhs, eq)
+    local _, dots = rhs:gsub("%.%.%.", "")
+    if dots > 1 then errors.raise("einsum: '...' appears twice in the output '" .. rhs .. "'") end
+    if dots == 1 and not widest then errors.raise("einsum: '...' in the output of '" .. eq .. "' but in no operand") end
+    out = letters((rhs:gsub("%.%.%.", ell)), eq)
+    local seen = {}
     for _, ch in ipairs(out) do
       if not size[ch] then errors.raise("einsum: output letter '" .. ch .. "' is in no operand") end
+      if seen[ch] then errors.raise("einsum: output letter '" .. ch .. "' appears twice") end
+      seen[ch] = true
     end
-  else -- implicit output: the letters used once, in alphabetical order (as torch)
+  else -- implicit output: the '...' dims, then the letters used once, in alphabetical order (as torch)
     out = {}
-    for ch, n in pairs(count) do if n == 1 then out[#out + 1] = ch end end
+    for ch, n in pairs(count) do if n == 1 and not ell:find(ch, 1, true) then out[#out + 1] = ch end end
     table.sort(out)
+    for k = #ell, 1, -1 do table.insert(out, 1, ell:sub(k, k)) end
   end
   -- letters still needed after operand i: the output's and those of the operands after it
   local function needed_after(i)

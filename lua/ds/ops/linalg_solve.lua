@@ -37,6 +37,12 @@ local function square(name, x, what)
 end
 M.square = square
 
+-- the n x n identity (ds.eye writes through a view, which a trace cannot record)
+local function identity(n, dt)
+  local i = F.arange(1, n + 1, { dtype = "i64" })
+  return i:reshape(n, 1):eq(i):astype(dt)
+end
+
 local function batch_of(shape, drop)
   local b = {}
   for i = 1, #shape - drop do b[i] = shape[i] end
@@ -97,9 +103,8 @@ end
 -- inv(A (..., n, n)) -> (..., n, n)
 function M.inv(A)
   local n = square("linalg.inv", A, "A")
-  local eye = F.eye(n, n, { dtype = A.dtype })
   if n == 0 then return A:clone() end
-  local X, piv = eliminate(A, eye)
+  local X, piv = eliminate(A, identity(n, A.dtype))
   refuse_singular("linalg.inv", piv)
   return X
 end
@@ -158,7 +163,7 @@ function M.matrix_power(A, k)
   if type(k) ~= "number" or k ~= math.floor(k) or math.abs(k) == math.huge then
     errors.raise("linalg.matrix_power: the exponent must be an integer, got " .. tostring(k))
   end
-  if k == 0 then return F.eye(n, n, { dtype = A.dtype }):expand(A._shape):contiguous() end
+  if k == 0 then return identity(n, A.dtype):expand(A._shape):contiguous() end
   if k < 0 then A, k = M.inv(A), -k end
   if k == 1 then return A:clone() end
   if k == 2 then return F.matmul(A, A) end

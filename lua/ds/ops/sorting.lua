@@ -37,7 +37,22 @@ D.define {
   end,
 }
 local sort = D.by_name.sort
-C.export("sort", C.api(sort))
+-- sort's call for every dtype: bools sort as u8 (false before true)
+local function sort_call(x, attrs)
+  if is_tensor(x) and x.dtype == "bool" then
+    local v, i = D.call(sort, { x:astype("u8") }, attrs)
+    return v:astype("bool"), i
+  end
+  return D.call(sort, { x }, attrs)
+end
+local sort_api = C.api(sort)
+C.export("sort", function(x, ...)
+  if is_tensor(x) and x.dtype == "bool" then
+    local v, i = sort_api(x:astype("u8"), ...)
+    return v:astype("bool"), i
+  end
+  return sort_api(x, ...)
+end)
 -- argsort(x, dim = -1, descending = false) or argsort(x, {dim =, descending =, stable =})
 C.export("argsort", function(x, dim, descending, opts)
   if type(dim) == "table" then
@@ -46,17 +61,21 @@ C.export("argsort", function(x, dim, descending, opts)
     opts, descending = descending, nil
   end
   opts = options.check(opts, "argsort", { dim = "integer", descending = "boolean", stable = "boolean" })
-  local _, idx = D.call(sort, { x }, { dim = opts.dim or dim, descending = opts.descending or descending,
+  local _, idx = sort_call(x, { dim = opts.dim or dim, descending = opts.descending or descending,
     stable = opts.stable })
   return idx
 end)
 
--- topk(x, k, dim = -1, largest = true, sorted = true) -> values, indices (1-based): the first k of a stable sort
+-- topk(x, k, dim = -1, largest = true, sorted = true) or topk(x, k, {dim =, largest =, sorted =}) -> values,
+-- indices (1-based): the first k of a stable sort. sorted = false leaves the order unspecified (PyTorch's
+-- words): here it is sorted too
 C.export("topk", function(x, k, dim, largest, sorted)
   local opts = type(dim) == "table" and not is_tensor(dim) and dim or nil
-  if opts then dim, largest, sorted = opts.dim, opts.largest, opts.sorted end
+  if opts then
+    opts = options.check(opts, "topk", { dim = "integer", largest = "boolean", sorted = "boolean" })
+    dim, largest = opts.dim, opts.largest
+  end
   if largest == nil then largest = true end
-  if sorted == false then errors.raise("topk: sorted = false is not implemented (results are always sorted)") end
   if not is_tensor(x) then errors.raise("topk: expects a tensor, got " .. type(x)) end
   local d = S.dim(dim or -1, #x._shape, "topk of " .. S.str(x._shape))
   local n = #x._shape == 0 and 1 or x._shape[d]
@@ -64,7 +83,7 @@ C.export("topk", function(x, k, dim, largest, sorted)
     errors.raise(string.format("topk: k = %s must be an integer in 0..%s (dim %d of %s)", tostring(k), tostring(n), d,
       S.str(x._shape)))
   end
-  local v, i = D.call(sort, { x }, { dim = d, descending = largest })
+  local v, i = sort_call(x, { dim = d, descending = largest })
   if #x._shape == 0 then return v, i end
   return v:narrow(d, 1, k), i:narrow(d, 1, k)
 end)
@@ -148,32 +167,67 @@ C.export("masked_select", function(x, mask)
   return F.index_select(x:expand(s):reshape(-1), 1, F.tensor(pos, { dtype = "i64" }))
 end)
 
--- unique(x[, {sorted = true, return_inverse = false, return_counts = false}]) -> values (sorted, 1-D)
--- [, inverse (x's shape, 1-based positions in values)] [, counts (i64)]
+-- the groups of equal consecutive keys of keys[order[1]], keys[order[2]], ... (numbers, or lists compared element
+-- by element; NaN unequal to itself): starts (the first slot of each group), counts, group (per slot)
+local function groups(keys, order)
+  local function same(a, b)
+    local ka, kb = keys[a], keys[b]
+    if type(ka) ~= "table" then return ka == kb end
+    for j = 1, #ka do if ka[j] ~= kb[j] then return false end end
+    return true
+  end
+  local starts, counts, group = {}, {}, {}
+  for k, i in ipairs(order) do
+    if k == 1 or not same(i, order[k - 1]) then starts[#starts + 1] = k; counts[#counts + 1] = 0 end
+    counts[#counts] = counts[#counts] + 1
+    group[k] = #starts
+  end
+  return starts, counts, group
+end
+
+-- the positions of rows (lists of numbers) in lexicographic order, stable; NaN above every number
+local function lexicographic(rows)
+  local order = {}
+  for i = 1, #rows do order[i] = i end
+  local function lt(u, v)
+    if u ~= u then return false end
+    return v ~= v or u < v
+  end
+  table.sort(order, function(a, b)
+    local ka, kb = rows[a], rows[b]
+    for j = 1, #ka do if lt(ka[j], kb[j]) or lt(kb[j], ka[j]) then return lt(ka[j], kb[j]) end end
+    return a < b
+  end)
+  return order
+end
+
+local function i64(list) return #list > 0 and F.tensor(list, { dtype = "i64" }) or F.zeros({ 0 }, { dtype = "i64" }) end
+
+-- unique(x[, {sorted = true, return_inverse = false, return_counts = false, dim =}]) -> values (sorted, 1-D;
+-- with dim: the distinct slices along dim in lexicographic order) [, inverse (x's shape, or (size of dim):
+-- 1-based positions in values)] [, counts (i64)]
 C.export("unique", function(x, opts)
   eager_only("unique")
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= "sorted" and k ~= "return_inverse" and k ~= "return_counts" then
-      errors.raise("unique: option '" .. tostring(k) .. "' is not implemented (sorted, return_inverse, return_counts)")
-    end
-  end
+  opts = options.check(opts, "unique", { sorted = "boolean", return_inverse = "boolean", return_counts = "boolean",
+    dim = "integer" })
   if not is_tensor(x) then errors.raise("unique: expects a tensor, got " .. type(x)) end
-  local flat = x:reshape(-1)
-  local values, order = D.call(sort, { flat }, { dim = 1 })
-  local vals = values:astype("f64"):totable()
-  local starts, counts, group = {}, {}, {}
-  for i, v in ipairs(vals) do
-    if i == 1 or v ~= vals[i - 1] then starts[#starts + 1] = i; counts[#counts + 1] = 0 end
-    counts[#counts] = counts[#counts] + 1
-    group[i] = #starts
+  local rows, d, keys, order = x:reshape(-1), nil, nil, nil
+  if opts.dim ~= nil then
+    d = S.dim(opts.dim, #x._shape, "unique of " .. S.str(x._shape))
+    rows = F.movedim(x, d, 1)
+    rows = rows:reshape(rows._shape[1], -1)
+    keys = rows:astype(x.dtype == "bool" and "u8" or x.dtype):astype("f64"):totable()
+    order = lexicographic(keys)
+  else
+    local _, idx = sort_call(rows, { dim = 1 })
+    keys, order = rows:astype(x.dtype == "bool" and "u8" or x.dtype):astype("f64"):totable(), idx:totable()
   end
-  local out = { F.index_select(values, 1, F.tensor(starts, { dtype = "i64" })) }
-  if opts.return_inverse then
-    local inverse = F.zeros({ #vals }, { dtype = "i64" })
-    inverse = F.scatter_add(inverse, 1, order, F.tensor(group, { dtype = "i64" }))
-    out[#out + 1] = inverse:reshape(x._shape)
-  end
-  if opts.return_counts then out[#out + 1] = F.tensor(counts, { dtype = "i64" }) end
+  local starts, counts, group = groups(keys, order)
+  local firsts, inverse = {}, {}
+  for g, k in ipairs(starts) do firsts[g] = order[k] end
+  for k, i in ipairs(order) do inverse[i] = group[k] end
+  local out = { F.index_select(d and x or rows, d or 1, i64(firsts)) }
+  if opts.return_inverse then out[#out + 1] = d and i64(inverse) or i64(inverse):reshape(x._shape) end
+  if opts.return_counts then out[#out + 1] = i64(counts) end
   return unpack(out)
 end, { args = { "tensor", "table?" } })

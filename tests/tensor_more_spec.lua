@@ -1,0 +1,293 @@
+-- tests/tensor_more_spec.lua: ds.linalg and the tensor calls of issue 28's second list against PyTorch's values and
+-- gradients (tests/fixtures/tensor_more.json from tests/gen_tensor_more_fixtures.py): each case eagerly, traced and
+-- compiled (both equal to eager bit for bit), its gradient against PyTorch's and a finite-difference gradcheck;
+-- then the refusals.
+local ds = require("ds")
+local cjson = require("cjson")
+local H = require("helpers")
+local LA = ds.linalg
+
+local fx = H.fixture("tensor_more.json")
+local inf = math.huge
+
+-- a fixture tensor {shape, dtype, data (flat, null for NaN, "inf"/"-inf")} as a ds tensor
+local function T(e)
+  local data = {}
+  for i, v in ipairs(e.data) do
+    data[i] = v == cjson.null and 0 / 0 or v == "inf" and inf or v == "-inf" and -inf or v
+  end
+  local flat = ds.tensor(#data > 0 and data or { 0 }, { dtype = e.dtype })
+  if #data == 0 then flat = flat:narrow(1, 1, 0) end
+  return flat:reshape(e.shape)
+end
+
+-- f32 results of composed elimination round differently from LAPACK's: their relative tolerance is 1e-5
+local function check(got, e, what)
+  assert(ds.is_tensor(got), what .. ": not a tensor")
+  assert.equal(e.dtype, got.dtype, what .. " dtype")
+  assert.same(e.shape, got.shape, what .. " shape")
+  local tol = got.dtype == "f32" and 1e-5 or 1e-10
+  local ok, err = pcall(H.close, got, T(e), tol, tol)
+  assert(ok, what .. ": " .. tostring(err))
+end
+
+local function pack(...) return { n = select("#", ...), ... } end
+local function list(t) return unpack(t) end
+
+-- case name -> {fn, eager = true (values decide shapes), nogc = true (ties or kinks: no finite differences)}
+local CASES = {
+  vector_norm = { function(x) return LA.vector_norm(x) end },
+  vector_norm_ord_inf = { function(x) return LA.vector_norm(x, inf, 2) end },
+  vector_norm_ord_ninf = { function(x) return LA.vector_norm(x, -inf, 2) end },
+  vector_norm_ord_0 = { function(x) return LA.vector_norm(x, 0, 2) end },
+  vector_norm_ord_1 = { function(x) return LA.vector_norm(x, 1, 2) end },
+  vector_norm_ord_3 = { function(x) return LA.vector_norm(x, 3, 2) end },
+  vector_norm_ord_half = { function(x) return LA.vector_norm(x, 0.5, 2) end },
+  vector_norm_ord_neg1 = { function(x) return LA.vector_norm(x, { ord = -1, dim = 2 }) end },
+  vector_norm_dims_keepdim = { function(x) return LA.vector_norm(x, 2, { 1, -1 }, true) end },
+  vector_norm_negdim = { function(x) return LA.vector_norm(x, 3, -2) end },
+  vector_norm_zero_row = { function(x) return LA.vector_norm(x, nil, 2) end, nogc = true },
+  vector_norm_empty = { function(x) return LA.vector_norm(x, 2, 1) end },
+  vector_norm_f32_dtype = { function(x) return LA.vector_norm(x, { dtype = "f64" }) end },
+  vector_norm_nan = { function(x) return LA.vector_norm(x, 2, 2) end },
+  matrix_norm_fro = { function(a) return LA.matrix_norm(a) end },
+  matrix_norm_1 = { function(a) return LA.matrix_norm(a, 1) end },
+  matrix_norm_neg1 = { function(a) return LA.matrix_norm(a, -1) end },
+  matrix_norm_inf = { function(a) return LA.matrix_norm(a, inf) end },
+  matrix_norm_ninf = { function(a) return LA.matrix_norm(a, -inf) end },
+  matrix_norm_1_dims_keepdim = { function(a) return LA.matrix_norm(a, 1, { 3, 1 }, true) end },
+  matrix_norm_inf_dims = { function(a) return LA.matrix_norm(a, { ord = inf, dim = { -1, 1 } }) end },
+  linalg_norm_default = { function(a) return LA.norm(a) end },
+  linalg_norm_matrix_1 = { function(a) return LA.norm(a, 1) end },
+  linalg_norm_vector_inf = { function(a) return LA.norm(a, inf) end },
+  linalg_norm_dim = { function(a) return LA.norm(a, 3, 2, true) end },
+  linalg_norm_fro_dims = { function(a) return LA.norm(a, "fro", { 1, 3 }) end },
+  inv = { function(a) return LA.inv(a) end },
+  inv_batched = { function(a) return LA.inv(a) end },
+  inv_f32 = { function(a) return LA.inv(a) end },
+  inv_pivoting = { function(a) return LA.inv(a) end },
+  inverse = { function(a) return a:inverse() end },
+  det = { function(a) return LA.det(a) end },
+  det_batched = { function(a) return LA.det(a) end },
+  det_singular = { function(a) return LA.det(a) end },
+  det_1x1 = { function(a) return ds.det(a) end },
+  slogdet = { function(a) return LA.slogdet(a) end },
+  logdet = { function(a) return a:logdet() end },
+  solve = { function(a, b) return LA.solve(a, b) end },
+  solve_vector = { function(a, b) return LA.solve(a, b) end },
+  solve_batched_vector = { function(a, b) return LA.solve(a, b) end },
+  solve_broadcast = { function(a, b) return LA.solve(a, b) end },
+  solve_left_false = { function(a, b) return LA.solve(a, b, { left = false }) end },
+  matrix_power_0 = { function(a) return LA.matrix_power(a, 0) end },
+  matrix_power_1 = { function(a) return LA.matrix_power(a, 1) end },
+  matrix_power_2 = { function(a) return LA.matrix_power(a, 2) end },
+  matrix_power_3 = { function(a) return LA.matrix_power(a, 3) end },
+  matrix_power_5 = { function(a) return LA.matrix_power(a, 5) end },
+  matrix_power_neg2 = { function(a) return LA.matrix_power(a, -2) end },
+  matrix_power_batched = { function(a) return a:matrix_power(6) end },
+  linalg_cross = { function(a, b) return LA.cross(a, b) end },
+  linalg_cross_broadcast_dim = { function(a, b) return LA.cross(a, b, { dim = 1 }) end },
+  cross_default_dim = { function(a, b) return a:cross(b) end },
+
+  argwhere = { function(x) return ds.argwhere(x) end, eager = true },
+  argwhere_empty = { function(x) return x:argwhere() end, eager = true },
+  tensor_split_sections = { function(x) return list(ds.tensor_split(x, 3)) end },
+  tensor_split_indices = { function(x) return list(x:tensor_split({ 2, 6 })) end },
+  tensor_split_negdim_neg_index = { function(x) return list(x:tensor_split({ -2, 10 }, -1)) end },
+  tensor_split_more_sections = { function(x) return list(ds.tensor_split(x, 4, 2)) end },
+  tensor_split_tensor_indices = { function(x, i) return list(ds.tensor_split(x, i)) end, eager = true },
+  tril_indices = { function() return ds.tril_indices(4, 3, -1) end },
+  tril_indices_offset = { function() return ds.tril_indices(3, 5, 2) end },
+  triu_indices = { function() return ds.triu_indices(3, 3, 1) end },
+  triu_indices_empty = { function() return ds.triu_indices(2, 2, 5) end },
+  diag_embed = { function(x) return ds.diag_embed(x) end },
+  diag_embed_offset = { function(x) return x:diag_embed(1) end },
+  diag_embed_dims = { function(x) return ds.diag_embed(x, -1, 1, 3) end },
+  diag_embed_dims_swapped = { function(x) return ds.diag_embed(x, { offset = 2, dim1 = -1, dim2 = 1 }) end },
+  broadcast_tensors = { function(a, b, c) return ds.broadcast_tensors(a, b, c) end },
+
+  einsum_diagonal = { function(a) return ds.einsum("ii->i", a) end },
+  einsum_trace = { function(a) return ds.einsum("ii", a) end },
+  einsum_batch_diagonal = { function(a) return ds.einsum("bii->bi", a) end },
+  einsum_ellipsis_matmul = { function(a, b) return ds.einsum("...ij,...jk->...ik", a, b) end },
+  einsum_ellipsis_implicit = { function(a, b) return ds.einsum("...ij,jk", a, b) end },
+  einsum_ellipsis_sum = { function(a) return ds.einsum("i...->...", a) end },
+  einsum_ellipsis_broadcast = { function(a, b) return ds.einsum("...i,...i->...", a, b) end },
+  einsum_diag_times = { function(a, b) return ds.einsum("ii,ij->j", a, b) end },
+
+  topk_unsorted = { function(x) return x:topk(3, { sorted = false }) end },
+  unique_dim0 = { function(x) return x:unique({ dim = 1, return_inverse = true, return_counts = true }) end,
+    eager = true },
+  unique_dim1 = { function(x) return ds.unique(x, { dim = 2, return_inverse = true }) end, eager = true },
+  unique_flat = { function(x) return x:unique({ return_inverse = true, return_counts = true }) end, eager = true },
+  sort_bool = { function(x) return x:sort() end },
+  sort_bool_descending = { function(x) return ds.sort(x, 1, true) end },
+  argsort_bool = { function(x) return x:argsort() end },
+  full_nan = { function() return ds.full({ 2, 2 }, 0 / 0) end },
+  full_inf_f64 = { function() return ds.full({ 3 }, -inf, { dtype = "f64" }) end },
+  floor_divide_float = { function(a, b) return ds.floor_divide(a, b) end },
+  floor_divide_f32_scalar = { function(a) return a:floor_divide(0.7) end },
+  floor_divide_int = { function(a, b) return ds.floor_divide(a, b) end },
+
+  take_along_dim_negdim = { function(x, i) return ds.take_along_dim(x, i, -1) end },
+  searchsorted_sorter = { function(s, v, so) return ds.searchsorted(s, v, { sorter = so }) end },
+  searchsorted_side_right_2d = { function(s, v) return ds.searchsorted(s, v, { side = "right" }) end },
+  searchsorted_scalar = { function(s) return ds.searchsorted(s, 2.0) end },
+  bucketize_right = { function(v, b) return ds.bucketize(v, b, { right = true }) end },
+  repeat_interleave_negdim = { function(x) return x:repeat_interleave(2, -1) end },
+  repeat_interleave_output_size = { function(x, r) return x:repeat_interleave(r, 1, { output_size = 4 }) end,
+    eager = true },
+  index_fill_negdim = { function(x, i) return x:index_fill(-1, i, 0 / 0) end, nogc = true }, -- NaN in the sum
+  index_copy_negdim = { function(x, i, s) return x:index_copy(-2, i, s) end },
+  masked_scatter_all = { function(x, m, s) return x:masked_scatter(m, s) end },
+  scatter_reduce_2d_mean = { function(x, i, s) return x:scatter_reduce(2, i, s, "mean") end },
+  scatter_reduce_int_mean = { function(x, i, s) return x:scatter_reduce(1, i, s, "mean", { include_self = false }) end },
+  index_put_accumulate = { function(x, i, v) return x:index_put({ i }, v, { accumulate = true }) end },
+
+  var_mean_correction0 = { function(x) return ds.var_mean(x, 2, { correction = 0 }) end },
+  var_mean_unbiased_all = { function(x) return x:var_mean(false) end },
+  std_mean_dims_keepdim = { function(x) return ds.std_mean(x, { 1, 2 }, { keepdim = true }) end },
+  std_mean_correction2 = { function(x) return x:std_mean(-1, { correction = 2 }) end },
+  count_nonzero_dims = { function(x) return ds.count_nonzero(x, { 1, -1 }) end },
+  nansum_dims = { function(x) return x:nansum({ 1, 2 }) end },
+  nanmean_all_nan_row = { function(x) return x:nanmean(2) end },
+  nansum_int = { function(x) return x:nansum() end },
+  aminmax_keepdim_negdim = { function(x) return ds.aminmax(x, { dim = -1, keepdim = true }) end },
+  aminmax_nan = { function(x) return x:aminmax() end },
+  diff_append = { function(x, a) return ds.diff(x, { n = 2, dim = 1, append = a }) end },
+  diff_n0 = { function(x) return x:diff(0) end },
+  diff_n_too_big = { function(x) return x:diff(7, 2) end },
+  logcumsumexp_ninf = { function(x) return x:logcumsumexp(-1) end },
+  logcumsumexp_negdim = { function(x) return x:logcumsumexp(-2) end },
+  fmax_nan = { function(a, b) return ds.fmax(a, b) end },
+  fmin_nan = { function(a, b) return a:fmin(b) end },
+  fmax_int = { function(a, b) return ds.fmax(a, b) end },
+  cdist_p0 = { function(a, b) return ds.cdist(a, b, 0) end },
+  cdist_p15 = { function(a, b) return ds.cdist(a, b, { p = 1.5 }) end },
+  kron_3d = { function(a, b) return ds.kron(a, b) end },
+  tensordot_0 = { function(a, b) return ds.tensordot(a, b, 0) end },
+  tensordot_1 = { function(a, b) return ds.tensordot(a, b, 1) end },
+  tensordot_pairs_neg = { function(a, b) return ds.tensordot(a, b, { { -1, 1 }, { 1, 3 } }) end },
+  baddbmm_beta0_nan = { function(i, a, b) return ds.baddbmm(i, a, b, { beta = 0, alpha = 1.5 }) end },
+  addbmm_broadcast = { function(i, a, b) return ds.addbmm(i, a, b, { beta = 2, alpha = 0.5 }) end },
+  addmv_defaults = { function(i, m, v) return ds.addmv(i, m, v) end },
+  median_even = { function(x) return x:median(1) end },
+  median_ties = { function(x) return x:median(-1, true) end },
+  nanmedian_all_nan = { function(x) return x:nanmedian(2) end },
+  kthvalue_negdim = { function(x) return x:kthvalue(2, -2) end },
+  mode_ties = { function(x) return x:mode() end },
+  quantile_tensor_q_nearest = { function(x, q) return x:quantile(q, 2, false, { interpolation = "nearest" }) end },
+  quantile_linear_grad = { function(x) return x:quantile(0.35, 1, true) end },
+  nanquantile_midpoint = { function(x) return x:nanquantile(0.5, 2, { interpolation = "midpoint" }) end },
+  sum_dtype_bool_i32 = { function(x) return x:sum({ dtype = "i32" }) end },
+  cumsum_dtype_negdim = { function(x) return x:cumsum(-1, { dtype = "f64" }) end },
+  mean_dtype_f64_dims = { function(x) return x:mean({ 1, 2 }, { dtype = "f64" }) end },
+  clamp_tensor_broadcast = { function(x, lo, hi) return x:clamp(lo, hi) end },
+  clamp_max_tensor_only = { function(x, hi) return ds.clamp(x, nil, hi) end },
+  diagonal_3d_negdims = { function(x) return x:diagonal(-1, -1, 1) end },
+  diagonal_offset_out = { function(x) return x:diagonal(5) end },
+  trace_rect = { function(x) return x:trace() end },
+  mT_3d = { function(x) return x.mT end },
+}
+for _, red in ipairs { "sum", "prod", "amax", "amin", "mean" } do
+  for _, inc in ipairs { true, false } do
+    CASES["scatter_reduce_" .. red .. "_" .. (inc and "self" or "noself")] = {
+      function(x, i, s) return x:scatter_reduce(1, i, s, red, { include_self = inc }) end,
+      nogc = red == "amax" or red == "amin" }
+  end
+end
+
+local function weights(o)
+  local n = o:numel()
+  return ds.cos(ds.arange(1, n + 1, { dtype = "f64" })):reshape(o.shape):astype(o.dtype)
+end
+
+local names = {}
+for name in pairs(fx) do names[#names + 1] = name end
+table.sort(names)
+
+describe("ds.linalg and more tensor calls: values, traced, compiled, gradients", function()
+  it("every fixture case has a call and every call a fixture", function()
+    for _, name in ipairs(names) do assert(CASES[name], "no call for fixture case " .. name) end
+    for name in pairs(CASES) do assert(fx[name], "no fixture for " .. name) end
+  end)
+  for _, name in ipairs(names) do
+    local c, e = CASES[name], fx[name]
+    if c then
+      it(name, function()
+        local args = {}
+        for i, t in ipairs(e.inputs) do args[i] = T(t) end
+        for k in pairs(e.grad or {}) do args[tonumber(k)]:requires_grad_() end
+        local fn = c[1]
+        local outs = pack(fn(unpack(args)))
+        assert.equal(#e.want, outs.n, name .. ": number of outputs")
+        for k, want in ipairs(e.want) do check(outs[k], want, name .. " output " .. k) end
+        if not c.eager and #args > 0 then
+          local traced = pack(ds.trace(fn, args)(unpack(args)))
+          local compiled = pack(ds.compile(fn, args)(unpack(args)))
+          for k = 1, outs.n do
+            assert(H.bitwise(traced[k], outs[k]), name .. ": traced output " .. k .. " differs from eager")
+            assert(H.bitwise(compiled[k], outs[k]), name .. ": compiled output " .. k .. " differs from eager")
+          end
+        end
+        if e.grad then
+          local wrt, keys = {}, {}
+          for k in pairs(e.grad) do keys[#keys + 1] = tonumber(k) end
+          table.sort(keys)
+          for i, k in ipairs(keys) do wrt[i] = args[k] end
+          local total
+          for k = 1, outs.n do
+            local o = outs[k]
+            if o.dtype == "f32" or o.dtype == "f64" then
+              local term = (o * weights(o)):sum()
+              total = total and total + term or term
+            end
+          end
+          local grads = ds.grad(total, wrt)
+          for i, k in ipairs(keys) do check(grads[i], e.grad[tostring(k)], name .. " grad of input " .. k) end
+          if not c.nogc and args[keys[1]].dtype == "f64" then
+            assert(ds.autograd.gradcheck(fn, args), name .. ": gradcheck")
+          end
+        end
+      end)
+    end
+  end
+end)
+
+describe("ds.linalg and more tensor calls: refusals", function()
+  it("refuse what they do not take, naming the call", function()
+    H.raises(function() LA.matrix_norm(ds.randn(3, 3), "nuc") end, "linalg.matrix_norm", "SVD")
+    H.raises(function() LA.matrix_norm(ds.randn(3, 3), 2) end, "linalg.matrix_norm", "SVD")
+    H.raises(function() LA.vector_norm(ds.randn(3), { p = 2 }) end, "linalg.vector_norm", "p")
+    H.raises(function() LA.vector_norm(ds.tensor({ 1, 2 }, { dtype = "i64" })) end, "linalg.vector_norm", "floating")
+    H.raises(function() LA.vector_norm(ds.zeros(0), inf) end, "linalg.vector_norm", "empty")
+    H.raises(function() LA.inv(ds.tensor({ { 1, 2 }, { 2, 4 } })) end, "linalg.inv", "singular")
+    H.raises(function() LA.solve(ds.zeros(2, 2), ds.ones(2)) end, "linalg.solve", "singular")
+    H.raises(function() LA.inv(ds.randn(2, 3)) end, "linalg.inv", "square")
+    H.raises(function() LA.det(ds.ones(2, 2, { dtype = "i64" })) end, "linalg.det", "f32 or f64")
+    H.raises(function() LA.solve(ds.randn(3, 3), ds.randn(2, 2)) end, "linalg.solve", "does not fit")
+    H.raises(function() LA.matrix_power(ds.randn(2, 2), 1.5) end, "linalg.matrix_power", "integer")
+    H.raises(function() LA.cross(ds.randn(4, 2), ds.randn(4, 2)) end, "linalg.cross", "size 3")
+    H.raises(function() ds.cross(ds.randn(4, 2), ds.randn(4, 2)) end, "cross", "no dim of size 3")
+    H.raises(function() ds.tensor_split(ds.randn(4), 0) end, "tensor_split", "sections")
+    H.raises(function() ds.tensor_split(ds.randn(4), { 0 }) end, "tensor_split", "1-based")
+    H.raises(function() ds.tril_indices(3, 3, 0, { device = "cpu" }) end, "tril_indices", "device")
+    H.raises(function() ds.diag_embed(ds.randn(3), 0, 1, 1) end, "diag_embed", "dim1 and dim2")
+    H.raises(function() ds.broadcast_tensors(ds.randn(3), ds.randn(4)) end, "broadcast_tensors")
+    H.raises(function() ds.broadcast_shapes({ 2 }, { 3 }) end, "broadcast_shapes")
+    H.raises(function() ds.einsum("ij,jk->ii", ds.randn(2, 2), ds.randn(2, 2)) end, "einsum", "twice")
+    H.raises(function() ds.einsum("...i...", ds.randn(2, 2)) end, "einsum", "'...' appears twice")
+    H.raises(function() ds.randn(4):topk(2, { sorted = false, k = 3 }) end, "topk", "k")
+    H.raises(function() ds.randn(4):unique({ axis = 1 }) end, "unique", "axis")
+    H.raises(function() ds.randn(4):scatter_reduce(1, ds.tensor({ 1 }, { dtype = "i64" }), ds.randn(1), "sum",
+      { include = true }) end, "scatter_reduce", "include")
+  end)
+  it("inv, det and solve trace and compile for a traced batch, and agree with each other", function()
+    local A = ds.randn(3, 4, 4, { dtype = "f64" }) + ds.eye(4, 4, { dtype = "f64" }) * 4
+    local f = function(a) return LA.inv(a), LA.det(a), LA.solve(a, ds.ones(4, { dtype = "f64" })) end
+    local inv, det, x = ds.compile(f, { A })(A)
+    H.close(inv:matmul(A), ds.eye(4, 4, { dtype = "f64" }):expand(3, 4, 4), 1e-10, 1e-10)
+    H.close(x, inv:sum(-1), 1e-10, 1e-10)
+    H.close(det, LA.det(A), 0, 0)
+  end)
+end)
