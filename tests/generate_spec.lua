@@ -66,7 +66,7 @@ describe("ds.generate", function()
     assert.same(a:totable(), b:totable())
   end)
 
-  it("the graph loop: greedy eager == compiled == loaded bitwise, one plan for every prompt length", function()
+  it("the graph loop: greedy eager == compiled == loaded bitwise, one compiled graph for every prompt length", function()
     local e, c, l = three_ways({ max_new_tokens = 8 }, prompt, i64(0), "greedy")
     assert_same3(e, c, l)
     assert(H.bitwise(ds.generate(model(), prompt, { max_new_tokens = 8 }):narrow(2, 6, 8), e[1]))
@@ -85,6 +85,26 @@ describe("ds.generate", function()
     local other = ds.generate(model(), prompt, { max_new_tokens = 10, temperature = 0.8, top_k = 6, top_p = 0.9,
       seed = 43 })
     assert.is_false(H.bitwise(g, other))   -- another seed, another continuation (fixed seeds: deterministic)
+  end)
+
+  it("a batch of prompts: each row's greedy tokens are the row's alone; a row done at eos repeats it", function()
+    local two = i64({ { 3, 1, 4 }, { 2, 7, 1 } })
+    local both = ds.generate(model(2), two, { max_new_tokens = 7 })
+    for r = 1, 2 do
+      assert(H.bitwise(both:narrow(1, r, 1), ds.generate(model(1), two:narrow(1, r, 1), { max_new_tokens = 7 })))
+    end
+    local cg = ds.compile(ds.generation_loop(model(2), { max_new_tokens = 7 }), { ds.spec({ 2, "t" }, "i64"),
+      ds.spec({}, "i64") })
+    assert(H.bitwise(both:narrow(2, 4, 7), (cg(two, i64(0)))))
+    local eos = both[1][5]:item()                                  -- row 1's second token
+    local stopped = ds.generate(model(2), two, { max_new_tokens = 7, eos = eos }):totable()
+    for r = 1, 2 do
+      local done = false
+      for j = 4, #stopped[r] do
+        assert.equal(done and eos or both[r][j]:item(), stopped[r][j])
+        done = done or stopped[r][j] == eos
+      end
+    end
   end)
 
   it("eos: a row that draws it is done and repeats it; the loop stops when all rows are done", function()
