@@ -230,6 +230,23 @@ for mode in ["reflect", "replicate", "circular"]:
                                                     groups=2)._conv_forward(x, w, b), [vol, w3d, b6],
          grad=(0, 1, 2))
 
+img2, w2, b2 = randn(2, 4, 6, 5), randn(6, 2, 2, 3), randn(6)
+case("conv2d_same_even", lambda x, w, b: F.conv2d(x, w, b, padding="same", dilation=(1, 3), groups=2),
+     [img2, w2, b2], grad=(0, 1, 2))
+case("conv1d_same_even", lambda x, w: F.conv1d(x, w, padding="same", dilation=3), [seq, randn(2, 4, 4)],
+     grad=(0, 1))
+for mode in ["reflect", "replicate", "circular"]:
+    case("conv2d_padding_" + mode,
+         lambda x, w, b, mode=mode: torch.nn.Conv2d(4, 6, (2, 3), padding=(1, 2), padding_mode=mode,
+                                                    groups=2)._conv_forward(x, w, b), [img2, w2, b2],
+         grad=(0, 1, 2))
+case("conv2d_padding_reflect_same",
+     lambda x, w, b: torch.nn.Conv2d(4, 6, (2, 3), padding="same", padding_mode="reflect",
+                                     groups=2)._conv_forward(x, w, b), [img2, w2, b2], grad=(0, 1, 2))
+case("conv1d_padding_circular",
+     lambda x, w, b: torch.nn.Conv1d(4, 2, 3, padding=2, padding_mode="circular", stride=2)._conv_forward(x, w, b),
+     [seq, randn(2, 4, 3), randn(2)], grad=(0, 1, 2))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

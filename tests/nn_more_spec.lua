@@ -37,6 +37,20 @@ local function padded_conv3d(mode)
   end
 end
 
+-- nn.Conv2d's / nn.Conv1d's padding modes: the module with the fixture's weight and bias
+local function padded_conv2d(mode, padding)
+  return function(x, w, b)
+    local m = nn.Conv2d(4, 6, { 2, 3 }, { padding = padding, padding_mode = mode, groups = 2, dtype = "f64" })
+    m.weight, m.bias = w, b
+    return m(x)
+  end
+end
+local function circular_conv1d(x, w, b)
+  local m = nn.Conv1d(4, 2, 3, { padding = 2, padding_mode = "circular", stride = 2, dtype = "f64" })
+  m.weight, m.bias = w, b
+  return m(x)
+end
+
 -- case name -> {fn, eager = true (lengths read as values: not traced), nogc = true (PyTorch's gradient is not
 -- the derivative: CTC in log_probs)}
 local CASES = {
@@ -152,6 +166,15 @@ local CASES = {
   conv3d_padding_reflect = { padded_conv3d("reflect") },
   conv3d_padding_replicate = { padded_conv3d("replicate") },
   conv3d_padding_circular = { padded_conv3d("circular") },
+  conv2d_same_even = { function(x, w, b)
+    return F.conv2d(x, w, b, { padding = "same", dilation = { 1, 3 }, groups = 2 })
+  end },
+  conv1d_same_even = { function(x, w) return F.conv1d(x, w, nil, { padding = "same", dilation = 3 }) end },
+  conv2d_padding_reflect = { padded_conv2d("reflect", { 1, 2 }) },
+  conv2d_padding_replicate = { padded_conv2d("replicate", { 1, 2 }) },
+  conv2d_padding_circular = { padded_conv2d("circular", { 1, 2 }) },
+  conv2d_padding_reflect_same = { padded_conv2d("reflect", "same") },
+  conv1d_padding_circular = { circular_conv1d },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 

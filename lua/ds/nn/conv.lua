@@ -5,6 +5,7 @@ local F = require("ds.nn.functional")
 local init = require("ds.nn.init_weights")
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
+local conv_padding = require("ds.nn.conv_padding")
 
 local M = {}
 
@@ -15,7 +16,8 @@ local function pair_str(v)
   return "(" .. p[1] .. ", " .. p[2] .. ")"
 end
 
--- x: (N,C,H,W) -> (N,OC,OH,OW); opts: stride, padding (number, pair, "same", "valid"), dilation, groups, bias
+-- x: (N,C,H,W) -> (N,OC,OH,OW); opts: stride, padding (number, pair, "same", "valid"), dilation, groups, bias,
+-- padding_mode ("zeros", "reflect", "replicate", "circular"), dtype
 local Conv2d = Module:extend("Conv2d")
 function Conv2d:init(in_channels, out_channels, kernel_size, opts)
   if type(in_channels) ~= "number" or type(out_channels) ~= "number" or kernel_size == nil then
@@ -23,7 +25,7 @@ function Conv2d:init(in_channels, out_channels, kernel_size, opts)
   end
   opts = options.check(opts, "Conv2d", { stride = "any", padding = "any", dilation = "any",
     groups = { "integer", min = 1 },
-                                         bias = "boolean", dtype = "dtype" })
+    bias = "boolean", padding_mode = conv_padding.MODES, dtype = "dtype" })
   local groups = opts.groups or 1
   if in_channels % groups ~= 0 or out_channels % groups ~= 0 then
     errors.raise(string.format("Conv2d: in_channels %d and out_channels %d must be divisible by groups %d", in_channels,
@@ -32,6 +34,7 @@ function Conv2d:init(in_channels, out_channels, kernel_size, opts)
   self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, pair(kernel_size)
   self.stride, self.padding, self.dilation, self.groups = opts.stride or 1, opts.padding or 0,
     opts.dilation or 1, groups
+  self.padding_mode = opts.padding_mode or "zeros"
   local k = self.kernel_size
   local dt = opts.dtype or "f32"
   self.weight = Module.Parameter(init.default_weight_(ops.empty(out_channels, in_channels / groups, k[1], k[2],
@@ -41,7 +44,12 @@ function Conv2d:init(in_channels, out_channels, kernel_size, opts)
   end
 end
 function Conv2d:forward(x)
-  return F.conv2d(x, self.weight, self.bias, { stride = self.stride, padding = self.padding, dilation = self.dilation,
+  local padding = self.padding
+  if self.padding_mode ~= "zeros" then
+    x = conv_padding.pad(x, self.padding_mode, padding, self.kernel_size, pair(self.dilation), 2)
+    padding = 0
+  end
+  return F.conv2d(x, self.weight, self.bias, { stride = self.stride, padding = padding, dilation = self.dilation,
     groups = self.groups })
 end
 function Conv2d:extra_repr()
@@ -51,6 +59,7 @@ function Conv2d:extra_repr()
   if self.dilation ~= 1 then s = s .. ", dilation=" .. pair_str(self.dilation) end
   if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
   if self.bias == nil then s = s .. ", bias=false" end
+  if self.padding_mode ~= "zeros" then s = s .. ", padding_mode=" .. self.padding_mode end
   return s
 end
 M.Conv2d = Conv2d

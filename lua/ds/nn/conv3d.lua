@@ -6,6 +6,7 @@ local F = require("ds.nn.functional")
 local init = require("ds.nn.init_weights")
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
+local conv_padding = require("ds.nn.conv_padding")
 
 local M = {}
 
@@ -18,12 +19,10 @@ local function tuple_str(v)
   return "(" .. table.concat(parts, ", ") .. (#parts == 1 and ",)" or ")")
 end
 
-local PADDING_MODES = { "zeros", "reflect", "replicate", "circular" }
-
 -- the shared constructor: name, spatial dims n, transposed; weight (OC, C/g, k...) or (C, OC/g, k...)
 local function conv_class(name, n, transposed, fn)
   local spec = { stride = "any", padding = "any", dilation = "any", groups = { "integer", min = 1 }, bias = "boolean",
-    padding_mode = PADDING_MODES, dtype = "dtype" }
+    padding_mode = conv_padding.MODES, dtype = "dtype" }
   if transposed then spec.output_padding = "any" end
   local cls = Module:extend(name)
   cls._doc = "ds.F." .. (transposed and "conv_transpose" or "conv") .. n .. "d as a module: " .. name ..
@@ -64,7 +63,7 @@ local function conv_class(name, n, transposed, fn)
       self.bias = Module.Parameter(init.default_bias_(ops.empty(out_channels, { dtype = dt }), self.weight))
     end
   end
-  -- a padding mode other than zeros pads with F.pad first (PyTorch's reversed padding, "same" split as conv's)
+  -- a padding mode other than zeros pads with F.pad first (nn/conv_padding.lua)
   function cls:forward(x)
     local o = { stride = self.stride, dilation = self.dilation, groups = self.groups, padding = self.padding,
       output_padding = self.output_padding }
@@ -72,17 +71,7 @@ local function conv_class(name, n, transposed, fn)
       for _, key in ipairs { "stride", "dilation", "padding", "output_padding" } do o[key] = o[key][1] end
     end
     if self.padding_mode ~= "zeros" then
-      local pad = {}
-      for i = n, 1, -1 do
-        local l, r
-        if self.padding == "same" then
-          local total = self.dilation[i] * (self.kernel_size[i] - 1)
-          l = math.floor(total / 2); r = total - l
-        elseif self.padding == "valid" then l, r = 0, 0
-        else l, r = self.padding[i], self.padding[i] end
-        pad[#pad + 1] = l; pad[#pad + 1] = r
-      end
-      x = F.pad(x, pad, self.padding_mode)
+      x = conv_padding.pad(x, self.padding_mode, self.padding, self.kernel_size, self.dilation, n)
       o.padding = 0
     end
     return fn(x, self.weight, self.bias, o)

@@ -6,6 +6,7 @@ local F = require("ds.nn.functional")
 local init = require("ds.nn.init_weights")
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
+local conv_padding = require("ds.nn.conv_padding")
 
 local M = {}
 
@@ -29,22 +30,28 @@ local function parameters(self, shape, out_channels, opts)
 end
 
 -- x: (N,C,L) -> (N,OC,OL); weight (OC, C/groups, K); opts stride, padding (number, "same", "valid"), dilation, groups,
--- bias, dtype
+-- bias, padding_mode ("zeros", "reflect", "replicate", "circular"), dtype
 local Conv1d = Module:extend("Conv1d")
 function Conv1d:init(in_channels, out_channels, kernel_size, opts)
   opts = options.check(opts, "Conv1d", { stride = { "integer", min = 1 }, padding = "any",
     dilation = { "integer", min = 1 },
-                                         groups = { "integer", min = 1 }, bias = "boolean", dtype = "dtype" })
+    groups = { "integer", min = 1 }, bias = "boolean", padding_mode = conv_padding.MODES, dtype = "dtype" })
   local groups = opts.groups or 1
   check_channels("Conv1d", in_channels, out_channels, groups)
   if type(kernel_size) ~= "number" then errors.raise("Conv1d: kernel_size must be a number") end
   self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
   self.stride, self.padding, self.dilation, self.groups = opts.stride or 1, opts.padding or 0,
     opts.dilation or 1, groups
+  self.padding_mode = opts.padding_mode or "zeros"
   parameters(self, { out_channels, in_channels / groups, kernel_size }, out_channels, opts)
 end
 function Conv1d:forward(x)
-  return F.conv1d(x, self.weight, self.bias, { stride = self.stride, padding = self.padding, dilation = self.dilation,
+  local padding = self.padding
+  if self.padding_mode ~= "zeros" then
+    x = conv_padding.pad(x, self.padding_mode, padding, { self.kernel_size }, { self.dilation }, 1)
+    padding = 0
+  end
+  return F.conv1d(x, self.weight, self.bias, { stride = self.stride, padding = padding, dilation = self.dilation,
     groups = self.groups })
 end
 function Conv1d:extra_repr()

@@ -42,12 +42,12 @@ function F.linear(x, w, b)
 end
 
 -- x: (N,C,H,W), w: (OC,C/groups,KH,KW), b: (OC) -> (N,OC,OH,OW); opts stride, padding (number, pair,
--- "same" or "valid"), dilation, groups
+-- "same" (an odd total padding has its extra one on the right, as PyTorch's) or "valid"), dilation, groups
 function F.conv2d(x, w, b, opts)
   if is_tensor(opts) or (opts == nil and type(b) == "table" and not is_tensor(b)) then
     errors.raise("conv2d: call as F.conv2d(x, w, b, {stride =, padding =, dilation =, groups =})")
   end
-  return ops.conv2d(x, w, b, opts)
+  return spatial.conv.conv2d(x, w, b, opts)
 end
 
 -- opts as ds.max_pool2d / ds.avg_pool2d, plus ceil_mode (the last window may hang over the input's end):

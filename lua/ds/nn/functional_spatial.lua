@@ -1,7 +1,7 @@
 -- nn/functional_spatial.lua: ds.F's spatial functions composed from table ops (so they differentiate,
 -- trace and compile): pad (constant, reflect, replicate, circular; any number of trailing dims),
 -- interpolate (nearest, linear, bilinear; align_corners), adaptive_avg_pool2d, adaptive_max_pool2d,
--- max_pool2d / avg_pool2d with ceil_mode, conv1d, conv_transpose2d.
+-- max_pool2d / avg_pool2d with ceil_mode, conv2d's padding "same" with even kernels, conv1d, conv_transpose2d.
 local ops = require("ds.ops.common").functions
 local D = require("ds.dispatch")
 local errors = require("ds.errors")
@@ -272,6 +272,32 @@ end
 -- not ds.F functions: F.max_pool2d / F.avg_pool2d call them for ceil_mode
 M.ceil_mode = { max_pool2d = max_pool2d_ceil, avg_pool2d = avg_pool2d_ceil }
 
+-- ---- conv2d with padding "same" split as PyTorch's: a dim whose total d (k - 1) is odd is padded explicitly,
+-- the odd one on the right (the conv2d op takes symmetric padding) ----
+local function conv2d_same(x, w, b, opts)
+  if type(opts) ~= "table" or opts.padding ~= "same" or not Tensor.is_tensor(w) or #w._shape ~= 4 then
+    return ops.conv2d(x, w, b, opts)
+  end
+  local dilation = tuple(opts.dilation or 1, 2, "conv2d", "dilation")
+  local totals, odd = {}, false
+  for i = 1, 2 do
+    local k = w._shape[i + 2]
+    if type(k) ~= "number" then return ops.conv2d(x, w, b, opts) end
+    totals[i] = dilation[i] * (k - 1)
+    odd = odd or totals[i] % 2 == 1
+  end
+  if not odd then return ops.conv2d(x, w, b, opts) end
+  local stride = tuple(opts.stride or 1, 2, "conv2d", "stride")
+  if stride[1] ~= 1 or stride[2] ~= 1 then raise("conv2d: padding 'same' needs stride 1, got %s", S.str(stride)) end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.padding = 0
+  local h, wl = math.floor(totals[1] / 2), math.floor(totals[2] / 2)
+  return ops.conv2d(M.pad(need_tensor(x, "conv2d"), { wl, totals[2] - wl, h, totals[1] - h }), w, b, o)
+end
+-- not a ds.F function: F.conv2d calls it
+M.conv = { conv2d = conv2d_same }
+
 -- ---- conv1d: x (N,C,L) or (C,L), w (OC,C/groups,K) -> (N,OC,OL), as conv2d over (L, 1) ----
 function M.conv1d(x, w, b, opts)
   need_tensor(x, "conv1d"); need_tensor(w, "conv1d")
@@ -283,7 +309,7 @@ function M.conv1d(x, w, b, opts)
   if type(padding) == "number" then padding = { padding, 0 }
   elseif padding ~= "same" and padding ~= "valid" then
     raise("conv1d: padding must be a number, 'same' or 'valid', got %s", tostring(padding)) end
-  local y = ops.conv2d(x:unsqueeze(-1), w:unsqueeze(-1), b, {
+  local y = conv2d_same(x:unsqueeze(-1), w:unsqueeze(-1), b, {
     stride = { opts.stride or 1, 1 }, padding = padding, dilation = { opts.dilation or 1, 1 }, groups =
       opts.groups or 1 })
   return y:squeeze(-1)
