@@ -101,7 +101,7 @@ end
 
 -- row r's next token from its logits (1, V), drawn on its own generator state when it has a seed
 local function draw(r, logits)
-  if not (r.opts.temperature > 0 and r.rng) then return generate.pick(logits, r.opts):item() end
+  if not r.rng then return generate.pick(logits, r.opts):item() end
   local st = random.state()
   local saved = st:clone()
   st:copy_(F.tensor(r.rng, { dtype = "i64" }))
@@ -128,12 +128,19 @@ function Generator:step()
   autograd.no_grad(function()
     local logits = self.step_fn(F.tensor(ids, { dtype = "i64" }):reshape(self.B, 1), F.tensor(pos, { dtype = "i64" }))
     local V = logits:size(3)
+    local greedy   -- every row's argmax at once (exact, so the same as row by row)
     for b = 1, self.B do
       local r = self.rows[b]
       if r then
         if r.fed < #r.prompt then r.fed = r.fed + 1 end
         if r.fed == #r.prompt then
-          local tok = draw(r, logits:narrow(1, b, 1):reshape(1, V))
+          local tok
+          if r.opts.temperature == 0 then
+            greedy = greedy or logits:reshape(self.B, V):argmax(-1):totable()
+            tok = greedy[b]
+          else
+            tok = draw(r, logits:narrow(1, b, 1):reshape(1, V))
+          end
           r.tokens[#r.tokens + 1] = tok
           r.done = #r.tokens >= r.opts.max_new_tokens or (r.opts.eos ~= nil and tok == r.opts.eos)
           if r.done then self.rows[b] = nil end
