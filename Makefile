@@ -169,6 +169,7 @@ install: all
 	cp src/ds.h $(BUILD)/libds.so $(INST_LUADIR)/ds/
 	if [ -f $(BUILD)/libds_onnx.so ]; then cp $(BUILD)/libds_onnx.so $(INST_LUADIR)/ds/; fi
 	cp bin/ds $(INST_BINDIR)/ds
+	cp bin/ds-serve $(INST_BINDIR)/ds-serve
 
 clean:
 	rm -rf build
@@ -188,7 +189,7 @@ embed: $(BUILD)/predict
 $(BUILD)/predict: examples/embed/predict.c src/ds.h $(BUILD)/libds.so
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Isrc examples/embed/predict.c -o $@ -L$(BUILD) -l:libds.so -Wl,-rpath,$(abspath $(BUILD))
 
-# Serve the saved LeNet-5 and BERT-style models over HTTP with nginx + its Lua module (examples/serve/).
+# Serve the saved LeNet-5 and BERT-style models over HTTP with ds.serve (nginx + its Lua module, bin/ds-serve; examples/serve/).
 SERVE_PORT ?= 8089
 SERVE_DIR  ?= $(BUILD)/serve
 .PHONY: serve serve-models serve-test serve-bench
@@ -197,9 +198,9 @@ serve-models: deps all
 	$(RUN_LUA) examples/serve/export_models.lua $(SERVE_DIR)/models
 serve: serve-models
 	@echo "serving on http://127.0.0.1:$(SERVE_PORT) (/predict, /predict/bert, /health); Ctrl-C stops"
-	examples/serve/serve.sh $(SERVE_DIR)/nginx $(SERVE_PORT) $(SERVE_DIR)/models foreground
+	bin/ds-serve $(SERVE_DIR)/nginx $(SERVE_PORT) $(SERVE_DIR)/models foreground
 serve-test: deps all
-	$(BUSTED) tests/serve_spec.lua
+	$(BUSTED) tests/serve_spec.lua tests/serve_generic_spec.lua
 # wrk load tests of the served models (bench/serve_bench.sh): about 9 x SERVE_BENCH_SECONDS plus export and warm-up
 SERVE_BENCH_SECONDS ?= 10
 serve-bench: deps all

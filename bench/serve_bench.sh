@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/serve_bench.sh: wrk load tests of ds models served by nginx (examples/serve): the BERT-style endpoint with
+# bench/serve_bench.sh: wrk load tests of examples/serve's models served by ds.serve (bin/ds-serve): the BERT-style endpoint with
 # dynamic batching on and off at 1, 16 and 64 connections (texts of mixed lengths), LeNet-5 latency while the
 # BERT-style endpoint is saturated on the same two workers, LeNet-5 and /echo alone, model reloads under load
 # (10 new versions 0.6 s apart against steady state); requests/s, p50/p99, errors, worker RSS before and after.
@@ -47,9 +47,17 @@ io.open(dir .. "/text.lua", "w"):write(head .. "local bodies = {" .. table.conca
   "local i = 0\nrequest = function() i = i % #bodies + 1\n" ..
   "  return wrk.format(nil, nil, nil, bodies[i]) end\n")
 '
-start() { # serve.json contents -> nginx running with those settings, models loaded
-  echo "$1" > $DIR/models/serve.json
-  examples/serve/serve.sh $DIR/nginx $PORT $DIR/models start
+start() { # serve.json overrides, merged into the exported serve.json -> nginx running with those settings, models loaded
+  [ -f $DIR/serve.exported.json ] || cp $DIR/models/serve.json $DIR/serve.exported.json
+  luajit - "$1" $DIR/serve.exported.json > $DIR/models/serve.json <<'LUA'
+local cjson = require("cjson")
+local cfg = cjson.decode(io.open(arg[2]):read("*a"))
+for name, s in pairs(cjson.decode(arg[1]).models) do
+  for k, v in pairs(s) do cfg.models[name][k] = v end
+end
+io.write(cjson.encode(cfg))
+LUA
+  bin/ds-serve $DIR/nginx $PORT $DIR/models start
   for i in $(seq 1 10); do   # /health answers 200 once the models are loaded and warm (it waits up to 30 s)
     [ "$(curl -s --max-time 60 -o /dev/null -w '%{http_code}' http://127.0.0.1:$PORT/health)" = 200 ] && break
   done
@@ -98,7 +106,7 @@ reload_rows() {
   curl -s http://127.0.0.1:$PORT/metrics | grep '^ds_reloads_total' || true
 }
 if [ "$ONLY" = reload ]; then
-  start '{"models": {"bert": {"warm": true}, "lenet": {"warm": true}}}'
+  start '{"models": {"bert": {"warm": true}}}'
   echo "| BERT-style endpoint, batching on | connections | requests/s | p50 | p99 | errors |"
   echo "|---|---|---|---|---|---|"
   reload_rows
@@ -107,10 +115,10 @@ fi
 
 echo "| BERT-style endpoint | connections | requests/s | p50 | p99 | errors |"
 echo "|---|---|---|---|---|---|"
-start '{"models": {"bert": {"max_batch": 1, "warm": true}, "lenet": {"warm": true}}}'
+start '{"models": {"bert": {"max_batch": 1, "warm": true}}}'
 bert_rows "batching off (max_batch 1)"
 stop
-start '{"models": {"bert": {"warm": true}, "lenet": {"warm": true}}}'
+start '{"models": {"bert": {"warm": true}}}'
 before=$(rss)
 bert_rows "batching on (max_batch 32, max_wait 2 ms)"
 echo

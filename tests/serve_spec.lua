@@ -1,4 +1,5 @@
--- tests/serve_spec.lua: nginx + Lua module serving ds.save'd models: predict, health, bad requests, chunked bodies,
+-- tests/serve_spec.lua: ds.serve (nginx + its Lua module, bin/ds-serve) serving the ds.save'd models of
+-- examples/serve with its serve.json (the image and text adapters): predict, health, bad requests, chunked bodies,
 -- batched answers bitwise equal to single ones, LeNet answered while a BERT batch computes, deadlines (503),
 -- /metrics, model versions (X-Model-Version) and their reload without HUP, a broken new version refused, a missing
 -- model (503), hot reload with HUP under load, stop by pid; a checkout and models inside a mode-700 directory
@@ -59,7 +60,7 @@ local function params_of(models, name)
 end
 -- nginx runs outside the sanitizer run (make test-asan preloads ASan into every child process)
 local function serve(cmd)
-  return sh(string.format("%s/examples/serve/serve.sh %s %d %s %s",
+  return sh(string.format("%s/bin/ds-serve %s %d %s %s",
     root, prefix, port, dir .. "/models", cmd))
 end
 -- true once the server on port `at` (default: the main server's) answers /health
@@ -91,8 +92,10 @@ describe_or_skip("serving with nginx", function()
     -- the models as exported, for the servers started from private copies (the tests below change dir/models)
     assert(os.execute(string.format("cp -r %s/models %s/exported", dir, dir)) == 0)
     -- a long batching wait for bert, so concurrent test requests surely share a model call (docs/SERVING.md)
+    local cfg = cjson.decode(io.open(dir .. "/models/serve.json"):read("*a"))
+    cfg.models.bert.max_wait_ms, cfg.models.bert.max_batch = 50, 16
     local f = io.open(dir .. "/models/serve.json", "wb")
-    f:write('{"models": {"bert": {"max_wait_ms": 50, "max_batch": 16}}}'); f:close()
+    f:write(cjson.encode(cfg)); f:close()
     local up, why = start_server(function(at) port = at; return serve("start") end, prefix .. "/logs/error.log", 0)
     assert(up, "nginx did not come up: " .. tostring(why))
     -- a server that is up but cannot serve its models stops the tests here, with the server's reasons
@@ -481,20 +484,20 @@ describe_or_skip("serving with nginx", function()
     local no_unprivileged = not is_root and "the tests run as " .. me .. ", not root: the test above served as "
       .. "this unprivileged user; switching to another user needs root"
       or not unprivileged and "no user 'nobody' on this machine to run the server as"
-    -- what a server needs of the checkout (serve.sh, the Lua code, ds.h, libds) and the exported models, copied
+    -- what a server needs of the checkout (bin/ds-serve, the Lua code, ds.h, libds) and the exported models, copied
     -- into a new mktemp -d directory (mode 700) as BASE/ds and BASE/models, owned by `owner` (user:group) if given
     local function private_copy(owner)
       local base = sh("mktemp -d"):match("%S+")
-      assert(os.execute(string.format("mkdir -p %s/ds/build %s/ds/src %s/ds/examples && cp -r %s/lua %s/ds/ && "
-        .. "cp -r %s/examples/serve %s/ds/examples/ && cp %s/src/ds.h %s/ds/src/ && cp %s/build/libds.so %s/ds/build/ && "
+      assert(os.execute(string.format("mkdir -p %s/ds/build %s/ds/src %s/ds/bin && cp -r %s/lua %s/ds/ && "
+        .. "cp %s/bin/ds-serve %s/ds/bin/ && cp %s/src/ds.h %s/ds/src/ && cp %s/build/libds.so %s/ds/build/ && "
         .. "cp -r %s/exported %s/models", base, base, base, root, base, root, base, root, base, root, base, dir, base)) == 0)
       if owner then assert(os.execute(string.format("chown -R %s %s", owner, base)) == 0) end
       assert.equal("drwx------", sh("stat -c %A " .. base):match("%S+"))
       return base
     end
-    -- serve.sh CMD for the copy in base, run by `as` (a command prefix that switches user, or "")
+    -- ds-serve CMD for the copy in base, run by `as` (a command prefix that switches user, or "")
     local function serve_copy(base, as, at, cmd)
-      return sh(string.format("%s%s/ds/examples/serve/serve.sh %s/nginx %d %s/models %s; echo \"serve.sh exit $?\"",
+      return sh(string.format("%s%s/ds/bin/ds-serve %s/nginx %d %s/models %s; echo \"ds-serve exit $?\"",
         as, base, base, at, base, cmd))
     end
     -- start the copy's server as `as`, check /health is ok and both models answer; stop it and remove the copy
@@ -543,7 +546,7 @@ describe_or_skip("serving with nginx", function()
         blocked, fix = base .. "/models/lenet.json", "chmod u+r '" .. base .. "/models/lenet.json'"
       end
       local said = serve_copy(base, "", pick_port(20), "start")
-      assert.truthy(said:find("serve.sh exit 1", 1, true), said)
+      assert.truthy(said:find("ds-serve exit 1", 1, true), said)
       assert.truthy(said:find("who cannot read " .. blocked, 1, true), said)
       assert.truthy(said:find("Fix: " .. fix, 1, true), said)
       assert.is_nil(io.open(base .. "/nginx/logs/nginx.pid"), "nginx started: " .. said)

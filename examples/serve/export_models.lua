@@ -1,5 +1,6 @@
 -- examples/serve/export_models.lua: build the served models and ds.save them (graph + params, no code needed
--- to run them): LeNet-5 probabilities and the BERT-style classifier (on packed texts), plus the BERT vocab as JSON.
+-- to run them): LeNet-5 probabilities and the BERT-style classifier (on packed texts), plus the BERT vocab as JSON
+-- and the serve.json that tells ds.serve how to serve them (then: bin/ds-serve PREFIX PORT OUT_DIR).
 -- usage: luajit examples/serve/export_models.lua OUT_DIR [--lenet-weights W.safetensors] [--train-batches N]
 --        [--bert-seed N]   (the BERT-style weights' seed, default 22: another seed gives another model version)
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;" .. package.path
@@ -49,4 +50,14 @@ bert:eval()
 ds.save(require("serve.bert_packed").compile(bert), out .. "/bert")
 local f = assert(io.open(out .. "/bert.vocab.json", "wb"))
 f:write(cjson.encode(bert_ex.VOCAB)); f:close()
-print("saved lenet and bert to " .. out)
+-- how ds.serve serves them (docs/SERVING.md): LeNet-5 through the image adapter at POST /predict (the default),
+-- the classifier through the text adapter at POST /predict/bert; any other saved model in the directory would be
+-- served by its input specs with the generic JSON contract
+f = assert(io.open(out .. "/serve.json", "wb"))
+f:write(cjson.encode { default = "lenet", models = {
+  lenet = { adapter = "image", max_batch = 32, max_wait_ms = 1, timeout_ms = 1000, labels = { "T-shirt/top",
+    "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot" } },
+  bert = { adapter = "text", vocab = "bert.vocab.json", max_batch = 32, max_tokens = 2048, max_wait_ms = 2,
+    timeout_ms = 2000, labels = { "angry", "happy", "neutral", "surprise", "sad", "fear" } } } })
+f:close()
+print("saved lenet and bert (and serve.json) to " .. out)

@@ -1,22 +1,22 @@
--- examples/serve/serve_models.lua: the model versions one nginx worker serves, and their hot reload. A version is
--- a hash of a model's files (name.json, which names its params file by content, and the vocab); a timer notices
+-- serve/models.lua: the model versions one nginx worker serves, and their hot reload. A version is a hash of a
+-- model's files (name.json, which names its params file by content, and its vocab if any); a timer notices
 -- new files, loads them into every thread VM of the worker off the request path (one VM at a time while the others
 -- serve), then switches atomically (one table reference) once all have them and the other workers are ready too.
 -- Requests keep the version current when they arrived: in-flight ones finish on the old one.
 local cjson = require("cjson.safe")
-local semaphore = require("ngx.semaphore")
-local metrics = require("serve_metrics")
+local semaphore = ngx and require("ngx.semaphore")
+local metrics = require("ds.serve.metrics")
 
 local M = {}
 local POOL = "ds"             -- the thread_pool of nginx.conf
 local CHECK_S = 0.5           -- how often the worker looks at the model files
 local RETRY_S = 2             -- a version that failed to load is tried again after this long
 local SYNC_S = 3              -- the longest a worker waits for the other workers before switching alone
-local dir, threads, settings, names
+local dir, threads, settings, names, adapters
 local slots                   -- semaphore: thread VMs free (every ngx.run_worker_thread holds one)
 local vms = {}                -- ids of this worker's thread VMs
-local state = {}              -- name -> {current = {ok, version, info | error, vocab_table}, pending, failed}
-local batchers = {}           -- name -> serve_batcher (their queued versions stay loaded)
+local state = {}              -- name -> {current = {ok, version, info | error, vocab}, pending, failed}
+local batchers = {}           -- name -> batcher or generation loop (their queued versions stay loaded)
 M.ready = false               -- every thread VM has loaded every model (or failed)
 
 local function read(path)
@@ -32,7 +32,7 @@ local function files_of(name)
   local graph = read(dir .. "/" .. name .. ".json")
   if not graph then return nil, dir .. "/" .. name .. ".json is missing or unreadable" end
   local vocab_text, vocab = "", nil
-  if s.kind == "text" then
+  if s.vocab then
     vocab_text = read(dir .. "/" .. s.vocab) or ""
     vocab = cjson.decode(vocab_text)
     if type(vocab) ~= "table" then return nil, s.vocab .. " missing or malformed" end
@@ -43,7 +43,7 @@ end
 -- a call in the worker thread pool, once one of its VMs is free: ok, results... (as ngx.run_worker_thread)
 function M.call(fn, ...)
   if not slots:wait(60) then return false, "no worker thread free for 60 s" end
-  local res = { ngx.run_worker_thread(POOL, "serve_compute", fn, ...) }
+  local res = { ngx.run_worker_thread(POOL, "ds.serve.compute", fn, ...) }
   slots:post(1)
   return unpack(res, 1, table.maxn(res))
 end
@@ -106,7 +106,7 @@ end
 -- on a reload one batch per shape the worker has run (so the new version loads no faster than it has to)
 local function warm_batches(name, at_start)
   local s = settings[name]
-  if at_start then return s.warm and require("serve_inputs").KINDS[s.kind].shapes(s) or {} end
+  if at_start then return s.warm and adapters[name].shapes(s) or {} end
   local out = {}
   for _, inputs in pairs(batchers[name].seen) do out[#out + 1] = inputs end
   return out
@@ -146,7 +146,7 @@ local function check(name, at_start)
     return
   end
   if not at_start then wait_for_others(name, f.version) end
-  st.current, st.failed, st.pending = { ok = true, version = f.version, info = info, vocab_table = f.vocab }, nil, nil
+  st.current, st.failed, st.pending = { ok = true, version = f.version, info = info, vocab = f.vocab }, nil, nil
   if not at_start then metrics.count("ds_reloads_total", name, "ok") end
 end
 
@@ -158,8 +158,9 @@ local function watch(premature)
 end
 
 -- Worker start: load every model into every thread VM, then watch the files.
-function M.start(models_dir, nthreads, model_settings, model_names)
-  dir, threads, settings, names = models_dir, nthreads, model_settings, model_names
+-- model_adapters: name -> input adapter (its shapes warm the plans at start)
+function M.start(models_dir, nthreads, model_settings, model_names, model_adapters)
+  dir, threads, settings, names, adapters = models_dir, nthreads, model_settings, model_names, model_adapters
   slots = semaphore.new(threads)
   for _, name in ipairs(names) do state[name] = {} end
   ngx.timer.at(0, watch)
@@ -167,13 +168,16 @@ end
 
 function M.attach(name, batcher) batchers[name] = batcher end
 
--- the version requests to `name` get now: {ok, version, info | error, vocab_table}
+-- the version requests to `name` get now: {ok, version, info | error, vocab}
 function M.current(name) return state[name].current end
 
 -- the last reload that failed (the previous version keeps serving): {version, error}, or nil
 function M.failed(name) return state[name].failed end
 
--- a batch of `name` on `version` in a thread VM: ok, bytes, cols, seconds (as serve_compute.run)
+-- a batch of `name` on `version` in a thread VM: ok, outputs, seconds (as compute.run)
 function M.run(name, version, inputs) return M.call("run", name, version, inputs, live()) end
+
+-- a generation step of `name` on `version` in a thread VM: ok, {tokens, logits}, seconds (as compute.step)
+function M.step(name, version, seqs) return M.call("step", name, version, seqs, live()) end
 
 return M

@@ -1,4 +1,4 @@
--- examples/serve/serve_metrics.lua: per-model counters and histograms in the shared dict ds_metrics (all workers
+-- serve/metrics.lua: per-model counters and histograms in the shared dict ds_metrics (all workers
 -- add to the same numbers), rendered as Prometheus text by GET /metrics.
 local M = {}
 
@@ -6,7 +6,7 @@ local SECONDS = { 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
 local SIZES = { 1, 2, 4, 8, 16, 32, 64 }
 -- histogram name -> {help, bucket bounds}; counters name -> help
 local HISTOGRAMS = {
-  { "ds_batch_size", "rows per model call (requests answered by one run of the compiled plan)", SIZES },
+  { "ds_batch_size", "requests per model call (answered by one run of the compiled plan; sequences per generation step)", SIZES },
   { "ds_queue_wait_seconds", "time from a request's arrival to the start of the model call that answers it", SECONDS },
   { "ds_compute_seconds", "time of one model call in the worker thread", SECONDS },
 }
@@ -14,16 +14,18 @@ local COUNTERS = {
   { "ds_requests_total", "prediction requests received" },
   { "ds_errors_total", "prediction requests not answered 200, by reason" },
   { "ds_reloads_total", "new model versions loaded by a worker (ok) or refused, the old one serving (failed)" },
+  { "ds_generated_tokens_total", "tokens streamed by generation requests" },
+  { "ds_generations_total", "generation requests ended, by reason (length, eos, max_length, deadline, cancelled, error)" },
 }
 local BOUNDS = {}
 for _, h in ipairs(HISTOGRAMS) do BOUNDS[h[1]] = h[3] end
 
-local dict = ngx.shared.ds_metrics
+local dict = ngx and ngx.shared.ds_metrics
 
-function M.count(name, model, reason)
+function M.count(name, model, reason, n)
   local key = reason and string.format('%s{model="%s",reason="%s"}', name, model, reason)
     or string.format('%s{model="%s"}', name, model)
-  dict:incr(key, 1, 0)
+  dict:incr(key, n or 1, 0)
 end
 
 -- one observation: its bucket (the first bound >= v, or +Inf), the sum and the count

@@ -1,21 +1,21 @@
--- examples/serve/serve_batcher.lua: dynamic batching of one model in one nginx worker. Requests queue with the model
--- version current when they arrived; a dispatcher (a timer's light thread) takes the oldest and up to max_batch - 1
--- more of its version (within max_tokens for texts) once the oldest has waited max_wait_ms (at once when max_batch
--- are queued, or when a model call just finished), runs them as one call in the worker thread pool (off the event
--- loop) and wakes each request with its row.
-local ffi = require("ffi")
-local semaphore = require("ngx.semaphore")
-local metrics = require("serve_metrics")
+-- serve/batcher.lua: dynamic batching of one model in one nginx worker. Requests queue with the model version
+-- current when they arrived; a dispatcher (a timer's light thread) takes the oldest and up to max_batch - 1 more
+-- of its version and key (within max_tokens for rows that count tokens) once the oldest has waited max_wait_ms
+-- (at once when max_batch are queued, or when a model call just finished), runs them as one call in the worker
+-- thread pool (off the event loop) and wakes each request with its rows of the outputs.
+local semaphore = ngx and require("ngx.semaphore")
+local metrics = require("ds.serve.metrics")
+local tensor = require("ds.serve.tensor")
 
 local M = {}
 local Batcher = {}
 Batcher.__index = Batcher
 
--- name: the model; cfg: its serve_config settings; kind: its serve_inputs kind (batch: rows -> model inputs;
--- tokens: row -> its share of cfg.max_tokens, or nil); run(version, inputs) -> ok, bytes, cols, seconds (one call
--- in a worker thread). seen: one batch per input shape run (warms a new version's plans before it serves).
-function M.new(name, cfg, kind, run)
-  return setmetatable({ name = name, cfg = cfg, pack = kind.batch, tokens = kind.tokens, run = run, queue = {},
+-- name: the model; cfg: its settings (serve/config.lua); adapter: its input adapter (batch: rows, cfg -> model
+-- inputs); run(version, inputs) -> ok, outputs {{dtype, shape, bytes}}, seconds (one call in a worker thread).
+-- seen: one batch per input shape run (warms a new version's plans before it serves).
+function M.new(name, cfg, adapter, run)
+  return setmetatable({ name = name, cfg = cfg, pack = adapter.batch, run = run, queue = {},
                         head = 1, tail = 0, seen = {},
                         wake = semaphore.new(0), full = semaphore.new(0), collecting = false }, Batcher)
 end
@@ -30,7 +30,8 @@ end
 
 local function now() ngx.update_time(); return ngx.now() end
 
--- Queue one row for `version` and wait for its answer: the output row (a list of numbers), or nil, reason, message
+-- Queue one row for `version` and wait for its answer: its rows of the outputs {{dtype, shape, bytes}} (all of
+-- each output for a row.whole), or nil, reason, message
 -- with reason "queue_full" or "deadline" (503) or "model" (500). timeout: seconds from now.
 function Batcher:submit(row, timeout, version)
   local n = self:queued()
@@ -51,17 +52,17 @@ function Batcher:submit(row, timeout, version)
   return item.result
 end
 
--- the oldest live request and the next ones of its version (in arrival order) while the batch has at most
--- max_batch requests and, for kinds that count tokens, at most max_tokens tokens; out of the queue
+-- the oldest live request and the next ones of its version and row key (in arrival order) while the batch has at
+-- most max_batch requests and, for rows that count tokens, at most max_tokens tokens; out of the queue
 function Batcher:take()
   local items, rest, tokens = {}, {}, 0
   for i = self.head, self.tail do
     local it = self.queue[i]
     self.queue[i] = nil
     if not it.cancelled then
-      local n = self.tokens and self.tokens(it.row) or 0
-      if #items == 0 or (it.version == items[1].version and #items < self.cfg.max_batch
-                         and tokens + n <= (self.cfg.max_tokens or math.huge)) then
+      local n = it.row.tokens or 0
+      if #items == 0 or (it.version == items[1].version and it.row.key == items[1].row.key
+                         and #items < self.cfg.max_batch and tokens + n <= self.cfg.max_tokens) then
         items[#items + 1] = it
         tokens = tokens + n
       else
@@ -85,23 +86,27 @@ function Batcher:run_batch()
     metrics.observe("ds_queue_wait_seconds", self.name, start - it.arrived)
   end
   metrics.observe("ds_batch_size", self.name, #items)
-  local inputs = self.pack(rows, self.cfg.max_batch)
+  local inputs = self.pack(rows, self.cfg)
   self.running = items[1].version
-  local ok, bytes, cols, secs = self.run(self.running, inputs)
+  local ok, outputs, secs = self.run(self.running, inputs)
   self.running = nil
-  if ok and bytes then
+  if ok and outputs then
     local shape = {}
     for i, inp in ipairs(inputs) do shape[i] = table.concat(inp.shape, "x") end
     self.seen[table.concat(shape, ",")] = inputs
     metrics.observe("ds_compute_seconds", self.name, secs)
-    local out = ffi.cast("const float *", bytes)
-    for i, it in ipairs(items) do
-      local p = {}
-      for c = 1, cols do p[c] = out[(i - 1) * cols + c - 1] end
-      it.result = p
+    -- each request's rows of every output with a row per batch row (an output without one goes to all whole)
+    local first = 1
+    for _, it in ipairs(items) do
+      local n, mine = it.row.n or 1, {}
+      for k, t in ipairs(outputs) do
+        mine[k] = (it.row.whole or #t.shape == 0 or t.shape[1] < first + n - 1) and t or tensor.rows(t, first, n)
+      end
+      it.result = mine
+      first = first + n
     end
   else
-    local err = "model run failed: " .. tostring(ok and cols or bytes)
+    local err = "model run failed: " .. tostring(ok and secs or outputs)
     ngx.log(ngx.ERR, self.name, ": ", err)
     for _, it in ipairs(items) do it.err = err end
   end
