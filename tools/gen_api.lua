@@ -5,6 +5,7 @@ local D = require("ds.dispatch")
 local C = require("ds.ops.common")
 local files = require("ds.files")
 local args = require("ds.args")
+local help = require("ds.help")
 
 local M = {}
 
@@ -126,6 +127,63 @@ local function harness_skips()
   return out
 end
 
+-- a class's constructor: new (optimizers, schedulers) or its metatable's __call
+local function constructor(v)
+  if type(v.new) == "function" then return v.new end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and type(rawget(mt, "__call")) == "function" and rawget(mt, "__call") or nil
+end
+
+-- the public names (help.public_names) the sections above do not list: one entry each, under its library's heading
+local function rest_of_ds(fns, mods, fs)
+  local listed = {}
+  for _, def in ipairs(D.list) do listed[def.name] = true end
+  for _, n in ipairs(fns) do listed[n] = true end
+  for _, n in ipairs(mods) do listed["nn." .. n] = true end
+  for _, n in ipairs(fs) do listed["F." .. n] = true end
+  local names = help.public_names(ds)
+  local function lib_of(name) return name:match("^(.*)%.[^.]*$") or "" end
+  table.sort(names, function(a, b)
+    local la, lb = lib_of(a), lib_of(b)
+    if la ~= lb then return la < lb end
+    return a < b
+  end)
+  local out, heading = {}, nil
+  for _, name in ipairs(names) do
+    local v = help.resolve(ds, name)
+    local lib = lib_of(name)
+    if not listed[name] and lib ~= "Tensor" and lib ~= "F" and not help.is_namespace(v) then -- (a library: its heading)
+      if lib ~= heading then
+        heading = lib
+        out[#out + 1] = ""
+        out[#out + 1] = lib == "" and "### ds" or "### ds." .. lib
+        out[#out + 1] = ""
+      end
+      local full = "ds." .. name
+      if type(v) == "function" then out[#out + 1] = entry(fn_signature(full, v), v)
+      elseif type(v) == "table" and v._is_module and type(v.init) == "function" then
+        out[#out + 1] = entry((fn_signature(full, v.init):gsub("%(self,? ?", "(")), v.init)
+      elseif type(v) == "table" and rawget(v, "defaults") and rawget(v, "positional") then -- an optimizer
+        local keys, d = {}, {}
+        for k in pairs(v.defaults) do keys[#keys + 1] = k end
+        table.sort(keys)
+        for i, k in ipairs(keys) do d[i] = k .. " = " .. show(v.defaults[k]) end
+        out[#out + 1] = entry(full .. "(params, " .. table.concat(v.positional, ", ") .. ", {options})", nil,
+          "options and defaults: " .. table.concat(d, ", "))
+      elseif type(v) == "table" and constructor(v) then
+        out[#out + 1] = entry((fn_signature(full, constructor(v)):gsub("%([%w_]+,? ?", "(", 1)), constructor(v))
+      elseif type(v) == "table" then
+        local n = 0
+        for _ in pairs(v) do n = n + 1 end
+        out[#out + 1] = "- `" .. full .. "`: a table of " .. n .. " entries"
+      else
+        out[#out + 1] = "- `" .. full .. " = " .. show(v) .. "`"
+      end
+    end
+  end
+  return out
+end
+
 function M.render()
   local L = {}
   local function add(s) L[#L + 1] = s end
@@ -180,6 +238,13 @@ function M.render()
   add("")
   local fs = sorted_keys(ds.F, function(_, v) return type(v) == "function" end)
   for _, name in ipairs(fs) do add(entry(fn_signature("ds.F." .. name, ds.F[name]), ds.F[name])) end
+  add("")
+  add("## The rest of ds: compile, trace, save, autograd, optimizers, schedulers, init, data, distributed, onnx, ...")
+  add("")
+  add("Every other public name (`ds.help`'s list: `?name` at the prompt answers each), by library. Tensor methods")
+  add("(`ds.Tensor`) are the ops and functions above (`x:sum(2)` is `ds.sum(x, 2)`) and `?Tensor.name` describes")
+  add("each; `ds.nn.functional` is `ds.F`.")
+  for _, line in ipairs(rest_of_ds(fns, mods, fs)) do add(line) end
   add("")
   add(read("docs/differences.md"):gsub("%s+$", ""))
   add("")

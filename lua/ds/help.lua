@@ -1,10 +1,12 @@
 -- help.lua: ds.help(name | function): an op's signature, attrs with defaults, dtypes and description from
 -- the op table (the source docs/API.md is generated from); nn modules, optimizers and Lua functions by
--- their parameter names, the comment above their definition and their file:line. The namespace (ds) to
--- look names up in is passed by the caller.
+-- their parameter names, the comment above their definition and their file:line; library tables by their
+-- members; M.public_names(ns) lists every public name (what `?name` answers and docs/API.md lists). The
+-- namespace (ds) to look names up in is passed by the caller.
 local D = require("ds.dispatch")
 require("ds.ops") -- fills the op table
 local Tensor = require("ds.tensor")
+local args = require("ds.args")
 
 local M = {}
 
@@ -61,6 +63,7 @@ local function file_purpose(path)
 end
 
 local function function_text(name, f, is_method)
+  f = args.original[f] or f -- a function behind its argument check (lua/ds/args.lua): as written
   local info = debug.getinfo(f, "Su")
   local params = {}
   for i = is_method and 2 or 1, info.nparams or 0 do params[#params + 1] = debug.getlocal(f, i) end
@@ -104,7 +107,96 @@ local function class_text(name, cls)
   return function_text(name, cls.init, true)
 end
 
-local function is_class(v) return type(v) == "table" and (v.init ~= nil or (v.defaults ~= nil and v.new ~= nil)) end
+local function is_class(v)
+  return type(v) == "table" and ((v._is_module == true and type(v.init) == "function")
+    or (v.defaults ~= nil and type(v.new) == "function"))
+end
+
+-- ---- the public names: ds's functions, classes and values, and those of its libraries ----
+-- namespaces that are ds's internals, not its API (the op registry, symbolic dims, a file format's reader)
+local INTERNAL = { ops = true, sym = true, state_file = true }
+
+-- a class made by a constructor: new (schedulers) or a metatable's __call
+local function constructor(v)
+  if type(v) ~= "table" then return nil end
+  if type(v.new) == "function" then return v.new end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and type(rawget(mt, "__call")) == "function" and rawget(mt, "__call") or nil
+end
+
+-- a library table: plain (no metatable), not a class, with a function or class in it
+function M.is_namespace(v)
+  if type(v) ~= "table" or getmetatable(v) ~= nil or is_class(v) or rawget(v, "_is_module") then return false end
+  for _, x in pairs(v) do if type(x) == "function" or is_class(x) or constructor(x) then return true end end
+  return false
+end
+
+local function public_key(k) return type(k) == "string" and k:match("^[%a][%w_]*$") and k ~= "install" end
+
+-- every public name of ns, sorted ("compile", "optim.Adam", "nn.init.trunc_normal_", "Tensor.sum", ...): its
+-- functions, classes and values, walked through its library tables (each table once, under its first name)
+function M.public_names(ns)
+  local out, seen = {}, {}
+  local function walk(prefix, t, depth)
+    seen[t] = true
+    local keys = {}
+    for k in pairs(t) do if public_key(k) and not (depth == 1 and INTERNAL[k]) then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local v, name = t[k], prefix .. k
+      out[#out + 1] = name
+      if depth < 4 and not seen[v] and (M.is_namespace(v) or v == Tensor) then
+        walk(name .. ".", v, depth + 1)
+      end
+    end
+  end
+  walk("", ns, 1)
+  table.sort(out)
+  return out
+end
+
+-- the value a dotted name reaches from ns ("optim.lr_scheduler.StepLR", "Tensor:sum"), or nil
+function M.resolve(ns, name)
+  local v = ns
+  for part in name:gmatch("[^.:]+") do
+    if type(v) ~= "table" then return nil end
+    v = v[part]
+  end
+  return v
+end
+
+-- a library table: its members by kind
+local function namespace_text(name, t)
+  local kinds = {}
+  for k, v in pairs(t) do
+    if public_key(k) then
+      local kind = (is_class(v) or constructor(v)) and "classes"
+        or type(v) == "function" and "functions" or M.is_namespace(v) and "libraries" or "values"
+      kinds[kind] = kinds[kind] or {}
+      table.insert(kinds[kind], k)
+    end
+  end
+  local lines = { name .. ": a library table (?" .. name .. ".<name> for each)" }
+  for _, kind in ipairs { "functions", "classes", "libraries", "values" } do
+    if kinds[kind] then
+      table.sort(kinds[kind])
+      lines[#lines + 1] = "  " .. kind .. ": " .. table.concat(kinds[kind], ", ")
+    end
+  end
+  return table.concat(lines, "\n")
+end
+
+-- a name that is neither op, function nor class: a class made with new (schedulers), a table, a value
+local function value_text(name, v)
+  if constructor(v) then return function_text(name, constructor(v), true) end
+  if type(v) == "table" and M.is_namespace(v) then return namespace_text(name, v) end
+  if type(v) == "table" then
+    local n, flat = 0, true
+    for _, x in pairs(v) do n = n + 1; flat = flat and type(x) ~= "table" end
+    return string.format("%s: a table of %d entries%s", name, n, flat and " " .. show(v):sub(1, 200) or "")
+  end
+  return string.format("%s = %s (a %s)", name, show(v), type(v))
+end
 
 -- help text for a name ("matmul", "conv2d", "nn.Linear", "F.relu", "optim.Adam", "Tensor.sum"), or for a
 -- value (a function or class) with the name to show; nil when nothing is known. ns: the ds namespace.
@@ -126,9 +218,16 @@ function M.text(ns, name, value)
     if method and type(Tensor[method]) == "function" then return function_text("Tensor:" .. method, Tensor[method]) end
     if value == nil and is_class(nn[short]) then return class_text("nn." .. short, nn[short]) end
     if value == nil and type(ns[short]) == "function" then return function_text("ds." .. short, ns[short]) end
+    local v = M.resolve(ns, short) -- any public name: a library's function, class or value
+    if v ~= nil then
+      if type(v) == "function" then return function_text("ds." .. short, v) end
+      if is_class(v) then return class_text("ds." .. short, v) end
+      return value_text("ds." .. short, v)
+    end
   end
   if type(value) == "function" then return function_text(name or "function", value) end
   if is_class(value) then return class_text(name or "class", value) end
+  if constructor(value) or M.is_namespace(value) then return value_text(name or "class", value) end
   return nil
 end
 
