@@ -11,7 +11,7 @@ local function group_lrs(optimizer)
   return out
 end
 
--- schedulers: a list of schedulers of one optimizer (already built: each made its initial step)
+-- ChainedScheduler(schedulers): a list of schedulers of one optimizer (already built: each made its initial step)
 local function new(cls, schedulers, ...)
   if select("#", ...) > 0 then errors.raise("ChainedScheduler: takes one argument, the list of schedulers") end
   if type(schedulers) ~= "table" or #schedulers == 0 then

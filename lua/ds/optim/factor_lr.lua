@@ -8,6 +8,7 @@ local M = {}
 -- the lr times factor until epoch total_iters, then the lr (factor in [0, 1])
 local ConstantLR = Scheduler.extend("ConstantLR", { "factor", "total_iters" },
   { factor = "number", total_iters = "integer" })
+-- opts (or positionally): factor (1/3, in [0, 1]), total_iters (5), last_epoch (-1)
 function ConstantLR.new(cls, optimizer, opts)
   local factor = opts.factor or 1 / 3
   if factor > 1 or factor < 0 then
@@ -35,6 +36,7 @@ M.ConstantLR = ConstantLR
 -- the lr decays as (1 - epoch / total_iters) ^ power to 0 at total_iters
 local PolynomialLR = Scheduler.extend("PolynomialLR", { "total_iters", "power" },
   { total_iters = "integer", power = "number" })
+-- opts (or positionally): total_iters (5), power (1), last_epoch (-1)
 function PolynomialLR.new(cls, optimizer, opts)
   local self = Scheduler.init(cls, optimizer, opts)
   self.total_iters, self.power = opts.total_iters or 5, opts.power or 1.0
@@ -56,6 +58,8 @@ M.PolynomialLR = PolynomialLR
 
 -- lr *= lr_lambda(epoch) at every step after the first; lr_lambda: a function or one per group (not in state_dict)
 local MultiplicativeLR = Scheduler.extend("MultiplicativeLR", { "lr_lambda" }, { lr_lambda = "any" })
+-- opts (or positionally): lr_lambda (a function of the epoch giving the factor, or one per param group),
+-- last_epoch (-1)
 function MultiplicativeLR.new(cls, optimizer, opts)
   local fns = opts.lr_lambda
   if type(fns) == "function" and type(optimizer) == "table" and type(optimizer.param_groups) == "table" then
