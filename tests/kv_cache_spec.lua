@@ -1,6 +1,6 @@
 -- tests/kv_cache_spec.lua: nn.KVCache, keys and values preallocated and written in place at a position tensor: a
 -- compiled decode step builds one plan for 20 steps and equals the eager step bitwise; the cached decode equals the
--- full causal forward; a saved step reloads.
+-- full causal forward; a saved step reloads; a position per row (continuous batching) writes each row's slot.
 local ds = require("ds")
 local H = require("helpers")
 local nn = ds.nn
@@ -62,6 +62,27 @@ describe("nn.KVCache", function()
     local loaded, ref = ds.load(dir .. "/step"), model()
     local tok = ds.tensor({ { 2 } }, { dtype = "i64" })
     for p = 1, 5 do assert(H.bitwise(ref.step(tok, pos_of(p)), loaded(tok, pos_of(p)))) end
+  end)
+
+  it("a position per row: row b written at pos[b] and masked to positions <= pos[b], eagerly and compiled", function()
+    local function update(c, k, pos) local kc, _, mask = c:update(k, k * 2, pos); return kc + 0, mask end
+    local k = ds.arange(1, 13):reshape(2, 2, 1, 3):astype("f32")                    -- (batch 2, heads 2, t 1, 3)
+    local pos = ds.tensor({ 3, 1 }, { dtype = "i64" })
+    local eager = nn.KVCache(2, 2, 4, 3)
+    local kc, mask = update(eager, k, pos)
+    assert.same({ 2, 1, 1, 4 }, mask:size())
+    assert.same({ { { { true, true, true, false } } }, { { { true, false, false, false } } } }, mask:totable())
+    assert(H.bitwise(kc:select(3, 3):narrow(1, 1, 1), k:select(3, 1):narrow(1, 1, 1)))      -- row 1 at 3
+    assert(H.bitwise(kc:select(3, 1):narrow(1, 2, 1), k:select(3, 1):narrow(1, 2, 1)))      -- row 2 at 1
+    assert.equal(0, kc:select(3, 1):narrow(1, 1, 1):abs():sum():item())                      -- the rest untouched
+    assert(H.bitwise(eager.v_cache, eager.k_cache * 2))
+    local c = nn.KVCache(2, 2, 4, 3)
+    local cg = ds.compile(function(x, p) return update(c, x, p) end, { ds.spec({ 2, 2, 1, 3 }), ds.spec({ 2 }, "i64") })
+    local ckc, cmask = cg(k, pos)
+    assert(H.bitwise(kc, ckc)); assert(H.bitwise(mask, cmask))
+    assert(H.bitwise(eager.k_cache, c.k_cache))
+    H.raises(function() eager:update(ds.zeros(2, 2, 2, 3), ds.zeros(2, 2, 2, 3), pos) end,
+      "KVCache.update: a position per row (pos (2)) writes one token per row")
   end)
 
   it("refuses bad shapes and positions, naming the call", function()
