@@ -112,6 +112,18 @@ case("multi_margin_loss_p2_weight_none",
      grad=(0,))
 case("multi_margin_loss_unbatched_sum", lambda x, t: F.multi_margin_loss(x, t, reduction="sum"),
      [xm[0], Idx(tm[0])], grad=(0,))
+ml = torch.tensor([[3, 0, -1, 1], [1, 2, 3, -1], [0, 1, 2, 3], [-1, 2, 2, 2], [2, 2, 0, -1]])
+case("multilabel_margin_loss", lambda x, t: F.multilabel_margin_loss(x, t), [xm, Idx(ml)], grad=(0,))
+case("multilabel_margin_loss_none", lambda x, t: F.multilabel_margin_loss(x, t, reduction="none"), [xm, Idx(ml)],
+     grad=(0,))
+case("multilabel_margin_loss_unbatched_sum", lambda x, t: F.multilabel_margin_loss(x, t, reduction="sum"),
+     [xm[1], Idx(ml[1])], grad=(0,))
+case("triplet_margin_with_distance_loss", lambda a, p, n: F.triplet_margin_with_distance_loss(a, p, n), [a, p, n],
+     grad=(0, 1, 2))
+case("triplet_margin_with_distance_loss_l1_swap_none",
+     lambda a, p, n: F.triplet_margin_with_distance_loss(a, p, n, distance_function=lambda u, v: (u - v).abs().sum(-1),
+                                                         margin=2.5, swap=True, reduction="none"), [a, p, n],
+     grad=(0, 1, 2))
 rate, counts = randn(4, 3), torch.poisson(torch.full((4, 3), 2.0, dtype=D))
 case("poisson_nll_loss", lambda x, y: F.poisson_nll_loss(x, y), [rate, counts], grad=(0,))
 case("poisson_nll_loss_full_none", lambda x, y: F.poisson_nll_loss(x, y, full=True, reduction="none"),

@@ -88,6 +88,16 @@ local CASES = {
     return F.multi_margin_loss(x, t, { p = 2, margin = 0.7, weight = w, reduction = "none" })
   end },
   multi_margin_loss_unbatched_sum = { function(x, t) return F.multi_margin_loss(x, t, { reduction = "sum" }) end },
+  multilabel_margin_loss = { function(x, t) return F.multilabel_margin_loss(x, t) end },
+  multilabel_margin_loss_none = { function(x, t) return F.multilabel_margin_loss(x, t, { reduction = "none" }) end },
+  multilabel_margin_loss_unbatched_sum = { function(x, t)
+    return F.multilabel_margin_loss(x, t, { reduction = "sum" })
+  end },
+  triplet_margin_with_distance_loss = { function(a, p, n) return F.triplet_margin_with_distance_loss(a, p, n) end },
+  triplet_margin_with_distance_loss_l1_swap_none = { function(a, p, n)
+    return F.triplet_margin_with_distance_loss(a, p, n, { distance_function = function(u, v) return (u - v):abs():sum(-1) end,
+      margin = 2.5, swap = true, reduction = "none" })
+  end },
   poisson_nll_loss = { function(x, y) return F.poisson_nll_loss(x, y) end },
   poisson_nll_loss_full_none = { function(x, y)
     return F.poisson_nll_loss(x, y, { full = true, reduction = "none" })
@@ -281,6 +291,13 @@ describe("nn calls of issue 28: modules and refusals", function()
       F.ctc_loss(lp, tg, { 6, 6 }, { 2, 2 }, { reduction = "sum", zero_infinity = true })))
     H.raises(function() nn.CTCLoss()(lp, tg, { 6, 6 }, { 2, 2 }, ds.ones(1)) end, "CTCLoss", "4 inputs")
     H.raises(function() nn.TripletMarginLoss(1, 2, 1e-6, false, true) end, "TripletMarginLoss", "size_average")
+    local labels = ds.tensor({ { 3, 1, 0, 2 }, { 2, 0, 0, 0 }, { 1, 2, 3, 4 }, { 4, -1, 1, 1 } }, { dtype = "i64" })
+    assert(H.bitwise(nn.MultiLabelMarginLoss(nil, nil, "none")(a:narrow(2, 1, 3):repeat_tensor(1, 2):narrow(2, 1, 4),
+      labels), F.multilabel_margin_loss(a:narrow(2, 1, 3):repeat_tensor(1, 2):narrow(2, 1, 4), labels,
+      { reduction = "none" })))
+    local l1 = function(u, v) return (u - v):abs():sum(-1) end
+    assert(H.bitwise(nn.TripletMarginWithDistanceLoss({ distance_function = l1, margin = 0.5 })(a, p, n),
+      F.triplet_margin_with_distance_loss(a, p, n, { distance_function = l1, margin = 0.5 })))
     local x1, x2 = ds.randn(3, 5), ds.randn(3, 5)
     assert(H.bitwise(nn.PairwiseDistance(1, 0, true)(x1, x2), F.pairwise_distance(x1, x2, 1, 0, true)))
     assert(H.bitwise(nn.CosineSimilarity()(x1, x2), F.cosine_similarity(x1, x2)))
@@ -355,6 +372,10 @@ describe("nn calls of issue 28: modules and refusals", function()
       { "hinge_embedding_loss", function() F.hinge_embedding_loss(x, x, { weight = x }) end },
       { "soft_margin_loss", function() F.soft_margin_loss(x, x, { margin = 1 }) end },
       { "multilabel_soft_margin_loss", function() F.multilabel_soft_margin_loss(x, x, { pos_weight = x }) end },
+      { "multilabel_margin_loss", function() F.multilabel_margin_loss(x, ds.ones(2, 3, { dtype = "i64" }), { p = 1 }) end },
+      { "triplet_margin_with_distance_loss", function()
+        F.triplet_margin_with_distance_loss(x, x, x, { distance = F.pairwise_distance })
+      end },
       { "multi_margin_loss", function() F.multi_margin_loss(x, ds.ones(2, { dtype = "i64" }), { swap = true }) end },
       { "poisson_nll_loss", function() F.poisson_nll_loss(x, x, { log = true }) end },
       { "gaussian_nll_loss", function() F.gaussian_nll_loss(x, x, x:abs(), { log_input = true }) end },

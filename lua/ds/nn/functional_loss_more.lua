@@ -1,7 +1,8 @@
 -- nn/functional_loss_more.lua: ds.F's remaining losses, composed from ds ops as PyTorch 1.13 computes them
 -- (so they differentiate, trace and compile): pairwise_distance, triplet_margin_loss, cosine_embedding_loss,
--- hinge_embedding_loss, soft_margin_loss, multilabel_soft_margin_loss, multi_margin_loss, poisson_nll_loss,
--- gaussian_nll_loss. Class targets are 1-based (PyTorch's class k is ds's k + 1).
+-- triplet_margin_with_distance_loss, hinge_embedding_loss, soft_margin_loss, multilabel_soft_margin_loss,
+-- multi_margin_loss, multilabel_margin_loss, poisson_nll_loss, gaussian_nll_loss. Class targets are 1-based
+-- (PyTorch's class k is ds's k + 1).
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
 local options = require("ds.options")
@@ -48,6 +49,18 @@ function M.triplet_margin_loss(anchor, positive, negative, opts)
   local d_pos = M.pairwise_distance(anchor, positive, p, eps)
   local d_neg = M.pairwise_distance(anchor, negative, p, eps)
   if opts.swap then d_neg = ops.minimum(d_neg, M.pairwise_distance(positive, negative, p, eps)) end
+  return reduce(ops.clamp_min(d_pos - d_neg + (opts.margin or 1), 0), opts.reduction)
+end
+
+-- triplet_margin_loss with any distance: opts distance_function (f(x1, x2) -> distances; pairwise_distance by
+-- default), margin (1), swap (false), reduction
+function M.triplet_margin_with_distance_loss(anchor, positive, negative, opts)
+  local op = "triplet_margin_with_distance_loss"
+  need_tensor(anchor, op, "anchor"); need_tensor(positive, op, "positive"); need_tensor(negative, op, "negative")
+  opts = options.check(opts, op, LOSS_OPTIONS[op])
+  local dist = opts.distance_function or M.pairwise_distance
+  local d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
+  if opts.swap then d_neg = ops.minimum(d_neg, dist(positive, negative)) end
   return reduce(ops.clamp_min(d_pos - d_neg + (opts.margin or 1), 0), opts.reduction)
 end
 
@@ -134,6 +147,33 @@ function M.multi_margin_loss(input, target, opts)
   local classes = ops.arange(1, C + 1, { dtype = target.dtype })
   z = ops.where(ops.eq(classes, t), ops.zeros_like(z), z)
   return reduce(z:sum(-1) / C, opts.reduction)
+end
+
+-- input (N, C) or (C); target of input's shape: 1-based classes, the first value below 1 (PyTorch's -1 is ds's 0
+-- or -1) ending the list: sum over listed j and unlisted i of max(0, 1 - (x[y_j] - x[i])) / C; opts: reduction
+function M.multilabel_margin_loss(input, target, opts)
+  local op = "multilabel_margin_loss"
+  need_tensor(input, op, "input"); need_tensor(target, op, "target")
+  opts = options.check(opts, op, LOSS_OPTIONS[op])
+  local n = #input._shape
+  if (n ~= 1 and n ~= 2) or not S.equal(input._shape, target._shape) then
+    raise("%s: target %s must have input's shape, (N, C) or (C), got input %s", op, S.str(target._shape),
+      S.str(input._shape))
+  end
+  if target.dtype == "f32" or target.dtype == "f64" or target.dtype == "bool" then
+    raise("%s: target must hold integer classes (1-based), got %s", op, target.dtype)
+  end
+  local C = input._shape[n]
+  if type(C) ~= "number" then raise("%s: the class dim of %s must have a known size", op, S.str(input._shape)) end
+  -- listed (..., C): before the first end marker; is_target (..., C): class i is listed
+  local listed = ops.eq(ops.cumsum(ops.lt(target, 1):astype("i64"), n), 0)
+  local t = ops.where(listed, target, ops.ones_like(target))
+  local classes = ops.arange(1, C + 1, { dtype = target.dtype })
+  local is_target = ops.logical_and(ops.eq(t:unsqueeze(-1), classes), listed:unsqueeze(-1)):any(n)
+  local xy = ops.gather(input, n, t) -- (..., C): x at the listed classes
+  local z = ops.clamp_min(1 - (xy:unsqueeze(-1) - input:unsqueeze(-2)), 0) -- (..., j, i)
+  local keep = ops.logical_and(listed:unsqueeze(-1), ops.logical_not(is_target):unsqueeze(-2))
+  return reduce(ops.where(keep, z, ops.zeros_like(z)):sum(n + 1):sum(n) / C, opts.reduction)
 end
 
 -- exp(x) - y x (log_input, default) or x - y log(x + eps); full adds Stirling's y log y - y + log(2 pi y) / 2

@@ -38,8 +38,10 @@ local LOSSES = {
     "reduction" } },
   MultiMarginLoss = { "multi_margin_loss", 2, { "p", "margin", "weight", "size_average", "reduce", "reduction" } },
   PoissonNLLLoss = { "poisson_nll_loss", 2, { "log_input", "full", "size_average", "eps", "reduce", "reduction" } },
-  GaussianNLLLoss = { "gaussian_nll_loss", 3, {} }, -- keyword-only in PyTorch: options table only
+  GaussianNLLLoss = { "gaussian_nll_loss", 3, {} }, -- keyword-only in PyTorch: an options table only
   CTCLoss = { "ctc_loss", 4, { "blank", "reduction", "zero_infinity" } },
+  MultiLabelMarginLoss = { "multilabel_margin_loss", 2, { "size_average", "reduce", "reduction" } },
+  TripletMarginWithDistanceLoss = { "triplet_margin_with_distance_loss", 3, {} }, -- keyword-only in PyTorch
 }
 
 -- the inputs each loss's forward takes, by their count (for the error naming them)
