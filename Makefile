@@ -200,7 +200,7 @@ serve: serve-models
 	@echo "serving on http://127.0.0.1:$(SERVE_PORT) (/predict, /predict/bert, /health); Ctrl-C stops"
 	bin/ds-serve $(SERVE_DIR)/nginx $(SERVE_PORT) $(SERVE_DIR)/models foreground
 serve-test: deps all
-	$(BUSTED) tests/serve_spec.lua tests/serve_generic_spec.lua
+	$(BUSTED) tests/serve_conf_spec.lua tests/serve_spec.lua tests/serve_generic_spec.lua
 # wrk load tests of the served models (bench/serve_bench.sh): about 9 x SERVE_BENCH_SECONDS plus export and warm-up
 SERVE_BENCH_SECONDS ?= 10
 serve-bench: deps all

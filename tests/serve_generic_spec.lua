@@ -100,6 +100,25 @@ local function greedy(m, ids, n, eos)
   return tokens, logits
 end
 
+-- a plug-in adapter (the "adapter" setting names its module, found on DS_SERVE_LUA_PATH): {"rows": [[4 features,
+-- 3 extra, bucket], ...]} -> the MLP's inputs through the generic contract; reply {"probs": rows of output 1}
+local PLUGIN = [[
+local tensor = require("ds.serve.tensor")
+local M = {}
+function M.row(req, model, settings)
+  if type(req.rows) ~= "table" or #req.rows == 0 then return nil, "'rows' must be a list of rows of 8 numbers" end
+  local x = { features = {}, extra = {}, bucket = {} }
+  for i, r in ipairs(req.rows) do
+    if type(r) ~= "table" or #r ~= 8 then return nil, "row " .. i .. " must have 8 numbers" end
+    x.features[i], x.extra[i], x.bucket[i] = { r[1], r[2], r[3], r[4] }, { r[5], r[6], r[7] }, r[8]
+  end
+  return tensor.row({ inputs = x }, model, settings)
+end
+M.batch = tensor.batch
+function M.reply(outputs) return { probs = tensor.encode(outputs[1]) } end
+return M
+]]
+
 -- the events of an SSE reply: a list of decoded `data:` payloads
 local function events(text)
   local out = {}
@@ -124,6 +143,9 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
   setup(function()
     ds.save(build_mlp(), models .. "/mlp")
     ds.save(build_gen(), models .. "/gen")
+    ds.save(build_mlp(), models .. "/rows")   -- the same MLP, served through a plug-in adapter
+    os.execute("mkdir -p " .. dir .. "/lua/plug")
+    http.write(dir .. "/lua/plug/rows.lua", PLUGIN)
     mlp_file, gen_file = ds.load(models .. "/mlp"), ds.load(models .. "/gen")
     local vocab = {}
     for i, ch in ipairs { "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l" } do vocab[ch] = i end
@@ -131,12 +153,12 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     -- the whole configuration: mlp needs none (a long batching wait only so that the test's concurrent requests
     -- surely share calls); gen is a step model with its vocab
     http.write(models .. "/serve.json", cjson.encode { models = {
-      mlp = { max_wait_ms = 50 },
+      mlp = { max_wait_ms = 50 }, rows = { adapter = "plug.rows" },
       gen = { generate = true, max_length = POSITIONS, max_batch = 8, vocab = "gen.vocab.json", timeout_ms = 20000,
               max_wait_ms = 50 } } })
     local why
     -- one nginx worker: concurrent generations surely meet in the same running batch
-    port, why = http.start(prefix, models, 30, "DS_SERVE_WORKERS=1")
+    port, why = http.start(prefix, models, 30, "DS_SERVE_WORKERS=1 DS_SERVE_THREADS=3 DS_SERVE_LUA_PATH=" .. dir .. "/lua/?.lua")
     assert(port, "nginx did not come up: " .. tostring(why))
   end)
   teardown(function()
@@ -209,6 +231,17 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     assert.is_true(calls < 8, "model calls: " .. calls)
   end)
 
+  it("serves a model through a plug-in adapter named in serve.json", function()
+    local code, r = request("POST", "/predict/rows", cjson.encode { rows = { { 1, 2, 3, 4, 1, 0, 0, 3 },
+      { 0, -1, 0.5, 2, 0.25, 0.5, 0.75, 5 } } })
+    assert.equal(200, code, r.error)
+    local want = local_outputs(X)[1]:totable()
+    for i = 1, 2 do for j = 1, 2 do assert.is_true(math.abs(r.probs[i][j] - want[i][j]) < 1e-12) end end
+    code, r = request("POST", "/predict/rows", cjson.encode { rows = { { 1, 2 } } })
+    assert.equal(400, code)
+    assert.equal("row 1 must have 8 numbers", r.error)
+  end)
+
   it("answers bad requests with 400 and an error naming the input and the problem", function()
     local function with(patch)
       local x = { features = X.features, extra = X.extra, bucket = X.bucket }
@@ -237,7 +270,7 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     end
     assert.equal(404, (request("POST", "/generate/mlp", "{}")))
     assert.equal(404, (request("POST", "/predict/gen", "{}")))
-    assert.equal(404, (request("POST", "/predict", "{}")))   -- two models, no default in serve.json
+    assert.equal(404, (request("POST", "/predict", "{}")))   -- several models, no default in serve.json
   end)
 
   it("streams generated tokens as Server-Sent Events, equal to the greedy loop on the sequence alone", function()

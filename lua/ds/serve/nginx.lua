@@ -12,6 +12,7 @@ local OPTIONS = {
   threads = { "number", 2, "worker threads (and their Lua VMs) per worker: at least the number of models" },
   user = { "string", false, "the `user` directive's arguments (\"name group\"), for a server started by root" },
   lua_dir = { "string", false, "the directory holding ds/ (default: where this file was found)" },
+  lua_path = { "string", false, "more package.path entries (\"/srv/lua/?.lua;...\"), e.g. for plug-in adapters" },
   body_limit_kb = { "number", 1024, "the largest request body (chunked or not)" },
   modules = { "string", "/usr/lib/nginx/modules", "where ndk_http_module.so and ngx_http_lua_module.so are" },
 }
@@ -22,7 +23,7 @@ local function lua_dir_of_this_file()
   local dir = src:match("^(.*)/ds/serve/[^/]*$")
   if not dir or dir == "" then dir = "." end
   if dir:sub(1, 1) ~= "/" then dir = (os.getenv("PWD") or ".") .. "/" .. dir end
-  return dir
+  return (dir:gsub("/%./", "/"):gsub("/%.$", ""))
 end
 
 local function check(opts)
@@ -96,7 +97,7 @@ function M.conf(opts)
     "  # temp directories in the prefix, not in /var/lib/nginx (which only root can write)",
     "  client_body_temp_path temp/body; proxy_temp_path temp/proxy; fastcgi_temp_path temp/fastcgi;",
     "  uwsgi_temp_path temp/uwsgi; scgi_temp_path temp/scgi;",
-    string.format('  lua_package_path "%s/?.lua;%s/?/init.lua;;";', L, L),
+    string.format('  lua_package_path "%s/?.lua;%s/?/init.lua;%s;";', L, L, o.lua_path and (o.lua_path:gsub(";*$", ";")) or ""),
     "  # one Lua VM per pool thread, each holding the models (docs/SERVING.md \"Thread model\")",
     "  lua_worker_thread_vm_pool_size " .. o.threads .. ";",
     "  lua_shared_dict ds_metrics 1m;",
