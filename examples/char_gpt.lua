@@ -134,10 +134,14 @@ local function parse_args(argv)
     if a == "--steps" or a == "--batch" or a == "--generate" or a == "--threads" then
       o[a:sub(3)] = tonumber(v) or error("char_gpt: " .. a .. " takes a number", 0)
     elseif a == "--out" then o.out = v or error("char_gpt: --out takes a directory", 0)
-    else error("char_gpt: unknown argument " .. a .. " (--steps N, --batch B, --generate N, --out DIR, --threads N)", 0) end
+    else
+      error("char_gpt: unknown argument " .. a .. " (--steps N, --batch B, --generate N, --out DIR, --threads N)", 0)
+    end
     i = i + 2
   end
-  if o.generate + #PROMPT > 64 then error("char_gpt: --generate is at most " .. (64 - #PROMPT) .. " (64 positions)", 0) end
+  if o.generate + #PROMPT > 64 then
+    error("char_gpt: --generate is at most " .. (64 - #PROMPT) .. " (64 positions)", 0)
+  end
   return o
 end
 

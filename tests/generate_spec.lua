@@ -52,7 +52,8 @@ describe("ds.generate", function()
 
   it("greedy: equals the hand-written token-by-token loop; the stream sees each token as it comes", function()
     local seen = {}
-    local out = ds.generate(model(), prompt, { max_new_tokens = 9, stream = function(ids) seen[#seen + 1] = ids[1] end })
+    local out = ds.generate(model(), prompt, { max_new_tokens = 9,
+      stream = function(ids) seen[#seen + 1] = ids[1] end })
     assert(H.bitwise(by_hand(model(), prompt, 9), out))
     assert.same({ 1, 14 }, out:size())
     local gen = {}
@@ -66,7 +67,7 @@ describe("ds.generate", function()
     assert.same(a:totable(), b:totable())
   end)
 
-  it("the graph loop: greedy eager == compiled == loaded bitwise, one compiled graph for every prompt length", function()
+  it("the graph loop: greedy eager == compiled == loaded bitwise, one compiled graph for any prompt length", function()
     local e, c, l = three_ways({ max_new_tokens = 8 }, prompt, i64(0), "greedy")
     assert_same3(e, c, l)
     assert(H.bitwise(ds.generate(model(), prompt, { max_new_tokens = 8 }):narrow(2, 6, 8), e[1]))
@@ -80,7 +81,8 @@ describe("ds.generate", function()
     local opts = { max_new_tokens = 10, temperature = 0.8, top_k = 6, top_p = 0.9 }
     local e, c, l = three_ways(opts, prompt, i64(42), "sampled")
     assert_same3(e, c, l)
-    local g = ds.generate(model(), prompt, { max_new_tokens = 10, temperature = 0.8, top_k = 6, top_p = 0.9, seed = 42 })
+    local g = ds.generate(model(), prompt, { max_new_tokens = 10, temperature = 0.8, top_k = 6, top_p = 0.9,
+      seed = 42 })
     assert(H.bitwise(g:narrow(2, 6, 10), e[1]))
     local other = ds.generate(model(), prompt, { max_new_tokens = 10, temperature = 0.8, top_k = 6, top_p = 0.9,
       seed = 43 })
@@ -124,6 +126,8 @@ describe("ds.generate", function()
     H.raises(function() ds.generate(model(), ds.tensor({ { 1, 2 } }), {}) end, "generate: prompt_ids must be an i64")
     H.raises(function() ds.generate({}, prompt, {}) end, "generate", "step")
     H.raises(function() ds.generate(model(), prompt, { max_new_tokens = 30 }) end, "model's caches hold 24")
+    H.raises(function() ds.generation_loop(model(), { temperature = 1 })(prompt, ds.tensor(1.5)) end,
+      "generation_loop: seed must be an integer or an i64 tensor")
   end)
 end)
 
@@ -140,7 +144,8 @@ describe("ds.generator (continuous batching)", function()
   for _, o in ipairs { {}, { temperature = 0.8, top_k = 6 } } do
     it((o.temperature and "sampled (a seed per request)" or "greedy")
       .. ": requests joining and leaving a running batch of 3 rows each get their tokens alone", function()
-      local gen = ds.generator(model(3), { slots = 3, max_new_tokens = 6, temperature = o.temperature, top_k = o.top_k })
+      local gen = ds.generator(model(3), { slots = 3, max_new_tokens = 6, temperature = o.temperature,
+        top_k = o.top_k })
       local ids, streamed = {}, {}
       local function start(i)
         return gen:start(prompts[i], { seed = 100 + i, stream = function(tok, id)

@@ -75,13 +75,19 @@ function M.loop(model, opts, on_token)
   local function emit(tok) if on_token and not state.trace then on_token(tok) end end
   return function(prompt, seed)
     check_prompt(prompt, "generation_loop")
+    if type(seed) == "number" then seed = F.tensor(seed, { dtype = "i64" }) end
+    if seed ~= nil and (not Tensor.is_tensor(seed) or seed.dtype ~= "i64" or S.numel(seed._shape) ~= 1) then
+      errors.raise("generation_loop: seed must be an integer or an i64 tensor of one element")
+    end
     local B, T = prompt._shape[1], prompt._shape[2]
     if type(T) == "number" and T + N - 1 > model.max_len then
       errors.raise(string.format("generation_loop: a prompt of %d tokens and %d new ones need %d positions; the "
         .. "model's caches hold %d (model.max_len)", T, N, T + N - 1, model.max_len))
     end
     return autograd.no_grad(function()
-      if M.sampled(o) and seed ~= nil then random.state():copy_(F.cat({ seed:reshape(1), F.zeros({ 1 }, { dtype = "i64" }) })) end
+      if M.sampled(o) and seed ~= nil then   -- the generator's state {seed, offset 0}
+        random.state():copy_(F.cat({ seed:reshape(1), F.zeros({ 1 }, { dtype = "i64" }) }))
+      end
       local logits = step(model, prompt, F.ones({ 1 }, { dtype = "i64" }), "generation_loop")   -- (B, T, V)
       local V = logits._shape[3]
       local tok = M.pick(logits:narrow(2, T, 1):reshape(B, V), o)                            -- (B, 1)

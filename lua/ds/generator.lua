@@ -37,7 +37,8 @@ end
 -- the prompt as a Lua list of 1-based ids
 local function ids_of(prompt)
   if Tensor.is_tensor(prompt) then
-    if prompt.dtype ~= "i64" or prompt:numel() < 1 or (prompt:dim() == 2 and prompt:size(1) ~= 1) or prompt:dim() > 2 then
+    local d = prompt:dim()
+    if prompt.dtype ~= "i64" or prompt:numel() < 1 or d > 2 or (d == 2 and prompt:size(1) ~= 1) then
       errors.raise("generator:start: prompt must be an i64 tensor (T) or (1, T), or a list of token ids")
     end
     return prompt:reshape(-1):totable()
@@ -47,7 +48,9 @@ local function ids_of(prompt)
   end
   local t = {}
   for i, v in ipairs(prompt) do
-    if type(v) ~= "number" or v ~= math.floor(v) then errors.raise("generator:start: prompt id " .. i .. " is not an integer") end
+    if type(v) ~= "number" or v ~= math.floor(v) then
+      errors.raise("generator:start: prompt id " .. i .. " is not an integer")
+    end
     t[i] = v
   end
   return t
@@ -67,7 +70,8 @@ function Generator:start(prompt, opts)
   local ids = ids_of(prompt)
   if #ids + o.max_new_tokens - 1 > self.model.max_len then
     errors.raise(string.format("generator:start: a prompt of %d tokens and %d new ones need %d positions; the "
-      .. "model's caches hold %d (model.max_len)", #ids, o.max_new_tokens, #ids + o.max_new_tokens - 1, self.model.max_len))
+      .. "model's caches hold %d (model.max_len)", #ids, o.max_new_tokens, #ids + o.max_new_tokens - 1,
+      self.model.max_len))
   end
   local row
   for b = 1, self.B do if not self.rows[b] then row = b; break end end
