@@ -64,9 +64,15 @@ local function conv_class(name, n, transposed, fn)
     end
   end
   -- a padding mode other than zeros pads with F.pad first (nn/conv_padding.lua)
-  function cls:forward(x)
+  -- forward(x[, output_size]) (transposed: the output_padding that gives output_size)
+  function cls:forward(x, output_size)
     local o = { stride = self.stride, dilation = self.dilation, groups = self.groups, padding = self.padding,
       output_padding = self.output_padding }
+    if output_size ~= nil then
+      if not transposed then raise("%s: forward takes one input", name) end
+      o.output_padding = conv_padding.output_padding(name, x, output_size, self.kernel_size, self.stride, self.padding,
+        self.dilation, n)
+    end
     if n == 1 and transposed then
       for _, key in ipairs { "stride", "dilation", "padding", "output_padding" } do o[key] = o[key][1] end
     end

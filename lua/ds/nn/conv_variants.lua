@@ -61,12 +61,12 @@ end
 M.Conv1d = Conv1d
 
 -- x: (N,C,H,W) -> (N,OC,OH,OW); weight (C, OC/groups, KH, KW); opts stride, padding, output_padding, dilation, groups,
--- bias, dtype
+-- bias, padding_mode ("zeros" only, as PyTorch), dtype; forward(x[, output_size]) as PyTorch's
 local ConvTranspose2d = Module:extend("ConvTranspose2d")
 function ConvTranspose2d:init(in_channels, out_channels, kernel_size, opts)
   opts = options.check(opts, "ConvTranspose2d", { stride = "any", padding = "any", output_padding = "any",
     dilation = "any",
-                                                  groups = { "integer", min = 1 }, bias = "boolean", dtype = "dtype" })
+    groups = { "integer", min = 1 }, bias = "boolean", padding_mode = { "zeros" }, dtype = "dtype" })
   local groups = opts.groups or 1
   check_channels("ConvTranspose2d", in_channels, out_channels, groups)
   local k = pair(kernel_size)
@@ -75,7 +75,14 @@ function ConvTranspose2d:init(in_channels, out_channels, kernel_size, opts)
                      dilation = opts.dilation or 1, groups = groups }
   parameters(self, { in_channels, out_channels / groups, k[1], k[2] }, out_channels, opts)
 end
-function ConvTranspose2d:forward(x) return F.conv_transpose2d(x, self.weight, self.bias, self.conv_opts) end
+function ConvTranspose2d:forward(x, output_size)
+  if output_size == nil then return F.conv_transpose2d(x, self.weight, self.bias, self.conv_opts) end
+  local o = {}
+  for k, v in pairs(self.conv_opts) do o[k] = v end
+  o.output_padding = conv_padding.output_padding("ConvTranspose2d", x, output_size, self.kernel_size, pair(o.stride),
+    pair(o.padding), pair(o.dilation), 2)
+  return F.conv_transpose2d(x, self.weight, self.bias, o)
+end
 function ConvTranspose2d:extra_repr()
   return string.format("%d, %d, kernel_size=(%d, %d)", self.in_channels, self.out_channels, self.kernel_size[1],
     self.kernel_size[2])
