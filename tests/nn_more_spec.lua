@@ -419,6 +419,8 @@ describe("nn calls of issue 28: modules and refusals", function()
     assert.equal(math.huge, loss[2]:item())
     assert.equal(0, F.ctc_loss(lp, tg, { 3, 1 }, { 2, 2 }, { reduction = "none", zero_infinity = true })[2]:item())
     H.raises(function() F.ctc_loss(lp, tg, { 3 }, { 2, 2 }) end, "ctc_loss", "input_lengths")
+    H.raises(function() F.ctc_loss(lp, tg, { 4, 3 }, { 2, 2 }) end, "ctc_loss", "input_lengths[1] = 4")
+    H.raises(function() F.ctc_loss(lp, tg, { 3, 3 }, { 2, 3 }) end, "ctc_loss", "target_lengths[2] = 3")
     H.raises(function() F.ctc_loss(lp, tg:astype("f32"), { 3, 3 }, { 2, 2 }) end, "ctc_loss", "integer")
     H.raises(function() F.ctc_loss(lp, tg, { 3, 3 }, { 2, 2 }, { blank = 5 }) end, "ctc_loss", "blank")
     H.raises(function() ds.trace(function(l, t, n) return F.ctc_loss(l, t, { 3, 3 }, n) end,

@@ -90,6 +90,14 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   if #tg._shape ~= 2 or not S.same(tg._shape[1], N) or type(Smax) ~= "number" then
     raise("ctc_loss: targets %s do not match a batch of %d", S.str(targets._shape), N)
   end
+  if il._c ~= nil and tl._c ~= nil then -- eagerly, the lengths' ranges as PyTorch checks them
+    for i, n in ipairs(il:totable()) do
+      if n < 0 or n > T then raise("ctc_loss: input_lengths[%d] = %d must be in 0..%d (T)", i, n, T) end
+    end
+    for i, n in ipairs(tl:totable()) do
+      if n < 0 or n > Smax then raise("ctc_loss: target_lengths[%d] = %d must be in 0..%d (S)", i, n, Smax) end
+    end
+  end
   local L = 2 * Smax + 1
   -- the extended labels (N, L): blank between and around the targets (padding read as blank)
   local pos = ops.arange(1, Smax + 1, { dtype = "i64" })

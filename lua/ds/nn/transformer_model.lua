@@ -39,6 +39,8 @@ end
 
 -- TransformerDecoder(decoder_layer, num_layers, [{norm =}]); forward(tgt, memory, [masks as the layer's])
 local Decoder = Module:extend("TransformerDecoder", { init = { "any", "any", "table?" } })
+Decoder._doc = "TransformerDecoder(decoder_layer, num_layers, [{norm =}]): num_layers copies of the layer; " ..
+  "forward(tgt, memory, [{tgt_mask =, memory_mask =, tgt_key_padding_mask =, memory_key_padding_mask =}])"
 function Decoder:init(decoder_layer, num_layers, opts)
   if not Module.is_module(decoder_layer) or type(num_layers) ~= "number" or num_layers < 1 or num_layers > 4096
     or num_layers ~= math.floor(num_layers) then
@@ -73,6 +75,9 @@ local SPEC = { d_model = { "integer", min = 1 }, nhead = { "integer", min = 1 },
   custom_encoder = "table", custom_decoder = "table", layer_norm_eps = { "number", min = 0 },
   batch_first = "boolean", norm_first = "boolean", dtype = "dtype" }
 local Transformer = Module:extend("Transformer")
+Transformer._doc = "PyTorch's encoder-decoder: Transformer(d_model, nhead, num_encoder_layers, num_decoder_layers, " ..
+  "dim_feedforward, dropout, activation, custom_encoder, custom_decoder, layer_norm_eps, batch_first, norm_first) " ..
+  "positionally and/or as options; forward(src, tgt, [masks]); Transformer.generate_square_subsequent_mask(sz)"
 function Transformer:init(...)
   local o = constructor_args.merge("Transformer", PARAMS, SPEC, {}, ...)
   local d, eps = o.d_model or 512, o.layer_norm_eps or 1e-5
