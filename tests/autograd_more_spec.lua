@@ -337,6 +337,23 @@ describe("in-place writes under autograd (PyTorch's verdict and gradients)", fun
     H.close(want, { 2, 0, 1 }, 0, 0) -- h = x3 * 2 * c = (1, -5, 2)
     H.close(ds.compile(step, { ds.spec({ 3 }, "f64", "c") })(c), want, 0, 0)
   end)
+  it("a write into a narrow of a tensor in a graph traces and compiles (other views are refused traced)", function()
+    local w = T({ { 1, -2 }, { 3, 4 } }):requires_grad_()
+    local function step(c)
+      local h = w * c
+      h:narrow(2, 1, 1):mul_(3)
+      h:relu_()
+      return ds.grad((h * h):sum(), { w })[1]
+    end
+    local c = T({ { 1, 2 }, { 0.5, -1 } })
+    local want = step(c)
+    H.close(want, { 18, 0, 13.5, 0 }, 0, 0) -- h = (3, 0; 4.5, 0): 2 h * 3 c in the first column
+    local spec = { ds.spec({ 2, 2 }, "f64", "c") }
+    H.close(ds.trace(step, spec)(c), want, 0, 0)
+    H.close(ds.compile(step, spec)(c), want, 0, 0)
+    H.raises(function() ds.trace(function(p) local h = w * p; h[1]:mul_(2); return h end, spec) end, "mul_",
+      "other than a narrow")
+  end)
 end)
 
 describe("backward's options", function()

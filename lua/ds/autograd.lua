@@ -469,10 +469,28 @@ local function replaced(inputs, from, to)
   return ins
 end
 
+-- traced: a narrow of its base (the tracer's _region) is written with index_copy along the narrowed dim
+local function inplace_region(def, inputs, attrs, metas, out, base, region)
+  local bsrc = base:detach()
+  tape.rebase(base, bsrc)
+  if rawget(out, "_grad_fn") then tape.rebase(out, out:detach()) end
+  local vold = bsrc:narrow(region.dim, region.start, region.length)
+  local r = D.execute(def, replaced(inputs, out, vold), attrs, metas)[1]
+  local index = D.call(D.by_name.arange, {}, { start = region.start, step = 1, length = region.length, dtype = "i64" })
+  local bnew = F.index_copy(bsrc, region.dim, index, r)
+  local vnew = bnew:narrow(region.dim, region.start, region.length)
+  write_into(out, r) -- the tracer writes it into the base (Tracer:write_region)
+  tape.adopt(base, bnew)
+  tape.adopt(out, vnew)
+  return out
+end
+
 local function inplace_view(def, inputs, attrs, metas, out, base, name)
   if state.trace then
-    errors.raise(name .. ": in-place op on a view while autograd records, inside a traced function; write into "
-      .. "the tensor it views, or use the out-of-place form")
+    local region = rawget(out, "_region")
+    if region then return inplace_region(def, inputs, attrs, metas, out, base, region) end
+    errors.raise(name .. ": in-place op on a view other than a narrow of its base while autograd records, inside a "
+      .. "traced function; write into the tensor it views, or use the out-of-place form")
   end
   if not base:is_contiguous() or base:storage_offset() ~= 0 then
     errors.raise(name .. ": in-place op on a view of a non-contiguous tensor while autograd records; clone the "

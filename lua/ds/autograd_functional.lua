@@ -216,7 +216,7 @@ function M.jvp(func, inputs, v, opts)
   local vs = vectors("jvp", v, ins, "input")
   local xs = prepare("jvp", ins, opts.create_graph)
   local outs, out_listed = run("jvp", func, xs)
-  local J = jacobian_of("jvp", outs, xs, true, opts.strict)
+  local J = jacobian_of("jvp", outs, xs, opts.create_graph, opts.strict)
   local res, out_d = {}, {}
   for i, o in ipairs(outs) do
     local n = S.numel(o._shape)
