@@ -439,9 +439,11 @@ local function kernel_for(def, kernels, dt)
   return k
 end
 
--- f(a, b) = fast(a, b), or slow(a, b) when fast gives nil; registered as a shortcut
+-- f(a, b) = fast(a, b), or slow(a, b) when fast gives nil; registered as a shortcut. A third argument (an
+-- options table) goes to slow, which checks it (an unknown option is an error, never dropped)
 local function binary_shortcut(fast, slow)
-  local f = function(a, b)
+  local f = function(a, b, opts)
+    if opts ~= nil then return slow(a, b, opts) end
     local out = fast(a, b)
     if out == nil then out = slow(a, b) end
     return out   -- not a tail call: LuaJIT counts those against a trace's unroll limit (a chain of ops)

@@ -3,6 +3,7 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local options = require("ds.options")
 local sum_to = require("ds.autograd").sum_to
 local F = C.functions
 
@@ -42,7 +43,8 @@ D.define {
 }
 
 local mm = D.by_name.matmul
-C.export("matmul", function(a, b)
+C.export("matmul", function(a, b, opts)
+  options.check(opts, "matmul", {})
   if not (C.is_tensor(a) and C.is_tensor(b)) then errors.raise("matmul: both operands must be tensors") end
   local na, nb = #a._shape, #b._shape
   if na == 0 or nb == 0 then

@@ -149,6 +149,7 @@ C.export("arange", function(a, b, c, d)
       errors.raise(string.format("arange: %s must be a number or a symbolic size, got %s", p[1], type(v)))
     end
   end
+  options.check(opts, "arange", { dtype = "dtype" })
   if step == 0 then errors.raise("arange: step must be nonzero") end
   local len = arange_length(start, stop, step)
   local dt = opts.dtype

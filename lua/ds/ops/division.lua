@@ -4,6 +4,7 @@
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local dtype = require("ds.dtype")
+local options = require("ds.options")
 local F = C.functions
 
 local is_tensor = C.is_tensor
@@ -15,7 +16,8 @@ local function is_float(v)
 end
 
 -- floor_divide(a, b): a float tensor or a fractional number on either side makes the result floating point
-C.export("floor_divide", function(a, b)
+C.export("floor_divide", function(a, b, opts)
+  options.check(opts, "floor_divide", {})
   if not (is_float(a) or is_float(b)) then return integer_kernel(a, b) end
   local dt = C.result_dtype({ a, b })
   if not dtype.is_float[dt] then dt = "f32" end

@@ -137,7 +137,10 @@ local gather = D.define {
     return F.scatter_add(F.zeros_like(x, { dtype = g.dtype }), ctx.attrs.dim, ix, g)
   end,
 }
-C.export("gather", function(x, dim, index) return D.call(gather, { x, index }, { dim = dim }) end)
+C.export("gather", function(x, dim, index, opts)
+  options.check(opts, "gather", {})
+  return D.call(gather, { x, index }, { dim = dim })
+end)
 
 -- src as PyTorch takes it: index's rank and at least index's size in every dim; its leading block of
 -- index's shape is what is scattered
@@ -179,10 +182,14 @@ local scatter_add = D.define {
     return ctx.needs[1] and g or nil, nil, ctx.needs[3] and g:gather(ctx.attrs.dim, ctx.inputs[2]) or nil
   end,
 }
-C.export("scatter_add", function(x, dim, index, src)
+C.export("scatter_add", function(x, dim, index, src, opts)
+  options.check(opts, "scatter_add", {})
   return D.call(scatter_add, { x, index, src }, { dim = dim })
 end)
-Tensor.scatter_add_ = function(x, dim, index, src) return D.call(scatter_add, { x, index, src }, { dim = dim }, x) end
+Tensor.scatter_add_ = function(x, dim, index, src, opts)
+  options.check(opts, "scatter_add_", {})
+  return D.call(scatter_add, { x, index, src }, { dim = dim }, x)
+end
 
 -- the gradients of scatter_reduce's amax/amin (torch's rule): shared evenly by x's element and the src elements
 -- equal to the result at each position
@@ -256,7 +263,10 @@ local index_select = D.define {
     return F.index_add(F.zeros_like(x, { dtype = g.dtype }), ctx.attrs.dim, ix, g)
   end,
 }
-C.export("index_select", function(x, dim, index) return D.call(index_select, { x, index }, { dim = dim }) end)
+C.export("index_select", function(x, dim, index, opts)
+  options.check(opts, "index_select", {})
+  return D.call(index_select, { x, index }, { dim = dim })
+end)
 
 -- ---- index_add(x, dim, index, src): out = x; out.select(dim, index[j]) += src.select(dim, j) ----
 local index_add = D.define {

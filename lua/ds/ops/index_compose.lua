@@ -105,7 +105,10 @@ local function index_copy(x, dim, index, source)
   return F.where(index_mask(xs, d, index), written, xs):reshape(x._shape)
 end
 C.export("index_copy", index_copy)
-Tensor.index_copy_ = function(x, dim, index, source) return x:copy_(index_copy(x, dim, index, source)) end
+Tensor.index_copy_ = function(x, dim, index, source, opts)
+  options.check(opts, "index_copy_", {})
+  return x:copy_(index_copy(x, dim, index, source))
+end
 
 -- masked_scatter(x, mask, source): where mask (broadcast to x) is true, source's elements in row-major order
 local function masked_scatter(x, mask, source)

@@ -5,6 +5,7 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local options = require("ds.options")
 local state = require("ds.state")
 local tape = require("ds.tape")
 
@@ -46,7 +47,8 @@ local def = D.define {
 
 -- ds.index_copy_(x, dim, index, src): x written in place and returned (x:index_copy_, ops/index_compose.lua, is
 -- the differentiable composition)
-local function index_copy_(x, dim, index, src)
+local function index_copy_(x, dim, index, src, opts)
+  options.check(opts, "index_copy_", {})
   if state.grad_enabled and (tape.requires(x) or tape.requires(src)) then
     raise("index_copy_: no gradient flows through index_copy_ (x or src requires grad); call it inside ds.no_grad")
   end
@@ -57,4 +59,4 @@ local function index_copy_(x, dim, index, src)
   D.call(def, { x, index, src }, { dim = dim }) -- dispatch bumps x's version (def.mutates)
   return x
 end
-C.export("index_copy_", index_copy_, { method = false, args = { "tensor", "integer", "tensor", "tensor" } })
+C.export("index_copy_", index_copy_, { method = false, args = { "tensor", "integer", "tensor", "tensor", "table?" } })

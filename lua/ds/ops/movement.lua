@@ -4,6 +4,7 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local options = require("ds.options")
 local Tensor = require("ds.tensor")
 local sym = require("ds.sym")
 local sum_to = require("ds.autograd").sum_to
@@ -346,7 +347,8 @@ C.export("flatten", function(x, start_dim, end_dim)
   return D.call(reshape, { x }, { shape = s })
 end)
 
-C.export("contiguous", function(x)
+C.export("contiguous", function(x, opts)
+  options.check(opts, "contiguous", {})
   if x._c and x:is_contiguous() then return x end
   return D.call(D.by_name.contiguous, { x })
 end)

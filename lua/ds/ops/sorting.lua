@@ -151,7 +151,8 @@ C.export("nonzero", nonzero)
 
 -- where(cond) with one argument: nonzero(cond, {as_tuple = true}); with three, the elementwise op
 local where3 = C.api(D.by_name.where)
-C.export("where", function(c, a, b)
+C.export("where", function(c, a, b, opts)
+  options.check(opts, "where", {})
   if a == nil and b == nil then return nonzero(c, { as_tuple = true }) end
   return where3(c, a, b)
 end)
