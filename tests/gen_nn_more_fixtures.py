@@ -271,7 +271,17 @@ with torch.no_grad():
     out = tr(src, tgt, tgt_mask=mask)
 transformer = {"params": {k: enc(v) for k, v in tr.state_dict().items()}, "src": enc(src), "tgt": enc(tgt),
                "out": enc(out)}
+# batch_first, norm_first, gelu, key padding masks (True: ignored)
+tr2 = torch.nn.Transformer(d_model=8, nhead=4, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=12,
+                           dropout=0.0, activation="gelu", batch_first=True, norm_first=True).double()
+src2, tgt2 = randn(2, 5, 8), randn(2, 3, 8)
+src_pad = torch.tensor([[False, False, False, True, True], [False] * 5])
+with torch.no_grad():
+    out2 = tr2(src2, tgt2, tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(3).double(),
+               src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad)
+transformer2 = {"params": {k: enc(v) for k, v in tr2.state_dict().items()}, "src": enc(src2), "tgt": enc(tgt2),
+                "pad": enc(src_pad), "out": enc(out2)}
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nn_more.json"), "w") as f:
-    json.dump({"cases": cases, "transformer": transformer}, f, indent=None, separators=(",", ":"), sort_keys=True)
+    json.dump({"cases": cases, "transformer": transformer, "transformer2": transformer2}, f, indent=None, separators=(",", ":"), sort_keys=True)
 print("wrote", len(cases), "cases")

@@ -354,9 +354,8 @@ describe("nn calls of issue 28: modules and refusals", function()
     H.raises(function() F.conv3d(x, c3.weight, nil, { padding = "same", stride = 2, groups = 2 }) end, "conv3d", "stride 1")
   end)
 
-  it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()
-    local tf = fixture.transformer
-    local m = nn.Transformer(8, 2, 1, 2, 16, 0, { dtype = "f64" })
+  -- m with the fixture's parameters (PyTorch's names; its layer numbers are 0-based)
+  local function load_params(m, tf)
     local params = {}
     for name, p in m:named_parameters() do params[name] = p end
     local n = 0
@@ -372,9 +371,23 @@ describe("nn calls of issue 28: modules and refusals", function()
     local count = 0
     for _ in pairs(params) do count = count + 1 end
     assert.equal(count, n)
+  end
+  it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()
+    local tf = fixture.transformer
+    local m = nn.Transformer(8, 2, 1, 2, 16, 0, { dtype = "f64" })
+    load_params(m, tf)
     local out = m(T(tf.src), T(tf.tgt), { tgt_mask = nn.Transformer.generate_square_subsequent_mask(4, { dtype = "f64" }) })
     check(out, tf.out, "Transformer output")
     H.raises(function() m(T(tf.src), T(tf.tgt), { causal = true }) end, "Transformer", "causal")
+    local tf2 = fixture.transformer2
+    local m2 = nn.Transformer({ d_model = 8, nhead = 4, num_encoder_layers = 2, num_decoder_layers = 1,
+      dim_feedforward = 12, dropout = 0, activation = "gelu", batch_first = true, norm_first = true, dtype = "f64" })
+    load_params(m2, tf2)
+    local pad = T(tf2.pad)
+    -- PyTorch's positional order: src_mask, tgt_mask, memory_mask, src_key_padding_mask, tgt_key_padding_mask, ...
+    local out2 = m2(T(tf2.src), T(tf2.tgt), nil, nn.Transformer.generate_square_subsequent_mask(3, { dtype = "f64" }),
+      nil, pad, nil, pad)
+    check(out2, tf2.out, "Transformer (batch_first, norm_first, gelu, padding masks) output")
   end)
 
   it("unknown options are errors naming the op", function()
