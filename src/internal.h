@@ -58,7 +58,8 @@ void ds_for_rows(int ndim, const int64_t *shape, int nops, char **base, int64_t 
 
 /* isa.c: the kernel path in use (chosen once from cpuid and DS_ISA); a kernel with an AVX-512 variant
    branches on it. Variants live in files compiled for their ISA with #pragma GCC target. */
-enum { DS_ISA_AVX2 = 1, DS_ISA_AVX512 = 2 };
+/* DS_ISA_SCALAR (DS_ISA=scalar): the integer kernels' portable code; float kernels run their AVX2 code */
+enum { DS_ISA_AVX2 = 1, DS_ISA_AVX512 = 2, DS_ISA_SCALAR = 3 };
 int ds_isa(void);
 
 /* kernels.c: a registry row. noperands: the tensors a plan step passes (outputs then inputs), or -1 when the

@@ -1,10 +1,11 @@
-/* isa.c: the instruction set the kernels use, chosen once from cpuid; DS_ISA=avx2 forces the narrower path. */
+/* isa.c: the instruction set the kernels use, chosen once from cpuid; DS_ISA=avx2 forces the narrower path,
+   DS_ISA=scalar the portable integer kernels (float kernels then run their AVX2 code). */
 #include "internal.h"
 #include <cpuid.h>
 #include <pthread.h>
 #include <stdlib.h>
 
-static int isa_level = -1;          /* DS_ISA_AVX2 or DS_ISA_AVX512 once chosen */
+static int isa_level = -1;          /* DS_ISA_AVX2, DS_ISA_AVX512 or DS_ISA_SCALAR once chosen */
 static char isa_error[160];
 
 /* AVX-512 F/DQ/BW/VL usable: cpuid bits and the OS saving the zmm/opmask state (XCR0 bits 1,2,5,6,7). */
@@ -25,9 +26,10 @@ static void isa_choose(void) {
   isa_level = host;
   if (!want || !*want) return;
   if (strcmp(want, "avx2") == 0) isa_level = DS_ISA_AVX2;
+  else if (strcmp(want, "scalar") == 0) isa_level = DS_ISA_SCALAR;
   else if (strcmp(want, "avx512") == 0 && host == DS_ISA_AVX512) isa_level = DS_ISA_AVX512;
   else
-    snprintf(isa_error, sizeof isa_error, "DS_ISA=%s: expected avx2 or avx512%s", want,
+    snprintf(isa_error, sizeof isa_error, "DS_ISA=%s: expected avx2, avx512 or scalar%s", want,
              strcmp(want, "avx512") == 0 ? " (this CPU has no AVX-512 F/DQ/BW/VL)" : "");
 }
 
@@ -38,7 +40,10 @@ int ds_isa(void) {
   return isa_level;
 }
 
-const char *ds_isa_name(void) { return ds_isa() == DS_ISA_AVX512 ? "avx512" : "avx2"; }
+const char *ds_isa_name(void) {
+  int isa = ds_isa();
+  return isa == DS_ISA_AVX512 ? "avx512" : isa == DS_ISA_SCALAR ? "scalar" : "avx2";
+}
 
 const char *ds_isa_check(void) {
   ds_isa();

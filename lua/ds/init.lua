@@ -63,6 +63,7 @@ function ds.info()
     blas_core = ffi.string(C.ds_blas_corename()),
     blas_config = ffi.string(C.ds_blas_config()),
     isa = ffi.string(C.ds_isa_name()),
+    int8_path = ffi.string(C.ds_int8_path()),   -- the int8 products' kernel (qgemm.c)
     isa_env = os.getenv("DS_ISA"),
     openblas_coretype_env = os.getenv("OPENBLAS_CORETYPE"),
     live_bytes = tonumber(C.ds_mem_live_bytes()),
@@ -90,6 +91,7 @@ trace.install(ds)
 control.install(ds)
 convert.install(ds)
 ds.compile = lazy.compile
+control.set_subgraph_compiler(compile.compile_graph) -- loops run their bodies from C plans (control.run_trip)
 ds.Lazy = lazy.Lazy
 ds.is_compiled = compile.is_compiled
 ds.format_profile = compile.format_profile

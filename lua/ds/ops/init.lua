@@ -32,6 +32,7 @@ require("ds.ops.division")
 require("ds.ops.collective")
 require("ds.ops.sampling")
 require("ds.ops.index_copy")
+require("ds.ops.quantized")
 
 local F = C.functions
 

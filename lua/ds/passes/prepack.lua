@@ -4,10 +4,13 @@
 -- it and products of more than a few rows stream it in order. The same FMA chains, the same bits. Constants
 -- nobody reads any more are dropped (dce). All packed weights share one buffer: a fresh 4 KiB page costs a
 -- fault on first touch (dear on a VM), and a buffer of 2 MiB or more is given huge pages (src/pages.c).
+-- An int8 linear layer (ops/quantized.lua) reading a constant weight reads it packed too, with its row sums:
+-- the same integers, the same bits.
 local D = require("ds.dispatch")
 local sym = require("ds.sym")
 local Tensor = require("ds.tensor")
 local fused_ops = require("ds.ops.fused")
+local quantized = require("ds.ops.quantized")
 local dce = require("ds.passes.dce")
 
 local PACKED = { matmul = fused_ops.matmul_packed, matmul_ep = fused_ops.matmul_packed_ep }
@@ -21,6 +24,40 @@ local function packable(ir, node)
     and w.shape[1] > 0 and w.shape[2] > 0 and #a.shape == #out.shape then   -- (an empty weight has nothing to pack)
     return w
   end
+end
+
+-- a new constant value of the IR holding tensor t; returns its id
+local function add_const(ir, name, t)
+  local id = ir.next_id
+  ir.next_id = id + 1
+  ir.consts[#ir.consts + 1] = { name = name, tensor = t, value = id }
+  ir.values[id] = { id = id, shape = t.shape, dtype = t.dtype, kind = "const", index = #ir.consts }
+  return id
+end
+
+-- linear_int8 nodes reading a constant i8 weight (N, K) -> linear_int8_packed reading it packed with its row
+-- sums (one pair per weight); returns the number of nodes rewritten
+local function pack_int8(ir, const_tensor)
+  local done, n = {}, 0
+  for _, node in ipairs(ir.nodes) do
+    local w = node.op == "linear_int8" and ir.values[node.inputs[2]]
+    if w and w.kind == "const" and const_tensor[w.id] then
+      if not done[w.id] then
+        local wt = const_tensor[w.id]
+        local packed = D.run_kernel(quantized.pack_int8_weight, { wt }, {},
+          { quantized.pack_int8_weight.infer({ wt }) })[1]
+        local sums = D.run_kernel(quantized.int8_colsum, { wt }, {}, { quantized.int8_colsum.infer({ wt }) })[1]
+        done[w.id] = { add_const(ir, "packed" .. w.id, packed), add_const(ir, "colsum" .. w.id, sums), w.shape[2] }
+      end
+      local p = done[w.id]
+      local x, ws, b = node.inputs[1], node.inputs[3], node.inputs[4]
+      node.op, node.def = quantized.linear_int8_packed.name, quantized.linear_int8_packed
+      node.inputs = { x, p[1], p[2], ws, b }
+      node.attrs = { K = p[3] }
+      n = n + 1
+    end
+  end
+  return n
 end
 
 -- ir: the late IR (rewritten in place). Returns ir, the number of products now reading a packed weight.
@@ -38,20 +75,20 @@ return function(ir)
       end
     end
   end
-  if #users == 0 then return ir, 0 end
   local const_tensor = {}
   for _, c in ipairs(ir.consts) do const_tensor[c.value] = c.tensor end
+  local int8 = pack_int8(ir, const_tensor)
+  if #users == 0 then
+    if int8 > 0 then dce(ir) end
+    return ir, int8
+  end
   local buffer, offset, packed_of = Tensor._empty("f32", { total }, "prepack"), 0, {}
   for _, w in ipairs(weights) do
     local shape = shape_of[w.id]
     local t = Tensor._view(buffer, shape, { shape[2] * STRIP, STRIP, 1 }, offset, "prepack")
     D.run_kernel(fused_ops.pack_weight, { const_tensor[w.id] }, {}, { { shape = shape, dtype = "f32" } }, t)
     offset = offset + shape[1] * shape[2] * STRIP
-    local id = ir.next_id
-    ir.next_id = id + 1
-    ir.consts[#ir.consts + 1] = { name = "packed" .. w.id, tensor = t, value = id }
-    ir.values[id] = { id = id, shape = shape, dtype = "f32", kind = "const", index = #ir.consts }
-    packed_of[w.id] = id
+    packed_of[w.id] = add_const(ir, "packed" .. w.id, t)
   end
   for _, u in ipairs(users) do
     local def = PACKED[u.node.op]
@@ -59,5 +96,5 @@ return function(ir)
     u.node.inputs[2] = packed_of[u.w.id]
   end
   dce(ir)
-  return ir, #users
+  return ir, #users + int8
 end

@@ -1,0 +1,106 @@
+-- ops/quantized.lua: int8 linear layers on src/qgemm.c. `linear_int8(x, w, wscale, bias)`: x (..., K) f32, w (N, K)
+-- i8 (a weight quantized per output channel: W ~ w * wscale), wscale (N) f32, bias (N) f32 -> (..., N) f32, each row
+-- of x quantized to u8 on the fly with its own scale and zero point (dynamic quantization), exact int32 products,
+-- dequantized with the bias in one fixed f32 computation: the same bits on every host, path, thread count and
+-- batch. For frozen weights (passes/prepack.lua): `pack_int8_weight` (w -> the kernels' strips),
+-- `int8_colsum` (w's row sums, for the zero points) and `linear_int8_packed`, the same op reading them.
+local C = require("ds.ops.common")
+local D = require("ds.dispatch")
+local S = require("ds.shape")
+local errors = require("ds.errors")
+local F = C.functions
+
+local OP = "linear_int8"
+local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
+
+local function need_dtype(x, want, what, op)
+  if x.dtype ~= want then raise("%s: %s must be %s, got %s", op, what, want, x.dtype) end
+end
+
+-- x (..., K), then N: the output shape (..., N)
+local function out_shape(x, K, N, op)
+  local xs = x._shape
+  if #xs < 1 or not S.same(xs[#xs], K) then raise("%s: input %s does not end in K = %s", op, S.str(xs), tostring(K)) end
+  local out = {}
+  for i = 1, #xs - 1 do out[i] = xs[i] end
+  out[#xs] = N
+  return out
+end
+
+local function check_vectors(ws, b, N, op)
+  need_dtype(ws, "f32", "wscale", op)
+  need_dtype(b, "f32", "bias", op)
+  if not S.equal(ws._shape, { N }) or not S.equal(b._shape, { N }) then
+    raise("%s: wscale %s and bias %s must be (N) = (%s)", op, S.str(ws._shape), S.str(b._shape), tostring(N))
+  end
+end
+
+local function contiguous_all(inputs)
+  for i = 1, #inputs do inputs[i] = F.contiguous(inputs[i]) end
+  return inputs
+end
+
+local function f32_kernel() return "f32" end
+
+local M = {}
+
+M.linear_int8 = D.define {
+  name = OP, kind = "nn", kernel = "ds_linear_int8_%s", dtypes = { f32 = true, i8 = true }, ninputs = 4,
+  doc = "x @ W^T + bias with W stored int8 per output channel (W ~ w * wscale) and each row of x quantized to u8 "
+    .. "on the fly: exact int32 products, the same bits on every host (ds.quantize builds it)",
+  kernel_dtype = f32_kernel,
+  promote = contiguous_all,
+  infer = function(inputs)
+    local x, w, ws, b = inputs[1], inputs[2], inputs[3], inputs[4]
+    need_dtype(x, "f32", "input", OP)
+    need_dtype(w, "i8", "weight", OP)
+    if #w._shape ~= 2 then raise("%s: weight must be (N, K), got %s", OP, S.str(w._shape)) end
+    check_vectors(ws, b, w._shape[1], OP)
+    return { shape = out_shape(x, w._shape[2], w._shape[1], OP), dtype = "f32" }
+  end,
+  sample = function()
+    local x = F.sin(F.arange(24, { dtype = "f32" }) * 0.37):reshape(2, 3, 4)
+    local w = (F.arange(20, { dtype = "f32" }) * 13 % 255 - 127):reshape(5, 4):astype("i8")
+    local ws, b = F.arange(5, { dtype = "f32" }) * 0.01 + 0.02, F.cos(F.arange(5, { dtype = "f32" }))
+    return { x, w, ws, b }, {}, function(x_, w_, ws_, b_) return F.linear_int8(x_, w_, ws_, b_) end
+  end,
+}
+
+M.pack_int8_weight = D.define {
+  name = "pack_int8_weight", kind = "fused", kernel = "ds_pack_int8_weight_%s", dtypes = { i8 = true }, ninputs = 1,
+  internal = true,
+  infer = function(inputs)
+    local w = inputs[1]._shape
+    return { shape = { math.floor((w[1] + 15) / 16), math.floor((w[2] + 3) / 4), 64 }, dtype = "i8" }
+  end,
+}
+
+M.int8_colsum = D.define {
+  name = "int8_colsum", kind = "fused", kernel = "ds_int8_colsum_%s", dtypes = { i8 = true }, ninputs = 1,
+  internal = true,
+  infer = function(inputs) return { shape = { inputs[1]._shape[1] }, dtype = "i32" } end,
+}
+
+-- x, packed w, colsum, wscale, bias; attrs: K
+M.linear_int8_packed = D.define {
+  name = "linear_int8_packed", kind = "fused", kernel = "ds_linear_int8_packed_%s",
+  dtypes = { f32 = true, i8 = true, i32 = true }, ninputs = 5, internal = true, kernel_dtype = f32_kernel,
+  attrs = { { "K", "int" } },
+  infer = function(inputs, a)
+    local N = inputs[3]._shape[1]
+    check_vectors(inputs[4], inputs[5], N, "linear_int8_packed")
+    return { shape = out_shape(inputs[1], a.K, N, "linear_int8_packed"), dtype = "f32" }
+  end,
+}
+
+-- ds.linear_int8(x, w, wscale, bias): see the header; bias may be nil (zeros)
+C.export(OP, function(x, w, wscale, bias)
+  for i, v in ipairs { x, w, wscale } do
+    if not C.is_tensor(v) then raise("%s: %s must be a tensor, got %s", OP, ({ "x", "w", "wscale" })[i], type(v)) end
+  end
+  if bias == nil then bias = F.zeros(w._shape[1], { dtype = "f32" }) end
+  if not C.is_tensor(bias) then raise("%s: bias must be a tensor or nil, got %s", OP, type(bias)) end
+  return D.call(M.linear_int8, { x, w, wscale, bias }, {})
+end, { method = false })
+
+return M

@@ -1,0 +1,265 @@
+/* qgemm.c: int8 linear layers (dynamic quantization): each row of x (f32) is quantized to u8 with its own scale
+   and zero point, multiplied by a per-output-channel s8 weight in exact int32 sums (VNNI, AVX2 or the portable
+   path: the same integers), and dequantized with the bias in one fixed f32 computation, so the output is the
+   same on every host, ISA path, thread count and batch composition. Kernels: ds_linear_int8_f32 (the weight as
+   stored, packed on each call), ds_linear_int8_packed_f32 (a frozen weight packed once: ds_pack_int8_weight and
+   ds_int8_colsum, run by the prepack pass). */
+#include "internal.h"
+#include "qgemm.h"
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+#include <cpuid.h>
+
+/* below this many multiply-adds one thread runs the whole product */
+#define PAR_MACS (1 << 19)
+
+/* the portable path: the same sums as the vector kernels, one row and column at a time */
+static void micro_portable(int mr, int nr, int64_t G, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
+                           int64_t ldc) {
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nr; j++) {
+      const int8_t *w = b + (j / QG_NR) * G * QG_GROUP + (j % QG_NR) * QG_KG;
+      int32_t s = 0;
+      for (int64_t g = 0; g < G; g++)
+        for (int t = 0; t < QG_KG; t++) s += (int32_t)a[r * lda + g * QG_KG + t] * (int32_t)w[g * QG_GROUP + t];
+      c[r * ldc + j] = s;
+    }
+}
+static const qgemm_kernel portable = { 4, 2 * QG_NR, micro_portable };
+
+static int host_has_vnni(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));   /* AVX512_VNNI */
+}
+
+/* the path: VNNI on AVX-512 hosts that have it, AVX2, or the portable code under DS_ISA=scalar */
+static const qgemm_kernel *int8_kernel(void) {
+  int isa = ds_isa();
+  if (isa == DS_ISA_AVX512 && host_has_vnni()) return &ds_qgemm_vnni;
+  if (isa == DS_ISA_SCALAR) return &portable;
+  return &ds_qgemm_avx2;
+}
+
+const char *ds_int8_path(void) {
+  const qgemm_kernel *k = int8_kernel();
+  return k == &ds_qgemm_vnni ? "avx512-vnni" : k == &portable ? "scalar" : "avx2";
+}
+
+/* wp (ceil(N/16), ceil(K/4), 64) = w (N, K) s8 in qgemm.h's layout */
+static void pack(const int8_t *w, int64_t N, int64_t K, int8_t *wp) {
+  int64_t S = (N + QG_NR - 1) / QG_NR, G = (K + QG_KG - 1) / QG_KG;
+  for (int64_t s = 0; s < S; s++)
+    for (int64_t g = 0; g < G; g++) {
+      int8_t *d = wp + (s * G + g) * QG_GROUP;
+      for (int j = 0; j < QG_NR; j++)
+        for (int t = 0; t < QG_KG; t++) {
+          int64_t n = s * QG_NR + j, k = g * QG_KG + t;
+          d[j * QG_KG + t] = n < N && k < K ? w[n * K + k] : 0;
+        }
+    }
+}
+
+static void colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs) {
+  for (int64_t n = 0; n < N; n++) {
+    int32_t s = 0;
+    for (int64_t k = 0; k < K; k++) s += w[n * K + k];
+    cs[n] = s;
+  }
+}
+
+/* One row of x (K values) -> q (Kp bytes, zero past K), its scale and zero point: ONNX's DynamicQuantizeLinear
+   on the row (the range widened to hold 0, scale = range / 255, zero point = round(clamp(-min / scale)),
+   q = clamp(round(x / scale) + zero point), rounding half to even). Returns 0 for a NaN or infinite value. */
+static int quantize_row(const float *x, int64_t K, int64_t Kp, uint8_t *q, float *scale, int32_t *zp) {
+  float lo = 0, hi = 0;
+  for (int64_t k = 0; k < K; k++) {
+    if (!isfinite(x[k])) return 0;
+    lo = x[k] < lo ? x[k] : lo;
+    hi = x[k] > hi ? x[k] : hi;
+  }
+  float s = (hi - lo) / 255.0f;
+  memset(q + K, 0, (size_t)(Kp - K));
+  if (s == 0) {   /* an all-zero row */
+    memset(q, 0, (size_t)K);
+    *scale = 0; *zp = 0;
+    return 1;
+  }
+  float z = -lo / s;
+  z = z < 0 ? 0 : z > 255 ? 255 : z;
+  int32_t zi = (int32_t)nearbyintf(z);
+  for (int64_t k = 0; k < K; k++) {
+    float v = nearbyintf(x[k] / s) + (float)zi;
+    q[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+  }
+  *scale = s; *zp = zi;
+  return 1;
+}
+
+typedef struct {
+  int64_t M, N, K, G, Kp;
+  const uint8_t *qa;        /* (M, Kp) */
+  const float *sa;          /* (M) row scales */
+  const int32_t *za;        /* (M) row zero points */
+  const int8_t *wp;         /* packed weight */
+  const int32_t *cs;        /* (N) weight column sums */
+  const float *ws, *bias;   /* (N) weight scales, bias */
+  float *y;                 /* (M, N) */
+  const qgemm_kernel *kr;
+} qjob;
+
+/* columns [j0, j1) (a multiple of the kernel's width apart) of every row:
+   y = float(acc - za * colsum) * (sa * ws) + bias, in that order for every element */
+static void run_columns(const qjob *q, int64_t j0, int64_t j1) {
+  const int NRK = q->kr->nr;
+  int32_t tile[8 * 2 * QG_NR];   /* mr <= 8 rows of nr <= 32 */
+  for (int64_t j = j0; j < j1; j += NRK) {
+    int nr = (int)(j1 - j < NRK ? j1 - j : NRK);
+    const int8_t *b = q->wp + (j / QG_NR) * q->G * QG_GROUP;
+    for (int64_t i = 0; i < q->M; i += q->kr->mr) {
+      int mr = (int)(q->M - i < q->kr->mr ? q->M - i : q->kr->mr);
+      q->kr->micro(mr, nr, q->G, q->qa + i * q->Kp, q->Kp, b, tile, 2 * QG_NR);
+      for (int r = 0; r < mr; r++) {
+        float *yr = q->y + (i + r) * q->N + j;
+        int64_t zr = q->za[i + r];
+        float sr = q->sa[i + r];
+        for (int c = 0; c < nr; c++) {
+          int64_t v = (int64_t)tile[r * 2 * QG_NR + c] - zr * (int64_t)q->cs[j + c];
+          float scale = sr * q->ws[j + c];
+          float d = (float)v * scale;
+          yr[c] = d + q->bias[j + c];
+        }
+      }
+    }
+  }
+}
+
+/* the product of a quantized x against a packed weight, split by columns (in the kernel's widths) */
+static void run_job(const qjob *q) {
+  const int NRK = q->kr->nr;
+  int64_t units = (q->N + NRK - 1) / NRK;
+  double macs = (double)q->M * (double)q->N * (double)q->K;
+  if (units > 1 && macs >= PAR_MACS && ds_team() > 1) {
+    double t0 = ds_team_start();
+#pragma omp parallel
+    {
+      ds_team_arrive(t0);
+      int nt = omp_get_num_threads(), me = omp_get_thread_num();
+      int64_t u0 = units * me / nt, u1 = units * (me + 1) / nt;
+      int64_t j1 = u1 * NRK < q->N ? u1 * NRK : q->N;
+      if (u0 < u1) run_columns(q, u0 * NRK, j1);
+    }
+    ds_team_done();
+  } else run_columns(q, 0, q->N);
+}
+
+static int check(const ds_tensor *t, int dtype, const char *op, const char *what) {
+  DS_CHECK(t, "%s: missing %s", op, what);
+  DS_CHECK(t->dtype == dtype, "%s: %s must be %s, got %s", op, what, ds_dtype_name(dtype), ds_dtype_name(t->dtype));
+  DS_CHECK(ds_tensor_is_contiguous(t), "%s: %s must be contiguous", op, what);
+  return DS_OK;
+}
+
+/* the shared part of both linear kernels: y (..., N) from x (..., K), with wp/cs given (packed) */
+static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const int8_t *wp, const int32_t *cs,
+                       const ds_tensor *ws, const ds_tensor *bias, int64_t N, int64_t K) {
+  char s1[128], s2[128];
+  int rc;
+  if ((rc = check(y, DS_F32, op, "output")) || (rc = check(x, DS_F32, op, "input")) ||
+      (rc = check(ws, DS_F32, op, "weight scales")) || (rc = check(bias, DS_F32, op, "bias")))
+    return rc;
+  DS_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] == K, "%s: input %s does not end in K = %lld", op,
+           ds_shape_str(x, s1), (long long)K);
+  DS_CHECK(y->ndim == x->ndim && y->shape[y->ndim - 1] == N && y->numel / (N > 0 ? N : 1) * K == x->numel,
+           "%s: output %s does not match input %s and N = %lld", op, ds_shape_str(y, s1), ds_shape_str(x, s2),
+           (long long)N);
+  DS_CHECK(ws->numel == N && bias->numel == N, "%s: weight scales and bias must hold N = %lld values", op,
+           (long long)N);
+  DS_CHECK(K <= QG_K_MAX, "%s: K = %lld is over %d (the int32 sums could overflow)", op, (long long)K, QG_K_MAX);
+  int64_t M = K > 0 ? x->numel / K : y->numel / (N > 0 ? N : 1);
+  if (M == 0 || N == 0) return DS_OK;
+  int64_t G = (K + QG_KG - 1) / QG_KG, Kp = G * QG_KG, rounded;
+  int64_t bytes = M * Kp + M * (int64_t)(sizeof(float) + sizeof(int32_t)) + 64;
+  char *buf = ds_mem_alloc(bytes, &rounded);
+  if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the quantized input", op);
+  float *sa = (float *)buf;
+  int32_t *za = (int32_t *)(sa + M);
+  uint8_t *qa = (uint8_t *)(za + M);
+  const float *xp = x->data;
+  int bad = 0;
+  for (int64_t i = 0; i < M && !bad; i++) bad = !quantize_row(xp + i * K, K, Kp, qa + i * Kp, &sa[i], &za[i]);
+  if (bad) {
+    ds_mem_release(buf, rounded);
+    return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
+  }
+  qjob q = { M, N, K, G, Kp, qa, sa, za, wp, cs, ws->data, bias->data, y->data, int8_kernel() };
+  run_job(&q);
+  ds_mem_release(buf, rounded);
+  return DS_OK;
+}
+
+/* t = {y (..., N) f32, x (..., K) f32, w (N, K) i8, wscale (N) f32, bias (N) f32} */
+int ds_linear_int8_f32(ds_tensor *const *t, const double *attrs) {
+  (void)attrs;
+  const char *op = "linear_int8";
+  ds_tensor *w = t[2];
+  char s1[128];
+  int rc;
+  if ((rc = check(w, DS_I8, op, "weight"))) return rc;
+  DS_CHECK(w->ndim == 2, "%s: weight must be (N, K), got %s", op, ds_shape_str(w, s1));
+  int64_t N = w->shape[0], K = w->shape[1], rounded;
+  int64_t packed = ((N + QG_NR - 1) / QG_NR) * ((K + QG_KG - 1) / QG_KG) * QG_GROUP;
+  char *buf = ds_mem_alloc(packed + N * (int64_t)sizeof(int32_t) + 64, &rounded);
+  if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed weight", op);
+  int32_t *cs = (int32_t *)buf;
+  int8_t *wp = (int8_t *)(cs + N);
+  pack(w->data, N, K, wp);
+  colsums(w->data, N, K, cs);
+  rc = linear_int8(op, t[0], t[1], wp, cs, t[3], t[4], N, K);
+  ds_mem_release(buf, rounded);
+  return rc;
+}
+
+/* t = {y (..., N) f32, x (..., K) f32, wp (ceil(N/16), ceil(K/4), 64) i8, colsum (N) i32, wscale (N), bias (N)};
+   attrs: {K} (the packed weight rounds K up to a multiple of 4) */
+int ds_linear_int8_packed_f32(ds_tensor *const *t, const double *attrs) {
+  const char *op = "linear_int8_packed";
+  ds_tensor *wp = t[2], *cs = t[3];
+  char s1[128];
+  int rc;
+  if ((rc = check(wp, DS_I8, op, "packed weight")) || (rc = check(cs, DS_I32, op, "column sums"))) return rc;
+  int64_t N = cs->numel, K = (int64_t)attrs[0];
+  DS_CHECK(attrs[0] >= 0 && attrs[0] <= QG_K_MAX && (double)K == attrs[0], "%s: bad K attribute", op);
+  DS_CHECK(wp->ndim == 3 && wp->shape[0] == (N + QG_NR - 1) / QG_NR && wp->shape[1] == (K + QG_KG - 1) / QG_KG &&
+               wp->shape[2] == QG_GROUP,
+           "%s: packed weight %s does not hold (N, K) = (%lld, %lld)", op, ds_shape_str(wp, s1), (long long)N,
+           (long long)K);
+  return linear_int8(op, t[0], t[1], wp->data, cs->data, t[4], t[5], N, K);
+}
+
+/* t = {wp (ceil(N/16), ceil(K/4), 64) i8, w (N, K) i8} */
+int ds_pack_int8_weight_i8(ds_tensor *const *t, const double *attrs) {
+  (void)attrs;
+  const char *op = "pack_int8_weight";
+  char s1[128], s2[128];
+  int rc;
+  if ((rc = check(t[0], DS_I8, op, "packed weight")) || (rc = check(t[1], DS_I8, op, "weight"))) return rc;
+  const ds_tensor *wp = t[0], *w = t[1];
+  DS_CHECK(w->ndim == 2 && wp->ndim == 3 && wp->shape[0] == (w->shape[0] + QG_NR - 1) / QG_NR &&
+               wp->shape[1] == (w->shape[1] + QG_KG - 1) / QG_KG && wp->shape[2] == QG_GROUP,
+           "%s: %s cannot hold %s packed", op, ds_shape_str(wp, s1), ds_shape_str(w, s2));
+  pack(w->data, w->shape[0], w->shape[1], wp->data);
+  return DS_OK;
+}
+
+/* t = {colsum (N) i32, w (N, K) i8} */
+int ds_int8_colsum_i8(ds_tensor *const *t, const double *attrs) {
+  (void)attrs;
+  const char *op = "int8_colsum";
+  int rc;
+  if ((rc = check(t[0], DS_I32, op, "column sums")) || (rc = check(t[1], DS_I8, op, "weight"))) return rc;
+  DS_CHECK(t[1]->ndim == 2 && t[0]->numel == t[1]->shape[0], "%s: column sums must hold one value per weight row",
+           op);
+  colsums(t[1]->data, t[1]->shape[0], t[1]->shape[1], t[0]->data);
+  return DS_OK;
+}

@@ -1,0 +1,48 @@
+/* qgemm_avx512.c: the AVX-512 VNNI int8 micro-kernel: 8 rows x 32 columns (two packed strips), vpdpbusd (u8 x s8,
+   four products per int32 lane, no saturation) into 16 zmm accumulators. */
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+#include "qgemm.h"
+#include <immintrin.h>
+#include <string.h>
+
+#define MR 8
+
+/* one tile; mr and two (a second strip) are constants in each instantiation */
+__attribute__((always_inline)) static inline void tile(const int mr, const int two, int nr, int64_t G,
+                                                       const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
+                                                       int64_t ldc) {
+  __m512i acc0[MR], acc1[MR];
+  for (int r = 0; r < mr; r++) { acc0[r] = _mm512_setzero_si512(); acc1[r] = _mm512_setzero_si512(); }
+  const int8_t *b1 = b + G * QG_GROUP;
+  for (int64_t g = 0; g < G; g++) {
+    __m512i w0 = _mm512_loadu_si512(b + g * QG_GROUP);
+    __m512i w1 = two ? _mm512_loadu_si512(b1 + g * QG_GROUP) : w0;
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+      int32_t four;
+      memcpy(&four, a + r * lda + g * QG_KG, 4);
+      __m512i x = _mm512_set1_epi32(four);
+      acc0[r] = _mm512_dpbusd_epi32(acc0[r], x, w0);
+      if (two) acc1[r] = _mm512_dpbusd_epi32(acc1[r], x, w1);
+    }
+  }
+  const __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  for (int r = 0; r < mr; r++) {
+    _mm512_mask_storeu_epi32(c + r * ldc, m0, acc0[r]);
+    if (two) _mm512_mask_storeu_epi32(c + r * ldc + 16, m1, acc1[r]);
+  }
+}
+
+#define CASE(R) \
+  case R: if (two) tile(R, 1, nr, G, a, lda, b, c, ldc); else tile(R, 0, nr, G, a, lda, b, c, ldc); break;
+static void micro(int mr, int nr, int64_t G, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
+                  int64_t ldc) {
+  int two = nr > QG_NR;
+  switch (mr) {
+    CASE(8) CASE(7) CASE(6) CASE(5) CASE(4) CASE(3) CASE(2)
+    default: if (two) tile(1, 1, nr, G, a, lda, b, c, ldc); else tile(1, 0, nr, G, a, lda, b, c, ldc);
+  }
+}
+
+const qgemm_kernel ds_qgemm_vnni = { MR, 2 * QG_NR, micro };

@@ -1,0 +1,118 @@
+-- tests/quantized_spec.lua: linear_int8 (src/qgemm.c): its value is the documented computation exactly (row
+-- quantization, exact integer products, the f32 dequantization), bit for bit; the same bits on every ISA path
+-- (VNNI, AVX2, the portable code), thread count, and for a row alone or inside a batch; compiled (the weight
+-- packed once) equals eager; bad inputs are refused naming the op.
+local ds = require("ds")
+local ffi = require("ffi")
+local H = require("helpers")
+
+local f = ffi.new("float[1]")
+local function f32(v) f[0] = v; return f[0] end
+local function rint(v)   -- round half to even
+  local r = math.floor(v + 0.5)
+  if r - v == 0.5 and r % 2 ~= 0 then r = r - 1 end
+  return r
+end
+
+-- the documented computation, in Lua numbers rounded to f32 where the kernel rounds
+local function reference(x, w, ws, b)
+  local xs, wt, wst, bt = x:totable(), w:totable(), ws:totable(), b:totable()
+  local N, K = #wt, #wt[1]
+  local out = {}
+  for m, row in ipairs(xs) do
+    local lo, hi = 0, 0
+    for k = 1, K do lo = math.min(lo, row[k]); hi = math.max(hi, row[k]) end
+    local s = f32(f32(hi - lo) / 255)
+    local q, zp = {}, 0
+    if s ~= 0 then
+      zp = rint(math.max(0, math.min(255, f32(-lo / s))))
+      for k = 1, K do q[k] = math.max(0, math.min(255, f32(rint(f32(row[k] / s)) + zp))) end
+    else
+      for k = 1, K do q[k] = 0 end
+    end
+    out[m] = {}
+    for n = 1, N do
+      local acc, cs = 0, 0
+      for k = 1, K do acc = acc + q[k] * wt[n][k]; cs = cs + wt[n][k] end
+      out[m][n] = f32(f32(f32(acc - zp * cs) * f32(s * wst[n])) + bt[n])
+    end
+  end
+  return ds.tensor(out)
+end
+
+local function case(M, K, N, seed)
+  ds.manual_seed(seed)
+  local x = ds.randn(M, K) * 3
+  local w = (ds.randn(N, K) * 50):clamp(-127, 127):round():astype("i8")
+  return x, w, ds.rand(N) * 0.01 + 0.001, ds.randn(N)
+end
+
+local SHAPES = { { 1, 4, 16 }, { 3, 10, 20 }, { 9, 37, 33 }, { 17, 64, 70 }, { 2, 1, 1 }, { 5, 130, 47 } }
+
+describe("linear_int8", function()
+  it("is the documented computation, bit for bit", function()
+    for i, s in ipairs(SHAPES) do
+      local x, w, ws, b = case(s[1], s[2], s[3], i)
+      assert.is_true(H.bitwise(ds.linear_int8(x, w, ws, b), reference(x, w, ws, b)), table.concat(s, "x"))
+    end
+  end)
+
+  it("a row alone gives the bits it gets inside a batch; leading dims and an all-zero row", function()
+    local x, w, ws, b = case(12, 40, 50, 7)
+    x[{ 5 }] = 0
+    local all = ds.linear_int8(x, w, ws, b)
+    for m = 1, 12 do
+      assert.is_true(H.bitwise(ds.linear_int8(x:narrow(1, m, 1), w, ws, b), all:narrow(1, m, 1)), "row " .. m)
+    end
+    assert.is_true(H.bitwise(ds.linear_int8(x:reshape(3, 4, 40), w, ws, b), all:reshape(3, 4, 50)))
+    assert.is_true(H.bitwise(all:narrow(1, 5, 1), b:reshape(1, 50)))
+  end)
+
+  it("gives the same bits on every ISA path and thread count", function()
+    local script = [[
+      local ds = require("ds")
+      ds.manual_seed(3)
+      local x = ds.randn(130, 300) * 2
+      local w = (ds.randn(200, 300) * 60):clamp(-127, 127):round():astype("i8")
+      local y = ds.linear_int8(x, w, ds.rand(200) * 0.01, ds.randn(200))
+      local ffi = require("ffi")
+      local p = ffi.cast("uint8_t *", y:data_ptr())
+      local h = 0
+      for i = 0, y:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
+      io.write(ds.info().int8_path, " ", h)
+    ]]
+    local seen = {}
+    for _, env in ipairs { "", "DS_ISA=avx2", "DS_ISA=scalar", "OMP_NUM_THREADS=1", "DS_ISA=avx2 OMP_NUM_THREADS=1" } do
+      local p = io.popen(env .. " LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' luajit -e '" .. script .. "' 2>&1")
+      local out = p:read("*a")
+      p:close()
+      local path, h = out:match("^(%S+) (%d+)$")
+      assert(h, out)
+      seen[#seen + 1] = { env, path, h }
+    end
+    for i = 2, #seen do
+      assert.equal(seen[1][3], seen[i][3], seen[i][1] .. " (" .. seen[i][2] .. ") differs from " .. seen[1][2])
+    end
+    assert.equal("scalar", seen[3][2])
+  end)
+
+  it("compiled and frozen (the weight packed once) equals eager bitwise", function()
+    local x, w, ws, b = case(6, 100, 40, 9)
+    local function fn(a) return ds.linear_int8(a, w, ws, b):relu() end
+    local eager = fn(x)
+    for _, o in ipairs { {}, { freeze = true } } do
+      local cg = ds.compile(fn, { ds.spec({ "n", 100 }) }, o)
+      assert.is_true(H.bitwise(cg(x), eager))
+      assert.is_true(H.bitwise(cg(x:narrow(1, 2, 3)), eager:narrow(1, 2, 3)))
+    end
+  end)
+
+  it("refuses NaN inputs, wrong dtypes and shapes, naming the op", function()
+    local x, w, ws, b = case(2, 8, 4, 1)
+    x[{ 1, 1 }] = 0 / 0
+    H.raises(function() ds.linear_int8(x, w, ws, b) end, "linear_int8", "NaN")
+    H.raises(function() ds.linear_int8(ds.randn(2, 8), w:astype("f32"), ws, b) end, "linear_int8", "weight must be i8")
+    H.raises(function() ds.linear_int8(ds.randn(2, 7), w, ws, b) end, "linear_int8", "does not end in K")
+    H.raises(function() ds.linear_int8(ds.randn(2, 8), w, ds.rand(3), b) end, "linear_int8", "wscale")
+  end)
+end)
