@@ -91,7 +91,6 @@ trace.install(ds)
 control.install(ds)
 convert.install(ds)
 ds.compile = lazy.compile
-control.set_subgraph_compiler(compile.compile_graph) -- loops run their bodies from C plans (control.run_trip)
 ds.Lazy = lazy.Lazy
 ds.is_compiled = compile.is_compiled
 ds.format_profile = compile.format_profile
