@@ -154,6 +154,9 @@ local function apply(cls, ...)
   local outputs = {}
   for j = 1, nres do
     local o = res[j + 1]
+    if type(o) == "table" and not is_tensor(o) and is_tensor(o[1]) then
+      errors.raise(cls._name .. ": forward returned a list of tensors; return them as several values (return a, b)")
+    end
     -- an input returned as it is: the output is a new tensor sharing its storage, so the input's own history stays
     if is_tensor(o) and (rawget(o, "_grad_fn") or rawget(o, "requires_grad")) then o = o:detach() end
     outputs[j] = o
