@@ -390,6 +390,24 @@ describe("nn calls of issue 28: modules and refusals", function()
     check(out2, tf2.out, "Transformer (batch_first, norm_first, gelu, padding masks) output")
   end)
 
+  it("unfold, fold, conv3d and conv_transpose3d compile with a symbolic batch dim", function()
+    local w3, wt = ds.randn(4, 3, 2, 2, 2), ds.randn(3, 2, 2, 1, 2)
+    for _, c in ipairs {
+      { function(x) return F.unfold(x, 2, { padding = 1 }) end, { 3, 5, 6 } },
+      { function(x) return F.fold(x, { 5, 6 }, 2) end, { 12, 20 } },
+      { function(x) return F.conv3d(x, w3, nil, { stride = 2 }) end, { 3, 5, 4, 4 } },
+      { function(x) return F.conv_transpose3d(x, wt, nil, { stride = { 2, 1, 1 } }) end, { 3, 3, 4, 4 } },
+    } do
+      local spec = { "batch" }
+      for _, n in ipairs(c[2]) do spec[#spec + 1] = n end
+      local compiled = ds.compile(c[1], { ds.spec(spec, "f32", "x") })
+      for _, batch in ipairs { 1, 3 } do
+        local x = ds.randn(batch, unpack(c[2]))
+        assert(H.bitwise(compiled(x), c[1](x)))
+      end
+    end
+  end)
+
   it("unknown options are errors naming the op", function()
     local x = ds.randn(2, 3)
     for _, c in ipairs {

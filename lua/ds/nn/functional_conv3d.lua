@@ -34,8 +34,10 @@ local function tuple(v, n, opname, what, min)
   end
   return v
 end
-local function known(x, opname)
-  for i, n in ipairs(x._shape) do
+-- the dims from `first` on must have known sizes (first = 2 for a batched input: the batch may be symbolic)
+local function known(x, opname, first)
+  for i = first, #x._shape do
+    local n = x._shape[i]
     if type(n) ~= "number" then raise("%s: dim %d of %s must have a known size", opname, i, S.str(x._shape)) end
   end
 end
@@ -82,7 +84,7 @@ function M.conv3d(x, w, b, opts)
   local unbatched
   x, unbatched = batch(x, 3, op, "(N, C, D, H, W) or (C, D, H, W)")
   if #w._shape ~= 5 then raise("%s: weight must be (OC, C/groups, KD, KH, KW), got %s", op, S.str(w._shape)) end
-  known(x, op); known(w, op)
+  known(x, op, 2); known(w, op, 1)
   local G = opts.groups or 1
   local N, C = x._shape[1], x._shape[2]
   local OC, CG, k = w._shape[1], w._shape[2], { w._shape[3], w._shape[4], w._shape[5] }
@@ -148,7 +150,7 @@ function M.conv_transpose3d(x, w, b, opts)
   local unbatched
   x, unbatched = batch(x, 3, op, "(N, C, D, H, W) or (C, D, H, W)")
   if #w._shape ~= 5 then raise("%s: weight must be (C, OC/groups, KD, KH, KW), got %s", op, S.str(w._shape)) end
-  known(x, op); known(w, op)
+  known(x, op, 2); known(w, op, 1)
   local G = opts.groups or 1
   local N, C, D, H, W = unpack(x._shape)
   local OCG, k = w._shape[2], { w._shape[3], w._shape[4], w._shape[5] }

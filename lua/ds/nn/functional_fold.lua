@@ -55,8 +55,10 @@ local function block_index(Hp, Wp, k, d, s, opname)
   return ops.tensor(idx, { dtype = "i64" }), oh * ow
 end
 
-local function known(x, opname)
-  for i, n in ipairs(x._shape) do
+-- the dims from `first` on must have known sizes (first = 2 for a batched input: the batch may be symbolic)
+local function known(x, opname, first)
+  for i = first, #x._shape do
+    local n = x._shape[i]
     if type(n) ~= "number" then raise("%s: dim %d of %s must have a known size", opname, i, S.str(x._shape)) end
   end
 end
@@ -69,8 +71,8 @@ function M.unfold(x, kernel_size, ...)
   local batched = #x._shape == 4
   if not batched and #x._shape ~= 3 then raise("unfold: input must be (N, C, H, W) or (C, H, W), got %s",
     S.str(x._shape)) end
-  known(x, "unfold")
   if not batched then x = x:unsqueeze(1) end
+  known(x, "unfold", 2)
   local N, C = x._shape[1], x._shape[2]
   local Hp, Wp = x._shape[3] + 2 * p[1], x._shape[4] + 2 * p[2]
   local idx, L = block_index(Hp, Wp, k, d, s, "unfold")
@@ -88,8 +90,8 @@ function M.fold(x, output_size, kernel_size, ...)
   local batched = #x._shape == 3
   if not batched and #x._shape ~= 2 then raise("fold: input must be (N, C * KH * KW, L) or (C * KH * KW, L), got %s",
     S.str(x._shape)) end
-  known(x, "fold")
   if not batched then x = x:unsqueeze(1) end
+  known(x, "fold", 2)
   local N, CK, nl = x._shape[1], x._shape[2], x._shape[3]
   local K = k[1] * k[2]
   if CK % K ~= 0 then raise("fold: dim %d of %s must be divisible by the kernel's %d positions",
