@@ -212,6 +212,15 @@ describe("hooks", function()
     ;(lin(x2) * T(e.c)):sum():backward()
     check(seen.gout, { shape = e.pre_gout.shape, data = e.pre_gout.data }) -- without the pre-hook
   end)
+  it("a backward pre-hook is part of a compiled training step", function()
+    local lin = ds.nn.Linear(3, 2, { dtype = "f64" })
+    lin:register_full_backward_pre_hook(function(_, gout) return { gout[1] * 2 } end)
+    local function step(x) return ds.grad((lin(x) * x:narrow(2, 1, 2)):sum(), { lin.weight })[1] end
+    local x = T({ { 1, 2, 3 }, { -1, 0.5, 2 } })
+    local want = step(x)
+    H.close(want, { 4, 3, 2, 3, 8.5, 14 }, 0, 0) -- 2 * sum_n c[n, o] x[n, i]
+    H.close(ds.compile(step, { ds.spec({ 2, 3 }, "f64", "x") })(x), want, 0, 0)
+  end)
   it("forward hooks replace input and output; with_kwargs is refused", function()
     local lin = ds.nn.Linear(3, 2, { dtype = "f64" })
     ds.no_grad(function() lin.weight:copy_(T(fx.a23)); lin.bias:copy_(T(fx.v2)) end)
