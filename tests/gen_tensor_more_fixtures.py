@@ -290,6 +290,56 @@ case("diagonal_offset_out", lambda x: torch.diagonal(x, offset=5), [torch.randn(
 case("trace_rect", lambda x: torch.trace(x), [torch.randn(2, 4, dtype=D)], grad=(0,))
 case("mT_3d", lambda x: x.mT, [torch.randn(2, 3, 4, dtype=D)], grad=(0,))
 
+# ---- edge cases: empty and 0-d inputs, zero norms, singular matrices, more option sets ----
+case("norm_zero_grad", lambda x: torch.norm(x), [torch.zeros(3, dtype=D)], grad=(0,))
+case("norm_p1_dims", lambda x: torch.norm(x, p=1, dim=(0, 1)), [x34], grad=(0,))
+case("norm_fro_dim_keepdim", lambda x: torch.norm(x, p="fro", dim=1, keepdim=True), [x34], grad=(0,))
+case("norm_p3_negdim", lambda x: torch.norm(x, 3, -1), [x34], grad=(0,))
+case("vector_norm_empty_dims", lambda x: LA.vector_norm(x, dim=()), [x34], grad=(0,))
+case("vector_norm_0d", lambda x: LA.vector_norm(x, 1), [torch.tensor(-2.5, dtype=D)], grad=(0,))
+case("matrix_norm_empty_fro", lambda a: LA.matrix_norm(a), [torch.zeros(2, 0, 3, dtype=D)])
+case("matrix_norm_f32_inf", lambda a: LA.matrix_norm(a, inf), [torch.randn(3, 5)], grad=(0,))
+case("linalg_norm_vector_dim_list", lambda a: LA.norm(a, dim=(1,)), [x34], grad=(0,))
+case("det_empty_batch", lambda a: LA.det(a), [torch.zeros(0, 3, 3, dtype=D)])
+case("det_0x0", lambda a: LA.det(a), [torch.zeros(2, 0, 0, dtype=D)])
+case("inv_0x0", lambda a: LA.inv(a), [torch.zeros(0, 0, dtype=D)])
+case("slogdet_singular", lambda a: LA.slogdet(a), [torch.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=D)])
+case("slogdet_f32", lambda a: LA.slogdet(a), [well(4, 4, dtype=torch.float32)], grad=(0,))
+case("solve_batched_A_vector_B", lambda a, b: LA.solve(a, b), [well(2, 3, 3), torch.randn(3, dtype=D)], grad=(0, 1))
+case("solve_f32", lambda a, b: LA.solve(a, b), [well(4, 4, dtype=torch.float32), torch.randn(4, 3)], grad=(0, 1))
+case("linalg_cross_negdim", lambda a, b: LA.cross(a, b, dim=-2), [torch.randn(2, 3, 2, dtype=D), torch.randn(2, 3, 2, dtype=D)],
+     grad=(0, 1))
+case("einsum_spaces_upper", lambda a, b: torch.einsum("Ab, bC -> CA", a, b),
+     [torch.randn(2, 3, dtype=D), torch.randn(3, 4, dtype=D)], grad=(0, 1))
+case("einsum_three_ellipsis", lambda a, b, c: torch.einsum("...i,...i,...->...", a, b, c),
+     [torch.randn(2, 3, dtype=D), torch.randn(3, dtype=D), torch.randn(2, dtype=D)], grad=(0, 1, 2))
+case("einsum_ellipsis_middle", lambda a: torch.einsum("b...i->i...b", a), [torch.randn(2, 3, 4, 5, dtype=D)], grad=(0,))
+case("einsum_list_operands", lambda a, b: torch.einsum("ij,jk", [a, b]), [torch.randn(2, 3, dtype=D), torch.randn(3, 2, dtype=D)],
+     grad=(0, 1))
+case("einsum_repeat_and_sum", lambda a: torch.einsum("iij->j", a), [torch.randn(3, 3, 2, dtype=D)], grad=(0,))
+case("tensor_split_more_than_size", lambda x: torch.tensor_split(x, 5), [torch.randn(3, dtype=D)], grad=(0,))
+case("tensor_split_unordered", lambda x: torch.tensor_split(x, [3, 1]), [torch.randn(5, dtype=D)], grad=(0,))
+case("topk_k0", lambda x: torch.topk(x, 0), [torch.tensor([1.0, 2.0, 3.0])], index_out=(1,))
+case("topk_smallest_dim0", lambda x: torch.topk(x, 2, dim=0, largest=False),
+     [torch.tensor([[3.0, 1.0], [1.0, 2.0], [2.0, 0.0]], dtype=D)], grad=(0,), index_out=(1,))
+case("argwhere_0d", lambda x: torch.argwhere(x), [torch.tensor(5.0)], index_out=(0,))
+case("tril_indices_zero_rows", lambda: torch.tril_indices(0, 3), [], index_out=(0,))
+case("triu_indices_neg_offset", lambda: torch.triu_indices(4, 2, -2), [], index_out=(0,))
+case("broadcast_tensors_0d", lambda a, b: torch.broadcast_tensors(a, b),
+     [torch.tensor(2.0, dtype=D), torch.randn(2, 3, dtype=D)], grad=(0, 1))
+case("unique_bool_dim", lambda x: torch.unique(x, dim=0, return_counts=True),
+     [torch.tensor([[True, False], [False, False], [True, False]])])
+case("unique_empty", lambda x: torch.unique(x, return_inverse=True, return_counts=True), [torch.zeros(0)], index_out=(1,))
+case("scatter_reduce_2d_amax_noself", lambda x, i, s: x.scatter_reduce(0, i, s, "amax", include_self=False),
+     [torch.randn(3, 2, dtype=D), Idx(torch.tensor([[0, 2], [0, 2]])), torch.randn(2, 2, dtype=D)], grad=(0, 2))
+case("floor_divide_by_zero_inf", lambda a, b: torch.floor_divide(a, b),
+     [torch.tensor([1.0, -1.0, 0.0, inf, 5.0], dtype=D), torch.tensor([0.0, 0.0, 2.0, 3.0, inf], dtype=D)])
+case("floor_divide_int_by_float", lambda a: torch.floor_divide(a, 2.5), [torch.tensor([5, -6, 7])])
+case("searchsorted_right_int32_sorter_2d", lambda s, v, so: torch.searchsorted(s, v, right=True, out_int32=True, sorter=so),
+     [torch.tensor([[3.0, 1.0, 2.0], [0.0, 9.0, 5.0]], dtype=D), torch.tensor([[2.0], [5.0]], dtype=D),
+      Idx(torch.tensor([[1, 2, 0], [0, 2, 1]]))], index_out=(0,))
+case("diag_embed_3d_neg_dims", lambda x: torch.diag_embed(x, 0, -3, -1), [torch.randn(2, 2, 3, dtype=D)], grad=(0,))
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tensor_more.json"), "w") as f:
     json.dump(cases, f, indent=None, separators=(",", ":"), sort_keys=True)
 print("wrote", len(cases), "cases")

@@ -141,7 +141,7 @@ C.export("broadcast_tensors", function(...)
   local out = {}
   for i, t in ipairs(list) do out[i] = t:expand(shape) end
   return unpack(out, 1, #list)
-end)
+end, { method = false })
 
 -- argwhere(x) -> (n, ndim) i64: the 1-based indices of the non-zero elements (nonzero's; eager only)
 C.export("argwhere", function(x) return F.nonzero(x) end)

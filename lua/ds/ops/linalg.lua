@@ -3,6 +3,8 @@
 local C = require("ds.ops.common")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local options = require("ds.options")
+local N = require("ds.ops.linalg_norm")
 local F = C.functions
 
 local is_tensor = C.is_tensor
@@ -218,25 +220,25 @@ C.export("einsum", function(eq, ...)
 end, { method = false })
 
 -- ---- norms and closeness ----
--- norm(x, p = 2, dim = all, keepdim = false) or norm(x, {p =, dim =, keepdim =}); p a number, math.huge,
--- -math.huge or 'fro' (2 over the dims)
-C.export("norm", function(x, p, dim, keepdim)
-  if type(p) == "table" and not is_tensor(p) then p, dim, keepdim = p.p, p.dim, p.keepdim end
+-- norm(x, p = 2, dim = all, keepdim = false[, {dtype =}]) or norm(x, {p =, dim =, keepdim =, dtype =}) (torch.norm):
+-- p a number, math.huge, -math.huge or 'fro' (2 over the dims); a zero norm has gradient 0
+C.export("norm", function(x, p, dim, keepdim, opts)
+  if type(p) == "table" and not is_tensor(p) then opts, p = p, nil
+  elseif type(keepdim) == "table" then opts, keepdim = keepdim, nil end
+  local o = options.check(opts, "norm", { p = "any", dim = "any", keepdim = "boolean", dtype = "dtype" })
+  if p == nil then p = o.p end
+  if dim == nil then dim = o.dim end
+  if keepdim == nil then keepdim = o.keepdim end
   if not is_tensor(x) then errors.raise("norm: expects a tensor, got " .. type(x)) end
+  if o.dtype then x = x:astype(o.dtype) end
   if x.dtype ~= "f32" and x.dtype ~= "f64" then errors.raise("norm: needs a floating point tensor, got " .. x.dtype) end
   p = p or 2
   if p == "fro" then p = 2 end
-  if type(p) ~= "number" then
-    errors.raise("norm: p = '" .. tostring(p) .. "' is not implemented (a number, math.huge or 'fro')")
+  if type(p) ~= "number" or p ~= p then
+    errors.raise("norm: p = '" .. tostring(p) .. "' is not implemented (a number, math.huge or 'fro'; 'nuc' needs an SVD)")
   end
-  keepdim = keepdim or false
-  local a = x:abs()
-  if p == math.huge then return a:amax(dim, keepdim) end
-  if p == -math.huge then return a:amin(dim, keepdim) end
-  if p == 2 then return (x * x):sum(dim, keepdim):sqrt() end
-  if p == 1 then return a:sum(dim, keepdim) end
-  if p == 0 then return x:ne(0):astype(x.dtype):sum(dim, keepdim) end
-  return (a ^ p):sum(dim, keepdim) ^ (1 / p)
+  if type(dim) == "number" then dim = { dim } end
+  return N.pnorm(x, p, dim, keepdim or false)
 end)
 
 -- isclose(a, b, rtol = 1e-5, atol = 1e-8, equal_nan = false): a == b or |a - b| <= atol + rtol * |b|

@@ -12,6 +12,7 @@ local is_tensor = C.is_tensor
 local inf = math.huge
 
 local M = {}
+local pnorm
 
 local function is_options(v) return type(v) == "table" and not is_tensor(v) and v[1] == nil and next(v) ~= nil end
 
@@ -40,7 +41,7 @@ local function dims_list(name, dim)
 end
 
 -- sum_i |x_i|^ord ^ (1 / ord) over dims; a zero sum gives 0 with gradient 0
-local function pnorm(x, ord, dims, keepdim)
+function M.pnorm(x, ord, dims, keepdim)
   if ord == inf then return x:abs():amax(dims, keepdim) end
   if ord == -inf then return x:abs():amin(dims, keepdim) end
   if ord == 0 then return x:ne(0):astype(x.dtype):sum(dims, keepdim) end
@@ -52,6 +53,7 @@ local function pnorm(x, ord, dims, keepdim)
   root = ord == 2 and root:sqrt() or root ^ (1 / ord)
   return F.where(positive, root, F.zeros({}, { dtype = s.dtype }))
 end
+pnorm = M.pnorm
 
 -- vector_norm(x, ord = 2, dim = nil (all), keepdim = false, {dtype =}) or vector_norm(x, {ord =, dim =, ...})
 function M.vector_norm(x, ord, dim, keepdim, opts)

@@ -100,10 +100,13 @@ local function eliminate(A, B)
   return X, piv, sign
 end
 
+-- an empty batch has nothing to eliminate (and the compiler's plans refuse some views of empty buffers)
+local function empty_batch(A) return S.numel(A._shape) == 0 end
+
 -- inv(A (..., n, n)) -> (..., n, n)
 function M.inv(A)
   local n = square("linalg.inv", A, "A")
-  if n == 0 then return A:clone() end
+  if empty_batch(A) then return A:clone() end
   local X, piv = eliminate(A, identity(n, A.dtype))
   refuse_singular("linalg.inv", piv)
   return X
@@ -112,7 +115,7 @@ end
 -- det(A (..., n, n)) -> (...)
 function M.det(A)
   local n = square("linalg.det", A, "A")
-  if n == 0 then return F.ones(batch_of(A._shape, 2), { dtype = A.dtype }) end
+  if empty_batch(A) then return F.ones(batch_of(A._shape, 2), { dtype = A.dtype }) end
   local _, piv, sign = eliminate(A)
   return sign * piv:prod(-1)
 end
@@ -120,7 +123,7 @@ end
 -- slogdet(A) -> sign (...), logabsdet (...): det = sign * exp(logabsdet); singular: sign 0, logabsdet -inf
 function M.slogdet(A)
   local n = square("linalg.slogdet", A, "A")
-  if n == 0 then
+  if empty_batch(A) then
     local b = batch_of(A._shape, 2)
     return F.ones(b, { dtype = A.dtype }), F.zeros(b, { dtype = A.dtype })
   end
@@ -151,7 +154,12 @@ function M.solve(A, B, opts)
     errors.raise(string.format("linalg.solve: B %s does not fit A %s (B needs %s rows)", S.str(B._shape),
       S.str(A._shape), tostring(n)))
   end
-  if n == 0 then return B:clone() end
+  if empty_batch(A) or S.numel(Bm._shape) == 0 then
+    local shape = S.broadcast(batch_of(A._shape, 2), batch_of(Bm._shape, 2), "linalg.solve")
+    shape[#shape + 1] = n
+    if not vector then shape[#shape + 1] = Bm._shape[#Bm._shape] end
+    return F.zeros(shape, { dtype = A.dtype })
+  end
   local X, piv = eliminate(A, Bm)
   refuse_singular("linalg.solve", piv)
   return vector and X:squeeze(-1) or X
