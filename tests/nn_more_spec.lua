@@ -408,6 +408,17 @@ describe("nn calls of issue 28: modules and refusals", function()
     end
   end)
 
+  it("ctc_loss compiles with a symbolic batch (padded targets, tensor lengths)", function()
+    local fn = function(x, t, il, tl) return F.ctc_loss(x:log_softmax(3), t, il, tl, { reduction = "none" }) end
+    local compiled = ds.compile(fn, { ds.spec({ 5, "batch", 4 }, "f32", "x"), ds.spec({ "batch", 2 }, "i64", "t"),
+      ds.spec({ "batch" }, "i64", "il"), ds.spec({ "batch" }, "i64", "tl") })
+    for _, n in ipairs { 1, 3 } do
+      local x, t = ds.randn(5, n, 4), ds.randint(2, 5, { n, 2 })
+      local il, tl = ds.randint(3, 6, { n }), ds.randint(0, 3, { n })
+      assert(H.bitwise(compiled(x, t, il, tl), fn(x, t, il, tl)))
+    end
+  end)
+
   it("unknown options are errors naming the op", function()
     local x = ds.randn(2, 3)
     for _, c in ipairs {

@@ -27,8 +27,8 @@ local function lengths(v, n, batched, what)
   if v.dtype == "f32" or v.dtype == "f64" or v.dtype == "bool" then
     raise("ctc_loss: %s must hold integers, got %s", what, v.dtype)
   end
-  if S.numel(v._shape) ~= n or (batched and #v._shape ~= 1) or (not batched and #v._shape > 1) then
-    raise("ctc_loss: %s must have %d entries, got shape %s", what, n, S.str(v._shape))
+  if not S.same(S.numel(v._shape), n) or (batched and #v._shape ~= 1) or (not batched and #v._shape > 1) then
+    raise("ctc_loss: %s must have %s entries, got shape %s", what, tostring(n), S.str(v._shape))
   end
   return v:reshape(n):astype("i64")
 end
@@ -40,6 +40,7 @@ local function padded_targets(targets, tlen_given, tl, N, batched)
   if #targets._shape == 2 then return targets end
   if #targets._shape ~= 1 then raise("ctc_loss: targets must be (N, S) or 1-D concatenated, got %s",
     S.str(targets._shape)) end
+  if type(N) ~= "number" then raise("ctc_loss: concatenated targets need a known batch size; pad the targets") end
   local list = type(tlen_given) == "table" and not Tensor.is_tensor(tlen_given) and tlen_given
   if not list then
     if tl._c == nil then
@@ -77,9 +78,7 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   end
   local lp = batched and log_probs or log_probs:unsqueeze(2)
   local T, N, C = lp._shape[1], lp._shape[2], lp._shape[3]
-  if type(T) ~= "number" or type(N) ~= "number" then
-    raise("ctc_loss: T and N of log_probs %s must be known sizes", S.str(lp._shape))
-  end
+  if type(T) ~= "number" then raise("ctc_loss: T (dim 1) of log_probs %s must have a known size", S.str(lp._shape)) end
   local blank = opts.blank or 1
   if type(C) == "number" and blank > C then raise("ctc_loss: blank %d is not a class (C = %d)", blank, C) end
   local il = lengths(input_lengths, N, batched, "input_lengths")
@@ -88,7 +87,7 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   if tg._shape[2] == 0 then tg = ops.full({ N, 1 }, blank, { dtype = "i64" }) end -- empty targets: one padding column
   local Smax = tg._shape[2]
   if #tg._shape ~= 2 or not S.same(tg._shape[1], N) or type(Smax) ~= "number" then
-    raise("ctc_loss: targets %s do not match a batch of %d", S.str(targets._shape), N)
+    raise("ctc_loss: targets %s do not match a batch of %s", S.str(targets._shape), tostring(N))
   end
   if il._c ~= nil and tl._c ~= nil then -- eagerly, the lengths' ranges as PyTorch checks them
     for i, n in ipairs(il:totable()) do
@@ -109,12 +108,12 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   local skip = ops.cat({ ops.zeros({ N, 2 }, { dtype = "bool" }),
     ops.logical_and(ops.ne(ext:narrow(2, 3, L - 2), blank), ops.ne(ext:narrow(2, 3, L - 2), ext:narrow(2, 1, L - 2))) }, 2)
   -- log-probabilities of the extended labels per time step: (T, N, L)
-  local lpe = ops.gather(lp, 3, ext:unsqueeze(1):broadcast_to({ T, N, L }):contiguous())
+  local lpe = ops.gather(lp, 3, ext:unsqueeze(1):expand(T, -1, -1):contiguous())
   local dt = lp.dtype
   local neg1 = ops.full({ N, 1 }, NEG, { dtype = dt })
   local neg2 = ops.full({ N, 2 }, NEG, { dtype = dt })
   local negL = ops.full({ N, L }, NEG, { dtype = dt })
-  local first = ops.le(ops.arange(1, L + 1, { dtype = "i64" }), 2):unsqueeze(1):broadcast_to({ N, L })
+  local first = ops.le(ops.arange(1, L + 1, { dtype = "i64" }), 2):unsqueeze(1)
   local alpha = ops.where(first, lpe:select(1, 1), negL)
   for t = 2, T do
     local a1 = ops.cat({ neg1, alpha:narrow(2, 1, L - 1) }, 2)
