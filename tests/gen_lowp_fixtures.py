@@ -100,12 +100,12 @@ ops = []
 def add(op, ins, fn, attrs=None):
     """fn(*ins) by torch; where torch 1.13 has no CPU kernel for Half, the op on f32 rounded back (what torch's
     Half kernels compute where they exist; the case notes it)"""
-    c = {"op": op, "inputs": [enc(t) for t in ins]}
+    c = {"op": op, "inputs": [{"number": t} if isinstance(t, float) else enc(t) for t in ins]}
     try:
         out = fn(*ins)
     except RuntimeError:
-        low = [t.dtype for t in ins if t.dtype in (torch.bfloat16, torch.float16)][0]
-        out = fn(*[t.float() if t.dtype == low else t for t in ins])
+        low = [t.dtype for t in ins if not isinstance(t, float) and t.dtype in (torch.bfloat16, torch.float16)][0]
+        out = fn(*[t.float() if not isinstance(t, float) and t.dtype == low else t for t in ins])
         out = out.to(low) if out.dtype == torch.float32 else out
         c["torch_kernel"] = "f32"
     c["out"] = enc(out)
@@ -146,6 +146,12 @@ for dt in (torch.bfloat16, torch.float16):
     add("matmul", [a, b.t().contiguous()], lambda x, y: x.float().matmul(y.float()).to(dt))
     add("add", [a, torch.randn(6, 5)], lambda x, y: x + y)  # with f32: f32
     add("add", [a, a.to(other)], lambda x, y: x + y)  # bf16 with f16: f32
+    # a Python number with a bf16/f16 tensor: the number is rounded to the tensor's dtype first (torch 1.13)
+    for num in (0.1, 1 / 3, 2.7):
+        add("add", [a, num], lambda x, y: x + y)
+        add("mul", [a, num], lambda x, y: x * y)
+        add("div", [a, num], lambda x, y: x / y)
+        add("lt", [a, num], torch.lt)
 big = (torch.randn(4, 64) * 2).to(torch.bfloat16)
 add("sum", [big], lambda x: x.sum(1), {"dim": 2})
 i8a = torch.randint(-128, 128, (5, 4), dtype=torch.int8)

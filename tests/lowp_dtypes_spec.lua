@@ -145,11 +145,11 @@ local OPS = {
 describe("lowp: ops computed in f32 / i32 and rounded back, against PyTorch", function()
   for n, c in ipairs(doc.ops) do
     local kinds = {}
-    for k, i in ipairs(c.inputs) do kinds[k] = i.dtype end
+    for k, i in ipairs(c.inputs) do kinds[k] = i.number and tostring(i.number) or i.dtype end
     it(string.format("%d: %s(%s)%s", n, c.op, table.concat(kinds, ", "),
       c.torch_kernel and " (torch has no Half kernel: its f32 op rounded)" or ""), function()
       local args = {}
-      for k, i in ipairs(c.inputs) do args[k] = T(i) end
+      for k, i in ipairs(c.inputs) do args[k] = i.number or T(i) end
       local got
       if OPS[c.op] then got = OPS[c.op](unpack(args))
       else
