@@ -1,7 +1,8 @@
 -- examples/char_gpt.lua: a 4-layer character-level GPT (0.8M parameters, examples/char_gpt_model.lua) trained on the
 -- license texts every Debian system has (/usr/share/common-licenses), eagerly and with the train step compiled (the
 -- same losses bit for bit); then text generated with ds.generate (with and without the KV cache), by the decoding
--- loop compiled (ds.generation_loop: one graph) and by that loop saved and loaded again: greedy and sampled.
+-- loop compiled (ds.generation_loop: one graph) and by that loop saved and loaded again: greedy and sampled; the
+-- weights saved (ds.save_state) and loaded into a model with caches for two rows.
 --   luajit examples/char_gpt.lua [--steps N] [--batch B] [--generate N] [--out DIR] [--threads N]
 package.path = "./examples/?.lua;" .. package.path
 local ds = require("ds")
@@ -121,7 +122,14 @@ local function run(opts)
   for i = 1, #PROMPT do p[i] = id[PROMPT:sub(i, i)] end
   os.execute("mkdir -p '" .. opts.out .. "'")
   local stream = opts.stream and function(t) opts.stream(chars[t]) end
-  local gens = generations(model, ds.tensor({ p }, { dtype = "i64" }), opts.generate, opts.out, stream)
+  local prompt = ds.tensor({ p }, { dtype = "i64" })
+  local gens = generations(model, prompt, opts.generate, opts.out, stream)
+  -- the weights saved and loaded into a new model whose caches hold two rows (caches are not in the state_dict)
+  ds.save_state(model:state_dict(), opts.out .. "/char_gpt_weights.safetensors")
+  local two = CM.GPT({ vocab = #chars, block = o.block, cache_batch = 2 })
+  two:load_state_dict((ds.load_state(opts.out .. "/char_gpt_weights.safetensors")))
+  local rows = ds.generate(two, ds.cat({ prompt, prompt }), { max_new_tokens = opts.generate })
+  gens.reloaded_rows = rows:narrow(2, #PROMPT + 1, opts.generate):totable()
   return { eager_losses = eager_losses, compiled_losses = compiled_losses, chars = chars, generations = gens,
            params = CM.count(model), text_bytes = ids:numel() }
 end
@@ -164,6 +172,8 @@ local function main(argv)
   print("greedy, without the cache:   " .. PROMPT .. decode(g.greedy_no_cache, r.chars))
   print(string.format("greedy eager == compiled loop == loaded loop: %s", tostring(same(g.greedy, g.greedy_compiled)
     and same(g.greedy, g.greedy_loaded))))
+  print(string.format("weights saved, loaded into a model with 2 cache rows: both rows greedy as before: %s",
+    tostring(same(g.reloaded_rows[1], g.greedy) and same(g.reloaded_rows[2], g.greedy))))
   print("sampled (t 0.8, top-k 20, seed 1): " .. PROMPT .. decode(g.sampled, r.chars))
   print(string.format("sampled eager == compiled loop == loaded loop: %s", tostring(same(g.sampled, g.sampled_compiled)
     and same(g.sampled, g.sampled_loaded))))

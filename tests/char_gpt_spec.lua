@@ -1,7 +1,7 @@
 -- tests/char_gpt_spec.lua: the character GPT example, briefly (12 steps of batch 8): its text encoding, eager and
 -- compiled training with bitwise-equal losses that go down, and generation: greedy text eagerly == by the compiled
 -- decoding loop == by that loop saved and loaded (and the same tokens without the cache), sampled text equal three ways
--- for the same seed, the stream seeing every greedy token.
+-- for the same seed, the stream seeing every greedy token; the saved weights generating the same in a 2-row model.
 local ds = require("ds")
 local H = require("helpers")
 local ex = dofile("examples/char_gpt.lua")
@@ -30,6 +30,7 @@ describe("the character GPT example", function()
     assert.same(g.greedy, g.greedy_loaded)
     assert.same(g.greedy, g.greedy_no_cache)
     assert.equal(ex.decode(g.greedy, r.chars), table.concat(streamed))
+    assert.same({ g.greedy, g.greedy }, g.reloaded_rows)   -- the saved weights in a model with two cache rows
     assert.equal(20, #g.sampled)
     assert.same(g.sampled, g.sampled_compiled)
     assert.same(g.sampled, g.sampled_loaded)
