@@ -125,6 +125,19 @@ describe("lowp: creation, casts, printing", function()
     assert.truthy(tostring(ds.tensor({ 1, -2 }, { dtype = "i8" })):find("dtype=i8", 1, true))
     assert.truthy(tostring(ds.tensor({ 0.5 }, { dtype = "f16" })):find("dtype=f16", 1, true))
   end)
+  it("views share storage; indexed and in-place writes land in the tensor", function()
+    for _, dt in ipairs { "bf16", "f16", "i8" } do
+      local x = ds.zeros(2, 3, { dtype = dt })
+      local v = x:narrow(2, 2, 2)
+      assert.equal(dt, v.dtype)
+      v:fill_(3)
+      x[1][1] = 5
+      x:t()[3][2] = -2
+      assert.same({ { 5, 3, 3 }, { 0, 3, -2 } }, x:totable())
+      x:select(1, 2):copy_(ds.tensor({ 1, 2, 4 }))
+      assert.same({ 1, 2, 4 }, x[2]:totable())
+    end
+  end)
   it("unknown dtypes are still refused", function()
     H.raises(function() ds.zeros(2, { dtype = "f8" }) end, "unknown dtype")
     H.raises(function() ds.ones(2):astype("i16") end, "astype", "i16")

@@ -326,9 +326,10 @@ local function prepare_inputs(def, inputs, attrs)
 end
 
 -- ---- the storage-only dtypes (bf16, f16, i8): ops without a kernel for them compute in dtype.compute ----
--- the first input of such a dtype def has no kernel for, and its compute dtype (f32 for bf16/f16, i32 for i8)
+-- the first input of such a dtype def has no kernel for, and its compute dtype (f32 for bf16/f16, i32 for i8);
+-- views run no kernel (a lifted view would be a copy)
 local function lowp_input(def, inputs)
-  if not def.dtypes then return nil end
+  if not def.dtypes or def.view then return nil end
   for i = 1, #inputs do
     local dt = inputs[i].dtype
     if dtype.compute[dt] and not def.dtypes[dt] then return dt, dtype.compute[dt] end
