@@ -101,6 +101,10 @@ end
 -- nn modules (an init method) and optimizers/schedulers (new(cls, params, opts) with defaults)
 local function class_text(name, cls)
   if cls.defaults and cls.new then
+    if type(rawget(cls, "positional")) == "table" then -- an optimizer: PyTorch's positional order, then options
+      return string.format("%s(params, %s, {options})\ndefaults: %s", name, table.concat(cls.positional, ", "),
+        show_table(cls.defaults))
+    end
     local text = function_text(name, cls.new, true)
     return text:gsub("\n", "\ndefaults: " .. show_table(cls.defaults) .. "\n", 1)
   end
@@ -206,7 +210,7 @@ function M.text(ns, name, value)
   local short = name and name:gsub("^ds%.", "")
   if short then
     local op = D.by_name[short] or D.by_name[short:match("^F%.(.*)$") or ""] or
-      D.by_name[short:match("^Tensor[.:](.*)$") or ""]
+      D.by_name[short:match("^Tensor[.:](.*)$") or short:match("^[%w_]+:([%w_]+)$") or ""] -- (?x:sum: a method)
     if op then return op_text(op) end
     local mod = short:match("^nn%.(.*)$")
     if mod and is_class(nn[mod]) then return class_text("nn." .. mod, nn[mod]) end
@@ -214,7 +218,7 @@ function M.text(ns, name, value)
     if opt and is_class(optim[opt]) then return class_text("optim." .. opt, optim[opt]) end
     local fn = short:match("^F%.(.*)$")
     if fn and type(nn.functional[fn]) == "function" then return function_text("F." .. fn, nn.functional[fn]) end
-    local method = short:match("^Tensor[.:](.*)$")
+    local method = short:match("^Tensor[.:](.*)$") or short:match("^[%w_]+:([%w_]+)$")
     if method and type(Tensor[method]) == "function" then return function_text("Tensor:" .. method, Tensor[method]) end
     if value == nil and is_class(nn[short]) then return class_text("nn." .. short, nn[short]) end
     if value == nil and type(ns[short]) == "function" then return function_text("ds." .. short, ns[short]) end
