@@ -326,14 +326,16 @@ local function prepare_inputs(def, inputs, attrs)
 end
 
 -- ---- the storage-only dtypes (bf16, f16, i8): ops without a kernel for them compute in dtype.compute ----
--- the first input of such a dtype def has no kernel for, and its compute dtype (f32 for bf16/f16, i32 for i8);
--- views run no kernel (a lifted view would be a copy)
-local function lowp_input(def, inputs)
+-- the first input of such a dtype def has no kernel for, else such a dtype attr (randn, sum's dtype option), and
+-- its compute dtype (f32 for bf16/f16, i32 for i8); views run no kernel (a lifted view would be a copy)
+local function lowp_input(def, inputs, attrs)
   if not def.dtypes or def.view then return nil end
   for i = 1, #inputs do
     local dt = inputs[i].dtype
     if dtype.compute[dt] and not def.dtypes[dt] then return dt, dtype.compute[dt] end
   end
+  local dt = def.attr_index.dtype and attrs.dtype
+  if dtype.compute[dt] and not def.dtypes[dt] then return dt, dtype.compute[dt] end
 end
 
 -- PyTorch's CPU kernels for bf16/f16: inputs of dtype low cast up, the op in dtype up, its outputs of dtype
@@ -342,6 +344,11 @@ end
 local function call_lifted(def, inputs, attrs, out, low, up)
   local lifted = {}
   for i = 1, #inputs do lifted[i] = inputs[i].dtype == low and M.cast(inputs[i], up) or inputs[i] end
+  if attrs.dtype == low then
+    local a = {}
+    for k, v in pairs(attrs) do a[k] = v end
+    a.dtype, attrs = up, a
+  end
   local results = { M.call(def, lifted, attrs, nil, true) }
   for i = 1, def.noutputs do
     if is_tensor(results[i]) and results[i].dtype == up then results[i] = M.cast(results[i], low) end
@@ -356,7 +363,7 @@ function M.call(def, inputs, attrs, out, prepared)
   check_arity(def, inputs)
   if not prepared then
     inputs, attrs = prepare_inputs(def, inputs, attrs)
-    local low, up = lowp_input(def, inputs)
+    local low, up = lowp_input(def, inputs, attrs)
     if low then return call_lifted(def, inputs, attrs, out, low, up) end
   end
   local metas = def.infer(inputs, attrs, def)
