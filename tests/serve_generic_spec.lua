@@ -5,8 +5,10 @@
 -- this process, continuous batching (requests joining a running generation get the same bits as alone), per-
 -- request limits (max_tokens, eos, max_length, deadline) and cancellation when the client goes away.
 -- Skipped without nginx's Lua module.
+package.path = "./examples/?.lua;" .. package.path
 local ds = require("ds")
 local cjson = require("cjson")
+local gpt = require("char_gpt_model")
 local ffi = require("ffi")
 local http = require("serve_http")
 local nn, F = ds.nn, ds.F
@@ -83,6 +85,18 @@ local function build_gen()
     ds.spec({ "seqs", 2 }, "i64", "seg") }, { convert = false })
 end
 
+-- a character GPT with KV caches (examples/char_gpt_model.lua) whose compiled step is served by ds.generator:
+-- step(ids (4, 1) i64, pos (4) i64) -> logits (4, 1, 12), the caches graph state
+local KV = { vocab = 12, embed = 32, heads = 2, layers = 2, block = 48 }
+local function build_kv(slots)
+  ds.manual_seed(11)
+  local cfg = { cache_batch = slots }
+  for k, v in pairs(KV) do cfg[k] = v end
+  local m = gpt.GPT(cfg)
+  m:eval()
+  return m
+end
+
 -- the greedy loop in this process on the loaded step model, each step on the sequence alone: tokens, logits
 local function greedy(m, ids, n, eos)
   local seq, tokens, logits = {}, {}, {}
@@ -144,6 +158,9 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     ds.save(build_mlp(), models .. "/mlp")
     ds.save(build_gen(), models .. "/gen")
     ds.save(build_mlp(), models .. "/rows")   -- the same MLP, served through a plug-in adapter
+    local kv = build_kv(4)
+    ds.save(ds.compile(function(ids, pos) return kv:step(ids, pos) end,
+      { ds.spec({ 4, 1 }, "i64", "ids"), ds.spec({ 4 }, "i64", "pos") }), models .. "/kv")
     os.execute("mkdir -p " .. dir .. "/lua/plug")
     http.write(dir .. "/lua/plug/rows.lua", PLUGIN)
     mlp_file, gen_file = ds.load(models .. "/mlp"), ds.load(models .. "/gen")
@@ -155,10 +172,11 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     http.write(models .. "/serve.json", cjson.encode { models = {
       mlp = { max_wait_ms = 50 }, rows = { adapter = "plug.rows" },
       gen = { generate = true, max_length = POSITIONS, max_batch = 8, vocab = "gen.vocab.json", timeout_ms = 20000,
-              max_wait_ms = 50 } } })
+              max_wait_ms = 50 },
+      kv = { generate = true, kv_cache = true, max_length = KV.block, timeout_ms = 20000 } } })
     local why
     -- one nginx worker: concurrent generations surely meet in the same running batch
-    port, why = http.start(prefix, models, 30, "DS_SERVE_WORKERS=1 DS_SERVE_THREADS=3 DS_SERVE_LUA_PATH=" .. dir .. "/lua/?.lua")
+    port, why = http.start(prefix, models, 30, "DS_SERVE_WORKERS=1 DS_SERVE_THREADS=4 DS_SERVE_LUA_PATH=" .. dir .. "/lua/?.lua")
     assert(port, "nginx did not come up: " .. tostring(why))
   end)
   teardown(function()
@@ -353,6 +371,43 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     assert.equal(400, code); assert.truthy(r.error:find("entry 2", 1, true))
     code, r = request("POST", "/generate/gen", cjson.encode { text = "az" })
     assert.equal(400, code); assert.truthy(r.error:find("not in the vocab", 1, true))
+  end)
+
+  it("generates with a KV-cache model in a ds.generator session: each request as ds.generate alone", function()
+    local alone = build_kv(1)
+    local function want(ids, opts)
+      local out = ds.generate(alone, ds.tensor({ ids }, { dtype = "i64" }), opts):reshape(-1):totable()
+      return { unpack(out, #ids + 1) }
+    end
+    -- greedy, streamed
+    local code, text = request("POST", "/generate/kv", cjson.encode { ids = { 3, 1, 4 }, max_tokens = 10 }, "-N", true)
+    assert.equal(200, code)
+    local ev = events(text)
+    assert.same(want({ 3, 1, 4 }, { max_new_tokens = 10 }), ev[#ev].tokens)
+    assert.equal("length", ev[#ev].reason)
+    assert.equal(11, #ev)
+    -- six at once over four cache rows (two wait for a free row), greedy and sampled with seeds
+    local bodies, wants = {}, {}
+    for i = 1, 6 do
+      local ids = {}
+      for t = 1, 2 + i do ids[t] = (t * i) % KV.vocab + 1 end
+      local opts = { max_new_tokens = 8 + 2 * i }
+      if i % 2 == 0 then opts.temperature, opts.top_k, opts.seed = 0.9, 5, 100 + i end
+      bodies[i] = cjson.encode { ids = ids, max_tokens = opts.max_new_tokens, temperature = opts.temperature,
+        top_k = opts.top_k, seed = opts.seed, stream = false }
+      wants[i] = want(ids, opts)
+    end
+    local replies = concurrently("/generate/kv", bodies)
+    for i = 1, 6 do assert.same(wants[i], cjson.decode(replies[i]).tokens, "request " .. i) end
+    -- the model's positions: 40 prompt tokens leave room for 9 new ones
+    local long = {}
+    for t = 1, 40 do long[t] = t % KV.vocab + 1 end
+    local _, r = request("POST", "/generate/kv", cjson.encode { ids = long, max_tokens = 30, stream = false })
+    assert.equal("max_length", r.reason)
+    assert.equal(9, r.count)
+    assert.same(want(long, { max_new_tokens = 9 }), r.tokens)
+    code, r = request("POST", "/generate/gen", cjson.encode { ids = { 1 }, temperature = 0.5 })
+    assert.equal(400, code); assert.truthy(r.error:find("sampling needs a kv_cache model", 1, true))
   end)
 
   it("cancels a generation when its client goes away", function()

@@ -4,6 +4,7 @@
 -- running sequence of one version (at most max_batch of them, max_tokens tokens in all) in the worker thread pool.
 -- The step (serve/compute.lua) computes every sequence's row on its own, so each answer is bitwise the answer the
 -- same request gets alone.
+local cjson = require("cjson.safe")
 local semaphore = ngx and require("ngx.semaphore")
 local metrics = require("ds.serve.metrics")
 
@@ -42,7 +43,7 @@ function Loop:submit(seq)
 end
 
 -- end seq with `reason` (counted once), wake its request
-local function finish(self, seq, reason)
+function Loop:finish(seq, reason)
   if seq.done then return end
   seq.done = reason
   metrics.count("ds_generations_total", self.name, reason)
@@ -53,8 +54,8 @@ end
 function Loop:sweep()
   local keep, t = {}, now()
   for _, s in ipairs(self.active) do
-    if s.cancelled then finish(self, s, s.cancelled)
-    elseif t >= s.deadline then finish(self, s, "deadline") end
+    if s.cancelled then self:finish(s, s.cancelled)
+    elseif t >= s.deadline then self:finish(s, "deadline") end
     if not s.done then keep[#keep + 1] = s end
   end
   self.active = keep
@@ -91,7 +92,7 @@ function Loop:run_step()
   if not (ok and res) then
     local err = "model step failed: " .. tostring(ok and secs or res)
     ngx.log(ngx.ERR, self.name, ": ", err)
-    for _, s in ipairs(batch) do s.error = err; finish(self, s, "error") end
+    for _, s in ipairs(batch) do s.error = err; self:finish(s, "error") end
     return
   end
   metrics.observe("ds_compute_seconds", self.name, secs)
@@ -100,9 +101,9 @@ function Loop:run_step()
     if not s.done then
       local tok = res.tokens[i]
       s.tokens[#s.tokens + 1], s.logits[#s.logits + 1] = tok, res.logits[i]
-      if s.eos and tok == s.eos then finish(self, s, "eos")
-      elseif #s.tokens >= s.max_new then finish(self, s, "length")
-      elseif #s.ids + #s.tokens >= self.cfg.max_length then finish(self, s, "max_length")
+      if s.eos and tok == s.eos then self:finish(s, "eos")
+      elseif #s.tokens >= s.max_new then self:finish(s, "length")
+      elseif #s.ids + #s.tokens >= self.cfg.max_length then self:finish(s, "max_length")
       else s.sema:post(1) end
     end
   end
@@ -124,6 +125,104 @@ function Loop:loop()
         idle = false
       end
       self:run_step()
+    end
+  end
+end
+
+-- ---- KV-cache step models: ds.generator sessions (docs/SERVING.md "KV caches") ----
+-- The generator's caches live in the one thread VM that runs its session (compute.session), so requests reach it
+-- through the shared dict ds_generate instead of one thread call per step: a request is pushed to its version's
+-- queue, the session takes it into a free row between two steps and pushes its tokens back; this loop moves them
+-- to the requests and starts a session whenever requests wait and none runs.
+local Cached = setmetatable({}, { __index = Loop })
+Cached.__index = Cached
+local POLL_S = 0.001
+local next_id = 0
+
+-- name, cfg as M.new; session(version, key) -> ok, true, steps | error (models.session)
+function M.cached(name, cfg, session)
+  return setmetatable({ name = name, cfg = cfg, session = session, active = {}, seen = {}, wake = semaphore.new(0),
+                        dict = ngx.shared.ds_generate }, Cached)
+end
+
+-- the shared-dict key of a version's session
+function Cached:key(version) return string.format("gen:%d:%s:%s", ngx.worker.pid(), self.name, version) end
+
+-- seq as Loop:submit, with opts (ds.generator's start options: max_new_tokens, eos, temperature, top_k, top_p,
+-- min_p, seed): queued for the session of its version
+function Cached:submit(seq)
+  local ok, reason, msg = Loop.submit(self, seq)
+  if not ok then return nil, reason, msg end
+  next_id = next_id + 1
+  seq.rid = next_id
+  local added, err = self.dict:rpush(self:key(seq.version) .. ":q", cjson.encode { id = seq.rid, ids = seq.ids,
+    opts = seq.opts })
+  if not added then
+    self.active[#self.active] = nil
+    return nil, "queue_full", "the generation queue is full: " .. tostring(err)
+  end
+  return seq
+end
+
+-- a sequence that ends here (cancelled, deadline): the session drops it at its next step
+local function cancel(self, seq)
+  if seq.rid then self.dict:set(self:key(seq.version) .. ":c:" .. seq.rid, true, 60) end
+end
+
+-- moves the tokens the session pushed to their sequences; ends those that are done
+function Cached:collect()
+  for _, s in ipairs(self.active) do
+    local out = self:key(s.version) .. ":o:" .. s.rid
+    local got = false
+    while not s.done do
+      local item = self.dict:lpop(out)
+      if not item then break end
+      local m = cjson.decode(item)
+      got = true
+      if m.error then
+        s.error = "model step failed: " .. m.error
+        self:finish(s, "error")
+      else
+        s.tokens[#s.tokens + 1] = m.token
+        metrics.count("ds_generated_tokens_total", self.name)
+        if m.done then
+          self:finish(s, s.eos and m.token == s.eos and "eos" or s.capped and "max_length" or "length")
+        end
+      end
+    end
+    if s.done then self.dict:delete(out) end
+    if got and not s.done then s.sema:post(1) end
+  end
+end
+
+-- runs the session of the oldest waiting sequence's version in a light thread
+function Cached:start_session()
+  local version = self.active[1].version
+  self.running = version
+  ngx.thread.spawn(function()
+    local ok, done, err = self.session(version, self:key(version))
+    self.running = nil
+    if not (ok and done) then
+      local why = tostring(ok and err or done)
+      ngx.log(ngx.ERR, self.name, ": generation session failed: ", why)
+      for _, s in ipairs(self.active) do
+        if s.version == version and not s.done then s.error = "model step failed: " .. why; self:finish(s, "error") end
+      end
+    end
+    if self.wake:count() < 1 then self.wake:post(1) end
+  end)
+end
+
+function Cached:loop()
+  while not ngx.worker.exiting() or #self.active > 0 do
+    for _, s in ipairs(self.active) do if s.cancelled or ngx.now() >= s.deadline then cancel(self, s) end end
+    self:sweep()
+    if #self.active == 0 then
+      self.wake:wait(1)
+    else
+      if not self.running then self:start_session() end
+      ngx.sleep(POLL_S)
+      self:collect()
     end
   end
 end

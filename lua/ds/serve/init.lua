@@ -64,7 +64,9 @@ function M.init_worker()
   for _, name in ipairs(names) do
     local s = settings[name]
     local q
-    if s.generate then
+    if s.kv_cache then
+      q = generate.cached(name, s, function(version, key) return models.session(name, version, key) end)
+    elseif s.generate then
       q = generate.new(name, s, function(version, seqs) return models.step(name, version, seqs) end)
     else
       q = batcher.new(name, s, adapters[name], function(version, batch) return models.run(name, version, batch) end)
@@ -109,7 +111,7 @@ function M.health()
                            format_version = e.info.format_version, params_file = e.info.params_file,
                            inputs = e.info.inputs, adapter = s.adapter, generate = s.generate or nil,
                            max_batch = s.max_batch, max_tokens = s.max_tokens, max_wait_ms = s.max_wait_ms,
-                           max_length = s.generate and s.max_length or nil,
+                           max_length = s.generate and s.max_length or nil, kv_cache = s.kv_cache or nil,
                            timeout_ms = s.timeout_ms, queue_limit = s.queue_limit, queued = queues[name]:queued() }
       versions[#versions + 1] = name .. "=" .. e.version
       -- new files that did not load: the version above keeps serving
@@ -181,14 +183,19 @@ function M.predict(name)
 end
 
 local GEN_FIELDS = { ids = true, text = true, max_tokens = true, timeout_ms = true, stream = true, eos = true }
+-- sampling, for KV-cache models (ds.generator's request options)
+local SAMPLING = { temperature = true, top_k = true, top_p = true, min_p = true, seed = true }
 
--- a generation request -> {ids, max_new, eos, stream}, or nil and what is wrong. e.vocab (char -> id) lets a
+-- a generation request -> {ids, max_new, eos, stream, opts (KV-cache models: ds.generator's start options),
+-- capped (max_new was cut to the model's max_length)}, or nil and what is wrong. e.vocab (char -> id) lets a
 -- request give "text" instead of "ids".
 local function gen_request(req, e, s)
   for k in pairs(req) do
-    if not GEN_FIELDS[k] then
-      return nil, string.format("unknown field '%s' (ids or text, max_tokens, timeout_ms, stream, eos)", tostring(k))
+    if not GEN_FIELDS[k] and not (s.kv_cache and SAMPLING[k]) then
+      return nil, string.format("unknown field '%s' (ids or text, max_tokens, timeout_ms, stream, eos%s)", tostring(k),
+        s.kv_cache and ", temperature, top_k, top_p, min_p, seed" or "; sampling needs a kv_cache model")
     end
+    if SAMPLING[k] and type(req[k]) ~= "number" then return nil, string.format("'%s' must be a number", k) end
   end
   local ids = req.ids
   if req.text ~= nil then
@@ -218,7 +225,14 @@ local function gen_request(req, e, s)
   local eos = req.eos or s.eos
   if eos ~= nil and (type(eos) ~= "number" or eos ~= math.floor(eos)) then return nil, "'eos' must be a token id" end
   if req.stream ~= nil and type(req.stream) ~= "boolean" then return nil, "'stream' must be true or false" end
-  return { ids = ids, max_new = max_new, eos = eos, stream = req.stream ~= false }
+  local g = { ids = ids, max_new = max_new, eos = eos, stream = req.stream ~= false }
+  if s.kv_cache then
+    -- the generator's caches hold max_length positions: prompt + new tokens - 1 (the last one is not fed)
+    if #ids + max_new - 1 > s.max_length then g.max_new, g.capped = s.max_length - #ids + 1, true end
+    g.opts = { max_new_tokens = g.max_new, eos = eos }
+    for k in pairs(SAMPLING) do g.opts[k] = req[k] end
+  end
+  return g
 end
 
 -- token id -> its text in the vocab (char -> id), built once per version
@@ -248,7 +262,8 @@ function M.generate(name)
     metrics.count("ds_errors_total", name, "bad_request")
     return reply(400, { error = err }, e.version)
   end
-  local seq = { ids = g.ids, max_new = g.max_new, eos = g.eos, version = e.version, deadline = ngx.now() + timeout }
+  local seq = { ids = g.ids, max_new = g.max_new, eos = g.eos, opts = g.opts, capped = g.capped, version = e.version,
+                deadline = ngx.now() + timeout }
   local ok, reason, msg = queues[name]:submit(seq)
   if not ok then
     metrics.count("ds_errors_total", name, reason)

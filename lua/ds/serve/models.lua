@@ -180,4 +180,8 @@ function M.run(name, version, inputs) return M.call("run", name, version, inputs
 -- a generation step of `name` on `version` in a thread VM: ok, {tokens, logits}, seconds (as compute.step)
 function M.step(name, version, seqs) return M.call("step", name, version, seqs, live()) end
 
+-- a generation session of the KV-cache step model `name` on `version` in a thread VM, until it has been idle: ok,
+-- true, steps (as compute.session)
+function M.session(name, version, key) return M.call("session", name, version, key, settings[name].max_length, live()) end
+
 return M
