@@ -226,6 +226,14 @@ case("conv_transpose1d_options",
      [seq, randn(4, 3, 3), randn(6)], grad=(0, 1, 2))
 case("conv_transpose1d_unbatched", lambda x, w: F.conv_transpose1d(x, w, stride=2), [seq[0], randn(4, 2, 2)],
      grad=(0, 1))
+# output_padding at or past the stride (allowed below the dilation)
+case("conv_transpose1d_outpad_dilation",
+     lambda x, w, b: F.conv_transpose1d(x, w, b, stride=1, padding=2, output_padding=2, dilation=3),
+     [seq, randn(4, 2, 3), randn(2)], grad=(0, 1, 2))
+case("conv_transpose2d_outpad_dilation",
+     lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(1, 2), padding=(0, 1), output_padding=(2, 1),
+                                        dilation=(3, 2), groups=2),
+     [randn(2, 4, 3, 4), randn(4, 1, 2, 3), randn(2)], grad=(0, 1, 2))
 small = randn(2, 4, 3, 4, 3)
 case("conv_transpose3d", lambda x, w: F.conv_transpose3d(x, w), [small, randn(4, 3, 2, 3, 2)], grad=(0, 1))
 case("conv_transpose3d_options",

@@ -167,6 +167,13 @@ local CASES = {
     return F.conv_transpose1d(x, w, b, { stride = 3, padding = 2, output_padding = 1, groups = 2, dilation = 2 })
   end },
   conv_transpose1d_unbatched = { function(x, w) return F.conv_transpose1d(x, w, nil, { stride = 2 }) end },
+  conv_transpose1d_outpad_dilation = { function(x, w, b)
+    return F.conv_transpose1d(x, w, b, { stride = 1, padding = 2, output_padding = 2, dilation = 3 })
+  end },
+  conv_transpose2d_outpad_dilation = { function(x, w, b)
+    return F.conv_transpose2d(x, w, b, { stride = { 1, 2 }, padding = { 0, 1 }, output_padding = { 2, 1 },
+      dilation = { 3, 2 }, groups = 2 })
+  end },
   conv_transpose3d = { function(x, w) return F.conv_transpose3d(x, w) end },
   conv_transpose3d_options = { function(x, w, b)
     return F.conv_transpose3d(x, w, b, { stride = { 2, 1, 3 }, padding = { 1, 0, 2 }, output_padding = { 1, 0, 2 },

@@ -316,7 +316,8 @@ function M.conv1d(x, w, b, opts)
 end
 
 -- ---- conv_transpose2d: x (N,C,H,W), w (C,OC/groups,KH,KW) -> (N,OC,OH,OW), conv2d's input gradient:
--- OH = (H - 1) stride - 2 padding + dilation (KH - 1) + output_padding + 1 ----
+-- OH = (H - 1) stride - 2 padding + dilation (KH - 1) + output_padding + 1 (output_padding below
+-- max(stride, dilation), as PyTorch) ----
 function M.conv_transpose2d(x, w, b, opts)
   need_tensor(x, "conv_transpose2d"); need_tensor(w, "conv_transpose2d")
   opts = options.check(opts, "conv_transpose2d", { stride = "any", padding = "any", output_padding = "any",
@@ -342,8 +343,26 @@ function M.conv_transpose2d(x, w, b, opts)
     raise("conv_transpose2d: weight %s must have %s input channels (input %s)", S.str(w._shape), tostring(x._shape[2]),
       S.str(x._shape))
   end
-  local y = D.call(D.by_name.conv2d_backward_input, { x, w },
-    { stride = stride, padding = padding, dilation = dilation, groups = groups, input_size = out })
+  local y
+  if output_padding[1] < stride[1] and output_padding[2] < stride[2] then
+    y = D.call(D.by_name.conv2d_backward_input, { x, w },
+      { stride = stride, padding = padding, dilation = dilation, groups = groups, input_size = out })
+  else
+    -- output_padding reaching the stride (dilation > stride): the unpadded result, cropped by padding on both
+    -- sides, then zeros (never reached) to the size asked
+    local full = {}
+    for i = 1, 2 do full[i] = out[i] + 2 * padding[i] - output_padding[i] end
+    y = D.call(D.by_name.conv2d_backward_input, { x, w },
+      { stride = stride, padding = { 0, 0 }, dilation = dilation, groups = groups, input_size = full })
+    for i = 1, 2 do
+      local d = i + 2
+      local keep = math.min(out[i], full[i] - padding[i])
+      y = y:narrow(d, padding[i] + 1, keep)
+      if keep < out[i] then
+        y = pad_constant(y, d, 0, out[i] - keep, 0)
+      end
+    end
+  end
   if b ~= nil then y = y + need_tensor(b, "conv_transpose2d"):reshape(1, -1, 1, 1) end
   return squeeze and y:squeeze(1) or y
 end
