@@ -258,6 +258,9 @@ local CASES = {
   end,
   sigmoid_out_modified = function(x) local s = (x * 1):sigmoid(); s:add_(1); s:sum():backward(); return { x.grad } end,
   exp_input_zeroed = function(x) local a = x * 1; local e = a:exp(); a:zero_(); e:sum():backward(); return { x.grad } end,
+  zero_then_grad = function(x)
+    local h = x * 2; h:zero_(); return { ds.grad((h + x):sum(), { x })[1], T({ h.requires_grad and 1 or 0 }) }
+  end,
   leaf_inplace = function(x) x:add_(1); return { x } end,
   view_of_leaf_inplace = function(x) x[1]:mul_(2); return { x } end,
   nograd_write_saved = function(x)

@@ -228,6 +228,10 @@ def exp_input_zeroed(x):
     a = x * 1; e = a.exp(); a.zero_(); e.sum().backward(); return [x.grad]
 
 
+def zero_then_grad(x):
+    h = x * 2; h.zero_(); g, = torch.autograd.grad((h + x).sum(), x); return [g, torch.tensor([float(h.requires_grad)])]
+
+
 def leaf_inplace(x):
     x.add_(1); return [x]
 
@@ -274,7 +278,7 @@ def setitem_unsaved(x):
 
 
 for f in [mul_saved_input, add_no_save, relu_result_modified, relu_input_modified, relu_inplace, mul_inplace_chain,
-          view_inplace, view_inplace_then_read_old_view, sigmoid_out_modified, exp_input_zeroed, leaf_inplace,
+          view_inplace, view_inplace_then_read_old_view, sigmoid_out_modified, exp_input_zeroed, zero_then_grad, leaf_inplace,
           view_of_leaf_inplace, nograd_write_saved, nograd_write_unsaved, plain_written_with_grad_input,
           matmul_weight_modified, div_denominator_modified, setitem_after_use, setitem_unsaved]:
     case(f.__name__, f)

@@ -512,6 +512,9 @@ local function inplace_view(def, inputs, attrs, metas, out, base, name)
   return out
 end
 
+-- the node of a write by an op without gradient (fill_, zero_) into a tensor of a graph: PyTorch's FillBackward
+local NO_GRADIENT = { name = "fill", backward = function(_, g) return F.zeros_like(g) end }
+
 function tape.inplace(def, inputs, attrs, metas, out)
   local name = def.inplace_name or def.name .. "_"
   local base = rawget(out, "_base")
@@ -523,9 +526,10 @@ function tape.inplace(def, inputs, attrs, metas, out)
   write_into(out, r)
   if rawget(r, "_grad_fn") then
     tape.adopt(out, r)
-  else -- an op without gradient (fill_, zero_): out's new value has no history
+  else -- an op without gradient (fill_, zero_): a zero gradient for the old value
     rawset(out, "requires_grad", nil)
     rawset(out, "_grad_fn", nil)
+    tape.maybe_record(NO_GRADIENT, { src }, {}, { out })
   end
   return out
 end
