@@ -1,7 +1,8 @@
 -- tests/generate_spec.lua: ds.generate and ds.generation_loop: greedy decoding equals a hand-written token-by-token
--- loop over model:step; the graph loop eagerly == compiled == loaded bitwise (greedy, and sampled for the same seed,
--- with top-k, top-p and eos); the stream callback sees every token; use_cache = false agrees; ds.generator's rows
--- joining and leaving a running batch each equal the request alone (greedy and sampled with a seed each); refusals.
+-- loop over model:step; compile = true (a compiled step per token) gives the same bits; the graph loop eagerly ==
+-- compiled == loaded bitwise (greedy, and sampled for the same seed, with top-k, top-p and eos); the stream callback
+-- sees every token; use_cache = false agrees; ds.generator's rows joining and leaving a running batch each equal the
+-- request alone (greedy and sampled with a seed each); refusals.
 local ds = require("ds")
 local H = require("helpers")
 package.path = "./examples/?.lua;" .. package.path
@@ -59,6 +60,26 @@ describe("ds.generate", function()
     local gen = {}
     for j = 6, 14 do gen[#gen + 1] = out[1][j]:item() end
     assert.same(gen, seen)
+  end)
+
+  it("compile = true: a compiled model:step per token; the same bits greedy, sampled and with eos, streamed", function()
+    local eos = ds.generate(model(), prompt, { max_new_tokens = 9 })[1][8]:item()   -- the third generated token
+    for _, o in ipairs { { max_new_tokens = 9 }, { max_new_tokens = 9, temperature = 0.8, top_k = 6, seed = 3 },
+                         { max_new_tokens = 9, eos = eos } } do
+      local seen = {}
+      o.stream = function(ids) seen[#seen + 1] = ids[1] end
+      local c = ds.generate(model(), prompt, o)
+      local eager_seen = seen
+      seen = {}
+      o.compile = true
+      local m = model()
+      local compiled = ds.generate(m, prompt, o)
+      assert(H.bitwise(c, compiled))
+      assert.same(eager_seen, seen)
+      assert(H.bitwise(c, ds.generate(m, prompt, o)))   -- the compiled step is kept for the model and its batch
+    end
+    H.raises(function() ds.generate(model(), prompt, { compile = true, use_cache = false }) end,
+      "generate: compile = true compiles model:step")
   end)
 
   it("without the cache (model(ids) over the whole sequence) gives the same greedy tokens", function()

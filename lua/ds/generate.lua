@@ -1,6 +1,6 @@
 -- generate.lua: ds.generate and ds.generation_loop: autoregressive decoding through a model's KV caches as one graph
 -- loop (ds.while_loop: the model step, the sampling and the stop condition inside), the same ops eagerly, traced,
--- compiled and loaded (docs/GENERATION.md: the model contract).
+-- compiled and loaded; or token by token through a compiled step (docs/GENERATION.md: the model contract).
 local errors = require("ds.errors")
 local options = require("ds.options")
 local state = require("ds.state")
@@ -11,6 +11,8 @@ local random = require("ds.random")
 local F = require("ds.ops.common").functions
 local Fn = require("ds.nn.functional")
 local control = require("ds.control")
+local trace = require("ds.trace")
+local lazy = require("ds.lazy")
 
 local M = {}
 
@@ -122,43 +124,82 @@ local function joined(prompt, tokens, count)
   return F.cat({ prompt, tokens:narrow(2, 1, count) }, 2)
 end
 
--- without the caches: model(ids) (model:forward: ids (B, T) -> logits (B, T, V)) over the whole sequence per token
-local function uncached(model, prompt, o, stream)
-  if type(model.forward) ~= "function" then
-    errors.raise("generate: use_cache = false calls model(ids) -> logits (B, T, V); the model has no forward")
-  end
+-- decoding in Lua, token by token, by the graph loop's rules (its draws in its order, eos): logits_of(n, ids, tok) ->
+-- (B, V) the logits of generated token n given the ids so far (B, T + n - 1) and the last token tok (B, 1)
+local function token_by_token(model, prompt, o, stream, logits_of)
   local B, T = prompt._shape[1], prompt._shape[2]
   if T + o.max_new_tokens - 1 > model.max_len then
-    errors.raise(string.format("generate: a prompt of %d tokens and %d new ones need %d positions; the model holds "
-      .. "%d (model.max_len)", T, o.max_new_tokens, T + o.max_new_tokens - 1, model.max_len))
+    errors.raise(string.format("generate: a prompt of %d tokens and %d new ones need %d positions; the model's "
+      .. "caches hold %d (model.max_len)", T, o.max_new_tokens, T + o.max_new_tokens - 1, model.max_len))
   end
   return autograd.no_grad(function()
     if M.sampled(o) and o.seed then random.manual_seed(o.seed) end
-    local ids, done = prompt, nil
+    local ids, tok, done = prompt, nil, nil
     for n = 1, o.max_new_tokens do
-      local logits = model(ids)
-      local nxt = M.pick(logits:narrow(2, ids._shape[2], 1):reshape(B, logits._shape[3]), o)
+      local nxt = M.pick(logits_of(n, ids, tok), o)
       if o.eos then
         if done then nxt = F.where(done, F.full({ B, 1 }, o.eos, { dtype = "i64" }), nxt) end
         done = done and F.logical_or(done, nxt:eq(o.eos)) or nxt:eq(o.eos)
       end
       if stream then stream(nxt) end
-      ids = F.cat({ ids, nxt }, 2)
-      if n == o.max_new_tokens or (done and done:all():item()) then break end
+      ids, tok = F.cat({ ids, nxt }, 2), nxt
+      if done and done:all():item() then break end
     end
     return ids
+  end)
+end
+
+-- the last position's logits (B, V) of logits (B, t, V)
+local function last(logits)
+  return logits:narrow(2, logits._shape[2], 1):reshape(logits._shape[1], logits._shape[3])
+end
+
+-- without the caches: model(ids) (model:forward: ids (B, T) -> logits (B, T, V)) over the whole sequence per token
+local function uncached(model, prompt, o, stream)
+  if type(model.forward) ~= "function" then
+    errors.raise("generate: use_cache = false calls model(ids) -> logits (B, T, V); the model has no forward")
+  end
+  return token_by_token(model, prompt, o, stream, function(_, ids) return last(model(ids)) end)
+end
+
+-- model:step compiled once per model and batch B for ids (B, t) at positions (1): a plan for the prompt's length,
+-- one for single tokens
+local compiled_steps = setmetatable({}, { __mode = "k" })
+local function compiled_step(model, B)
+  local per = compiled_steps[model] or {}
+  compiled_steps[model] = per
+  per[B] = per[B] or lazy.compile(function(ids, pos) return model:step(ids, pos) end,
+    { trace.spec({ B, "t" }, "i64"), trace.spec({ 1 }, "i64") })
+  return per[B]
+end
+
+-- through a compiled model:step per token (the same bits as eagerly: its plans call the eager kernels)
+local function stepped(model, prompt, o, stream)
+  local run, T = compiled_step(model, prompt._shape[1]), prompt._shape[2]
+  return token_by_token(model, prompt, o, stream, function(n, _, tok)
+    if n == 1 then return last(run(prompt, F.ones({ 1 }, { dtype = "i64" }))) end
+    return last(run(tok, F.tensor({ T + n - 1 }, { dtype = "i64" })))
   end)
 end
 
 -- ds.generate(model, prompt_ids (B, T) i64, opts) -> ids (B, T + n) i64: the prompt and the n <= max_new_tokens
 -- generated tokens. opts: max_new_tokens (20), temperature (0: greedy), top_k, top_p, min_p, eos, seed (reseeds
 -- ds's generator first; none: its current stream), stream = function(ids) called per token with a Lua list of each
--- row's token, use_cache (true; false: model(ids) over the whole sequence per token)
+-- row's token, compile (false; true: model:step compiled once per model and batch, run per token from Lua: the
+-- fastest way, same tokens), use_cache (true; false: model(ids) over the whole sequence per token)
 function M.generate(model, prompt, opts)
-  local o = M.decode_options(opts, "generate", { seed = "integer", stream = "function", use_cache = "boolean" })
+  local o = M.decode_options(opts, "generate", { seed = "integer", stream = "function", use_cache = "boolean",
+    compile = "boolean" })
   check_prompt(prompt, "generate")
   local stream = o.stream and function(tok) o.stream(tok:reshape(-1):totable()) end
-  if o.use_cache == false then return uncached(model, prompt, o, stream) end
+  if o.use_cache == false then
+    if o.compile then
+      errors.raise("generate: compile = true compiles model:step, which use_cache = false does not call")
+    end
+    return uncached(model, prompt, o, stream)
+  end
+  check_model(model, "generate")
+  if o.compile then return stepped(model, prompt, o, stream) end
   local decode = { max_new_tokens = o.max_new_tokens, temperature = o.temperature, top_k = o.top_k, top_p = o.top_p,
                    min_p = o.min_p, eos = o.eos }
   local tokens, count = M.loop(model, decode, stream)(prompt, o.seed and F.tensor(o.seed, { dtype = "i64" }))
