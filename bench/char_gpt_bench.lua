@@ -1,8 +1,8 @@
 -- bench/char_gpt_bench.lua: tokens/s of the 4-layer character GPT (examples/char_gpt_model.lua, 0.8M parameters) in
 -- ds and in PyTorch 1.13 (bench/torch/char_gpt.py, the same model with its own KV cache), each in its own process,
 -- side by side: training (batch 32 x 64, AdamW) eagerly and compiled; greedy generation at batch 1 without the cache,
--- with it eagerly (ds.generate), with a compiled step called per token, by the compiled decoding loop
--- (ds.generation_loop) and that loop saved and loaded; ds.generator with 8 requests in 8 rows.
+-- with it eagerly (ds.generate), with a compiled step called per token ({compile = true}), by the compiled decoding
+-- loop (ds.generation_loop) and that loop saved and loaded; ds.generator with 8 requests in 8 rows.
 -- usage (repo root): luajit bench/char_gpt_bench.lua [--steps 50] [--tokens 200] [--reps 3] [--threads 2] [--no-torch]
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;" .. package.path
 local args = { steps = 50, batch = 32, tokens = 200, reps = 3, threads = 2, torch = true, child = false }
@@ -64,16 +64,7 @@ local function child()
   local prompt = ds.randint(1, V + 1, { 1, PROMPT })
   r.gen_no_cache = rate(function() ds.generate(model, prompt, { max_new_tokens = n, use_cache = false }) end, n)
   r.gen_cache = rate(function() ds.generate(model, prompt, { max_new_tokens = n }) end, n)
-  local cstep = ds.compile(function(ids, pos) return model:step(ids, pos) end,
-    { ds.spec({ 1, "t" }, "i64"), ds.spec({ 1 }, "i64") })
-  r.gen_compiled_step = rate(function()
-    ds.no_grad(function()
-      local tok = cstep(prompt, ds.tensor({ 1 }, { dtype = "i64" })):narrow(2, PROMPT, 1):reshape(1, V):argmax(-1, true)
-      for p = PROMPT + 1, PROMPT + n - 1 do
-        tok = cstep(tok, ds.tensor({ p }, { dtype = "i64" })):reshape(1, V):argmax(-1, true)
-      end
-    end)
-  end, n)
+  r.gen_compiled_step = rate(function() ds.generate(model, prompt, { max_new_tokens = n, compile = true }) end, n)
   local loop = ds.compile(ds.generation_loop(model, { max_new_tokens = n }),
     { ds.spec({ 1, "t" }, "i64"), ds.spec({}, "i64") })
   local seed = ds.tensor(0, { dtype = "i64" })
@@ -134,7 +125,7 @@ row("train, eager", "train_eager", "train_eager")
 row("train, compiled step (PyTorch eager)", "train_compiled", "train_eager", "  target >= 1.4x")
 row("generate, no cache", "gen_no_cache", "gen_no_cache")
 row("generate, KV cache, eager (ds.generate)", "gen_cache", "gen_cache")
-row("generate, KV cache, compiled step per token", "gen_compiled_step", "gen_cache")
+row("generate, KV cache, {compile = true}", "gen_compiled_step", "gen_cache")
 row("generate, compiled decoding loop", "gen_loop", "gen_cache", "  target >= 2x")
 row("generate, decoding loop saved and loaded", "gen_loaded_loop", "gen_cache")
 row("ds.generator, 8 requests in 8 rows (total)", "generator_8", "gen_cache")
