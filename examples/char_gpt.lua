@@ -85,7 +85,7 @@ local function train(ids, vocab, opts)
 end
 
 -- the generations of model after prompt (a (1, T) i64 tensor), n tokens each, as token lists: greedy with and
--- without the cache, by the compiled loop and by the loop saved to dir and loaded; sampled (temperature 0.8, top-k 20,
+-- without the cache, through a compiled step, by the compiled loop and by the loop saved to dir and loaded; sampled (temperature 0.8, top-k 20,
 -- seed 1) eagerly, compiled and loaded. stream(token): each token of the first generation as it comes.
 local function generations(model, prompt, n, dir, stream)
   local T = prompt:size(2)
@@ -96,6 +96,7 @@ local function generations(model, prompt, n, dir, stream)
   local r = {}
   r.greedy = tail(ds.generate(model, prompt, { max_new_tokens = n, stream = stream and function(t) stream(t[1]) end }))
   r.greedy_no_cache = tail(ds.generate(model, prompt, { max_new_tokens = n, use_cache = false }))
+  r.greedy_compiled_step = tail(ds.generate(model, prompt, { max_new_tokens = n, compile = true }))
   local greedy_loop = ds.compile(ds.generation_loop(model, { max_new_tokens = n }), specs)
   r.greedy_compiled = counted(greedy_loop(prompt, ds.tensor(0, { dtype = "i64" })))
   ds.save(greedy_loop, dir .. "/char_gpt_greedy")
@@ -170,7 +171,8 @@ local function main(argv)
     same(r.eager_losses, r.compiled_losses) and "bitwise equal" or "DIFFERENT", ds.clock() - t0))
   local g = r.generations
   print("greedy, without the cache:   " .. PROMPT .. decode(g.greedy_no_cache, r.chars))
-  print(string.format("greedy eager == compiled loop == loaded loop: %s", tostring(same(g.greedy, g.greedy_compiled)
+  print(string.format("greedy eager == compiled step == compiled loop == loaded loop: %s",
+    tostring(same(g.greedy, g.greedy_compiled_step) and same(g.greedy, g.greedy_compiled)
     and same(g.greedy, g.greedy_loaded))))
   print(string.format("weights saved, loaded into a model with 2 cache rows: both rows greedy as before: %s",
     tostring(same(g.reloaded_rows[1], g.greedy) and same(g.reloaded_rows[2], g.greedy))))

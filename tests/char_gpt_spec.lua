@@ -26,6 +26,7 @@ describe("the character GPT example", function()
     assert(r.eager_losses[n] < r.eager_losses[1] - 0.5, "loss " .. r.eager_losses[1] .. " -> " .. r.eager_losses[n])
     local g = r.generations
     assert.equal(20, #g.greedy)
+    assert.same(g.greedy, g.greedy_compiled_step)
     assert.same(g.greedy, g.greedy_compiled)
     assert.same(g.greedy, g.greedy_loaded)
     assert.same(g.greedy, g.greedy_no_cache)
