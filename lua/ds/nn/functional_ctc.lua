@@ -126,6 +126,8 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   local prev = ops.where(ops.gt(tl, 0), ops.gather(alpha, 2, ops.clamp_min(tl * 2, 1):unsqueeze(2)):squeeze(2),
     ops.full({ N }, NEG, { dtype = dt }))
   local ll = ops.stack({ ops.gather(alpha, 2, last):squeeze(2), prev }, 2):logsumexp(2)
+  -- no input steps: the empty target has probability 1, any other none (alpha's first step did not happen)
+  ll = ops.where(ops.eq(il, 0), ops.where(ops.eq(tl, 0), ops.zeros_like(ll), ops.full_like(ll, NEG)), ll)
   -- PyTorch's gradient term (value 0): exp(lp) at every t < input_length
   local e = ops.exp(lp)
   local valid = ops.lt(ops.arange(0, T, { dtype = "i64" }):unsqueeze(2), il):unsqueeze(3)
