@@ -106,7 +106,7 @@ reload_rows() {
   curl -s http://127.0.0.1:$PORT/metrics | grep '^ds_reloads_total' || true
 }
 if [ "$ONLY" = reload ]; then
-  start '{"models": {"bert": {"warm": true}}}'
+  start '{"models": {"bert": {"warm": true}, "lenet": {"warm": true}}}'
   echo "| BERT-style endpoint, batching on | connections | requests/s | p50 | p99 | errors |"
   echo "|---|---|---|---|---|---|"
   reload_rows
@@ -115,10 +115,10 @@ fi
 
 echo "| BERT-style endpoint | connections | requests/s | p50 | p99 | errors |"
 echo "|---|---|---|---|---|---|"
-start '{"models": {"bert": {"max_batch": 1, "warm": true}}}'
+start '{"models": {"bert": {"max_batch": 1, "warm": true}, "lenet": {"warm": true}}}'
 bert_rows "batching off (max_batch 1)"
 stop
-start '{"models": {"bert": {"warm": true}}}'
+start '{"models": {"bert": {"warm": true}, "lenet": {"warm": true}}}'
 before=$(rss)
 bert_rows "batching on (max_batch 32, max_wait 2 ms)"
 echo

@@ -170,7 +170,7 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     -- the whole configuration: mlp needs none (a long batching wait only so that the test's concurrent requests
     -- surely share calls); gen is a step model with its vocab
     http.write(models .. "/serve.json", cjson.encode { models = {
-      mlp = { max_wait_ms = 50 }, rows = { adapter = "plug.rows" },
+      mlp = { max_wait_ms = 50, warm = true }, rows = { adapter = "plug.rows" },
       gen = { generate = true, max_length = POSITIONS, max_batch = 8, vocab = "gen.vocab.json", timeout_ms = 20000,
               max_wait_ms = 50 },
       kv = { generate = true, kv_cache = true, max_length = KV.block, timeout_ms = 20000 } } })
@@ -192,6 +192,8 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
                   { name = "extra", dtype = "f32", shape = { "batch", 3 } },
                   { name = "bucket", dtype = "i64", shape = { "batch" } } }, h.models.mlp.inputs)
     assert.equal("tensor", h.models.mlp.adapter)
+    assert.is_true(h.models.mlp.warm)
+    assert.is_nil(h.models.mlp.warm_error)
     assert.is_true(h.models.gen.generate)
   end)
 

@@ -65,13 +65,17 @@ local function load(dir, name, version, graph_text, warm)
   local ok, m = pcall(ds.load, path)
   -- the version names the files the worker read: a graph file replaced meanwhile would be another version
   if ok and read(path .. ".json") ~= graph_text then ok, m = false, name .. ".json changed while it was loading" end
-  for _, inputs in ipairs(ok and warm or {}) do
-    ok, m = pcall(function() plan(m, inputs); return m end)
-    if not ok then break end
-  end
   if not ok then return { vm = VM, loaded = true, ok = false, error = tostring(m) } end
+  -- a warm-up batch the model refuses (its values are made up) leaves the rest to the first requests
+  local warm_error
+  for _, inputs in ipairs(warm or {}) do
+    local fine, err = pcall(plan, m, inputs)
+    if not fine then warm_error = "warm-up: " .. tostring(err); break end
+  end
   models[name][version] = m
-  return { vm = VM, loaded = true, ok = true, info = describe(m, name) }
+  local info = describe(m, name)
+  info.warm_error = warm_error
+  return { vm = VM, loaded = true, ok = true, info = info }
 end
 
 -- This VM holds dir/name as `version` (loaded now unless it had it) -> {vm, loaded, ok, info | error}

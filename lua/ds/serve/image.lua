@@ -68,6 +68,22 @@ function M.batch(rows)
   return { { dtype = "f32", shape = shape, bytes = table.concat(parts) } }
 end
 
+-- the batches warm compiles at start: one per power of two up to max_batch, of black images
+function M.shapes(settings, specs)
+  local s = specs[1]
+  if not s then return {} end
+  local n = 1
+  for d = 2, #s.shape do n = n * s.shape[d] end
+  local row = { bytes = string.rep("\0", n * 4), shape = s.shape }
+  local out, rows = {}, {}
+  while #rows < settings.max_batch do
+    rows[#rows + 1] = row
+    if #rows == pow2(#rows) then out[#out + 1] = M.batch(rows) end
+  end
+  if #rows ~= pow2(#rows) then out[#out + 1] = M.batch(rows) end
+  return out
+end
+
 -- the first output's row as probabilities (f32 or f64), the best class and its label
 function M.reply(outputs, _, _, settings)
   local t = outputs[1]

@@ -112,7 +112,8 @@ function M.health()
                            inputs = e.info.inputs, adapter = s.adapter, generate = s.generate or nil,
                            max_batch = s.max_batch, max_tokens = s.max_tokens, max_wait_ms = s.max_wait_ms,
                            max_length = s.generate and s.max_length or nil, kv_cache = s.kv_cache or nil,
-                           timeout_ms = s.timeout_ms, queue_limit = s.queue_limit, queued = queues[name]:queued() }
+                           timeout_ms = s.timeout_ms, queue_limit = s.queue_limit, queued = queues[name]:queued(),
+                           warm = s.warm, warm_error = e.info.warm_error }
       versions[#versions + 1] = name .. "=" .. e.version
       -- new files that did not load: the version above keeps serving
       if failed then out.models[name].reload_error, out.status = failed.error, "degraded" end

@@ -104,9 +104,18 @@ end
 
 -- the batches a version's plans are compiled for before it serves: at start every shape if the settings say warm,
 -- on a reload one batch per shape the worker has run (so the new version loads no faster than it has to)
-local function warm_batches(name, at_start)
+local function warm_batches(name, at_start, f)
   local s = settings[name]
-  if at_start then return s.warm and adapters[name].shapes(s) or {} end
+  if at_start then
+    if not s.warm then return {} end
+    -- the input specs as the graph file declares them (a file that does not parse fails to load anyway)
+    local doc = cjson.decode(f.graph)
+    local specs = {}
+    for i, inp in ipairs(type(doc) == "table" and type(doc.inputs) == "table" and doc.inputs or {}) do
+      specs[i] = { name = inp.name, dtype = inp.dtype, shape = inp.shape }
+    end
+    return adapters[name].shapes(s, specs)
+  end
   local out = {}
   for _, inputs in pairs(batchers[name].seen) do out[#out + 1] = inputs end
   return out
@@ -135,7 +144,7 @@ local function check(name, at_start)
   local info
   if f then
     st.pending = f.version          -- kept by every VM until the switch
-    info, err = load_everywhere(name, f, warm_batches(name, at_start))
+    info, err = load_everywhere(name, f, warm_batches(name, at_start, f))
   end
   if not info then
     st.pending = nil

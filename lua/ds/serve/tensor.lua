@@ -8,8 +8,8 @@
 -- is a table: row(req, model, settings) -> row | nil, error (row.n: rows it adds, default 1; row.key: rows of
 -- different keys never share a call; row.tokens: its share of max_tokens); batch(rows, settings) -> the model's
 -- inputs {{dtype, shape, bytes}}; reply(outputs, req, model, settings) -> the JSON reply, outputs being this
--- request's rows of each model output {{dtype, shape, bytes}}; optional shapes(settings) -> batches to compile
--- at start ("warm"). model: {version, info = {inputs = specs}, vocab}.
+-- request's rows of each model output {{dtype, shape, bytes}}; optional shapes(settings, specs) -> batches to
+-- compile at start ("warm"; specs: the graph file's inputs). model: {version, info = {inputs = specs}, vocab}.
 local ffi = require("ffi")
 local dtype = require("ds.dtype")
 
@@ -206,6 +206,26 @@ function M.batch(rows)
     out[i] = { dtype = first.dtype, shape = shape, bytes = table.concat(parts) }
   end
   return out
+end
+
+-- the batches warm compiles at start for a model that batches: one per power of two up to max_batch, every value
+-- 1 (a valid 1-based id too)
+function M.shapes(settings, specs)
+  if not batch_dim(specs) then return {} end
+  local out, n = {}, 1
+  while true do
+    local inputs = {}
+    for i, s in ipairs(specs) do
+      local shape, count = { n }, n
+      for d = 2, #s.shape do shape[d] = s.shape[d]; count = count * s.shape[d] end
+      local buf = ffi.new(dtype.ctype[s.dtype] .. "[?]", count)
+      for k = 0, count - 1 do buf[k] = 1 end
+      inputs[i] = { dtype = s.dtype, shape = shape, bytes = ffi.string(buf, count * dtype.size[s.dtype]) }
+    end
+    out[#out + 1] = inputs
+    if n >= settings.max_batch then return out end
+    n = n * 2
+  end
 end
 
 function M.reply(outputs, req, _, settings)
