@@ -146,7 +146,8 @@ describe("ds.autograd.Function as torch.autograd.Function", function()
     local Bad = ds.autograd.Function:extend("Bad")
     function Bad.forward(_, p) return p * 1 end
     function Bad.backward(_, g) return g, g end
-    H.raises(function() Bad.apply(T(fx.x3):requires_grad_()):sum():backward() end, "Bad", "incorrect number of gradients",
+    H.raises(function() Bad.apply(T(fx.x3):requires_grad_()):sum():backward() end, "Bad",
+      "incorrect number of gradients",
       "expected 1, got 2")
     local Shape = ds.autograd.Function:extend("Shape")
     function Shape.forward(_, p) return p * 1 end
@@ -158,7 +159,8 @@ describe("ds.autograd.Function as torch.autograd.Function", function()
     local q = T(fx.v3)
     local r = Saver.apply(T(fx.x3):requires_grad_(), q)
     q:add_(1)
-    H.raises(function() r:sum():backward() end, "Saver", "modified by an inplace operation", "version 1; expected version 0")
+    H.raises(function() r:sum():backward() end, "Saver", "modified by an inplace operation",
+      "version 1; expected version 0")
     H.raises(function() ds.autograd.Function.apply(x) end, "extend Function first")
     local Listy = ds.autograd.Function:extend("Listy")
     function Listy.forward(_, p) return { p * 1, p * 2 } end
@@ -257,7 +259,20 @@ local CASES = {
     local h = x * 1; local v = h:narrow(1, 2, 2); h:mul_(2); (v * W { 1, 2 }):sum():backward(); return { x.grad }
   end,
   sigmoid_out_modified = function(x) local s = (x * 1):sigmoid(); s:add_(1); s:sum():backward(); return { x.grad } end,
-  exp_input_zeroed = function(x) local a = x * 1; local e = a:exp(); a:zero_(); e:sum():backward(); return { x.grad } end,
+  exp_input_zeroed = function(x)
+    local a = x * 1; local e = a:exp(); a:zero_(); e:sum():backward(); return { x.grad }
+  end,
+  setitem_view_twice = function(x)
+    local w = T({ 3, 4 }):requires_grad_()
+    local h = x * 2; local v = h:narrow(1, 1, 2)
+    v[ds.tensor({ 2 }, { dtype = "i64" })] = w[1] * w[2]
+    v[v:lt(0)] = 0
+    ;(h * W { 1, 2, 3 }):sum():backward(); return { x.grad, w.grad, h }
+  end,
+  view_written_then_read = function(x)
+    local h = x * 2; local v = h:narrow(1, 1, 2); v:mul_(3); v:copy_(ds.where(v:lt(0), W { 0 }, v))
+    ;(h * W { 1, 2, 3 }):sum():backward(); return { x.grad, h }
+  end,
   zero_then_grad = function(x)
     local h = x * 2; h:zero_(); return { ds.grad((h + x):sum(), { x })[1], T({ h.requires_grad and 1 or 0 }) }
   end,
@@ -285,7 +300,9 @@ local CASES = {
     local a = x * 1 + 2; local q = x / a; a:add_(1); q:sum():backward(); return { x.grad }
   end,
   setitem_after_use = function(x) local y = x * 2; local z = y * y; y[1] = 0; z:sum():backward(); return { x.grad } end,
-  setitem_unsaved = function(x) local y = x * 2; local z = y + 1; y[1] = 0; (z + y):sum():backward(); return { x.grad } end,
+  setitem_unsaved = function(x)
+    local y = x * 2; local z = y + 1; y[1] = 0; (z + y):sum():backward(); return { x.grad }
+  end,
 }
 
 describe("in-place writes under autograd (PyTorch's verdict and gradients)", function()

@@ -228,6 +228,17 @@ def exp_input_zeroed(x):
     a = x * 1; e = a.exp(); a.zero_(); e.sum().backward(); return [x.grad]
 
 
+def setitem_view_twice(x):
+    w = torch.tensor([3.0, 4.0], requires_grad=True)
+    h = x * 2; v = h[0:2]; v[torch.tensor([1])] = w[0] * w[1]; v[v < 0] = 0
+    (h * torch.tensor([1.0, 2.0, 3.0])).sum().backward(); return [x.grad, w.grad, h]
+
+
+def view_written_then_read(x):
+    h = x * 2; v = h[0:2]; v.mul_(3); v.copy_(torch.where(v < 0, torch.zeros(1), v))
+    (h * torch.tensor([1.0, 2.0, 3.0])).sum().backward(); return [x.grad, h]
+
+
 def zero_then_grad(x):
     h = x * 2; h.zero_(); g, = torch.autograd.grad((h + x).sum(), x); return [g, torch.tensor([float(h.requires_grad)])]
 
@@ -278,9 +289,10 @@ def setitem_unsaved(x):
 
 
 for f in [mul_saved_input, add_no_save, relu_result_modified, relu_input_modified, relu_inplace, mul_inplace_chain,
-          view_inplace, view_inplace_then_read_old_view, sigmoid_out_modified, exp_input_zeroed, zero_then_grad, leaf_inplace,
-          view_of_leaf_inplace, nograd_write_saved, nograd_write_unsaved, plain_written_with_grad_input,
-          matmul_weight_modified, div_denominator_modified, setitem_after_use, setitem_unsaved]:
+          view_inplace, view_inplace_then_read_old_view, sigmoid_out_modified, exp_input_zeroed, zero_then_grad,
+          setitem_view_twice, view_written_then_read, leaf_inplace, view_of_leaf_inplace, nograd_write_saved,
+          nograd_write_unsaved, plain_written_with_grad_input, matmul_weight_modified, div_denominator_modified,
+          setitem_after_use, setitem_unsaved]:
     case(f.__name__, f)
 
 # version counters

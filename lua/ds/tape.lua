@@ -80,7 +80,8 @@ function M.rebase(x, src)
   fn.stale[i] = (version(x) or 0) + 1
 end
 
--- x (written in place with r's value) takes r's place as the output of r's producer
+-- x (written in place with r's value) takes r's place as the output of r's producer; nodes that read r since
+-- send their gradient to x (r leaves the graph)
 function M.adopt(x, r)
   local fn = rawget(r, "_grad_fn")
   if not fn then return end
@@ -89,6 +90,10 @@ function M.adopt(x, r)
   rawset(x, "_grad_fn", fn)
   rawset(x, "_out_index", i)
   fn.outputs[i] = x
+  fn.moved = fn.moved or setmetatable({}, { __mode = "k" })
+  fn.moved[r] = i
+  rawset(r, "requires_grad", nil)
+  rawset(r, "_grad_fn", nil)
   fn.out_versions = fn.out_versions or {}
   fn.out_versions[i] = version(x) -- the write that gave x the value counts as the node's own
   if rawget(x, "_base") then rawset(x, "_hist_version", version(x) or 0) end

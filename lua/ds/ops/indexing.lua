@@ -240,9 +240,8 @@ local function write(x, new, v, opname)
     if tape.requires(x) and rawget(x, "_grad_fn") == nil then
       raise("%s: a leaf tensor that requires grad cannot be written in place; wrap the write in ds.no_grad", opname)
     end
-    if rawget(x, "_base") then
-      raise("%s: a view cannot be written in place while grad is recorded (its base's history would not see "
-        .. "it); write into the base tensor, or clone the view first", opname)
+    if rawget(x, "_base") then -- a view: copy_ writes it into its base's history (autograd.lua's in-place rule)
+      return Tensor.copy_(x, new(x))
     end
     -- the value before the write, holding x's place in the history (the producer's output)
     src = state.trace and x:detach() or x:detach():clone()
