@@ -184,9 +184,11 @@ end
 local Function = { _name = "Function", _is_function = true }
 M.Function = Function
 
+-- MyFn.forward(ctx, ...): the computation (run with grad off) returning the outputs; define it on the class
 function Function.forward(ctx)
   errors.raise((rawget(ctx, "_name") or "Function") .. ": forward is not implemented")
 end
+-- MyFn.backward(ctx, grad...): one gradient per forward argument (nil for the non-tensors) from one per output
 function Function.backward(ctx)
   errors.raise((rawget(ctx, "_name") or "Function") .. ": backward is not implemented")
 end
@@ -203,6 +205,8 @@ function Function.extend(parent, name)
   end
   return cls
 end
+-- MyFn.apply(...) or MyFn:apply(...): forward's outputs, linked to backward when an input requires grad (on a class
+-- made by Function:extend)
 Function.apply = function() errors.raise("Function.apply: extend Function first (MyFn = Function:extend('MyFn'))") end
 
 return M
