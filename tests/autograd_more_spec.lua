@@ -162,6 +162,10 @@ describe("ds.autograd.Function as torch.autograd.Function", function()
     H.raises(function() r:sum():backward() end, "Saver", "modified by an inplace operation",
       "version 1; expected version 0")
     H.raises(function() ds.autograd.Function.apply(x) end, "extend Function first")
+    local r2 = Saver.apply(T(fx.x3):requires_grad_(), T(fx.v3))
+    r2:sum():backward({ retain_graph = true })
+    r2:sum():backward() -- saved tensors kept by retain_graph
+    H.raises(function() r2:sum():backward() end, "second time", "retain_graph")
     local Listy = ds.autograd.Function:extend("Listy")
     function Listy.forward(_, p) return { p * 1, p * 2 } end
     H.raises(function() Listy.apply(T(fx.x3):requires_grad_()) end, "Listy", "several values")

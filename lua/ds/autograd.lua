@@ -188,6 +188,7 @@ end
 -- outputs, dead once the caller drops them.
 local function release(node)
   node.freed, node.inputs, node.attrs, node.versions, node.needs = true, {}, {}, nil, {}
+  if node.def.release then node.def.release() end -- a custom Function's saved tensors
   local bytes = 0
   for _, o in ipairs(node.outputs) do bytes = bytes + Tensor._c_bytes(o) end
   return bytes

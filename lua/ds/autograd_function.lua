@@ -59,10 +59,6 @@ ctx_mt.__index = function(ctx, k)
   if k == "saved_tensors" then
     local saved = rawget(ctx, "_saved")
     if not saved then return {} end
-    if rawget(ctx, "_released") then
-      errors.raise(rawget(ctx, "_name") .. ": trying to backward through the graph a second time (saved tensors "
-        .. "were freed); pass retain_graph = true to the first backward")
-    end
     local versions, out = rawget(ctx, "_saved_versions"), {}
     for i = 1, saved.n do
       local t = saved[i]
@@ -173,7 +169,8 @@ local function apply(cls, ...)
   if #diff > 0 then
     local info = { noutputs = nres, outputs = outputs, node_index = node_index, nargs = nargs, args = argv,
       tensor_pos = tensor_pos }
-    local def = { name = cls._name, backward = node_backward(cls, ctx, info), lazy_grads = true }
+    local def = { name = cls._name, backward = node_backward(cls, ctx, info), lazy_grads = true,
+      release = function() rawset(ctx, "_saved", nil) end } -- backward ran without retain_graph: free what it saved
     tape.maybe_record(def, tensors, {}, diff)
   end
   return unpack(outputs, 1, nres)
