@@ -137,6 +137,9 @@ local CASES = {
   ctc_loss_zero_infinity = { function(lp, t, il, tl)
     return F.ctc_loss(lp, t, il, tl, { reduction = "none", zero_infinity = true })
   end, nogc = true },
+  ctc_loss_blank_in_target = { function(lp, t, il, tl)
+    return F.ctc_loss(lp, t, il, tl, { blank = 3, reduction = "none" })
+  end },
   ctc_loss_unbatched = { function(lp, t, il, tl) return F.ctc_loss(lp, t, il, tl) end, nogc = true },
   softshrink = { function(x) return F.softshrink(x) end },
   softshrink_lambd = { function(x) return F.softshrink(x, 1) end },
@@ -467,6 +470,11 @@ describe("nn calls of issue 28: modules and refusals", function()
     assert(loss[1]:item() < math.huge)
     assert.equal(math.huge, loss[2]:item())
     assert.equal(0, F.ctc_loss(lp, tg, { 3, 1 }, { 2, 2 }, { reduction = "none", zero_infinity = true })[2]:item())
+    -- a target holding the blank: the skip rule goes by position as PyTorch's, the gradient is the derivative
+    local logits = ds.randn(6, 2, 4, { dtype = "f64" }):requires_grad_()
+    assert(ds.autograd.gradcheck(function(x)
+      return F.ctc_loss(x:log_softmax(3), ds.tensor({ { 2, 1, 2 }, { 1, 1, 3 } }, { dtype = "i64" }), { 6, 5 }, { 3, 3 })
+    end, { logits }))
     -- no input steps: an empty target has probability 1 (loss 0), any other none
     local none = F.ctc_loss(lp, tg, { 0, 0 }, { 0, 1 }, { reduction = "none" })
     assert.equal(0, none[1]:item())

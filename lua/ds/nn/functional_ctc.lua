@@ -104,9 +104,11 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   local blanks = ops.full({ N, Smax }, blank, { dtype = "i64" })
   local ext = ops.cat({ ops.stack({ blanks, tg }, 3):reshape(N, 2 * Smax), ops.full({ N, 1 }, blank, { dtype = "i64" }) },
     2)
-  -- a skip from s - 2 to s: s is a label different from the label at s - 2
+  -- a skip from s - 2 to s: s is a label position (even, 1-based) whose label differs from the one at s - 2
+  -- (PyTorch's rule: by position, so a target equal to blank is a label too)
+  local label_pos = ops.eq(ops.remainder(ops.arange(3, L + 1, { dtype = "i64" }), 2), 0)
   local skip = ops.cat({ ops.zeros({ N, 2 }, { dtype = "bool" }),
-    ops.logical_and(ops.ne(ext:narrow(2, 3, L - 2), blank), ops.ne(ext:narrow(2, 3, L - 2), ext:narrow(2, 1, L - 2))) }, 2)
+    ops.logical_and(label_pos, ops.ne(ext:narrow(2, 3, L - 2), ext:narrow(2, 1, L - 2))) }, 2)
   -- log-probabilities of the extended labels per time step: (T, N, L)
   local lpe = ops.gather(lp, 3, ext:unsqueeze(1):expand(T, -1, -1):contiguous())
   local dt = lp.dtype
