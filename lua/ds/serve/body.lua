@@ -1,5 +1,6 @@
 -- serve/body.lua: a request's body as a decoded JSON object: strict JSON (numbers in JSON's grammar, finite),
 -- chunked bodies read from nginx's temporary file, a clear error otherwise.
+local util = require("ds.serve.util")
 -- a decoder of its own that refuses what JSON refuses and lua-cjson would accept (hex, inf, nan, +1)
 local cjson = require("cjson.safe").new()
 cjson.decode_invalid_numbers(false)
@@ -71,10 +72,7 @@ function M.body_json()
   -- a body nginx kept in a temporary file (a chunked one past client_body_buffer_size; client_max_body_size
   -- bounds it) is read from there
   local body, file = ngx.req.get_body_data(), ngx.req.get_body_file()
-  if not body and file then
-    local f = io.open(file, "rb")
-    body = f and f:read("*a"); if f then f:close() end
-  end
+  if not body and file then body = util.read(file) end
   if not body or body == "" then return nil, "empty body" end
   local bad = bad_number(body)
   if bad then return nil, "body is not JSON: '" .. bad:sub(1, 40) .. "' is not a JSON number" end

@@ -4,6 +4,7 @@
 local ffi = require("ffi")
 local cjson = require("cjson.safe")
 local ds = require("ds")
+local util = require("ds.serve.util")
 
 local M = {}
 pcall(ffi.cdef, "int usleep(unsigned int usec);")
@@ -33,13 +34,6 @@ local function plan(m, inputs)
   m(unpack(tensors(inputs)))
 end
 
--- the packed row count for n tokens: n rounded up to a step of at least 8 that is at most 1/8 of it
-local function packed_rows(n)
-  local step = 8
-  while step * 16 < n do step = step * 2 end
-  return math.ceil(n / step) * step
-end
-
 -- drop the versions no request can still need (live: name -> {version = true}); their params are freed
 local function prune(live)
   local dropped = false
@@ -51,20 +45,13 @@ local function prune(live)
   if dropped then collectgarbage() end
 end
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a"); f:close()
-  return s
-end
-
 -- load dir/name as `version` (the files whose graph file reads graph_text), with its plans compiled for the
 -- batches warm -> {vm, loaded = true, ok, info | error}
 local function load(dir, name, version, graph_text, warm)
   local path = dir .. "/" .. name
   local ok, m = pcall(ds.load, path)
   -- the version names the files the worker read: a graph file replaced meanwhile would be another version
-  if ok and read(path .. ".json") ~= graph_text then ok, m = false, name .. ".json changed while it was loading" end
+  if ok and util.read(path .. ".json") ~= graph_text then ok, m = false, name .. ".json changed while it was loading" end
   if not ok then return { vm = VM, loaded = true, ok = false, error = tostring(m) } end
   -- a warm-up batch the model refuses (its values are made up) leaves the rest to the first requests
   local warm_error
@@ -86,6 +73,14 @@ function M.ensure(dir, name, version, graph_text, warm, live)
   return load(dir, name, version, graph_text, warm)
 end
 
+-- the loaded `version` of `name` in this VM (the versions no request needs dropped first), or nil and why not
+local function loaded(name, version, live)
+  prune(live)
+  local m = models[name] and models[name][version]
+  if not m then return nil, "model '" .. name .. "' version " .. version .. " is not loaded in this thread" end
+  return m
+end
+
 -- a tensor -> {dtype, shape, bytes}
 local function bytes_of(y)
   y = y:contiguous()
@@ -94,9 +89,8 @@ end
 
 -- a batch on `version` -> the model's outputs {{dtype, shape, bytes}}, and the call's seconds
 function M.run(name, version, inputs, live)
-  prune(live)
-  local m = models[name] and models[name][version]
-  if not m then return nil, "model '" .. name .. "' version " .. version .. " is not loaded in this thread" end
+  local m, err = loaded(name, version, live)
+  if not m then return nil, err end
   local t0 = ds.clock()
   local ys = { m(unpack(tensors(inputs))) }
   local out = {}
@@ -110,16 +104,15 @@ end
 -- row of the logits, the first on ties) and that logit, and the call's seconds. Every row is computed on its own
 -- (DESIGN.md), so a sequence gets the same bits in any batch and alone.
 function M.step(name, version, seqs, live)
-  prune(live)
-  local m = models[name] and models[name][version]
-  if not m then return nil, "model '" .. name .. "' version " .. version .. " is not loaded in this thread" end
+  local m, err = loaded(name, version, live)
+  if not m then return nil, err end
   local t0 = ds.clock()
   local n = 0
   local B = 1
   while B < #seqs do B = B * 2 end
   -- a padding sequence (B past #seqs) is one token (id 1 at position 1) of its own rows: segments stay in row order
   for b = 1, B do n = n + (seqs[b] and #seqs[b] or 1) end
-  local N = packed_rows(n)
+  local N = util.token_rows(n)
   local ids, pos, seg = ds.ones({ N }, { dtype = "i64" }), ds.ones({ N }, { dtype = "i64" }),
     ds.zeros({ B, 2 }, { dtype = "i64" })
   local pi, pp, ps = ffi.cast("int64_t *", ids:data_ptr()), ffi.cast("int64_t *", pos:data_ptr()),
@@ -150,9 +143,8 @@ end
 -- join between steps from the shared-dict list key..":q" ({id, ids, opts} JSON), each token goes to the list
 -- key..":o:"..id ({token, done} JSON), and a request whose key..":c:"..id is set is cancelled. -> true, steps run
 function M.session(name, version, key, max_len, live)
-  prune(live)
-  local m = models[name] and models[name][version]
-  if not m then return nil, "model '" .. name .. "' version " .. version .. " is not loaded in this thread" end
+  local m, err = loaded(name, version, live)
+  if not m then return nil, err end
   local slots = m:specs()[1].shape[1]
   local gen = ds.generator({ step = function(_, ids, pos) return m(ids, pos) end, max_len = max_len },
     { slots = slots, compile = false })

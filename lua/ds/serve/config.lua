@@ -2,6 +2,7 @@
 -- directory (docs/FORMAT.md) with the defaults below, and MODELS_DIR/serve.json ({"default": name, "models":
 -- {name: {setting: value}}}) overriding any setting per model or adding models (docs/SERVING.md).
 local cjson = require("cjson.safe")
+local util = require("ds.serve.util")
 
 local M = {}
 
@@ -22,13 +23,6 @@ local FIELDS = { adapter = "string", vocab = "string", max_batch = "number", max
                  max_length = "number", eos = "number", kv_cache = "boolean" }
 M.ADAPTERS = { tensor = "ds.serve.tensor", image = "ds.serve.image", text = "ds.serve.text" }
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a"); f:close()
-  return s
-end
-
 -- the names of the ds graph files in dir (NAME.json with "format": "ds-graph")
 local function graph_files(dir)
   local out = {}
@@ -36,7 +30,7 @@ local function graph_files(dir)
   for file in p:lines() do
     local name = file:match("^(.+)%.json$")
     if name and name ~= "serve" then
-      local doc = cjson.decode(read(dir .. "/" .. file) or "")
+      local doc = cjson.decode(util.read(dir .. "/" .. file) or "")
       if type(doc) == "table" and doc.format == "ds-graph" then out[#out + 1] = name end
     end
   end
@@ -76,7 +70,7 @@ function M.read(dir)
   local raw = {}
   for _, name in ipairs(graph_files(dir)) do raw[name] = {} end
   local where = dir .. "/serve.json"
-  local text, default = read(where), nil
+  local text, default = util.read(where), nil
   if text then
     local cfg, err = cjson.decode(text)
     if type(cfg) ~= "table" or (cfg.models ~= nil and type(cfg.models) ~= "table") then

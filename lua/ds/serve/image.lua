@@ -3,6 +3,7 @@
 -- in [0, 1]; the reply {"label", "class" (1-based), "probs"} from the first output's row (labels: the model's
 -- "labels" setting, else the class numbers).
 local ffi = require("ffi")
+local util = require("ds.serve.util")
 
 local M = {}
 
@@ -51,16 +52,9 @@ function M.row(req, model)
   return { bytes = ffi.string(row, n * 4), shape = shape, n = 1 }
 end
 
--- the smallest power of two >= n (a few batch shapes, so a few compiled plans)
-local function pow2(n)
-  local p = 1
-  while p < n do p = p * 2 end
-  return p
-end
-
--- rows -> one (B, ...) f32 input, B = pow2(#rows); rows past #rows repeat row 1
+-- rows -> one (B, ...) f32 input, B = util.pow2(#rows); rows past #rows repeat row 1
 function M.batch(rows)
-  local B = pow2(#rows)
+  local B = util.pow2(#rows)
   local parts = {}
   for b = 1, B do parts[b] = (rows[b] or rows[1]).bytes end
   local shape = { B }
@@ -78,9 +72,9 @@ function M.shapes(settings, specs)
   local out, rows = {}, {}
   while #rows < settings.max_batch do
     rows[#rows + 1] = row
-    if #rows == pow2(#rows) then out[#out + 1] = M.batch(rows) end
+    if #rows == util.pow2(#rows) then out[#out + 1] = M.batch(rows) end
   end
-  if #rows ~= pow2(#rows) then out[#out + 1] = M.batch(rows) end
+  if #rows ~= util.pow2(#rows) then out[#out + 1] = M.batch(rows) end
   return out
 end
 

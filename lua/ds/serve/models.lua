@@ -6,6 +6,7 @@
 local cjson = require("cjson.safe")
 local semaphore = ngx and require("ngx.semaphore")
 local metrics = require("ds.serve.metrics")
+local util = require("ds.serve.util")
 
 local M = {}
 local POOL = "ds"             -- the thread_pool of nginx.conf
@@ -19,21 +20,14 @@ local state = {}              -- name -> {current = {ok, version, info | error, 
 local batchers = {}           -- name -> batcher or generation loop (their queued versions stay loaded)
 M.ready = false               -- every thread VM has loaded every model (or failed)
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a"); f:close()
-  return s
-end
-
 -- the model's files now: version (12 hex digits), graph text, vocab table; or nil and why not
 local function files_of(name)
   local s = settings[name]
-  local graph = read(dir .. "/" .. name .. ".json")
+  local graph = util.read(dir .. "/" .. name .. ".json")
   if not graph then return nil, dir .. "/" .. name .. ".json is missing or unreadable" end
   local vocab_text, vocab = "", nil
   if s.vocab then
-    vocab_text = read(dir .. "/" .. s.vocab) or ""
+    vocab_text = util.read(dir .. "/" .. s.vocab) or ""
     vocab = cjson.decode(vocab_text)
     if type(vocab) ~= "table" then return nil, s.vocab .. " missing or malformed" end
   end

@@ -12,6 +12,7 @@
 -- compile at start ("warm"; specs: the graph file's inputs). model: {version, info = {inputs = specs}, vocab}.
 local ffi = require("ffi")
 local dtype = require("ds.dtype")
+local util = require("ds.serve.util")
 
 local M = {}
 
@@ -182,18 +183,11 @@ function M.row(req, model)
   return { inputs = inputs, n = bd and dims[bd] or 1, key = not bd and {} or nil, batched = bd ~= nil, whole = not bd }
 end
 
--- the smallest power of two >= n (batch sizes: a few shapes, so a few compiled plans)
-local function pow2(n)
-  local p = 1
-  while p < n do p = p * 2 end
-  return p
-end
-
 function M.batch(rows)
   if not rows[1].batched then return rows[1].inputs end
   local total = 0
   for _, r in ipairs(rows) do total = total + r.n end
-  local B = pow2(total)
+  local B = util.pow2(total)
   local out = {}
   for i, first in ipairs(rows[1].inputs) do
     local parts = {}

@@ -5,6 +5,7 @@
 -- {"label", "class", "probs"}. A text's answer is bitwise the same in any batch and alone (docs/SERVING.md).
 local ffi = require("ffi")
 local image = require("ds.serve.image")
+local util = require("ds.serve.util")
 
 local M = {}
 local MAX_TEXT = 512
@@ -25,13 +26,8 @@ function M.row(req, model, settings)
   return { ids = ids, tokens = #ids, n = 1 }
 end
 
--- the packed row count for n tokens: n rounded up to a step of at least 8 that is at most 1/8 of it (8 steps per
--- doubling: a few compiled plans, at most 12.5% of the rows unused)
-function M.token_rows(n)
-  local step = 8
-  while step * 16 < n do step = step * 2 end
-  return math.ceil(n / step) * step
-end
+-- the packed row count for n tokens (util.token_rows)
+M.token_rows = util.token_rows
 
 -- rows -> ids and pos (N) i64, the texts' tokens one after another (N = token_rows of their total, the rest id 1
 -- at position 1), and seg (max_batch, 2) i64 each text's rows {first, count} ({1, 0} past #rows)
