@@ -84,7 +84,8 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   local il = lengths(input_lengths, N, batched, "input_lengths")
   local tl = lengths(target_lengths, N, batched, "target_lengths")
   local tg = padded_targets(targets, target_lengths, tl, N, batched):astype("i64")
-  if tg._shape[2] == 0 then tg = ops.full({ N, 1 }, blank, { dtype = "i64" }) end -- empty targets: one padding column
+  local width = tg._shape[2] -- the longest target length possible
+  if width == 0 then tg = ops.full({ N, 1 }, blank, { dtype = "i64" }) end -- empty targets: one padding column
   local Smax = tg._shape[2]
   if #tg._shape ~= 2 or not S.same(tg._shape[1], N) or type(Smax) ~= "number" then
     raise("ctc_loss: targets %s do not match a batch of %s", S.str(targets._shape), tostring(N))
@@ -94,7 +95,7 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
       if n < 0 or n > T then raise("ctc_loss: input_lengths[%d] = %d must be in 0..%d (T)", i, n, T) end
     end
     for i, n in ipairs(tl:totable()) do
-      if n < 0 or n > Smax then raise("ctc_loss: target_lengths[%d] = %d must be in 0..%d (S)", i, n, Smax) end
+      if n < 0 or n > width then raise("ctc_loss: target_lengths[%d] = %d must be in 0..%d (S)", i, n, width) end
     end
   end
   local L = 2 * Smax + 1
