@@ -45,19 +45,25 @@ function M.serve(prefix, port, models, cmd, env)
   return M.sh(string.format("%s %s/bin/ds-serve %s %d %s %s", env or "", M.root, prefix, port, models, cmd))
 end
 
--- start a server on the first free port of five tries from pick_port(first_try): the port, or nil and what
--- ds-serve said plus nginx's error log
-function M.start(prefix, models, first_try, env)
+-- start a server with run(port) on the first free port of five tries from pick_port(first_try): the port, or nil
+-- and what run said plus nginx's error log
+function M.start_with(run, error_log, first_try)
   local said
   for try = first_try, first_try + 4 do
     local at = M.pick_port(try)
-    said = M.serve(prefix, at, models, "start", env)
+    said = run(at)
     if M.wait_up(at) then return at end
-    local log = M.sh("cat " .. prefix .. "/logs/error.log")
+    local log = M.sh("cat " .. error_log)
     if not log:find("Address already in use", 1, true) then return nil, said .. log end
-    os.remove(prefix .. "/logs/error.log")
+    os.remove(error_log)
   end
   return nil, said
+end
+
+-- bin/ds-serve PREFIX PORT MODELS start on a free port (as start_with)
+function M.start(prefix, models, first_try, env)
+  return M.start_with(function(at) return M.serve(prefix, at, models, "start", env) end, prefix .. "/logs/error.log",
+    first_try)
 end
 
 -- the value of a series in /metrics text (nil if absent)

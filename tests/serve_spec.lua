@@ -12,31 +12,15 @@ local MODULE = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
 local have = io.open(MODULE) and os.execute("command -v nginx >/dev/null && command -v curl >/dev/null") == 0
 local describe_or_skip = have and describe or pending
 
-local root = io.popen("pwd"):read("*l")
+local http = require("serve_http")
+local root, clean, sh, pick_port = http.root, http.clean, http.sh, http.pick_port
 local dir = os.tmpname(); os.remove(dir); os.execute("mkdir -p " .. dir)
--- a port below the kernel's ephemeral range (32768 and up), so no client socket holds it; another one if taken
-local seed = os.time() + tonumber(tostring({}):match("0x(%x+)"), 16)
-local function pick_port(try) return 20000 + math.floor((seed + try * 7919) % 12000) end
 local port = pick_port(0)
 local prefix = dir .. "/nginx"
 
--- child processes run without the sanitizer preload of make test-asan (curl hangs under it)
-local CLEAN = "env -u LD_PRELOAD -u DS_ALLOC -u DS_LIB -u ASAN_OPTIONS -u UBSAN_OPTIONS "
-local function clean(cmd) return CLEAN .. "sh -c '" .. (cmd:gsub("'", "'\\''")) .. "'" end
-local function sh(cmd) local p = io.popen(clean(cmd) .. " 2>&1"); local s = p:read("*a"); p:close(); return s end
 -- a request to the server on port `at` (curl_args: more curl options): the status, the decoded JSON reply and its
 -- X-Model-Version header
-local function request_at(at, method, path, body, curl_args)
-  local f = dir .. "/body"
-  local h = io.open(f, "wb"); h:write(body or ""); h:close()
-  local out = sh(string.format("curl -s --max-time 20 %s -o %s/resp -w '%%{http_code} %%header{x-model-version}' -X %s --data-binary @%s http://127.0.0.1:%d%s",
-    curl_args or "", dir, method, f, at, path))
-  local r = io.open(dir .. "/resp"):read("*a")
-  local ok, decoded = pcall(cjson.decode, r)
-  assert(ok, method .. " " .. path:sub(1, 40) .. ": the reply is not JSON: " .. r:sub(1, 200))
-  local code, version = out:match("^(%d+) ?(%S*)")
-  return tonumber(code), decoded, version
-end
+local function request_at(at, method, path, body, curl_args) return http.request(dir, at, method, path, body, curl_args) end
 local function request(method, path, body, curl_args) return request_at(port, method, path, body, curl_args) end
 -- nil when the server on port `at` answers /health "ok", else why not: the status and each model's error
 local function health_problem(at)
@@ -59,32 +43,9 @@ local function params_of(models, name)
   return models .. "/" .. cjson.decode(io.open(models .. "/" .. name .. ".json"):read("*a")).params.file
 end
 -- nginx runs outside the sanitizer run (make test-asan preloads ASan into every child process)
-local function serve(cmd)
-  return sh(string.format("%s/bin/ds-serve %s %d %s %s",
-    root, prefix, port, dir .. "/models", cmd))
-end
--- true once the server on port `at` (default: the main server's) answers /health
-local function wait_up(at)
-  for _ = 1, 50 do
-    if sh(string.format("curl -s --max-time 5 -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/health", at or port)) == "200" then return true end
-    os.execute("sleep 0.1")
-  end
-  return false
-end
--- start a server with run(port) on the first free port of five tries from pick_port(first_try): the port, or nil
--- and what run said plus nginx's error log
-local function start_server(run, error_log, first_try)
-  local said
-  for try = first_try, first_try + 4 do
-    local at = pick_port(try)
-    said = run(at)
-    if wait_up(at) then return at end
-    local log = sh("cat " .. error_log)
-    if not log:find("Address already in use", 1, true) then return nil, said .. log end
-    os.remove(error_log)
-  end
-  return nil, said
-end
+local function serve(cmd) return http.serve(prefix, port, dir .. "/models", cmd) end
+local function wait_up(at) return http.wait_up(at or port) end
+local start_server = http.start_with
 
 describe_or_skip("serving with nginx", function()
   setup(function()
@@ -233,7 +194,7 @@ describe_or_skip("serving with nginx", function()
   end
   -- a series' value in /metrics text; missing, the error says so with /health's reasons
   local function metric(text, series)
-    local v = tonumber(text:match("\n" .. series:gsub("[%(%)%.%%%+%-%*%?%[%]%^%$]", "%%%0") .. " ([%d%.e%+%-]+)"))
+    local v = http.metric(text, series)
     if not v then error("/metrics has no series " .. series .. "; " .. (health_problem(port) or "/health is ok"), 2) end
     return v
   end
