@@ -87,7 +87,7 @@ end
 
 -- a character GPT with KV caches (examples/char_gpt_model.lua) whose compiled step is served by ds.generator:
 -- step(ids (4, 1) i64, pos (4) i64) -> logits (4, 1, 12), the caches graph state
-local KV = { vocab = 12, embed = 32, heads = 2, layers = 2, block = 48 }
+local KV = { vocab = 12, embed = 32, heads = 2, layers = 2, block = 256 }
 local function build_kv(slots)
   ds.manual_seed(11)
   local cfg = { cache_batch = slots }
@@ -401,9 +401,9 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     end
     local replies = concurrently("/generate/kv", bodies)
     for i = 1, 6 do assert.same(wants[i], cjson.decode(replies[i]).tokens, "request " .. i) end
-    -- the model's positions: 40 prompt tokens leave room for 9 new ones
+    -- the model's positions: a prompt 8 shorter leaves room for 9 new ones
     local long = {}
-    for t = 1, 40 do long[t] = t % KV.vocab + 1 end
+    for t = 1, KV.block - 8 do long[t] = t % KV.vocab + 1 end
     local _, r = request("POST", "/generate/kv", cjson.encode { ids = long, max_tokens = 30, stream = false })
     assert.equal("max_length", r.reason)
     assert.equal(9, r.count)
@@ -412,28 +412,32 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     assert.equal(400, code); assert.truthy(r.error:find("sampling needs a kv_cache model", 1, true))
   end)
 
-  it("cancels a generation when its client goes away", function()
-    local before = metrics()
-    local cancelled0 = http.metric(before, 'ds_generations_total{model="gen",reason="cancelled"}') or 0
-    local tokens0 = http.metric(before, 'ds_generated_tokens_total{model="gen"}')
-    -- read the reply until the first token arrives, then close the connection
-    local body = cjson.encode { ids = { 1, 2, 3 }, max_tokens = 250 }
-    http.write(dir .. "/gen_req", string.format("POST /generate/gen HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s",
-      #body, body))
-    local got = http.sh(string.format("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d; cat %s/gen_req >&3; grep -m1 -a token <&3; exec 3<&-'",
-      port, dir))
-    assert.truthy(got:find('"token"', 1, true), got)
-    local now, cancelled
-    for _ = 1, 50 do
-      os.execute("sleep 0.1")
-      now = metrics()
-      cancelled = http.metric(now, 'ds_generations_total{model="gen",reason="cancelled"}') or 0
-      if cancelled > cancelled0 then break end
-    end
-    assert.equal(cancelled0 + 1, cancelled)
-    local generated = http.metric(now, 'ds_generated_tokens_total{model="gen"}') - tokens0
-    assert.is_true(generated < 250, generated .. " tokens generated for the cancelled request")
-    local _, h = request("GET", "/health")
-    assert.equal(0, h.models.gen.queued)
-  end)
+  for _, model in ipairs { "gen", "kv" } do
+    it("cancels a generation when its client goes away (" .. model .. ")", function()
+      local function series(name) return string.format('%s{model="%s"%s}', name, model,
+        name == "ds_generations_total" and ',reason="cancelled"' or "") end
+      local before = metrics()
+      local cancelled0 = http.metric(before, series("ds_generations_total")) or 0
+      local tokens0 = http.metric(before, series("ds_generated_tokens_total"))
+      -- read the reply until the first token arrives, then close the connection
+      local body = cjson.encode { ids = { 1, 2, 3 }, max_tokens = 200 }
+      http.write(dir .. "/gen_req", string.format("POST /generate/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s",
+        model, #body, body))
+      local got = http.sh(string.format("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d; cat %s/gen_req >&3; grep -m1 -a token <&3; exec 3<&-'",
+        port, dir))
+      assert.truthy(got:find('"token"', 1, true), got)
+      local now, cancelled
+      for _ = 1, 50 do
+        os.execute("sleep 0.1")
+        now = metrics()
+        cancelled = http.metric(now, series("ds_generations_total")) or 0
+        if cancelled > cancelled0 then break end
+      end
+      assert.equal(cancelled0 + 1, cancelled)
+      local generated = http.metric(now, series("ds_generated_tokens_total")) - tokens0
+      assert.is_true(generated < 200, generated .. " tokens generated for the cancelled request")
+      local _, h = request("GET", "/health")
+      assert.equal(0, h.models[model].queued)
+    end)
+  end
 end)
