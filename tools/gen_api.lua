@@ -184,6 +184,33 @@ local function rest_of_ds(fns, mods, fs)
   return out
 end
 
+-- objects ds returns, made here once, whose methods are listed: (heading, variable, make)
+local OBJECTS = {
+  { "a compiled function (`cg = ds.compile(fn, specs)`)", "cg", function()
+    return ds.compile(ds.loadstring("return function(x) return x * 2 end", "=api")(), { ds.spec({ 2 }) })
+  end },
+  { "a data loader (`dl = ds.data.DataLoader(dataset, opts)`)", "dl", function()
+    return ds.data.DataLoader(ds.data.TensorDataset(ds.ones(4)), { batch_size = 2 })
+  end },
+  { "a distributed sampler (`s = ds.data.DistributedSampler(dataset, opts)`)", "s", function()
+    return ds.data.DistributedSampler(ds.data.TensorDataset(ds.ones(4)), { rank = 1, world_size = 2 })
+  end },
+}
+
+-- the methods an object's metatable chain offers, sorted: name -> function
+local function methods_of(obj)
+  local out, seen = {}, {}
+  local mt = getmetatable(obj)
+  while type(mt) == "table" and type(mt.__index) == "table" and not seen[mt] do
+    seen[mt] = true
+    for k, v in pairs(mt.__index) do
+      if type(k) == "string" and k:match("^%a") and type(v) == "function" and not out[k] then out[k] = v end
+    end
+    mt = getmetatable(mt.__index)
+  end
+  return out
+end
+
 function M.render()
   local L = {}
   local function add(s) L[#L + 1] = s end
@@ -234,6 +261,15 @@ function M.render()
     add(entry(fn_signature("m:" .. name, f):gsub("%(self,? ?", "("), f))
   end
   add("")
+  for _, o in ipairs(OBJECTS) do
+    add("Methods of " .. o[1] .. ":")
+    add("")
+    local ms = methods_of(o[3]())
+    for _, name in ipairs(sorted_keys(ms, function() return true end)) do
+      add(entry((fn_signature(o[2] .. ":" .. name, ms[name]):gsub("%(self,? ?", "(")), ms[name]))
+    end
+    add("")
+  end
   add("## nn.functional (`ds.F`)")
   add("")
   local fs = sorted_keys(ds.F, function(_, v) return type(v) == "function" end)
