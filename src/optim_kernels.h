@@ -214,7 +214,8 @@ int FN(ds_nadam_update)(ds_tensor *const *t, const double *attrs) {
   const int maximize = h[6] != 0;
   *stepp = *stepp + 1;
   const double step = *stepp, bc2 = 1 - pow(beta2, step);
-  const double mu = beta1 * (1. - 0.5 * pow(0.96, step * md)), mu_next = beta1 * (1. - 0.5 * pow(0.96, (step + 1) * md));
+  const double mu = beta1 * (1. - 0.5 * pow(0.96, step * md));
+  const double mu_next = beta1 * (1. - 0.5 * pow(0.96, (step + 1) * md));
   const float mp = *mup * (float)mu, mp_next = mp * (float)mu * (float)mu_next;
   *mup = mp;
   const T c1 = (T)(-lr * (1. - mu) / (1. - (double)mp)), c2 = (T)(-lr * mu_next / (1. - (double)mp_next));

@@ -16,7 +16,9 @@ function Adadelta.check_group(g)
   for _, k in ipairs { "lr", "eps", "weight_decay" } do
     if type(g[k]) ~= "number" or g[k] < 0 then errors.raise("Adadelta: invalid " .. k .. " " .. tostring(g[k])) end
   end
-  if type(g.rho) ~= "number" or g.rho < 0 or g.rho > 1 then errors.raise("Adadelta: invalid rho " .. tostring(g.rho)) end
+  if type(g.rho) ~= "number" or g.rho < 0 or g.rho > 1 then
+    errors.raise("Adadelta: invalid rho " .. tostring(g.rho))
+  end
 end
 
 return Adadelta
