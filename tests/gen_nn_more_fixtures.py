@@ -271,6 +271,16 @@ case("conv1d_padding_circular",
      lambda x, w, b: torch.nn.Conv1d(4, 2, 3, padding=2, padding_mode="circular", stride=2)._conv_forward(x, w, b),
      [seq, randn(2, 4, 3), randn(2)], grad=(0, 1, 2))
 
+# ---- 3-D pools ----
+vol3 = randn(2, 3, 5, 6, 4)
+case("max_pool3d", lambda x: F.max_pool3d(x, (2, 3, 2), (1, 2, 2), (1, 1, 0)), [vol3], grad=(0,))
+case("max_pool3d_ceil_unbatched", lambda x: F.max_pool3d(x, 2, ceil_mode=True), [vol3[0]], grad=(0,))
+case("avg_pool3d", lambda x: F.avg_pool3d(x, (3, 2, 2), 2, (1, 1, 0)), [vol3], grad=(0,))
+case("avg_pool3d_ceil_exclude_pad", lambda x: F.avg_pool3d(x, 3, (2, 2, 1), 1, ceil_mode=True, count_include_pad=False),
+     [vol3], grad=(0,))
+case("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (2, 4, 3)), [vol3], grad=(0,))
+case("adaptive_max_pool3d_unbatched", lambda x: F.adaptive_max_pool3d(x, 3), [vol3[1]], grad=(0,))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

@@ -195,6 +195,14 @@ local CASES = {
   conv2d_padding_circular = { padded_conv2d("circular", { 1, 2 }) },
   conv2d_padding_reflect_same = { padded_conv2d("reflect", "same") },
   conv1d_padding_circular = { circular_conv1d },
+  max_pool3d = { function(x) return F.max_pool3d(x, { 2, 3, 2 }, { stride = { 1, 2, 2 }, padding = { 1, 1, 0 } }) end },
+  max_pool3d_ceil_unbatched = { function(x) return F.max_pool3d(x, 2, { ceil_mode = true }) end },
+  avg_pool3d = { function(x) return F.avg_pool3d(x, { 3, 2, 2 }, { stride = 2, padding = { 1, 1, 0 } }) end },
+  avg_pool3d_ceil_exclude_pad = { function(x)
+    return F.avg_pool3d(x, 3, { stride = { 2, 2, 1 }, padding = 1, ceil_mode = true, count_include_pad = false })
+  end },
+  adaptive_avg_pool3d = { function(x) return F.adaptive_avg_pool3d(x, { 2, 4, 3 }) end },
+  adaptive_max_pool3d_unbatched = { function(x) return F.adaptive_max_pool3d(x, 3) end },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 
@@ -449,6 +457,9 @@ describe("nn calls of issue 28: modules and refusals", function()
       { "unfold", function() F.unfold(ds.randn(1, 1, 4, 4), 2, { strides = 1 }) end },
       { "fold", function() F.fold(ds.randn(1, 4, 9), 4, 2, { pad = 1 }) end },
       { "conv3d", function() F.conv3d(ds.randn(1, 1, 2, 2, 2), ds.randn(1, 1, 1, 1, 1), nil, { padding_mode = "zeros" }) end },
+      { "max_pool3d", function() F.max_pool3d(ds.randn(1, 1, 2, 2, 2), 2, { indices = true }) end },
+      { "avg_pool3d", function() F.avg_pool3d(ds.randn(1, 1, 2, 2, 2), 2, { divisor_override = 3 }) end },
+      { "adaptive_avg_pool3d", function() F.adaptive_avg_pool3d(ds.randn(1, 1, 2, 2, 2), { 1, 2, 0 }) end },
       { "conv_transpose1d", function() F.conv_transpose1d(ds.randn(1, 1, 3), ds.randn(1, 1, 2), nil, { out = 1 }) end },
       { "conv_transpose3d", function()
         F.conv_transpose3d(ds.randn(1, 1, 2, 2, 2), ds.randn(1, 1, 1, 1, 1), nil, { output_size = 3 })

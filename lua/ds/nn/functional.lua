@@ -1,8 +1,8 @@
 -- nn/functional.lua: ds.nn.functional (ds.F): layers as functions and the losses, composed from ds
 -- ops (log_softmax + gather, ...) so autograd and tracing need nothing extra; the activations, spatial
--- functions, norms, 1-D pools, channel dropouts, decoding samplers, further losses, CTC, unfold/fold and the 3-D and
--- transposed 1-D convolutions of functional_activation/_spatial/_norm/_pool1d/_dropout/_sampling/_loss_more/_ctc/
--- _fold/_conv3d.lua are part of it.
+-- functions, norms, 1-D pools, channel dropouts, decoding samplers, further losses, CTC, unfold/fold, the 3-D and
+-- transposed 1-D convolutions and the 3-D pools of functional_activation/_spatial/_norm/_pool1d/_dropout/_sampling/
+-- _loss_more/_ctc/_fold/_conv3d/_pool3d.lua are part of it.
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
 local S = require("ds.shape")
@@ -19,6 +19,7 @@ local loss_more = require("ds.nn.functional_loss_more")
 local ctc = require("ds.nn.functional_ctc")
 local fold = require("ds.nn.functional_fold")
 local conv3d = require("ds.nn.functional_conv3d")
+local pool3d = require("ds.nn.functional_pool3d")
 local LOSS_OPTIONS = require("ds.nn.loss_options")
 
 local F = {}
@@ -292,7 +293,7 @@ function F.binary_cross_entropy(input, target, opts)
   return reduce(loss, opts.reduction)
 end
 
-for _, family in ipairs { activation, spatial, norm, pool1d, dropout, sampling, loss_more, ctc, fold, conv3d } do
+for _, family in ipairs { activation, spatial, norm, pool1d, dropout, sampling, loss_more, ctc, fold, conv3d, pool3d } do
   for name, fn in pairs(family) do if type(fn) == "function" then F[name] = fn end end
 end
 
