@@ -9,6 +9,8 @@ local F = C.functions
 
 local is_tensor = C.is_tensor
 
+local MAX_EMPTY_PIECES = 4096 -- tensor_split makes at most max(size, this) pieces
+
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < math.huge end
 
 -- tensor_split(x, sections | indices, dim = 1) -> list of views along dim: sections n gives n pieces, the first
@@ -29,8 +31,9 @@ C.export("tensor_split", function(x, split, dim)
   end
   local bounds = { 0 } -- 0-based piece starts, then n
   if type(split) == "number" then
-    if not is_int(split) or split < 1 then
-      errors.raise("tensor_split: sections must be a positive integer, got " .. tostring(split))
+    if not is_int(split) or split < 1 or split > math.max(n, MAX_EMPTY_PIECES) then
+      errors.raise(string.format("tensor_split: sections must be an integer in 1..%d (dim %d has size %d), got %s",
+        math.max(n, MAX_EMPTY_PIECES), d, n, tostring(split)))
     end
     local base, extra = math.floor(n / split), n % split
     for i = 1, split - 1 do bounds[i + 1] = bounds[i] + base + (i <= extra and 1 or 0) end
@@ -61,12 +64,15 @@ local function triangle_indices(name, keep)
     if type(offset) == "table" then opts, offset = offset, nil end
     local o = options.check(opts, name, { dtype = "dtype" })
     offset = offset or 0
-    for _, v in ipairs { row, col, offset } do
-      if not is_int(v) then errors.raise(name .. ": row, col and offset must be integers, got " .. tostring(v)) end
+    if not (is_int(row) and is_int(col) and is_int(offset)) then
+      errors.raise(string.format("%s: row, col and offset must be integers, got %s, %s, %s", name, tostring(row),
+        tostring(col), tostring(offset)))
     end
-    if row < 0 or col < 0 then errors.raise(string.format("%s: row and col must be >= 0, got %d, %d", name, row, col)) end
+    if row < 0 or col < 0 or row * col > 2 ^ 26 then
+      errors.raise(string.format("%s: row and col must be >= 0 with row * col <= 2^26, got %d, %d", name, row, col))
+    end
     local rs, cs = {}, {}
-    for r = 0, row - 1 do
+    for r = 0, col > 0 and row - 1 or -1 do
       for c = 0, col - 1 do
         if keep(c - r, offset) then rs[#rs + 1] = r + 1; cs[#cs + 1] = c + 1 end
       end

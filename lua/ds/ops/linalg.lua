@@ -237,8 +237,7 @@ C.export("norm", function(x, p, dim, keepdim, opts)
   if type(p) ~= "number" or p ~= p then
     errors.raise("norm: p = '" .. tostring(p) .. "' is not implemented (a number, math.huge or 'fro'; 'nuc' needs an SVD)")
   end
-  if type(dim) == "number" then dim = { dim } end
-  return N.pnorm(x, p, dim, keepdim or false)
+  return N.pnorm(x, p, N.dims_list("norm", x, dim), keepdim or false)
 end)
 
 -- isclose(a, b, rtol = 1e-5, atol = 1e-8, equal_nan = false): a == b or |a - b| <= atol + rtol * |b|

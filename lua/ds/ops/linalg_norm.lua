@@ -12,7 +12,7 @@ local is_tensor = C.is_tensor
 local inf = math.huge
 
 local M = {}
-local pnorm
+local pnorm, dims_list
 
 local function is_options(v) return type(v) == "table" and not is_tensor(v) and v[1] == nil and next(v) ~= nil end
 
@@ -33,12 +33,24 @@ local function float_input(name, x, dt)
   return x
 end
 
--- the dims as a list (nil: every dim)
-local function dims_list(name, dim)
-  if dim == nil or type(dim) == "number" then return dim and { dim } or nil end
+-- the dims of x as a list of positive dims (nil: every dim), checked
+function M.dims_list(name, x, dim)
+  if dim == nil then return nil end
+  if type(dim) == "number" then dim = { dim } end
   if type(dim) ~= "table" or is_tensor(dim) then errors.raise(name .. ": dim must be a number or a list of numbers") end
-  return dim
+  local out, seen, where = {}, {}, name .. " of " .. S.str(x._shape)
+  for i, d in ipairs(dim) do
+    if type(d) ~= "number" or d ~= math.floor(d) or math.abs(d) == math.huge then
+      errors.raise(where .. ": dims must be integers, got " .. tostring(d))
+    end
+    if #x._shape == 0 and d ~= 1 and d ~= -1 then errors.raise(where .. ": a 0-d tensor takes dim 1 or -1, got " .. d) end
+    out[i] = #x._shape == 0 and d or S.dim(d, #x._shape, where)
+    if seen[out[i]] then errors.raise(where .. ": dim " .. d .. " repeated") end
+    seen[out[i]] = true
+  end
+  return out
 end
+dims_list = M.dims_list
 
 -- sum_i |x_i|^ord ^ (1 / ord) over dims; a zero sum gives 0 with gradient 0
 function M.pnorm(x, ord, dims, keepdim)
@@ -68,7 +80,7 @@ function M.vector_norm(x, ord, dim, keepdim, opts)
     errors.raise("linalg.vector_norm: ord must be a number (math.huge for inf), got " .. tostring(ord))
   end
   x = float_input("linalg.vector_norm", x, o.dtype)
-  local dims = dims_list("linalg.vector_norm", dim)
+  local dims = dims_list("linalg.vector_norm", x, dim)
   if (ord == inf or ord == -inf or ord < 0) and S.numel(x._shape) == 0 then
     errors.raise(string.format("linalg.vector_norm: cannot compute the %s norm of an empty tensor %s", tostring(ord),
       S.str(x._shape)))

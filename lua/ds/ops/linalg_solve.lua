@@ -103,26 +103,27 @@ end
 -- an empty batch has nothing to eliminate (and the compiler's plans refuse some views of empty buffers)
 local function empty_batch(A) return S.numel(A._shape) == 0 end
 
--- inv(A (..., n, n)) -> (..., n, n)
-function M.inv(A)
-  local n = square("linalg.inv", A, "A")
+-- inv(A (..., n, n)) -> (..., n, n); name: the function called, for errors
+function M.inv(A, name)
+  name = name or "linalg.inv"
+  local n = square(name, A, "A")
   if empty_batch(A) then return A:clone() end
   local X, piv = eliminate(A, identity(n, A.dtype))
-  refuse_singular("linalg.inv", piv)
+  refuse_singular(name, piv)
   return X
 end
 
 -- det(A (..., n, n)) -> (...)
-function M.det(A)
-  local n = square("linalg.det", A, "A")
+function M.det(A, name)
+  local n = square(name or "linalg.det", A, "A")
   if empty_batch(A) then return F.ones(batch_of(A._shape, 2), { dtype = A.dtype }) end
   local _, piv, sign = eliminate(A)
   return sign * piv:prod(-1)
 end
 
 -- slogdet(A) -> sign (...), logabsdet (...): det = sign * exp(logabsdet); singular: sign 0, logabsdet -inf
-function M.slogdet(A)
-  local n = square("linalg.slogdet", A, "A")
+function M.slogdet(A, name)
+  local n = square(name or "linalg.slogdet", A, "A")
   if empty_batch(A) then
     local b = batch_of(A._shape, 2)
     return F.ones(b, { dtype = A.dtype }), F.zeros(b, { dtype = A.dtype })
@@ -166,13 +167,14 @@ function M.solve(A, B, opts)
 end
 
 -- matrix_power(A (..., n, n), k): A^k by repeated squaring (PyTorch's order); k < 0 inverts first, k = 0 is I
-function M.matrix_power(A, k)
-  local n = square("linalg.matrix_power", A, "A")
+function M.matrix_power(A, k, name)
+  name = name or "linalg.matrix_power"
+  local n = square(name, A, "A")
   if type(k) ~= "number" or k ~= math.floor(k) or math.abs(k) == math.huge then
-    errors.raise("linalg.matrix_power: the exponent must be an integer, got " .. tostring(k))
+    errors.raise(name .. ": the exponent must be an integer, got " .. tostring(k))
   end
   if k == 0 then return identity(n, A.dtype):expand(A._shape):contiguous() end
-  if k < 0 then A, k = M.inv(A), -k end
+  if k < 0 then A, k = M.inv(A, name), -k end
   if k == 1 then return A:clone() end
   if k == 2 then return F.matmul(A, A) end
   if k == 3 then return F.matmul(F.matmul(A, A), A) end
@@ -210,14 +212,14 @@ function M.cross(name, a, b, dim)
 end
 
 -- torch's top-level names: ds.inverse, ds.det, ds.logdet, ds.slogdet, ds.matrix_power, ds.cross (and methods)
-C.export("inverse", M.inv)
-C.export("det", M.det)
-C.export("slogdet", M.slogdet)
+C.export("inverse", function(A) return M.inv(A, "inverse") end)
+C.export("det", function(A) return M.det(A, "det") end)
+C.export("slogdet", function(A) return M.slogdet(A, "slogdet") end)
 C.export("logdet", function(A)
-  local sign, logabs = M.slogdet(A)
+  local sign, logabs = M.slogdet(A, "logdet")
   return F.where(sign:lt(0), F.full({}, 0 / 0, { dtype = A.dtype }), logabs)
 end)
-C.export("matrix_power", M.matrix_power)
+C.export("matrix_power", function(A, k) return M.matrix_power(A, k, "matrix_power") end)
 C.export("cross", function(a, b, dim) return M.cross("cross", a, b, dim) end)
 
 return M
