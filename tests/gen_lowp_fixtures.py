@@ -77,6 +77,14 @@ for bits in edge + sweep:
         entry["bf16_ieee"], entry["f16_ieee"] = quiet_bf16(bits), quiet_f16(bits)
     convert.append(entry)
 
+# ---- Python floats (f64) -> bf16 / f16: through f32, two roundings (torch.tensor(v, dtype=...), f64 tensors) ----
+doubles = [1 + 2.0 ** -8 + 2.0 ** -30, 1 + 2.0 ** -11 + 2.0 ** -40, 0.1, -1e-300, 1e300, 65519.999, 3.3961e38,
+           2.0 ** -24 * 0.5000001, 1 / 3]
+from_f64 = [{"value": v, "bf16": torch.tensor([v], dtype=torch.bfloat16).item(),
+             "f16": torch.tensor([v], dtype=torch.float16).item(),
+             "bf16_of_f64": torch.tensor([v], dtype=torch.float64).to(torch.bfloat16).item(),
+             "f16_of_f64": torch.tensor([v], dtype=torch.float64).to(torch.float16).item()} for v in doubles]
+
 # ---- bf16 / f16 -> f32 ----
 patterns = sorted(set(list(range(0, 0x400)) + list(range(0x8000, 0x8400)) + list(range(0x7C00, 0x8000))
                       + list(range(0xFC00, 0x10000)) + list(range(0x7F00, 0x7F90)) + list(range(0, 0x10000, 37))))
@@ -208,6 +216,7 @@ safetensors = {"hex": file_bytes.hex(), "metadata": {"format": "pt"},
 path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "lowp.json")
 with open(path, "w") as f:
     json.dump({"generator": "tests/gen_lowp_fixtures.py", "torch": torch.__version__, "convert": convert,
+               "from_f64": from_f64,
                "widen": widen, "ops": ops, "promotion": promotion, "safetensors": safetensors}, f)
 print(len(convert), "conversions,", len(patterns), "widened patterns,", len(ops), "op cases,", len(promotion),
       "promotion rows")

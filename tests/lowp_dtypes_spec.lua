@@ -60,6 +60,17 @@ describe("lowp: f32 -> bf16 / f16 conversion", function()
   end)
 end)
 
+describe("lowp: Lua numbers and f64 -> bf16 / f16 (through f32, as torch)", function()
+  it("ds.tensor(v, {dtype}) and an f64 tensor's cast give torch's values", function()
+    for _, e in ipairs(doc.from_f64) do
+      for _, dt in ipairs { "bf16", "f16" } do
+        assert.equal(e[dt], ds.tensor({ e.value }, { dtype = dt }):item(), dt .. " of " .. e.value)
+        assert.equal(e[dt .. "_of_f64"], ds.tensor({ e.value }, { dtype = "f64" }):astype(dt):item(), dt .. " of " .. e.value)
+      end
+    end
+  end)
+end)
+
 describe("lowp: bf16 / f16 -> f32 widening", function()
   for _, dt in ipairs { "bf16", "f16" } do
     it(dt .. ": every subnormal, infinity and NaN pattern and a stride through the rest give torch's f32 bits",
