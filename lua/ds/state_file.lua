@@ -60,8 +60,9 @@ end
 
 function M.install(ds)
   ds.state_file = M
-  -- ds.save_state(tbl, path [, metadata]) / ds.load_state(path [, {dtype =}]) -> tensors, metadata
+  -- ds.save_state(tbl, path [, metadata]): name -> tensor (any dtype) to a safetensors file, atomically
   function ds.save_state(tbl, path, metadata) return M.write(path, tbl, metadata) end
+  -- ds.load_state(path [, {dtype = 'f32'}]) -> tensors, metadata; dtype converts the float tensors (bf16 -> f32)
   function ds.load_state(path, opts) return M.read(path, opts) end
 end
 
