@@ -322,6 +322,21 @@ describe("ds.linalg and more tensor calls: refusals", function()
     H.raises(function() ds.randn(4):scatter_reduce(1, ds.tensor({ 1 }, { dtype = "i64" }), ds.randn(1), "sum",
       { include = true }) end, "scatter_reduce", "include")
   end)
+  it("inv, det, slogdet, solve and the norms have second derivatives (finite differences of the gradients)", function()
+    local function well(...)
+      return (ds.randn({ ... }, { dtype = "f64" }) + ds.eye(3, 3, { dtype = "f64" }) * 3):requires_grad_()
+    end
+    local A, B = well(2, 3, 3), ds.randn(3, 2, { dtype = "f64" }):requires_grad_()
+    local gg = ds.autograd.gradgradcheck
+    assert(gg(function(a) return LA.inv(a) end, { A }), "inv")
+    assert(gg(function(a) return LA.det(a) end, { A }), "det")
+    assert(gg(function(a) return (LA.slogdet(a)) end, { A }), "slogdet sign")
+    assert(gg(function(a) return select(2, LA.slogdet(a)) end, { A }), "slogdet logabsdet")
+    assert(gg(function(a, b) return LA.solve(a, b) end, { A, B }), "solve")
+    assert(gg(function(a) return LA.matrix_power(a, -2) end, { A }), "matrix_power")
+    assert(gg(function(a) return LA.vector_norm(a, 3, -1) end, { A }), "vector_norm")
+    assert(gg(function(a) return LA.matrix_norm(a) end, { A }), "matrix_norm")
+  end)
   it("inv, det and solve trace and compile for a traced batch, and agree with each other", function()
     local A = ds.randn(3, 4, 4, { dtype = "f64" }) + ds.eye(4, 4, { dtype = "f64" }) * 4
     local f = function(a) return LA.inv(a), LA.det(a), LA.solve(a, ds.ones(4, { dtype = "f64" })) end

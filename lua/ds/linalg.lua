@@ -9,14 +9,23 @@ local M = {
   norm = norm.norm,
   vector_norm = norm.vector_norm,
   matrix_norm = norm.matrix_norm,
-  inv = function(A) return solve.inv(A) end,
-  det = function(A) return solve.det(A) end,
-  slogdet = function(A) return solve.slogdet(A) end,
   solve = solve.solve,
-  matrix_power = function(A, n) return solve.matrix_power(A, n) end,
   matmul = F.matmul,
   diagonal = F.diagonal,
 }
+
+-- inv(A (..., n, n)) -> A^-1 (..., n, n), by Gauss-Jordan elimination with partial pivoting; singular: an error
+function M.inv(A) return solve.inv(A) end
+
+-- det(A (..., n, n)) -> (...): the product of the elimination's pivots, signed by its row swaps
+function M.det(A) return solve.det(A) end
+
+-- slogdet(A (..., n, n)) -> sign (...), logabsdet (...): det = sign * exp(logabsdet); singular: 0, -inf
+function M.slogdet(A) return solve.slogdet(A) end
+
+-- matrix_power(A (..., n, n), k): A^k by repeated squaring; k < 0 inverts first, k = 0 is the identity
+function M.matrix_power(A, k) return solve.matrix_power(A, k) end
+
 -- cross(a, b, dim = -1) or cross(a, b, {dim =}): the cross product of 3-vectors along dim (a and b broadcast)
 function M.cross(a, b, dim)
   if type(dim) == "table" then dim = options.check(dim, "linalg.cross", { dim = "integer" }).dim end
