@@ -186,6 +186,13 @@ describe("functions reached through C functions", function()
     assert.same({ 1, 2 }, values(ds.convert(function(x) return ds.cond(x:sum():gt(100), id, helper, x) end)(NEG)))
   end)
 
+  it("functions handed to ds code (ds.no_grad(helper), ds.init_scope) are converted", function()
+    local function flag(o) if o.on then return 1 end return 2 end
+    sound(function(x) return ds.no_grad(helper, x) end, { 1, 2 }, { 1, 2 })
+    sound(function(x) return x * ds.init_scope(flag, { on = false }) end, { -2, -4 }, { 2, 4 })
+    assert.same({ 1, 2 }, values(ds.convert(function(x) return ds.no_grad(helper, x) end)(NEG)))
+  end)
+
   it("a module called by ds code (nn.Sequential) runs its forward converted while tracing", function()
     local Flip = ds.nn.Module:extend("SoundnessFlip")
     function Flip:forward(x) if x:sum():gt(0) then return x else return -x end end

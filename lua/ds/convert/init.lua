@@ -72,8 +72,14 @@ end
 -- modes: "convert" (ds.convert, ds.trace), "check" ({convert = false}: conditions checked only) and "eager" (a
 -- module's forward called eagerly: as "convert", but a function without provable source runs as it is)
 local MODES = { convert = "convert", check = "check", eager = "convert" } -- mode -> the rewrite's mode
-local runtimes, cache = {}, {}
-for mode in pairs(MODES) do cache[mode] = setmetatable({}, { __mode = "k" }) end
+local runtimes, cache, failed = {}, {}, {} -- failed: per mode, fn -> why it has no conversion
+-- a converted function -> the function it converts (converted code hands its functions to ds.convert, ds.trace, ...
+-- converted: those convert the original)
+local original_of = setmetatable({}, { __mode = "k" })
+for mode in pairs(MODES) do
+  cache[mode] = setmetatable({}, { __mode = "k" })
+  failed[mode] = setmetatable({}, { __mode = "k" })
+end
 
 -- the converted fn, or nil and why it has none
 local function load_converted(fn, mode)
@@ -88,32 +94,38 @@ local function load_converted(fn, mode)
     if n ~= rt and index[n] then debug.upvaluejoin(g, i, fn, index[n]) end
   end
   setfenv(g, getfenv(fn))
+  original_of[g] = fn
   return guard.mark(g)
 end
 
 -- the converted fn in mode (callees, the trace hook), fn itself when it must not be converted. A function whose source
--- cannot be proven is an error in mode "convert"; in modes "check" ({convert = false}) and "eager" it runs unconverted.
-local function converted_or_self(fn, mode)
+-- cannot be proven is an error in mode "convert" (unless lenient: a function handed to ds code, which the trace hook
+-- still checks if it runs); in modes "check" ({convert = false}) and "eager" it runs unconverted.
+local function converted_or_self(fn, mode, lenient)
   fn = args.original[fn] or fn -- a method behind its argument check: the method as written
+  fn = original_of[fn] or fn
   local c = cache[mode]
   local g = c[fn]
   if g then return g end
   if guard.is_library(fn) then c[fn] = fn; return fn end
-  local why
-  g, why = load_converted(fn, mode)
-  if not g then
-    if mode ~= "convert" then c[fn] = fn; return fn end
-    errors.raise(string.format("convert: cannot convert %s: %s. Conversion must see the code that runs (a tensor "
-      .. "condition in unconverted code would take the `then` branch for every input); trace with {convert = false} "
-      .. "to run it unconverted", describe(fn), why))
+  local why = (lenient or mode ~= "convert") and failed[mode][fn] -- (an error says why afresh: files change)
+  if not why then
+    g, why = load_converted(fn, mode)
+    if g then
+      c[fn] = g
+      c[g] = g
+      return g
+    end
+    failed[mode][fn] = why
   end
-  c[fn] = g
-  c[g] = g
-  return g
+  if mode ~= "convert" or lenient then return fn end
+  errors.raise(string.format("convert: cannot convert %s: %s. Conversion must see the code that runs (a tensor "
+    .. "condition in unconverted code would take the `then` branch for every input); trace with {convert = false} "
+    .. "to run it unconverted", describe(fn), why))
 end
 
 for mode in pairs(MODES) do
-  runtimes[mode] = runtime.new(mode, function(f) return converted_or_self(f, mode) end)
+  runtimes[mode] = runtime.new(mode, function(f, lenient) return converted_or_self(f, mode, lenient) end)
 end
 
 local function need_function(fn, what)
@@ -123,6 +135,7 @@ end
 -- ds.convert(fn) -> the converted function (errors when fn's source cannot be found or parsed)
 function M.convert(fn)
   need_function(fn, "convert")
+  fn = original_of[fn] or fn
   local c = cache.convert
   if c[fn] and c[fn] ~= fn then return c[fn] end
   local g, why = load_converted(fn, "convert")
@@ -135,6 +148,7 @@ end
 -- ds.convert_source(fn) -> the rewritten source text (what ds.convert loads)
 function M.convert_source(fn)
   need_function(fn, "convert_source")
+  fn = original_of[fn] or fn
   local text, why = chunk_text(fn, "convert")
   if not text then errors.raise(string.format("convert_source: cannot convert %s: %s", describe(fn), why)) end
   return text

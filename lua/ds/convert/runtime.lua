@@ -395,10 +395,26 @@ function M.new(mode, convert)
     return unpack(a, 1, n)
   end
 
+  -- the arguments of a call to ds code (or another library), each Lua function among them converted where its source
+  -- can be proven (ds.no_grad(helper), m:register_forward_hook(fn), opt:step(closure)): ds calls them later
+  local function has_function(...)
+    for i = 1, select("#", ...) do if type((select(i, ...))) == "function" then return true end end
+    return false
+  end
+  local function handed(n, ...)
+    local a = { ... }
+    for i = 1, n do
+      if type(a[i]) == "function" and not is_converted(a[i]) then a[i] = convert(a[i], true) end
+    end
+    return unpack(a, 1, n)
+  end
+
   local function call_function(f, site, ...)
     local positions = CALLBACKS[f]
     if positions then return f(callbacks(f, positions, site, select("#", ...), ...)) end
-    return converted(f)(...)
+    local g = converted(f)
+    if not is_converted(g) and has_function(...) then return f(handed(select("#", ...), ...)) end
+    return g(...)
   end
 
   -- f(...); what: "file:line: attempt to call <callee>" for the error when f is not callable
@@ -420,10 +436,14 @@ function M.new(mode, convert)
   function rt.mcall(o, name, site, ...)
     local f = o[name]
     if type(f) == "function" then
-      if is_tensor(o) then return f(o, ...) end
+      if is_tensor(o) then -- (x:register_hook(fn): fn converted)
+        if has_function(...) then return f(o, handed(select("#", ...), ...)) end
+        return f(o, ...)
+      end
       return call_function(f, site, o, ...)
     end
     if f == nil then error(string.format("%s: attempt to call method '%s' (a nil value)", site, name), 0) end
+    if has_function(...) then return f(o, handed(select("#", ...), ...)) end -- (a callable table's method)
     return f(o, ...)
   end
 
