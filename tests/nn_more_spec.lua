@@ -390,6 +390,19 @@ describe("nn calls of issue 28: modules and refusals", function()
     for _ in pairs(params) do count = count + 1 end
     assert.equal(count, n)
   end
+  it("MaxPool3d, AvgPool3d, AdaptiveAvgPool3d, AdaptiveMaxPool3d take PyTorch's constructor arguments", function()
+    local x = ds.randn(2, 3, 5, 6, 4)
+    assert(H.bitwise(nn.MaxPool3d(2, 1, 1, 1, false, true)(x), F.max_pool3d(x, 2, { stride = 1, padding = 1,
+      ceil_mode = true })))
+    assert(H.bitwise(nn.AvgPool3d({ 3, 2, 2 }, nil, 1, false, false)(x), F.avg_pool3d(x, { 3, 2, 2 },
+      { padding = 1, count_include_pad = false })))
+    assert(H.bitwise(nn.AdaptiveAvgPool3d({ 2, 3, 2 })(x), F.adaptive_avg_pool3d(x, { 2, 3, 2 })))
+    assert(H.bitwise(nn.AdaptiveMaxPool3d(2)(x), F.adaptive_max_pool3d(x, 2)))
+    H.raises(function() nn.MaxPool3d(2, 1, 0, 2)(x) end, "max_pool3d", "dilation")
+    H.raises(function() nn.AdaptiveMaxPool3d(2, true)(x) end, "adaptive_max_pool3d", "return_indices")
+    H.raises(function() nn.AvgPool3d() end, "AvgPool3d", "kernel_size")
+  end)
+
   it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()
     local tf = fixture.transformer
     local m = nn.Transformer(8, 2, 1, 2, 16, 0, { dtype = "f64" })
