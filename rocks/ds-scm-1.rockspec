@@ -8,6 +8,8 @@ description = {
   license = "MIT",
 }
 -- LuaJIT (luajit2), OpenBLAS (OpenMP variant) and lua-cjson come from Debian: `make deps`.
+-- `make install` copies lua/ds (every module: ds.serve's lua/ds/serve/ included), ds.h and libds, bin/ds and
+-- bin/ds-serve (serving from nginx, docs/SERVING.md) into the rock's tree.
 dependencies = { "lua == 5.1" }
 build = {
   type = "make",

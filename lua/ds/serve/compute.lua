@@ -51,7 +51,9 @@ local function load(dir, name, version, graph_text, warm)
   local path = dir .. "/" .. name
   local ok, m = pcall(ds.load, path)
   -- the version names the files the worker read: a graph file replaced meanwhile would be another version
-  if ok and util.read(path .. ".json") ~= graph_text then ok, m = false, name .. ".json changed while it was loading" end
+  if ok and util.read(path .. ".json") ~= graph_text then
+    ok, m = false, name .. ".json changed while it was loading"
+  end
   if not ok then return { vm = VM, loaded = true, ok = false, error = tostring(m) } end
   -- a warm-up batch the model refuses (its values are made up) leaves the rest to the first requests
   local warm_error

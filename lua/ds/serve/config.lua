@@ -54,7 +54,8 @@ local function settings(s, where)
   end
   local adapter = M.ADAPTERS[m.adapter] or m.adapter
   if not adapter:find(".", 1, true) then
-    fail("%s.adapter must be \"tensor\", \"image\", \"text\" or a Lua module name (with a dot), got \"%s\"", where, m.adapter)
+    fail("%s.adapter must be \"tensor\", \"image\", \"text\" or a Lua module name (with a dot), got \"%s\"", where,
+      m.adapter)
   end
   m.adapter_module = adapter
   if m.adapter == "text" and not m.vocab then fail("%s: the text adapter needs a \"vocab\" file", where) end
@@ -84,7 +85,9 @@ function M.read(dir)
       raw[name] = s
     end
     default = cfg.default
-    if default ~= nil and not raw[default] then fail("%s: default model '%s' is not served", where, tostring(default)) end
+    if default ~= nil and not raw[default] then
+      fail("%s: default model '%s' is not served", where, tostring(default))
+    end
   end
   local out, names = {}, {}
   for name, s in pairs(raw) do

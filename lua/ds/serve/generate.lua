@@ -67,7 +67,8 @@ function Loop:take()
   local batch, tokens = {}, 0
   for _, s in ipairs(self.active) do
     local n = #s.ids + #s.tokens
-    if #batch == 0 or (s.version == batch[1].version and #batch < self.cfg.max_batch and tokens + n <= self.cfg.max_tokens) then
+    if #batch == 0 or (s.version == batch[1].version and #batch < self.cfg.max_batch
+                       and tokens + n <= self.cfg.max_tokens) then
       batch[#batch + 1] = s
       tokens = tokens + n
     end

@@ -6,7 +6,8 @@ local SECONDS = { 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
 local SIZES = { 1, 2, 4, 8, 16, 32, 64 }
 -- histogram name -> {help, bucket bounds}; counters name -> help
 local HISTOGRAMS = {
-  { "ds_batch_size", "requests per model call (answered by one run of the compiled plan; sequences per generation step)", SIZES },
+  { "ds_batch_size", "requests per model call (answered by one run of the compiled plan; sequences per generation "
+    .. "step)", SIZES },
   { "ds_queue_wait_seconds", "time from a request's arrival to the start of the model call that answers it", SECONDS },
   { "ds_compute_seconds", "time of one model call in the worker thread", SECONDS },
 }
@@ -15,7 +16,8 @@ local COUNTERS = {
   { "ds_errors_total", "prediction requests not answered 200, by reason" },
   { "ds_reloads_total", "new model versions loaded by a worker (ok) or refused, the old one serving (failed)" },
   { "ds_generated_tokens_total", "tokens streamed by generation requests" },
-  { "ds_generations_total", "generation requests ended, by reason (length, eos, max_length, deadline, cancelled, error)" },
+  { "ds_generations_total", "generation requests ended, by reason (length, eos, max_length, deadline, cancelled, "
+    .. "error)" },
 }
 local BOUNDS = {}
 for _, h in ipairs(HISTOGRAMS) do BOUNDS[h[1]] = h[3] end
@@ -61,7 +63,8 @@ function M.render(models)
         acc = acc + (dict:get(string.format('%s_bucket{model="%s",le="%s"}', name, model, le)) or 0)
         out[#out + 1] = string.format('%s_bucket{model="%s",le="%s"} %d', name, model, le, acc)
       end
-      out[#out + 1] = string.format('%s_sum{model="%s"} %.9g', name, model, dict:get(string.format('%s_sum{model="%s"}', name, model)) or 0)
+      local sum = dict:get(string.format('%s_sum{model="%s"}', name, model)) or 0
+      out[#out + 1] = string.format('%s_sum{model="%s"} %.9g', name, model, sum)
       out[#out + 1] = string.format('%s_count{model="%s"} %d', name, model, acc)
     end
   end

@@ -185,6 +185,8 @@ function M.step(name, version, seqs) return M.call("step", name, version, seqs, 
 
 -- a generation session of the KV-cache step model `name` on `version` in a thread VM, until it has been idle: ok,
 -- true, steps (as compute.session)
-function M.session(name, version, key) return M.call("session", name, version, key, settings[name].max_length, live()) end
+function M.session(name, version, key)
+  return M.call("session", name, version, key, settings[name].max_length, live())
+end
 
 return M

@@ -49,7 +49,9 @@ local function check(opts)
       o[k] = spec[2] or nil
     end
   end
-  if o.models:sub(1, 1) ~= "/" then error("ds.serve.nginx.conf: models must be an absolute path, got " .. o.models, 3) end
+  if o.models:sub(1, 1) ~= "/" then
+    error("ds.serve.nginx.conf: models must be an absolute path, got " .. o.models, 3)
+  end
   if o.port > 65535 then error("ds.serve.nginx.conf: port must be at most 65535", 3) end
   o.lua_dir = o.lua_dir or lua_dir_of_this_file()
   return o
@@ -71,8 +73,8 @@ function M.conf(opts)
   for _, r in ipairs(REJECTIONS) do
     local text = r[2]:format(limit)
     pages[#pages + 1] = string.format("    error_page %s /__error/%d;", r[3] or r[1], r[1])
-    internal[#internal + 1] = string.format("    location = /__error/%d { internal; return %d '{\"error\":\"%s\"}\\n'; }",
-      r[1], r[1], text)
+    internal[#internal + 1] = string.format(
+      "    location = /__error/%d { internal; return %d '{\"error\":\"%s\"}\\n'; }", r[1], r[1], text)
   end
   local L = o.lua_dir
   local serve = 'require("ds.serve")'
@@ -97,7 +99,8 @@ function M.conf(opts)
     "  # temp directories in the prefix, not in /var/lib/nginx (which only root can write)",
     "  client_body_temp_path temp/body; proxy_temp_path temp/proxy; fastcgi_temp_path temp/fastcgi;",
     "  uwsgi_temp_path temp/uwsgi; scgi_temp_path temp/scgi;",
-    string.format('  lua_package_path "%s/?.lua;%s/?/init.lua;%s;";', L, L, o.lua_path and (o.lua_path:gsub(";*$", ";")) or ""),
+    string.format('  lua_package_path "%s/?.lua;%s/?/init.lua;%s;";', L, L,
+      o.lua_path and (o.lua_path:gsub(";*$", ";")) or ""),
     "  # one Lua VM per pool thread, each holding the models (docs/SERVING.md \"Thread model\")",
     "  lua_worker_thread_vm_pool_size " .. o.threads .. ";",
     "  lua_shared_dict ds_metrics 1m;",
@@ -117,7 +120,8 @@ function M.conf(opts)
     string.format("    location = /predict { content_by_lua_block { %s.predict() } }", serve),
     string.format("    location ~ ^/predict/([\\w.-]+)$ { content_by_lua_block { %s.predict(ngx.var[1]) } }", serve),
     "    # streamed generation: unbuffered, and a client that goes away cancels its sequence",
-    string.format("    location ~ ^/generate/([\\w.-]+)$ { lua_check_client_abort on; content_by_lua_block { %s.generate(ngx.var[1]) } }", serve),
+    string.format("    location ~ ^/generate/([\\w.-]+)$ { lua_check_client_abort on; "
+      .. "content_by_lua_block { %s.generate(ngx.var[1]) } }", serve),
     "    # the same JSON parse and a reply without a model, to show the model's share of the cost",
     string.format("    location = /echo { content_by_lua_block { %s.echo() } }", serve),
     "    location / { return 404; }",

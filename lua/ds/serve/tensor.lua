@@ -70,7 +70,9 @@ function M.decode(value, spec, dims)
         return nil, string.format("%s: unknown field '%s' (dtype, shape, base64)", what, tostring(k))
       end
     end
-    if value.dtype ~= dt then return nil, string.format("%s: dtype must be \"%s\", got %s", what, dt, tostring(value.dtype)) end
+    if value.dtype ~= dt then
+      return nil, string.format("%s: dtype must be \"%s\", got %s", what, dt, tostring(value.dtype))
+    end
     if type(value.shape) ~= "table" or #value.shape ~= rank then
       return nil, string.format("%s: shape must be a list of %d sizes", what, rank)
     end
@@ -155,9 +157,13 @@ local FIELDS = { inputs = true, encoding = true, timeout_ms = true }
 
 function M.row(req, model)
   for k in pairs(req) do
-    if not FIELDS[k] then return nil, string.format("unknown field '%s' (inputs, encoding, timeout_ms)", tostring(k)) end
+    if not FIELDS[k] then
+      return nil, string.format("unknown field '%s' (inputs, encoding, timeout_ms)", tostring(k))
+    end
   end
-  if req.encoding ~= nil and not ENCODINGS[req.encoding] then return nil, "'encoding' must be \"json\" or \"base64\"" end
+  if req.encoding ~= nil and not ENCODINGS[req.encoding] then
+    return nil, "'encoding' must be \"json\" or \"base64\""
+  end
   local specs, given = model.info.inputs, req.inputs
   local names = {}
   for i, s in ipairs(specs) do names[i] = s.name end
