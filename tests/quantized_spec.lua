@@ -116,3 +116,67 @@ describe("linear_int8", function()
     H.raises(function() ds.linear_int8(ds.randn(2, 8), w, ds.rand(3), b) end, "linear_int8", "wscale")
   end)
 end)
+
+describe("ds.quantize", function()
+  local nn = ds.nn
+  local function mlp()
+    ds.manual_seed(21)
+    local m = nn.Sequential(nn.Linear(48, 96), nn.GELU(), nn.Linear(96, 7))
+    m:eval()
+    return m
+  end
+
+  it("replaces every Linear by a QuantizedLinear holding the per-channel int8 weight; the model is unchanged", function()
+    local m = mlp()
+    local before = m[1].weight:clone()
+    local q = ds.quantize(m)
+    assert.equal("QuantizedLinear", q[1]._name)
+    assert.equal("QuantizedLinear", q[3]._name)
+    assert.equal("Linear", m[1]._name)
+    assert.is_true(H.bitwise(m[1].weight, before))
+    local w, scale = m[1].weight, q[1].scale
+    assert.equal("i8", q[1].weight.dtype)
+    assert.is_true(H.bitwise(scale, (w:abs():amax(2) / 127):contiguous()))
+    assert.is_true(H.bitwise(q[1].weight, (w / scale:reshape(-1, 1)):round():clamp(-127, 127):astype("i8")))
+    local x = ds.randn(4, 48)
+    assert.is_true(H.bitwise(q(x), q[3](q[2](ds.linear_int8(x, q[1].weight, q[1].scale, m[1].bias)))))
+  end)
+
+  it("compiles with specs; compiled, saved and loaded give the eager bits; skip keeps a layer in f32", function()
+    local m = mlp()
+    local q = ds.quantize(m)
+    local cq = ds.quantize(m, { specs = { ds.spec({ "n", 48 }) } })
+    local x = ds.randn(5, 48)
+    assert.is_true(H.bitwise(cq(x), q(x)))
+    local dir = H.tmp_dir()
+    ds.save(cq, dir .. "/m")
+    assert.is_true(H.bitwise(ds.load(dir .. "/m")(x), q(x)))
+    os.execute("rm -rf " .. dir)
+    local partly = ds.quantize(m, { skip = { "3" } })
+    assert.equal("QuantizedLinear", partly[1]._name)
+    assert.equal("Linear", partly[3]._name)
+  end)
+
+  it("reports each layer's error against f32 on calibration batches", function()
+    local m = mlp()
+    local batches = { { ds.randn(6, 48) }, { ds.randn(3, 48) } }
+    local q, rows = ds.quantize(m, { calibration = batches })
+    assert.equal(2, #rows)
+    assert.same({ "1", "3" }, { rows[1].name, rows[2].name })
+    local worst = 0
+    for _, b in ipairs(batches) do
+      worst = math.max(worst, (q[1](b[1]) - m[1](b[1])):abs():max():item())
+    end
+    assert.equal(worst, rows[1].max_abs_error)
+    assert.is_true(rows[1].max_abs_error > 0 and rows[1].max_abs_error < 0.05 * rows[1].max_abs)
+  end)
+
+  it("refuses what it does not implement, naming it", function()
+    local m = mlp()
+    H.raises(function() ds.quantize(m, { mode = "static" }) end, "quantize", "static", "not implemented")
+    H.raises(function() ds.quantize(m, { ops = { "conv2d" } }) end, "quantize", "conv2d")
+    H.raises(function() ds.quantize(m, { per_channel = false }) end, "quantize", "per_channel")
+    H.raises(function() ds.quantize(m, { bogus = 1 }) end, "quantize", "bogus")
+    H.raises(function() ds.quantize(nn.Sequential(nn.ReLU())) end, "quantize", "no Linear")
+  end)
+end)

@@ -327,9 +327,10 @@ end
 
 -- ---- the storage-only dtypes (bf16, f16, i8): ops without a kernel for them compute in dtype.compute ----
 -- the first input of such a dtype def has no kernel for, else such a dtype attr (randn, sum's dtype option), and
--- its compute dtype (f32 for bf16/f16, i32 for i8); views run no kernel (a lifted view would be a copy)
+-- its compute dtype (f32 for bf16/f16, i32 for i8); views run no kernel (a lifted view would be a copy); an op
+-- with lowp_inputs (linear_int8's i8 weight) reads them itself
 local function lowp_input(def, inputs, attrs)
-  if not def.dtypes or def.view then return nil end
+  if not def.dtypes or def.view or def.lowp_inputs then return nil end   -- lowp_inputs: the op takes them as is
   for i = 1, #inputs do
     local dt = inputs[i].dtype
     if dtype.compute[dt] and not def.dtypes[dt] then return dt, dtype.compute[dt] end

@@ -22,6 +22,7 @@ local control = require("ds.control")
 require("ds.ops.control") -- the cond, while_loop and print nodes (above control.lua, which traces them)
 local compile = require("ds.compile")
 local lazy = require("ds.lazy")
+local quantized = require("ds.nn.quantized")
 local convert = require("ds.convert")
 local progress = require("ds.progress")
 local help = require("ds.help")
@@ -91,6 +92,8 @@ trace.install(ds)
 control.install(ds)
 convert.install(ds)
 ds.compile = lazy.compile
+-- ds.quantize(model, opts): int8 dynamic quantization of its Linear layers (nn/quantized.lua), compiled with specs
+function ds.quantize(model, opts) return quantized.quantize(model, opts, lazy.compile) end
 ds.Lazy = lazy.Lazy
 ds.is_compiled = compile.is_compiled
 ds.format_profile = compile.format_profile
@@ -101,6 +104,8 @@ ds.plot = plot
 ds.save_profile = profile_view.save
 io_.install(ds)
 onnx.install(ds)
+-- PyTorch's dtype names as values (x:to(ds.bfloat16), {dtype = ds.half}), each the ds dtype name it aliases
+for alias, name in pairs(require("ds.dtype").alias) do ds[alias] = name end
 require("ds.generate").install(ds) -- ds.generate, ds.generation_loop (docs/GENERATION.md)
 require("ds.generator").install(ds) -- ds.generator: continuous batching (docs/GENERATION.md)
 

@@ -45,7 +45,7 @@ local function f32_kernel() return "f32" end
 local M = {}
 
 M.linear_int8 = D.define {
-  name = OP, kind = "nn", kernel = "ds_linear_int8_%s", dtypes = { f32 = true, i8 = true }, ninputs = 4,
+  name = OP, kind = "nn", kernel = "ds_linear_int8_%s", dtypes = { f32 = true }, lowp_inputs = true, ninputs = 4,
   doc = "x @ W^T + bias with W stored int8 per output channel (W ~ w * wscale) and each row of x quantized to u8 "
     .. "on the fly: exact int32 products, the same bits on every host (ds.quantize builds it)",
   kernel_dtype = f32_kernel,
@@ -84,7 +84,7 @@ M.int8_colsum = D.define {
 -- x, packed w, colsum, wscale, bias; attrs: K
 M.linear_int8_packed = D.define {
   name = "linear_int8_packed", kind = "fused", kernel = "ds_linear_int8_packed_%s",
-  dtypes = { f32 = true, i8 = true, i32 = true }, ninputs = 5, internal = true, kernel_dtype = f32_kernel,
+  dtypes = { f32 = true }, lowp_inputs = true, ninputs = 5, internal = true, kernel_dtype = f32_kernel,
   attrs = { { "K", "int" } },
   infer = function(inputs, a)
     local N = inputs[3]._shape[1]
