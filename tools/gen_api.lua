@@ -21,19 +21,6 @@ local function show(v)
   return tostring(v)
 end
 
-local INPUT_NAMES = { [0] = {}, { "x" }, { "a", "b" }, { "a", "b", "c" } }
-
--- ds.name(inputs..., positional attrs..., {options}) for an op of the table
-local function op_signature(def)
-  local parts = {}
-  if def.variadic then parts[1] = "{tensors...}"
-  else
-    local names = INPUT_NAMES[def.ninputs or 1]
-    for i = 1, def.ninputs or 1 do parts[#parts + 1] = names and names[i] or ("t" .. i) end
-  end
-  for _, a in ipairs(def.args or {}) do parts[#parts + 1] = a end
-  return "ds." .. def.name .. "(" .. table.concat(parts, ", ") .. ")"
-end
 
 local function attrs_text(def)
   local parts = {}
@@ -230,7 +217,7 @@ function M.render()
   for _, def in ipairs(D.list) do if not def.internal then defs[#defs + 1] = def end end
   table.sort(defs, function(a, b) return a.name < b.name end)
   for _, def in ipairs(defs) do
-      add(string.format("| `%s` | `%s` | %s | %s | %s | %s |", def.name, cell(op_signature(def)), cell(attrs_text(def)),
+      add(string.format("| `%s` | `%s` | %s | %s | %s | %s |", def.name, cell(help.op_call(ds, def)), cell(attrs_text(def)),
         dtypes_text(def), def.backward and "yes" or "no", cell(def.doc)))
   end
   add("")

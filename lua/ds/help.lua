@@ -7,6 +7,7 @@ local D = require("ds.dispatch")
 require("ds.ops") -- fills the op table
 local Tensor = require("ds.tensor")
 local args = require("ds.args")
+local C = require("ds.ops.common")
 
 local M = {}
 
@@ -77,16 +78,35 @@ local function function_text(name, f, is_method)
   return table.concat(lines, "\n")
 end
 
-local function op_text(def)
-  local args = {}
-  if def.variadic then args[1] = "{tensors...}"
+-- how an op of the table is called: the generic form (inputs, positional attrs, {options}), or the parameters of
+-- its public function when that has its own (ds.gather(x, dim, index, opts), ds.full(size, value, opts))
+function M.op_call(ns, def)
+  local f = C.functions[def.name] or ns[def.name]
+  f = type(f) == "function" and (args.original[f] or f) or nil
+  local src = f and debug.getinfo(f, "S").source or ""
+  if f and not src:match("ops/common%.lua$") and not src:match("/dispatch%.lua$") then
+    local info, params = debug.getinfo(f, "u"), {}
+    for i = 1, info.nparams or 0 do params[i] = debug.getlocal(f, i) end
+    if info.isvararg then params[#params + 1] = "..." end
+    local text = table.concat(params, ", ")
+    -- (placeholder names, as sum(x, a, b, c) that sorts out its arguments itself: the generic form says more)
+    if def.ninputs == 0 or not (", " .. text .. ","):find(", a, b,", 1, true) then
+      return "ds." .. def.name .. "(" .. text .. ")"
+    end
+  end
+  local parts = {}
+  if def.variadic then parts[1] = "{tensors...}"
   else
     local names = INPUT_NAMES[def.ninputs or 1] or {}
-    for i = 1, def.ninputs or 1 do args[#args + 1] = names[i] or ("t" .. i) end
+    for i = 1, def.ninputs or 1 do parts[#parts + 1] = names[i] or ("t" .. i) end
   end
-  for _, a in ipairs(def.args or {}) do args[#args + 1] = a end
-  local options = #(def.attrs or {}) > 0 and ", {options})" or ")"
-  local lines = { "ds." .. def.name .. "(" .. table.concat(args, ", ") .. options }
+  for _, a in ipairs(def.args or {}) do parts[#parts + 1] = a end
+  if #(def.attrs or {}) > 0 then parts[#parts + 1] = "{options}" end
+  return "ds." .. def.name .. "(" .. table.concat(parts, ", ") .. ")"
+end
+
+local function op_text(ns, def)
+  local lines = { M.op_call(ns, def) }
   if def.doc then lines[#lines + 1] = def.doc end
   for _, a in ipairs(def.attrs or {}) do
     local kind = a[2] == "enum" and table.concat(a[4] or {}, "|") or a[2]
@@ -211,7 +231,7 @@ function M.text(ns, name, value)
   if short then
     local op = D.by_name[short] or D.by_name[short:match("^F%.(.*)$") or ""] or
       D.by_name[short:match("^Tensor[.:](.*)$") or short:match("^[%w_]+:([%w_]+)$") or ""] -- (?x:sum: a method)
-    if op then return op_text(op) end
+    if op then return op_text(ns, op) end
     local mod = short:match("^nn%.(.*)$")
     if mod and is_class(nn[mod]) then return class_text("nn." .. mod, nn[mod]) end
     local opt = short:match("^optim%.(.*)$")
