@@ -303,6 +303,24 @@ describe("lowp: compiled graphs, graph files, ONNX", function()
     local y = h(x:half():bfloat16())
     assert.equal("bf16", y.dtype)
   end)
+  it("exported f16 and i8 graphs run in ONNX Runtime to ds's bits", function()
+    local ort = require("onnx.ort")
+    local Wh = W:half()
+    local function g(a, q, r) return (a:matmul(Wh) + 1):relu(), (q + r) * q end
+    local a = x:half()
+    local q, r = ds.tensor({ 100, -3, 127, -128 }, { dtype = "i8" }), ds.tensor({ 100, 5, 1, -1 }, { dtype = "i8" })
+    local cg = ds.compile(g, { ds.spec({ 3, 2 }, "f16", "a"), ds.spec({ 4 }, "i8", "q"), ds.spec({ 4 }, "i8", "r") })
+    ds.onnx.export(cg, dir .. "/f16_i8.onnx")
+    assert.equal("ok", ort.check({ dir .. "/f16_i8.onnx" })[dir .. "/f16_i8.onnx"])
+    local res = ort.run({ { model = dir .. "/f16_i8.onnx", feeds = { { a = a, q = q, r = r } } } })[1]
+    assert(not res.error, res.error)
+    local want1, want2 = g(a, q, r)
+    local outs = res.outputs[1]
+    local got = {}
+    for k, name in ipairs(res.names) do got[k] = outs[name] end
+    assert(H.bitwise(got[1], want1))
+    assert(H.bitwise(got[2], want2))
+  end)
   it("an ONNX model with FLOAT16 and INT8 inputs and initializers imports them as f16 and i8", function()
     local script = dir .. "/m.py"
     H.write_file(script, string.format([[

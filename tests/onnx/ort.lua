@@ -15,7 +15,8 @@ M.TIMEOUT = 300               -- seconds any one batch of models may take
 -- not built for ASan can hang under its preloaded runtime (curl does)
 local UNSANITIZED = "env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS "
 
-local ORT_TYPE = { f32 = "float32", f64 = "float64", i64 = "int64", i32 = "int32", bool = "bool", u8 = "uint8" }
+local ORT_TYPE = { f32 = "float32", f64 = "float64", i64 = "int64", i32 = "int32", bool = "bool", u8 = "uint8",
+                   f16 = "float16", i8 = "int8" }
 local DS_TYPE = {}
 for k, v in pairs(ORT_TYPE) do DS_TYPE[v] = k end
 M.OPTIMIZATION = "disabled" -- ORT's graph optimizations off: it runs the graph as written (an invalid one fails)

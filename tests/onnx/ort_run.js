@@ -13,7 +13,7 @@ const ortDir = process.env.ORT_DIR || path.join(__dirname, '..', '..', 'build', 
 const ort = require(path.join(path.resolve(ortDir), 'node_modules', 'onnxruntime-node'));
 
 const ARRAYS = { float32: Float32Array, float64: Float64Array, int32: Int32Array, int64: BigInt64Array,
-  bool: Uint8Array, uint8: Uint8Array };
+  bool: Uint8Array, uint8: Uint8Array, float16: Uint16Array, int8: Int8Array }; // float16: the bits
 
 function tensor(t) {
   const A = ARRAYS[t.type];
