@@ -312,6 +312,9 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     local c2, r = request("POST", "/generate/gen", cjson.encode { text = "cad", max_tokens = 12, stream = false })
     assert.equal(200, c2)
     assert.same(want, r.tokens)
+    local chars = {}
+    for k, t in ipairs(want) do chars[k] = string.char(96 + t) end
+    assert.equal(table.concat(chars), r.text)
   end)
 
   it("batches generations continuously: requests join a running generation and get the bits they get alone", function()

@@ -308,8 +308,14 @@ function M.generate(name)
       if stop then return ngx.exit(200) end
     elseif seq.done or seq.cancelled then
       if seq.cancelled == "cancelled" then return ngx.exit(499) end
-      return reply(200, { tokens = seq.tokens, logits = seq.logits, reason = seq.done or seq.cancelled,
-        error = seq.error, count = #seq.tokens }, e.version)
+      local text
+      if e.vocab then
+        local parts = {}
+        for k, t in ipairs(seq.tokens) do parts[k] = token_text(e, t) or "" end
+        text = table.concat(parts)
+      end
+      return reply(200, { tokens = seq.tokens, logits = #seq.logits > 0 and seq.logits or nil, text = text,
+        reason = seq.done or seq.cancelled, error = seq.error, count = #seq.tokens }, e.version)
     end
   end
 end
