@@ -340,6 +340,31 @@ end
 -- ---- matmul, nn ----
 FORMS.matmul = function(w, n) last(w, n, "MatMul", { n.ins[1], n.ins[2] }) end
 
+--[[ linear_int8(x (..., K), w (N, K) i8, wscale (N), bias (N)): ds's computation written out (docs/QUANTIZATION.md)
+  so ONNX Runtime gives the same bits. x as (M, K); per row lo = min(0, min x), hi = max(0, max x), s = (hi - lo)
+  / 255, zp = Round(Clip(-lo / s, 0, 255)) (s taken as 1 for a row whose s is 0: it holds only zeros, or values
+  that quantize to 0); QuantizeLinear per row (axis 0); MatMulInteger(q, w^T) minus zp * (w's row sums), exact
+  in int32 (ORT's MatMulInteger takes one a_zero_point per tensor only); then Cast(.) * (s * wscale) + bias. ]]
+FORMS.linear_int8 = function(w, n)
+  local K = n.inm[2].shape[2]
+  local x = to_shape(w, n.ins[1], { -1, K })
+  local zero = w:scalar(0, "f32")
+  local keep = { axes = A.ints({ 1 }), keepdims = A.int(1) }
+  local lo = w:one("Min", { w:one("ReduceMin", { x }, keep), zero })                   -- (M, 1)
+  local hi = w:one("Max", { w:one("ReduceMax", { x }, keep), zero })
+  local s = w:one("Div", { w:one("Sub", { hi, lo }), w:scalar(255, "f32") })
+  local s1 = w:one("Where", { w:one("Equal", { s, zero }), w:scalar(1, "f32"), s })
+  local zp = w:one("Round", { w:one("Clip", { w:one("Div", { w:one("Neg", { lo }), s1 }), zero,
+    w:scalar(255, "f32") }) })
+  local zp8 = w:cast(to_shape(w, zp, { -1 }), "f32", "u8")                              -- (M)
+  local q = w:one("QuantizeLinear", { x, to_shape(w, s1, { -1 }), zp8 }, { axis = A.int(0) })
+  local acc = w:one("MatMulInteger", { q, w:one("Transpose", { n.ins[2] }, { perm = A.ints({ 1, 0 }) }) })
+  local sums = w:one("ReduceSum", { w:cast(n.ins[2], "i8", "i32"), w:i64s({ 1 }) }, { keepdims = A.int(0) })
+  local v = w:one("Sub", { acc, w:one("Mul", { w:cast(zp, "f32", "i32"), sums }) })
+  local y = w:one("Add", { w:one("Mul", { w:cast(v, "i32", "f32"), w:one("Mul", { s, n.ins[3] }) }), n.ins[4] })
+  finish_reshape(w, n, y)
+end
+
 local function pads(p) return { p[1], p[2], p[1], p[2] } end
 FORMS.conv2d = function(w, n)
   local a = n.node.attrs
@@ -411,7 +436,6 @@ NO_FORM.log1p = "ONNX has no log1p, and log(1 + x) loses ds's accuracy near 0"
 NO_FORM.expm1 = "ONNX has no expm1, and exp(x) - 1 loses ds's accuracy near 0"
 NO_FORM.all_reduce = "a collective across MPI processes (ds.distributed): an ONNX model runs in one process"
 NO_FORM.cumprod = "ONNX has no cumulative product"
-NO_FORM.linear_int8 = "not written yet (its ONNX form is per-row QuantizeLinear + MatMulInteger with per-row zero points)"
 NO_FORM.scatter_reduce = "opset 17's ScatterElements has no max/min reduction (opset 18 added them)"
 for _, op in ipairs { "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not" } do
   NO_FORM[op] = "ONNX's Bitwise* ops are in opset 18; ds writes opset 17"
