@@ -165,9 +165,13 @@ function Cached:submit(seq)
   return seq
 end
 
--- a sequence that ends here (cancelled, deadline): the session drops it at its next step
+-- a sequence that ends here (cancelled, deadline): the session drops it at its next step; what it pushed for it
+-- until then expires
 local function cancel(self, seq)
-  if seq.rid then self.dict:set(self:key(seq.version) .. ":c:" .. seq.rid, true, 60) end
+  if not seq.rid then return end
+  local key = self:key(seq.version)
+  self.dict:set(key .. ":c:" .. seq.rid, true, 60)
+  self.dict:expire(key .. ":o:" .. seq.rid, 60)
 end
 
 -- moves the tokens the session pushed to their sequences; ends those that are done
