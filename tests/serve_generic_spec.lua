@@ -413,6 +413,10 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     assert.same(want(long, { max_new_tokens = 9 }), r.tokens)
     code, r = request("POST", "/generate/gen", cjson.encode { ids = { 1 }, temperature = 0.5 })
     assert.equal(400, code); assert.truthy(r.error:find("sampling needs a kv_cache model", 1, true))
+    code, r = request("POST", "/generate/kv", cjson.encode { ids = { 1 }, top_k = 0.5 })
+    assert.equal(400, code); assert.equal("'top_k' must be an integer >= 1", r.error)
+    code, r = request("POST", "/generate/kv", cjson.encode { ids = { 1 }, temperature = -1 })
+    assert.equal(400, code); assert.equal("'temperature' must be a number >= 0", r.error)
   end)
 
   for _, model in ipairs { "gen", "kv" } do

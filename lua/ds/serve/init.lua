@@ -184,8 +184,13 @@ function M.predict(name)
 end
 
 local GEN_FIELDS = { ids = true, text = true, max_tokens = true, timeout_ms = true, stream = true, eos = true }
--- sampling, for KV-cache models (ds.generator's request options)
-local SAMPLING = { temperature = true, top_k = true, top_p = true, min_p = true, seed = true }
+-- sampling, for KV-cache models (ds.generator's request options): name -> its check, and what it must be
+local function integer(v) return v == math.floor(v) and math.abs(v) < 2 ^ 53 end
+local SAMPLING = { temperature = function(v) return v >= 0 end, top_k = function(v) return integer(v) and v >= 1 end,
+                   top_p = function(v) return v >= 0 and v <= 1 end, min_p = function(v) return v >= 0 and v <= 1 end,
+                   seed = integer }
+local SAMPLING_RANGE = { temperature = "a number >= 0", top_k = "an integer >= 1", top_p = "a number in 0..1",
+                         min_p = "a number in 0..1", seed = "an integer" }
 
 -- a generation request -> {ids, max_new, eos, stream, opts (KV-cache models: ds.generator's start options),
 -- capped (max_new was cut to the model's max_length)}, or nil and what is wrong. e.vocab (char -> id) lets a
@@ -196,7 +201,10 @@ local function gen_request(req, e, s)
       return nil, string.format("unknown field '%s' (ids or text, max_tokens, timeout_ms, stream, eos%s)", tostring(k),
         s.kv_cache and ", temperature, top_k, top_p, min_p, seed" or "; sampling needs a kv_cache model")
     end
-    if SAMPLING[k] and type(req[k]) ~= "number" then return nil, string.format("'%s' must be a number", k) end
+    local v = req[k]
+    if SAMPLING[k] and not (type(v) == "number" and SAMPLING[k](v)) then
+      return nil, string.format("'%s' must be %s", k, SAMPLING_RANGE[k])
+    end
   end
   local ids = req.ids
   if req.text ~= nil then
