@@ -294,8 +294,11 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
   end)
 
   it("streams generated tokens as Server-Sent Events, equal to the greedy loop on the sequence alone", function()
-    local code, text = request("POST", "/generate/gen", cjson.encode { ids = { 3, 1, 4 }, max_tokens = 12 }, "-N", true)
+    local code, text, version = request("POST", "/generate/gen", cjson.encode { ids = { 3, 1, 4 }, max_tokens = 12 },
+      "-N", true)
     assert.equal(200, code)
+    local _, h = request("GET", "/health")
+    assert.equal(h.models.gen.version, version)
     local ev = events(text)
     local want, want_logits = greedy(gen_file, { 3, 1, 4 }, 12)
     assert.equal(13, #ev)
