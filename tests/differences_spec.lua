@@ -120,11 +120,19 @@ local CLAIMS = {
       fails(function() return nn.MSELoss({ reduce = true }) end, "reduce")
       fails(function() return nn.ReLU({ inplace = true }) end, "inplace")
     end },
-  { "**1-D pools** take no `dilation` other than 1 and no `return_indices` (as the 2-D pools); `cdist` always computes "
-    .. "the distances directly (`compute_mode` is accepted and ignored", function()
-      fails(function() return F.max_pool1d(ds.ones(1, 2, 6), 2, { dilation = 2 }) end, "dilation")
+  { "**return_indices** of the max pools: `max_pool2d` only, without `dilation` or `ceil_mode` (the 1-D and 3-D "
+    .. "pools take none); `cdist` always computes the distances directly (`compute_mode` is accepted and ignored",
+    function()
       fails(function() return F.max_pool1d(ds.ones(1, 2, 6), 2, { return_indices = true }) end, "return_indices")
-      works(function() return ds.cdist(ds.ones(2, 3), ds.ones(4, 3), 2, { compute_mode = "use_mm_for_euclid_dist" }) end)
+      fails(function() return F.max_pool3d(ds.ones(1, 1, 2, 2, 2), 2, { return_indices = true }) end, "return_indices")
+      fails(function() return F.max_pool2d(ds.ones(1, 1, 6, 6), 2, { dilation = 2, return_indices = true }) end,
+        "return_indices")
+      fails(function() return F.max_pool2d(ds.ones(1, 1, 5, 5), 2, { ceil_mode = true, return_indices = true }) end,
+        "return_indices")
+      works(function() return F.max_pool2d(ds.ones(1, 1, 4, 4), 2, { return_indices = true }) end)
+      works(function()
+        return ds.cdist(ds.ones(2, 3), ds.ones(4, 3), 2, { compute_mode = "use_mm_for_euclid_dist" })
+      end)
     end },
   { "**ds.save** of a predictor traced in train mode with dropout or batch-norm-training sites is an error unless given "
     .. "`{allow_train_mode = true}`", function()

@@ -278,6 +278,14 @@ case("max_pool3d_ceil_unbatched", lambda x: F.max_pool3d(x, 2, ceil_mode=True), 
 case("avg_pool3d", lambda x: F.avg_pool3d(x, (3, 2, 2), 2, (1, 1, 0)), [vol3], grad=(0,))
 case("avg_pool3d_ceil_exclude_pad", lambda x: F.avg_pool3d(x, 3, (2, 2, 1), 1, ceil_mode=True, count_include_pad=False),
      [vol3], grad=(0,))
+case("max_pool3d_dilation", lambda x: F.max_pool3d(x, (2, 2, 1), (1, 2, 1), (1, 0, 0), (2, 1, 3)), [vol3], grad=(0,))
+case("avg_pool3d_divisor_override_ceil", lambda x: F.avg_pool3d(x, 2, 2, ceil_mode=True, divisor_override=3),
+     [vol3], grad=(0,))
+case("max_pool2d_dilation", lambda x: F.max_pool2d(x, (2, 3), (1, 2), (1, 1), (3, 2)), [img], grad=(0,))
+case("max_pool2d_dilation_ceil_unbatched", lambda x: F.max_pool2d(x, 2, 2, dilation=2, ceil_mode=True), [img[0]],
+     grad=(0,))
+case("avg_pool2d_divisor_override", lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=4), [img], grad=(0,))
+case("max_pool1d_dilation", lambda x: F.max_pool1d(x, 3, 1, 1, 2), [seq], grad=(0,))
 case("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (2, 4, 3)), [vol3], grad=(0,))
 case("adaptive_max_pool3d_unbatched", lambda x: F.adaptive_max_pool3d(x, 3), [vol3[1]], grad=(0,))
 

@@ -201,6 +201,20 @@ local CASES = {
   avg_pool3d_ceil_exclude_pad = { function(x)
     return F.avg_pool3d(x, 3, { stride = { 2, 2, 1 }, padding = 1, ceil_mode = true, count_include_pad = false })
   end },
+  max_pool3d_dilation = { function(x)
+    return F.max_pool3d(x, { 2, 2, 1 }, { stride = { 1, 2, 1 }, padding = { 1, 0, 0 }, dilation = { 2, 1, 3 } })
+  end },
+  avg_pool3d_divisor_override_ceil = { function(x)
+    return F.avg_pool3d(x, 2, { stride = 2, ceil_mode = true, divisor_override = 3 })
+  end },
+  max_pool2d_dilation = { function(x)
+    return F.max_pool2d(x, { 2, 3 }, { stride = { 1, 2 }, padding = 1, dilation = { 3, 2 } })
+  end },
+  max_pool2d_dilation_ceil_unbatched = { function(x)
+    return F.max_pool2d(x, 2, { stride = 2, dilation = 2, ceil_mode = true })
+  end },
+  avg_pool2d_divisor_override = { function(x) return F.avg_pool2d(x, 3, { stride = 2, padding = 1, divisor_override = 4 }) end },
+  max_pool1d_dilation = { function(x) return F.max_pool1d(x, 3, { stride = 1, padding = 1, dilation = 2 }) end },
   adaptive_avg_pool3d = { function(x) return F.adaptive_avg_pool3d(x, { 2, 4, 3 }) end },
   adaptive_max_pool3d_unbatched = { function(x) return F.adaptive_max_pool3d(x, 3) end },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
@@ -398,7 +412,20 @@ describe("nn calls of issue 28: modules and refusals", function()
       { padding = 1, count_include_pad = false })))
     assert(H.bitwise(nn.AdaptiveAvgPool3d({ 2, 3, 2 })(x), F.adaptive_avg_pool3d(x, { 2, 3, 2 })))
     assert(H.bitwise(nn.AdaptiveMaxPool3d(2)(x), F.adaptive_max_pool3d(x, 2)))
-    H.raises(function() nn.MaxPool3d(2, 1, 0, 2)(x) end, "max_pool3d", "dilation")
+    assert(H.bitwise(nn.MaxPool3d(2, 1, 0, 2)(x), F.max_pool3d(x, 2, { stride = 1, dilation = 2 })))
+    assert(H.bitwise(nn.AvgPool3d(2, nil, 0, true, true, 3)(x), F.avg_pool3d(x, 2, { ceil_mode = true,
+      divisor_override = 3 })))
+    local img = ds.randn(2, 3, 7, 6)
+    assert(H.bitwise(nn.MaxPool2d(2, { dilation = 2 })(img), F.max_pool2d(img, 2, { dilation = 2 })))
+    assert(H.bitwise(nn.AvgPool2d(3, { padding = 1, divisor_override = 2 })(img), F.avg_pool2d(img, 3,
+      { padding = 1, divisor_override = 2 })))
+    assert(H.bitwise(nn.MaxPool1d(2, 1, 0, 3)(img:select(3, 1)), F.max_pool1d(img:select(3, 1), 2,
+      { stride = 1, dilation = 3 })))
+    H.raises(function() F.avg_pool2d(img, 2, { divisor_override = 0 }) end, "avg_pool2d", "divisor_override")
+    H.raises(function() F.max_pool2d(img, 2, { dilation = 2, return_indices = true }) end, "max_pool2d",
+      "return_indices")
+    H.raises(function() F.avg_pool1d(img:select(3, 1), 2, { dilation = 2 }) end, "avg_pool1d", "dilation")
+    H.raises(function() nn.MaxPool3d(2, 1, 1, 2, true)(x) end, "max_pool3d", "return_indices")
     H.raises(function() nn.AdaptiveMaxPool3d(2, true)(x) end, "adaptive_max_pool3d", "return_indices")
     H.raises(function() nn.AvgPool3d() end, "AvgPool3d", "kernel_size")
   end)
@@ -471,7 +498,7 @@ describe("nn calls of issue 28: modules and refusals", function()
       { "fold", function() F.fold(ds.randn(1, 4, 9), 4, 2, { pad = 1 }) end },
       { "conv3d", function() F.conv3d(ds.randn(1, 1, 2, 2, 2), ds.randn(1, 1, 1, 1, 1), nil, { padding_mode = "zeros" }) end },
       { "max_pool3d", function() F.max_pool3d(ds.randn(1, 1, 2, 2, 2), 2, { indices = true }) end },
-      { "avg_pool3d", function() F.avg_pool3d(ds.randn(1, 1, 2, 2, 2), 2, { divisor_override = 3 }) end },
+      { "avg_pool3d", function() F.avg_pool3d(ds.randn(1, 1, 2, 2, 2), 2, { dilation = 1 }) end },
       { "adaptive_avg_pool3d", function() F.adaptive_avg_pool3d(ds.randn(1, 1, 2, 2, 2), { 1, 2, 0 }) end },
       { "conv_transpose1d", function() F.conv_transpose1d(ds.randn(1, 1, 3), ds.randn(1, 1, 2), nil, { out = 1 }) end },
       { "conv_transpose3d", function()

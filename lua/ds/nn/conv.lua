@@ -87,7 +87,7 @@ local function pool(name, fn, extra)
   end
   return cls
 end
-M.MaxPool2d = pool("MaxPool2d", F.max_pool2d)
-M.AvgPool2d = pool("AvgPool2d", F.avg_pool2d, { count_include_pad = "boolean" })
+M.MaxPool2d = pool("MaxPool2d", F.max_pool2d, { dilation = "any" })
+M.AvgPool2d = pool("AvgPool2d", F.avg_pool2d, { count_include_pad = "boolean", divisor_override = "integer" })
 
 return M

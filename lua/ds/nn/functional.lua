@@ -20,6 +20,7 @@ local ctc = require("ds.nn.functional_ctc")
 local fold = require("ds.nn.functional_fold")
 local conv3d = require("ds.nn.functional_conv3d")
 local pool3d = require("ds.nn.functional_pool3d")
+local pool_window = require("ds.nn.functional_pool_window")
 local LOSS_OPTIONS = require("ds.nn.loss_options")
 
 local F = {}
@@ -51,21 +52,26 @@ function F.conv2d(x, w, b, opts)
   return spatial.conv.conv2d(x, w, b, opts)
 end
 
--- opts as ds.max_pool2d / ds.avg_pool2d, plus ceil_mode (the last window may hang over the input's end):
--- the options without ceil_mode, and ceil_mode
+-- opts as ds.max_pool2d / ds.avg_pool2d, plus ceil_mode (the last window may hang over the input's end), max's
+-- dilation and avg's divisor_override (nn/functional_pool_window.lua): the options without ceil_mode (and without
+-- max's dilation of 1), and ceil_mode
 local function split_ceil_mode(opts, opname)
   if opts == nil then return nil, false end
   if type(opts) ~= "table" then errors.raise(opname .. ": options must be a table, got " .. type(opts)) end
   local o = {}
-  for k, v in pairs(opts) do if k ~= "ceil_mode" then o[k] = v end end
+  for k, v in pairs(opts) do
+    if k ~= "ceil_mode" and not (k == "dilation" and opname == "max_pool2d") then o[k] = v end
+  end
   return o, opts.ceil_mode == true
 end
 function F.max_pool2d(x, kernel_size, opts)
+  if pool_window.dilated(opts) then return pool_window.max_pool2d(x, kernel_size, opts) end
   local o, ceil_mode = split_ceil_mode(opts, "max_pool2d")
   if ceil_mode then return spatial.ceil_mode.max_pool2d(x, kernel_size, o) end
   return ops.max_pool2d(x, kernel_size, o)
 end
 function F.avg_pool2d(x, kernel_size, opts)
+  if type(opts) == "table" and opts.divisor_override ~= nil then return pool_window.avg_pool2d(x, kernel_size, opts) end
   local o, ceil_mode = split_ceil_mode(opts, "avg_pool2d")
   if ceil_mode then return spatial.ceil_mode.avg_pool2d(x, kernel_size, o) end
   return ops.avg_pool2d(x, kernel_size, o)

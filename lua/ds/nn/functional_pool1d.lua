@@ -6,6 +6,7 @@ local options = require("ds.options")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")
 local spatial = require("ds.nn.functional_spatial")
+local pool_window = require("ds.nn.functional_pool_window")
 
 local M = {}
 
@@ -30,26 +31,28 @@ local function one(v, opname, what)
   return v
 end
 
--- opts: stride (kernel_size), padding (0), dilation (1 only), ceil_mode, and count_include_pad for avg_pool1d;
+-- opts: stride (kernel_size), padding (0), ceil_mode, and dilation for max_pool1d / count_include_pad for avg_pool1d;
 -- x: (N,C,L) or (C,L) -> (..., OL)
 local function pool(name, name2d, extra)
-  local spec = { stride = "any", padding = "any", dilation = "any", ceil_mode = "boolean", return_indices = "boolean" }
+  local spec = { stride = "any", padding = "any", ceil_mode = "boolean", return_indices = "boolean" }
   for k, v in pairs(extra) do spec[k] = v end
   return function(x, kernel_size, opts)
     opts = options.check(opts, name, spec)
     if opts.return_indices then errors.raise(name .. ": return_indices is not implemented") end
-    if opts.dilation ~= nil and one(opts.dilation, name, "dilation") ~= 1 then
-      errors.raise(name .. ": dilation other than 1 is not implemented")
-    end
+    local dilation = opts.dilation ~= nil and one(opts.dilation, name, "dilation") or 1
     local k = one(kernel_size, name, "kernel_size")
     local o = { stride = { 1, one(opts.stride or k, name, "stride") },
       padding = { 0, one(opts.padding or 0, name, "padding") }, count_include_pad = opts.count_include_pad }
     local x4, back = as_2d(x, name)
+    if dilation ~= 1 then -- max_pool1d only (avg_pool1d takes no dilation)
+      o.dilation, o.ceil_mode = { 1, dilation }, opts.ceil_mode
+      return back(pool_window.max_pool2d(x4, { 1, k }, o))
+    end
     local pool2d = opts.ceil_mode and spatial.ceil_mode[name2d] or ops[name2d]
     return back(pool2d(x4, { 1, k }, o))
   end
 end
-M.max_pool1d = pool("max_pool1d", "max_pool2d", {})
+M.max_pool1d = pool("max_pool1d", "max_pool2d", { dilation = "any" })
 M.avg_pool1d = pool("avg_pool1d", "avg_pool2d", { count_include_pad = "boolean" })
 
 -- x: (N,C,L) or (C,L) -> (..., output_size)

@@ -2,13 +2,15 @@
 -- as two passes of the 2-D pools: over (H, W) with the depth folded into the channels, then over D with
 -- (OH, OW) folded into the channels. A max over a box is the max of the maxes; PyTorch's average divides by the
 -- product of the per-dim window extents (with or without padding, ceil_mode's clipped windows too), so the two
--- averages compose exactly. They differentiate, trace and compile as the 2-D pools do.
+-- averages compose exactly (a divisor_override divides the sum of sums). They differentiate, trace and compile as
+-- the 2-D pools do.
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")
 local spatial = require("ds.nn.functional_spatial")
+local pool_window = require("ds.nn.functional_pool_window")
 
 local M = {}
 
@@ -53,31 +55,40 @@ local function triple(v, opname, what, min)
   return v
 end
 
--- opts: stride (kernel_size), padding (0), ceil_mode, and dilation (1 only) / count_include_pad (true)
+-- opts: stride (kernel_size), padding (0), ceil_mode, and dilation / count_include_pad (true), divisor_override
 local function pool(name, name2d, extra)
   local spec = { stride = "any", padding = "any", ceil_mode = "boolean" }
   for k, v in pairs(extra) do spec[k] = v end
   return function(x, kernel_size, opts)
     opts = options.check(opts, name, spec)
     if opts.return_indices then raise("%s: return_indices is not implemented", name) end
-    if opts.divisor_override ~= nil then raise("%s: divisor_override is not implemented", name) end
-    if opts.dilation ~= nil then
-      local d = triple(opts.dilation, name, "dilation", 1)
-      if d[1] ~= 1 or d[2] ~= 1 or d[3] ~= 1 then raise("%s: dilation other than 1 is not implemented", name) end
-    end
     local k = triple(kernel_size, name, "kernel_size", 1)
     local s = triple(opts.stride or k, name, "stride", 1)
     local p = triple(opts.padding or 0, name, "padding", 0)
+    local d = triple(opts.dilation or 1, name, "dilation", 1)
     for i = 1, 3 do
       if 2 * p[i] > k[i] then raise("%s: padding %d must be at most half the kernel %d", name, p[i], k[i]) end
     end
-    local pool2d = opts.ceil_mode and spatial.ceil_mode[name2d] or ops[name2d]
-    local function pass(k2, s2, p2)
-      return function(t) return pool2d(t, k2, { stride = s2, padding = p2, count_include_pad = opts.count_include_pad }) end
+    local div = opts.divisor_override
+    if div ~= nil and (type(div) ~= "number" or div ~= math.floor(div) or div == 0) then
+      raise("%s: divisor_override must be a nonzero integer, got %s", name, tostring(div))
+    end
+    -- a dilation or divisor_override: the gathered-window pools (sums of sums for the divisor)
+    local pool2d, extra = opts.ceil_mode and spatial.ceil_mode[name2d] or ops[name2d], {}
+    if d[1] ~= 1 or d[2] ~= 1 or d[3] ~= 1 or div then
+      pool2d = pool_window[name2d]
+      extra = { ceil_mode = opts.ceil_mode, divisor_override = div and 1 }
+    end
+    local function pass(k2, s2, p2, d2)
+      local o = { stride = s2, padding = p2, count_include_pad = opts.count_include_pad }
+      for key, v in pairs(extra) do o[key] = v end
+      if d2[1] ~= 1 or d2[2] ~= 1 then o.dilation = d2 end
+      return function(t) return pool2d(t, k2, o) end
     end
     local x5, back = as_5d(x, name)
-    local y = over_hw(x5, pass({ k[2], k[3] }, { s[2], s[3] }, { p[2], p[3] }))
-    return back(over_d(y, pass({ 1, k[1] }, { 1, s[1] }, { 0, p[1] })))
+    local y = over_hw(x5, pass({ k[2], k[3] }, { s[2], s[3] }, { p[2], p[3] }, { d[2], d[3] }))
+    y = over_d(y, pass({ 1, k[1] }, { 1, s[1] }, { 0, p[1] }, { 1, d[1] }))
+    return back(div and y / div or y)
   end
 end
 -- x: (N, C, D, H, W) or (C, D, H, W) -> (..., OD, OH, OW)
