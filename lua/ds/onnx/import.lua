@@ -21,6 +21,9 @@ local M = {}
 M.MAX_BYTES = 2 ^ 31 -- a model file larger than this is refused (protobuf's own limit is 2 GiB)
 M.OPSETS = { min = 1, max = 21 } -- older opsets: handlers refuse what differs (attributes they do not know)
 
+-- the ops of domain com.microsoft ds reads (ONNX Runtime's quantization tool writes them; handlers/quantize.lua)
+local MICROSOFT = { DynamicQuantizeMatMul = true, MatMulIntegerToFloat = true }
+
 local function fail(path, msg) error("ds.onnx.load: " .. path .. ": " .. msg, 0) end
 
 local run_graph -- below
@@ -84,8 +87,13 @@ local function validate(model, path)
       local where = string.format("%snode %d (%s%s)", prefix, i, tostring(node.op_type), named)
       for _, nm in ipairs(node.output) do define(nm, where:sub(#prefix + 1)) end
       local ok, err = pcall(function()
-        if node.domain and node.domain ~= "" and node.domain ~= "ai.onnx" then
+        local microsoft = MICROSOFT[node.op_type or ""]
+        if node.domain and node.domain ~= "" and node.domain ~= "ai.onnx" and
+          not (node.domain == "com.microsoft" and microsoft) then
           error("it is in domain '" .. node.domain .. "', which ds does not implement", 0)
+        end
+        if microsoft and node.domain ~= "com.microsoft" then
+          error("it is an op of domain com.microsoft; the node does not say so", 0)
         end
         if not handlers.OPS[node.op_type or ""] then
           error("the ONNX op " .. tostring(node.op_type) .. " is not supported by ds.onnx.load", 0)

@@ -1,5 +1,7 @@
 -- onnx/handlers/quantize.lua: ONNX import handlers of linear quantization: QuantizeLinear, DequantizeLinear,
--- DynamicQuantizeLinear, QLinearMatMul and QLinearConv (per-tensor, per-axis and blocked scales).
+-- DynamicQuantizeLinear, QLinearMatMul and QLinearConv (per-tensor, per-axis and blocked scales), and ONNX
+-- Runtime's com.microsoft DynamicQuantizeMatMul and MatMulIntegerToFloat (its quantization tool writes them).
+-- MatMulInteger and ConvInteger are in nn.lua.
 --[[ Quantized values have ONNX's integer types, read as ds dtypes (types.lua): UINT8 is u8, INT8 is i8, INT16 /
   UINT16 are i32 holding values of their range; the type of a result is noted on it (V.note_onnx_type).
   quantize(x) = saturate(round(x / scale) + zero_point), round half to even; dequantize(q) = (q - zero_point)
@@ -142,6 +144,31 @@ def("QLinearConv", nn.ConvInteger.attrs, function(ins, at, node, opset, ctx)
   if ins[9] then acc = acc + per_channel(ins[9], r):astype(acc.dtype) end
   local multiplier = T(ins[2]) * per_channel(ins[5], r) / T(ins[7])
   return requantize(acc, multiplier, ins[8], "QLinearConv")
+end)
+
+--[[ com.microsoft MatMulIntegerToFloat: (a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias) -> f32
+  y = float(MatMulInteger(a, b, a_zero_point, b_zero_point)) * (a_scale * b_scale) + bias, a_scale per tensor,
+  b_scale per tensor or per column (N) ]]
+local function integer_to_float(acc, a_scale, b_scale, bias)
+  local y = acc:astype("f32") * (T(a_scale) * T(b_scale))
+  if bias then y = y + T(bias) end
+  return y
+end
+def("MatMulIntegerToFloat", {}, function(ins, at, node, opset, ctx)
+  if not (ins[1] and ins[2] and ins[3] and ins[4]) then
+    refuse("MatMulIntegerToFloat: needs a, b, a_scale and b_scale")
+  end
+  local acc = nn.MatMulInteger.run({ ins[1], ins[2], ins[5], ins[6] }, at, node, opset, ctx)
+  return integer_to_float(acc, ins[3], ins[4], ins[7])
+end)
+
+-- com.microsoft DynamicQuantizeMatMul: (a f32, b, b_scale, b_zero_point, bias) -> f32: a quantized per tensor
+-- as DynamicQuantizeLinear does, then MatMulIntegerToFloat
+def("DynamicQuantizeMatMul", {}, function(ins, at, node, opset, ctx)
+  if not (ins[1] and ins[2] and ins[3]) then refuse("DynamicQuantizeMatMul: needs a, b and b_scale") end
+  local q, scale, zero = OPS.DynamicQuantizeLinear.run({ ins[1] }, {}, node, opset, ctx)
+  local acc = nn.MatMulInteger.run({ q, ins[2], zero, ins[4] }, at, node, opset, ctx)
+  return integer_to_float(acc, scale, ins[3], ins[5])
 end)
 
 return OPS
