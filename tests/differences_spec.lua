@@ -68,16 +68,15 @@ local CLAIMS = {
       assert.equal(-4, ds.floor_divide(ds.tensor({ -7.5 }), 2):item())
       fails(function() return ds.tensor({ 7.5 }):floor_divide_(2) end, "floor_divide")
     end },
-  { "**interpolate** has modes nearest, linear, bilinear, trilinear (not bicubic, area) and no `recompute_scale_factor`",
-    function()
-      local x = ds.ones(1, 1, 2, 2)
-      for _, m in ipairs { "bicubic", "area" } do
-        fails(function() return F.interpolate(x, { size = { 4, 4 }, mode = m }) end, "mode")
-      end
-      fails(function() return F.interpolate(x, { size = { 4, 4 }, recompute_scale_factor = true }) end,
-        "recompute_scale_factor")
-      works(function() return F.interpolate(ds.ones(1, 1, 2, 2, 2), { size = { 4, 4, 4 }, mode = "trilinear" }) end)
-    end },
+  { "**interpolate** has PyTorch's modes and `recompute_scale_factor` but no `antialias`", function()
+    local x = ds.ones(1, 1, 2, 2)
+    for _, m in ipairs { "bicubic", "area", "nearest-exact" } do
+      works(function() return F.interpolate(x, { size = { 4, 4 }, mode = m }) end)
+    end
+    works(function() return F.interpolate(x, { scale_factor = 1.5, recompute_scale_factor = true }) end)
+    fails(function() return F.interpolate(x, { size = { 4, 4 }, antialias = true }) end, "antialias")
+    works(function() return F.interpolate(ds.ones(1, 1, 2, 2, 2), { size = { 4, 4, 4 }, mode = "trilinear" }) end)
+  end },
   { "**adaptive_max_pool2d** has no `return_indices`", function()
     fails(function() return F.adaptive_max_pool2d(ds.ones(1, 1, 4, 4), 2, { return_indices = true }) end,
       "return_indices")

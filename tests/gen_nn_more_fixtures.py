@@ -289,6 +289,19 @@ case("max_pool1d_dilation", lambda x: F.max_pool1d(x, 3, 1, 1, 2), [seq], grad=(
 case("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (2, 4, 3)), [vol3], grad=(0,))
 case("adaptive_max_pool3d_unbatched", lambda x: F.adaptive_max_pool3d(x, 3), [vol3[1]], grad=(0,))
 
+# ---- interpolate's modes ----
+small_img = randn(2, 3, 5, 4)
+case("interpolate_bicubic", lambda x: F.interpolate(x, size=(7, 3), mode="bicubic"), [small_img], grad=(0,))
+case("interpolate_bicubic_align_corners_scale",
+     lambda x: F.interpolate(x, scale_factor=(1.5, 2.0), mode="bicubic", align_corners=True), [small_img], grad=(0,))
+case("interpolate_area_3d", lambda x: F.interpolate(x, size=(2, 3, 5), mode="area"), [vol3], grad=(0,))
+case("interpolate_area_1d_scale", lambda x: F.interpolate(x, scale_factor=0.5, mode="area"), [seq], grad=(0,))
+case("interpolate_nearest_exact", lambda x: F.interpolate(x, size=(8, 3), mode="nearest-exact"), [small_img],
+     grad=(0,))
+case("interpolate_recompute_scale_factor",
+     lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear", recompute_scale_factor=True), [small_img],
+     grad=(0,))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

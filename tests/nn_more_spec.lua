@@ -217,6 +217,16 @@ local CASES = {
   max_pool1d_dilation = { function(x) return F.max_pool1d(x, 3, { stride = 1, padding = 1, dilation = 2 }) end },
   adaptive_avg_pool3d = { function(x) return F.adaptive_avg_pool3d(x, { 2, 4, 3 }) end },
   adaptive_max_pool3d_unbatched = { function(x) return F.adaptive_max_pool3d(x, 3) end },
+  interpolate_bicubic = { function(x) return F.interpolate(x, { size = { 7, 3 }, mode = "bicubic" }) end },
+  interpolate_bicubic_align_corners_scale = { function(x)
+    return F.interpolate(x, { scale_factor = { 1.5, 2 }, mode = "bicubic", align_corners = true })
+  end },
+  interpolate_area_3d = { function(x) return F.interpolate(x, { size = { 2, 3, 5 }, mode = "area" }) end },
+  interpolate_area_1d_scale = { function(x) return F.interpolate(x, { scale_factor = 0.5, mode = "area" }) end },
+  interpolate_nearest_exact = { function(x) return F.interpolate(x, { size = { 8, 3 }, mode = "nearest-exact" }) end },
+  interpolate_recompute_scale_factor = { function(x)
+    return F.interpolate(x, { scale_factor = 1.7, mode = "bilinear", recompute_scale_factor = true })
+  end },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 

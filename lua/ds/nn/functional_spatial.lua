@@ -1,7 +1,7 @@
 -- nn/functional_spatial.lua: ds.F's spatial functions composed from table ops (so they differentiate,
--- trace and compile): pad (constant, reflect, replicate, circular; any number of trailing dims),
--- interpolate (nearest, linear, bilinear; align_corners), adaptive_avg_pool2d, adaptive_max_pool2d,
--- max_pool2d / avg_pool2d with ceil_mode, conv2d's padding "same" with even kernels, conv1d, conv_transpose2d.
+-- trace and compile): pad (constant, reflect, replicate, circular; any number of trailing dims), interpolate
+-- (nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear; align_corners), adaptive_avg_pool2d,
+-- adaptive_max_pool2d, max_pool2d / avg_pool2d with ceil_mode, conv2d's padding "same" with even kernels, conv1d, conv_transpose2d.
 local ops = require("ds.ops.common").functions
 local D = require("ds.dispatch")
 local errors = require("ds.errors")
@@ -92,15 +92,49 @@ function M.pad(x, pad, mode, value)
 end
 
 -- ---- interpolate: x (N, C, spatial...) resized along each spatial dim (one pass per dim) ----
--- nearest: source floor(j * scale); linear: (j + 0.5) scale - 0.5 (clamped at 0), or j (n-1)/(m-1) with
--- align_corners; scale = in/out, or 1/scale_factor when a scale_factor is given (PyTorch's rule)
+-- nearest: source floor(j * scale) (nearest-exact: floor((j + 0.5) scale)); linear: (j + 0.5) scale - 0.5 (clamped
+-- at 0), or j (n-1)/(m-1) with align_corners; bicubic: the same source unclamped, PyTorch's cubic convolution
+-- (A = -0.75) over 4 taps clamped to the border; area: the adaptive average (separable, one matrix per dim);
+-- scale = in/out, or 1/scale_factor when a scale_factor is given (PyTorch's rule)
+local averaging_matrix
+local CUBIC_A = -0.75
+local function cubic_weights(t)
+  local A = CUBIC_A
+  local function near(u) return ((A + 2) * u - (A + 3)) * u * u + 1 end -- |u| <= 1
+  local function far(u) return ((A * u - 5 * A) * u + 8 * A) * u - 4 * A end -- 1 < |u| < 2
+  return { far(t + 1), near(t), near(1 - t), far(2 - t) }
+end
 local function resize_dim(x, d, m, scale_factor, mode, align_corners)
   local n = size(x, d, "interpolate")
   local scale = scale_factor and 1 / scale_factor or n / m
-  if mode == "nearest" then
-    local idx = {}
-    for j = 0, m - 1 do idx[j + 1] = math.min(math.floor(j * scale), n - 1) + 1 end
+  if mode == "nearest" or mode == "nearest-exact" then
+    local idx, half = {}, mode == "nearest" and 0 or 0.5
+    for j = 0, m - 1 do idx[j + 1] = math.min(math.floor((j + half) * scale), n - 1) + 1 end
     return ops.index_select(x, d, index_tensor(idx))
+  end
+  if mode == "area" then
+    return ops.matmul(x:transpose(d, -1), averaging_matrix(n, m, x.dtype, "interpolate"):t()):transpose(d, -1)
+  end
+  local wshape = {}
+  for i = 1, #x._shape do wshape[i] = 1 end
+  wshape[d] = m
+  if mode == "bicubic" then
+    local taps, weights = { {}, {}, {}, {} }, { {}, {}, {}, {} }
+    for j = 0, m - 1 do
+      local src = align_corners and (m > 1 and j * (n - 1) / (m - 1) or 0) or (j + 0.5) * scale - 0.5
+      local fl = math.floor(src)
+      local w = cubic_weights(src - fl)
+      for q = 1, 4 do
+        taps[q][j + 1] = math.min(math.max(fl - 2 + q, 0), n - 1) + 1
+        weights[q][j + 1] = w[q]
+      end
+    end
+    local y
+    for q = 1, 4 do
+      local term = ops.index_select(x, d, index_tensor(taps[q])) * ops.tensor(weights[q], { dtype = x.dtype }):reshape(wshape)
+      y = y and y + term or term
+    end
+    return y
   end
   local i0, i1, w1 = {}, {}, {}
   for j = 0, m - 1 do
@@ -110,20 +144,19 @@ local function resize_dim(x, d, m, scale_factor, mode, align_corners)
     local lo = math.min(math.floor(src), n - 1)
     i0[j + 1], i1[j + 1], w1[j + 1] = lo + 1, math.min(lo + 1, n - 1) + 1, src - lo
   end
-  local wshape = {}
-  for i = 1, #x._shape do wshape[i] = 1 end
-  wshape[d] = m
   local w = ops.tensor(w1, { dtype = x.dtype }):reshape(wshape)
   local a, b = ops.index_select(x, d, index_tensor(i0)), ops.index_select(x, d, index_tensor(i1))
   return a + (b - a) * w
 end
-local INTERP_MODES = { nearest = 0, linear = 1, bilinear = 2, trilinear = 3 }
--- opts: size (number or list), scale_factor (number or list), mode ("nearest"), align_corners
+-- the spatial dims a mode needs (0: any number)
+local INTERP_MODES = { nearest = 0, ["nearest-exact"] = 0, area = 0, linear = 1, bilinear = 2, bicubic = 2,
+  trilinear = 3 }
+-- opts: size (number or list), scale_factor (number or list), mode ("nearest"), align_corners, recompute_scale_factor
 function M.interpolate(x, opts)
   need_tensor(x, "interpolate")
   opts = options.check(opts, "interpolate", { size = "any", scale_factor = "any",
-    mode = { "nearest", "linear", "bilinear", "trilinear" },
-                                               align_corners = "boolean" })
+    mode = { "nearest", "nearest-exact", "area", "linear", "bilinear", "bicubic", "trilinear" },
+    align_corners = "boolean", recompute_scale_factor = "boolean" })
   local mode = opts.mode or "nearest"
   local k = #x._shape - 2
   if k < 1 or k > 3 then
@@ -132,8 +165,8 @@ function M.interpolate(x, opts)
   if INTERP_MODES[mode] > 0 and INTERP_MODES[mode] ~= k then
     raise("interpolate: mode '%s' needs %d spatial dims, got %s", mode, INTERP_MODES[mode], S.str(x._shape))
   end
-  if mode == "nearest" and opts.align_corners ~= nil then
-    raise("interpolate: align_corners applies to the linear modes only")
+  if (mode == "nearest" or mode == "nearest-exact" or mode == "area") and opts.align_corners ~= nil then
+    raise("interpolate: align_corners applies to the linear and bicubic modes only")
   end
   if (opts.size == nil) == (opts.scale_factor == nil) then
     raise("interpolate: give exactly one of size and scale_factor")
@@ -147,7 +180,9 @@ function M.interpolate(x, opts)
     end
   end
   for i = 1, k do
-    x = resize_dim(x, i + 2, sizes[i], factors and factors[i], mode, opts.align_corners == true)
+    -- recompute_scale_factor: the sizes from scale_factor, then interpolated as if given (scale in / out)
+    local factor = factors and not opts.recompute_scale_factor and factors[i] or nil
+    x = resize_dim(x, i + 2, sizes[i], factor, mode, opts.align_corners == true)
   end
   return x
 end
@@ -179,10 +214,10 @@ local function spatial_input(x, opname)
 end
 -- the (m, n) averaging matrix of a dim: row i holds 1/len over cell i; at most MAX_AVERAGING entries
 local MAX_AVERAGING = 2 ^ 24
-local function averaging_matrix(n, m, dt)
+function averaging_matrix(n, m, dt, opname)
   if m * n > MAX_AVERAGING then
-    raise("adaptive_avg_pool2d: output size %d over an input dim of %d needs a %dx%d averaging matrix, more than "
-      .. "2^24 entries", m, n, m, n)
+    raise("%s: output size %d over an input dim of %d needs a %dx%d averaging matrix, more than "
+      .. "2^24 entries", opname or "adaptive_avg_pool2d", m, n, m, n)
   end
   local rows = {}
   for i, c in ipairs(cells(n, m)) do
