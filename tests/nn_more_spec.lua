@@ -440,6 +440,14 @@ describe("nn calls of issue 28: modules and refusals", function()
     H.raises(function() nn.AvgPool3d() end, "AvgPool3d", "kernel_size")
   end)
 
+  it("nn.Upsample takes every interpolate mode and recompute_scale_factor", function()
+    local img = ds.randn(1, 2, 4, 5)
+    for _, mode in ipairs { "bicubic", "area", "nearest-exact" } do
+      local o = { scale_factor = 1.5, mode = mode, recompute_scale_factor = true }
+      assert(H.bitwise(nn.Upsample(o)(img), F.interpolate(img, o)))
+    end
+  end)
+
   it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()
     local tf = fixture.transformer
     local m = nn.Transformer(8, 2, 1, 2, 16, 0, { dtype = "f64" })

@@ -104,11 +104,11 @@ end
 adaptive("AdaptiveAvgPool2d", F.adaptive_avg_pool2d)
 adaptive("AdaptiveMaxPool2d", F.adaptive_max_pool2d)
 
--- opts as F.interpolate: size or scale_factor, mode, align_corners
+-- opts as F.interpolate: size or scale_factor, mode, align_corners, recompute_scale_factor
 local Upsample = Module:extend("Upsample")
 function Upsample:init(opts)
   self.opts = options.check(opts, "Upsample", { size = "any", scale_factor = "any", mode = "string",
-    align_corners = "boolean" })
+    align_corners = "boolean", recompute_scale_factor = "boolean" })
 end
 function Upsample:forward(x) return F.interpolate(x, self.opts) end
 M.Upsample = Upsample
