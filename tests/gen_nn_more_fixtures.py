@@ -326,5 +326,6 @@ transformer2 = {"params": {k: enc(v) for k, v in tr2.state_dict().items()}, "src
                 "pad": enc(src_pad), "out": enc(out2)}
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nn_more.json"), "w") as f:
-    json.dump({"cases": cases, "transformer": transformer, "transformer2": transformer2}, f, indent=None, separators=(",", ":"), sort_keys=True)
+    json.dump({"cases": cases, "transformer": transformer, "transformer2": transformer2}, f, indent=None,
+              separators=(",", ":"), sort_keys=True)
 print("wrote", len(cases), "cases")

@@ -95,8 +95,9 @@ local CASES = {
   end },
   triplet_margin_with_distance_loss = { function(a, p, n) return F.triplet_margin_with_distance_loss(a, p, n) end },
   triplet_margin_with_distance_loss_l1_swap_none = { function(a, p, n)
-    return F.triplet_margin_with_distance_loss(a, p, n, { distance_function = function(u, v) return (u - v):abs():sum(-1) end,
-      margin = 2.5, swap = true, reduction = "none" })
+    local l1 = function(u, v) return (u - v):abs():sum(-1) end
+    return F.triplet_margin_with_distance_loss(a, p, n, { distance_function = l1, margin = 2.5, swap = true,
+      reduction = "none" })
   end },
   poisson_nll_loss = { function(x, y) return F.poisson_nll_loss(x, y) end },
   poisson_nll_loss_full_none = { function(x, y)
@@ -213,7 +214,9 @@ local CASES = {
   max_pool2d_dilation_ceil_unbatched = { function(x)
     return F.max_pool2d(x, 2, { stride = 2, dilation = 2, ceil_mode = true })
   end },
-  avg_pool2d_divisor_override = { function(x) return F.avg_pool2d(x, 3, { stride = 2, padding = 1, divisor_override = 4 }) end },
+  avg_pool2d_divisor_override = { function(x)
+    return F.avg_pool2d(x, 3, { stride = 2, padding = 1, divisor_override = 4 })
+  end },
   max_pool1d_dilation = { function(x) return F.max_pool1d(x, 3, { stride = 1, padding = 1, dilation = 2 }) end },
   adaptive_avg_pool3d = { function(x) return F.adaptive_avg_pool3d(x, { 2, 4, 3 }) end },
   adaptive_max_pool3d_unbatched = { function(x) return F.adaptive_max_pool3d(x, 3) end },
@@ -321,7 +324,8 @@ describe("nn calls of issue 28: modules and refusals", function()
     assert(H.bitwise(m(a, t01), F.multilabel_soft_margin_loss(a, t01, { weight = w })))
     assert.equal(w, m.weight) -- a buffer, as PyTorch's
     local cls = ds.tensor({ 1, 3, 2, 2 }, { dtype = "i64" })
-    assert(H.bitwise(nn.MultiMarginLoss(2, 0.5, w)(a, cls), F.multi_margin_loss(a, cls, { p = 2, margin = 0.5, weight = w })))
+    assert(H.bitwise(nn.MultiMarginLoss(2, 0.5, w)(a, cls),
+      F.multi_margin_loss(a, cls, { p = 2, margin = 0.5, weight = w })))
     assert(H.bitwise(nn.PoissonNLLLoss(false, true, nil, 1e-3)(a:exp(), t01),
       F.poisson_nll_loss(a:exp(), t01, { log_input = false, full = true, eps = 1e-3 })))
     local var = p:abs()
@@ -359,7 +363,8 @@ describe("nn calls of issue 28: modules and refusals", function()
     -- fold(unfold(x)) counts each pixel once per block covering it
     local ones = ds.ones(1, 1, 4, 4)
     local counts = F.fold(F.unfold(ones, 2), 4, 2)
-    assert(H.bitwise(counts, ds.tensor({ { 1, 2, 2, 1 }, { 2, 4, 4, 2 }, { 2, 4, 4, 2 }, { 1, 2, 2, 1 } }):reshape(1, 1, 4, 4)))
+    local want = ds.tensor({ { 1, 2, 2, 1 }, { 2, 4, 4, 2 }, { 2, 4, 4, 2 }, { 1, 2, 2, 1 } })
+    assert(H.bitwise(counts, want:reshape(1, 1, 4, 4)))
   end)
 
   it("Conv3d, ConvTranspose1d and ConvTranspose3d: PyTorch's weight shapes, options and module calls", function()
@@ -388,12 +393,14 @@ describe("nn calls of issue 28: modules and refusals", function()
       { stride = 3, padding = 1, output_padding = 2 })))
     H.raises(function() t1b(s1, { 13 }) end, "ConvTranspose1d", "output_size", "10 to 12")
     assert.same({ 2, 2, 6, 13, 15 }, t3(x, { 6, 13, 15 }).shape)
-    H.raises(function() nn.ConvTranspose2d(2, 3, 3, { padding_mode = "circular" }) end, "ConvTranspose2d", "padding_mode")
+    H.raises(function() nn.ConvTranspose2d(2, 3, 3, { padding_mode = "circular" }) end, "ConvTranspose2d",
+      "padding_mode")
     H.raises(function() nn.ConvTranspose3d(4, 2, 2, { padding_mode = "reflect" }) end, "ConvTranspose3d", "zeros")
     H.raises(function() nn.Conv3d(4, 6, 3, { padding_mode = "mirror" }) end, "Conv3d", "padding_mode")
     H.raises(function() nn.Conv3d(3, 6, 3, { groups = 2 }) end, "Conv3d", "divisible")
     H.raises(function() F.conv3d(ds.randn(1, 4, 3, 3, 3), ds.randn(2, 3, 1, 1, 1)) end, "conv3d", "does not match")
-    H.raises(function() F.conv3d(x, c3.weight, nil, { padding = "same", stride = 2, groups = 2 }) end, "conv3d", "stride 1")
+    H.raises(function() F.conv3d(x, c3.weight, nil, { padding = "same", stride = 2, groups = 2 }) end, "conv3d",
+      "stride 1")
   end)
 
   -- m with the fixture's parameters (PyTorch's names; its layer numbers are 0-based)
@@ -452,7 +459,8 @@ describe("nn calls of issue 28: modules and refusals", function()
     local tf = fixture.transformer
     local m = nn.Transformer(8, 2, 1, 2, 16, 0, { dtype = "f64" })
     load_params(m, tf)
-    local out = m(T(tf.src), T(tf.tgt), { tgt_mask = nn.Transformer.generate_square_subsequent_mask(4, { dtype = "f64" }) })
+    local mask = nn.Transformer.generate_square_subsequent_mask(4, { dtype = "f64" })
+    local out = m(T(tf.src), T(tf.tgt), { tgt_mask = mask })
     check(out, tf.out, "Transformer output")
     H.raises(function() m(T(tf.src), T(tf.tgt), { causal = true }) end, "Transformer", "causal")
     local tf2 = fixture.transformer2
@@ -503,7 +511,9 @@ describe("nn calls of issue 28: modules and refusals", function()
       { "hinge_embedding_loss", function() F.hinge_embedding_loss(x, x, { weight = x }) end },
       { "soft_margin_loss", function() F.soft_margin_loss(x, x, { margin = 1 }) end },
       { "multilabel_soft_margin_loss", function() F.multilabel_soft_margin_loss(x, x, { pos_weight = x }) end },
-      { "multilabel_margin_loss", function() F.multilabel_margin_loss(x, ds.ones(2, 3, { dtype = "i64" }), { p = 1 }) end },
+      { "multilabel_margin_loss", function()
+        F.multilabel_margin_loss(x, ds.ones(2, 3, { dtype = "i64" }), { p = 1 })
+      end },
       { "triplet_margin_with_distance_loss", function()
         F.triplet_margin_with_distance_loss(x, x, x, { distance = F.pairwise_distance })
       end },
@@ -514,7 +524,9 @@ describe("nn calls of issue 28: modules and refusals", function()
         { blank_index = 1 }) end },
       { "unfold", function() F.unfold(ds.randn(1, 1, 4, 4), 2, { strides = 1 }) end },
       { "fold", function() F.fold(ds.randn(1, 4, 9), 4, 2, { pad = 1 }) end },
-      { "conv3d", function() F.conv3d(ds.randn(1, 1, 2, 2, 2), ds.randn(1, 1, 1, 1, 1), nil, { padding_mode = "zeros" }) end },
+      { "conv3d", function()
+        F.conv3d(ds.randn(1, 1, 2, 2, 2), ds.randn(1, 1, 1, 1, 1), nil, { padding_mode = "zeros" })
+      end },
       { "max_pool3d", function() F.max_pool3d(ds.randn(1, 1, 2, 2, 2), 2, { indices = true }) end },
       { "avg_pool3d", function() F.avg_pool3d(ds.randn(1, 1, 2, 2, 2), 2, { dilation = 1 }) end },
       { "adaptive_avg_pool3d", function() F.adaptive_avg_pool3d(ds.randn(1, 1, 2, 2, 2), { 1, 2, 0 }) end },
@@ -542,7 +554,8 @@ describe("nn calls of issue 28: modules and refusals", function()
     -- a target holding the blank: the skip rule goes by position as PyTorch's, the gradient is the derivative
     local logits = ds.randn(6, 2, 4, { dtype = "f64" }):requires_grad_()
     assert(ds.autograd.gradcheck(function(x)
-      return F.ctc_loss(x:log_softmax(3), ds.tensor({ { 2, 1, 2 }, { 1, 1, 3 } }, { dtype = "i64" }), { 6, 5 }, { 3, 3 })
+      local targets = ds.tensor({ { 2, 1, 2 }, { 1, 1, 3 } }, { dtype = "i64" })
+      return F.ctc_loss(x:log_softmax(3), targets, { 6, 5 }, { 3, 3 })
     end, { logits }))
     -- no input steps: an empty target has probability 1 (loss 0), any other none
     local none = F.ctc_loss(lp, tg, { 0, 0 }, { 0, 1 }, { reduction = "none" })

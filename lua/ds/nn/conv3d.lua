@@ -11,7 +11,12 @@ local conv_padding = require("ds.nn.conv_padding")
 local M = {}
 
 local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
-local function tuple(v, n) if type(v) == "table" then return v end local t = {}; for i = 1, n do t[i] = v end return t end
+local function tuple(v, n)
+  if type(v) == "table" then return v end
+  local t = {}
+  for i = 1, n do t[i] = v end
+  return t
+end
 local function tuple_str(v)
   if type(v) == "string" then return "'" .. v .. "'" end
   local parts = {}
@@ -46,7 +51,8 @@ local function conv_class(name, n, transposed, fn)
     local k = tuple(kernel_size, n)
     if #k ~= n then raise("%s: kernel_size must be a number or a list of %d", name, n) end
     self.in_channels, self.out_channels, self.kernel_size, self.groups = in_channels, out_channels, k, groups
-    self.stride, self.padding, self.dilation = tuple(opts.stride or 1, n), opts.padding or 0, tuple(opts.dilation or 1, n)
+    self.stride, self.padding = tuple(opts.stride or 1, n), opts.padding or 0
+    self.dilation = tuple(opts.dilation or 1, n)
     if type(self.padding) ~= "string" then self.padding = tuple(self.padding, n) end
     if self.padding == "same" and mode ~= "zeros" then
       for i = 1, n do

@@ -32,7 +32,8 @@ end
 -- entries: PyTorch also takes (N, C, ...) sizes); kernel, stride, padding, dilation: lists of n
 function M.output_padding(name, x, output_size, kernel, stride, padding, dilation, n)
   if type(output_size) ~= "table" or (#output_size ~= n and #output_size ~= n + 1 and #output_size ~= n + 2) then
-    errors.raise(string.format("%s: output_size must be a list of %d sizes (or with the batch and channel dims)", name, n))
+    errors.raise(string.format("%s: output_size must be a list of %d sizes (or with the batch and channel dims)",
+      name, n))
   end
   local out = {}
   for i = 1, n do

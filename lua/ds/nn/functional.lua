@@ -299,7 +299,8 @@ function F.binary_cross_entropy(input, target, opts)
   return reduce(loss, opts.reduction)
 end
 
-for _, family in ipairs { activation, spatial, norm, pool1d, dropout, sampling, loss_more, ctc, fold, conv3d, pool3d } do
+local FAMILIES = { activation, spatial, norm, pool1d, dropout, sampling, loss_more, ctc, fold, conv3d, pool3d }
+for _, family in ipairs(FAMILIES) do
   for name, fn in pairs(family) do if type(fn) == "function" then F[name] = fn end end
 end
 

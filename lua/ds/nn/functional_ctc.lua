@@ -103,8 +103,8 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   local pos = ops.arange(1, Smax + 1, { dtype = "i64" })
   tg = ops.where(ops.le(pos, tl:unsqueeze(2)), tg, ops.full_like(tg, blank))
   local blanks = ops.full({ N, Smax }, blank, { dtype = "i64" })
-  local ext = ops.cat({ ops.stack({ blanks, tg }, 3):reshape(N, 2 * Smax), ops.full({ N, 1 }, blank, { dtype = "i64" }) },
-    2)
+  local ext = ops.cat({ ops.stack({ blanks, tg }, 3):reshape(N, 2 * Smax),
+    ops.full({ N, 1 }, blank, { dtype = "i64" }) }, 2)
   -- a skip from s - 2 to s: s is a label position (even, 1-based) whose label differs from the one at s - 2
   -- (PyTorch's rule: by position, so a target equal to blank is a label too)
   local label_pos = ops.eq(ops.remainder(ops.arange(3, L + 1, { dtype = "i64" }), 2), 0)

@@ -19,7 +19,9 @@ local PARAMS = { "dilation", "padding", "stride" }
 -- a number or a pair of positive (padding: non-negative) integers as a pair
 local function pair(v, opname, what, min)
   if type(v) == "number" then v = { v, v } end
-  if type(v) ~= "table" or #v ~= 2 then raise("%s: %s must be an integer or a pair, got %s", opname, what, tostring(v)) end
+  if type(v) ~= "table" or #v ~= 2 then
+    raise("%s: %s must be an integer or a pair, got %s", opname, what, tostring(v))
+  end
   for i = 1, 2 do
     if type(v[i]) ~= "number" or v[i] ~= math.floor(v[i]) or v[i] < min then
       raise("%s: %s must be integers >= %d, got %s", opname, what, min, tostring(v[i]))

@@ -23,7 +23,9 @@ local function as_5d(x, opname)
     raise("%s: input must be (N, C, D, H, W) or (C, D, H, W), got %s", opname, S.str(x._shape))
   end
   for i = #x._shape - 3, #x._shape do
-    if type(x._shape[i]) ~= "number" then raise("%s: dim %d of %s must have a known size", opname, i, S.str(x._shape)) end
+    if type(x._shape[i]) ~= "number" then
+      raise("%s: dim %d of %s must have a known size", opname, i, S.str(x._shape))
+    end
   end
   local unbatched = #x._shape == 4
   return unbatched and x:unsqueeze(1) or x, function(y) return unbatched and y:squeeze(1) or y end
@@ -104,7 +106,8 @@ local function adaptive(name, pool2d)
     if type(o) == "number" then o = { o, o, o } end
     if type(o) ~= "table" then raise("%s: output_size must be a number or a list of 3, got %s", name, tostring(o)) end
     for key, v in pairs(o) do
-      if (key ~= 1 and key ~= 2 and key ~= 3) or type(v) ~= "number" or v ~= math.floor(v) or not (v >= 1 and v <= 65536) then
+      local index_ok = key == 1 or key == 2 or key == 3
+      if not index_ok or type(v) ~= "number" or v ~= math.floor(v) or not (v >= 1 and v <= 65536) then
         raise("%s: output_size must be a number or a list of 3 integers in 1..65536 (nil: the input's), got %s", name,
           tostring(v))
       end

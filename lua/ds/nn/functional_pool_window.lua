@@ -15,7 +15,9 @@ local M = {}
 local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
 local function pair(v, opname, what, min)
   if type(v) == "number" then v = { v, v } end
-  if type(v) ~= "table" or #v ~= 2 then raise("%s: %s must be an integer or a pair, got %s", opname, what, tostring(v)) end
+  if type(v) ~= "table" or #v ~= 2 then
+    raise("%s: %s must be an integer or a pair, got %s", opname, what, tostring(v))
+  end
   for i = 1, 2 do
     if type(v[i]) ~= "number" or v[i] ~= math.floor(v[i]) or v[i] < min then
       raise("%s: %s must be integers >= %d, got %s", opname, what, min, tostring(v[i]))
@@ -43,7 +45,9 @@ local function windows(x, kernel_size, opts, value, opname)
     S.str(x._shape)) end
   if not batched then x = x:unsqueeze(1) end
   for i = 2, 4 do
-    if type(x._shape[i]) ~= "number" then raise("%s: dim %d of %s must have a known size", opname, i, S.str(x._shape)) end
+    if type(x._shape[i]) ~= "number" then
+      raise("%s: dim %d of %s must have a known size", opname, i, S.str(x._shape))
+    end
   end
   local k = pair(kernel_size, opname, "kernel_size", 1)
   local s = pair(opts.stride or k, opname, "stride", 1)

@@ -1,7 +1,8 @@
 -- nn/functional_spatial.lua: ds.F's spatial functions composed from table ops (so they differentiate,
 -- trace and compile): pad (constant, reflect, replicate, circular; any number of trailing dims), interpolate
 -- (nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear; align_corners), adaptive_avg_pool2d,
--- adaptive_max_pool2d, max_pool2d / avg_pool2d with ceil_mode, conv2d's padding "same" with even kernels, conv1d, conv_transpose2d.
+-- adaptive_max_pool2d, max_pool2d / avg_pool2d with ceil_mode, conv2d's padding "same" with even kernels, conv1d,
+-- conv_transpose2d.
 local ops = require("ds.ops.common").functions
 local D = require("ds.dispatch")
 local errors = require("ds.errors")
@@ -131,7 +132,8 @@ local function resize_dim(x, d, m, scale_factor, mode, align_corners)
     end
     local y
     for q = 1, 4 do
-      local term = ops.index_select(x, d, index_tensor(taps[q])) * ops.tensor(weights[q], { dtype = x.dtype }):reshape(wshape)
+      local w = ops.tensor(weights[q], { dtype = x.dtype }):reshape(wshape)
+      local term = ops.index_select(x, d, index_tensor(taps[q])) * w
       y = y and y + term or term
     end
     return y

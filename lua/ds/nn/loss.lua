@@ -45,7 +45,8 @@ local LOSSES = {
 }
 
 -- the inputs each loss's forward takes, by their count (for the error naming them)
-local INPUT_NAMES = { [2] = "input, target", [3] = "three tensors", [4] = "log_probs, targets, input_lengths, target_lengths" }
+local INPUT_NAMES = { [2] = "input, target", [3] = "three tensors",
+  [4] = "log_probs, targets, input_lengths, target_lengths" }
 
 for name, spec in pairs(LOSSES) do
   local fname, ninputs, params = spec[1], spec[2], spec[3]

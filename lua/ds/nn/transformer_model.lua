@@ -48,7 +48,9 @@ function Decoder:init(decoder_layer, num_layers, opts)
       "[{norm =}])")
   end
   opts = options.check(opts, "TransformerDecoder", { norm = "table" })
-  if opts.norm ~= nil and not Module.is_module(opts.norm) then errors.raise("TransformerDecoder: norm must be a module") end
+  if opts.norm ~= nil and not Module.is_module(opts.norm) then
+    errors.raise("TransformerDecoder: norm must be a module")
+  end
   local layers = {}
   for i = 1, num_layers do layers[i] = decoder_layer:deepcopy() end
   self.layers = ModuleList(layers)
