@@ -472,6 +472,15 @@ describe("nn calls of issue 28: modules and refusals", function()
     local out2 = m2(T(tf2.src), T(tf2.tgt), nil, nn.Transformer.generate_square_subsequent_mask(3, { dtype = "f64" }),
       nil, pad, nil, pad)
     check(out2, tf2.out, "Transformer (batch_first, norm_first, gelu, padding masks) output")
+    -- activation as a function (PyTorch's callable form) gives the same numbers as its name
+    local m3 = nn.Transformer({ d_model = 8, nhead = 4, num_encoder_layers = 2, num_decoder_layers = 1,
+      dim_feedforward = 12, dropout = 0, activation = F.gelu, batch_first = true, norm_first = true, dtype = "f64" })
+    load_params(m3, tf2)
+    local out3 = m3(T(tf2.src), T(tf2.tgt), { tgt_mask = nn.Transformer.generate_square_subsequent_mask(3,
+      { dtype = "f64" }), src_key_padding_mask = pad, memory_key_padding_mask = pad })
+    assert(H.bitwise(out3, out2))
+    H.raises(function() nn.TransformerEncoderLayer(8, 2, { activation = "tanh" }) end, "TransformerEncoderLayer",
+      "activation")
   end)
 
   it("unfold, fold, conv3d and conv_transpose3d compile with a symbolic batch dim", function()

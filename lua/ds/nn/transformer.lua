@@ -11,7 +11,7 @@ local errors = require("ds.errors")
 
 local ACTIVATIONS = { relu = F.relu, gelu = F.gelu }
 
--- opts: dim_feedforward (2048), dropout (0.1), activation ("relu" as in PyTorch, or "gelu" as in BERT),
+-- opts: dim_feedforward (2048), dropout (0.1), activation ("relu" as in PyTorch, "gelu" as in BERT, or a function),
 -- layer_norm_eps (1e-5), batch_first (false), norm_first (false), dtype
 local Layer = Module:extend("TransformerEncoderLayer", { forward = { "tensor", "tensor|table?", "tensor?" } })
 function Layer:init(d_model, nhead, opts)
@@ -19,13 +19,14 @@ function Layer:init(d_model, nhead, opts)
     errors.raise("TransformerEncoderLayer: expects TransformerEncoderLayer(d_model, nhead, [opts])")
   end
   opts = options.check(opts, "TransformerEncoderLayer", { dim_feedforward = { "integer", min = 1 },
-    dropout = { "number", min = 0, max = 1 }, activation = { "relu", "gelu" }, layer_norm_eps = { "number", min = 0 },
+    dropout = { "number", min = 0, max = 1 }, activation = "any", layer_norm_eps = { "number", min = 0 },
     batch_first = "boolean", norm_first = "boolean", dtype = "dtype" })
   local ff, p, dt = opts.dim_feedforward or 2048, opts.dropout == nil and 0.1 or opts.dropout, opts.dtype
-  self.activation_name = opts.activation or "relu"
-  if not ACTIVATIONS[self.activation_name] then
-    errors.raise("TransformerEncoderLayer: activation must be 'relu' or 'gelu', got '" ..
-      tostring(self.activation_name) .. "'")
+  local activation = opts.activation or "relu"
+  self.activation = type(activation) == "function" and activation or ACTIVATIONS[activation]
+  if not self.activation then
+    errors.raise("TransformerEncoderLayer: activation must be 'relu', 'gelu' or a function, got " ..
+      (type(activation) == "string" and "'" .. activation .. "'" or type(activation)))
   end
   self.norm_first, self.batch_first = opts.norm_first == true, opts.batch_first == true
   self.self_attn = MHA(d_model, nhead, { dropout = p, batch_first = self.batch_first, dtype = dt })
@@ -46,7 +47,7 @@ function Layer:_sa_block(x, attn_mask, key_padding_mask)
 end
 
 function Layer:_ff_block(x)
-  return self.dropout2(self.linear2(self.dropout(ACTIVATIONS[self.activation_name](self.linear1(x)))))
+  return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 end
 
 -- src: (B,T,E) (batch_first) or (T,B,E); forward(src, src_mask, src_key_padding_mask) or

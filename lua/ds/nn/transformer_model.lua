@@ -67,13 +67,13 @@ end
 M.TransformerDecoder = Decoder
 
 -- Transformer([{d_model = 512, nhead = 8, num_encoder_layers = 6, num_decoder_layers = 6, dim_feedforward = 2048,
--- dropout = 0.1, activation = "relu", custom_encoder, custom_decoder, layer_norm_eps = 1e-5, batch_first = false,
+-- dropout = 0.1, activation = "relu" (or "gelu" or a function), custom_encoder, custom_decoder, layer_norm_eps = 1e-5, batch_first = false,
 -- norm_first = false, dtype}]) or PyTorch's positional order of those
 local PARAMS = { "d_model", "nhead", "num_encoder_layers", "num_decoder_layers", "dim_feedforward", "dropout",
   "activation", "custom_encoder", "custom_decoder", "layer_norm_eps", "batch_first", "norm_first" }
 local SPEC = { d_model = { "integer", min = 1 }, nhead = { "integer", min = 1 },
   num_encoder_layers = { "integer", min = 1 }, num_decoder_layers = { "integer", min = 1 },
-  dim_feedforward = { "integer", min = 1 }, dropout = { "number", min = 0, max = 1 }, activation = { "relu", "gelu" },
+  dim_feedforward = { "integer", min = 1 }, dropout = { "number", min = 0, max = 1 }, activation = "any",
   custom_encoder = "table", custom_decoder = "table", layer_norm_eps = { "number", min = 0 },
   batch_first = "boolean", norm_first = "boolean", dtype = "dtype" }
 local Transformer = Module:extend("Transformer")
