@@ -95,8 +95,9 @@ M.linear_int8_packed = D.define {
 
 -- ds.linear_int8(x, w, wscale, bias): see the header; bias may be nil (zeros)
 C.export(OP, function(x, w, wscale, bias)
-  for i, v in ipairs { x, w, wscale } do
-    if not C.is_tensor(v) then raise("%s: %s must be a tensor, got %s", OP, ({ "x", "w", "wscale" })[i], type(v)) end
+  local given = { x, w, wscale }
+  for i, name in ipairs { "x", "w", "wscale" } do
+    if not C.is_tensor(given[i]) then raise("%s: %s must be a tensor, got %s", OP, name, type(given[i])) end
   end
   if bias == nil then bias = F.zeros(w._shape[1], { dtype = "f32" }) end
   if not C.is_tensor(bias) then raise("%s: bias must be a tensor or nil, got %s", OP, type(bias)) end
