@@ -13,7 +13,9 @@ describe("docs/API.md", function()
   end)
   it("lists every op of the table", function()
     for _, def in ipairs(D.list) do
-      if not def.internal then assert(text:find("| `" .. def.name .. "` |", 1, true), def.name .. " is not in docs/API.md") end
+      if not def.internal then
+        assert(text:find("| `" .. def.name .. "` |", 1, true), def.name .. " is not in docs/API.md")
+      end
     end
   end)
   it("has a one-line description (the op's doc field) for every op of the table", function()

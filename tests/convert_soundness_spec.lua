@@ -297,7 +297,8 @@ describe("limits", function()
   it("over-limit conversions name the limit and the line", function()
     H.raises(function() ds.compile(generated("nested", 100), { S }) end, "limits_nested:", "LuaJIT's limit",
       "nested too deeply")
-    H.raises(function() ds.compile(generated("outer", 150), { S }) end, "limits_outer:152", "LuaJIT's limit on upvalues")
+    H.raises(function() ds.compile(generated("outer", 150), { S }) end, "limits_outer:152",
+      "LuaJIT's limit on upvalues")
     H.raises(function() ds.compile(generated("carried", 190), { S }) end, "limits_carried:", "LuaJIT's limit")
   end)
 

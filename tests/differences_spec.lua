@@ -30,7 +30,9 @@ local CLAIMS = {
     assert.is_false(x == ds.ones(2))
   end },
   { "`torch.equal` is `ds.equal`", function() assert.is_true(ds.equal(ds.ones(2), ds.ones(2))) end },
-  { "ds has no slice keys (`x[{{1, 2}}]` is an error", function() fails(function() return ds.ones(3)[{ { 1, 2 } }] end) end },
+  { "ds has no slice keys (`x[{{1, 2}}]` is an error", function()
+    fails(function() return ds.ones(3)[{ { 1, 2 } }] end)
+  end },
   { "`#x` is 0", function() assert.equal(0, #ds.ones(3)) end },
   { "`x:repeat_tensor(...)`", function() assert.same({ 2, 2 }, ds.ones(1, 2):repeat_tensor(2, 1).shape) end },
   { "`x.mT` and `x.T` are fields", function() assert.same({ 3, 2 }, ds.ones(2, 3).mT.shape) end },
@@ -84,7 +86,8 @@ local CLAIMS = {
   { "**instance_norm** has no running statistics", function()
     fails(function() return F.instance_norm(ds.ones(1, 2, 4), { running_mean = ds.zeros(2) }) end, "running_mean")
   end },
-  { "**embedding_bag** has modes sum and mean (not max), 1-based `offsets` and no `include_last_offset` or `padding_idx`",
+  { "**embedding_bag** has modes sum and mean (not max), 1-based `offsets` and no `include_last_offset` or "
+    .. "`padding_idx`",
     function()
       local ids, w, off = i64({ 1, 2 }), ds.ones(3, 2), i64({ 1 })
       for _, o in ipairs { { mode = "max" }, { include_last_offset = true }, { padding_idx = 1 } } do
@@ -103,7 +106,8 @@ local CLAIMS = {
       local x = ds.ones(4)
       for name, f in pairs {
         nonzero = function(a) return ds.nonzero(a) end, argwhere = function(a) return ds.argwhere(a) end,
-        where = function(a) return ds.where(a:gt(0))[1] end, masked_select = function(a) return a:masked_select(a:gt(0)) end,
+        where = function(a) return ds.where(a:gt(0))[1] end,
+        masked_select = function(a) return a:masked_select(a:gt(0)) end,
         unique = function(a) return ds.unique(a) end,
         tensor_split = function(a, i) return ds.tensor_split(a, i)[1] end,
         repeat_interleave = function(a, i) return a:repeat_interleave(i) end,
@@ -133,7 +137,8 @@ local CLAIMS = {
         return ds.cdist(ds.ones(2, 3), ds.ones(4, 3), 2, { compute_mode = "use_mm_for_euclid_dist" })
       end)
     end },
-  { "**ds.save** of a predictor traced in train mode with dropout or batch-norm-training sites is an error unless given "
+  { "**ds.save** of a predictor traced in train mode with dropout or batch-norm-training sites is an error unless "
+    .. "given "
     .. "`{allow_train_mode = true}`", function()
       local m = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
       m:train()

@@ -25,11 +25,14 @@ end
 
 describe("ds in a pipe", function()
   it("prints values, tables and errors one per line, with no prompt", function()
-    local out = sh("printf 'x = ds.ones(2, 3)\\nx:sum(2)\\n1, \"a\", {1, {2}}\\nx:matmul(ds.ones(4, 5))\\n' | " .. root .. "/bin/ds")
-    assert.equal("tensor([3., 3.])\n1\n\"a\"\n{ 1, { 2 } }\nerror: stdin:1: matmul: inner dims 3 and 4 differ ((2,3) @ (4,5))\n", out)
+    local out = sh("printf 'x = ds.ones(2, 3)\\nx:sum(2)\\n1, \"a\", {1, {2}}\\nx:matmul(ds.ones(4, 5))\\n' | "
+      .. root .. "/bin/ds")
+    assert.equal("tensor([3., 3.])\n1\n\"a\"\n{ 1, { 2 } }\n"
+      .. "error: stdin:1: matmul: inner dims 3 and 4 differ ((2,3) @ (4,5))\n", out)
   end)
   it("continues a statement over lines, answers ?name, and exits 1 after an error", function()
-    local out, code = sh("printf 'for i = 1, 2 do\\nprint(i * 10)\\nend\\n?nn.Linear\\nerror(\"boom\")\\n' | " .. root .. "/bin/ds")
+    local out, code = sh("printf 'for i = 1, 2 do\\nprint(i * 10)\\nend\\n?nn.Linear\\nerror(\"boom\")\\n' | "
+      .. root .. "/bin/ds")
     assert.truthy(out:find("10\n20\n", 1, true))
     assert.truthy(out:find("nn.Linear(in_features, out_features, opts)", 1, true))
     assert.truthy(out:find("error: stdin:1: boom", 1, true))
@@ -111,7 +114,8 @@ describe_tmux("ds at a terminal (tmux)", function()
     os.execute("rm -rf " .. home)
   end)
 
-  it("prints an assignment's value on request, completes x:su, shows ?help, recovers from an error, recalls history", function()
+  it("prints an assignment's value on request, completes x:su, shows ?help, recovers from an error, recalls history",
+    function()
     type_line("x = ds.ones(3, 4)"); press("Enter")
     type_line("x:sum(2)"); press("Enter")
     wait_for("tensor([4., 4., 4.])")

@@ -63,7 +63,9 @@ end
 local function comment_above(lines, line)
   local parts, i = {}, line - 1
   while i >= 1 and lines[i]:match("^%s*%-%-") do
-    if not lines[i]:match("%-%-%-%-%s*$") then table.insert(parts, 1, (lines[i]:gsub("^%s*%-%-+%s?", ""))) end -- not a "---- section ----"
+    if not lines[i]:match("%-%-%-%-%s*$") then -- not a "---- section ----"
+      table.insert(parts, 1, (lines[i]:gsub("^%s*%-%-+%s?", "")))
+    end
     i = i - 1
   end
   return table.concat(parts, " ")
@@ -207,7 +209,8 @@ function M.render()
   add("functions, the `ds.nn` registry and `docs/differences.md`; `tests/api_doc_spec.lua` checks it is current.")
   add("Dims and indices are 1-based (negative from the end). Positional attributes follow the inputs; any")
   add("attribute may also be given in a trailing options table. Every op here traces and compiles unless its")
-  add("description says otherwise. Elementwise ops broadcast their inputs, and a Lua number operand becomes a constant.")
+  add("description says otherwise. Elementwise ops broadcast their inputs, and a Lua number operand becomes a")
+  add("constant.")
   add("")
   add("## Ops of the table")
   add("")
@@ -217,7 +220,8 @@ function M.render()
   for _, def in ipairs(D.list) do if not def.internal then defs[#defs + 1] = def end end
   table.sort(defs, function(a, b) return a.name < b.name end)
   for _, def in ipairs(defs) do
-      add(string.format("| `%s` | `%s` | %s | %s | %s | %s |", def.name, cell(help.op_call(ds, def)), cell(attrs_text(def)),
+      add(string.format("| `%s` | `%s` | %s | %s | %s | %s |", def.name, cell(help.op_call(ds, def)),
+        cell(attrs_text(def)),
         dtypes_text(def), def.backward and "yes" or "no", cell(def.doc)))
   end
   add("")

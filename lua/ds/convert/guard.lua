@@ -1,7 +1,8 @@
 -- convert/guard.lua: a call hook while converted code is traced. A user function that runs unconverted (reached by a
 -- path conversion does not see: a C function calling back, a metamethod, an iterator, ds calling a hook) and that
--- tests a value's truth is refused; the upvalues and globals that the functions called by a tensor branch or loop body change while it is
--- traced are found (branch_begin / branch_end), since the graph would keep their traced values for every input.
+-- tests a value's truth is refused; the upvalues and globals that the functions called by a tensor branch or loop
+-- body change while it is traced are found (branch_begin / branch_end), since the graph would keep their traced
+-- values for every input.
 local state = require("ds.state")
 local analysis = require("ds.convert.analysis")
 local source = require("ds.convert.source")
@@ -66,7 +67,8 @@ local function classify(f)
 end
 
 -- ---- side effects of a traced branch ----
-local recorders = {} -- the branches being traced, innermost last: {fns =, ups = id -> {f, i, value}, envs = env -> copy}
+-- the branches being traced, innermost last: {fns =, ups = id -> {f, i, value}, envs = env -> copy}
+local recorders = {}
 
 local function copy(t)
   local c = {}
