@@ -158,6 +158,11 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     ds.save(build_mlp(), models .. "/mlp")
     ds.save(build_gen(), models .. "/gen")
     ds.save(build_mlp(), models .. "/rows")   -- the same MLP, served through a plug-in adapter
+    -- the decoding loop of docs/GENERATION.md as one saved graph (a while_loop, the caches its state): a model
+    -- like any other for the generic contract
+    local one = build_kv(1)
+    ds.save(ds.compile(ds.generation_loop(one, { max_new_tokens = 10 }),
+      { ds.spec({ 1, "t" }, "i64", "prompt"), ds.spec({}, "i64", "seed") }), models .. "/loop")
     local kv = build_kv(4)
     ds.save(ds.compile(function(ids, pos) return kv:step(ids, pos) end,
       { ds.spec({ 4, 1 }, "i64", "ids"), ds.spec({ 4 }, "i64", "pos") }), models .. "/kv")
@@ -176,7 +181,7 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
       kv = { generate = true, kv_cache = true, max_length = KV.block, timeout_ms = 20000 } } })
     local why
     -- one nginx worker: concurrent generations surely meet in the same running batch
-    port, why = http.start(prefix, models, 30, "DS_SERVE_WORKERS=1 DS_SERVE_THREADS=4 DS_SERVE_LUA_PATH=" .. dir .. "/lua/?.lua")
+    port, why = http.start(prefix, models, 30, "DS_SERVE_WORKERS=1 DS_SERVE_THREADS=5 DS_SERVE_LUA_PATH=" .. dir .. "/lua/?.lua")
     assert(port, "nginx did not come up: " .. tostring(why))
   end)
   teardown(function()
@@ -260,6 +265,17 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     code, r = request("POST", "/predict/rows", cjson.encode { rows = { { 1, 2 } } })
     assert.equal(400, code)
     assert.equal("row 1 must have 8 numbers", r.error)
+  end)
+
+  it("serves a saved decoding loop (a graph loop over KV caches) by its specs, one request at a time", function()
+    local _, h = request("GET", "/health")
+    assert.same({ { name = "prompt", dtype = "i64", shape = { 1, "t" } }, { name = "seed", dtype = "i64", shape = {} } },
+      h.models.loop.inputs)
+    local want = ds.generate(build_kv(1), ds.tensor({ { 3, 1, 4 } }, { dtype = "i64" }), { max_new_tokens = 10 })
+    local code, r = request("POST", "/predict/loop", cjson.encode { inputs = { prompt = { { 3, 1, 4 } }, seed = 1 } })
+    assert.equal(200, code, r.error)
+    assert.same({ unpack(want:reshape(-1):totable(), 4) }, r.outputs.output1[1])
+    assert.equal(10, r.outputs.output2)
   end)
 
   it("answers bad requests with 400 and an error naming the input and the problem", function()
