@@ -225,6 +225,9 @@ describe("functions reached through C functions", function()
     local line = debug.getinfo(1, "l").currentline - 1
     H.raises(function() ds.compile(function(x) return obj + x end, { S }) end,
       "convert_soundness_spec.lua:" .. line, "a metamethod", "tests a value's truth")
+    -- also after ds.init_scope ran inside the trace (the hook stopped when no trace was active)
+    H.raises(function() ds.compile(function(x) ds.init_scope(function() end); return obj + x end, { S }) end,
+      "convert_soundness_spec.lua:" .. line, "tests a value's truth")
     -- one that tests only comparisons is fine
     local k = setmetatable({}, { __index = function(_, key) if key == "w" then return 3 end end })
     sound(function(x) return x * k.w end, { -3, -6 }, { 3, 6 })

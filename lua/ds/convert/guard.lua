@@ -117,8 +117,24 @@ local function refuse(f, why)
     .. "directly from the converted code, or trace with {convert = false}", M.describe(f), why), 0)
 end
 
+local wrappers = setmetatable({}, { __mode = "k" }) -- the functions M.guarded made
+
+-- no trace: inside ds.init_scope (a guarded function is still running: keep watching) or after a trace that ended
+-- with an error (stop)
+local function still_running()
+  for level = 3, 1000 do
+    local info = getinfo(level, "f")
+    if not info then return false end
+    if wrappers[info.func] then return true end
+  end
+  return false
+end
+
 local function hook()
-  if state.trace == nil then stop(); return end
+  if state.trace == nil then
+    if not still_running() then stop() end
+    return
+  end
   local f = getinfo(2, "f").func
   if converted[f] then
     if #recorders > 0 then record(f) end
@@ -142,7 +158,7 @@ end
 -- fn wrapped so that the hook runs while it does (a trace of converted code); an error leaves the hook to stop
 -- itself at the next call after the trace ended
 function M.guarded(fn)
-  return function(...)
+  local w = function(...)
     if armed == 0 then
       local h, mask, count = debug.gethook()
       previous = h and { h, mask, count } or nil
@@ -151,6 +167,8 @@ function M.guarded(fn)
     armed = armed + 1
     return disarm(fn(...))
   end
+  wrappers[w] = true
+  return w
 end
 
 -- a tensor branch or loop body is about to be traced
