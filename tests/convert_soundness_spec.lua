@@ -228,6 +228,10 @@ describe("functions reached through C functions", function()
     -- also after ds.init_scope ran inside the trace (the hook stopped when no trace was active)
     H.raises(function() ds.compile(function(x) ds.init_scope(function() end); return obj + x end, { S }) end,
       "convert_soundness_spec.lua:" .. line, "tests a value's truth")
+    -- and after a trace whose hook was replaced and that then failed (as an interrupt at the prompt does)
+    assert.has_error(function() ds.compile(function(x) debug.sethook(); error("interrupted!") end, { S }) end)
+    H.raises(function() ds.compile(function(x) return obj + x end, { S }) end, "convert_soundness_spec.lua:" .. line,
+      "tests a value's truth")
     -- one that tests only comparisons is fine
     local k = setmetatable({}, { __index = function(_, key) if key == "w" then return 3 end end })
     sound(function(x) return x * k.w end, { -3, -6 }, { 3, 6 })

@@ -156,10 +156,12 @@ local function disarm(...)
 end
 
 -- fn wrapped so that the hook runs while it does (a trace of converted code); an error leaves the hook to stop
--- itself at the next call after the trace ended
+-- itself at the next call after the trace ended. A trace that ended while its hook had been replaced (Ctrl-C at the
+-- prompt: luajit's interrupt hook raised in it) never stopped: the next one starts afresh.
 function M.guarded(fn)
   local w = function(...)
-    if armed == 0 then
+    if debug.gethook() ~= hook then
+      if armed > 0 then stop() end
       local h, mask, count = debug.gethook()
       previous = h and { h, mask, count } or nil
       debug.sethook(hook, "c")
