@@ -70,8 +70,8 @@ end
 -- a step model on packed sequences (docs/SERVING.md "Streamed generation"): ids, pos (tokens) i64 and seg (seqs, 2)
 -- i64 -> logits (seqs, 12) of each sequence's last token
 local V, H, POSITIONS = 12, 32, 256
-local function build_gen()
-  ds.manual_seed(7)
+local function build_gen(seed)
+  ds.manual_seed(seed or 7)
   local emb, pemb = nn.Embedding(V, H), nn.Embedding(POSITIONS, H)
   local q, k, v, o = nn.Linear(H, H), nn.Linear(H, H), nn.Linear(H, H), nn.Linear(H, V)
   local function step(ids, pos, seg)
@@ -88,8 +88,8 @@ end
 -- a character GPT with KV caches (examples/char_gpt_model.lua) whose compiled step is served by ds.generator:
 -- step(ids (4, 1) i64, pos (4) i64) -> logits (4, 1, 12), the caches graph state
 local KV = { vocab = 12, embed = 32, heads = 2, layers = 2, block = 256 }
-local function build_kv(slots)
-  ds.manual_seed(11)
+local function build_kv(slots, seed)
+  ds.manual_seed(seed or 11)
   local cfg = { cache_batch = slots }
   for k, v in pairs(KV) do cfg[k] = v end
   local m = gpt.GPT(cfg)
@@ -436,6 +436,41 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     assert.equal(400, code); assert.equal("'top_k' must be an integer >= 1", r.error)
     code, r = request("POST", "/generate/kv", cjson.encode { ids = { 1 }, temperature = -1 })
     assert.equal(400, code); assert.equal("'temperature' must be a number >= 0", r.error)
+  end)
+
+  it("reloads new files of step models without HUP: requests then get the new version's tokens", function()
+    local function version(name)
+      local _, h = request("GET", "/health")
+      return h.models[name].version
+    end
+    local old = { gen = version("gen"), kv = version("kv") }
+    -- new weights saved elsewhere, then copied over the served files (params first, then the graph file)
+    local new = dir .. "/new"
+    os.execute("mkdir -p " .. new)
+    local gen2 = build_gen(8)
+    ds.save(gen2, new .. "/gen")
+    local kv2 = build_kv(4, 12)
+    ds.save(ds.compile(function(ids, pos) return kv2:step(ids, pos) end,
+      { ds.spec({ 4, 1 }, "i64", "ids"), ds.spec({ 4 }, "i64", "pos") }), new .. "/kv")
+    for _, name in ipairs { "gen", "kv" } do
+      local params = cjson.decode(http.read(new .. "/" .. name .. ".json")).params.file
+      os.execute(string.format("cp %s/%s %s/ && cp %s/%s.json %s/%s.json", new, params, models, new, name, models, name))
+    end
+    for _, name in ipairs { "gen", "kv" } do
+      local v
+      for _ = 1, 100 do
+        v = version(name)
+        if v ~= old[name] then break end
+        os.execute("sleep 0.1")
+      end
+      assert.are_not.equal(old[name], v, name .. " kept its version")
+    end
+    local _, r, v = request("POST", "/generate/gen", cjson.encode { ids = { 3, 1, 4 }, max_tokens = 12, stream = false })
+    assert.equal(version("gen"), v)
+    assert.same((greedy(ds.load(models .. "/gen"), { 3, 1, 4 }, 12)), r.tokens)
+    _, r = request("POST", "/generate/kv", cjson.encode { ids = { 3, 1, 4 }, max_tokens = 10, stream = false })
+    local alone = ds.generate(build_kv(1, 12), ds.tensor({ { 3, 1, 4 } }, { dtype = "i64" }), { max_new_tokens = 10 })
+    assert.same({ unpack(alone:reshape(-1):totable(), 4) }, r.tokens)
   end)
 
   for _, model in ipairs { "gen", "kv" } do
