@@ -115,6 +115,11 @@ int ds_plan_add_buffer(ds_plan *p, int kind, int base, int dtype, int ndim, cons
                        const int64_t *strides, int64_t offset);
 int ds_plan_add_step(ds_plan *p, const char *kernel, int nbuf, const int *bufs, int nattrs, const double *attrs);
 int ds_plan_bind(ds_plan *p, int buffer, const ds_tensor *t);
+/* a while loop over sub-plans cond and body (taken over); binding sources: 0.. loop variables then extras, -1 the
+   cond's predicate, -(j + 2) the body's output j; max_trips < 0: unbounded (src/runtime.c, docs/FORMAT.md) */
+int ds_plan_add_loop(ds_plan *p, ds_plan *cond, ds_plan *body, int nvars, int nextra, const int *bufs,
+                     int ncb, const int *cb_sub, const int *cb_src, int nbb, const int *bb_sub, const int *bb_src,
+                     int64_t max_trips);
 int ds_plan_run(ds_plan *p);
 int ds_plan_run_range(ds_plan *p, int first, int last);   /* steps [first, last), 0-based */
 const ds_tensor *ds_plan_buffer(ds_plan *p, int buffer); /* a buffer as resolved for the current run */

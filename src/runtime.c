@@ -1,4 +1,5 @@
-/* runtime.c: the plan runtime -- buffers (arena views, bound externals, views) and kernel steps run in C. */
+/* runtime.c: the plan runtime -- buffers (arena views, bound externals, views), kernel steps and loop steps (a
+   while loop over a cond and a body sub-plan, docs/FORMAT.md) run in C. */
 #include "internal.h"
 #include <stdlib.h>
 #include <time.h>
@@ -13,8 +14,11 @@ typedef struct {
   int bound;             /* external: bound to a tensor (stays bound until rebound) */
 } buffer;
 
+typedef struct loop_step loop_step;
+
 typedef struct {
-  ds_kernel fn;
+  ds_kernel fn;          /* NULL: a loop step */
+  loop_step *loop;
   int nbuf, *bufs;       /* outputs then inputs */
   ds_tensor **targs;     /* nbuf + 1 (NULL-terminated), resolved at finalize */
   double *attrs;         /* nattrs + ATTR_PAD */
@@ -52,9 +56,13 @@ ds_plan *ds_plan_new(int64_t arena_bytes) {
   return p;
 }
 
+static void loop_free(loop_step *l);
+
 void ds_plan_free(ds_plan *p) {
   if (!p) return;
-  for (int i = 0; i < p->nsteps; i++) { free(p->steps[i].bufs); free(p->steps[i].targs); free(p->steps[i].attrs); }
+  for (int i = 0; i < p->nsteps; i++) {
+    free(p->steps[i].bufs); free(p->steps[i].targs); free(p->steps[i].attrs); loop_free(p->steps[i].loop);
+  }
   free(p->steps); free(p->bufs); ds_pages_free(p->arena, (size_t)p->arena_bytes); free(p->step_seconds); free(p);
 }
 
@@ -256,6 +264,195 @@ static void resolve(ds_plan *p) {
   }
 }
 
+/* ---- loop steps ----
+   A loop step's operands (outer buffers, contiguous): nvars results, nvars initial values, nextra extras (the
+   values its sub-plans read, and the buffers they update in place). Each trip runs the cond sub-plan (its
+   predicate: one element, nonzero = go on), then the body sub-plan, whose outputs (the next values of the loop
+   variables) go to buffers of the step's own and are copied into the results. The sub-plans' external buffers
+   are bound to the results (the current values), the extras and those next values: one binding per run, none
+   per trip. A sub-plan's in-place update of an extra writes the outer buffer itself. */
+struct loop_step {
+  ds_plan *cond, *body;  /* owned */
+  int nvars, nextra;
+  int64_t max_trips;     /* < 0: unbounded */
+  int ncb, *cb_sub, *cb_src;   /* cond bindings: sub-plan buffer <- source (below) */
+  int nbb, *bb_sub, *bb_src;   /* body bindings */
+  ds_tensor **next;      /* nvars: the body's outputs */
+  ds_tensor *pred;       /* the cond's output */
+};
+/* a binding's source: 0 .. nvars - 1 loop variable (its result buffer), nvars .. nvars + nextra - 1 an extra,
+   -1 the cond's predicate, -(j + 2) the body's output j (0-based) */
+
+static void loop_free(loop_step *l) {
+  if (!l) return;
+  ds_plan_free(l->cond); ds_plan_free(l->body);
+  free(l->cb_sub); free(l->cb_src); free(l->bb_sub); free(l->bb_src);
+  if (l->next) for (int i = 0; i < l->nvars; i++) ds_tensor_free(l->next[i]);
+  free(l->next); ds_tensor_free(l->pred); free(l);
+}
+
+static int same_layout(const ds_tensor *a, const ds_tensor *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+  for (int d = 0; d < a->ndim; d++) if (a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
+/* check the bindings of sub-plan q (cond: want_pred) against the outer operands; copy them into *sub, *src */
+static int loop_bindings(ds_plan *p, ds_plan *q, const char *what, const int *outer, int nvars, int nextra, int n,
+                         const int *sub, const int *src, int **osub, int **osrc, const ds_tensor *const *next) {
+  if (n < 0 || n > (1 << 20)) return ds_fail(DS_EINVAL, "plan: loop %s: %d bindings", what, n);
+  int outputs = 0;
+  for (int k = 0; k < n; k++) {
+    if (sub[k] < 0 || sub[k] >= q->nbufs || q->bufs[sub[k]].kind != DS_BUF_EXTERNAL)
+      return ds_fail(DS_EINVAL, "plan: loop %s binding %d: buffer %d is not an external buffer of the sub-plan", what,
+                     k + 1, sub[k]);
+    for (int j = 0; j < k; j++)
+      if (sub[j] == sub[k]) return ds_fail(DS_EINVAL, "plan: loop %s: buffer %d bound twice", what, sub[k]);
+    const ds_tensor *want;
+    if (src[k] >= 0 && src[k] < nvars + nextra) want = &p->bufs[outer[src[k] < nvars ? src[k] : nvars + src[k]]].t;
+    else if (next == NULL && src[k] == -1) { want = NULL; outputs++; }
+    else if (next != NULL && src[k] <= -2 && src[k] >= -(nvars + 1)) {
+      want = next[-src[k] - 2]; outputs++;
+      for (int j = 0; j < k; j++)
+        if (src[j] == src[k]) return ds_fail(DS_EINVAL, "plan: loop body: output %d bound twice", -src[k] - 1);
+    } else return ds_fail(DS_EINVAL, "plan: loop %s binding %d: source %d out of range", what, k + 1, src[k]);
+    const ds_tensor *t = &q->bufs[sub[k]].t;
+    if (want ? !same_layout(t, want) : t->numel != 1)
+      return ds_fail(DS_EINVAL, "plan: loop %s binding %d: sub-plan buffer %d has another dtype or shape than its "
+                     "source", what, k + 1, sub[k]);
+  }
+  if (outputs != (next ? nvars : 1))
+    return ds_fail(DS_EINVAL, "plan: loop %s: %d of its %d outputs bound", what, outputs, next ? nvars : 1);
+  *osub = malloc(sizeof(int) * (size_t)(n + 1)); *osrc = malloc(sizeof(int) * (size_t)(n + 1));
+  if (!*osub || !*osrc) return ds_fail(DS_ENOMEM, "plan: out of memory");
+  if (n) { memcpy(*osub, sub, sizeof(int) * (size_t)n); memcpy(*osrc, src, sizeof(int) * (size_t)n); }
+  return DS_OK;
+}
+
+/* Add a loop step (cond and body: sub-plans the step takes over, also on failure). bufs: the outer operands,
+   nvars results then nvars initial values then nextra extras, each contiguous; a result has its initial value's
+   dtype and shape. Bindings (cb_* for cond, bb_* for body): sub-plan external buffer <- source (the encoding
+   above). max_trips < 0: unbounded. Returns the step index, or -1. */
+int ds_plan_add_loop(ds_plan *p, ds_plan *cond, ds_plan *body, int nvars, int nextra, const int *bufs,
+                     int ncb, const int *cb_sub, const int *cb_src, int nbb, const int *bb_sub, const int *bb_src,
+                     int64_t max_trips) {
+  loop_step *l = calloc(1, sizeof *l);
+  if (!l) { ds_plan_free(cond); ds_plan_free(body); ds_fail(DS_ENOMEM, "plan: out of memory"); return -1; }
+  l->cond = cond; l->body = body; l->nvars = nvars; l->nextra = nextra; l->max_trips = max_trips;
+  int nbuf = 2 * nvars + nextra;
+  if (!p || !cond || !body || cond == p || body == p || cond == body || (nbuf > 0 && !bufs) ||
+      (ncb > 0 && (!cb_sub || !cb_src)) || (nbb > 0 && (!bb_sub || !bb_src))) {
+    ds_fail(DS_EINVAL, "plan: loop: NULL or repeated argument"); goto fail;
+  }
+  if (nvars < 1 || nextra < 0 || nbuf > (1 << 16)) {
+    ds_fail(DS_EINVAL, "plan: loop with %d variables and %d extras", nvars, nextra); goto fail;
+  }
+  for (int i = 0; i < nbuf; i++) {
+    if (bufs[i] < 0 || bufs[i] >= p->nbufs) {
+      ds_fail(DS_EINVAL, "plan: loop operand %d names buffer %d (plan has %d)", i + 1, bufs[i], p->nbufs); goto fail;
+    }
+    if (!ds_tensor_is_contiguous(&p->bufs[bufs[i]].t)) {
+      ds_fail(DS_EINVAL, "plan: loop operand %d (buffer %d) is not contiguous", i + 1, bufs[i]); goto fail;
+    }
+  }
+  for (int i = 0; i < nvars; i++)
+    if (!same_layout(&p->bufs[bufs[i]].t, &p->bufs[bufs[nvars + i]].t)) {
+      ds_fail(DS_EINVAL, "plan: loop variable %d: its result and initial value differ in dtype or shape", i + 1);
+      goto fail;
+    }
+  l->next = calloc((size_t)nvars, sizeof(ds_tensor *));
+  if (!l->next) { ds_fail(DS_ENOMEM, "plan: out of memory"); goto fail; }
+  for (int i = 0; i < nvars; i++) {
+    const ds_tensor *r = &p->bufs[bufs[i]].t;
+    if (!(l->next[i] = ds_tensor_new(r->dtype, r->ndim, r->shape))) goto fail;
+  }
+  /* the predicate: any dtype, one element; its tensor is made once its buffer's dtype is known */
+  if (loop_bindings(p, cond, "cond", bufs, nvars, nextra, ncb, cb_sub, cb_src, &l->cb_sub, &l->cb_src, NULL) ||
+      loop_bindings(p, body, "body", bufs, nvars, nextra, nbb, bb_sub, bb_src, &l->bb_sub, &l->bb_src,
+                    (const ds_tensor *const *)l->next)) goto fail;
+  l->ncb = ncb; l->nbb = nbb;
+  for (int k = 0; k < ncb; k++)
+    if (cb_src[k] == -1) {
+      const ds_tensor *t = &cond->bufs[cb_sub[k]].t;
+      if (!(l->pred = ds_tensor_new(t->dtype, t->ndim, t->shape))) goto fail;
+    }
+  if (!grow((void **)&p->steps, &p->capsteps, p->nsteps + 1, sizeof(step))) {
+    ds_fail(DS_ENOMEM, "plan: out of memory"); goto fail;
+  }
+  step s; memset(&s, 0, sizeof s);
+  s.loop = l; s.nbuf = nbuf;
+  snprintf(s.name, sizeof s.name, "%s", "while_loop");
+  s.bufs = malloc(sizeof(int) * (size_t)(nbuf + 1));
+  s.attrs = calloc(ATTR_PAD, sizeof(double));
+  if (!s.bufs || !s.attrs) { free(s.bufs); free(s.attrs); ds_fail(DS_ENOMEM, "plan: out of memory"); goto fail; }
+  memcpy(s.bufs, bufs, sizeof(int) * (size_t)nbuf);
+  p->steps[p->nsteps] = s;
+  p->ready = 0;
+  free(p->step_seconds); p->step_seconds = NULL;
+  return p->nsteps++;
+fail:
+  loop_free(l);
+  return -1;
+}
+
+/* point external buffer b of sub-plan q at tensor t's memory (shapes checked when the loop was added) */
+static void point(ds_plan *q, int b, const ds_tensor *t) {
+  buffer *x = &q->bufs[b];
+  x->t.data = t->data; x->t.storage = t->storage; x->t.offset = t->offset; x->bound = 1;
+}
+
+static void bind_all(ds_plan *q, int n, const int *sub, const int *src, const loop_step *l,
+                     ds_tensor *const *t) {
+  for (int k = 0; k < n; k++) {
+    int s = src[k];
+    point(q, sub[k], s >= 0 ? t[s < l->nvars ? s : l->nvars + s] : s == -1 ? l->pred : l->next[-s - 2]);
+  }
+}
+
+static int truth(const ds_tensor *t) {
+  switch (t->dtype) {
+    case DS_F32: return *(const float *)t->data != 0;
+    case DS_F64: return *(const double *)t->data != 0;
+    case DS_BF16: case DS_F16: return (*(const uint16_t *)t->data & 0x7fff) != 0;
+    default: {
+      const unsigned char *b = t->data;
+      for (int64_t i = 0; i < ds_dtype_size(t->dtype); i++) if (b[i]) return 1;
+      return 0;
+    }
+  }
+}
+
+static int run_sub(ds_plan *q, const char *what, int64_t trip) {
+  int rc = ds_plan_run(q);
+  if (rc != DS_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "while_loop %s, trip %lld: %s", what, (long long)trip, ds_last_error());
+    ds_set_error(msg);
+  }
+  return rc;
+}
+
+/* t: the step's operands as resolved (results, initial values, extras) */
+static int run_loop(loop_step *l, ds_tensor *const *t) {
+  int n = l->nvars;
+  for (int i = 0; i < n; i++)
+    if (t[i]->data != t[n + i]->data)
+      memcpy(t[i]->data, t[n + i]->data, (size_t)(t[i]->numel * ds_dtype_size(t[i]->dtype)));
+  bind_all(l->cond, l->ncb, l->cb_sub, l->cb_src, l, t);
+  bind_all(l->body, l->nbb, l->bb_sub, l->bb_src, l, t);
+  for (int64_t trip = 1;; trip++) {
+    int rc = run_sub(l->cond, "cond", trip);
+    if (rc != DS_OK) return rc;
+    if (!truth(l->pred)) return DS_OK;
+    if (l->max_trips >= 0 && trip > l->max_trips)
+      return ds_fail(DS_ERANGE, "while_loop: more than %lld trips (the loop's max_trips; ds.load(path, "
+                     "{max_loop_trips = n}) sets it for loaded graphs)", (long long)l->max_trips);
+    if ((rc = run_sub(l->body, "body", trip)) != DS_OK) return rc;
+    for (int i = 0; i < n; i++)
+      memcpy(t[i]->data, l->next[i]->data, (size_t)(t[i]->numel * ds_dtype_size(t[i]->dtype)));
+  }
+}
+
 /* Run steps [first, last) (0-based); every external a step touches must be bound. */
 int ds_plan_run_range(ds_plan *p, int first, int last) {
   if (!p) return ds_fail(DS_EINVAL, "plan: NULL plan");
@@ -273,7 +470,7 @@ int ds_plan_run_range(ds_plan *p, int first, int last) {
     }
     struct timespec t0, t1;
     if (p->step_seconds) clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = s->fn(s->targs, s->attrs);
+    int rc = s->loop ? run_loop(s->loop, s->targs) : s->fn(s->targs, s->attrs);
     if (p->step_seconds) {
       clock_gettime(CLOCK_MONOTONIC, &t1);
       p->step_seconds[i] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

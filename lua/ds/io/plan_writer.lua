@@ -61,6 +61,7 @@ function M.bytes(compiled, ir, names, entries, params)
   for i, k in ipairs(keys) do
     local p = compiled._plans[k]
     for _, seg in ipairs(p.segments) do if seg.lua then return nil end end
+    for _, st in ipairs(p.log.steps) do if st.cond then return nil end end
     if #p.L.grads > 0 then return nil end
     records[i] = record(p, ir, names, entries)
     local env = {}

@@ -7,34 +7,17 @@ local S = require("ds.shape")
 local sym = require("ds.sym")
 local errors = require("ds.errors")
 local fuse = require("ds.passes.fuse")
+local layout = require("ds.passes.layout")
+local memplan = require("ds.passes.memplan")
+local loop = require("ds.passes.loop")
 local dsffi = require("ds.ffi")
 local dtype = require("ds.dtype")
 local ffi, C = dsffi.ffi, dsffi.C
 
 local M = {}
 
-local function contiguous_strides(shape)
-  local st, s = {}, 1
-  for i = #shape, 1, -1 do st[i] = s; s = s * shape[i] end
-  return st
-end
-M.contiguous_strides = contiguous_strides
-
-local function numel(shape)
-  local n = 1
-  for i = 1, #shape do n = n * shape[i] end
-  return n
-end
-M.numel = numel
-
-local function is_contiguous(shape, strides)
-  local s = 1
-  for i = #shape, 1, -1 do
-    if shape[i] ~= 1 and strides[i] ~= s then return false end
-    s = s * shape[i]
-  end
-  return true
-end
+local contiguous_strides, numel, is_contiguous = layout.contiguous_strides, layout.numel, layout.is_contiguous
+M.contiguous_strides, M.numel = contiguous_strides, numel
 
 -- ---- view layouts: run the op's own `view` rule on a stand-in for a buffer layout ----
 local Fake = {}
@@ -51,6 +34,27 @@ local function view_layout(def, layout, attrs, meta)
 end
 
 local function fake_tensor(l) return { dtype = l.dtype, _shape = l.shape } end
+
+-- the layout covers its root's memory, contiguously from its start
+local function whole(l)
+  return l.offset == 0 and numel(l.shape) == numel(l.root.shape) and is_contiguous(l.shape, l.strides)
+end
+
+-- a while_loop node's cond and body lowered at env for a C loop step: {cond = sub, body = sub}, sub = {L, arena,
+-- sources}; nil when the loop runs in Lua instead (a differentiated loop, a sub-graph with a Lua step or a
+-- constant that is not a number)
+local function loop_plans(node, env)
+  if not loop.lowerable(node) then return nil end
+  local out = {}
+  for _, which in ipairs { "cond", "body" } do
+    local ir, sources = loop.sub_ir(node.attrs[which .. "_graph"], node, which == "cond")
+    if not ir then return nil end
+    local L = M.build(ir, env)
+    for _, s in ipairs(L.steps) do if s.lua or #L.grads > 0 then return nil end end
+    out[which] = { L = L, arena = memplan(L), sources = sources }
+  end
+  return out
+end
 
 -- Build steps for env (symbol bindings). Returns
 -- { roots = {r = {kind, index, dtype, shape}}, steps = {{kernel, outs, ins, attrs, inplace_ok, op}},
@@ -99,6 +103,42 @@ function M.build(ir, env)
     return v.kind == "node" and g(id) == id
   end
 
+  -- a C loop step: its loop variables' initial values and its captures as whole buffers (copied when they are not);
+  -- a capture the loop updates is updated in place when the old value dies there (else in a copy made first)
+  local function loop_step(node, pos, ins, plans)
+    local n, written_at = node.attrs.nresults, {}
+    for j, k in ipairs(node.attrs.written or {}) do written_at[k] = j end
+    local function whole_copy(l)
+      if whole(l) then return l end
+      local c = new_root("arena", nil, l.dtype, l.shape)
+      copy_to(c, l)
+      return c
+    end
+    local operands, outs = {}, {}
+    for i = 1, n do operands[i] = whole_copy(ins[i]) end
+    for k = 1, #ins - n do
+      local j, l = written_at[k], ins[n + k]
+      if j then
+        local id = node.outputs[n + j]
+        if not (in_place(node, pos, n + k, id) and (l.root.kind == "arena" or l.root.kind == "state") and whole(l)) then
+          local c = new_root("arena", nil, l.dtype, l.shape)
+          copy_to(c, l)
+          l = c
+        end
+        operands[n + k], lay[id] = l, l
+      else
+        operands[n + k] = whole_copy(l)
+      end
+    end
+    for i = 1, n do
+      local id = node.outputs[i]
+      outs[i] = new_root("arena", nil, ir.values[id].dtype, shape_of(id))
+      lay[id] = outs[i]
+    end
+    L.steps[#L.steps + 1] = { loop = plans, nvars = n, max_trips = node.attrs.max_trips, outs = outs, ins = operands,
+                              op = node.op, line = node.line }
+  end
+
   for pos, node in ipairs(ir.nodes) do
     local def = node.def
     local attrs = sym.subst(node.attrs, env)
@@ -109,7 +149,10 @@ function M.build(ir, env)
         errors.raise(string.format("compile: %s reads value %%%d before it is computed", node.op, id))
       end
     end
-    if node.program then
+    local plans = def.run and loop_plans(node, env)
+    if plans then
+      loop_step(node, pos, ins, plans)
+    elseif node.program then
       local outs = {}
       for i, id in ipairs(node.outputs) do
         outs[i] = new_root("arena", nil, ir.values[id].dtype, shape_of(id)); lay[id] = outs[i]
@@ -206,6 +249,23 @@ function M.build(ir, env)
 end
 
 -- ---- emit the C plan ----
+M.LOOP = "ds_loop"   -- the kernel name of a loop step in a plan's log and file (no registry kernel has it)
+
+-- the bindings of a loop's sub-plan (lowered as L; sources: passes/loop.lua's) for ds_plan_add_loop:
+-- {{buffer id, source}...}, sources 0.. the loop's operands, -1 the cond's predicate, -(j + 1) the body's output j
+function M.loop_bindings(L, sources, which)
+  local binds = {}
+  for _, r in ipairs(L.roots) do
+    local src
+    if r.kind == "input" then src = sources.input[r.index]
+    elseif r.kind == "state" then src = sources.state[r.index]
+    elseif r.kind == "output" then src = which == "cond" and -1 or -(r.index + 1)
+    end
+    if src then binds[#binds + 1] = { r.buffer, src } end
+  end
+  return binds
+end
+
 local i64buf = ffi.new("int64_t[8]")
 local st_buf = ffi.new("int64_t[8]")
 
@@ -248,7 +308,31 @@ function M.emit(L, arena_bytes)
   -- segments: C steps [from, to) then (optionally) one Lua step
   local segments, nc, from = {}, 0, 0
   for _, s in ipairs(L.steps) do
-    if s.lua then
+    if s.loop then
+      local ids = {}
+      for _, l in ipairs(s.outs) do ids[#ids + 1] = buffer_of(l) end
+      for _, l in ipairs(s.ins) do ids[#ids + 1] = buffer_of(l) end
+      local entry = { kernel = M.LOOP, buffers = ids, attrs = {}, op = s.op, line = s.line, shape = s.outs[1].shape,
+                      nvars = s.nvars, nextra = #s.ins - s.nvars, max_trips = s.max_trips }
+      local subs = {}
+      for _, which in ipairs { "cond", "body" } do
+        local sub = s.loop[which]
+        local q, _, qlog = M.emit(sub.L, sub.arena)
+        local binds = M.loop_bindings(sub.L, sub.sources, which)
+        local b_sub, b_src = {}, {}
+        for k, b in ipairs(binds) do b_sub[k], b_src[k] = b[1], b[2] end
+        subs[which] = { plan = q, n = #binds, sub = ffi.new("int[?]", #binds + 1, b_sub),
+                        src = ffi.new("int[?]", #binds + 1, b_src) }
+        entry[which] = { log = qlog, binds = binds }
+      end
+      local trips = (s.max_trips == nil or s.max_trips == math.huge) and -1 or s.max_trips
+      local c, b = subs.cond, subs.body
+      ffi.gc(c.plan, nil); ffi.gc(b.plan, nil)   -- the loop step owns them now (and frees them when it fails)
+      dsffi.check_index(C.ds_plan_add_loop(plan, c.plan, b.plan, s.nvars, #s.ins - s.nvars, ffi.new("int[?]", #ids, ids),
+        c.n, c.sub, c.src, b.n, b.sub, b.src, trips), "compile: while_loop (" .. (s.line or "?") .. ")")
+      log.steps[#log.steps + 1] = entry
+      nc = nc + 1
+    elseif s.lua then
       s.in_buffers = {}
       for k, l in ipairs(s.ins) do s.in_buffers[k] = buffer_of(l) end
       segments[#segments + 1] = { from = from, to = nc, lua = s }

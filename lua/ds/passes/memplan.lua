@@ -2,16 +2,16 @@
 -- step order, in-place reuse (an elementwise step writes over an input that dies there, same layout
 -- and element size), then first-fit offsets in ONE arena. Nothing is allocated per run.
 local dtype = require("ds.dtype")
-local lower = require("ds.passes.lower")
+local layout = require("ds.passes.layout")
 
 local ALIGN = 64
 
-local function bytes_of(r) return lower.numel(r.shape) * dtype.size[r.dtype] end
+local function bytes_of(r) return layout.numel(r.shape) * dtype.size[r.dtype] end
 
 local function whole(l)
   local r = l.root
-  if l.offset ~= 0 or lower.numel(l.shape) ~= lower.numel(r.shape) then return false end
-  local st = lower.contiguous_strides(l.shape)
+  if l.offset ~= 0 or layout.numel(l.shape) ~= layout.numel(r.shape) then return false end
+  local st = layout.contiguous_strides(l.shape)
   for i = 1, #l.shape do if l.shape[i] ~= 1 and l.strides[i] ~= st[i] then return false end end
   return true
 end
