@@ -302,6 +302,19 @@ case("interpolate_recompute_scale_factor",
      lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear", recompute_scale_factor=True), [small_img],
      grad=(0,))
 
+# ---- bilinear, channel_shuffle, local_response_norm, lp pools, rrelu (eval) ----
+b1, b2, bw, bb = randn(3, 4), randn(3, 5), randn(2, 4, 5), randn(2)
+case("bilinear", lambda a, b, w, c: F.bilinear(a, b, w, c), [b1, b2, bw, bb], grad=(0, 1, 2, 3))
+case("bilinear_batched_no_bias", lambda a, b, w: F.bilinear(a, b, w), [randn(2, 3, 4), randn(2, 3, 5), bw],
+     grad=(0, 1, 2))
+case("channel_shuffle", lambda x: F.channel_shuffle(x, 2), [img2])  # no derivative in PyTorch 1.13
+case("local_response_norm", lambda x: F.local_response_norm(x, 3, 1e-2, 0.7, 2.0), [img2], grad=(0,))
+case("local_response_norm_3d_even", lambda x: F.local_response_norm(x, 4), [seq], grad=(0,))
+case("lp_pool2d", lambda x: F.lp_pool2d(x, 2, (2, 3), stride=1), [img2], grad=(0,))
+case("lp_pool2d_p3_ceil", lambda x: F.lp_pool2d(x.abs() + 0.1, 3, 2, ceil_mode=True), [img2], grad=(0,))
+case("lp_pool1d", lambda x: F.lp_pool1d(x.abs() + 0.1, 1.5, 2, stride=1), [seq], grad=(0,))
+case("rrelu_eval", lambda x: F.rrelu(x, 0.1, 0.3), [img2], grad=(0,))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

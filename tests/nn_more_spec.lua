@@ -230,6 +230,15 @@ local CASES = {
   interpolate_recompute_scale_factor = { function(x)
     return F.interpolate(x, { scale_factor = 1.7, mode = "bilinear", recompute_scale_factor = true })
   end },
+  bilinear = { function(a, b, w, c) return F.bilinear(a, b, w, c) end },
+  bilinear_batched_no_bias = { function(a, b, w) return F.bilinear(a, b, w) end },
+  channel_shuffle = { function(x) return F.channel_shuffle(x, 2) end },
+  local_response_norm = { function(x) return F.local_response_norm(x, 3, 1e-2, 0.7, 2) end },
+  local_response_norm_3d_even = { function(x) return F.local_response_norm(x, 4) end },
+  lp_pool2d = { function(x) return F.lp_pool2d(x, 2, { 2, 3 }, { stride = 1 }) end },
+  lp_pool2d_p3_ceil = { function(x) return F.lp_pool2d(x:abs() + 0.1, 3, 2, { ceil_mode = true }) end },
+  lp_pool1d = { function(x) return F.lp_pool1d(x:abs() + 0.1, 1.5, 2, { stride = 1 }) end },
+  rrelu_eval = { function(x) return F.rrelu(x, 0.1, 0.3) end },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 
@@ -453,6 +462,42 @@ describe("nn calls of issue 28: modules and refusals", function()
       local o = { scale_factor = 1.5, mode = mode, recompute_scale_factor = true }
       assert(H.bitwise(nn.Upsample(o)(img), F.interpolate(img, o)))
     end
+  end)
+
+  it("padding modules, Bilinear, ChannelShuffle, LocalResponseNorm, LPPool, RReLU, Softmax2d, Upsampling*, " ..
+    "EmbeddingBag take PyTorch's constructor arguments", function()
+    local x = ds.randn(2, 6, 4, 5)
+    assert(H.bitwise(nn.ReflectionPad2d({ 1, 2, 0, 1 })(x), F.pad(x, { 1, 2, 0, 1 }, "reflect")))
+    assert(H.bitwise(nn.ReplicationPad3d(1)(x), F.pad(x, { 1, 1, 1, 1, 1, 1 }, "replicate")))
+    assert(H.bitwise(nn.ConstantPad1d(2, 3.5)(x:select(3, 1)), F.pad(x:select(3, 1), { 2, 2 }, "constant", 3.5)))
+    assert(H.bitwise(nn.ZeroPad2d({ 1, 0, 2, 1 })(x), F.pad(x, { 1, 0, 2, 1 })))
+    H.raises(function() nn.ReflectionPad1d({ 1, 2, 3 }) end, "ReflectionPad1d", "padding")
+    H.raises(function() nn.ConstantPad2d(1) end, "ConstantPad2d", "value")
+    H.raises(function() nn.ReflectionPad2d(1)(ds.randn(4, 5)) end, "ReflectionPad2d", "3 or 4 dims")
+    local bl = nn.Bilinear(4, 5, 2)
+    assert.same({ 2, 4, 5 }, bl.weight.shape)
+    local a, b = ds.randn(3, 4), ds.randn(3, 5)
+    assert(H.bitwise(bl(a, b), F.bilinear(a, b, bl.weight, bl.bias)))
+    assert(bl.weight:abs():max():item() <= 0.5)
+    assert(H.bitwise(nn.ChannelShuffle(3)(x), F.channel_shuffle(x, 3)))
+    assert(H.bitwise(nn.LocalResponseNorm(3, 1e-3)(x), F.local_response_norm(x, 3, 1e-3)))
+    assert(H.bitwise(nn.LPPool2d(2, 2, 1)(x), F.lp_pool2d(x, 2, 2, { stride = 1 })))
+    assert(H.bitwise(nn.LPPool1d(2, 3)(x:select(3, 1)), F.lp_pool1d(x:select(3, 1), 2, 3)))
+    -- RReLU: slopes uniform in [lower, upper] while training, their mean in eval mode
+    local r = nn.RReLU(0.1, 0.3)
+    local neg = -ds.ones(20000)
+    local slopes = -r(neg)
+    assert(slopes:min():item() >= 0.1 and slopes:max():item() <= 0.3 and math.abs(slopes:mean():item() - 0.2) < 0.01)
+    r:eval()
+    assert(H.close(r(neg), neg * 0.2, 1e-6, 1e-6))
+    assert(H.bitwise(nn.Softmax2d()(x), F.softmax(x, 2)))
+    assert(H.bitwise(nn.UpsamplingBilinear2d(nil, 2)(x), F.interpolate(x, { scale_factor = 2, mode = "bilinear",
+      align_corners = true })))
+    assert(H.bitwise(nn.UpsamplingNearest2d({ 5, 7 })(x), F.interpolate(x, { size = { 5, 7 } })))
+    local eb = nn.EmbeddingBag(10, 3, { mode = "sum" })
+    local ids = ds.tensor({ 1, 4, 2, 9, 3 }, { dtype = "i64" })
+    local offsets = ds.tensor({ 1, 3 }, { dtype = "i64" })
+    assert(H.bitwise(eb(ids, offsets), F.embedding_bag(ids, eb.weight, offsets, { mode = "sum" })))
   end)
 
   it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()
