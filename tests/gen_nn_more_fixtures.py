@@ -315,6 +315,15 @@ case("lp_pool2d_p3_ceil", lambda x: F.lp_pool2d(x.abs() + 0.1, 3, 2, ceil_mode=T
 case("lp_pool1d", lambda x: F.lp_pool1d(x.abs() + 0.1, 1.5, 2, stride=1), [seq], grad=(0,))
 case("rrelu_eval", lambda x: F.rrelu(x, 0.1, 0.3), [img2], grad=(0,))
 
+# ---- BatchNorm3d (training: output and running statistics), instance_norm over 3 spatial dims ----
+def batch_norm3d(x):
+    m = torch.nn.BatchNorm3d(3, momentum=0.3).double()
+    y = m(x)
+    return y, m.running_mean, m.running_var
+case("batch_norm3d_train", batch_norm3d, [vol3], grad=(0,))
+case("instance_norm_3d", lambda x, w, b: F.instance_norm(x, weight=w, bias=b, eps=1e-3),
+     [vol3, randn(3), randn(3)], grad=(0, 1, 2))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

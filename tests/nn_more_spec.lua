@@ -239,6 +239,15 @@ local CASES = {
   lp_pool2d_p3_ceil = { function(x) return F.lp_pool2d(x:abs() + 0.1, 3, 2, { ceil_mode = true }) end },
   lp_pool1d = { function(x) return F.lp_pool1d(x:abs() + 0.1, 1.5, 2, { stride = 1 }) end },
   rrelu_eval = { function(x) return F.rrelu(x, 0.1, 0.3) end },
+  batch_norm3d_train = { function(x)
+    local m = nn.BatchNorm3d(3, { momentum = 0.3, dtype = "f64" })
+    return m(x), m.running_mean, m.running_var
+  end, eager = true },
+  instance_norm_3d = { function(x, w, b)
+    local m = nn.InstanceNorm3d(3, { affine = true, eps = 1e-3, dtype = "f64" })
+    m.weight, m.bias = w, b
+    return m(x)
+  end },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 

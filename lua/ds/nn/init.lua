@@ -13,7 +13,8 @@ local LAYER_FAMILIES = {
   require("ds.nn.norm_group"), require("ds.nn.ddp"), require("ds.nn.pool1d"), require("ds.nn.rnn_cell"),
   require("ds.nn.kv_cache"), require("ds.nn.conv3d"), require("ds.nn.fold"), require("ds.nn.distance"),
   require("ds.nn.transformer_model"), require("ds.nn.pool3d"),
-  require("ds.nn.padding"), require("ds.nn.layers_more"), { QuantizedLinear = require("ds.nn.quantized").QuantizedLinear },
+  require("ds.nn.padding"), require("ds.nn.layers_more"), require("ds.nn.norm3d"),
+  { QuantizedLinear = require("ds.nn.quantized").QuantizedLinear },
 }
 
 local M = {}
