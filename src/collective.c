@@ -204,24 +204,11 @@ static int agree(const header *mine, const char *op, int patient) {
   return DS_OK;
 }
 
-/* acc[i] (the own contribution) combined with rank 0, 1, ... in order: the fold starts at rank 0 whatever `me` is */
-#define REDUCE(T, MAXF) \
-  static void reduce_##T(T *out, const T *own, const char *recv, int64_t c, int64_t len, int op) { \
-    const int me = world.rank, P = world.size; \
-    for (int64_t i = 0; i < len; i++) { \
-      T acc = me == 0 ? own[i] : ((const T *)recv)[i]; \
-      for (int j = 1; j < P; j++) { \
-        T v = j == me ? own[i] : ((const T *)(recv + (int64_t)j * c * sizeof(T)))[i]; \
-        acc = op == DS_REDUCE_MAX ? MAXF(acc, v) : acc + v; \
-      } \
-      out[i] = op == DS_REDUCE_MEAN ? acc / (T)P : acc; \
-    } \
-  }
 #define MAX_FLOAT(a, b) ((a) != (a) ? (a) : ((b) != (b) || (b) > (a)) ? (b) : (a))   /* NaN wins, as torch.max */
 #define MAX_INT(a, b) ((a) > (b) ? (a) : (b))
-REDUCE(float, MAX_FLOAT)
-REDUCE(double, MAX_FLOAT)
-REDUCE(int64_t, MAX_INT)
+#define KERNELS "collective_kernels.h"
+#define KERNEL_DTYPES (KD_F32 | KD_F64 | KD_I64)
+#include "all_kernels.h"
 
 static int check_tensors(const ds_tensor *out, const ds_tensor *in, int op, const char *name) {
   DS_CHECK(out && in, "%s: operand missing", name);
@@ -243,9 +230,9 @@ static int reduce_scatter(char *out, const char *src, int64_t c, int64_t n, int 
   if (world.size > 1 && !recv) return ds_fail(DS_ENOMEM, "%s: out of memory", name);
   int rc = world.size > 1 ? scatter_phase(src, recv, c, n, es, tag, name) : DS_OK;
   if (rc != DS_OK) return abandon_slots(rc);   /* abandoned receives may still write into recv */
-  if (dtype == DS_F32) reduce_float((float *)out, (const float *)(src + lo * es), recv, c, len, op);
-  else if (dtype == DS_F64) reduce_double((double *)out, (const double *)(src + lo * es), recv, c, len, op);
-  else reduce_int64_t((int64_t *)out, (const int64_t *)(src + lo * es), recv, c, len, op);
+  if (dtype == DS_F32) reduce_f32((float *)out, (const float *)(src + lo * es), recv, c, len, op);
+  else if (dtype == DS_F64) reduce_f64((double *)out, (const double *)(src + lo * es), recv, c, len, op);
+  else reduce_i64((int64_t *)out, (const int64_t *)(src + lo * es), recv, c, len, op);
   return DS_OK;
 }
 
