@@ -141,16 +141,5 @@ int ds_matmul_packed_f32(ds_tensor *const *t, const double *attrs) {
 }
 
 /* ds_gemm_*: the BLAS-style row-major entry (internal.h) */
-#define GEMM_ENTRY(S, T, GEMM)                                                                                         \
-  int ds_gemm_##S(int ta, int tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, const T *B,       \
-                  int64_t ldb, T beta, T *C, int64_t ldc) {                                                            \
-    DS_CHECK(beta == 0 || beta == 1, "gemm: beta must be 0 or 1, got %g", (double)beta);                               \
-    DS_CHECK(alpha == 1 || beta == 0, "gemm: alpha %g with beta 1 is not supported", (double)alpha);                   \
-    int rc = GEMM(M, N, K, A, ta ? 1 : lda, ta ? lda : 1, B, tb ? 1 : ldb, tb ? ldb : 1, C, ldc, beta == 1);           \
-    if (rc || alpha == 1) return rc;                                                                                   \
-    for (int64_t i = 0; i < M; i++)                                                                                    \
-      for (int64_t j = 0; j < N; j++) C[i * ldc + j] *= alpha;                                                         \
-    return DS_OK;                                                                                                      \
-  }
-GEMM_ENTRY(f32, float, ds_sgemm)
-GEMM_ENTRY(f64, double, ds_dgemm)
+#define KERNELS "gemm_entry_kernels.h"
+#include "float_kernels.h"
