@@ -30,16 +30,10 @@ int ds_team_configured(void);
   do { \
     if ((PAR) && ds_team() > 1) { \
       double t0_ = ds_team_start(); \
-      _Pragma("omp parallel") \
-      { \
-        ds_team_arrive(t0_); \
-        _Pragma("omp for schedule(static)") \
-        for (int64_t V = 0; V < (N); V++) { __VA_ARGS__ } \
-      } \
+      _Pragma("omp parallel") { ds_team_arrive(t0_); \
+        _Pragma("omp for schedule(static)") for (int64_t V = 0; V < (N); V++) { __VA_ARGS__ } } \
       ds_team_done(); \
-    } else { \
-      for (int64_t V = 0; V < (N); V++) { __VA_ARGS__ } \
-    } \
+    } else for (int64_t V = 0; V < (N); V++) { __VA_ARGS__ } \
   } while (0)
 
 /* Broadcast src (ndim_s dims, right-aligned) to out's shape: strides with 0 on broadcast dims.
