@@ -73,18 +73,16 @@ typedef struct {
 #define ROW_VEC(v, sstride) ((v) * V / SGEMM_STRIP * (sstride) + (v) * V % SGEMM_STRIP)
 #define ROWS_NV(nv) ((nv) >= SGEMM_STRIP / V ? (nv) / (SGEMM_STRIP / V) * (SGEMM_STRIP / V) : (nv) >= 2 ? 2 : 1)
 #define SGEMM_COL(b, col, sstride) ((b) + ((col) >> 5) * (sstride) + ((col) & 31))
+/* row_block's arguments after n for the block at column j */
+#define ROWS_AT(j) K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + (j), ldc, load_c
 #define SGEMM_ROWS_CASE(M) \
   case M: { \
     const int64_t w = ROWS_NV(ACC / M) * V; \
     const int sv = w > SGEMM_STRIP ? SGEMM_STRIP / V : ROWS_NV(ACC / M); \
     int64_t j = 0; \
-    for (; j + w <= n; j += w) \
-      row_block(M, ROWS_NV(ACC / M), 1, w, K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + j, ldc, \
-                load_c); \
-    for (; j + sv * V <= n; j += sv * V) \
-      row_block(M, sv, 1, sv * V, K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + j, ldc, load_c); \
-    if (j < n) \
-      row_block(M, sv, 0, n - j, K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + j, ldc, load_c); \
+    for (; j + w <= n; j += w) row_block(M, ROWS_NV(ACC / M), 1, w, ROWS_AT(j)); \
+    for (; j + sv * V <= n; j += sv * V) row_block(M, sv, 1, sv * V, ROWS_AT(j)); \
+    if (j < n) row_block(M, sv, 0, n - j, ROWS_AT(j)); \
     break; \
   }
 #define SGEMM_ROWS \
