@@ -53,7 +53,7 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
   int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
     static const int dt[2] = {DO, DI}; (void)attrs; return apply(t, 2, #OP, dt, row_##OP##_##S, NULL); }
 
-#define BINARY(OP, S, TI, TO, DI, DO) \
+#define BINARY_ROW(OP, S, TI, TO) \
   static void row_##OP##_##S(void *ctx, char **p, int64_t n, const int64_t *s) { \
     TO *o = (TO *)p[0]; const TI *a = (const TI *)p[1], *b = (const TI *)p[2]; (void)ctx; \
     if (s[0] == 1 && s[1] == 1 && s[2] == 1) for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i], b[i]); \
@@ -61,7 +61,9 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
         for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(a[i], y); } \
     else if (s[0] == 1 && s[1] == 0 && s[2] == 1) { TI x = a[0]; \
         for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_##S(x, b[i]); } \
-    else for (int64_t i = 0; i < n; i++) o[i * s[0]] = el_##OP##_##S(a[i * s[1]], b[i * s[2]]); } \
+    else for (int64_t i = 0; i < n; i++) o[i * s[0]] = el_##OP##_##S(a[i * s[1]], b[i * s[2]]); }
+#define BINARY(OP, S, TI, TO, DI, DO) \
+  BINARY_ROW(OP, S, TI, TO) \
   int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
     static const int dt[3] = {DO, DI, DI}; (void)attrs; return apply(t, 3, #OP, dt, row_##OP##_##S, NULL); }
 
@@ -88,10 +90,12 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
     T *o = (T *)p[0]; const TI *a = (const TI *)p[1]; (void)ctx; \
     if (s[0] == 1 && s[1] == 1) for (int64_t i = 0; i < n; i++) o[i] = CV(S, SI, a[i]); \
     else for (int64_t i = 0; i < n; i++) o[i * s[0]] = CV(S, SI, a[i * s[1]]); }
-#define COPY(S, T, D) \
+#define COPY_ROWS(S, T) \
   COPY_ROW(S, T, f32, float) COPY_ROW(S, T, f64, double) COPY_ROW(S, T, i64, int64_t) \
   COPY_ROW(S, T, i32, int32_t) COPY_ROW(S, T, u8, uint8_t) COPY_ROW(S, T, bool, uint8_t) \
-  COPY_ROW(S, T, bf16, uint16_t) COPY_ROW(S, T, f16, uint16_t) COPY_ROW(S, T, i8, int8_t) \
+  COPY_ROW(S, T, bf16, uint16_t) COPY_ROW(S, T, f16, uint16_t) COPY_ROW(S, T, i8, int8_t)
+#define COPY(S, T, D) \
+  COPY_ROWS(S, T) \
   int ds_copy_##S(ds_tensor *const *t, const double *attrs) { \
     static const ds_row_fn rows[DS_NDTYPES] = {row_copy_##S##_f32, row_copy_##S##_f64, row_copy_##S##_i64, \
         row_copy_##S##_i32, row_copy_##S##_u8, row_copy_##S##_bool, row_copy_##S##_bf16, row_copy_##S##_f16, \
