@@ -324,6 +324,18 @@ case("batch_norm3d_train", batch_norm3d, [vol3], grad=(0,))
 case("instance_norm_3d", lambda x, w, b: F.instance_norm(x, weight=w, bias=b, eps=1e-3),
      [vol3, randn(3), randn(3)], grad=(0, 1, 2))
 
+# ---- max_unpool: max_pool's indices (1-based for ds) written back ----
+mp_in = randn(2, 3, 6, 8)
+mp_y, mp_i = F.max_pool2d(mp_in, 2, return_indices=True)
+case("max_unpool2d", lambda y, i: F.max_unpool2d(y, i, 2), [mp_y, Idx(mp_i)], grad=(0,))
+case("max_unpool2d_output_size", lambda y, i: F.max_unpool2d(y, i, 2, output_size=(7, 9)), [mp_y, Idx(mp_i)],
+     grad=(0,))
+mp1_y, mp1_i = F.max_pool1d(randn(2, 3, 9), 3, 2, 1, return_indices=True)
+# overlapping windows: an element picked twice is written once, and gets the gradient of its position from both
+case("max_unpool1d_overlap", lambda y, i: F.max_unpool1d(y, i, 3, 2, 1), [mp1_y, Idx(mp1_i)], grad=(0,))
+mp3_y, mp3_i = F.max_pool3d(randn(1, 2, 4, 4, 6), 2, return_indices=True)
+case("max_unpool3d_unbatched", lambda y, i: F.max_unpool3d(y, i, 2), [mp3_y[0], Idx(mp3_i[0])], grad=(0,))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

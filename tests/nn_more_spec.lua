@@ -248,6 +248,11 @@ local CASES = {
     m.weight, m.bias = w, b
     return m(x)
   end },
+  max_unpool2d = { function(y, i) return F.max_unpool2d(y, i, 2) end },
+  max_unpool2d_output_size = { function(y, i) return F.max_unpool2d(y, i, 2, { output_size = { 7, 9 } }) end },
+  max_unpool1d_overlap = { function(y, i) return F.max_unpool1d(y, i, 3, { stride = 2, padding = 1 }) end,
+    nogc = true },
+  max_unpool3d_unbatched = { function(y, i) return F.max_unpool3d(y, i, 2) end },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 
@@ -503,6 +508,10 @@ describe("nn calls of issue 28: modules and refusals", function()
     assert(H.bitwise(nn.UpsamplingBilinear2d(nil, 2)(x), F.interpolate(x, { scale_factor = 2, mode = "bilinear",
       align_corners = true })))
     assert(H.bitwise(nn.UpsamplingNearest2d({ 5, 7 })(x), F.interpolate(x, { size = { 5, 7 } })))
+    local pooled, idx = F.max_pool2d(x, 2, { return_indices = true })
+    assert(H.bitwise(nn.MaxUnpool2d(2)(pooled, idx, { 4, 5 }),
+      F.max_unpool2d(pooled, idx, 2, { output_size = { 4, 5 } })))
+    H.raises(function() F.max_unpool2d(pooled, idx, 2, { output_size = { 9, 9 } }) end, "max_unpool2d", "output_size")
     local eb = nn.EmbeddingBag(10, 3, { mode = "sum" })
     local ids = ds.tensor({ 1, 4, 2, 9, 3 }, { dtype = "i64" })
     local offsets = ds.tensor({ 1, 3 }, { dtype = "i64" })
@@ -593,6 +602,8 @@ describe("nn calls of issue 28: modules and refusals", function()
       { "max_pool3d", function() F.max_pool3d(ds.randn(1, 1, 2, 2, 2), 2, { indices = true }) end },
       { "avg_pool3d", function() F.avg_pool3d(ds.randn(1, 1, 2, 2, 2), 2, { dilation = 1 }) end },
       { "adaptive_avg_pool3d", function() F.adaptive_avg_pool3d(ds.randn(1, 1, 2, 2, 2), { 1, 2, 0 }) end },
+      { "max_unpool2d", function() F.max_unpool2d(ds.ones(1, 1, 2, 2), ds.ones(1, 1, 2, 2, { dtype = "i64" }), 2,
+        { dilation = 1 }) end },
       { "conv_transpose1d", function() F.conv_transpose1d(ds.randn(1, 1, 3), ds.randn(1, 1, 2), nil, { out = 1 }) end },
       { "conv_transpose3d", function()
         F.conv_transpose3d(ds.randn(1, 1, 2, 2, 2), ds.randn(1, 1, 1, 1, 1), nil, { output_size = 3 })

@@ -1,5 +1,6 @@
--- nn/functional_layers_more.lua: ds.F's bilinear, channel_shuffle, local_response_norm, lp_pool1d, lp_pool2d and
--- rrelu, composed from ds ops as PyTorch 1.13 writes them (so they differentiate, trace and compile).
+-- nn/functional_layers_more.lua: ds.F's bilinear, channel_shuffle, local_response_norm, lp_pool1d, lp_pool2d, rrelu
+-- and max_unpool1d/2d/3d, composed from ds ops as PyTorch 1.13 writes them (so they differentiate, trace and
+-- compile).
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
 local options = require("ds.options")
@@ -24,7 +25,8 @@ end
 
 -- x1 (..., in1), x2 (..., in2), weight (out, in1, in2), bias (out) -> (..., out): x1^T W_o x2 + b_o
 function M.bilinear(x1, x2, weight, bias)
-  need_tensor(x1, "bilinear", "input1"); need_tensor(x2, "bilinear", "input2"); need_tensor(weight, "bilinear", "weight")
+  need_tensor(x1, "bilinear", "input1"); need_tensor(x2, "bilinear", "input2")
+  need_tensor(weight, "bilinear", "weight")
   local ws = weight._shape
   if #ws ~= 3 or not S.same(x1._shape[#x1._shape], ws[2]) or not S.same(x2._shape[#x2._shape], ws[3]) then
     raise("bilinear: inputs %s, %s do not match weight %s (out, in1, in2)", S.str(x1._shape), S.str(x2._shape),
@@ -111,5 +113,59 @@ function M.rrelu(x, lower, upper, training)
   else slope = (lower + upper) / 2 end
   return ops.where(ops.ge(x, 0), x, x * slope)
 end
+
+-- max_unpool{n}d(x, indices, kernel_size, [{stride (kernel_size), padding (0), output_size}]): x (N, C, in...) or
+-- (C, in...) written at its 1-based indices (max_pool2d's, flat over the n spatial dims) into zeros of
+-- (in - 1) stride - 2 padding + kernel per dim, or output_size (its last n entries, within a stride of that)
+local function max_unpool(name, n)
+  return function(x, indices, kernel_size, opts)
+    need_tensor(x, name); need_tensor(indices, name, "indices")
+    opts = options.check(opts, name, { stride = "any", padding = "any", output_size = "any" })
+    local function tuple(v, what)
+      if type(v) == "number" then local t = {}; for i = 1, n do t[i] = v end; v = t end
+      if type(v) ~= "table" or #v ~= n then raise("%s: %s must be a number or a list of %d", name, what, n) end
+      return v
+    end
+    local k = tuple(kernel_size, "kernel_size")
+    local st, p = tuple(opts.stride or k, "stride"), tuple(opts.padding or 0, "padding")
+    local batched = #x._shape == n + 2
+    if not batched and #x._shape ~= n + 1 then raise("%s: input must have %d or %d dims, got %s", name, n + 1, n + 2,
+      S.str(x._shape)) end
+    if not S.equal(indices._shape, x._shape) then
+      raise("%s: indices %s must have the input's shape %s", name, S.str(indices._shape), S.str(x._shape))
+    end
+    if not batched then x, indices = x:unsqueeze(1), indices:unsqueeze(1) end
+    local out, total = {}, 1
+    for i = 1, n do
+      local size = x._shape[i + 2]
+      if type(size) ~= "number" then raise("%s: dim %d of %s must have a known size", name, i + 2, S.str(x._shape)) end
+      local default = (size - 1) * st[i] - 2 * p[i] + k[i]
+      out[i] = default
+      if opts.output_size ~= nil then
+        local o = opts.output_size
+        out[i] = type(o) == "table" and o[#o - n + i] or nil
+        if type(out[i]) ~= "number" or out[i] <= default - st[i] or out[i] >= default + st[i] then
+          raise("%s: output_size dim %d must be in (%d, %d), got %s", name, i, default - st[i], default + st[i],
+            tostring(out[i]))
+        end
+      end
+      total = total * out[i]
+    end
+    -- values written (a repeated index, from overlapping windows, holds the same element: its max is it) and
+    -- PyTorch's gradient, each input element the output gradient at its index (a zero-valued scatter_add term)
+    local N, C = x._shape[1], x._shape[2]
+    local zeros = ops.zeros({ N, C, total }, { dtype = x.dtype })
+    local idx, src = indices:reshape(N, C, -1):astype("i64"), x:reshape(N, C, -1)
+    local sums = ops.scatter_add(zeros, 3, idx, src)
+    local y = ops.scatter_reduce(zeros, 3, idx, src:detach(), "amax", { include_self = false }) + (sums - sums:detach())
+    local shape = { N, C }
+    for i = 1, n do shape[i + 2] = out[i] end
+    y = y:reshape(shape)
+    return batched and y or y:squeeze(1)
+  end
+end
+M.max_unpool1d = max_unpool("max_unpool1d", 1)
+M.max_unpool2d = max_unpool("max_unpool2d", 2)
+M.max_unpool3d = max_unpool("max_unpool3d", 3)
 
 return M

@@ -1,6 +1,6 @@
 -- nn/layers_more.lua: Bilinear, ChannelShuffle, LocalResponseNorm, LPPool1d, LPPool2d, RReLU, Softmax2d,
--- UpsamplingNearest2d, UpsamplingBilinear2d and EmbeddingBag (PyTorch's constructors, positionally or as options)
--- over their ds.F functions.
+-- UpsamplingNearest2d, UpsamplingBilinear2d, EmbeddingBag and MaxUnpool1d/2d/3d (PyTorch's constructors,
+-- positionally or as options) over their ds.F functions.
 local Module = require("ds.nn.module")
 local F = require("ds.nn.functional")
 local init = require("ds.nn.init_weights")
@@ -44,7 +44,9 @@ local function simple(name, fn, params, kinds, required, doc)
   function cls:init(...)
     local o = constructor_args.merge(name, params, kinds, NOT_REFUSED, ...)
     for i = 1, required do
-      if o[params[i]] == nil then raise("%s: expects %s(%s, ...)", name, name, table.concat(params, ", ", 1, required)) end
+      if o[params[i]] == nil then
+        raise("%s: expects %s(%s, ...)", name, name, table.concat(params, ", ", 1, required))
+      end
     end
     self.args = {}
     for i, k in ipairs(params) do self.args[i] = o[k] end
@@ -134,5 +136,26 @@ function EmbeddingBag:forward(input, offsets, per_sample_weights)
   return F.embedding_bag(input, self.weight, offsets, { mode = self.mode, per_sample_weights = per_sample_weights })
 end
 M.EmbeddingBag = EmbeddingBag
+
+-- MaxUnpool{n}d(kernel_size, stride = kernel_size, padding = 0); forward(x, indices, [output_size])
+local function max_unpool(name, fn)
+  local cls = Module:extend(name)
+  cls._doc = "ds.F." .. name:lower():gsub("unpool", "_unpool") .. " as a module: " .. name ..
+    "(kernel_size, stride, padding); forward(x, indices, [output_size])"
+  function cls:init(kernel_size, ...)
+    if kernel_size == nil then raise("%s: expects %s(kernel_size, [stride, padding])", name, name) end
+    self.kernel_size = kernel_size
+    self.opts = constructor_args.merge(name, { "stride", "padding" }, { stride = "any", padding = "any" }, NOT_REFUSED,
+      ...)
+  end
+  function cls:forward(x, indices, output_size)
+    return fn(x, indices, self.kernel_size, { stride = self.opts.stride, padding = self.opts.padding,
+      output_size = output_size })
+  end
+  M[name] = cls
+end
+max_unpool("MaxUnpool1d", F.max_unpool1d)
+max_unpool("MaxUnpool2d", F.max_unpool2d)
+max_unpool("MaxUnpool3d", F.max_unpool3d)
 
 return M
