@@ -193,7 +193,7 @@ end
 local function run_with_hooks(self, ...)
   local inputs = { n = select("#", ...), ... }
   for _, entry in ipairs(rawget(self, "_forward_pre_hooks")) do
-    local r = entry.fn(self, { unpack(inputs, 1, inputs.n) })
+    local r = forward_converter(self, entry.fn)(self, { unpack(inputs, 1, inputs.n) }) -- (converted as forward is)
     if r ~= nil then
       if Tensor.is_tensor(r) or type(r) ~= "table" then inputs = { n = 1, r } else inputs = { n = #r, unpack(r) } end
     end
@@ -209,7 +209,7 @@ local function run_with_hooks(self, ...)
   keep(forward_converter(self, getmetatable(self).forward)(self, unpack(inputs, 1, inputs.n)))
   for _, entry in ipairs(rawget(self, "_forward_hooks")) do
     local output = results.n == 1 and results[1] or { unpack(results, 1, results.n) }
-    local r = entry.fn(self, { unpack(inputs, 1, inputs.n) }, output)
+    local r = forward_converter(self, entry.fn)(self, { unpack(inputs, 1, inputs.n) }, output)
     if r ~= nil then
       if results.n == 1 then results = { n = 1, r } else results = { n = #r, unpack(r) } end
     end
