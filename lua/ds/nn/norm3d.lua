@@ -10,6 +10,8 @@ local M = {}
 -- x: (N, C, D, H, W) (BatchNorm3d) or also (C, D, H, W) (InstanceNorm3d) -> x's shape
 local function fold_depth(name, base, unbatched_ok)
   local cls = base:extend(name)
+  cls._doc = name .. "(num_features, [opts]): the options of " .. name:gsub("3d", "2d") .. " over 5-D (N,C,D,H,W)" ..
+    (unbatched_ok and " or 4-D (C,D,H,W)" or "") .. " input"
   function cls:forward(x)
     local unbatched = unbatched_ok and #x._shape == 4
     if unbatched then x = x:unsqueeze(1) end
