@@ -367,6 +367,8 @@ describe("nn calls of issue 28: modules and refusals", function()
     local l1 = function(u, v) return (u - v):abs():sum(-1) end
     assert(H.bitwise(nn.TripletMarginWithDistanceLoss({ distance_function = l1, margin = 0.5 })(a, p, n),
       F.triplet_margin_with_distance_loss(a, p, n, { distance_function = l1, margin = 0.5 })))
+    local logp, cl = ds.randn(2, 3, 4, 5):log_softmax(2), ds.randint(1, 4, { 2, 4, 5 })
+    assert(H.bitwise(nn.NLLLoss2d(w)(logp, cl), F.nll_loss(logp, cl, { weight = w })))
     local x1, x2 = ds.randn(3, 5), ds.randn(3, 5)
     assert(H.bitwise(nn.PairwiseDistance(1, 0, true)(x1, x2), F.pairwise_distance(x1, x2, 1, 0, true)))
     assert(H.bitwise(nn.CosineSimilarity()(x1, x2), F.cosine_similarity(x1, x2)))

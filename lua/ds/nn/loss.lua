@@ -20,6 +20,7 @@ local LOSSES = {
   CrossEntropyLoss = { "cross_entropy", 2, { "weight", "size_average", "ignore_index", "reduce", "reduction",
     "label_smoothing" } },
   NLLLoss = { "nll_loss", 2, { "weight", "size_average", "ignore_index", "reduce", "reduction" } },
+  NLLLoss2d = { "nll_loss", 2, { "weight", "size_average", "ignore_index", "reduce", "reduction" } }, -- deprecated alias
   MSELoss = { "mse_loss", 2, { "size_average", "reduce", "reduction" } },
   L1Loss = { "l1_loss", 2, { "size_average", "reduce", "reduction" } },
   BCEWithLogitsLoss = { "binary_cross_entropy_with_logits", 2, { "weight", "size_average", "reduce", "reduction",
