@@ -63,48 +63,8 @@ typedef struct {
 /* a vectorized add/max fold runs ~0.1 ns per element: only large ones go parallel */
 #define CHEAP_PAR_MIN (8 * DS_PAR_MIN)
 
-/* 16 independent lanes (omp simd: each lane is its own accumulator, nothing is reassociated) */
+/* the lanes of a fold (reduce_fold.h) and of softmax's max */
 #define LANES 16
-#define FOLD(NAME, T, A, INIT, MAP, COMB) FOLDL(NAME, T, A, A, INIT, MAP, COMB, CHEAP_PAR_MIN)
-/* L: the lanes' type. f32 sums use float lanes inside a contiguous run (at most DS_CHUNK long),
-   each run's total then joins the double accumulator */
-#define FOLDL(NAME, T, A, L, INIT, MAP, COMB, PAR_MIN) \
-  static const A init_##NAME = INIT; \
-  static void run_##NAME(const char *xp, int64_t n, int64_t s, int64_t r, const void *cp, void *ap) { \
-    const T *x = (const T *)xp; A c = cp ? *(const A *)cp : (A)0, acc = *(A *)ap; (void)r; (void)c; \
-    if (s == 1 && n >= LANES) { \
-      L l[LANES]; int64_t i = 0; \
-      for (int k = 0; k < LANES; k++) l[k] = (L)(INIT); \
-      for (; i + LANES <= n; i += LANES) { \
-        _Pragma("omp simd") for (int k = 0; k < LANES; k++) l[k] = COMB(l[k], MAP(x[i + k], c)); } \
-      for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = COMB(l[k], l[k + w]); \
-      acc = COMB(acc, (A)l[0]); \
-      for (; i < n; i++) acc = COMB(acc, (A)MAP(x[i], c)); \
-    } else for (int64_t i = 0; i < n; i++) acc = COMB(acc, (A)MAP(x[i * s], c)); \
-    *(A *)ap = acc; } \
-  static void cols_##NAME(const char *xp, int64_t w, int64_t r, const void *cp, void *ap) { \
-    const T *x = (const T *)xp; const A *c = (const A *)cp; A *acc = (A *)ap; (void)r; \
-    if (c) for (int64_t j = 0; j < w; j++) acc[j] = COMB(acc[j], (A)MAP(x[j], c[j])); \
-    else for (int64_t j = 0; j < w; j++) acc[j] = COMB(acc[j], (A)MAP(x[j], (A)0)); } \
-  static void merge_##NAME(void *ap, const void *pp) { *(A *)ap = COMB(*(A *)ap, *(const A *)pp); } \
-  static const rdesc desc_##NAME = {sizeof(T), sizeof(A), run_##NAME, cols_##NAME, merge_##NAME, &init_##NAME, PAR_MIN};
-
-/* value + flat reduced index; ties keep the first, NaN beats numbers (PyTorch's max/argmax) */
-#define ARGFOLD(NAME, T, INITV, BETTER) \
-  typedef struct { T v; int64_t i; } arg_##NAME; \
-  static const arg_##NAME init_##NAME = {INITV, -1}; \
-  static void run_##NAME(const char *xp, int64_t n, int64_t s, int64_t r, const void *cp, void *ap) { \
-    const T *x = (const T *)xp; arg_##NAME a = *(arg_##NAME *)ap; (void)cp; \
-    for (int64_t k = 0; k < n; k++) { T v = x[k * s]; if (a.i < 0 || BETTER(v, a.v)) { a.v = v; a.i = r + k; } } \
-    *(arg_##NAME *)ap = a; } \
-  static void cols_##NAME(const char *xp, int64_t w, int64_t r, const void *cp, void *ap) { \
-    const T *x = (const T *)xp; arg_##NAME *a = (arg_##NAME *)ap; (void)cp; \
-    for (int64_t j = 0; j < w; j++) if (a[j].i < 0 || BETTER(x[j], a[j].v)) { a[j].v = x[j]; a[j].i = r; } } \
-  static void merge_##NAME(void *ap, const void *pp) { \
-    arg_##NAME *a = ap; const arg_##NAME *p = pp; \
-    if (p->i >= 0 && (a->i < 0 || BETTER(p->v, a->v))) *a = *p; } \
-  static const rdesc desc_##NAME = {sizeof(T), sizeof(arg_##NAME), run_##NAME, cols_##NAME, merge_##NAME, \
-      &init_##NAME, DS_PAR_MIN};
 
 /* ==== the driver ================================================================================ */
 #define TILE 256 /* outputs folded side by side by cols */
@@ -283,152 +243,18 @@ static int fold_all(const rdesc *d, const rcall *rc, const ds_tensor *x, const v
   return r;
 }
 
-/* ==== folds per op and dtype ==================================================================== */
-/* Floats accumulate in double (f32 too, but for its float lanes within one run of <= DS_CHUNK);
-   integers and bools sum/multiply in 64-bit wrapping arithmetic (unsigned inside, so overflow is
-   defined) and give i64, like PyTorch. */
+/* ==== the operations folds combine with (reduce_fold.h's MAP and COMB) ====================== */
 #define ADD(a, b) ((a) + (b))
 #define MUL(a, b) ((a) * (b))
 #define AND(a, b) ((a) & (b))
 #define OR(a, b) ((a) | (b))
 #define MAXN(a, b) ((((b) > (a)) | ((b) != (b))) ? (b) : (a))
 #define MINN(a, b) ((((b) < (a)) | ((b) != (b))) ? (b) : (a))
-#define TO_D(x, c) ((double)(x))
 #define TO_U64(x, c) ((uint64_t)(int64_t)(x))
-#define SQDEV_F32(x, c) (((x) - (float)(c)) * ((x) - (float)(c)))
-#define SQDEV_F64(x, c) (((x) - (c)) * ((x) - (c)))
-#define EXPDEV_F32(x, c) ds_expf((x) - (float)(c))
-#define EXPDEV_F64(x, c) exp((x) - (c))
 #define SAME(x, c) (x)
 #define NONZERO(x, c) ((uint8_t)((x) != 0))
 #define BETTER_MAX(v, a) ((v) > (a) || ((v) != (v) && (a) == (a)))
 #define BETTER_MIN(v, a) ((v) < (a) || ((v) != (v) && (a) == (a)))
-
-FOLDL(sum_f32, float, double, float, 0.0, SAME, ADD, CHEAP_PAR_MIN) FOLD(sum_f64, double, double, 0.0, SAME, ADD)
-FOLD(sum_i64, int64_t, uint64_t, 0, TO_U64, ADD) FOLD(sum_i32, int32_t, uint64_t, 0, TO_U64, ADD)
-FOLD(sum_u8, uint8_t, uint64_t, 0, TO_U64, ADD) FOLD(sum_bool, uint8_t, uint64_t, 0, TO_U64, ADD)
-FOLD(prod_f32, float, double, 1.0, TO_D, MUL) FOLD(prod_f64, double, double, 1.0, TO_D, MUL)
-FOLD(prod_i64, int64_t, uint64_t, 1, TO_U64, MUL) FOLD(prod_i32, int32_t, uint64_t, 1, TO_U64, MUL)
-FOLD(prod_u8, uint8_t, uint64_t, 1, TO_U64, MUL) FOLD(prod_bool, uint8_t, uint64_t, 1, TO_U64, MUL)
-FOLDL(sqdev_f32, float, double, float, 0.0, SQDEV_F32, ADD, CHEAP_PAR_MIN)
-FOLD(sqdev_f64, double, double, 0.0, SQDEV_F64, ADD)
-FOLDL(expdev_f32, float, double, float, 0.0, EXPDEV_F32, ADD, DS_PAR_MIN)
-FOLDL(expdev_f64, double, double, double, 0.0, EXPDEV_F64, ADD, DS_PAR_MIN)
-FOLD(amax_f32, float, float, -INFINITY, SAME, MAXN) FOLD(amax_f64, double, double, -INFINITY, SAME, MAXN)
-FOLD(amax_i64, int64_t, int64_t, INT64_MIN, SAME, MAXN) FOLD(amax_i32, int32_t, int32_t, INT32_MIN, SAME, MAXN)
-FOLD(amax_u8, uint8_t, uint8_t, 0, SAME, MAXN) FOLD(amax_bool, uint8_t, uint8_t, 0, SAME, MAXN)
-FOLD(amin_f32, float, float, INFINITY, SAME, MINN) FOLD(amin_f64, double, double, INFINITY, SAME, MINN)
-FOLD(amin_i64, int64_t, int64_t, INT64_MAX, SAME, MINN) FOLD(amin_i32, int32_t, int32_t, INT32_MAX, SAME, MINN)
-FOLD(amin_u8, uint8_t, uint8_t, 255, SAME, MINN) FOLD(amin_bool, uint8_t, uint8_t, 1, SAME, MINN)
-FOLD(all_f32, float, uint8_t, 1, NONZERO, AND) FOLD(all_f64, double, uint8_t, 1, NONZERO, AND)
-FOLD(all_i64, int64_t, uint8_t, 1, NONZERO, AND) FOLD(all_i32, int32_t, uint8_t, 1, NONZERO, AND)
-FOLD(all_u8, uint8_t, uint8_t, 1, NONZERO, AND) FOLD(all_bool, uint8_t, uint8_t, 1, NONZERO, AND)
-FOLD(any_f32, float, uint8_t, 0, NONZERO, OR) FOLD(any_f64, double, uint8_t, 0, NONZERO, OR)
-FOLD(any_i64, int64_t, uint8_t, 0, NONZERO, OR) FOLD(any_i32, int32_t, uint8_t, 0, NONZERO, OR)
-FOLD(any_u8, uint8_t, uint8_t, 0, NONZERO, OR) FOLD(any_bool, uint8_t, uint8_t, 0, NONZERO, OR)
-ARGFOLD(argmax_f32, float, 0, BETTER_MAX) ARGFOLD(argmax_f64, double, 0, BETTER_MAX)
-ARGFOLD(argmax_i64, int64_t, 0, BETTER_MAX) ARGFOLD(argmax_i32, int32_t, 0, BETTER_MAX)
-ARGFOLD(argmax_u8, uint8_t, 0, BETTER_MAX) ARGFOLD(argmax_bool, uint8_t, 0, BETTER_MAX)
-ARGFOLD(argmin_f32, float, 0, BETTER_MIN) ARGFOLD(argmin_f64, double, 0, BETTER_MIN)
-ARGFOLD(argmin_i64, int64_t, 0, BETTER_MIN) ARGFOLD(argmin_i32, int32_t, 0, BETTER_MIN)
-ARGFOLD(argmin_u8, uint8_t, 0, BETTER_MIN) ARGFOLD(argmin_bool, uint8_t, 0, BETTER_MIN)
-
-/* ==== reduction kernels ========================================================================= */
-/* sum/prod: f32 -> f32, f64 -> f64, integers and bool -> i64 */
-#define SUMLIKE(OP, S, T, D, TO, DO) \
-  int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
-    static const int odt[1] = {DO}; rcall rc; char *acc; \
-    int r = check_call(#OP, t, 1, D, odt, attrs, &rc); if (r) return r; \
-    if ((r = fold_all(&desc_##OP##_##S, &rc, t[1], NULL, &acc))) return r; \
-    TO *o = t[0]->data; \
-    for (int64_t i = 0; i < rc.plan.nout; i++) o[i] = (TO)((const __typeof__(init_##OP##_##S) *)acc)[i]; \
-    free(acc); return DS_OK; }
-#define SUMLIKE_ALL(OP) \
-  SUMLIKE(OP, f32, float, DS_F32, float, DS_F32) SUMLIKE(OP, f64, double, DS_F64, double, DS_F64) \
-  SUMLIKE(OP, i64, int64_t, DS_I64, int64_t, DS_I64) SUMLIKE(OP, i32, int32_t, DS_I32, int64_t, DS_I64) \
-  SUMLIKE(OP, u8, uint8_t, DS_U8, int64_t, DS_I64) SUMLIKE(OP, bool, uint8_t, DS_BOOL, int64_t, DS_I64)
-SUMLIKE_ALL(sum) SUMLIKE_ALL(prod)
-
-/* amax/amin keep the dtype; all/any give bool */
-#define SAMEOUT(OP, S, T, D, DO, EMPTY_OK) \
-  int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
-    static const int odt[1] = {DO}; rcall rc; char *acc; \
-    int r = check_call(#OP, t, 1, D, odt, attrs, &rc); if (r) return r; \
-    if (!(EMPTY_OK) && rc.plan.R == 0 && rc.plan.nout > 0) \
-      return ds_fail(DS_EINVAL, #OP ": cannot reduce over an empty dim"); \
-    if ((r = fold_all(&desc_##OP##_##S, &rc, t[1], NULL, &acc))) return r; \
-    memcpy(t[0]->data, acc, (size_t)(rc.plan.nout * desc_##OP##_##S.asize)); \
-    free(acc); return DS_OK; }
-#define SAMEOUT_ALL(OP, BOOLOUT) \
-  SAMEOUT(OP, f32, float, DS_F32, BOOLOUT ? DS_BOOL : DS_F32, BOOLOUT) SAMEOUT(OP, f64, double, DS_F64, \
-      BOOLOUT ? DS_BOOL : DS_F64, BOOLOUT) \
-  SAMEOUT(OP, i64, int64_t, DS_I64, BOOLOUT ? DS_BOOL : DS_I64, BOOLOUT) SAMEOUT(OP, i32, int32_t, DS_I32, \
-      BOOLOUT ? DS_BOOL : DS_I32, BOOLOUT) \
-  SAMEOUT(OP, u8, uint8_t, DS_U8, BOOLOUT ? DS_BOOL : DS_U8, BOOLOUT) SAMEOUT(OP, bool, uint8_t, DS_BOOL, \
-      DS_BOOL, BOOLOUT)
-SAMEOUT_ALL(amax, 0) SAMEOUT_ALL(amin, 0) SAMEOUT_ALL(all, 1) SAMEOUT_ALL(any, 1)
-
-/* mean, var, std, logsumexp: floats only. var/std: extra[0] = correction (1 = unbiased);
-   two passes (mean, then squared deviations), divisor max(0, R - correction).
-   logsumexp: shift by the max (0 when it is infinite), log of the sum of exps, shift back. */
-#define FLOATRED(S, T, D) \
-  int ds_mean_##S(ds_tensor *const *t, const double *attrs) { \
-    static const int odt[1] = {D}; rcall rc; char *acc; \
-    int r = check_call("mean", t, 1, D, odt, attrs, &rc); if (r) return r; \
-    if ((r = fold_all(&desc_sum_##S, &rc, t[1], NULL, &acc))) return r; \
-    T *o = t[0]->data; const double *a = (const double *)acc; \
-    for (int64_t i = 0; i < rc.plan.nout; i++) o[i] = (T)(a[i] / (double)rc.plan.R); \
-    free(acc); return DS_OK; } \
-  static int var_##S(const char *op, ds_tensor *const *t, const double *attrs, int take_sqrt) { \
-    static const int odt[1] = {D}; rcall rc; char *mean, *acc; \
-    int r = check_call(op, t, 1, D, odt, attrs, &rc); if (r) return r; \
-    if ((r = fold_all(&desc_sum_##S, &rc, t[1], NULL, &mean))) return r; \
-    double *m = (double *)mean; \
-    for (int64_t i = 0; i < rc.plan.nout; i++) m[i] /= (double)rc.plan.R; \
-    r = fold_all(&desc_sqdev_##S, &rc, t[1], mean, &acc); free(mean); if (r) return r; \
-    double den = (double)rc.plan.R - rc.extra[0]; if (den < 0) den = 0; \
-    T *o = t[0]->data; const double *a = (const double *)acc; \
-    for (int64_t i = 0; i < rc.plan.nout; i++) o[i] = (T)(take_sqrt ? sqrt(a[i] / den) : a[i] / den); \
-    free(acc); return DS_OK; } \
-  int ds_var_##S(ds_tensor *const *t, const double *attrs) { return var_##S("var", t, attrs, 0); } \
-  int ds_std_##S(ds_tensor *const *t, const double *attrs) { return var_##S("std", t, attrs, 1); } \
-  int ds_logsumexp_##S(ds_tensor *const *t, const double *attrs) { \
-    static const int odt[1] = {D}; rcall rc; char *mx, *acc; \
-    int r = check_call("logsumexp", t, 1, D, odt, attrs, &rc); if (r) return r; \
-    if ((r = fold_all(&desc_amax_##S, &rc, t[1], NULL, &mx))) return r; \
-    double *c = malloc((size_t)((rc.plan.nout ? rc.plan.nout : 1) * sizeof(double))); \
-    if (!c) { free(mx); return ds_fail(DS_ENOMEM, "logsumexp: out of memory"); } \
-    for (int64_t i = 0; i < rc.plan.nout; i++) { double v = ((const T *)mx)[i]; c[i] = isinf(v) ? 0.0 : v; } \
-    free(mx); \
-    r = fold_all(&desc_expdev_##S, &rc, t[1], c, &acc); if (r) { free(c); return r; } \
-    T *o = t[0]->data; const double *a = (const double *)acc; \
-    for (int64_t i = 0; i < rc.plan.nout; i++) o[i] = (T)(log(a[i]) + c[i]); \
-    free(c); free(acc); return DS_OK; }
-FLOATRED(f32, float, DS_F32) FLOATRED(f64, double, DS_F64)
-
-/* max/min over dims with indices: t = values, indices (i64, 1-based), x; argmax/argmin: t = indices, x.
-   The index is the flat row-major position among the reduced dims (the dim's index for one dim). */
-#define ARGRED(OP, S, T, D) \
-  int ds_##OP##_##S(ds_tensor *const *t, const double *attrs) { \
-    static const int odt[2] = {D, DS_I64}; rcall rc; char *acc; \
-    int r = check_call(#OP, t, 2, D, odt, attrs, &rc); if (r) return r; \
-    if (rc.plan.R == 0 && rc.plan.nout > 0) return ds_fail(DS_EINVAL, #OP ": cannot reduce over an empty dim"); \
-    if ((r = fold_all(&desc_arg##OP##_##S, &rc, t[2], NULL, &acc))) return r; \
-    T *v = t[0]->data; int64_t *ix = t[1]->data; const arg_arg##OP##_##S *a = (const void *)acc; \
-    for (int64_t i = 0; i < rc.plan.nout; i++) { v[i] = a[i].v; ix[i] = a[i].i + 1; } \
-    free(acc); return DS_OK; } \
-  int ds_arg##OP##_##S(ds_tensor *const *t, const double *attrs) { \
-    static const int odt[1] = {DS_I64}; rcall rc; char *acc; \
-    int r = check_call("arg" #OP, t, 1, D, odt, attrs, &rc); if (r) return r; \
-    if (rc.plan.R == 0 && rc.plan.nout > 0) return ds_fail(DS_EINVAL, "arg" #OP ": cannot reduce over an empty dim"); \
-    if ((r = fold_all(&desc_arg##OP##_##S, &rc, t[1], NULL, &acc))) return r; \
-    int64_t *ix = t[0]->data; const arg_arg##OP##_##S *a = (const void *)acc; \
-    for (int64_t i = 0; i < rc.plan.nout; i++) ix[i] = a[i].i + 1; \
-    free(acc); return DS_OK; }
-#define ARGRED_ALL(OP) \
-  ARGRED(OP, f32, float, DS_F32) ARGRED(OP, f64, double, DS_F64) ARGRED(OP, i64, int64_t, DS_I64) \
-  ARGRED(OP, i32, int32_t, DS_I32) ARGRED(OP, u8, uint8_t, DS_U8) ARGRED(OP, bool, uint8_t, DS_BOOL)
-ARGRED_ALL(max) ARGRED_ALL(min)
 
 /* ==== line ops: softmax, log_softmax, cumsum along one dim ======================================
    A line is the dim's elements for one index of the other dims; lines are split across threads
@@ -502,61 +328,9 @@ static int for_lines(const char *op, ds_tensor *const *t, int out_dt, int in_dt,
   return failed ? ds_fail(DS_ENOMEM, "%s: out of memory", op) : DS_OK;
 }
 
-/* softmax over one contiguous line (n >= 1): max (16 lanes), exps and their sum (8 lanes, then
-   the tail in order), then scale by 1 / sum (or x - max - log sum).
-   Strided lines are gathered into scratch first, so every layout gives the same bits. */
-#define EXP_LANES 8
-#define SOFTMAX(S, T, EXP, LOG) \
-  static void softmax_core_##S(const T *x, T *y, int64_t n, int logsm) { \
-    T l[LANES], m = x[0], s = 0; int64_t i = 0; \
-    if (n >= LANES) { \
-      for (int k = 0; k < LANES; k++) l[k] = x[k]; \
-      for (i = LANES; i + LANES <= n; i += LANES) { \
-        _Pragma("omp simd") for (int k = 0; k < LANES; k++) l[k] = MAXN(l[k], x[i + k]); } \
-      for (int w = LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] = MAXN(l[k], l[k + w]); \
-      m = l[0]; \
-    } \
-    for (; i < n; i++) m = MAXN(m, x[i]); \
-    i = 0; \
-    if (n >= EXP_LANES) { /* fewer lanes here: the inlined exp needs the registers */ \
-      for (int k = 0; k < EXP_LANES; k++) l[k] = 0; \
-      for (; i + EXP_LANES <= n; i += EXP_LANES) { \
-        _Pragma("omp simd") for (int k = 0; k < EXP_LANES; k++) { \
-          T e = EXP(x[i + k] - m); y[i + k] = e; l[k] += e; \
-        } \
-      } \
-      for (int w = EXP_LANES / 2; w; w /= 2) for (int k = 0; k < w; k++) l[k] += l[k + w]; \
-      s = l[0]; \
-    } \
-    for (; i < n; i++) { T e = EXP(x[i] - m); y[i] = e; s += e; } \
-    if (logsm) { T ls = LOG(s); for (i = 0; i < n; i++) y[i] = (x[i] - m) - ls; } \
-    else { T r = 1 / s; for (i = 0; i < n; i++) y[i] = y[i] * r; } } \
-  static void softmax_line_##S(const char *xp, int64_t xs, char *yp, int64_t ys, int64_t n, const double *attrs, \
-      char *scratch) { \
-    int logsm = attrs[1] != 0; \
-    if (xs == 1 && ys == 1) { softmax_core_##S((const T *)xp, (T *)yp, n, logsm); return; } \
-    const T *x = (const T *)xp; T *y = (T *)yp, *a = (T *)scratch, *b = a + n; \
-    for (int64_t i = 0; i < n; i++) a[i] = x[i * xs]; \
-    softmax_core_##S(a, b, n, logsm); \
-    for (int64_t i = 0; i < n; i++) y[i * ys] = b[i]; } \
-  int ds_softmax_##S(ds_tensor *const *t, const double *attrs) { \
-    double a[2] = {attrs[0], 0}; return for_lines("softmax", t, D_##S, D_##S, 2 * sizeof(T), softmax_line_##S, a); } \
-  int ds_log_softmax_##S(ds_tensor *const *t, const double *attrs) { \
-    double a[2] = {attrs[0], 1}; return for_lines("log_softmax", t, D_##S, D_##S, 2 * sizeof(T), softmax_line_##S, a); }
-#define D_f32 DS_F32
-#define D_f64 DS_F64
-SOFTMAX(f32, float, ds_expf, ds_logf) SOFTMAX(f64, double, exp, log)
-
-/* cumsum: attrs = {dim, reverse}; floats accumulate in double (as PyTorch's CPU kernel),
-   integers and bools in wrapping 64-bit and give i64 */
-#define CUMSUM(S, T, D, A, TO, DO) \
-  static void cumsum_line_##S(const char *xp, int64_t xs, char *yp, int64_t ys, int64_t n, const double *attrs, \
-      char *scratch) { \
-    const T *x = (const T *)xp; TO *y = (TO *)yp; A acc = 0; (void)scratch; \
-    if (attrs[1] != 0) for (int64_t i = n - 1; i >= 0; i--) { acc += (A)x[i * xs]; y[i * ys] = (TO)acc; } \
-    else for (int64_t i = 0; i < n; i++) { acc += (A)x[i * xs]; y[i * ys] = (TO)acc; } } \
-  int ds_cumsum_##S(ds_tensor *const *t, const double *attrs) { \
-    return for_lines("cumsum", t, DO, D, 0, cumsum_line_##S, attrs); }
-CUMSUM(f32, float, DS_F32, double, float, DS_F32) CUMSUM(f64, double, DS_F64, double, double, DS_F64)
-CUMSUM(i64, int64_t, DS_I64, uint64_t, int64_t, DS_I64) CUMSUM(i32, int32_t, DS_I32, uint64_t, int64_t, DS_I64)
-CUMSUM(u8, uint8_t, DS_U8, uint64_t, int64_t, DS_I64) CUMSUM(bool, uint8_t, DS_BOOL, uint64_t, int64_t, DS_I64)
+/* ==== the folds and kernels per dtype ========================================================== */
+#define EXP_LANES 8 /* softmax's exps: fewer lanes, the inlined exp needs the registers */
+#define KERNELS "reduce_kernels.h"
+#include "all_kernels.h"
+#define KERNELS "reduce_float_kernels.h"
+#include "float_kernels.h"
