@@ -336,6 +336,19 @@ case("max_unpool1d_overlap", lambda y, i: F.max_unpool1d(y, i, 3, 2, 1), [mp1_y,
 mp3_y, mp3_i = F.max_pool3d(randn(1, 2, 4, 4, 6), 2, return_indices=True)
 case("max_unpool3d_unbatched", lambda y, i: F.max_unpool3d(y, i, 2), [mp3_y[0], Idx(mp3_i[0])], grad=(0,))
 
+# ---- affine_grid, grid_sample ----
+theta = randn(2, 2, 3) * 0.6
+case("affine_grid", lambda t: F.affine_grid(t, (2, 3, 4, 5), align_corners=False), [theta], grad=(0,))
+case("affine_grid_align_corners", lambda t: F.affine_grid(t, (2, 3, 4, 5), align_corners=True), [theta], grad=(0,))
+gs_in, gs_grid = randn(2, 3, 5, 6), torch.rand(2, 4, 3, 2, dtype=D) * 2.6 - 1.3
+case("grid_sample", lambda x, g: F.grid_sample(x, g, align_corners=False), [gs_in, gs_grid], grad=(0, 1))
+case("grid_sample_border_align", lambda x, g: F.grid_sample(x, g, padding_mode="border", align_corners=True),
+     [gs_in, gs_grid], grad=(0, 1))
+case("grid_sample_reflection", lambda x, g: F.grid_sample(x, g, padding_mode="reflection", align_corners=False),
+     [gs_in, gs_grid], grad=(0, 1))
+case("grid_sample_nearest", lambda x, g: F.grid_sample(x, g, mode="nearest", align_corners=False), [gs_in, gs_grid],
+     grad=(0, 1))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

@@ -253,6 +253,15 @@ local CASES = {
   max_unpool1d_overlap = { function(y, i) return F.max_unpool1d(y, i, 3, { stride = 2, padding = 1 }) end,
     nogc = true },
   max_unpool3d_unbatched = { function(y, i) return F.max_unpool3d(y, i, 2) end },
+  affine_grid = { function(t) return F.affine_grid(t, { 2, 3, 4, 5 }) end },
+  affine_grid_align_corners = { function(t) return F.affine_grid(t, { 2, 3, 4, 5 }, true) end },
+  grid_sample = { function(x, g) return F.grid_sample(x, g) end },
+  grid_sample_border_align = { function(x, g)
+    return F.grid_sample(x, g, { padding_mode = "border", align_corners = true })
+  end },
+  grid_sample_reflection = { function(x, g) return F.grid_sample(x, g, { padding_mode = "reflection" }) end },
+  -- nearest: piecewise constant in the grid (finite differences meet the jumps)
+  grid_sample_nearest = { function(x, g) return F.grid_sample(x, g, { mode = "nearest" }) end, nogc = true },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 
@@ -606,6 +615,7 @@ describe("nn calls of issue 28: modules and refusals", function()
       { "adaptive_avg_pool3d", function() F.adaptive_avg_pool3d(ds.randn(1, 1, 2, 2, 2), { 1, 2, 0 }) end },
       { "max_unpool2d", function() F.max_unpool2d(ds.ones(1, 1, 2, 2), ds.ones(1, 1, 2, 2, { dtype = "i64" }), 2,
         { dilation = 1 }) end },
+      { "grid_sample", function() F.grid_sample(ds.ones(1, 1, 2, 2), ds.zeros(1, 1, 1, 2), { mode = "bicubic" }) end },
       { "conv_transpose1d", function() F.conv_transpose1d(ds.randn(1, 1, 3), ds.randn(1, 1, 2), nil, { out = 1 }) end },
       { "conv_transpose3d", function()
         F.conv_transpose3d(ds.randn(1, 1, 2, 2, 2), ds.randn(1, 1, 1, 1, 1), nil, { output_size = 3 })
