@@ -349,6 +349,14 @@ case("grid_sample_reflection", lambda x, g: F.grid_sample(x, g, padding_mode="re
 case("grid_sample_nearest", lambda x, g: F.grid_sample(x, g, mode="nearest", align_corners=False), [gs_in, gs_grid],
      grad=(0, 1))
 
+# ---- pdist, max_pool2d_with_indices, the deprecated upsample names ----
+case("pdist", lambda x: F.pdist(x), [randn(5, 3)], grad=(0,))
+case("pdist_p1", lambda x: F.pdist(x, 1.0), [randn(4, 6)], grad=(0,))
+case("max_pool2d_with_indices", lambda x: (lambda r: (r[0], r[1] + 1))(F.max_pool2d_with_indices(x, 2, 2)), [img2],
+     grad=(0,))
+case("upsample_bilinear", lambda x: F.upsample_bilinear(x, scale_factor=2), [small_img], grad=(0,))
+case("upsample_nearest", lambda x: F.upsample_nearest(x, size=(7, 9)), [small_img], grad=(0,))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

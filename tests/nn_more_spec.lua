@@ -262,6 +262,11 @@ local CASES = {
   grid_sample_reflection = { function(x, g) return F.grid_sample(x, g, { padding_mode = "reflection" }) end },
   -- nearest: piecewise constant in the grid (finite differences meet the jumps)
   grid_sample_nearest = { function(x, g) return F.grid_sample(x, g, { mode = "nearest" }) end, nogc = true },
+  pdist = { function(x) return F.pdist(x) end },
+  pdist_p1 = { function(x) return F.pdist(x, 1) end },
+  max_pool2d_with_indices = { function(x) return F.max_pool2d_with_indices(x, 2, { stride = 2 }) end },
+  upsample_bilinear = { function(x) return F.upsample_bilinear(x, nil, 2) end },
+  upsample_nearest = { function(x) return F.upsample_nearest(x, { 7, 9 }) end },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 
@@ -527,6 +532,23 @@ describe("nn calls of issue 28: modules and refusals", function()
     local ids = ds.tensor({ 1, 4, 2, 9, 3 }, { dtype = "i64" })
     local offsets = ds.tensor({ 1, 3 }, { dtype = "i64" })
     assert(H.bitwise(eb(ids, offsets), F.embedding_bag(ids, eb.weight, offsets, { mode = "sum" })))
+  end)
+
+  it("gumbel_softmax: soft samples sum to 1, hard ones are one-hot with the soft sample's gradient", function()
+    ds.manual_seed(4)
+    local logits = ds.tensor({ { 2, 0, -1 } }):expand(4000, 3):contiguous()
+    local soft = F.gumbel_softmax(logits, { tau = 0.5 })
+    assert(H.close(soft:sum(2), ds.ones(4000), 1e-5, 1e-5))
+    local hard = F.gumbel_softmax(logits, 1, true)
+    assert(ds.equal(hard:sum(2), ds.ones(4000)) and ds.equal(hard:max(2), ds.ones(4000)))
+    -- samples follow softmax(logits): class 1 with probability e^2 / (e^2 + 1 + e^-1) = 0.844
+    assert(math.abs(hard:select(2, 1):mean():item() - 0.844) < 0.03)
+    local l = ds.randn(3, 5):requires_grad_()
+    ds.manual_seed(9)
+    local g_hard = ds.grad((F.gumbel_softmax(l, { hard = true }) * ds.arange(1, 6)):sum(), { l })[1]
+    ds.manual_seed(9)
+    local g_soft = ds.grad((F.gumbel_softmax(l) * ds.arange(1, 6)):sum(), { l })[1]
+    assert(H.bitwise(g_hard, g_soft))
   end)
 
   it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()

@@ -80,6 +80,24 @@ function F.avg_pool2d(x, kernel_size, opts)
   return ops.avg_pool2d(x, kernel_size, o)
 end
 
+-- max_pool2d(x, kernel_size, opts) with return_indices: values and 1-based indices (flat over H, W)
+function F.max_pool2d_with_indices(x, kernel_size, opts)
+  local o = {}
+  for k, v in pairs(type(opts) == "table" and opts or {}) do o[k] = v end
+  o.return_indices = true
+  return F.max_pool2d(x, kernel_size, o)
+end
+
+-- PyTorch's deprecated names of interpolate: upsample(x, opts); upsample_nearest / upsample_bilinear(x, size,
+-- scale_factor) (bilinear with align_corners = true)
+function F.upsample(x, opts) return spatial.interpolate(x, opts) end
+function F.upsample_nearest(x, size, scale_factor)
+  return spatial.interpolate(x, { size = size, scale_factor = scale_factor, mode = "nearest" })
+end
+function F.upsample_bilinear(x, size, scale_factor)
+  return spatial.interpolate(x, { size = size, scale_factor = scale_factor, mode = "bilinear", align_corners = true })
+end
+
 function F.relu(x) return ops.relu(x) end
 function F.tanh(x) return ops.tanh(x) end
 function F.sigmoid(x) return ops.sigmoid(x) end

@@ -1,6 +1,6 @@
--- nn/functional_layers_more.lua: ds.F's bilinear, channel_shuffle, local_response_norm, lp_pool1d, lp_pool2d, rrelu
--- and max_unpool1d/2d/3d, composed from ds ops as PyTorch 1.13 writes them (so they differentiate, trace and
--- compile).
+-- nn/functional_layers_more.lua: ds.F's bilinear, channel_shuffle, local_response_norm, lp_pool1d, lp_pool2d, rrelu,
+-- max_unpool1d/2d/3d, pdist and gumbel_softmax, composed from ds ops as PyTorch 1.13 writes them (so they
+-- differentiate, trace and compile).
 local ops = require("ds.ops.common").functions
 local errors = require("ds.errors")
 local options = require("ds.options")
@@ -8,6 +8,7 @@ local S = require("ds.shape")
 local Tensor = require("ds.tensor")
 local random = require("ds.random")
 local spatial = require("ds.nn.functional_spatial")
+local constructor_args = require("ds.nn.constructor_args")
 
 local M = {}
 
@@ -164,6 +165,39 @@ local function max_unpool(name, n)
     return batched and y or y:squeeze(1)
   end
 end
+-- x (N, M) -> (N (N - 1) / 2): the p-norm distances of rows i < j in row-major order; p (2)
+function M.pdist(x, p)
+  need_tensor(x, "pdist")
+  if #x._shape ~= 2 or type(x._shape[1]) ~= "number" then
+    raise("pdist: input must be (N, M) with a known N, got %s", S.str(x._shape))
+  end
+  if p ~= nil and (type(p) ~= "number" or p < 0) then raise("pdist: p must be a number >= 0, got %s", tostring(p)) end
+  local n, first, second = x._shape[1], {}, {}
+  for i = 1, n - 1 do
+    for j = i + 1, n do first[#first + 1] = i; second[#second + 1] = j end
+  end
+  if #first == 0 then return ops.zeros({ 0 }, { dtype = x.dtype }) end
+  local a = ops.index_select(x, 1, ops.tensor(first, { dtype = "i64" }))
+  local b = ops.index_select(x, 1, ops.tensor(second, { dtype = "i64" }))
+  return ops.norm(a - b, p or 2, 2)
+end
+
+-- softmax((logits + g) / tau) with g Gumbel(0, 1) noise (-log of an exponential sample); hard: the one-hot of its
+-- argmax with the soft sample's gradient (straight-through); gumbel_softmax(logits, tau (1), hard (false), eps
+-- (unused, as PyTorch's), dim (-1)) positionally or with an options table
+function M.gumbel_softmax(logits, ...)
+  need_tensor(logits, "gumbel_softmax", "logits")
+  local opts = constructor_args.merge("gumbel_softmax", { "tau", "hard", "eps", "dim" },
+    { tau = "number", hard = "boolean", eps = "number", dim = "integer" }, {}, ...)
+  local dim = S.dim(opts.dim or -1, #logits._shape, "gumbel_softmax")
+  local exponential = -ops.log1p(-random.rand_like(logits))
+  local y = ops.softmax((logits - ops.log(exponential)) / (opts.tau or 1), dim)
+  if not opts.hard then return y end
+  local index = ops.argmax(y, dim, true)
+  local hard = ops.scatter(ops.zeros_like(y), dim, index, 1)
+  return hard - y:detach() + y
+end
+
 M.max_unpool1d = max_unpool("max_unpool1d", 1)
 M.max_unpool2d = max_unpool("max_unpool2d", 2)
 M.max_unpool3d = max_unpool("max_unpool3d", 3)
