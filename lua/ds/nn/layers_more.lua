@@ -19,7 +19,8 @@ local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
 local Bilinear = Module:extend("Bilinear")
 Bilinear._doc = "ds.F.bilinear as a module: Bilinear(in1_features, in2_features, out_features, [bias])"
 function Bilinear:init(in1, in2, out, ...)
-  for _, v in ipairs { in1, in2, out } do
+  for i = 1, 3 do
+    local v = select(i, in1, in2, out)
     if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then
       raise("Bilinear: expects Bilinear(in1_features, in2_features, out_features, [bias])")
     end
