@@ -357,6 +357,15 @@ case("max_pool2d_with_indices", lambda x: (lambda r: (r[0], r[1] + 1))(F.max_poo
 case("upsample_bilinear", lambda x: F.upsample_bilinear(x, scale_factor=2), [small_img], grad=(0,))
 case("upsample_nearest", lambda x: F.upsample_nearest(x, size=(7, 9)), [small_img], grad=(0,))
 
+# ---- embedding's max_norm (rows renormalized in the weight) and scale_grad_by_freq ----
+emb_w, emb_ids = randn(8, 3) * 2, torch.tensor([[1, 3, 3], [0, 7, 3]])
+def embedding_max_norm(w, ids):
+    w = w.clone()
+    return F.embedding(ids, w, max_norm=1.5, norm_type=3.0), w
+case("embedding_max_norm", embedding_max_norm, [emb_w, Idx(emb_ids)])
+case("embedding_scale_grad_by_freq", lambda w, ids: F.embedding(ids, w, scale_grad_by_freq=True), [emb_w, Idx(emb_ids)],
+     grad=(0,))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

@@ -267,6 +267,12 @@ local CASES = {
   max_pool2d_with_indices = { function(x) return F.max_pool2d_with_indices(x, 2, { stride = 2 }) end },
   upsample_bilinear = { function(x) return F.upsample_bilinear(x, nil, 2) end },
   upsample_nearest = { function(x) return F.upsample_nearest(x, { 7, 9 }) end },
+  embedding_max_norm = { function(w, ids)
+    local copy = w:clone()
+    return F.embedding(ids, copy, nil, 1.5, 3), copy
+  end, eager = true },
+  -- scale_grad_by_freq: PyTorch's gradient is divided by the counts, not the derivative (no gradcheck)
+  embedding_scale_grad_by_freq = { function(w, ids) return F.embedding(ids, w, nil, nil, nil, true) end, nogc = true },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 
@@ -638,6 +644,9 @@ describe("nn calls of issue 28: modules and refusals", function()
       { "adaptive_avg_pool3d", function() F.adaptive_avg_pool3d(ds.randn(1, 1, 2, 2, 2), { 1, 2, 0 }) end },
       { "max_unpool2d", function() F.max_unpool2d(ds.ones(1, 1, 2, 2), ds.ones(1, 1, 2, 2, { dtype = "i64" }), 2,
         { dilation = 1 }) end },
+      { "embedding", function()
+        F.embedding(ds.ones(2, { dtype = "i64" }), ds.randn(3, 2), nil, nil, nil, false, true)
+      end },
       { "grid_sample", function() F.grid_sample(ds.ones(1, 1, 2, 2), ds.zeros(1, 1, 1, 2), { mode = "bicubic" }) end },
       { "conv_transpose1d", function() F.conv_transpose1d(ds.randn(1, 1, 3), ds.randn(1, 1, 2), nil, { out = 1 }) end },
       { "conv_transpose3d", function()

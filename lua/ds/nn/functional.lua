@@ -9,6 +9,7 @@ local errors = require("ds.errors")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")
 local options = require("ds.options")
+local autograd = require("ds.autograd")
 local random = require("ds.random")
 local activation = require("ds.nn.functional_activation")
 local spatial = require("ds.nn.functional_spatial")
@@ -130,9 +131,32 @@ function F.batch_norm(x, running_mean, running_var, w, b, training, momentum, ep
   return ops.batch_norm(x, running_mean, running_var, w, b, training == true, momentum, eps)
 end
 
--- ids (...) i64 1-based, weight (V, D) -> (..., D)
-function F.embedding(ids, weight, padding_idx)
-  return ops.embedding(ids, weight, padding_idx)
+-- ids (...) i64 1-based, weight (V, D) -> (..., D); PyTorch's further arguments: max_norm (the rows ids reads whose
+-- norm_type-norm (2) exceeds it are rescaled to max_norm / (norm + 1e-7) in weight itself, without gradient, before
+-- the lookup), scale_grad_by_freq (each row's gradient divided by how often ids reads it); sparse must be false
+function F.embedding(ids, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
+  if sparse then errors.raise("embedding: sparse gradients are not implemented (sparse = false)") end
+  if max_norm ~= nil then
+    need_tensor(ids, "embedding", "input"); need_tensor(weight, "embedding", "weight")
+    if type(max_norm) ~= "number" then errors.raise("embedding: max_norm must be a number") end
+    local V = weight._shape[1]
+    autograd.no_grad(function()
+      local read = ops.index_add(ops.zeros(V, { dtype = "i64" }), 1, ids:reshape(-1),
+        ops.ones(S.numel(ids._shape), { dtype = "i64" })):gt(0):unsqueeze(2)
+      local norm = ops.norm(weight, norm_type or 2, 2, true)
+      local over = ops.logical_and(read, ops.gt(norm, max_norm))
+      weight:copy_(ops.where(over, weight * (max_norm / (norm + 1e-7)), weight))
+    end)
+  end
+  local rows = ops.embedding(ids, weight, padding_idx)
+  if scale_grad_by_freq then
+    local flat = ids:reshape(-1)
+    local counts = ops.index_add(ops.zeros(weight._shape[1], { dtype = rows.dtype }), 1, flat,
+      ops.ones(S.numel(ids._shape), { dtype = rows.dtype }))
+    local scale = ops.index_select(counts, 1, flat):reshape(ids._shape):unsqueeze(-1)
+    rows = rows + (rows - rows:detach()) * (1 / scale - 1) -- value unchanged, gradient / count
+  end
+  return rows
 end
 
 -- labels (...) 1-based i64 -> (..., num_classes) i64 (num_classes from the data when absent, eager only)
