@@ -8,10 +8,10 @@ local autograd = require("ds.autograd")
 local errors = require("ds.errors")
 local Tensor = require("ds.tensor")
 
--- ids: (...) i64 1-based -> (..., embedding_dim); opts: padding_idx (1-based, negative from the end), max_norm,
--- norm_type (2), scale_grad_by_freq (as ds.F.embedding), sparse (false only), dtype
 local OPTIONS = { padding_idx = "integer", max_norm = "number", norm_type = "number", scale_grad_by_freq = "boolean",
   sparse = "boolean", dtype = "dtype" }
+-- ids: (...) i64 1-based -> (..., embedding_dim); opts: padding_idx (1-based, negative from the end), max_norm,
+-- norm_type (2), scale_grad_by_freq (as ds.F.embedding), sparse (false only), dtype
 local Embedding = Module:extend("Embedding")
 function Embedding:init(num_embeddings, embedding_dim, opts)
   if type(num_embeddings) ~= "number" or type(embedding_dim) ~= "number" then
