@@ -1,9 +1,9 @@
-/* qgemm.c: int8 linear layers (dynamic quantization): each row of x (f32) is quantized to u8 with its own scale
-   and zero point, multiplied by a per-output-channel s8 weight in exact int32 sums (VNNI, AVX2 or the portable
-   path: the same integers), and dequantized with the bias in one fixed f32 computation, so the output is the
+/* qgemm.c: int8 linear layers: each row of x (f32) is quantized to u8 with its own scale and zero point
+   (dynamic) or with the fixed ones of calibration (static), multiplied by a per-output-channel s8 weight in
+   exact int32 sums (VNNI, AVX2 or the portable path: the same integers), and dequantized with the bias in one fixed f32 computation, so the output is the
    same on every host, ISA path, thread count and batch composition. Kernels: ds_linear_int8_f32 (the weight as
    stored, packed on each call), ds_linear_int8_packed_f32 (a frozen weight packed once: ds_pack_int8_weight and
-   ds_int8_colsum, run by the prepack pass). */
+   ds_int8_colsum, run by the prepack pass), and their static forms ds_linear_int8_static[_packed]_f32. */
 #include "internal.h"
 #include "qgemm.h"
 #include <math.h>
@@ -47,7 +47,7 @@ const char *ds_int8_path(void) {
 }
 
 /* wp (ceil(N/16), ceil(K/4), 64) = w (N, K) s8 in qgemm.h's layout */
-static void pack(const int8_t *w, int64_t N, int64_t K, int8_t *wp) {
+void ds_qgemm_pack(const int8_t *w, int64_t N, int64_t K, int8_t *wp) {
   int64_t S = (N + QG_NR - 1) / QG_NR, G = (K + QG_KG - 1) / QG_KG;
   for (int64_t s = 0; s < S; s++)
     for (int64_t g = 0; g < G; g++) {
@@ -60,7 +60,7 @@ static void pack(const int8_t *w, int64_t N, int64_t K, int8_t *wp) {
     }
 }
 
-static void colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs) {
+void ds_qgemm_colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs) {
   for (int64_t n = 0; n < N; n++) {
     int32_t s = 0;
     for (int64_t k = 0; k < K; k++) s += w[n * K + k];
@@ -68,49 +68,41 @@ static void colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs) {
   }
 }
 
-/* One row of x (K values) -> q (Kp bytes, zero past K), its scale and zero point: ONNX's DynamicQuantizeLinear
-   on the row (the range widened to hold 0, scale = range / 255, zero point = round(clamp(-min / scale)),
-   q = clamp(round(x / scale) + zero point), rounding half to even). Returns 0 for a NaN or infinite value. */
-static int quantize_row(const float *x, int64_t K, int64_t Kp, uint8_t *q, float *scale, int32_t *zp) {
+/* ONNX's DynamicQuantizeLinear's scale and zero point of n values (qgemm.h) */
+int ds_qgemm_range(const float *x, int64_t n, float *scale, int32_t *zp) {
   float lo = 0, hi = 0;
-  for (int64_t k = 0; k < K; k++) {
+  for (int64_t k = 0; k < n; k++) {
     if (!isfinite(x[k])) return 0;
     lo = x[k] < lo ? x[k] : lo;
     hi = x[k] > hi ? x[k] : hi;
   }
   float s = (hi - lo) / 255.0f;
-  memset(q + K, 0, (size_t)(Kp - K));
-  if (s == 0) {   /* an all-zero row */
-    memset(q, 0, (size_t)K);
-    *scale = 0; *zp = 0;
-    return 1;
-  }
+  *scale = s; *zp = 0;
+  if (s == 0) return 1;   /* an all-zero row (or one too tiny to span a step) */
   float z = -lo / s;
   z = z < 0 ? 0 : z > 255 ? 255 : z;
-  int32_t zi = (int32_t)nearbyintf(z);
-  for (int64_t k = 0; k < K; k++) {
-    float v = nearbyintf(x[k] / s) + (float)zi;
-    q[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-  }
-  *scale = s; *zp = zi;
+  *zp = (int32_t)nearbyintf(z);
   return 1;
 }
 
-typedef struct {
-  int64_t M, N, K, G, Kp;
-  const uint8_t *qa;        /* (M, Kp) */
-  const float *sa;          /* (M) row scales */
-  const int32_t *za;        /* (M) row zero points */
-  const int8_t *wp;         /* packed weight */
-  const int32_t *cs;        /* (N) weight column sums */
-  const float *ws, *bias;   /* (N) weight scales, bias */
-  float *y;                 /* (M, N) */
-  const qgemm_kernel *kr;
-} qjob;
+/* q = clamp(round(x / scale) + zp, 0, 255) (all 0 when scale is 0) */
+int ds_qgemm_quantize(const float *x, int64_t n, float scale, int32_t zp, uint8_t *q) {
+  if (scale == 0) {
+    for (int64_t k = 0; k < n; k++) if (!isfinite(x[k])) return 0;
+    memset(q, 0, (size_t)n);
+    return 1;
+  }
+  for (int64_t k = 0; k < n; k++) {
+    if (!isfinite(x[k])) return 0;
+    float v = nearbyintf(x[k] / scale) + (float)zp;
+    q[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+  }
+  return 1;
+}
 
 /* columns [j0, j1) (a multiple of the kernel's width apart) of every row:
    y = float(acc - za * colsum) * (sa * ws) + bias, in that order for every element */
-static void run_columns(const qjob *q, int64_t j0, int64_t j1) {
+static void run_columns(const qgemm_job *q, int64_t j0, int64_t j1) {
   const int NRK = q->kr->nr;
   int32_t tile[8 * 2 * QG_NR];   /* mr <= 8 rows of nr <= 32 */
   for (int64_t j = j0; j < j1; j += NRK) {
@@ -135,7 +127,8 @@ static void run_columns(const qjob *q, int64_t j0, int64_t j1) {
 }
 
 /* the product of a quantized x against a packed weight, split by columns (in the kernel's widths) */
-static void run_job(const qjob *q) {
+void ds_qgemm_run(qgemm_job *q) {
+  q->kr = int8_kernel();
   const int NRK = q->kr->nr;
   int64_t units = (q->N + NRK - 1) / NRK;
   double macs = (double)q->M * (double)q->N * (double)q->K;
@@ -160,14 +153,33 @@ static int check(const ds_tensor *t, int dtype, const char *op, const char *what
   return DS_OK;
 }
 
-/* the shared part of both linear kernels: y (..., N) from x (..., K), with wp/cs given (packed) */
+/* the input's fixed quantization (static mode): t_scale {} f32 > 0, t_zero {} u8 */
+static int fixed_params(const char *op, const ds_tensor *t_scale, const ds_tensor *t_zero, float *scale,
+                        int32_t *zp) {
+  int rc;
+  if ((rc = check(t_scale, DS_F32, op, "input scale")) || (rc = check(t_zero, DS_U8, op, "input zero point")))
+    return rc;
+  DS_CHECK(t_scale->numel == 1 && t_zero->numel == 1, "%s: the input scale and zero point must be single values",
+           op);
+  *scale = *(const float *)t_scale->data;
+  *zp = *(const uint8_t *)t_zero->data;
+  DS_CHECK(isfinite(*scale) && *scale > 0, "%s: the input scale must be positive and finite, got %g", op,
+           (double)*scale);
+  return DS_OK;
+}
+
+/* the shared part of the linear kernels: y (..., N) from x (..., K), with wp/cs given (packed); fixed: NULL
+   (each row quantized with its own range) or the input's scale and zero point */
 static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const int8_t *wp, const int32_t *cs,
-                       const ds_tensor *ws, const ds_tensor *bias, int64_t N, int64_t K) {
+                       const ds_tensor *ws, const ds_tensor *bias, int64_t N, int64_t K, const ds_tensor *const *fixed) {
   char s1[128], s2[128];
   int rc;
+  float fscale = 0;
+  int32_t fzp = 0;
   if ((rc = check(y, DS_F32, op, "output")) || (rc = check(x, DS_F32, op, "input")) ||
       (rc = check(ws, DS_F32, op, "weight scales")) || (rc = check(bias, DS_F32, op, "bias")))
     return rc;
+  if (fixed && (rc = fixed_params(op, fixed[0], fixed[1], &fscale, &fzp))) return rc;
   DS_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] == K, "%s: input %s does not end in K = %lld", op,
            ds_shape_str(x, s1), (long long)K);
   DS_CHECK(y->ndim == x->ndim && y->shape[y->ndim - 1] == N && y->numel / (N > 0 ? N : 1) * K == x->numel,
@@ -186,22 +198,26 @@ static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const i
   int32_t *za = (int32_t *)(sa + M);
   uint8_t *qa = (uint8_t *)(za + M);
   const float *xp = x->data;
-  int bad = 0;
-  for (int64_t i = 0; i < M && !bad; i++) bad = !quantize_row(xp + i * K, K, Kp, qa + i * Kp, &sa[i], &za[i]);
-  if (bad) {
+  int ok = 1;
+  for (int64_t i = 0; i < M && ok; i++) {
+    const float *xr = xp + i * K;
+    if (fixed) { sa[i] = fscale; za[i] = fzp; }
+    else ok = ds_qgemm_range(xr, K, &sa[i], &za[i]);
+    ok = ok && ds_qgemm_quantize(xr, K, sa[i], za[i], qa + i * Kp);
+    memset(qa + i * Kp + K, 0, (size_t)(Kp - K));
+  }
+  if (!ok) {
     ds_mem_release(buf, rounded);
     return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
   }
-  qjob q = { M, N, K, G, Kp, qa, sa, za, wp, cs, ws->data, bias->data, y->data, int8_kernel() };
-  run_job(&q);
+  qgemm_job q = { M, N, K, G, Kp, qa, sa, za, wp, cs, ws->data, bias->data, y->data, NULL };
+  ds_qgemm_run(&q);
   ds_mem_release(buf, rounded);
   return DS_OK;
 }
 
-/* t = {y (..., N) f32, x (..., K) f32, w (N, K) i8, wscale (N) f32, bias (N) f32} */
-int ds_linear_int8_f32(ds_tensor *const *t, const double *attrs) {
-  (void)attrs;
-  const char *op = "linear_int8";
+/* y, x, w (N, K) i8, wscale, bias[, x_scale, x_zero]: the weight packed on this call */
+static int linear_unpacked(const char *op, ds_tensor *const *t, const ds_tensor *const *fixed) {
   ds_tensor *w = t[2];
   char s1[128];
   int rc;
@@ -213,17 +229,15 @@ int ds_linear_int8_f32(ds_tensor *const *t, const double *attrs) {
   if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed weight", op);
   int32_t *cs = (int32_t *)buf;
   int8_t *wp = (int8_t *)(cs + N);
-  pack(w->data, N, K, wp);
-  colsums(w->data, N, K, cs);
-  rc = linear_int8(op, t[0], t[1], wp, cs, t[3], t[4], N, K);
+  ds_qgemm_pack(w->data, N, K, wp);
+  ds_qgemm_colsums(w->data, N, K, cs);
+  rc = linear_int8(op, t[0], t[1], wp, cs, t[3], t[4], N, K, fixed);
   ds_mem_release(buf, rounded);
   return rc;
 }
 
-/* t = {y (..., N) f32, x (..., K) f32, wp (ceil(N/16), ceil(K/4), 64) i8, colsum (N) i32, wscale (N), bias (N)};
-   attrs: {K} (the packed weight rounds K up to a multiple of 4) */
-int ds_linear_int8_packed_f32(ds_tensor *const *t, const double *attrs) {
-  const char *op = "linear_int8_packed";
+/* y, x, wp (ceil(N/16), ceil(K/4), 64) i8, colsum (N) i32, wscale, bias[, x_scale, x_zero]; K from attrs */
+static int linear_packed(const char *op, ds_tensor *const *t, const double *attrs, const ds_tensor *const *fixed) {
   ds_tensor *wp = t[2], *cs = t[3];
   char s1[128];
   int rc;
@@ -234,7 +248,30 @@ int ds_linear_int8_packed_f32(ds_tensor *const *t, const double *attrs) {
                wp->shape[2] == QG_GROUP,
            "%s: packed weight %s does not hold (N, K) = (%lld, %lld)", op, ds_shape_str(wp, s1), (long long)N,
            (long long)K);
-  return linear_int8(op, t[0], t[1], wp->data, cs->data, t[4], t[5], N, K);
+  return linear_int8(op, t[0], t[1], wp->data, cs->data, t[4], t[5], N, K, fixed);
+}
+
+/* t = {y (..., N) f32, x (..., K) f32, w (N, K) i8, wscale (N) f32, bias (N) f32} */
+int ds_linear_int8_f32(ds_tensor *const *t, const double *attrs) {
+  (void)attrs;
+  return linear_unpacked("linear_int8", t, NULL);
+}
+
+/* t = {y (..., N) f32, x (..., K) f32, wp (ceil(N/16), ceil(K/4), 64) i8, colsum (N) i32, wscale (N), bias (N)};
+   attrs: {K} (the packed weight rounds K up to a multiple of 4) */
+int ds_linear_int8_packed_f32(ds_tensor *const *t, const double *attrs) {
+  return linear_packed("linear_int8_packed", t, attrs, NULL);
+}
+
+/* static mode: t = {y, x, w, wscale, bias, x_scale {} f32, x_zero {} u8} */
+int ds_linear_int8_static_f32(ds_tensor *const *t, const double *attrs) {
+  (void)attrs;
+  return linear_unpacked("linear_int8_static", t, (const ds_tensor *const *)t + 5);
+}
+
+/* static mode, packed: t = {y, x, wp, colsum, wscale, bias, x_scale, x_zero}; attrs: {K} */
+int ds_linear_int8_static_packed_f32(ds_tensor *const *t, const double *attrs) {
+  return linear_packed("linear_int8_static_packed", t, attrs, (const ds_tensor *const *)t + 6);
 }
 
 /* t = {wp (ceil(N/16), ceil(K/4), 64) i8, w (N, K) i8} */
@@ -248,7 +285,7 @@ int ds_pack_int8_weight_i8(ds_tensor *const *t, const double *attrs) {
   DS_CHECK(w->ndim == 2 && wp->ndim == 3 && wp->shape[0] == (w->shape[0] + QG_NR - 1) / QG_NR &&
                wp->shape[1] == (w->shape[1] + QG_KG - 1) / QG_KG && wp->shape[2] == QG_GROUP,
            "%s: %s cannot hold %s packed", op, ds_shape_str(wp, s1), ds_shape_str(w, s2));
-  pack(w->data, w->shape[0], w->shape[1], wp->data);
+  ds_qgemm_pack(w->data, w->shape[0], w->shape[1], wp->data);
   return DS_OK;
 }
 
@@ -260,6 +297,6 @@ int ds_int8_colsum_i8(ds_tensor *const *t, const double *attrs) {
   if ((rc = check(t[0], DS_I32, op, "column sums")) || (rc = check(t[1], DS_I8, op, "weight"))) return rc;
   DS_CHECK(t[1]->ndim == 2 && t[0]->numel == t[1]->shape[0], "%s: column sums must hold one value per weight row",
            op);
-  colsums(t[1]->data, t[1]->shape[0], t[1]->shape[1], t[0]->data);
+  ds_qgemm_colsums(t[1]->data, t[1]->shape[0], t[1]->shape[1], t[0]->data);
   return DS_OK;
 }

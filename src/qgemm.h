@@ -26,4 +26,26 @@ typedef struct {
 #define QG_K_MAX 65536
 
 extern const qgemm_kernel ds_qgemm_avx2, ds_qgemm_vnni;
+
+/* The driver's pieces, shared with qconv.c (qgemm.c). Quantization of f32 values to u8 (round half to even):
+   the range [lo, hi] = [min(0, min x), max(0, max x)], scale = (hi - lo) / 255, zero point =
+   round(clamp(-lo / scale, 0, 255)); q = clamp(round(x / scale) + zero point, 0, 255) (all 0 when scale is 0). */
+int ds_qgemm_range(const float *x, int64_t n, float *scale, int32_t *zp);   /* 0: x holds NaN or an infinity */
+int ds_qgemm_quantize(const float *x, int64_t n, float scale, int32_t zp, uint8_t *q);   /* 0: NaN or inf */
+void ds_qgemm_pack(const int8_t *w, int64_t N, int64_t K, int8_t *wp);   /* the packed layout above */
+void ds_qgemm_colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs);
+
+/* y (M, N) = float(qa @ w^T - za * colsum) * (sa * ws) + bias, row m of qa quantized with (sa[m], za[m]) */
+typedef struct {
+  int64_t M, N, K, G, Kp;
+  const uint8_t *qa;        /* (M, Kp) */
+  const float *sa;          /* (M) row scales */
+  const int32_t *za;        /* (M) row zero points */
+  const int8_t *wp;         /* packed weight */
+  const int32_t *cs;        /* (N) weight column sums */
+  const float *ws, *bias;   /* (N) weight scales, bias */
+  float *y;                 /* (M, N) */
+  const qgemm_kernel *kr;   /* set by ds_qgemm_run */
+} qgemm_job;
+void ds_qgemm_run(qgemm_job *q);
 #endif

@@ -1,7 +1,8 @@
 -- tests/onnx_quantized_export_spec.lua: ONNX export of int8 models (linear_int8 written out as per-row
 -- quantization, QuantizeLinear, MatMulInteger and the f32 dequantization): the exported model passes ONNX's
 -- checker and ONNX Runtime (graph optimizations off) gives ds's bits exactly, for a lone op with a dynamic
--- batch and for a ds.quantize'd model compiled frozen (ReLU between its layers: ORT's erf is not ds's).
+-- batch and for ds.quantize'd models (dynamic and static) compiled frozen (ReLU between their layers: ORT's erf
+-- is not ds's).
 local H = require("helpers")
 local ds = require("ds")
 local ort = require("onnx.ort")
@@ -47,5 +48,16 @@ describe("ONNX export of linear_int8", function()
     m:eval()
     local cq = ds.quantize(m, { specs = { ds.spec({ "n", 32 }) } })
     same_bits_in_ort("mlp", cq, { ds.randn(5, 32), ds.randn(1, 32) * 4 })
+  end)
+
+  it("a model quantized in static mode (linear_int8_static: QuantizeLinear per tensor) exports with ds's bits", function()
+    ds.manual_seed(6)
+    local nn = ds.nn
+    local m = nn.Sequential(nn.Linear(24, 40), nn.ReLU(), nn.Linear(40, 6))
+    m:eval()
+    local cq = ds.quantize(m, { mode = "static", calibration = { { ds.randn(16, 24) } },
+      specs = { ds.spec({ "n", 24 }) } })
+    -- inputs beyond the calibrated range saturate at 0 and 255
+    same_bits_in_ort("static", cq, { ds.randn(5, 24), ds.randn(3, 24) * 10 })
   end)
 end)

@@ -1,7 +1,8 @@
--- tests/quantized_spec.lua: linear_int8 (src/qgemm.c): its value is the documented computation exactly (row
--- quantization, exact integer products, the f32 dequantization), bit for bit; the same bits on every ISA path
--- (VNNI, AVX2, the portable code), thread count, and for a row alone or inside a batch; compiled (the weight
--- packed once) equals eager; bad inputs are refused naming the op.
+-- tests/quantized_spec.lua: linear_int8 and linear_int8_static (src/qgemm.c): their values are the documented
+-- computation exactly (row quantization or a fixed one, exact integer products, the f32 dequantization), bit for
+-- bit; the same bits on every ISA path (VNNI, AVX2, the portable code), thread count, and for a row alone or
+-- inside a batch; compiled (the weight packed once) equals eager; bad inputs are refused naming the op. ds.quantize
+-- in dynamic and static mode (min-max and percentile observers).
 local ds = require("ds")
 local ffi = require("ffi")
 local H = require("helpers")
@@ -14,8 +15,9 @@ local function rint(v)   -- round half to even
   return r
 end
 
--- the documented computation, in Lua numbers rounded to f32 where the kernel rounds
-local function reference(x, w, ws, b)
+-- the documented computation, in Lua numbers rounded to f32 where the kernel rounds; fixed = {scale, zero
+-- point} quantizes every row with them (static), else each row with its own range (dynamic)
+local function reference(x, w, ws, b, fixed)
   local xs, wt, wst, bt = x:totable(), w:totable(), ws:totable(), b:totable()
   local N, K = #wt, #wt[1]
   local out = {}
@@ -24,8 +26,9 @@ local function reference(x, w, ws, b)
     for k = 1, K do lo = math.min(lo, row[k]); hi = math.max(hi, row[k]) end
     local s = f32(f32(hi - lo) / 255)
     local q, zp = {}, 0
+    if s ~= 0 then zp = rint(math.max(0, math.min(255, f32(-lo / s)))) end
+    if fixed then s, zp = fixed[1], fixed[2] end
     if s ~= 0 then
-      zp = rint(math.max(0, math.min(255, f32(-lo / s))))
       for k = 1, K do q[k] = math.max(0, math.min(255, f32(rint(f32(row[k] / s)) + zp))) end
     else
       for k = 1, K do q[k] = 0 end
@@ -74,11 +77,15 @@ describe("linear_int8", function()
       ds.manual_seed(3)
       local x = ds.randn(130, 300) * 2
       local w = (ds.randn(200, 300) * 60):clamp(-127, 127):round():astype("i8")
-      local y = ds.linear_int8(x, w, ds.rand(200) * 0.01, ds.randn(200))
+      local ws, b = ds.rand(200) * 0.01, ds.randn(200)
+      local y = ds.linear_int8(x, w, ws, b)
+      local ys = ds.linear_int8_static(x, w, ws, b, ds.full({}, 0.02), ds.full({}, 117, {dtype = "u8"}))
       local ffi = require("ffi")
-      local p = ffi.cast("uint8_t *", y:data_ptr())
       local h = 0
-      for i = 0, y:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
+      for _, t in ipairs({ y, ys }) do
+        local p = ffi.cast("uint8_t *", t:data_ptr())
+        for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
+      end
       io.write(ds.info().int8_path, " ", h)
     ]]
     local seen = {}
@@ -105,6 +112,33 @@ describe("linear_int8", function()
       assert.is_true(H.bitwise(cg(x), eager))
       assert.is_true(H.bitwise(cg(x:narrow(1, 2, 3)), eager:narrow(1, 2, 3)))
     end
+  end)
+
+  it("static: x quantized with a fixed scale and zero point is the documented computation, bit for bit", function()
+    for i, sh in ipairs(SHAPES) do
+      local x, w, ws, b = case(sh[1], sh[2], sh[3], 40 + i)
+      for _, fixed in ipairs({ { f32(0.013), 131 }, { f32(0.04), 0 }, { f32(0.002), 255 } }) do
+        local y = ds.linear_int8_static(x, w, ws, b, ds.full({}, fixed[1]), ds.full({}, fixed[2], { dtype = "u8" }))
+        assert.is_true(H.bitwise(y, reference(x, w, ws, b, fixed)), table.concat(sh, "x") .. " " .. fixed[2])
+      end
+    end
+  end)
+
+  it("static: compiled and frozen equals eager bitwise; bad scales and zero points are refused", function()
+    local x, w, ws, b = case(7, 66, 35, 12)
+    local xs, xz = ds.full({}, 0.025), ds.full({}, 100, { dtype = "u8" })
+    local function fn(a) return ds.linear_int8_static(a, w, ws, b, xs, xz) end
+    local eager = fn(x)
+    for _, o in ipairs { {}, { freeze = true } } do
+      local cg = ds.compile(fn, { ds.spec({ "n", 66 }) }, o)
+      assert.is_true(H.bitwise(cg(x), eager))
+      assert.is_true(H.bitwise(cg(x:narrow(1, 3, 2)), eager:narrow(1, 3, 2)))
+    end
+    H.raises(function() ds.linear_int8_static(x, w, ws, b, ds.full({}, 0), xz) end, "linear_int8_static", "positive")
+    H.raises(function() ds.linear_int8_static(x, w, ws, b, xs, ds.full({}, 100)) end, "linear_int8_static",
+      "x_zero_point must be u8")
+    H.raises(function() ds.linear_int8_static(x, w, ws, b, ds.full({ 2 }, 0.1), xz) end, "linear_int8_static",
+      "single values")
   end)
 
   it("refuses NaN inputs, wrong dtypes and shapes, naming the op", function()
@@ -171,9 +205,51 @@ describe("ds.quantize", function()
     assert.is_true(rows[1].max_abs_error > 0 and rows[1].max_abs_error < 0.05 * rows[1].max_abs)
   end)
 
+  it("static: min-max observers fix each layer's input scale and zero point; compiled, saved, loaded", function()
+    local m = mlp()
+    local batches = { { ds.randn(6, 48) * 2 }, { ds.randn(3, 48) } }
+    local q, rows = ds.quantize(m, { mode = "static", calibration = batches })
+    local lo, hi = 0, 0
+    for _, b in ipairs(batches) do lo = math.min(lo, b[1]:min():item()); hi = math.max(hi, b[1]:max():item()) end
+    local s = f32(f32(hi - lo) / 255)
+    assert.equal(s, q[1].input_scale:item())
+    assert.equal(rint(math.min(255, f32(-lo / s))), q[1].input_zero_point:item())
+    local x = ds.randn(4, 48)
+    assert.is_true(H.bitwise(q[1](x), reference(x, q[1].weight, q[1].scale, m[1].bias, { s, rint(f32(-lo / s)) })))
+    assert.equal(2, #rows)
+    assert.is_true(rows[2].max_abs_error > 0 and rows[2].max_abs_error < 0.05 * rows[2].max_abs)
+    local cq = ds.quantize(m, { mode = "static", calibration = batches, specs = { ds.spec({ "n", 48 }) } })
+    assert.is_true(H.bitwise(cq(x), q(x)))
+    local dir = H.tmp_dir()
+    ds.save(cq, dir .. "/m")
+    assert.is_true(H.bitwise(ds.load(dir .. "/m")(x), q(x)))
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("static: the percentile observer clips the rare outliers min-max keeps", function()
+    local m = mlp()
+    local x = ds.randn(40, 48)
+    x[{ 1, 1 }] = 1000
+    local mm = ds.quantize(m, { mode = "static", calibration = { { x } } })
+    local pc = ds.quantize(m, { mode = "static", calibration = { { x } }, observer = "percentile", percentile = 99.9 })
+    assert.equal(f32(f32(1000 - x:min():item()) / 255), mm[1].input_scale:item())
+    local sorted = x:reshape(-1):sort()
+    local n = sorted:numel()
+    local p_lo = sorted[math.floor(0.1 / 100 * (n - 1) + 0.5) + 1]:item()
+    local p_hi = sorted[math.floor(99.9 / 100 * (n - 1) + 0.5) + 1]:item()
+    assert.is_true(p_hi < 10)
+    assert.equal(f32(f32(p_hi - p_lo) / 255), pc[1].input_scale:item())
+  end)
+
   it("refuses what it does not implement, naming it", function()
     local m = mlp()
-    H.raises(function() ds.quantize(m, { mode = "static" }) end, "quantize", "static", "not implemented")
+    H.raises(function() ds.quantize(m, { mode = "static" }) end, "quantize", "static", "calibration")
+    H.raises(function() ds.quantize(m, { mode = "weekly" }) end, "quantize", "weekly", "not implemented")
+    H.raises(function() ds.quantize(m, { observer = "minmax" }) end, "quantize", "observer", "static")
+    H.raises(function() ds.quantize(m, { mode = "static", calibration = {}, observer = "kl" }) end, "quantize",
+      "observer 'kl'")
+    H.raises(function() ds.quantize(m, { mode = "static", calibration = {}, percentile = 99 }) end, "quantize",
+      "percentile")
     H.raises(function() ds.quantize(m, { ops = { "conv2d" } }) end, "quantize", "conv2d")
     H.raises(function() ds.quantize(m, { per_channel = false }) end, "quantize", "per_channel")
     H.raises(function() ds.quantize(m, { bogus = 1 }) end, "quantize", "bogus")

@@ -1,8 +1,9 @@
 -- nn/quantized.lua: int8 inference. nn.QuantizedLinear (a Linear whose weight is stored int8 per output channel,
--- run by the linear_int8 op: each input row quantized to u8 on the fly) and ds.quantize(model, opts), which
--- returns a copy of a model with its Linear layers quantized (dynamic quantization, as PyTorch's
--- torch.ao.quantization.quantize_dynamic), compiled when specs are given, with a per-layer error report against
--- f32 on calibration batches.
+-- run by the linear_int8 op: each input row quantized to u8 on the fly; or, static, by linear_int8_static with
+-- the input's scale and zero point fixed by calibration) and ds.quantize(model, opts), which returns a copy of
+-- a model with its Linear layers quantized (dynamic quantization, as PyTorch's
+-- torch.ao.quantization.quantize_dynamic, or static with min-max / percentile observers), compiled when specs
+-- are given, with a per-layer error report against f32 on calibration batches.
 local Module = require("ds.nn.module")
 local linear = require("ds.nn.linear")
 local options = require("ds.options")
@@ -25,6 +26,18 @@ function M.quantize_weight(w)
   end)
 end
 
+--[[ the fixed input quantization of a range [lo, hi] (numbers) seen by an observer, as the kernels compute a
+  row's: widened to hold 0, scale = (hi - lo) / 255 and zero point = round(clamp(-lo / scale, 0, 255)) in f32;
+  a range of zeros gets scale 1, zero point 0. Returns scale {} f32, zero point {} u8. ]]
+function M.input_params(lo, hi)
+  local lo_t = ops.full({}, math.min(lo, 0), { dtype = "f32" })
+  local hi_t = ops.full({}, math.max(hi, 0), { dtype = "f32" })
+  local scale = (hi_t - lo_t) / 255
+  if scale:item() == 0 then return ops.ones({}), ops.zeros({}, { dtype = "u8" }) end
+  local zero = (-lo_t / scale):clamp(0, 255):round():astype("u8")
+  return scale:contiguous(), zero
+end
+
 -- x (..., in_features) -> (..., out_features) f32
 local QuantizedLinear = Module:extend("QuantizedLinear")
 function QuantizedLinear:init(in_features, out_features)
@@ -36,23 +49,35 @@ function QuantizedLinear:init(in_features, out_features)
   self:register_buffer("scale", ops.ones(out_features))
   self:register_buffer("bias", ops.zeros(out_features))
 end
--- a QuantizedLinear holding a Linear's weights (its bias, or zeros)
-function QuantizedLinear.from_linear(lin)
+-- a QuantizedLinear holding a Linear's weights (its bias, or zeros); static = {scale, zero_point} of its input
+-- (input_params) for static quantization, nil for dynamic
+function QuantizedLinear.from_linear(lin, static)
   local N, K = lin.weight.shape[1], lin.weight.shape[2]
   if lin.weight.dtype ~= "f32" then raise("quantize: Linear weights must be f32, got %s", lin.weight.dtype) end
   local q = QuantizedLinear(K, N)
   q.weight, q.scale = M.quantize_weight(lin.weight)
   if lin.bias then q.bias = lin.bias:detach():clone() end
+  if static then
+    q:register_buffer("input_scale", static[1])
+    q:register_buffer("input_zero_point", static[2])
+  end
   q.training = lin.training
   return q
 end
-function QuantizedLinear:forward(x) return ops.linear_int8(x, self.weight, self.scale, self.bias) end
+function QuantizedLinear:forward(x)
+  if self.input_scale then
+    return ops.linear_int8_static(x, self.weight, self.scale, self.bias, self.input_scale, self.input_zero_point)
+  end
+  return ops.linear_int8(x, self.weight, self.scale, self.bias)
+end
 function QuantizedLinear:extra_repr()
-  return string.format("in_features=%d, out_features=%d, int8 per channel", self.in_features, self.out_features)
+  return string.format("in_features=%d, out_features=%d, int8 per channel, %s", self.in_features,
+    self.out_features, self.input_scale and "static input" or "dynamic input")
 end
 M.QuantizedLinear = QuantizedLinear
 
-local MODES = { dynamic = true }
+local MODES = { dynamic = true, static = true }
+local OBSERVERS = { minmax = true, percentile = true }
 local OPS = { linear = true }
 
 -- the Linear modules of model that opts keeps: {parent, key, name, module}
@@ -71,6 +96,48 @@ local function targets(model, skip)
   return list
 end
 
+-- each batch of calibration run through model without gradients
+local function run_batches(model, calibration)
+  autograd.no_grad(function()
+    for i, batch in ipairs(calibration) do
+      if type(batch) ~= "table" then raise("quantize: calibration batch %d must be a list of inputs", i) end
+      model(unpack(batch))
+    end
+  end)
+end
+
+--[[ the input range of each target layer over the calibration batches: "minmax" the smallest and largest value
+  seen; "percentile" the (100 - p)-th and p-th percentiles of all values seen (p = opts.percentile, 99.99 by
+  default: the rare outliers clipped). Returns {lo, hi} per target, in order. ]]
+local function observe(list, model, calibration, observer, p)
+  local seen, hooks = {}, {}
+  for i, t in ipairs(list) do
+    seen[t.module] = { i = i, lo = 0, hi = 0, values = {} }
+    hooks[i] = t.module:register_forward_pre_hook(function(m, inputs)
+      local o, x = seen[m], inputs[1]:detach()
+      if observer == "minmax" then
+        o.lo, o.hi = math.min(o.lo, x:min():item()), math.max(o.hi, x:max():item())
+      else
+        o.values[#o.values + 1] = x:reshape(-1):clone()
+      end
+    end)
+  end
+  run_batches(model, calibration)
+  for _, h in ipairs(hooks) do h:remove() end
+  local ranges = {}
+  for _, t in ipairs(list) do
+    local o = seen[t.module]
+    if observer == "percentile" and #o.values > 0 then
+      local all = ops.cat(o.values):sort()
+      local n = all:numel()
+      local function at(q) return all[math.max(1, math.min(n, math.floor(q / 100 * (n - 1) + 0.5) + 1))]:item() end
+      o.lo, o.hi = at(100 - p), at(p)
+    end
+    ranges[#ranges + 1] = { o.lo, o.hi }
+  end
+  return ranges
+end
+
 -- per layer: the largest |int8 output - f32 output| over the calibration batches, and the largest |f32 output|
 local function report(pairs_, model, calibration)
   local rows, seen = {}, {}
@@ -85,43 +152,57 @@ local function report(pairs_, model, calibration)
       s.row.max_abs = math.max(s.row.max_abs, out:abs():max():item())
     end)
   end
-  autograd.no_grad(function()
-    for i, batch in ipairs(calibration) do
-      if type(batch) ~= "table" then raise("quantize: calibration batch %d must be a list of inputs", i) end
-      model(unpack(batch))
-    end
-  end)
+  run_batches(model, calibration)
   return rows
 end
 
--- ds.quantize(model, {mode = "dynamic", ops = {"linear"}, per_channel = true, skip = {names}, calibration =
--- {{inputs...}, ...}, specs = {...}}): a quantized copy of model (the model itself is unchanged); with specs, that
--- copy compiled with frozen weights by `compile` (ds.compile, a layer above: ds's namespace passes it). With
--- calibration, also the per-layer report {name, max_abs_error, max_abs} of each quantized layer against its f32
--- output on those batches (each layer fed the f32 model's input to it).
+--[[ ds.quantize(model, {mode = "dynamic" | "static", ops = {"linear"}, per_channel = true, skip = {names},
+  calibration = {{inputs...}, ...}, observer = "minmax" | "percentile", percentile = 99.99, specs = {...}}): a
+  quantized copy of model (the model itself is unchanged); with specs, that copy compiled with frozen weights by
+  `compile` (ds.compile, a layer above: ds's namespace passes it). Static mode needs calibration: the observer
+  fixes each layer's input scale and zero point from the inputs it sees there. With calibration, also the
+  per-layer report {name, max_abs_error, max_abs} of each quantized layer against its f32 output on those
+  batches (each layer fed the f32 model's input to it). ]]
 function M.quantize(model, opts, compile)
   if type(model) ~= "table" or getmetatable(model) == nil or not model.named_modules then
     raise("quantize: expects an nn.Module (a compiled graph cannot be quantized: quantize its module)")
   end
   opts = options.check(opts, "quantize", { mode = "string", ops = "table", per_channel = "boolean",
-    skip = "table", calibration = "table", specs = "table" })
+    skip = "table", calibration = "table", specs = "table", observer = "string", percentile = "number" })
   local mode = opts.mode or "dynamic"
   if not MODES[mode] then
-    raise("quantize: mode '%s' is not implemented (only \"dynamic\": activations quantized per row on the fly)", mode)
+    raise("quantize: mode '%s' is not implemented (\"dynamic\": activations quantized per row on the fly; "
+      .. "\"static\": with a scale and zero point fixed by calibration)", mode)
   end
   for _, op in ipairs(opts.ops or { "linear" }) do
     if not OPS[op] then raise("quantize: ops: '%s' is not implemented (only \"linear\")", tostring(op)) end
   end
   if opts.per_channel == false then raise("quantize: per_channel = false is not implemented (weights are per channel)") end
+  local observer = opts.observer or "minmax"
+  if mode ~= "static" and (opts.observer or opts.percentile) then
+    raise("quantize: observer and percentile are options of mode = \"static\"")
+  end
+  if not OBSERVERS[observer] then
+    raise("quantize: observer '%s' is not known (\"minmax\" or \"percentile\")", observer)
+  end
+  local p = opts.percentile or 99.99
+  if opts.percentile and (observer ~= "percentile" or not (p > 50 and p <= 100)) then
+    raise("quantize: percentile must be in (50, 100] with observer = \"percentile\", got %s", tostring(p))
+  end
+  if mode == "static" and not opts.calibration then
+    raise("quantize: mode \"static\" needs calibration batches (the observers fix the input scales from them)")
+  end
   local skip = {}
   for _, n in ipairs(opts.skip or {}) do skip[n] = true end
   local f32_model = model:deepcopy()
   local q_model = model:deepcopy()
   local f32_list, list = targets(f32_model, skip), targets(q_model, skip)
   if #list == 0 then raise("quantize: the model has no Linear layer to quantize") end
+  local ranges = mode == "static" and observe(f32_list, f32_model, opts.calibration, observer, p) or {}
   local layer_pairs = {}
   for i, t in ipairs(list) do
-    local q = QuantizedLinear.from_linear(t.module)
+    local r = ranges[i]
+    local q = QuantizedLinear.from_linear(t.module, r and { M.input_params(r[1], r[2]) })
     t.parent[t.key] = q
     layer_pairs[i] = { name = t.name, f32 = f32_list[i].module, q = q }
   end

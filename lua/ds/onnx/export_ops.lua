@@ -364,6 +364,13 @@ FORMS.linear_int8 = function(w, n)
   local y = w:one("Add", { w:one("Mul", { w:cast(v, "i32", "f32"), w:one("Mul", { s, n.ins[3] }) }), n.ins[4] })
   finish_reshape(w, n, y)
 end
+-- linear_int8_static(x, w, wscale, bias, x_scale, x_zero_point): QuantizeLinear per tensor, MatMulInteger with
+-- that zero point, Cast(.) * (x_scale * wscale) + bias: ds's bits
+FORMS.linear_int8_static = function(w, n)
+  local q = w:one("QuantizeLinear", { n.ins[1], n.ins[5], n.ins[6] })
+  local acc = w:one("MatMulInteger", { q, w:one("Transpose", { n.ins[2] }, { perm = A.ints({ 1, 0 }) }), n.ins[6] })
+  last(w, n, "Add", { w:one("Mul", { w:cast(acc, "i32", "f32"), w:one("Mul", { n.ins[5], n.ins[3] }) }), n.ins[4] })
+end
 
 local function pads(p) return { p[1], p[2], p[1], p[2] } end
 FORMS.conv2d = function(w, n)

@@ -2,12 +2,15 @@
 -- i8 (a weight quantized per output channel: W ~ w * wscale), wscale (N) f32, bias (N) f32 -> (..., N) f32, each row
 -- of x quantized to u8 on the fly with its own scale and zero point (dynamic quantization), exact int32 products,
 -- dequantized with the bias in one fixed f32 computation: the same bits on every host, path, thread count and
--- batch. For frozen weights (passes/prepack.lua): `pack_int8_weight` (w -> the kernels' strips),
--- `int8_colsum` (w's row sums, for the zero points) and `linear_int8_packed`, the same op reading them.
+-- batch. `linear_int8_static(x, w, wscale, bias, x_scale, x_zero_point)`: the same with x quantized by a fixed
+-- scale ({} f32 > 0) and zero point ({} u8) from calibration (static quantization). For frozen weights
+-- (passes/prepack.lua): `pack_int8_weight` (w -> the kernels' strips), `int8_colsum` (w's row sums, for the zero
+-- points) and `linear_int8_packed` / `linear_int8_static_packed`, the same ops reading them.
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local options = require("ds.options")
 local F = C.functions
 
 local OP = "linear_int8"
@@ -81,6 +84,41 @@ M.int8_colsum = D.define {
   infer = function(inputs) return { shape = { inputs[1]._shape[1] }, dtype = "i32" } end,
 }
 
+local STATIC = "linear_int8_static"
+-- x_scale {} f32 and x_zero_point {} u8 of a static op
+local function check_fixed(xs, xz, op)
+  need_dtype(xs, "f32", "x_scale", op)
+  need_dtype(xz, "u8", "x_zero_point", op)
+  if S.numel(xs._shape) ~= 1 or S.numel(xz._shape) ~= 1 then
+    raise("%s: x_scale %s and x_zero_point %s must be single values", op, S.str(xs._shape), S.str(xz._shape))
+  end
+end
+
+M.linear_int8_static = D.define {
+  name = STATIC, kind = "nn", kernel = "ds_linear_int8_static_%s", dtypes = { f32 = true }, lowp_inputs = true,
+  ninputs = 6,
+  doc = "linear_int8 with x quantized by a fixed scale and zero point (static quantization: ds.quantize's "
+    .. "calibration): exact int32 products, the same bits on every host",
+  kernel_dtype = f32_kernel,
+  promote = contiguous_all,
+  infer = function(inputs)
+    local x, w, ws, b = inputs[1], inputs[2], inputs[3], inputs[4]
+    need_dtype(x, "f32", "input", STATIC)
+    need_dtype(w, "i8", "weight", STATIC)
+    if #w._shape ~= 2 then raise("%s: weight must be (N, K), got %s", STATIC, S.str(w._shape)) end
+    check_vectors(ws, b, w._shape[1], STATIC)
+    check_fixed(inputs[5], inputs[6], STATIC)
+    return { shape = out_shape(x, w._shape[2], w._shape[1], STATIC), dtype = "f32" }
+  end,
+  sample = function()
+    local x = F.sin(F.arange(24, { dtype = "f32" }) * 0.37):reshape(2, 3, 4)
+    local w = (F.arange(20, { dtype = "f32" }) * 13 % 255 - 127):reshape(5, 4):astype("i8")
+    local ws, b = F.arange(5, { dtype = "f32" }) * 0.01 + 0.02, F.cos(F.arange(5, { dtype = "f32" }))
+    local xs, xz = F.full({}, 2 / 255, { dtype = "f32" }), F.full({}, 128, { dtype = "u8" })
+    return { x, w, ws, b, xs, xz }, {}, function(...) return F.linear_int8_static(...) end
+  end,
+}
+
 -- x, packed w, colsum, wscale, bias; attrs: K
 M.linear_int8_packed = D.define {
   name = "linear_int8_packed", kind = "fused", kernel = "ds_linear_int8_packed_%s",
@@ -93,15 +131,44 @@ M.linear_int8_packed = D.define {
   end,
 }
 
--- ds.linear_int8(x, w, wscale, bias): see the header; bias may be nil (zeros)
-C.export(OP, function(x, w, wscale, bias)
+-- x, packed w, colsum, wscale, bias, x_scale, x_zero_point; attrs: K
+M.linear_int8_static_packed = D.define {
+  name = "linear_int8_static_packed", kind = "fused", kernel = "ds_linear_int8_static_packed_%s",
+  dtypes = { f32 = true }, lowp_inputs = true, ninputs = 7, internal = true, kernel_dtype = f32_kernel,
+  attrs = { { "K", "int" } },
+  infer = function(inputs, a)
+    local N = inputs[3]._shape[1]
+    check_vectors(inputs[4], inputs[5], N, "linear_int8_static_packed")
+    check_fixed(inputs[6], inputs[7], "linear_int8_static_packed")
+    return { shape = out_shape(inputs[1], a.K, N, "linear_int8_static_packed"), dtype = "f32" }
+  end,
+}
+
+-- x, w, wscale checked as tensors, bias (nil: zeros) made one: the list of inputs of op
+local function linear_inputs(op, x, w, wscale, bias)
   local given = { x, w, wscale }
   for i, name in ipairs { "x", "w", "wscale" } do
-    if not C.is_tensor(given[i]) then raise("%s: %s must be a tensor, got %s", OP, name, type(given[i])) end
+    if not C.is_tensor(given[i]) then raise("%s: %s must be a tensor, got %s", op, name, type(given[i])) end
   end
   if bias == nil then bias = F.zeros(w._shape[1], { dtype = "f32" }) end
-  if not C.is_tensor(bias) then raise("%s: bias must be a tensor or nil, got %s", OP, type(bias)) end
-  return D.call(M.linear_int8, { x, w, wscale, bias }, {})
+  if not C.is_tensor(bias) then raise("%s: bias must be a tensor or nil, got %s", op, type(bias)) end
+  return { x, w, wscale, bias }
+end
+
+-- ds.linear_int8(x, w, wscale, bias): see the header; bias may be nil (zeros)
+C.export(OP, function(x, w, wscale, bias, opts)
+  options.check(opts, OP, {})   -- it takes none: any key is an error
+  return D.call(M.linear_int8, linear_inputs(OP, x, w, wscale, bias), {})
+end, { method = false })
+
+-- ds.linear_int8_static(x, w, wscale, bias, x_scale, x_zero_point): see the header; bias may be nil (zeros)
+C.export(STATIC, function(x, w, wscale, bias, x_scale, x_zero_point)
+  local inputs = linear_inputs(STATIC, x, w, wscale, bias)
+  if not C.is_tensor(x_scale) or not C.is_tensor(x_zero_point) then
+    raise("%s: x_scale and x_zero_point must be tensors ({} f32 and {} u8)", STATIC)
+  end
+  inputs[5], inputs[6] = x_scale, x_zero_point
+  return D.call(M.linear_int8_static, inputs, {})
 end, { method = false })
 
 return M

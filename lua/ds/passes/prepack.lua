@@ -35,12 +35,16 @@ local function add_const(ir, name, t)
   return id
 end
 
--- linear_int8 nodes reading a constant i8 weight (N, K) -> linear_int8_packed reading it packed with its row
--- sums (one pair per weight); returns the number of nodes rewritten
+-- the int8 linear ops and their forms reading a packed weight
+local INT8_PACKED = { linear_int8 = quantized.linear_int8_packed,
+  linear_int8_static = quantized.linear_int8_static_packed }
+
+-- linear_int8[_static] nodes reading a constant i8 weight (N, K) -> linear_int8[_static]_packed reading it
+-- packed with its row sums (one pair per weight); returns the number of nodes rewritten
 local function pack_int8(ir, const_tensor)
   local done, n = {}, 0
   for _, node in ipairs(ir.nodes) do
-    local w = node.op == "linear_int8" and ir.values[node.inputs[2]]
+    local w = INT8_PACKED[node.op] and ir.values[node.inputs[2]]
     if w and w.kind == "const" and const_tensor[w.id] then
       if not done[w.id] then
         local wt = const_tensor[w.id]
@@ -50,9 +54,9 @@ local function pack_int8(ir, const_tensor)
         done[w.id] = { add_const(ir, "packed" .. w.id, packed), add_const(ir, "colsum" .. w.id, sums), w.shape[2] }
       end
       local p = done[w.id]
-      local x, ws, b = node.inputs[1], node.inputs[3], node.inputs[4]
-      node.op, node.def = quantized.linear_int8_packed.name, quantized.linear_int8_packed
-      node.inputs = { x, p[1], p[2], ws, b }
+      local def, ins = INT8_PACKED[node.op], node.inputs
+      node.op, node.def = def.name, def
+      node.inputs = { ins[1], p[1], p[2], ins[3], ins[4], ins[5], ins[6] }   -- x, wp, colsum, wscale, bias[, xs, xz]
       node.attrs = { K = p[3] }
       n = n + 1
     end
