@@ -328,8 +328,5 @@ int ds_comm_finalize(void) {
 }
 
 /* the op-table kernels: t = {out, x}, attrs = {reduction} */
-#define ALL_REDUCE_KERNEL(T)                                                                                           \
-  int ds_all_reduce_##T(ds_tensor *const *t, const double *attrs) { return ds_comm_all_reduce(t[0], t[1],              \
-      (int)attrs[0]); }
-ALL_REDUCE_KERNEL(f32)
-ALL_REDUCE_KERNEL(f64)
+int ds_all_reduce_f32(ds_tensor *const *t, const double *attrs) { return ds_comm_all_reduce(t[0], t[1], (int)*attrs); }
+int ds_all_reduce_f64(ds_tensor *const *t, const double *attrs) { return ds_comm_all_reduce(t[0], t[1], (int)*attrs); }
