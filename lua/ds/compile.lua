@@ -27,11 +27,13 @@ local M = {}
 
 local freeze = require("ds.passes.freeze")
 local rewrite = require("ds.passes.rewrite")
+local autocast = require("ds.passes.autocast")
 local PASSES = {
   { "dce", require("ds.passes.dce") },
   { "cse", require("ds.passes.cse") },
   { "fold", require("ds.passes.fold") },
   { "rewrite", rewrite.run },
+  { "autocast", autocast.run },   -- {dtype = "bf16"}: products in bf16, f32 accumulation
   { "cse", require("ds.passes.cse") },
   { "prune", require("ds.passes.prune") },
   { "dce", require("ds.passes.dce") },
@@ -387,7 +389,7 @@ function Compiled:__tostring()
 end
 
 local OPTIONS = { dce = true, cse = true, fold = true, rewrite = true, prune = true, single_output = true, fuse = true,
-                  epilogue = true, prepack = true, freeze = true }
+                  epilogue = true, prepack = true, freeze = true, dtype = true }
 
 -- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, rewrite, prune, single_output, fuse, epilogue,
 -- prepack = false to skip, freeze = true for parameters as constants (passes/freeze.lua), rewrite = "all" or
@@ -396,9 +398,10 @@ function M.from_ir(ir, opts, owns_state)
   for k, v in pairs(opts or {}) do
     if not OPTIONS[k] then
       errors.raise(string.format("compile: unknown option '%s' (dce, cse, fold, rewrite, prune, single_output, " ..
-        "fuse, epilogue, prepack, freeze)", tostring(k)))
+        "fuse, epilogue, prepack, freeze, dtype)", tostring(k)))
     end
     if k == "rewrite" then rewrite.enabled(v)
+    elseif k == "dtype" then autocast.check(v)
     elseif type(v) ~= "boolean" then errors.raise(string.format("compile: option '%s' must be a boolean", k)) end
   end
   local refresh = {}

@@ -72,3 +72,4 @@ C.export("bmm", function(a, b)
   end
   return D.call(mm, { a, b })
 end)
+require("ds.ops.bf16")   -- matmul_bf16 (bf16 products, f32 accumulation)

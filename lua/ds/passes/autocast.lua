@@ -1,0 +1,78 @@
+-- passes/autocast.lua: ds.compile(fn, specs, {dtype = "bf16"}): mixed precision for inference, as
+-- torch.autocast(dtype=torch.bfloat16) on the CPU. Every f32 product (matmul: linear layers, attention written
+-- out, bmm) becomes matmul_bf16 (ops/bf16.lua) of its operands cast to bf16: bf16 products accumulated in f32, an
+-- f32 result. Everything else stays f32 (layer_norm, softmax, reductions, residual adds, the attention kernel):
+-- the values the products read are rounded to bf16, nothing else is. A constant operand (a frozen weight) is
+-- cast once here (fold), so it is stored bf16; a parameter that is not frozen is cast on each call. The casts and
+-- products are nodes of the IR (printed, saved by ds.save, run by the C runtime).
+local D = require("ds.dispatch")
+local IR = require("ds.passes.ir")
+local S = require("ds.shape")
+local dtype = require("ds.dtype")
+local errors = require("ds.errors")
+local fold = require("ds.passes.fold")
+
+local M = {}
+
+-- opts.dtype: nil (no autocast) or "bf16" (its aliases accepted); anything else is refused naming the option
+function M.check(v)
+  local dt = type(v) == "string" and dtype.normalize(v)
+  if dt ~= "bf16" and dt ~= "f32" then
+    errors.raise(string.format("compile: option 'dtype' must be 'bf16' (products in bf16 with f32 accumulation) "
+      .. "or 'f32', got %s (f16 compute is not supported; int8 is ds.quantize)", tostring(v)))
+  end
+end
+
+-- a matmul node matmul_bf16 can take: f32 operands and result, b (K, N) or with a's leading dims
+local function eligible(ir, node)
+  if node.op ~= "matmul" then return false end
+  local a, b, y = ir.values[node.inputs[1]], ir.values[node.inputs[2]], ir.values[node.outputs[1]]
+  if a.dtype ~= "f32" or b.dtype ~= "f32" or y.dtype ~= "f32" or #a.shape < 2 then return false end
+  if #b.shape == 2 then return true end
+  if #b.shape ~= #a.shape then return false end
+  for i = 1, #a.shape - 2 do if not S.same(a.shape[i], b.shape[i]) then return false end end
+  return true
+end
+
+-- returns the IR and the number of products moved to bf16
+function M.run(ir, opts)
+  if not opts or opts.dtype == nil or dtype.normalize(opts.dtype) == "f32" then return ir, 0 end
+  if (ir.grad_writes and #ir.grad_writes > 0) or ir.training then
+    errors.raise("compile: dtype = 'bf16' is for inference; this graph computes gradients (trace it without them)")
+  end
+  local astype, mm_bf16 = D.by_name.astype, D.by_name.matmul_bf16
+  local replace, n, cast = {}, 0, {}   -- cast[id]: the node casting value id to bf16 (one per value)
+  for _, node in ipairs(ir.nodes) do
+    if eligible(ir, node) then
+      local before, ins = {}, {}
+      for i = 1, 2 do
+        local id = node.inputs[i]
+        if not cast[id] then
+          cast[id] = IR.new_node(ir, astype, { id }, { dtype = "bf16" }, node.line)
+          before[#before + 1] = cast[id]
+        end
+        ins[i] = cast[id].outputs[1]
+      end
+      local mm = IR.new_node(ir, mm_bf16, ins, {}, node.line)
+      -- the product keeps the matmul's value id, so its readers are unchanged
+      local out = node.outputs[1]
+      ir.values[mm.outputs[1]] = nil
+      mm.outputs[1] = out
+      ir.values[out].node, ir.values[out].index = mm, 1
+      before[#before + 1] = mm
+      replace[node] = before
+      n = n + 1
+    end
+  end
+  if n == 0 then return ir, 0 end
+  local nodes = {}
+  for _, node in ipairs(ir.nodes) do
+    local r = replace[node]
+    if r then for _, x in ipairs(r) do nodes[#nodes + 1] = x end else nodes[#nodes + 1] = node end
+  end
+  ir.nodes = nodes
+  fold(ir)   -- constant weights cast once, stored bf16
+  return ir, n
+end
+
+return M

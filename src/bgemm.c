@@ -1,0 +1,179 @@
+/* bgemm.c: bf16 products with f32 accumulation, c = a @ b with ds's bf16 dot (bgemm.h): vdpbf16ps on AVX-512
+   BF16 hosts, its exact emulation on AVX2 (FMA) and in portable C (DS_ISA=scalar), so the output is the same on
+   every host, ISA path, thread count and batch composition. Kernel: ds_matmul_bf16_bf16 (a (..., M, K) bf16 @
+   b (K, N) or (..., K, N) bf16 -> (..., M, N) f32, b packed on each call). */
+#include "internal.h"
+#include "bgemm.h"
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+#include <cpuid.h>
+
+/* below this many multiply-adds one thread runs the whole product */
+#define PAR_MACS (1 << 19)
+#define CANON_NAN 0x7fc00000u
+
+static inline float w_odd(uint32_t w) { uint32_t u = w & 0xffff0000u; float x; memcpy(&x, &u, 4); return x; }
+static inline float w_even(uint32_t w) { uint32_t u = w << 16; float x; memcpy(&x, &u, 4); return x; }
+/* a subnormal made the zero of its sign */
+static inline float ftz(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if (!(u & 0x7f800000u)) u &= 0x80000000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+/* the portable path: the dot of bgemm.h written out, one output at a time */
+static void micro_portable(int mr, int nr, int64_t P, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                           int64_t ldc) {
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nr; j++) {
+      const uint32_t *w = b + (j / BG_NR) * P * BG_NR + j % BG_NR;
+      float acc = 0.0f;
+      for (int64_t p = 0; p < P; p++) {
+        uint32_t x = a[r * lda + p], y = w[p * BG_NR];
+        acc = ftz(fmaf(w_odd(x), w_odd(y), acc));
+        acc = ftz(fmaf(w_even(x), w_even(y), acc));
+      }
+      c[r * ldc + j] = acc;
+    }
+}
+static const bgemm_kernel portable = { 4, 2 * BG_NR, micro_portable };
+
+static int host_has_avx512bf16(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));   /* AVX512_BF16 */
+}
+
+/* the path: vdpbf16ps on AVX-512 hosts that have it, the AVX2 emulation, or the portable code (DS_ISA=scalar) */
+static const bgemm_kernel *bf16_kernel(void) {
+  int isa = ds_isa();
+  if (isa == DS_ISA_AVX512 && host_has_avx512bf16()) return &ds_bgemm_avx512bf16;
+  if (isa == DS_ISA_SCALAR) return &portable;
+  return &ds_bgemm_avx2;
+}
+
+const char *ds_bf16_path(void) {
+  const bgemm_kernel *k = bf16_kernel();
+  return k == &ds_bgemm_avx512bf16 ? "avx512-bf16" : k == &portable ? "scalar" : "avx2";
+}
+
+/* ap (M, P) = a (M, K): pairs of k as words, subnormals zeroed, 0 past K */
+void ds_bgemm_pack_a(const uint16_t *a, int64_t M, int64_t K, uint32_t *ap) {
+  int64_t P = (K + 1) / 2;
+  for (int64_t i = 0; i < M; i++) {
+    const uint16_t *r = a + i * K;
+    uint32_t *d = ap + i * P;
+    for (int64_t p = 0; p < P; p++) {
+      uint32_t lo = ds_bgemm_daz(r[2 * p]), hi = 2 * p + 1 < K ? ds_bgemm_daz(r[2 * p + 1]) : 0;
+      d[p] = lo | hi << 16;
+    }
+  }
+}
+
+/* bp = b (K, N) as bgemm.h's strips */
+void ds_bgemm_pack_b(const uint16_t *b, int64_t K, int64_t N, uint32_t *bp) {
+  int64_t S = (N + BG_NR - 1) / BG_NR, P = (K + 1) / 2;
+  for (int64_t s = 0; s < S; s++)
+    for (int64_t p = 0; p < P; p++) {
+      uint32_t *d = bp + (s * P + p) * BG_NR;
+      for (int j = 0; j < BG_NR; j++) {
+        int64_t n = s * BG_NR + j;
+        uint32_t lo = n < N ? ds_bgemm_daz(b[2 * p * N + n]) : 0;
+        uint32_t hi = n < N && 2 * p + 1 < K ? ds_bgemm_daz(b[(2 * p + 1) * N + n]) : 0;
+        d[j] = lo | hi << 16;
+      }
+    }
+}
+
+typedef struct {
+  int64_t M, N, P;
+  const uint32_t *ap, *bp;
+  float *c;
+  const bgemm_kernel *kr;
+} bgemm_job;
+
+/* the tiles of units [u0, u1): unit u = row block u / ncol, column block u % ncol */
+static void run_units(const bgemm_job *q, int64_t u0, int64_t u1) {
+  const int MR = q->kr->mr, NR = q->kr->nr;
+  int64_t ncol = (q->N + NR - 1) / NR;
+  float tile[16 * 2 * BG_NR];   /* mr <= 16 rows of nr <= 32 */
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t i = u / ncol * MR, j = u % ncol * NR;
+    int mr = (int)(q->M - i < MR ? q->M - i : MR), nr = (int)(q->N - j < NR ? q->N - j : NR);
+    q->kr->micro(mr, nr, q->P, q->ap + i * q->P, q->P, q->bp + (j / BG_NR) * q->P * BG_NR, tile, 2 * BG_NR);
+    for (int r = 0; r < mr; r++) {
+      float *cr = q->c + (i + r) * q->N + j;
+      for (int k = 0; k < nr; k++) {
+        float v = tile[r * 2 * BG_NR + k];
+        if (v != v) { uint32_t u32 = CANON_NAN; memcpy(&v, &u32, 4); }
+        cr[k] = v;
+      }
+    }
+  }
+}
+
+void ds_bgemm_run(int64_t M, int64_t N, int64_t P, const uint32_t *ap, const uint32_t *bp, float *c) {
+  bgemm_job q = { M, N, P, ap, bp, c, bf16_kernel() };
+  if (M == 0 || N == 0) return;
+  if (P == 0) { memset(c, 0, (size_t)(M * N) * sizeof(float)); return; }
+  int64_t units = ((M + q.kr->mr - 1) / q.kr->mr) * ((N + q.kr->nr - 1) / q.kr->nr);
+  double macs = (double)M * (double)N * (double)P * 2;
+  if (units > 1 && macs >= PAR_MACS && ds_team() > 1) {
+    double t0 = ds_team_start();
+#pragma omp parallel
+    {
+      ds_team_arrive(t0);
+      int nt = omp_get_num_threads(), me = omp_get_thread_num();
+      run_units(&q, units * me / nt, units * (me + 1) / nt);
+    }
+    ds_team_done();
+  } else run_units(&q, 0, units);
+}
+
+static int check(const ds_tensor *t, int dtype, const char *op, const char *what) {
+  DS_CHECK(t, "%s: missing %s", op, what);
+  DS_CHECK(t->dtype == dtype, "%s: %s must be %s, got %s", op, what, ds_dtype_name(dtype), ds_dtype_name(t->dtype));
+  DS_CHECK(ds_tensor_is_contiguous(t), "%s: %s must be contiguous", op, what);
+  return DS_OK;
+}
+
+/* t = {c (..., M, N) f32, a (..., M, K) bf16, b (K, N) or (..., K, N) bf16 (the same leading dims as a)} */
+int ds_matmul_bf16_bf16(ds_tensor *const *t, const double *attrs) {
+  (void)attrs;
+  const char *op = "matmul_bf16";
+  char s1[128], s2[128], s3[128];
+  int rc;
+  ds_tensor *c = t[0];
+  const ds_tensor *a = t[1], *b = t[2];
+  if ((rc = check(c, DS_F32, op, "output")) || (rc = check(a, DS_BF16, op, "a")) || (rc = check(b, DS_BF16, op, "b")))
+    return rc;
+  int nd = a->ndim;
+  DS_CHECK(nd >= 2 && (b->ndim == 2 || b->ndim == nd) && c->ndim == nd, "%s: a %s, b %s, out %s: expected a "
+           "(..., M, K), b (K, N) or (..., K, N), out (..., M, N)", op, ds_shape_str(a, s1), ds_shape_str(b, s2),
+           ds_shape_str(c, s3));
+  int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[b->ndim - 1];
+  int ok = b->shape[b->ndim - 2] == K && c->shape[nd - 2] == M && c->shape[nd - 1] == N;
+  for (int d = 0; d < nd - 2; d++) ok = ok && c->shape[d] == a->shape[d] && (b->ndim == 2 || b->shape[d] == a->shape[d]);
+  DS_CHECK(ok, "%s: shapes a %s, b %s, out %s do not agree", op, ds_shape_str(a, s1), ds_shape_str(b, s2),
+           ds_shape_str(c, s3));
+  int64_t batch = M * K > 0 ? a->numel / (M * K) : (M * N > 0 ? c->numel / (M * N) : 0);
+  if (c->numel == 0) return DS_OK;
+  int64_t P = (K + 1) / 2, S = (N + BG_NR - 1) / BG_NR, rounded;
+  int shared = b->ndim == 2;   /* one b for every batch: a is one (batch M, K) product */
+  int64_t rows = shared ? batch * M : M;
+  int64_t words = rows * P + S * P * BG_NR;
+  uint32_t *buf = ds_mem_alloc(words * (int64_t)sizeof(uint32_t) + 64, &rounded);
+  if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed operands", op);
+  uint32_t *ap = buf, *bp = buf + rows * P;
+  const uint16_t *ad = a->data, *bd = b->data;
+  float *cd = c->data;
+  for (int64_t g = 0; g < (shared ? 1 : batch); g++) {
+    ds_bgemm_pack_a(ad + g * M * K, rows, K, ap);
+    ds_bgemm_pack_b(bd + (shared ? 0 : g * K * N), K, N, bp);
+    ds_bgemm_run(rows, N, P, ap, bp, cd + g * M * N);
+  }
+  ds_mem_release(buf, rounded);
+  return DS_OK;
+}
