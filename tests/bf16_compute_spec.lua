@@ -1,0 +1,241 @@
+-- tests/bf16_compute_spec.lua: matmul_bf16 (src/bgemm.c) and ds.compile's {dtype = "bf16"} (passes/autocast.lua).
+-- The GEMM's values are ds's bf16 dot written out here in Lua (docs/DTYPES.md: pairs of k in order, odd k then
+-- even k, one rounding per fma, bf16 subnormals read as zero, subnormal sums flushed, NaN 0x7fc00000), bit for
+-- bit on edge and random inputs; the same bits on every ISA path (AVX-512 BF16, AVX2, the portable code) and
+-- thread count, for a row alone or inside a batch; a bf16-compiled model equals its eager form written with
+-- matmul_bf16, frozen or not, and after ds.save/ds.load; bad inputs and options are refused naming them.
+local ds = require("ds")
+local ffi = require("ffi")
+local H = require("helpers")
+
+local u = ffi.new("union { double d; uint64_t u; float f[2]; uint32_t w[2]; }")
+local fl = ffi.new("float[1]")
+local function f32(v) fl[0] = v; return fl[0] end
+local function f32_bits(v) u.f[0] = v; return u.w[0] end
+local function bf16_value(h) u.w[0] = h * 65536; return u.f[0] end
+local TINY = 2 ^ -126
+
+local function flush(v) if v ~= 0 and math.abs(v) < TINY then return v * 0 end return v end   -- keeps the sign
+
+-- c + a * b rounded once to f32 (a, b bf16 values, c an f32 value): the product and the sum in double, its
+-- rounding error found exactly (two-sum) and folded in by rounding to odd, then one rounding to f32
+local function fma32(a, b, c)
+  local p = a * b
+  local s = c + p
+  if s ~= s or s == math.huge or s == -math.huge then return f32(s) end
+  local bb = s - c
+  local e = (c - (s - bb)) + (p - bb)
+  if e ~= 0 then
+    u.d = s
+    if u.u % 2 == 0 then
+      if (s > 0) == (e > 0) then u.u = u.u + 1 else u.u = u.u - 1 end
+      s = u.d
+    end
+  end
+  return f32(s)
+end
+
+-- the documented dot of bf16 bit patterns a[k], b[k] (k = 1..K): its f32 bits
+local function dot_bits(a, b, K)
+  local acc = 0.0
+  for k0 = 1, K, 2 do
+    local k1 = k0 + 1
+    local a1, b1 = k1 <= K and flush(bf16_value(a[k1])) or 0.0, k1 <= K and flush(bf16_value(b[k1])) or 0.0
+    acc = flush(fma32(a1, b1, acc))
+    acc = flush(fma32(flush(bf16_value(a[k0])), flush(bf16_value(b[k0])), acc))
+  end
+  if acc ~= acc then return 0x7fc00000 end
+  return f32_bits(acc)
+end
+
+-- xorshift bit patterns of a kind: 0 any, 1 moderate, 2 subnormal, 3 huge, 4 tiny normal
+local seed = 88172645
+local function rnd(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n end
+local function pattern(kind)
+  local s, m = rnd(2) * 32768, rnd(128)
+  if kind == 0 then return rnd(65536) end
+  if kind == 1 then return s + (107 + rnd(40)) * 128 + m end
+  if kind == 2 then return s + m end
+  if kind == 3 then return s + (234 + rnd(20)) * 128 + m end
+  return s + (1 + rnd(20)) * 128 + m
+end
+
+-- a bf16 tensor of shape holding the patterns of gen() in order; and the patterns as a Lua list
+local function bf16_tensor(shape, gen)
+  local t = ds.empty(shape, { dtype = "bf16" })
+  local p, list = ffi.cast("uint16_t *", t:data_ptr()), {}
+  for i = 0, t:numel() - 1 do list[i + 1] = gen(); p[i] = list[i + 1] end
+  return t, list
+end
+
+-- c's f32 bits against the documented dot of a (M, K) and b (K, N) patterns
+local function check_against_reference(c, al, bl, M, K, N, what)
+  local p = ffi.cast("uint32_t *", c:contiguous():data_ptr())
+  for i = 0, M - 1 do
+    local row = {}
+    for k = 1, K do row[k] = al[i * K + k] end
+    for j = 0, N - 1 do
+      local col = {}
+      for k = 1, K do col[k] = bl[(k - 1) * N + j + 1] end
+      local want, got = dot_bits(row, col, K), p[i * N + j]
+      if want ~= got then
+        error(string.format("%s: c[%d][%d] = 0x%08x, the documented dot gives 0x%08x", what, i, j, got, want))
+      end
+    end
+  end
+end
+
+describe("matmul_bf16", function()
+  it("gives the documented dot bit for bit (edge and random patterns, odd K, ragged tiles)", function()
+    local mixes = {
+      { "moderate", function() return pattern(1) end },
+      { "any bits", function() return pattern(0) end },
+      { "mixed kinds", function() return pattern(rnd(5)) end },
+      { "tiny and subnormal", function() return pattern(2 + 2 * rnd(2)) end },
+      { "huge", function() return pattern(3 - 2 * rnd(2)) end },
+    }
+    for _, mix in ipairs(mixes) do
+      for _, s in ipairs { { 1, 1, 1 }, { 3, 5, 7 }, { 9, 34, 35 }, { 2, 8, 16 }, { 5, 0, 3 } } do
+        local M, K, N = s[1], s[2], s[3]
+        local a, al = bf16_tensor({ M, K }, mix[2])
+        local b, bl = bf16_tensor({ K, N }, mix[2])
+        check_against_reference(ds.matmul_bf16(a, b), al, bl, M, K, N, mix[1] .. " " .. table.concat(s, "x"))
+      end
+    end
+  end)
+
+  it("flushes a subnormal sum, reads subnormal inputs as zero, keeps a cancellation's exact residue", function()
+    local function one(av, bv)   -- (1, #av) @ (#av, 1) from Lua numbers (exact in bf16)
+      return ds.matmul_bf16(ds.tensor({ av }):astype("bf16"), ds.tensor(bv):reshape(#bv, 1):astype("bf16")):item()
+    end
+    assert.equal(0, one({ 2 ^ -70, 0 }, { 2 ^ -70, 0 }))            -- 2^-140: subnormal in f32, flushed
+    assert.equal(2 ^ -126, one({ 2 ^ -63, 0 }, { 2 ^ -63, 0 }))     -- the smallest normal stays
+    assert.equal(0, one({ 2 ^ -130, 1 }, { 1, 0 }))                  -- a bf16 subnormal reads as 0
+    -- odd k first: 1 - 2^24 is exact, + 2^24 gives 1 (even first: 1 + 2^24 rounds to 2^24, - 2^24 gives 0)
+    assert.equal(1, one({ 1, 0, 2 ^ 12, -2 ^ 12 }, { 1, 0, 2 ^ 12, 2 ^ 12 }))
+    assert.equal(math.huge, one({ 2 ^ 100, 1 }, { 2 ^ 100, 1 }))      -- 2^200 rounds to f32's inf
+    local nan = ds.matmul_bf16(ds.tensor({ { math.huge, 1 } }):astype("bf16"),
+      ds.tensor({ { 1 }, { -math.huge } }):astype("bf16"))   -- -inf, then + inf: NaN
+    assert.equal(0x7fc00000, ffi.cast("uint32_t *", nan:data_ptr())[0])
+  end)
+
+  it("takes b (K, N) for a batch of a, or one b per batch; a row alone equals it inside the batch", function()
+    ds.manual_seed(5)
+    local a, b = ds.randn(2, 3, 37):astype("bf16"), ds.randn(37, 20):astype("bf16")
+    local c = ds.matmul_bf16(a, b)
+    assert.same({ 2, 3, 20 }, c:size())
+    assert.is_true(H.bitwise(ds.matmul_bf16(a:reshape(6, 37), b):reshape(2, 3, 20), c))
+    assert.is_true(H.bitwise(ds.matmul_bf16(a:select(1, 2):narrow(1, 2, 1), b), c:select(1, 2):narrow(1, 2, 1)))
+    local bb = ds.randn(2, 37, 20):astype("bf16")
+    local cb = ds.matmul_bf16(a, bb)
+    assert.is_true(H.bitwise(ds.matmul_bf16(a:select(1, 2), bb:select(1, 2)), cb:select(1, 2)))
+    -- a transposed (non-contiguous) operand is read as its values
+    local bt = ds.randn(20, 37):astype("bf16")
+    assert.is_true(H.bitwise(ds.matmul_bf16(a, bt:t()), ds.matmul_bf16(a, bt:t():contiguous())))
+  end)
+
+  it("gives the same bits on every ISA path and thread count", function()
+    local script = [[
+      local ds = require("ds")
+      local ffi = require("ffi")
+      ffi.cdef("const char *ds_bf16_path(void);")
+      ds.manual_seed(11)
+      local a, b = ds.randn(70, 301):astype("bf16"), (ds.randn(301, 90) * 1e-19):astype("bf16")
+      local c = ds.matmul_bf16(a, b)
+      local c2 = ds.matmul_bf16(ds.randn(3, 40, 64):astype("bf16"), ds.randn(3, 64, 50):astype("bf16"))
+      local h = 0
+      for _, t in ipairs({ c, c2 }) do
+        local p = ffi.cast("uint8_t *", t:data_ptr())
+        for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
+      end
+      io.write(ffi.string(require("ds.ffi").C.ds_bf16_path()), " ", h)
+    ]]
+    local seen = {}
+    for _, env in ipairs { "", "DS_ISA=avx2", "DS_ISA=scalar", "OMP_NUM_THREADS=1", "DS_ISA=avx2 OMP_NUM_THREADS=1" } do
+      local p = io.popen(env .. " LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' luajit -e '" .. script .. "' 2>&1")
+      local out = p:read("*a")
+      p:close()
+      local path, h = out:match("^(%S+) (%d+)$")
+      assert(h, out)
+      seen[#seen + 1] = { env, path, h }
+    end
+    for i = 2, #seen do
+      assert.equal(seen[1][3], seen[i][3], seen[i][1] .. " (" .. seen[i][2] .. ") differs from " .. seen[1][2])
+    end
+    assert.equal("avx2", seen[2][2])
+    assert.equal("scalar", seen[3][2])
+  end)
+
+  it("refuses operands that are not bf16 or do not agree, naming the op", function()
+    local a, b = ds.ones(2, 3):astype("bf16"), ds.ones(3, 4):astype("bf16")
+    H.raises(function() ds.matmul_bf16(ds.ones(2, 3), b) end, "matmul_bf16", "a must be bf16")
+    H.raises(function() ds.matmul_bf16(a, ds.ones(3, 4)) end, "matmul_bf16", "b must be bf16")
+    H.raises(function() ds.matmul_bf16(a, ds.ones(4, 4):astype("bf16")) end, "matmul_bf16", "do not agree")
+    H.raises(function() ds.matmul_bf16(a, ds.ones(2, 3, 4):astype("bf16")) end, "matmul_bf16", "expected a")
+    H.raises(function() ds.matmul_bf16(a, b, { out = 1 }) end, "matmul_bf16", "out")
+  end)
+end)
+
+-- a small transformer block: linear layers, attention written out, layer_norm, residual adds
+local Block = ds.nn.Module:extend("Bf16TestBlock")
+function Block:init()
+  self.qkv, self.out, self.ff = ds.nn.Linear(16, 48), ds.nn.Linear(16, 16), ds.nn.Linear(16, 16)
+  self.norm = ds.nn.LayerNorm(16)
+end
+function Block:forward(x)   -- x (B, T, 16)
+  local q, k, v = unpack(self.qkv(x):chunk(3, -1))
+  local att = (q:matmul(k:transpose(-1, -2)) * 0.25):softmax(-1):matmul(v)
+  local h = self.norm(x + self.out(att))
+  return h + self.ff(h):relu()
+end
+
+-- the block as ds.compile {dtype = "bf16"} defines it, written with matmul_bf16: products of bf16 casts, the rest f32
+local function emulated(m, x)
+  local function mm(a, b) return ds.matmul_bf16(a:astype("bf16"), b:astype("bf16")) end
+  local function lin(l, a) return mm(a, l.weight:t()) + l.bias end
+  local q, k, v = unpack(lin(m.qkv, x):chunk(3, -1))
+  local att = mm((mm(q, k:transpose(-1, -2)) * 0.25):softmax(-1), v)
+  local h = m.norm(x + lin(m.out, att))
+  return h + lin(m.ff, h):relu()
+end
+
+describe("ds.compile {dtype = 'bf16'}", function()
+  it("equals the eager form written with matmul_bf16, frozen or not, and after ds.save / ds.load", function()
+    ds.manual_seed(7)
+    local m = Block()
+    m:eval()
+    local x = ds.randn(2, 5, 16)
+    local want = ds.no_grad(function() return emulated(m, x) end)
+    local frozen = ds.compile(m, { ds.spec({ 2, 5, 16 }) }, { dtype = "bf16", freeze = true })
+    local live = ds.compile(m, { ds.spec({ 2, 5, 16 }) }, { dtype = "bfloat16" })
+    assert.is_true(H.bitwise(frozen(x), want))
+    assert.is_true(H.bitwise(live(x), want))
+    local f32 = ds.compile(m, { ds.spec({ 2, 5, 16 }) }, { freeze = true })(x)
+    assert.is_false(H.bitwise(f32, want))
+    local text = tostring(frozen)
+    assert.truthy(text:find("matmul_bf16", 1, true))
+    assert.truthy(text:find("bf16(16,48)", 1, true), text)   -- the frozen weight stored bf16 (transposed)
+    assert.falsy(text:find("= matmul(", 1, true))
+    local dir = H.tmp_dir()
+    ds.save(frozen, dir .. "/m")
+    assert.is_true(H.bitwise(ds.load(dir .. "/m")(x), want))
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("leaves a graph without products alone and refuses other dtypes and gradient graphs, naming the option", function()
+    local function f(a) return a:softmax(-1) + 1 end
+    local c = ds.compile(f, { ds.spec({ 3, 4 }) }, { dtype = "bf16" })
+    local x = ds.randn(3, 4)
+    assert.is_true(H.bitwise(c(x), f(x)))
+    H.raises(function() ds.compile(f, { ds.spec({ 3, 4 }) }, { dtype = "f16" }) end, "compile", "'dtype'", "f16")
+    H.raises(function() ds.compile(f, { ds.spec({ 3, 4 }) }, { dtype = "i8" }) end, "compile", "'dtype'", "ds.quantize")
+    H.raises(function() ds.compile(f, { ds.spec({ 3, 4 }) }, { dtype = 3 }) end, "compile", "'dtype'")
+    local w = ds.randn(4, 4):requires_grad_()
+    local function step(a)
+      local loss = a:matmul(w):sum()
+      loss:backward()
+      return loss
+    end
+    H.raises(function() ds.compile(step, { ds.spec({ 3, 4 }) }, { dtype = "bf16" }) end, "compile", "inference")
+  end)
+end)
