@@ -110,35 +110,135 @@ static int check_buffer(const ds_planfile_buffer *b, uint32_t i, const int64_t (
   return 0;
 }
 
-/* One plan record at pf + *pos (advanced past it) into q. 0, or -1 with ds_last_error set. */
-static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, int64_t *pos,
-                     const char *params, int64_t xsize) {
+/* a loop step's sub-plan record (docs/FORMAT.md): its inputs are the loop's sources (loop variables, then
+   extras), its outputs the cond's predicate or the body's next loop variables; nsrc, nout: their counts.
+   n, sub, src: the bindings for ds_plan_add_loop. */
+typedef struct {
+  int cond, nsrc, nout, n, *sub, *src;
+  ds_plan *plan;
+} sub_record;
+
+#define DS_LOOP_STEP "ds_loop"   /* the kernel name of a loop step (no registry kernel has it) */
+#define MAX_LOOP_DEPTH 8
+#define MAX_LOOP_TRIPS 1000000   /* ds.load's default bound (lua/ds/io.lua MAX_LOOP_TRIPS) */
+
+static int load_record(ds_model *m, model_plan *q, sub_record *sr, const char *pf, int64_t psize, int64_t *pos,
+                       const char *params, int64_t xsize, int depth);
+
+/* the loop step whose header is s (*pos past its operands ops): two attrs (nvars, max_trips), then its cond and
+   body records, added to plan */
+static int load_loop(ds_model *m, ds_plan *plan, const ds_planfile_step *s, const int *ops, const char *pf,
+                     int64_t psize, int64_t *pos, const char *params, int64_t xsize, int depth, uint32_t i) {
+  double a[2];
+  if (s->nattrs != 2) FAIL("model: step %u: a loop step has 2 attrs, got %d", i + 1, s->nattrs);
+  memcpy(a, pf + *pos, sizeof a); *pos += (int64_t)sizeof a;
+  if (!(a[0] >= 1 && a[0] <= s->nbuf / 2 && a[0] == (int)a[0]))
+    FAIL("model: step %u: a loop of %g variables with %d operands", i + 1, a[0], s->nbuf);
+  if (!(a[1] >= 1 && a[1] <= MAX_LOOP_TRIPS && a[1] == (double)(int64_t)a[1]))
+    FAIL("model: step %u: loop max_trips %g is not an integer in 1..%d", i + 1, a[1], MAX_LOOP_TRIPS);
+  if (depth >= MAX_LOOP_DEPTH) FAIL("model: step %u: loops nested deeper than %d", i + 1, MAX_LOOP_DEPTH);
+  int nvars = (int)a[0], nextra = s->nbuf - 2 * nvars;
+  sub_record c = { 1, nvars + nextra, 1, 0, NULL, NULL, NULL }, b = { 0, nvars + nextra, nvars, 0, NULL, NULL, NULL };
+  int rc = -1;
+  if (load_record(m, NULL, &c, pf, psize, pos, params, xsize, depth + 1) == 0 &&
+      load_record(m, NULL, &b, pf, psize, pos, params, xsize, depth + 1) == 0) {
+    rc = ds_plan_add_loop(plan, c.plan, b.plan, nvars, nextra, ops, c.n, c.sub, c.src, b.n, b.sub, b.src,
+                          (int64_t)a[1]) < 0 ? -1 : 0;
+    c.plan = b.plan = NULL;   /* the loop step took them (and freed them when it failed) */
+  }
+  if (rc != 0) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s (the loop at step %u)", ds_last_error(), i + 1);
+    ds_set_error(msg);
+  }
+  ds_plan_free(c.plan); ds_plan_free(b.plan);
+  free(c.sub); free(c.src); free(b.sub); free(b.src);
+  return rc;
+}
+
+/* buffer b's role in a model plan q: inputs, outputs (their specs), state and constants (bound to tensors made
+   from the params file) */
+static int model_role(ds_model *m, model_plan *q, const ds_planfile_buffer *b, uint32_t i, int id, int64_t numel,
+                      const char *params, int64_t xsize) {
+  if (b->role == DS_ROLE_INPUT || b->role == DS_ROLE_OUTPUT) {
+    int n = b->role == DS_ROLE_INPUT ? m->ninputs : m->noutputs;
+    int *ids = b->role == DS_ROLE_INPUT ? q->in_buf : q->out_buf;
+    ds_tensor *spec = b->role == DS_ROLE_INPUT ? q->in_spec : q->out_spec;
+    if (b->index < 1 || b->index > n || ids[b->index - 1] >= 0)
+      FAIL("model: buffer %u: bad or repeated %s index %d", i, b->role == DS_ROLE_INPUT ? "input" : "output",
+           b->index);
+    ids[b->index - 1] = id;
+    ds_tensor *s = &spec[b->index - 1];
+    s->dtype = b->dtype; s->ndim = b->ndim; s->numel = numel;
+    int64_t st = 1;
+    for (int d = b->ndim - 1; d >= 0; d--) {
+      s->shape[d] = b->shape[d];
+      s->strides[d] = st;
+      st *= b->shape[d] ? b->shape[d] : 1;
+    }
+  } else if (b->role == DS_ROLE_STATE || b->role == DS_ROLE_CONST) {
+    ds_tensor *t = owned_tensor(m, b, params, xsize, numel);
+    if (!t || ds_plan_bind(q->plan, id, t) != DS_OK) return -1;
+  }
+  return 0;
+}
+
+/* buffer b's role in a loop's sub-plan: an input is bound to loop source index - 1, output j to the cond's
+   predicate or the body's output j; no state or constants (the loop's extras carry them) */
+static int sub_role(sub_record *sr, const ds_planfile_buffer *b, uint32_t i, int id) {
+  if (b->role == DS_ROLE_STATE || b->role == DS_ROLE_CONST)
+    FAIL("model: buffer %u: a loop sub-plan has no state or constant buffers", i);
+  if (b->role != DS_ROLE_INPUT && b->role != DS_ROLE_OUTPUT) return 0;
+  int n = b->role == DS_ROLE_INPUT ? sr->nsrc : sr->nout;
+  if (b->index < 1 || b->index > n)
+    FAIL("model: buffer %u: %s index %d of a loop sub-plan (1..%d)", i, b->role == DS_ROLE_INPUT ? "input" : "output",
+         b->index, n);
+  sr->sub[sr->n] = id;
+  sr->src[sr->n++] = b->role == DS_ROLE_INPUT ? b->index - 1 : sr->cond ? -1 : -(b->index + 1);
+  return 0;
+}
+
+/* One plan record at pf + *pos (advanced past it) into q (a model's plan) or sr (a loop's sub-plan, depth loops
+   deep). 0, or -1 with ds_last_error set. */
+static int load_record(ds_model *m, model_plan *q, sub_record *sr, const char *pf, int64_t psize, int64_t *pos,
+                       const char *params, int64_t xsize, int depth) {
   ds_planfile_record h;
   if (psize - *pos < (int64_t)sizeof h) FAIL("model: plan file truncated in a record header");
   memcpy(&h, pf + *pos, sizeof h); *pos += sizeof h;
-  if (h.nbuffers > (1u << 20) || h.nsteps > (1u << 20) || h.ninputs > 4096 || h.noutputs > 4096 || h.noutputs < 1 ||
-      h.arena_bytes < 0)
+  if (h.nbuffers > (1u << 20) || h.nsteps > (1u << 20) || h.ninputs > 65536 || h.noutputs > 65536 ||
+      h.noutputs < 1 || h.arena_bytes < 0)
     FAIL("model: plan counts out of range");
-  if (q == &m->plans[0]) {
+  if (sr) {
+    if ((int)h.ninputs != sr->nsrc || (int)h.noutputs != sr->nout)
+      FAIL("model: a loop sub-plan has %u inputs and %u outputs, its loop gives %d and takes %d", h.ninputs,
+           h.noutputs, sr->nsrc, sr->nout);
+  } else if (h.ninputs > 4096 || h.noutputs > 4096) {
+    FAIL("model: plan counts out of range");
+  } else if (q == &m->plans[0]) {
     m->ninputs = (int)h.ninputs;
     m->noutputs = (int)h.noutputs;
   } else if ((int)h.ninputs != m->ninputs || (int)h.noutputs != m->noutputs)
     FAIL("model: plans disagree on their inputs/outputs");
   if ((int64_t)h.nbuffers * (int64_t)sizeof(ds_planfile_buffer) > psize - *pos)
     FAIL("model: plan file truncated in its buffers");
-  q->plan = ds_plan_new(h.arena_bytes);
-  if (!q->plan) return -1;
-  q->in_buf = malloc(sizeof(int) * (h.ninputs + 1)); q->out_buf = malloc(sizeof(int) * h.noutputs);
-  q->in_spec = calloc(h.ninputs + 1, sizeof(ds_tensor)); q->out_spec = calloc(h.noutputs, sizeof(ds_tensor));
+  ds_plan *plan = ds_plan_new(h.arena_bytes);
+  if (!plan) return -1;
+  if (sr) sr->plan = plan; else q->plan = plan;
   ds_planfile_buffer *bufs = malloc(sizeof *bufs * ((size_t)h.nbuffers + 1));
   int64_t (*span)[2] = malloc(sizeof *span * ((size_t)h.nbuffers + 1));
+  int *ops = NULL;
   int rc = -1;
-  if (!q->in_buf || !q->out_buf || !q->in_spec || !q->out_spec || !bufs || !span) {
-    ds_fail(DS_ENOMEM, "model: out of memory");
-    goto done;
+  if (sr) {
+    sr->sub = malloc(sizeof(int) * ((size_t)h.nbuffers + 1)); sr->src = malloc(sizeof(int) * ((size_t)h.nbuffers + 1));
+    if (!sr->sub || !sr->src) { ds_fail(DS_ENOMEM, "model: out of memory"); goto done; }
+  } else {
+    q->in_buf = malloc(sizeof(int) * (h.ninputs + 1)); q->out_buf = malloc(sizeof(int) * h.noutputs);
+    q->in_spec = calloc(h.ninputs + 1, sizeof(ds_tensor)); q->out_spec = calloc(h.noutputs, sizeof(ds_tensor));
+    if (!q->in_buf || !q->out_buf || !q->in_spec || !q->out_spec) { ds_fail(DS_ENOMEM, "model: out of memory"); goto done; }
+    for (uint32_t i = 0; i < h.ninputs; i++) q->in_buf[i] = -1;
+    for (uint32_t i = 0; i < h.noutputs; i++) q->out_buf[i] = -1;
   }
-  for (uint32_t i = 0; i < h.ninputs; i++) q->in_buf[i] = -1;
-  for (uint32_t i = 0; i < h.noutputs; i++) q->out_buf[i] = -1;
+  if (!bufs || !span) { ds_fail(DS_ENOMEM, "model: out of memory"); goto done; }
   for (uint32_t i = 0; i < h.nbuffers; i++, *pos += sizeof(ds_planfile_buffer)) {
     ds_planfile_buffer *b = &bufs[i];
     memcpy(b, pf + *pos, sizeof *b);
@@ -146,42 +246,21 @@ static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, 
     if (check_buffer(b, i, (const int64_t (*)[2])span, bufs, h.arena_bytes) != 0 ||
         buffer_span(b, i, &numel, &span[i][0], &span[i][1]) != 0) goto done;
     if (numel == 0) span[i][1] = span[i][0] - 1;   /* an empty buffer holds no element a view could reach */
-    int id = ds_plan_add_buffer(q->plan, b->kind, b->base, b->dtype, b->ndim, b->shape,
+    int id = ds_plan_add_buffer(plan, b->kind, b->base, b->dtype, b->ndim, b->shape,
                                 b->has_strides ? b->strides : NULL, b->offset);
     if (id < 0) goto done;
     int want_kind = b->role == DS_ROLE_ARENA ? DS_BUF_ARENA : b->role == DS_ROLE_VIEW ? DS_BUF_VIEW : DS_BUF_EXTERNAL;
     if (b->role < DS_ROLE_ARENA || b->role > DS_ROLE_VIEW || b->kind != want_kind) {
       ds_fail(DS_EINVAL, "model: buffer %u: role %d does not fit kind %d", i, b->role, b->kind); goto done;
     }
-    if (b->role == DS_ROLE_INPUT || b->role == DS_ROLE_OUTPUT) {
-      int n = b->role == DS_ROLE_INPUT ? m->ninputs : m->noutputs;
-      int *ids = b->role == DS_ROLE_INPUT ? q->in_buf : q->out_buf;
-      ds_tensor *spec = b->role == DS_ROLE_INPUT ? q->in_spec : q->out_spec;
-      if (b->index < 1 || b->index > n || ids[b->index - 1] >= 0) {
-        ds_fail(DS_EINVAL, "model: buffer %u: bad or repeated %s index %d", i,
-                b->role == DS_ROLE_INPUT ? "input" : "output", b->index);
-        goto done;
-      }
-      ids[b->index - 1] = id;
-      ds_tensor *s = &spec[b->index - 1];
-      s->dtype = b->dtype; s->ndim = b->ndim; s->numel = numel;
-      int64_t st = 1;
-      for (int d = b->ndim - 1; d >= 0; d--) {
-        s->shape[d] = b->shape[d];
-        s->strides[d] = st;
-        st *= b->shape[d] ? b->shape[d] : 1;
-      }
-    } else if (b->role == DS_ROLE_STATE || b->role == DS_ROLE_CONST) {
-      ds_tensor *t = owned_tensor(m, b, params, xsize, numel);
-      if (!t || ds_plan_bind(q->plan, id, t) != DS_OK) goto done;
-    }
+    if (sr ? sub_role(sr, b, i, id) : model_role(m, q, b, i, id, numel, params, xsize)) goto done;
   }
-  for (int i = 0; i < m->ninputs; i++)
+  for (int i = 0; !sr && i < m->ninputs; i++)
     if (q->in_buf[i] < 0) {
       ds_fail(DS_EINVAL, "model: input %d has no buffer", i + 1);
       goto done;
     }
-  for (int i = 0; i < m->noutputs; i++)
+  for (int i = 0; !sr && i < m->noutputs; i++)
     if (q->out_buf[i] < 0) {
       ds_fail(DS_EINVAL, "model: output %d has no buffer", i + 1);
       goto done;
@@ -197,11 +276,12 @@ static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, 
       ds_fail(DS_EINVAL, "model: step %u: kernel name not terminated", i + 1);
       goto done;
     }
-    if (!ds_kernel_find(s.kernel)) {
+    int loop = strcmp(s.kernel, DS_LOOP_STEP) == 0;
+    if (!loop && !ds_kernel_find(s.kernel)) {
       ds_fail(DS_EINVAL, "model: step %u: kernel '%s' is not in this libds (saved by a newer ds?)", i + 1, s.kernel);
       goto done;
     }
-    if (s.nbuf < 1 || s.nbuf > 256 || s.nattrs < 0 || s.nattrs > (1 << 20)) {
+    if (s.nbuf < 1 || s.nbuf > (loop ? 65536 : 256) || s.nattrs < 0 || s.nattrs > (1 << 20)) {
       ds_fail(DS_EINVAL, "model: step %u: bad operand counts", i + 1);
       goto done;
     }
@@ -209,25 +289,37 @@ static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, 
       ds_fail(DS_EINVAL, "model: plan file truncated at step %u", i + 1);
       goto done;
     }
-    int ops[256];
+    free(ops);
+    ops = malloc(sizeof(int) * (size_t)s.nbuf);
+    if (!ops) { ds_fail(DS_ENOMEM, "model: out of memory"); goto done; }
     memcpy(ops, pf + *pos, (size_t)s.nbuf * 4); *pos += (int64_t)s.nbuf * 4;
     for (int k = 0; k < s.nbuf; k++)
       if (ops[k] < 0 || (uint32_t)ops[k] >= h.nbuffers) {
         ds_fail(DS_EINVAL, "model: step %u: operand %d is buffer %d", i + 1, k + 1, ops[k]);
         goto done;
       }
+    if (loop) {
+      if (load_loop(m, plan, &s, ops, pf, psize, pos, params, xsize, depth, i) != 0) goto done;
+      continue;
+    }
     double *attrs = malloc(sizeof(double) * ((size_t)s.nattrs + 1));
     if (!attrs) { ds_fail(DS_ENOMEM, "model: out of memory"); goto done; }
     if (s.nattrs) memcpy(attrs, pf + *pos, (size_t)s.nattrs * 8);
     *pos += (int64_t)s.nattrs * 8;
-    int src = ds_plan_add_step(q->plan, s.kernel, s.nbuf, ops, s.nattrs, attrs);
+    int src = ds_plan_add_step(plan, s.kernel, s.nbuf, ops, s.nattrs, attrs);
     free(attrs);
     if (src < 0) goto done;
   }
   rc = 0;
 done:
-  free(bufs); free(span);
+  free(bufs); free(span); free(ops);
   return rc;
+}
+
+/* One plan record at pf + *pos (advanced past it) into q. 0, or -1 with ds_last_error set. */
+static int load_plan(ds_model *m, model_plan *q, const char *pf, int64_t psize, int64_t *pos,
+                     const char *params, int64_t xsize) {
+  return load_record(m, q, NULL, pf, psize, pos, params, xsize, 0);
 }
 
 /* Fused programs number elementwise ops by their position in the engine's table: the file's table must

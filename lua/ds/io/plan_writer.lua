@@ -7,42 +7,71 @@ local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local C = require("ds.ffi").C   -- ds.ffi declares the ds_planfile_* structs (src/ds.h)
 
-local M = { MAGIC = "DSPLAN02", VERSION = 2 }
+-- MAX_LOOP_TRIPS: a loop step's bound in the file (at most ds.load's default, lua/ds/io.lua; src/model.c's limit)
+local M = { MAGIC = "DSPLAN02", VERSION = 2, MAX_LOOP_TRIPS = 1e6 }
 local ROLE = { arena = C.DS_ROLE_ARENA, input = C.DS_ROLE_INPUT, output = C.DS_ROLE_OUTPUT, state = C.DS_ROLE_STATE,
                const = C.DS_ROLE_CONST, view = C.DS_ROLE_VIEW }
 
 local function bytes_of(ct, n, init) return ffi.string(ffi.new(ct, n, init), ffi.sizeof(ct, n)) end
 
--- one plan (p.log: the buffers and steps lowering recorded) as a record
-local function record(p, ir, names, entries)
-  local log = p.log
+-- a plan's log as a record (ninputs, noutputs: its header's counts); role(r, id, b) fills buffer record r's role
+-- and index (and data range) for log buffer b (id: 0-based). A loop step's sub-plans follow it as records of their
+-- own whose inputs are the loop's sources (loop variables, then extras) and whose outputs are the cond's predicate
+-- or the body's next loop variables (docs/FORMAT.md).
+local function sub_role(binds, cond)
+  local src = {}
+  for _, b in ipairs(binds) do src[b[1]] = b[2] end
+  return function(r, id, b)
+    local s = src[id]
+    if s == nil then
+      if b.kind == C.DS_BUF_EXTERNAL then errors.raise("save: a loop sub-plan's external buffer is not bound") end
+      r.role = ROLE[b.role]
+    elseif s >= 0 then r.role, r.index = C.DS_ROLE_INPUT, s + 1
+    else r.role, r.index = C.DS_ROLE_OUTPUT, cond and 1 or -s - 1 end
+  end
+end
+
+local function record(log, ninputs, noutputs, role)
   local h = ffi.new("ds_planfile_record")
   h.nbuffers = #log.buffers; h.nsteps = #log.steps
-  h.ninputs = #ir.inputs; h.noutputs = #ir.outputs; h.arena_bytes = log.arena_bytes
+  h.ninputs = ninputs; h.noutputs = noutputs; h.arena_bytes = log.arena_bytes
   local parts = { ffi.string(h, ffi.sizeof(h)) }
-  for _, b in ipairs(log.buffers) do
+  for id, b in ipairs(log.buffers) do
     local r = ffi.new("ds_planfile_buffer")
     r.kind = b.kind; r.base = b.base; r.dtype = dtype.code[b.dtype]; r.ndim = #b.shape
-    r.role = ROLE[b.role] or errors.raise("save: plan buffer role " .. tostring(b.role))
-    r.index = b.index or 0; r.offset = b.offset
+    r.offset = b.offset
     for i, d in ipairs(b.shape) do r.shape[i - 1] = d end
     if b.strides then r.has_strides = 1; for i, d in ipairs(b.strides) do r.strides[i - 1] = d end end
-    if b.role == "state" or b.role == "const" then
-      local e = entries[names[b.role][b.index]]
-      r.data_offset, r.data_bytes = e.offset, e.nbytes
-    end
+    role(r, id - 1, b)
     parts[#parts + 1] = ffi.string(r, ffi.sizeof(r))
   end
   for _, st in ipairs(log.steps) do
     local r = ffi.new("ds_planfile_step")
     if #st.kernel > 63 then errors.raise("save: kernel name " .. st.kernel .. " is longer than 63 bytes") end
     ffi.copy(r.kernel, st.kernel)
-    r.nbuf = #st.buffers; r.nattrs = #st.attrs
+    local attrs = st.cond and { st.nvars, math.min(st.max_trips or math.huge, M.MAX_LOOP_TRIPS) } or st.attrs
+    r.nbuf = #st.buffers; r.nattrs = #attrs
     parts[#parts + 1] = ffi.string(r, ffi.sizeof(r))
     parts[#parts + 1] = bytes_of("int32_t[?]", #st.buffers, st.buffers)
-    if #st.attrs > 0 then parts[#parts + 1] = bytes_of("double[?]", #st.attrs, st.attrs) end
+    if #attrs > 0 then parts[#parts + 1] = bytes_of("double[?]", #attrs, attrs) end
+    if st.cond then
+      parts[#parts + 1] = record(st.cond.log, st.nvars + st.nextra, 1, sub_role(st.cond.binds, true))
+      parts[#parts + 1] = record(st.body.log, st.nvars + st.nextra, st.nvars, sub_role(st.body.binds, false))
+    end
   end
   return table.concat(parts)
+end
+
+-- the roles of a model plan's buffers: inputs, outputs, state and constants with their bytes in the params file
+local function model_role(names, entries)
+  return function(r, _, b)
+    r.role = ROLE[b.role] or errors.raise("save: plan buffer role " .. tostring(b.role))
+    r.index = b.index or 0
+    if b.role == "state" or b.role == "const" then
+      local e = entries[names[b.role][b.index]]
+      r.data_offset, r.data_bytes = e.offset, e.nbytes
+    end
+  end
 end
 
 -- The plan file of compiled (ir: its fused IR; names: state/const index -> params tensor name; entries:
@@ -61,9 +90,8 @@ function M.bytes(compiled, ir, names, entries, params)
   for i, k in ipairs(keys) do
     local p = compiled._plans[k]
     for _, seg in ipairs(p.segments) do if seg.lua then return nil end end
-    for _, st in ipairs(p.log.steps) do if st.cond then return nil end end
     if #p.L.grads > 0 then return nil end
-    records[i] = record(p, ir, names, entries)
+    records[i] = record(p.log, #ir.inputs, #ir.outputs, model_role(names, entries))
     local env = {}
     for name, v in pairs(p.env) do env[name] = v end
     bindings[i] = env
