@@ -366,6 +366,12 @@ case("embedding_max_norm", embedding_max_norm, [emb_w, Idx(emb_ids)])
 case("embedding_scale_grad_by_freq", lambda w, ids: F.embedding(ids, w, scale_grad_by_freq=True), [emb_w, Idx(emb_ids)],
      grad=(0,))
 
+# ---- adaptive max pools with indices ----
+case("adaptive_max_pool2d_indices",
+     lambda x: (lambda r: (r[0], r[1] + 1))(F.adaptive_max_pool2d(x, (3, 4), return_indices=True)), [img2], grad=(0,))
+case("adaptive_max_pool1d_indices",
+     lambda x: (lambda r: (r[0], r[1] + 1))(F.adaptive_max_pool1d(x, 4, return_indices=True)), [seq], grad=(0,))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

@@ -273,6 +273,8 @@ local CASES = {
   end, eager = true },
   -- scale_grad_by_freq: PyTorch's gradient is divided by the counts, not the derivative (no gradcheck)
   embedding_scale_grad_by_freq = { function(w, ids) return F.embedding(ids, w, nil, nil, nil, true) end, nogc = true },
+  adaptive_max_pool2d_indices = { function(x) return F.adaptive_max_pool2d(x, { 3, 4 }, true) end },
+  adaptive_max_pool1d_indices = { function(x) return F.adaptive_max_pool1d(x, 4, true) end },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 
@@ -544,6 +546,10 @@ describe("nn calls of issue 28: modules and refusals", function()
     assert(H.bitwise(e.weight:detach(), copy))
     H.raises(function() nn.Embedding(4, 2, { sparse = true }) end, "Embedding", "sparse")
     H.raises(function() nn.Embedding.from_pretrained(ew, { freez = true }) end, "from_pretrained", "freez")
+    local av, ai = nn.AdaptiveMaxPool2d({ 2, 3 }, true)(x)
+    local fv, fi = F.adaptive_max_pool2d(x, { 2, 3 }, true)
+    assert(H.bitwise(av, fv) and H.bitwise(ai, fi))
+    H.raises(function() nn.AdaptiveAvgPool2d(2, true) end, "AdaptiveAvgPool2d", "one argument")
     local eb = nn.EmbeddingBag(10, 3, { mode = "sum" })
     local ids = ds.tensor({ 1, 4, 2, 9, 3 }, { dtype = "i64" })
     local offsets = ds.tensor({ 1, 3 }, { dtype = "i64" })

@@ -89,16 +89,20 @@ function ConvTranspose2d:extra_repr()
 end
 M.ConvTranspose2d = ConvTranspose2d
 
--- output_size: a number or {OH, OW}
+-- output_size: a number or {OH, OW}; the max pool also takes return_indices (PyTorch's second argument)
 local function adaptive(name, fn)
   local cls = Module:extend(name)
-  function cls:init(output_size)
+  function cls:init(output_size, return_indices)
     if type(output_size) ~= "number" and type(output_size) ~= "table" then
       errors.raise(name .. ": expects " .. name .. "(output_size)")
     end
-    self.output_size = output_size
+    if return_indices ~= nil and (name ~= "AdaptiveMaxPool2d" or type(return_indices) ~= "boolean") then
+      errors.raise(name .. ": takes " .. (name == "AdaptiveMaxPool2d" and "(output_size, return_indices)" or
+        "one argument (output_size)"))
+    end
+    self.output_size, self.return_indices = output_size, return_indices
   end
-  function cls:forward(x) return fn(x, self.output_size) end
+  function cls:forward(x) return fn(x, self.output_size, self.return_indices) end
   M[name] = cls
 end
 adaptive("AdaptiveAvgPool2d", F.adaptive_avg_pool2d)

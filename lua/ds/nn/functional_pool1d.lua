@@ -60,10 +60,13 @@ function M.adaptive_avg_pool1d(x, output_size)
   local x4, back = as_2d(x, "adaptive_avg_pool1d")
   return back(spatial.adaptive_avg_pool2d(x4, { 1, one(output_size, "adaptive_avg_pool1d", "output_size") }))
 end
+-- return_indices: also the 1-based position of each max
 function M.adaptive_max_pool1d(x, output_size, return_indices)
   local x4, back = as_2d(x, "adaptive_max_pool1d")
-  return back(spatial.adaptive_max_pool2d(x4, { 1, one(output_size, "adaptive_max_pool1d", "output_size") },
-    return_indices))
+  local y, i = spatial.adaptive_max_pool2d(x4, { 1, one(output_size, "adaptive_max_pool1d", "output_size") },
+    return_indices)
+  if i ~= nil then return back(y), back(i) end
+  return back(y)
 end
 
 -- pixel_shuffle(x (..., C r^2, H, W), r) -> (..., C, H r, W r); pixel_unshuffle is its inverse

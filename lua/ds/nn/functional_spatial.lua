@@ -250,10 +250,34 @@ local function max_cells(x, d, m)
   end
   return #parts == 1 and parts[1] or ops.cat(parts, d)
 end
+-- with indices: each cell's max and its 1-based position flat over (H, W), the first of ties (PyTorch's), one
+-- max per cell
+local function max_cells_with_indices(x, o)
+  local n = #x._shape
+  local H, W = size(x, n - 1, "adaptive_max_pool2d"), size(x, n, "adaptive_max_pool2d")
+  local values, indices = {}, {}
+  for _, ch in ipairs(cells(H, o[1])) do
+    for _, cw in ipairs(cells(W, o[2])) do
+      local rh, rw = ch[2] - ch[1], cw[2] - cw[1]
+      local region = x:narrow(n - 1, ch[1] + 1, rh):narrow(n, cw[1] + 1, rw):flatten(n - 1)
+      local v, i = region:max(n - 1)
+      local row, col = ops.floor_divide(i - 1, rw), ops.remainder(i - 1, rw)
+      values[#values + 1], indices[#indices + 1] = v, (row + ch[1]) * W + col + cw[1] + 1
+    end
+  end
+  local shape = {}
+  for d = 1, n - 2 do shape[d] = x._shape[d] end
+  shape[n - 1], shape[n] = o[1], o[2]
+  return ops.stack(values, n - 1):reshape(shape), ops.stack(indices, n - 1):reshape(shape)
+end
+-- x: (N,C,H,W) or (C,H,W) -> (..., OH, OW) [, indices]; return_indices: a boolean or {return_indices =}
 function M.adaptive_max_pool2d(x, output_size, return_indices)
   spatial_input(x, "adaptive_max_pool2d")
-  if return_indices then raise("adaptive_max_pool2d: return_indices is not implemented") end
+  if type(return_indices) == "table" then
+    return_indices = options.check(return_indices, "adaptive_max_pool2d", { return_indices = "boolean" }).return_indices
+  end
   local o = output_pair(output_size, x, "adaptive_max_pool2d")
+  if return_indices then return max_cells_with_indices(x, o) end
   local n = #x._shape
   return max_cells(max_cells(x, n - 1, o[1]), n, o[2])
 end
