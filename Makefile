@@ -126,6 +126,15 @@ bench: deps all $(BUILD)/peak_flops
 	OPENBLAS_CORETYPE=$(OPENBLAS_CORETYPE) OMP_NUM_THREADS=$(BENCH_THREADS) OPENBLAS_NUM_THREADS=$(BENCH_THREADS) \
 	  PEAK_FLOPS=$(BUILD)/peak_flops $(RUN_LUA) bench/run.lua $(BENCH_THREADS)
 
+# bf16 compute (issue 31): the bf16 GEMM against the bf16 peak; the BERT-style classifier in f32 and bf16.
+$(BUILD)/peak_bf16: bench/peak_bf16.c
+	@mkdir -p $(BUILD)
+	$(CC) -O2 -fopenmp $< -o $@
+
+.PHONY: bench-bf16
+bench-bf16: deps all $(BUILD)/peak_bf16
+	OMP_NUM_THREADS=$(BENCH_THREADS) PEAK_BF16=$(BUILD)/peak_bf16 $(RUN_LUA) bench/bf16_bench.lua --threads $(BENCH_THREADS)
+
 # ONNX Runtime (optimization all, 1 and 2 threads) vs ds compiled on BERT (padded, real length) and LeNet-5.
 .PHONY: bench-onnx
 bench-onnx: DEPS += python3-torch

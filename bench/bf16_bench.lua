@@ -1,0 +1,94 @@
+-- bench/bf16_bench.lua: bf16 compute (issue 31). The bf16 GEMM (matmul_bf16, M = 128, K = N = 1024; a and b
+-- packed on each call) in GFLOP/s against this host's bf16 peak (bench/peak_bf16.c) and ds's f32 matmul; the
+-- BERT-style classifier (examples/bert_sentiment.lua, padded to 128, batch 1) compiled frozen in f32 and with
+-- {dtype = "bf16"}: per-prediction times, argmax agreement and max |dprob| of bf16 against f32 on the example's
+-- evaluation texts and on random inputs (the inputs of bench/bert_bench.lua).
+-- usage (repo root): luajit bench/bf16_bench.lua [--threads 2] [--n 200] [--reps 50] [--smoke]
+package.path = "./bench/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
+local ds = require("ds")
+local ffi = require("ffi")
+local stats = require("stats")
+local bert = dofile("examples/bert_sentiment.lua")
+
+local args = { threads = 2, n = 200, reps = 50, smoke = false }
+local i = 1
+while i <= #arg do
+  local a = arg[i]
+  if a == "--threads" then args.threads = tonumber(arg[i + 1]); i = i + 1
+  elseif a == "--n" then args.n = tonumber(arg[i + 1]); i = i + 1
+  elseif a == "--reps" then args.reps = tonumber(arg[i + 1]); i = i + 1
+  elseif a == "--smoke" then args.smoke = true
+  else error("bf16_bench: unknown argument " .. a, 0) end
+  i = i + 1
+end
+if args.smoke then args.n, args.reps = 4, 2 end
+ds.set_num_threads(args.threads)
+ffi.cdef("const char *ds_bf16_path(void);")
+local path = ffi.string(require("ds.ffi").C.ds_bf16_path())
+
+-- ---- the GEMM against the peak ----
+local peak_probe = os.getenv("PEAK_BF16") or "build/peak_bf16"
+local peak = stats.json_of(peak_probe .. " " .. args.threads .. (args.smoke and " 1000000" or ""))
+local peak_g = peak and type(peak.bf16) == "number" and peak.bf16 or nil
+local M, K, N = 128, 1024, 1024
+ds.manual_seed(1)
+local a, b = ds.randn(M, K):astype("bf16"), ds.randn(K, N):astype("bf16")
+local a32, b32 = ds.randn(M, K), ds.randn(K, N)
+local function gflops(fn)
+  fn()
+  local t0 = ds.clock()
+  for _ = 1, args.reps do fn() end
+  return 2 * M * N * K * args.reps / (ds.clock() - t0) / 1e9
+end
+local g_bf16 = gflops(function() return ds.matmul_bf16(a, b) end)
+local g_f32 = gflops(function() return a32:matmul(b32) end)
+print(string.format("bf16 GEMM path %s, %d threads, M=%d K=%d N=%d", path, args.threads, M, K, N))
+print(string.format("  bf16 peak (peak_bf16)   %s GFLOP/s", peak_g and string.format("%.1f", peak_g) or "n/a"))
+print(string.format("  matmul_bf16             %.1f GFLOP/s%s", g_bf16,
+  peak_g and string.format("  (%.0f%% of the bf16 peak)", 100 * g_bf16 / peak_g) or ""))
+print(string.format("  matmul f32              %.1f GFLOP/s", g_f32))
+
+-- ---- the BERT-style classifier: f32 vs bf16, compiled frozen ----
+local T = bert.CFG.max_len
+ds.manual_seed(22)
+local model = bert.Bert(bert.CFG)
+model:eval()
+local specs = { ds.spec({ 1, T }, "i64", "ids"), ds.spec({ 1, T }, "f32", "mask") }
+local c32 = ds.compile(model, specs, { freeze = true })
+local c16 = ds.compile(model, specs, { freeze = true, dtype = "bf16" })
+
+local texts, random = {}, {}
+for k, t in ipairs(bert.TEXTS) do texts[k] = { bert.encode(t, true) } end
+ds.manual_seed(23)
+for k = 1, args.n do
+  local len = 8 + (k * 7) % 14
+  local ids = (ds.rand(1, T) * 55):astype("i64") + 5
+  local mask = ds.zeros(1, T)
+  mask:narrow(2, 1, len):fill_(1)
+  ids:narrow(2, len + 1, T - len):fill_(1)
+  random[k] = { ids, mask }
+end
+
+local function compare(data)
+  local agree, dmax = 0, 0
+  for _, d in ipairs(data) do
+    local p32, p16 = c32(d[1], d[2]), c16(d[1], d[2])
+    if p32:argmax(-1):item() == p16:argmax(-1):item() then agree = agree + 1 end
+    dmax = math.max(dmax, (p32 - p16):abs():max():item())
+  end
+  return agree, dmax
+end
+local function ms_per(fn, data)
+  for k = 1, math.min(5, #data) do fn(data[k][1], data[k][2]) end
+  local t0 = ds.clock()
+  for _, d in ipairs(data) do fn(d[1], d[2]):argmax(-1) end
+  return (ds.clock() - t0) / #data * 1e3
+end
+local ta, td = compare(texts)
+local ra, rd = compare(random)
+print(string.format("BERT-style classifier, padded to %d, batch 1, %d threads", T, args.threads))
+print(string.format("  accuracy of bf16 against f32: argmax agreement %d/%d on the evaluation texts, %d/%d on random "
+  .. "inputs; max |dprob| %.3g (texts), %.3g (random)", ta, #texts, ra, #random, td, rd))
+local m32, m16 = ms_per(c32, random), ms_per(c16, random)
+print(string.format("  compiled frozen f32     %.3f ms per prediction", m32))
+print(string.format("  compiled frozen bf16    %.3f ms per prediction  (%.2fx f32)", m16, m16 / m32))
