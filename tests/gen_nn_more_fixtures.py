@@ -395,7 +395,19 @@ with torch.no_grad():
 transformer2 = {"params": {k: enc(v) for k, v in tr2.state_dict().items()}, "src": enc(src2), "tgt": enc(tgt2),
                 "pad": enc(src_pad), "out": enc(out2)}
 
+# ---- AdaptiveLogSoftmaxWithLoss: parameters (PyTorch's names), input, targets (1-based for ds), outputs ----
+torch.manual_seed(2)
+als = torch.nn.AdaptiveLogSoftmaxWithLoss(8, 20, [5, 12], div_value=2.0, head_bias=True).double()
+als_x = randn(6, 8).requires_grad_()
+als_t = torch.tensor([0, 4, 5, 11, 12, 19])
+als_out = als(als_x, als_t)
+als_g, = torch.autograd.grad(als_out.loss, als_x)
+adaptive_softmax = {"params": {k: enc(v) for k, v in als.state_dict().items()}, "x": enc(als_x), "t": enc(als_t + 1),
+                    "output": enc(als_out.output), "loss": enc(als_out.loss), "grad": enc(als_g),
+                    "log_prob": enc(als.log_prob(als_x)), "predict": enc(als.predict(als_x) + 1)}
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nn_more.json"), "w") as f:
-    json.dump({"cases": cases, "transformer": transformer, "transformer2": transformer2}, f, indent=None,
+    json.dump({"cases": cases, "transformer": transformer, "transformer2": transformer2,
+               "adaptive_softmax": adaptive_softmax}, f, indent=None,
               separators=(",", ":"), sort_keys=True)
 print("wrote", len(cases), "cases")

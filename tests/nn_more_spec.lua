@@ -573,6 +573,36 @@ describe("nn calls of issue 28: modules and refusals", function()
     assert(H.bitwise(g_hard, g_soft))
   end)
 
+  it("nn.AdaptiveLogSoftmaxWithLoss agrees with PyTorch's (its parameters loaded)", function()
+    local e = fixture.adaptive_softmax
+    local m = nn.AdaptiveLogSoftmaxWithLoss(8, 20, { 5, 12 }, 2, true, { dtype = "f64" })
+    local params = {}
+    for name, p in m:named_parameters() do params[name] = p end
+    local n = 0
+    ds.no_grad(function()
+      for name, t in pairs(e.params) do
+        -- PyTorch's list indices are 0-based
+        local ds_name = name:gsub("%.(%d+)", function(i) return "." .. (tonumber(i) + 1) end)
+        assert(params[ds_name], "no parameter " .. ds_name)
+        params[ds_name]:copy_(T(t))
+        n = n + 1
+      end
+    end)
+    local count = 0
+    for _ in pairs(params) do count = count + 1 end
+    assert.equal(count, n)
+    local x, t = T(e.x):requires_grad_(), T(e.t)
+    local output, loss = m(x, t)
+    check(output, e.output, "output"); check(loss, e.loss, "loss")
+    check(ds.grad(loss, { x })[1], e.grad, "gradient of the loss")
+    check(m:log_prob(x), e.log_prob, "log_prob"); check(m:predict(x), e.predict, "predict")
+    local compiled = ds.compile(function(a, b) return m(a, b) end, { x, t })
+    local co, cl = compiled(x, t)
+    assert(H.bitwise(co, output) and H.bitwise(cl, loss))
+    H.raises(function() m(x, t + 20) end, "AdaptiveLogSoftmaxWithLoss", "1..20")
+    H.raises(function() nn.AdaptiveLogSoftmaxWithLoss(8, 20, { 12, 5 }) end, "AdaptiveLogSoftmaxWithLoss", "cutoffs")
+  end)
+
   it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()
     local tf = fixture.transformer
     local m = nn.Transformer(8, 2, 1, 2, 16, 0, { dtype = "f64" })
