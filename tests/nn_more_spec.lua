@@ -603,6 +603,32 @@ describe("nn calls of issue 28: modules and refusals", function()
     H.raises(function() nn.AdaptiveLogSoftmaxWithLoss(8, 20, { 12, 5 }) end, "AdaptiveLogSoftmaxWithLoss", "cutoffs")
   end)
 
+  it("lazy modules become the full module on their first call, initialized as its constructor does", function()
+    local x = ds.randn(2, 3, 6, 6)
+    local cases = {
+      { nn.LazyLinear, { 5, { bias = false } }, nn.Linear, { 6, 5, { bias = false } } },
+      { nn.LazyConv2d, { 4, 3, { padding = 1 } }, nn.Conv2d, { 3, 4, 3, { padding = 1 } } },
+      { nn.LazyConvTranspose2d, { 2, 2, { stride = 2 } }, nn.ConvTranspose2d, { 3, 2, 2, { stride = 2 } } },
+      { nn.LazyBatchNorm2d, { { momentum = 0.2 } }, nn.BatchNorm2d, { 3, { momentum = 0.2 } } },
+      { nn.LazyInstanceNorm2d, { { affine = true } }, nn.InstanceNorm2d, { 3, { affine = true } } },
+    }
+    for _, c in ipairs(cases) do
+      local lazy = c[1](unpack(c[2]))
+      assert.equal(0, #lazy:parameters())
+      ds.manual_seed(7)
+      local y = lazy(x)
+      ds.manual_seed(7)
+      local full = c[3](unpack(c[4]))
+      assert.equal(getmetatable(full), getmetatable(lazy))
+      assert(H.bitwise(y, full(x)))
+      local a, b = lazy:state_dict(), full:state_dict()
+      for k, v in pairs(b) do assert(H.bitwise(a[k], v), k) end
+    end
+    local l3 = nn.LazyConv3d(2, 1)
+    assert.same({ 2, 4, 1, 1, 1 }, (function() l3(ds.randn(4, 2, 3, 3)); return l3.weight.shape end)())
+    H.raises(function() nn.LazyLinear(3)(7) end, "LazyLinear", "tensor")
+  end)
+
   it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()
     local tf = fixture.transformer
     local m = nn.Transformer(8, 2, 1, 2, 16, 0, { dtype = "f64" })
