@@ -103,6 +103,313 @@ local function fresh_prefix(fnode)
   return prefix
 end
 
+-- ---- the generator: every function below takes the state G made by M.generate ----
+-- append text to the output, first moving down to line ln if given and below the current line
+local function put(G, text, ln)
+  local parts = G.parts
+  if ln and ln > G.line then parts[#parts + 1] = string.rep("\n", ln - G.line); G.line = ln end
+  parts[#parts + 1] = " " .. text
+  G.line = G.line + lexer.newlines(text)
+end
+local function site(G, ln) return string.format("%q", G.site_file .. ":" .. ln) end
+local function names_list(names)
+  local q = {}
+  for i, n in ipairs(names) do q[i] = string.format("%q", n) end
+  return "{" .. table.concat(q, ",") .. "}"
+end
+local function str_or_nil(s) return s and string.format("%q", s) or "nil" end
+
+local expr, block, cond_expr
+
+local function exprs(G, list)
+  for i, e in ipairs(list) do
+    if i > 1 then put(G, ",") end
+    expr(G, e)
+  end
+end
+
+local function func(G, f)
+  put(G, G.RT .. ".mark(function(", f.line)
+  local ps = {}
+  for i, p in ipairs(f.params) do ps[i] = p end
+  if f.vararg then ps[#ps + 1] = "..." end
+  put(G, table.concat(ps, ", ") .. ")")
+  block(G, f.body, { fnlevel = true })
+  put(G, "end)", f.endline)
+end
+
+expr = function(G, e)
+  local tag = e.tag
+  if tag == "Name" then put(G, e.name, e.line)
+  elseif tag == "Nil" then put(G, "nil", e.line)
+  elseif tag == "True" then put(G, "true", e.line)
+  elseif tag == "False" then put(G, "false", e.line)
+  elseif tag == "Number" or tag == "String" then put(G, e.value, e.line)
+  elseif tag == "Vararg" then put(G, "...", e.line)
+  elseif tag == "Function" then func(G, e)
+  elseif tag == "Table" then
+    put(G, "{", e.line)
+    for i, fl in ipairs(e.fields) do
+      if i > 1 then put(G, ",") end
+      if fl.key then put(G, "["); expr(G, fl.key); put(G, "] =")
+      elseif fl.name then put(G, fl.name .. " =", fl.value.line) end
+      expr(G, fl.value)
+    end
+    put(G, "}")
+  elseif tag == "Binop" then
+    expr(G, e.left); put(G, e.op, e.line); expr(G, e.right)
+  elseif tag == "Unop" then
+    put(G, e.op, e.line); expr(G, e.expr)
+  elseif tag == "Paren" then
+    put(G, "(", e.line); expr(G, e.expr); put(G, ")")
+  elseif tag == "Index" then
+    expr(G, e.obj); put(G, "[", e.line); expr(G, e.key); put(G, "]")
+  elseif tag == "Call" then
+    -- the callee's description, for the error when it is not callable (a tail call leaves no frame to name)
+    local what = e.fn.tag == "Name" and ("'" .. e.fn.name .. "'")
+      or (e.fn.tag == "Index" and e.fn.key.field and ("field '" .. e.fn.key.field .. "'")) or "a value"
+    put(G, G.RT .. ".call(", e.line); expr(G, e.fn)
+    put(G, ", " .. string.format("%q", G.site_file .. ":" .. e.line .. ": attempt to call " .. what))
+    for _, a in ipairs(e.args) do put(G, ","); expr(G, a) end
+    put(G, ")")
+  elseif tag == "Method" then
+    put(G, G.RT .. ".mcall(", e.line); expr(G, e.obj)
+    put(G, ", " .. string.format("%q", e.name) .. ", " .. site(G, e.line))
+    for _, a in ipairs(e.args) do put(G, ","); expr(G, a) end
+    put(G, ")")
+  else
+    error("convert: unknown expression " .. tostring(tag))
+  end
+end
+
+-- a condition: and/or/not become runtime calls (tensor-aware); the rest is a plain expression
+cond_expr = function(G, e)
+  if e.tag == "Binop" and (e.op == "and" or e.op == "or")
+    and not A.scan({ { tag = "Return", exprs = { e.right } } }).vararg then
+    put(G, G.RT .. (e.op == "and" and ".and_(" or ".or_("), e.line); cond_expr(G, e.left)
+    put(G, ", function() return"); cond_expr(G, e.right); put(G, "end, " .. site(G, e.line) .. ")")
+  elseif e.tag == "Unop" and e.op == "not" then
+    put(G, G.RT .. ".not_(", e.line); cond_expr(G, e.expr); put(G, ", " .. site(G, e.line) .. ")")
+  elseif e.tag == "Paren" then
+    put(G, "(", e.line); cond_expr(G, e.expr); put(G, ")")
+  else
+    expr(G, e)
+  end
+end
+
+local function checked(G, e, construct, reason)
+  put(G, G.RT .. ".check(", e.line); cond_expr(G, e)
+  put(G, ", " .. site(G, e.line) .. ", " .. string.format("%q", construct) .. ", " .. string.format("%q", reason)
+    .. eager_too(reason) .. ")")
+end
+
+-- `function(names) <body> return names end`
+local function carrier(G, params, body, names, ctx, endline, tail)
+  put(G, "function(" .. table.concat(params, ", ") .. ")")
+  block(G, body, ctx)
+  put(G, "return " .. (tail and (tail .. (#names > 0 and ", " or "")) or "") .. table.concat(names, ", "), endline)
+  put(G, "end")
+end
+
+-- the runtime call's tail: site, carried names, the tensor-only refusal, extra args, the carried values
+local function call_tail(G, ln, names, treason, extra)
+  put(G, ", " .. site(G, ln) .. ", " .. names_list(names) .. ", " .. str_or_nil(treason) .. (extra or ""))
+  if #names > 0 then put(G, ", " .. table.concat(names, ", ")) end
+  put(G, ")")
+end
+
+local function assign_prefix(G, names, ln)
+  if #names > 0 then put(G, table.concat(names, ", ") .. " =", ln) end
+end
+
+local OFF = "conversion is off ({convert = false})"
+
+local function stat_if(G, s, ctx, rest)
+  if #s.clauses > 1 then -- elseif -> else if
+    local c2 = s.clauses[2]
+    s = { tag = "If", line = s.line, clauses = { s.clauses[1] },
+          orelse = { { tag = "If", line = c2.line, clauses = { unpack(s.clauses, 2) }, orelse = s.orelse } } }
+  end
+  local c = s.clauses[1]
+  local thenb, elseb, consumed = c.body, s.orelse or {}, false
+  local ti, ei = A.scan(thenb), A.scan(elseb)
+  local reason = G.mode == "check" and OFF or refusal(ti, "branch") or refusal(ei, "branch")
+  local returning = false
+  if not reason and (ti.tail_returns or ei.tail_returns) then
+    if ti.returns or ei.returns then
+      reason = string.format("return inside a branch (line %d) that is not its last statement",
+        (ti.returns or ei.returns).line)
+    elseif not ctx.fnlevel then
+      reason = "return inside a branch of an if that is inside a loop"
+    elseif A.always_returns(thenb) and not s.orelse and #rest > 0 then
+      elseb, consumed, returning = rest, true, true
+      ei = A.scan(elseb)
+      reason = refusal(ei, "code after the if") or (ei.returns and string.format("return (line %d) that is not the "
+        .. "last statement of the code after the if", ei.returns.line))
+      if reason then elseb, consumed, returning = s.orelse or {}, false, false end
+    elseif A.always_returns(thenb) and A.always_returns(elseb) then
+      returning = true
+    else
+      reason = "only some branches return (give the if an else that returns too, or return after the if)"
+    end
+  end
+  if reason then
+    put(G, "if", s.line); checked(G, c.cond, "if", reason); put(G, "then")
+    block(G, thenb, { fnlevel = ctx.fnlevel, in_loop = ctx.in_loop })
+    if s.orelse then put(G, "else"); block(G, s.orelse, { fnlevel = ctx.fnlevel, in_loop = ctx.in_loop }) end
+    put(G, "end")
+    return false
+  end
+  local treason = ti.fields or ei.fields
+  treason = treason and string.format("a branch assigns a table field (line %d), which graph branches cannot carry",
+    treason.line)
+  if returning then
+    put(G, "do return " .. G.RT .. ".if_ret(", s.line); cond_expr(G, c.cond); put(G, ", function()")
+    block(G, thenb, { fnlevel = true }); put(G, "end, function()")
+    block(G, elseb, { fnlevel = true }); put(G, "end, " .. site(G, s.line) .. ", " .. str_or_nil(treason) .. ") end")
+    return consumed
+  end
+  local names = union(ti.assigned, ei.assigned)
+  assign_prefix(G, names, s.line)
+  put(G, G.RT .. ".if_(", s.line); cond_expr(G, c.cond); put(G, ",")
+  local bctx = { in_loop = ctx.in_loop }
+  carrier(G, names, thenb, names, bctx, (elseb[1] and elseb[1].line or s.line))
+  put(G, ",")
+  carrier(G, names, elseb, names, bctx)
+  call_tail(G, s.line, names, treason)
+  return false
+end
+
+local function loop_refusal(G, body, construct)
+  local info = A.scan(body)
+  if G.mode == "check" then return OFF end
+  if info.tail_returns then return string.format("return inside the %s body", construct) end
+  if construct == "repeat" and info.breaks then return "break inside repeat ... until" end
+  local r = refusal({ gotos = info.gotos, vararg = info.vararg, closure_assign = info.closure_assign },
+    construct .. " body")
+  return r
+end
+
+local function fields_reason(G, info, construct)
+  return info.fields and string.format("the %s body assigns a table field (line %d), which a graph loop cannot carry",
+    construct, info.fields.line) or nil
+end
+
+local function new_flag(G) G.nflags = G.nflags + 1; return G.gen .. "break" .. G.nflags end
+
+local function stat_while(G, s)
+  local reason = loop_refusal(G, s.body, "while")
+  if reason then
+    put(G, "while", s.line); checked(G, s.cond, "while", reason); put(G, "do")
+    block(G, s.body, { in_loop = true }); put(G, "end")
+    return
+  end
+  local body, condition = s.body, s.cond
+  if A.scan(body).breaks then
+    local flag = new_flag(G)
+    body = lower_breaks(body, flag)
+    condition = { tag = "Binop", op = "and", line = s.line,
+      left = { tag = "Unop", op = "not", expr = Name(flag, s.line), line = s.line }, right = condition }
+    put(G, "local " .. flag .. " = false;", s.line)
+  end
+  local info = A.scan(body)
+  local names = info.assigned
+  assign_prefix(G, names, s.line)
+  put(G, G.RT .. ".while_(function(" .. table.concat(names, ", ") .. ") return", s.line)
+  cond_expr(G, condition); put(G, "end,")
+  carrier(G, names, body, names, { in_loop = true })
+  call_tail(G, s.line, names, fields_reason(G, info, "while"))
+end
+
+local function stat_repeat(G, s)
+  local reason = loop_refusal(G, s.body, "repeat")
+  if reason then
+    put(G, "repeat", s.line); block(G, s.body, { in_loop = true }); put(G, "until")
+    checked(G, s.cond, "repeat", reason)
+    return
+  end
+  local info = A.scan(s.body)
+  local names = info.assigned
+  assign_prefix(G, names, s.line)
+  put(G, G.RT .. ".repeat_(function(" .. table.concat(names, ", ") .. ")", s.line)
+  block(G, s.body, { in_loop = true })
+  put(G, "return", s.cond.line); cond_expr(G, s.cond)
+  if #names > 0 then put(G, ", " .. table.concat(names, ", ")) end
+  put(G, "end")
+  call_tail(G, s.line, names, fields_reason(G, info, "repeat"))
+end
+
+local function stat_fornum(G, s)
+  local reason = loop_refusal(G, s.body, "for")
+  if reason then
+    put(G, "for " .. s.var .. " =", s.line)
+    for i, e in ipairs { s.start, s.limit, s.step } do
+      if i > 1 then put(G, ",") end
+      put(G, G.RT .. ".num("); expr(G, e)
+      put(G, ", " .. site(G, s.line) .. ", " .. string.format("%q", reason) .. eager_too(reason) .. ")")
+    end
+    put(G, "do"); block(G, s.body, { in_loop = true }); put(G, "end")
+    return
+  end
+  local body, flag = s.body, nil
+  if A.scan(body).breaks then
+    flag = new_flag(G)
+    body = lower_breaks(body, flag)
+    put(G, "local " .. flag .. " = false;", s.line)
+  end
+  local info = A.scan(body)
+  local names = info.assigned
+  local brk = 0
+  for i, n in ipairs(names) do if n == flag then brk = i end end
+  assign_prefix(G, names, s.line)
+  put(G, G.RT .. ".for_(", s.line); expr(G, s.start); put(G, ","); expr(G, s.limit); put(G, ",")
+  if s.step then expr(G, s.step) else put(G, "nil") end
+  put(G, ",")
+  local params = { s.var }
+  for _, n in ipairs(names) do params[#params + 1] = n end
+  carrier(G, params, body, names, { in_loop = true })
+  call_tail(G, s.line, names, fields_reason(G, info, "for"), ", " .. brk)
+end
+
+local function stat(G, s, ctx, rest)
+  local tag = s.tag
+  if tag == "Local" then
+    put(G, "local " .. table.concat(s.names, ", "), s.line)
+    if #s.exprs > 0 then put(G, "="); exprs(G, s.exprs) end
+  elseif tag == "Assign" then
+    exprs(G, s.targets); put(G, "="); exprs(G, s.exprs)
+  elseif tag == "CallStat" then expr(G, s.call)
+  elseif tag == "Do" then put(G, "do", s.line); block(G, s.body, { in_loop = ctx.in_loop }); put(G, "end")
+  elseif tag == "LocalFunction" then
+    put(G, "local " .. s.name .. "; " .. s.name .. " =", s.line); func(G, s.func)
+  elseif tag == "FunctionStat" then
+    local path = s.path[1]
+    for i = 2, #s.path do path = path .. "[" .. string.format("%q", s.path[i]) .. "]" end
+    if s.method then path = path .. "[" .. string.format("%q", s.method) .. "]" end
+    put(G, path .. " =", s.line); func(G, s.func)
+  elseif tag == "Return" then put(G, "return", s.line); exprs(G, s.exprs)
+  elseif tag == "Break" then put(G, "break", s.line)
+  elseif tag == "Goto" then put(G, "goto " .. s.label, s.line)
+  elseif tag == "Label" then put(G, "::" .. s.name .. "::", s.line)
+  elseif tag == "Forin" then
+    put(G, "for " .. table.concat(s.names, ", ") .. " in", s.line); exprs(G, s.exprs); put(G, "do")
+    block(G, s.body, { in_loop = true }); put(G, "end")
+  elseif tag == "If" then return stat_if(G, s, ctx, rest)
+  elseif tag == "While" then stat_while(G, s)
+  elseif tag == "Repeat" then stat_repeat(G, s)
+  elseif tag == "Fornum" then stat_fornum(G, s)
+  else error("convert: unknown statement " .. tostring(tag)) end
+  return false
+end
+
+block = function(G, b, ctx)
+  for i, s in ipairs(b) do
+    local consumed = stat(G, s, ctx, ctx.fnlevel and i < #b and { unpack(b, i + 1) } or {})
+    put(G, ";")
+    if consumed then break end
+  end
+end
+
 -- generate(fnode, chunk, mode, upvalues) -> the chunk text and the name of its runtime variable: line 1 declares the
 -- runtime and the upvalues (`local rt, up1, ... = ...; return`), then `function(params) ... end` on its original lines
 function M.generate(fnode, site_file, mode, upvalues)
@@ -110,313 +417,11 @@ function M.generate(fnode, site_file, mode, upvalues)
   local RT = gen .. "rt"
   local decl, seen = { RT }, {}
   for _, n in ipairs(upvalues) do if not seen[n] then seen[n] = true; decl[#decl + 1] = n end end
-  local parts, line = { "local " .. table.concat(decl, ", ") .. " = ...; return" }, 1
-  local nflags = 0
-
-  local function put(text, ln)
-    if ln and ln > line then parts[#parts + 1] = string.rep("\n", ln - line); line = ln end
-    parts[#parts + 1] = " " .. text
-    line = line + lexer.newlines(text)
-  end
-  local function site(ln) return string.format("%q", site_file .. ":" .. ln) end
-  local function names_list(names)
-    local q = {}
-    for i, n in ipairs(names) do q[i] = string.format("%q", n) end
-    return "{" .. table.concat(q, ",") .. "}"
-  end
-  local function str_or_nil(s) return s and string.format("%q", s) or "nil" end
-
-  local expr, block, cond_expr
-
-  local function exprs(list)
-    for i, e in ipairs(list) do
-      if i > 1 then put(",") end
-      expr(e)
-    end
-  end
-
-  local function func(f)
-    put(RT .. ".mark(function(", f.line)
-    local ps = {}
-    for i, p in ipairs(f.params) do ps[i] = p end
-    if f.vararg then ps[#ps + 1] = "..." end
-    put(table.concat(ps, ", ") .. ")")
-    block(f.body, { fnlevel = true })
-    put("end)", f.endline)
-  end
-
-  expr = function(e)
-    local tag = e.tag
-    if tag == "Name" then put(e.name, e.line)
-    elseif tag == "Nil" then put("nil", e.line)
-    elseif tag == "True" then put("true", e.line)
-    elseif tag == "False" then put("false", e.line)
-    elseif tag == "Number" or tag == "String" then put(e.value, e.line)
-    elseif tag == "Vararg" then put("...", e.line)
-    elseif tag == "Function" then func(e)
-    elseif tag == "Table" then
-      put("{", e.line)
-      for i, fl in ipairs(e.fields) do
-        if i > 1 then put(",") end
-        if fl.key then put("["); expr(fl.key); put("] =")
-        elseif fl.name then put(fl.name .. " =", fl.value.line) end
-        expr(fl.value)
-      end
-      put("}")
-    elseif tag == "Binop" then
-      expr(e.left); put(e.op, e.line); expr(e.right)
-    elseif tag == "Unop" then
-      put(e.op, e.line); expr(e.expr)
-    elseif tag == "Paren" then
-      put("(", e.line); expr(e.expr); put(")")
-    elseif tag == "Index" then
-      expr(e.obj); put("[", e.line); expr(e.key); put("]")
-    elseif tag == "Call" then
-      -- the callee's description, for the error when it is not callable (a tail call leaves no frame to name)
-      local what = e.fn.tag == "Name" and ("'" .. e.fn.name .. "'")
-        or (e.fn.tag == "Index" and e.fn.key.field and ("field '" .. e.fn.key.field .. "'")) or "a value"
-      put(RT .. ".call(", e.line); expr(e.fn)
-      put(", " .. string.format("%q", site_file .. ":" .. e.line .. ": attempt to call " .. what))
-      for _, a in ipairs(e.args) do put(","); expr(a) end
-      put(")")
-    elseif tag == "Method" then
-      put(RT .. ".mcall(", e.line); expr(e.obj)
-      put(", " .. string.format("%q", e.name) .. ", " .. site(e.line))
-      for _, a in ipairs(e.args) do put(","); expr(a) end
-      put(")")
-    else
-      error("convert: unknown expression " .. tostring(tag))
-    end
-  end
-
-  -- a condition: and/or/not become runtime calls (tensor-aware); the rest is a plain expression
-  cond_expr = function(e)
-    if e.tag == "Binop" and (e.op == "and" or e.op == "or")
-      and not A.scan({ { tag = "Return", exprs = { e.right } } }).vararg then
-      put(RT .. (e.op == "and" and ".and_(" or ".or_("), e.line); cond_expr(e.left)
-      put(", function() return"); cond_expr(e.right); put("end, " .. site(e.line) .. ")")
-    elseif e.tag == "Unop" and e.op == "not" then
-      put(RT .. ".not_(", e.line); cond_expr(e.expr); put(", " .. site(e.line) .. ")")
-    elseif e.tag == "Paren" then
-      put("(", e.line); cond_expr(e.expr); put(")")
-    else
-      expr(e)
-    end
-  end
-
-  local function checked(e, construct, reason)
-    put(RT .. ".check(", e.line); cond_expr(e)
-    put(", " .. site(e.line) .. ", " .. string.format("%q", construct) .. ", " .. string.format("%q", reason)
-      .. eager_too(reason) .. ")")
-  end
-
-  -- `function(names) <body> return names end`
-  local function carrier(params, body, names, ctx, endline, tail)
-    put("function(" .. table.concat(params, ", ") .. ")")
-    block(body, ctx)
-    put("return " .. (tail and (tail .. (#names > 0 and ", " or "")) or "") .. table.concat(names, ", "), endline)
-    put("end")
-  end
-
-  -- the runtime call's tail: site, carried names, the tensor-only refusal, extra args, the carried values
-  local function call_tail(ln, names, treason, extra)
-    put(", " .. site(ln) .. ", " .. names_list(names) .. ", " .. str_or_nil(treason) .. (extra or ""))
-    if #names > 0 then put(", " .. table.concat(names, ", ")) end
-    put(")")
-  end
-
-  local function assign_prefix(names, ln)
-    if #names > 0 then put(table.concat(names, ", ") .. " =", ln) end
-  end
-
-  local OFF = "conversion is off ({convert = false})"
-
-  local function stat_if(s, ctx, rest)
-    if #s.clauses > 1 then -- elseif -> else if
-      local c2 = s.clauses[2]
-      s = { tag = "If", line = s.line, clauses = { s.clauses[1] },
-            orelse = { { tag = "If", line = c2.line, clauses = { unpack(s.clauses, 2) }, orelse = s.orelse } } }
-    end
-    local c = s.clauses[1]
-    local thenb, elseb, consumed = c.body, s.orelse or {}, false
-    local ti, ei = A.scan(thenb), A.scan(elseb)
-    local reason = mode == "check" and OFF or refusal(ti, "branch") or refusal(ei, "branch")
-    local returning = false
-    if not reason and (ti.tail_returns or ei.tail_returns) then
-      if ti.returns or ei.returns then
-        reason = string.format("return inside a branch (line %d) that is not its last statement",
-          (ti.returns or ei.returns).line)
-      elseif not ctx.fnlevel then
-        reason = "return inside a branch of an if that is inside a loop"
-      elseif A.always_returns(thenb) and not s.orelse and #rest > 0 then
-        elseb, consumed, returning = rest, true, true
-        ei = A.scan(elseb)
-        reason = refusal(ei, "code after the if") or (ei.returns and string.format("return (line %d) that is not the "
-          .. "last statement of the code after the if", ei.returns.line))
-        if reason then elseb, consumed, returning = s.orelse or {}, false, false end
-      elseif A.always_returns(thenb) and A.always_returns(elseb) then
-        returning = true
-      else
-        reason = "only some branches return (give the if an else that returns too, or return after the if)"
-      end
-    end
-    if reason then
-      put("if", s.line); checked(c.cond, "if", reason); put("then")
-      block(thenb, { fnlevel = ctx.fnlevel, in_loop = ctx.in_loop })
-      if s.orelse then put("else"); block(s.orelse, { fnlevel = ctx.fnlevel, in_loop = ctx.in_loop }) end
-      put("end")
-      return false
-    end
-    local treason = ti.fields or ei.fields
-    treason = treason and string.format("a branch assigns a table field (line %d), which graph branches cannot carry",
-      treason.line)
-    if returning then
-      put("do return " .. RT .. ".if_ret(", s.line); cond_expr(c.cond); put(", function()")
-      block(thenb, { fnlevel = true }); put("end, function()")
-      block(elseb, { fnlevel = true }); put("end, " .. site(s.line) .. ", " .. str_or_nil(treason) .. ") end")
-      return consumed
-    end
-    local names = union(ti.assigned, ei.assigned)
-    assign_prefix(names, s.line)
-    put(RT .. ".if_(", s.line); cond_expr(c.cond); put(",")
-    local bctx = { in_loop = ctx.in_loop }
-    carrier(names, thenb, names, bctx, (elseb[1] and elseb[1].line or s.line))
-    put(",")
-    carrier(names, elseb, names, bctx)
-    call_tail(s.line, names, treason)
-    return false
-  end
-
-  local function loop_refusal(body, construct)
-    local info = A.scan(body)
-    if mode == "check" then return OFF end
-    if info.tail_returns then return string.format("return inside the %s body", construct) end
-    if construct == "repeat" and info.breaks then return "break inside repeat ... until" end
-    local r = refusal({ gotos = info.gotos, vararg = info.vararg, closure_assign = info.closure_assign },
-      construct .. " body")
-    return r
-  end
-
-  local function fields_reason(info, construct)
-    return info.fields and string.format("the %s body assigns a table field (line %d), which a graph loop cannot carry",
-      construct, info.fields.line) or nil
-  end
-
-  local function new_flag() nflags = nflags + 1; return gen .. "break" .. nflags end
-
-  local function stat_while(s)
-    local reason = loop_refusal(s.body, "while")
-    if reason then
-      put("while", s.line); checked(s.cond, "while", reason); put("do")
-      block(s.body, { in_loop = true }); put("end")
-      return
-    end
-    local body, condition = s.body, s.cond
-    if A.scan(body).breaks then
-      local flag = new_flag()
-      body = lower_breaks(body, flag)
-      condition = { tag = "Binop", op = "and", line = s.line,
-        left = { tag = "Unop", op = "not", expr = Name(flag, s.line), line = s.line }, right = condition }
-      put("local " .. flag .. " = false;", s.line)
-    end
-    local info = A.scan(body)
-    local names = info.assigned
-    assign_prefix(names, s.line)
-    put(RT .. ".while_(function(" .. table.concat(names, ", ") .. ") return", s.line); cond_expr(condition); put("end,")
-    carrier(names, body, names, { in_loop = true })
-    call_tail(s.line, names, fields_reason(info, "while"))
-  end
-
-  local function stat_repeat(s)
-    local reason = loop_refusal(s.body, "repeat")
-    if reason then
-      put("repeat", s.line); block(s.body, { in_loop = true }); put("until"); checked(s.cond, "repeat", reason)
-      return
-    end
-    local info = A.scan(s.body)
-    local names = info.assigned
-    assign_prefix(names, s.line)
-    put(RT .. ".repeat_(function(" .. table.concat(names, ", ") .. ")", s.line)
-    block(s.body, { in_loop = true })
-    put("return", s.cond.line); cond_expr(s.cond)
-    if #names > 0 then put(", " .. table.concat(names, ", ")) end
-    put("end")
-    call_tail(s.line, names, fields_reason(info, "repeat"))
-  end
-
-  local function stat_fornum(s)
-    local reason = loop_refusal(s.body, "for")
-    if reason then
-      put("for " .. s.var .. " =", s.line)
-      for i, e in ipairs { s.start, s.limit, s.step } do
-        if i > 1 then put(",") end
-        put(RT .. ".num("); expr(e); put(", " .. site(s.line) .. ", " .. string.format("%q", reason) .. eager_too(reason)
-          .. ")")
-      end
-      put("do"); block(s.body, { in_loop = true }); put("end")
-      return
-    end
-    local body, flag = s.body, nil
-    if A.scan(body).breaks then
-      flag = new_flag()
-      body = lower_breaks(body, flag)
-      put("local " .. flag .. " = false;", s.line)
-    end
-    local info = A.scan(body)
-    local names = info.assigned
-    local brk = 0
-    for i, n in ipairs(names) do if n == flag then brk = i end end
-    assign_prefix(names, s.line)
-    put(RT .. ".for_(", s.line); expr(s.start); put(","); expr(s.limit); put(",")
-    if s.step then expr(s.step) else put("nil") end
-    put(",")
-    local params = { s.var }
-    for _, n in ipairs(names) do params[#params + 1] = n end
-    carrier(params, body, names, { in_loop = true })
-    call_tail(s.line, names, fields_reason(info, "for"), ", " .. brk)
-  end
-
-  local function stat(s, ctx, rest)
-    local tag = s.tag
-    if tag == "Local" then
-      put("local " .. table.concat(s.names, ", "), s.line)
-      if #s.exprs > 0 then put("="); exprs(s.exprs) end
-    elseif tag == "Assign" then
-      exprs(s.targets); put("="); exprs(s.exprs)
-    elseif tag == "CallStat" then expr(s.call)
-    elseif tag == "Do" then put("do", s.line); block(s.body, { in_loop = ctx.in_loop }); put("end")
-    elseif tag == "LocalFunction" then
-      put("local " .. s.name .. "; " .. s.name .. " =", s.line); func(s.func)
-    elseif tag == "FunctionStat" then
-      local path = s.path[1]
-      for i = 2, #s.path do path = path .. "[" .. string.format("%q", s.path[i]) .. "]" end
-      if s.method then path = path .. "[" .. string.format("%q", s.method) .. "]" end
-      put(path .. " =", s.line); func(s.func)
-    elseif tag == "Return" then put("return", s.line); exprs(s.exprs)
-    elseif tag == "Break" then put("break", s.line)
-    elseif tag == "Goto" then put("goto " .. s.label, s.line)
-    elseif tag == "Label" then put("::" .. s.name .. "::", s.line)
-    elseif tag == "Forin" then
-      put("for " .. table.concat(s.names, ", ") .. " in", s.line); exprs(s.exprs); put("do")
-      block(s.body, { in_loop = true }); put("end")
-    elseif tag == "If" then return stat_if(s, ctx, rest)
-    elseif tag == "While" then stat_while(s)
-    elseif tag == "Repeat" then stat_repeat(s)
-    elseif tag == "Fornum" then stat_fornum(s)
-    else error("convert: unknown statement " .. tostring(tag)) end
-    return false
-  end
-
-  block = function(b, ctx)
-    for i, s in ipairs(b) do
-      local consumed = stat(s, ctx, ctx.fnlevel and i < #b and { unpack(b, i + 1) } or {})
-      put(";")
-      if consumed then break end
-    end
-  end
-
-  func(fnode)
-  return table.concat(parts), RT
+  -- the generator state: output parts and current line, the generated-name prefix, the runtime's name, break flags
+  local G = { parts = { "local " .. table.concat(decl, ", ") .. " = ...; return" }, line = 1, gen = gen, RT = RT,
+    nflags = 0, site_file = site_file, mode = mode }
+  func(G, fnode)
+  return table.concat(G.parts), RT
 end
 
 return M
