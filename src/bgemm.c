@@ -1,7 +1,8 @@
 /* bgemm.c: bf16 products with f32 accumulation, c = a @ b with ds's bf16 dot (bgemm.h): vdpbf16ps on AVX-512
    BF16 hosts, its exact emulation on AVX2 (FMA) and in portable C (DS_ISA=scalar), so the output is the same on
-   every host, ISA path, thread count and batch composition. Kernel: ds_matmul_bf16_bf16 (a (..., M, K) bf16 @
-   b (K, N) or (..., K, N) bf16 -> (..., M, N) f32, b packed on each call). */
+   every host, ISA path, thread count and batch composition. Kernels: ds_matmul_bf16_bf16 (a (..., M, K) bf16 @
+   b (K, N) or (..., K, N) bf16 -> (..., M, N) f32, b packed on each call), and for a constant b (the compiler's
+   frozen weights) ds_pack_bf16_weight_bf16 (b -> its strips, once) and ds_matmul_bf16_packed_bf16 (reading them). */
 #include "internal.h"
 #include "bgemm.h"
 #include <math.h>
@@ -94,13 +95,14 @@ typedef struct {
   const bgemm_kernel *kr;
 } bgemm_job;
 
-/* the tiles of units [u0, u1): unit u = row block u / ncol, column block u % ncol */
+/* the tiles of units [u0, u1): unit u = column block u / nrow, row block u % nrow (a column block's strips stay
+   in cache while the rows pass) */
 static void run_units(const bgemm_job *q, int64_t u0, int64_t u1) {
   const int MR = q->kr->mr, NR = q->kr->nr;
-  int64_t ncol = (q->N + NR - 1) / NR;
+  int64_t nrow = (q->M + MR - 1) / MR;
   float tile[16 * 2 * BG_NR];   /* mr <= 16 rows of nr <= 32 */
   for (int64_t u = u0; u < u1; u++) {
-    int64_t i = u / ncol * MR, j = u % ncol * NR;
+    int64_t i = u % nrow * MR, j = u / nrow * NR;
     int mr = (int)(q->M - i < MR ? q->M - i : MR), nr = (int)(q->N - j < NR ? q->N - j : NR);
     q->kr->micro(mr, nr, q->P, q->ap + i * q->P, q->P, q->bp + (j / BG_NR) * q->P * BG_NR, tile, 2 * BG_NR);
     for (int r = 0; r < mr; r++) {
@@ -137,6 +139,59 @@ static int check(const ds_tensor *t, int dtype, const char *op, const char *what
   DS_CHECK(t->dtype == dtype, "%s: %s must be %s, got %s", op, what, ds_dtype_name(dtype), ds_dtype_name(t->dtype));
   DS_CHECK(ds_tensor_is_contiguous(t), "%s: %s must be contiguous", op, what);
   return DS_OK;
+}
+
+/* c (rows, N) = a (rows, K) @ the packed b bp: a packed here */
+static int run_packed(const char *op, const ds_tensor *a, int64_t rows, int64_t K, int64_t N, const uint32_t *bp,
+                      float *c) {
+  int64_t P = (K + 1) / 2, rounded;
+  uint32_t *ap = ds_mem_alloc(rows * P * (int64_t)sizeof(uint32_t) + 64, &rounded);
+  if (!ap) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed operand", op);
+  ds_bgemm_pack_a(a->data, rows, K, ap);
+  ds_bgemm_run(rows, N, P, ap, bp, c);
+  ds_mem_release(ap, rounded);
+  return DS_OK;
+}
+
+/* t = {bp (ceil(N/16), ceil(K/2), 16) i32, b (K, N) bf16}: b in bgemm.h's strips */
+int ds_pack_bf16_weight_bf16(ds_tensor *const *t, const double *attrs) {
+  (void)attrs;
+  const char *op = "pack_bf16_weight";
+  char s1[128], s2[128];
+  int rc;
+  if ((rc = check(t[0], DS_I32, op, "packed weight")) || (rc = check(t[1], DS_BF16, op, "weight"))) return rc;
+  const ds_tensor *bp = t[0], *b = t[1];
+  DS_CHECK(b->ndim == 2 && bp->ndim == 3 && bp->shape[0] == (b->shape[1] + BG_NR - 1) / BG_NR &&
+               bp->shape[1] == (b->shape[0] + 1) / 2 && bp->shape[2] == BG_NR,
+           "%s: %s cannot hold %s packed", op, ds_shape_str(bp, s1), ds_shape_str(b, s2));
+  ds_bgemm_pack_b(b->data, b->shape[0], b->shape[1], bp->data);
+  return DS_OK;
+}
+
+/* t = {c (..., M, N) f32, a (..., M, K) bf16, bp (ceil(N/16), ceil(K/2), 16) i32}; attrs {N}: matmul_bf16 with
+   a constant b packed once (passes/autocast.lua) */
+int ds_matmul_bf16_packed_bf16(ds_tensor *const *t, const double *attrs) {
+  const char *op = "matmul_bf16_packed";
+  char s1[128], s2[128], s3[128];
+  int rc;
+  ds_tensor *c = t[0];
+  const ds_tensor *a = t[1], *bp = t[2];
+  if ((rc = check(c, DS_F32, op, "output")) || (rc = check(a, DS_BF16, op, "a")) ||
+      (rc = check(bp, DS_I32, op, "packed b")))
+    return rc;
+  int64_t N = (int64_t)attrs[0];
+  DS_CHECK(attrs[0] >= 0 && (double)N == attrs[0], "%s: bad N attribute", op);
+  int nd = a->ndim;
+  DS_CHECK(nd >= 1 && c->ndim == nd, "%s: a %s and out %s: expected a (..., K), out (..., N)", op,
+           ds_shape_str(a, s1), ds_shape_str(c, s2));
+  int64_t K = a->shape[nd - 1];
+  int ok = c->shape[nd - 1] == N && bp->ndim == 3 && bp->shape[0] == (N + BG_NR - 1) / BG_NR &&
+           bp->shape[1] == (K + 1) / 2 && bp->shape[2] == BG_NR;
+  for (int d = 0; d < nd - 1; d++) ok = ok && c->shape[d] == a->shape[d];
+  DS_CHECK(ok, "%s: a %s, packed b %s, out %s do not agree (N = %lld)", op, ds_shape_str(a, s1),
+           ds_shape_str(bp, s2), ds_shape_str(c, s3), (long long)N);
+  if (c->numel == 0) return DS_OK;
+  return run_packed(op, a, c->numel / N, K, N, bp->data, c->data);
 }
 
 /* t = {c (..., M, N) f32, a (..., M, K) bf16, b (K, N) or (..., K, N) bf16 (the same leading dims as a)} */

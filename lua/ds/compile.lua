@@ -43,6 +43,7 @@ local LATE = {
   { "fuse", require("ds.passes.fuse").run },
   { "epilogue", require("ds.passes.epilogue") },
   { "prepack", require("ds.passes.prepack") },
+  { "prepack_bf16", autocast.prepack },   -- matmul_bf16's constant weights packed once
 }
 
 -- ---- graph (ds.Graph, see graph.lua) -> IR ----
@@ -115,7 +116,7 @@ function M.optimize(ir, opts, owns_state)
   local late = IR.copy(ir)
   late.grad_writes = ir.grad_writes
   for _, p in ipairs(LATE) do
-    if opts[p[1]] ~= false then stats[p[1]] = with_grad_outputs(late, p[2]) end
+    if opts[p[1]] ~= false then stats[p[1]] = with_grad_outputs(late, function(x) return p[2](x, opts) end) end
   end
   return base, late, stats
 end

@@ -106,7 +106,8 @@ function M.save(compiled, path, opts)
   local doc, tensors = writer.document(compiled.base, version)
   for name, t in pairs(tensors) do tensors[name] = t:is_contiguous() and t or t:contiguous() end
   -- the plan is lowered from the fused IR without prepacked weights: the saved IR's states and constants
-  local planned = (compiled.stats.prepack or 0) > 0 and compile.unpacked(compiled) or compiled
+  local packed = (compiled.stats.prepack or 0) + (compiled.stats.prepack_bf16 or 0)
+  local planned = packed > 0 and compile.unpacked(compiled) or compiled
   local names = { state = {}, const = {} }
   for i, st in ipairs(planned.ir.state) do names.state[i] = st.name end
   for i, c in ipairs(planned.ir.consts) do names.const[i] = "const." .. c.value end

@@ -51,6 +51,28 @@ M.matmul_bf16 = D.define {
   end,
 }
 
+-- for a constant b (passes/autocast.lua's prepack): b (K, N) bf16 -> its strips (ceil(N/16), ceil(K/2), 16) i32
+-- (src/bgemm.h), and matmul_bf16 reading them (attrs: N); the same bits
+M.pack_bf16_weight = D.define {
+  name = "pack_bf16_weight", kind = "fused", kernel = "ds_pack_bf16_weight_%s", dtypes = { bf16 = true },
+  ninputs = 1, internal = true,
+  infer = function(inputs)
+    local b = inputs[1]._shape
+    return { shape = { math.floor((b[2] + 15) / 16), math.floor((b[1] + 1) / 2), 16 }, dtype = "i32" }
+  end,
+}
+
+M.matmul_bf16_packed = D.define {
+  name = "matmul_bf16_packed", kind = "fused", kernel = "ds_matmul_bf16_packed_%s", dtypes = { bf16 = true },
+  ninputs = 2, internal = true, attrs = { { "N", "int" } },
+  infer = function(inputs, a)
+    local out = {}
+    for i, d in ipairs(inputs[1]._shape) do out[i] = d end
+    out[#out] = a.N
+    return { shape = out, dtype = "f32" }
+  end,
+}
+
 -- ds.matmul_bf16(a, b): see the header
 C.export(OP, function(a, b, opts)
   options.check(opts, OP, {})

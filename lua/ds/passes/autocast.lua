@@ -4,13 +4,16 @@
 -- f32 result. Everything else stays f32 (layer_norm, softmax, reductions, residual adds, the attention kernel):
 -- the values the products read are rounded to bf16, nothing else is. A constant operand (a frozen weight) is
 -- cast once here (fold), so it is stored bf16; a parameter that is not frozen is cast on each call. The casts and
--- products are nodes of the IR (printed, saved by ds.save, run by the C runtime).
+-- products are nodes of the IR (printed, saved by ds.save, run by the C runtime). M.prepack (a late pass, after
+-- prepack) packs a constant bf16 weight once into the GEMM's strips (ops/bf16.lua's matmul_bf16_packed).
 local D = require("ds.dispatch")
 local IR = require("ds.passes.ir")
 local S = require("ds.shape")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local fold = require("ds.passes.fold")
+local dce = require("ds.passes.dce")
+local sym = require("ds.sym")
 
 local M = {}
 
@@ -72,6 +75,35 @@ function M.run(ir, opts)
   end
   ir.nodes = nodes
   fold(ir)   -- constant weights cast once, stored bf16
+  return ir, n
+end
+
+-- matmul_bf16 nodes reading a constant (K, N) weight -> matmul_bf16_packed reading it packed (once per weight);
+-- opts.prepack = false (the plans ds.save writes) skips it. Returns the IR and the number of nodes rewritten.
+function M.prepack(ir, opts)
+  if opts and opts.prepack == false then return ir, 0 end
+  local pack, packed_mm = D.by_name.pack_bf16_weight, D.by_name.matmul_bf16_packed
+  local const_tensor, done, n = {}, {}, 0
+  for _, c in ipairs(ir.consts) do const_tensor[c.value] = c.tensor end
+  for _, node in ipairs(ir.nodes) do
+    local w = node.op == "matmul_bf16" and ir.values[node.inputs[2]]
+    if w and const_tensor[w.id] and #w.shape == 2 and not sym.contains(w.shape) then
+      if not done[w.id] then
+        local wt = const_tensor[w.id]:contiguous()
+        local t = D.run_kernel(pack, { wt }, {}, { pack.infer({ wt }) })[1]
+        local id = ir.next_id
+        ir.next_id = id + 1
+        ir.consts[#ir.consts + 1] = { name = "packed" .. w.id, tensor = t, value = id }
+        ir.values[id] = { id = id, shape = t._shape, dtype = t.dtype, kind = "const", index = #ir.consts }
+        done[w.id] = id
+      end
+      node.op, node.def = packed_mm.name, packed_mm
+      node.inputs = { node.inputs[1], done[w.id] }
+      node.attrs = { N = w.shape[2] }
+      n = n + 1
+    end
+  end
+  if n > 0 then dce(ir) end
   return ir, n
 end
 
