@@ -156,297 +156,303 @@ local function truth_tested(f, what, site)
   end
 end
 
+-- the runtime functions that do not depend on the mode (M.new copies them into each runtime)
+local R = {}
+
+-- eager: the refusal holds for a tensor outside tracing too
+function R.check(c, site, construct, reason, eager)
+  if graph_value(c) then refuse(site, construct, reason) end
+  if eager and is_tensor(c) then refuse(site, construct, reason, true) end
+  return truth(c, construct, site)
+end
+
+function R.num(v, site, reason, eager)
+  if is_tensor(v) then
+    if state.trace then refuse(site, "for", reason) end
+    if eager then refuse(site, "for", reason, true) end
+    return v:item()
+  end
+  return v
+end
+
+function R.if_(c, then_fn, else_fn, site, names, reason, ...)
+  mark(then_fn); mark(else_fn)
+  if not graph_value(c) then
+    if truth(c, "if", site) then return then_fn(...) end
+    return else_fn(...)
+  end
+  if reason then refuse(site, "if", reason) end
+  return graph_if(c, then_fn, else_fn, site, names, ...)
+end
+
+-- both branches return: the results of the branch taken (ds.cond's results in graph mode)
+function R.if_ret(c, then_fn, else_fn, site, reason)
+  mark(then_fn); mark(else_fn)
+  if not graph_value(c) then
+    if truth(c, "if", site) then return then_fn() end
+    return else_fn()
+  end
+  if reason then refuse(site, "if", reason) end
+  local function wrap(fn, which)
+    return function()
+      local r = pack(traced(fn, site, "if on a tensor: the " .. which .. " branch"))
+      for i = 1, r.n do if type(r[i]) == "boolean" then r[i] = D.scalar(r[i], "bool") end end
+      return unpack(r, 1, r.n)
+    end
+  end
+  enter(site, "if")
+  return leave(site, control.cond(as_pred(c), wrap(then_fn, "then"), wrap(else_fn, "else")))
+end
+
+-- ---- loops ----
+-- a graph loop over carried variables (names[i] = vars[i]); the non-tensor ones must stay as they are.
+-- cond(vars...) -> predicate; body(vars...) -> vars...
+local function graph_loop(site, construct, names, vars, cond, body, opts)
+  local n = #names
+  local init, pos = {}, {}
+  for i = 1, n do
+    if type(vars[i]) == "boolean" then vars[i] = D.scalar(vars[i], "bool") end
+    if is_tensor(vars[i]) then init[#init + 1] = vars[i]; pos[#pos + 1] = i end
+  end
+  if #init == 0 then
+    error(string.format("%s: %s on a tensor changes no tensor variable, so it would never end", site, construct), 0)
+  end
+  local function full(...)
+    local v = {}
+    for i = 1, n do v[i] = vars[i] end
+    for k = 1, #pos do v[pos[k]] = select(k, ...) end
+    return unpack(v, 1, n)
+  end
+  local function body_t(...)
+    local r = pack(traced(body, site, construct .. " on a tensor: the body", full(...)))
+    local out = {}
+    for i = 1, n do
+      local x = r[i]
+      if type(x) == "boolean" then x = D.scalar(x, "bool") end
+      if is_tensor(vars[i]) then
+        if not is_tensor(x) then
+          error(string.format("%s: %s on a tensor: `%s` is a tensor before the body and a %s after it",
+            site, construct, names[i], type(x)), 0)
+        end
+        if x.dtype ~= vars[i].dtype or not S.equal(x._shape, vars[i]._shape) then
+          error(string.format("%s: %s on a tensor: the body turns `%s` from %s %s into %s %s; loop variables "
+            .. "keep their shape and dtype", site, construct, names[i], vars[i].dtype, S.str(vars[i]._shape),
+            x.dtype, S.str(x._shape)), 0)
+        end
+        out[#out + 1] = x
+      else
+        check_kept(vars[i], x, names[i], site, construct)
+      end
+    end
+    return unpack(out, 1, #out)
+  end
+  enter(site, construct)
+  local res = pack(leave(site, control.while_loop(function(...)
+    return as_pred(traced(cond, site, construct .. " on a tensor: the condition", full(...)))
+  end, body_t, init, opts)))
+  for k = 1, #pos do vars[pos[k]] = res[k] end
+  return unpack(vars, 1, n)
+end
+
+function R.while_(cond_fn, body_fn, site, names, reason, ...)
+  mark(cond_fn); mark(body_fn)
+  local n = #names
+  local vars = pack(...)
+  while true do
+    local c = cond_fn(unpack(vars, 1, n))
+    if graph_value(c) then
+      if reason then refuse(site, "while", reason) end
+      return graph_loop(site, "while", names, vars, cond_fn, body_fn)
+    end
+    if not truth(c, "while", site) then break end
+    vars = pack(body_fn(unpack(vars, 1, n)))
+  end
+  return unpack(vars, 1, n)
+end
+
+-- repeat: body_fn(vars...) -> until_value, vars...
+function R.repeat_(body_fn, site, names, reason, ...)
+  mark(body_fn)
+  local n = #names
+  local vars = pack(...)
+  while true do
+    local r = pack(body_fn(unpack(vars, 1, n)))
+    local c = r[1]
+    vars = { unpack(r, 2, n + 1) }
+    if graph_value(c) then
+      if reason then refuse(site, "repeat", reason) end
+      local names2, vars2 = { "(until)" }, { c }
+      for i = 1, n do names2[i + 1] = names[i]; vars2[i + 1] = vars[i] end
+      local res = pack(graph_loop(site, "repeat", names2, vars2,
+        function(u) return as_pred(u):logical_not() end,
+        function(_, ...) return body_fn(...) end))
+      return unpack(res, 2, n + 1)
+    end
+    if truth(c, "repeat", site) then break end
+  end
+  return unpack(vars, 1, n)
+end
+
+-- numeric for with a tensor bound (or a break on a tensor): a counter tensor k runs a, a+s, ... while k <= b
+-- (k >= b for a negative step); body_fn(k, vars...) -> vars...; brk: index of the break flag in vars (0: none)
+local function graph_for(a, b, s, body_fn, site, names, brk, vars)
+  local dt = "i64"
+  for _, v in ipairs { a, b, s } do
+    if is_tensor(v) and dtype.is_float[v.dtype] then dt = v.dtype end
+  end
+  local n = #names
+  local names2, vars2 = { "(for counter)" }, { D.cast(a, dt) }
+  for i = 1, n do names2[i + 1] = names[i]; vars2[i + 1] = vars[i] end
+  local limit, step = D.cast(b, dt), is_tensor(s) and D.cast(s, dt) or s
+  local function cond(k, ...)
+    local c
+    if is_tensor(step) then c = F.where(step:gt(0), k:le(limit), k:ge(limit))
+    elseif step > 0 then c = k:le(limit) else c = k:ge(limit) end
+    if brk > 0 then c = c:logical_and(as_pred((select(brk, ...))):logical_not()) end
+    return c
+  end
+  local res = pack(graph_loop(site, "for", names2, vars2, cond, function(k, ...)
+    return k + step, body_fn(k, ...)
+  end))
+  return unpack(res, 2, n + 1)
+end
+
+function R.for_(a, b, s, body_fn, site, names, reason, brk, ...)
+  mark(body_fn)
+  local n = #names
+  local vars = pack(...)
+  s = s == nil and 1 or s
+  if is_tensor(a) or is_tensor(b) or is_tensor(s) then
+    if reason and state.trace then refuse(site, "for", reason) end
+    return graph_for(a, b, s, body_fn, site, names, brk, vars)
+  end
+  for i = a, b, s do
+    vars = pack(body_fn(i, unpack(vars, 1, n)))
+    if brk > 0 then
+      local f = vars[brk]
+      if graph_value(f) then
+        if reason then refuse(site, "for", reason) end
+        return graph_for(i + s, b, s, body_fn, site, names, brk, vars)
+      end
+      if truth(f, "for", site) then break end
+    end
+  end
+  return unpack(vars, 1, n)
+end
+
+-- ---- and / or / not in conditions ----
+-- eagerly, a tensor operand gives a tensor (of the same truth): what the condition is tested by stays a tensor, so a
+-- construct refused eagerly (rt.check) sees it as traced code does
+local function and_(mode, a, b_fn, site)
+  mark(b_fn)
+  if not graph_value(a) then
+    if is_tensor(a) then if truth(a, "and", site) then return as_pred(b_fn()) end return a end
+    return a and b_fn()
+  end
+  if mode == "check" then refuse(site, "and", OFF) end
+  return control.cond(as_pred(a), function() return as_pred(b_fn()) end,
+    function() return D.scalar(false, "bool") end)
+end
+
+local function or_(mode, a, b_fn, site)
+  mark(b_fn)
+  if not graph_value(a) then
+    if is_tensor(a) then if truth(a, "or", site) then return a end return as_pred(b_fn()) end
+    return a or b_fn()
+  end
+  if mode == "check" then refuse(site, "or", OFF) end
+  return control.cond(as_pred(a), function() return D.scalar(true, "bool") end, function() return as_pred(b_fn()) end)
+end
+
+local function not_(mode, a, site)
+  if graph_value(a) then
+    if mode == "check" then refuse(site, "not", OFF) end
+    return as_pred(a):logical_not()
+  end
+  if is_tensor(a) then return D.scalar(not truth(a, "not", site), "bool") end
+  return not a
+end
+
+-- ---- calls: the Lua functions converted code reaches are converted too ----
+local function converted(convert, f)
+  if is_converted(f) then return f end
+  return convert(f)
+end
+
+-- the arguments of a C function that calls back Lua functions, with those functions converted
+local function callbacks(convert, f, positions, site, n, ...)
+  local a = { ... }
+  for _, i in ipairs(positions) do
+    if type(a[i]) == "function" then
+      a[i] = converted(convert, a[i])
+      if TRUTH_TESTED[f] then a[i] = truth_tested(a[i], TRUTH_TESTED[f], site) end
+    end
+  end
+  return unpack(a, 1, n)
+end
+
+-- the arguments of a call to ds code (or another library), each Lua function among them converted where its source
+-- can be proven (ds.no_grad(helper), m:register_forward_hook(fn), opt:step(closure)): ds calls them later
+local function has_function(...)
+  for i = 1, select("#", ...) do if type((select(i, ...))) == "function" then return true end end
+  return false
+end
+local function handed(convert, n, ...)
+  local a = { ... }
+  for i = 1, n do
+    if type(a[i]) == "function" and not is_converted(a[i]) then a[i] = convert(a[i], true) end
+  end
+  return unpack(a, 1, n)
+end
+
+local function call_function(convert, f, site, ...)
+  local positions = CALLBACKS[f]
+  if positions then return f(callbacks(convert, f, positions, site, select("#", ...), ...)) end
+  local g = converted(convert, f)
+  if not is_converted(g) and has_function(...) then return f(handed(convert, select("#", ...), ...)) end
+  return g(...)
+end
+
+-- f(...); what: "file:line: attempt to call <callee>" for the error when f is not callable
+local function call(mode, convert, f, what, ...)
+  local tf = type(f)
+  if tf == "function" then return call_function(convert, f, what:match("^(.-): attempt to call") or what, ...) end
+  if tf == "table" and not is_tensor(f) and rawget(f, "_order") and type(f.forward) == "function" then
+    if mode == "eager" then return f(...) end -- its own call converts its forward, or not (ds.convert_modules)
+    return converted(convert, f.forward)(f, ...) -- a module instance: its forward
+  end
+  local m = (tf == "table" or tf == "userdata") and getmetatable(f)
+  if tf ~= "cdata" and not (type(m) == "table" and m.__call) and not is_tensor(f) then
+    error(string.format("%s (a %s value)", what, tf), 0)
+  end
+  if type(m) == "table" and type(m.__call) == "function" then return converted(convert, m.__call)(f, ...) end
+  return f(...)
+end
+
+local function mcall(convert, o, name, site, ...)
+  local f = o[name]
+  if type(f) == "function" then
+    if is_tensor(o) then -- (x:register_hook(fn): fn converted)
+      if has_function(...) then return f(o, handed(convert, select("#", ...), ...)) end
+      return f(o, ...)
+    end
+    return call_function(convert, f, site, o, ...)
+  end
+  if f == nil then error(string.format("%s: attempt to call method '%s' (a nil value)", site, name), 0) end
+  if has_function(...) then return f(o, handed(convert, select("#", ...), ...)) end -- (a callable table's method)
+  return f(o, ...)
+end
+
 -- the runtime of one mode ("convert"; "check" for {convert = false}; "eager" for a module's forward called eagerly);
 -- convert(f) converts a callee
 function M.new(mode, convert)
-  local rt = {}
-
-  -- eager: the refusal holds for a tensor outside tracing too
-  function rt.check(c, site, construct, reason, eager)
-    if graph_value(c) then refuse(site, construct, reason) end
-    if eager and is_tensor(c) then refuse(site, construct, reason, true) end
-    return truth(c, construct, site)
-  end
-
-  function rt.num(v, site, reason, eager)
-    if is_tensor(v) then
-      if state.trace then refuse(site, "for", reason) end
-      if eager then refuse(site, "for", reason, true) end
-      return v:item()
-    end
-    return v
-  end
-
-  function rt.if_(c, then_fn, else_fn, site, names, reason, ...)
-    mark(then_fn); mark(else_fn)
-    if not graph_value(c) then
-      if truth(c, "if", site) then return then_fn(...) end
-      return else_fn(...)
-    end
-    if reason then refuse(site, "if", reason) end
-    return graph_if(c, then_fn, else_fn, site, names, ...)
-  end
-
-  -- both branches return: the results of the branch taken (ds.cond's results in graph mode)
-  function rt.if_ret(c, then_fn, else_fn, site, reason)
-    mark(then_fn); mark(else_fn)
-    if not graph_value(c) then
-      if truth(c, "if", site) then return then_fn() end
-      return else_fn()
-    end
-    if reason then refuse(site, "if", reason) end
-    local function wrap(fn, which)
-      return function()
-        local r = pack(traced(fn, site, "if on a tensor: the " .. which .. " branch"))
-        for i = 1, r.n do if type(r[i]) == "boolean" then r[i] = D.scalar(r[i], "bool") end end
-        return unpack(r, 1, r.n)
-      end
-    end
-    enter(site, "if")
-    return leave(site, control.cond(as_pred(c), wrap(then_fn, "then"), wrap(else_fn, "else")))
-  end
-
-  -- ---- loops ----
-  -- a graph loop over carried variables (names[i] = vars[i]); the non-tensor ones must stay as they are.
-  -- cond(vars...) -> predicate; body(vars...) -> vars...
-  local function graph_loop(site, construct, names, vars, cond, body, opts)
-    local n = #names
-    local init, pos = {}, {}
-    for i = 1, n do
-      if type(vars[i]) == "boolean" then vars[i] = D.scalar(vars[i], "bool") end
-      if is_tensor(vars[i]) then init[#init + 1] = vars[i]; pos[#pos + 1] = i end
-    end
-    if #init == 0 then
-      error(string.format("%s: %s on a tensor changes no tensor variable, so it would never end", site, construct), 0)
-    end
-    local function full(...)
-      local v = {}
-      for i = 1, n do v[i] = vars[i] end
-      for k = 1, #pos do v[pos[k]] = select(k, ...) end
-      return unpack(v, 1, n)
-    end
-    local function body_t(...)
-      local r = pack(traced(body, site, construct .. " on a tensor: the body", full(...)))
-      local out = {}
-      for i = 1, n do
-        local x = r[i]
-        if type(x) == "boolean" then x = D.scalar(x, "bool") end
-        if is_tensor(vars[i]) then
-          if not is_tensor(x) then
-            error(string.format("%s: %s on a tensor: `%s` is a tensor before the body and a %s after it",
-              site, construct, names[i], type(x)), 0)
-          end
-          if x.dtype ~= vars[i].dtype or not S.equal(x._shape, vars[i]._shape) then
-            error(string.format("%s: %s on a tensor: the body turns `%s` from %s %s into %s %s; loop variables "
-              .. "keep their shape and dtype", site, construct, names[i], vars[i].dtype, S.str(vars[i]._shape),
-              x.dtype, S.str(x._shape)), 0)
-          end
-          out[#out + 1] = x
-        else
-          check_kept(vars[i], x, names[i], site, construct)
-        end
-      end
-      return unpack(out, 1, #out)
-    end
-    enter(site, construct)
-    local res = pack(leave(site, control.while_loop(function(...)
-      return as_pred(traced(cond, site, construct .. " on a tensor: the condition", full(...)))
-    end, body_t, init, opts)))
-    for k = 1, #pos do vars[pos[k]] = res[k] end
-    return unpack(vars, 1, n)
-  end
-
-  function rt.while_(cond_fn, body_fn, site, names, reason, ...)
-    mark(cond_fn); mark(body_fn)
-    local n = #names
-    local vars = pack(...)
-    while true do
-      local c = cond_fn(unpack(vars, 1, n))
-      if graph_value(c) then
-        if reason then refuse(site, "while", reason) end
-        return graph_loop(site, "while", names, vars, cond_fn, body_fn)
-      end
-      if not truth(c, "while", site) then break end
-      vars = pack(body_fn(unpack(vars, 1, n)))
-    end
-    return unpack(vars, 1, n)
-  end
-
-  -- repeat: body_fn(vars...) -> until_value, vars...
-  function rt.repeat_(body_fn, site, names, reason, ...)
-    mark(body_fn)
-    local n = #names
-    local vars = pack(...)
-    while true do
-      local r = pack(body_fn(unpack(vars, 1, n)))
-      local c = r[1]
-      vars = { unpack(r, 2, n + 1) }
-      if graph_value(c) then
-        if reason then refuse(site, "repeat", reason) end
-        local names2, vars2 = { "(until)" }, { c }
-        for i = 1, n do names2[i + 1] = names[i]; vars2[i + 1] = vars[i] end
-        local res = pack(graph_loop(site, "repeat", names2, vars2,
-          function(u) return as_pred(u):logical_not() end,
-          function(_, ...) return body_fn(...) end))
-        return unpack(res, 2, n + 1)
-      end
-      if truth(c, "repeat", site) then break end
-    end
-    return unpack(vars, 1, n)
-  end
-
-  -- numeric for with a tensor bound (or a break on a tensor): a counter tensor k runs a, a+s, ... while k <= b
-  -- (k >= b for a negative step); body_fn(k, vars...) -> vars...; brk: index of the break flag in vars (0: none)
-  local function graph_for(a, b, s, body_fn, site, names, brk, vars)
-    local dt = "i64"
-    for _, v in ipairs { a, b, s } do
-      if is_tensor(v) and dtype.is_float[v.dtype] then dt = v.dtype end
-    end
-    local n = #names
-    local names2, vars2 = { "(for counter)" }, { D.cast(a, dt) }
-    for i = 1, n do names2[i + 1] = names[i]; vars2[i + 1] = vars[i] end
-    local limit, step = D.cast(b, dt), is_tensor(s) and D.cast(s, dt) or s
-    local function cond(k, ...)
-      local c
-      if is_tensor(step) then c = F.where(step:gt(0), k:le(limit), k:ge(limit))
-      elseif step > 0 then c = k:le(limit) else c = k:ge(limit) end
-      if brk > 0 then c = c:logical_and(as_pred((select(brk, ...))):logical_not()) end
-      return c
-    end
-    local res = pack(graph_loop(site, "for", names2, vars2, cond, function(k, ...)
-      return k + step, body_fn(k, ...)
-    end))
-    return unpack(res, 2, n + 1)
-  end
-
-  function rt.for_(a, b, s, body_fn, site, names, reason, brk, ...)
-    mark(body_fn)
-    local n = #names
-    local vars = pack(...)
-    s = s == nil and 1 or s
-    if is_tensor(a) or is_tensor(b) or is_tensor(s) then
-      if reason and state.trace then refuse(site, "for", reason) end
-      return graph_for(a, b, s, body_fn, site, names, brk, vars)
-    end
-    for i = a, b, s do
-      vars = pack(body_fn(i, unpack(vars, 1, n)))
-      if brk > 0 then
-        local f = vars[brk]
-        if graph_value(f) then
-          if reason then refuse(site, "for", reason) end
-          return graph_for(i + s, b, s, body_fn, site, names, brk, vars)
-        end
-        if truth(f, "for", site) then break end
-      end
-    end
-    return unpack(vars, 1, n)
-  end
-
-  -- ---- and / or / not in conditions ----
-  -- eagerly, a tensor operand gives a tensor (of the same truth): what the condition is tested by stays a tensor, so a
-  -- construct refused eagerly (rt.check) sees it as traced code does
-  function rt.and_(a, b_fn, site)
-    mark(b_fn)
-    if not graph_value(a) then
-      if is_tensor(a) then if truth(a, "and", site) then return as_pred(b_fn()) end return a end
-      return a and b_fn()
-    end
-    if mode == "check" then refuse(site, "and", OFF) end
-    return control.cond(as_pred(a), function() return as_pred(b_fn()) end,
-      function() return D.scalar(false, "bool") end)
-  end
-
-  function rt.or_(a, b_fn, site)
-    mark(b_fn)
-    if not graph_value(a) then
-      if is_tensor(a) then if truth(a, "or", site) then return a end return as_pred(b_fn()) end
-      return a or b_fn()
-    end
-    if mode == "check" then refuse(site, "or", OFF) end
-    return control.cond(as_pred(a), function() return D.scalar(true, "bool") end, function() return as_pred(b_fn()) end)
-  end
-
-  function rt.not_(a, site)
-    if graph_value(a) then
-      if mode == "check" then refuse(site, "not", OFF) end
-      return as_pred(a):logical_not()
-    end
-    if is_tensor(a) then return D.scalar(not truth(a, "not", site), "bool") end
-    return not a
-  end
-
-  -- ---- calls: the Lua functions converted code reaches are converted too ----
-  rt.mark = mark
-
-  local function converted(f)
-    if is_converted(f) then return f end
-    return convert(f)
-  end
-
-  -- the arguments of a C function that calls back Lua functions, with those functions converted
-  local function callbacks(f, positions, site, n, ...)
-    local a = { ... }
-    for _, i in ipairs(positions) do
-      if type(a[i]) == "function" then
-        a[i] = converted(a[i])
-        if TRUTH_TESTED[f] then a[i] = truth_tested(a[i], TRUTH_TESTED[f], site) end
-      end
-    end
-    return unpack(a, 1, n)
-  end
-
-  -- the arguments of a call to ds code (or another library), each Lua function among them converted where its source
-  -- can be proven (ds.no_grad(helper), m:register_forward_hook(fn), opt:step(closure)): ds calls them later
-  local function has_function(...)
-    for i = 1, select("#", ...) do if type((select(i, ...))) == "function" then return true end end
-    return false
-  end
-  local function handed(n, ...)
-    local a = { ... }
-    for i = 1, n do
-      if type(a[i]) == "function" and not is_converted(a[i]) then a[i] = convert(a[i], true) end
-    end
-    return unpack(a, 1, n)
-  end
-
-  local function call_function(f, site, ...)
-    local positions = CALLBACKS[f]
-    if positions then return f(callbacks(f, positions, site, select("#", ...), ...)) end
-    local g = converted(f)
-    if not is_converted(g) and has_function(...) then return f(handed(select("#", ...), ...)) end
-    return g(...)
-  end
-
-  -- f(...); what: "file:line: attempt to call <callee>" for the error when f is not callable
-  function rt.call(f, what, ...)
-    local tf = type(f)
-    if tf == "function" then return call_function(f, what:match("^(.-): attempt to call") or what, ...) end
-    if tf == "table" and not is_tensor(f) and rawget(f, "_order") and type(f.forward) == "function" then
-      if mode == "eager" then return f(...) end -- its own call converts its forward, or not (ds.convert_modules)
-      return converted(f.forward)(f, ...) -- a module instance: its forward
-    end
-    local m = (tf == "table" or tf == "userdata") and getmetatable(f)
-    if tf ~= "cdata" and not (type(m) == "table" and m.__call) and not is_tensor(f) then
-      error(string.format("%s (a %s value)", what, tf), 0)
-    end
-    if type(m) == "table" and type(m.__call) == "function" then return converted(m.__call)(f, ...) end
-    return f(...)
-  end
-
-  function rt.mcall(o, name, site, ...)
-    local f = o[name]
-    if type(f) == "function" then
-      if is_tensor(o) then -- (x:register_hook(fn): fn converted)
-        if has_function(...) then return f(o, handed(select("#", ...), ...)) end
-        return f(o, ...)
-      end
-      return call_function(f, site, o, ...)
-    end
-    if f == nil then error(string.format("%s: attempt to call method '%s' (a nil value)", site, name), 0) end
-    if has_function(...) then return f(o, handed(select("#", ...), ...)) end -- (a callable table's method)
-    return f(o, ...)
-  end
-
+  local rt = { mark = mark }
+  for k, f in pairs(R) do rt[k] = f end
+  function rt.and_(a, b_fn, site) return and_(mode, a, b_fn, site) end
+  function rt.or_(a, b_fn, site) return or_(mode, a, b_fn, site) end
+  function rt.not_(a, site) return not_(mode, a, site) end
+  function rt.call(f, what, ...) return call(mode, convert, f, what, ...) end
+  function rt.mcall(o, name, site, ...) return mcall(convert, o, name, site, ...) end
   return rt
 end
 
