@@ -70,7 +70,7 @@ local function trace_in_mode(target, specs, opts, modules)
   return g
 end
 
--- target: function or module; opts: {strict =, warn_after =, name =, specs =}
+-- target: function or module; opts: {strict =, warn_after =, name =, specs =, dtype = (compile.lua's: "bf16")}
 function M.new(target, opts)
   opts = opts or {}
   local is_mod = T.is_module(target)
@@ -83,6 +83,7 @@ function M.new(target, opts)
     name = opts.name or (is_mod and (rawget(getmetatable(target), "_name") or "module"))
       or ((info.short_src or "?"):match("([^/]*)$"):gsub("%.lua$", "") .. ":" .. (info.linedefined or 0)),
   }, Lazy)
+  self.compile_opts = opts.dtype ~= nil and { dtype = opts.dtype } or nil   -- each trace compiled with them
   if opts.specs then self:trace_specs(opts.specs) end
   return self
 end
@@ -142,7 +143,7 @@ function Lazy:trace_specs(specs)
   end
   local g = self:trace_with(named)
   self.count = 1
-  self.fixed = { graph = g, run = compiler.compile_graph(g) }
+  self.fixed = { graph = g, run = compiler.compile_graph(g, self.compile_opts) }
 end
 
 function Lazy:retrace(key, parts, args, n)
@@ -151,7 +152,7 @@ function Lazy:retrace(key, parts, args, n)
       self:what_changed(self.last_parts, parts)))
   end
   local g = self:trace_with(self:specs_for(args, n))
-  local entry = { graph = g, run = compiler.compile_graph(g), parts = parts }
+  local entry = { graph = g, run = compiler.compile_graph(g, self.compile_opts), parts = parts }
   self.cache[key] = entry
   self.count = self.count + 1
   local limit = self.opts.warn_after or M.warn_after
