@@ -56,6 +56,71 @@ local function loop_plans(node, env)
   return out
 end
 
+-- a state value updated by an op that writes its input (optimizer steps, the random generator) can be
+-- updated in place when nothing reads the old value afterwards and the update is written back to it
+-- (views share memory with their input: a value's group is the value it is a view of)
+-- in_place_rule(ir) -> in_place(node, pos, j, out_id): may the node at pos write its j-th input as out_id?
+local function in_place_rule(ir)
+  local group, last_read, kept = {}, {}, {}
+  local function g(id) return group[id] or id end
+  for i, node in ipairs(ir.nodes) do
+    for _, id in ipairs(node.inputs) do last_read[g(id)] = i end
+    if node.def.view then group[node.outputs[1]] = g(node.inputs[1]) end
+  end
+  for _, id in ipairs(ir.outputs) do kept[g(id)] = true end
+  for _, w in ipairs(ir.grad_writes or {}) do if w.value then kept[g(w.value)] = true end end
+  for _, w in ipairs(ir.input_writes or {}) do kept[g(w.value)] = true end
+  local written_back = {}
+  for _, w in ipairs(ir.state_writes) do written_back[w.value] = ir.state[w.state].value end
+  return function(node, pos, j, out_id)
+    local id = node.inputs[j]
+    local v = ir.values[id]
+    if kept[g(id)] or last_read[g(id)] ~= pos then return false end
+    for k, other in ipairs(node.inputs) do if k ~= j and g(other) == g(id) then return false end end
+    if v.kind == "state" then return written_back[out_id] == id end
+    return v.kind == "node" and g(id) == id
+  end
+end
+
+-- the graph's outputs (fresh tensors per call: a computed root is written there directly, anything else copied),
+-- its state and input writes and its gradients, into L (lay: value id -> layout; new_root, copy_to: M.build's)
+local function bind_results(ir, L, lay, new_root, copy_to)
+  local claimed = {}
+  for i, id in ipairs(ir.outputs) do
+    local l = lay[id]
+    if l.root.kind == "arena" and not claimed[l.root] and l.offset == 0 and is_contiguous(l.shape, l.strides)
+      and numel(l.shape) == numel(l.root.shape) then
+      l.root.kind = "output"; l.root.index = i; claimed[l.root] = true
+      l.root.shape = l.shape   -- the caller's tensor has the output's shape (a view may drop a dim of size 1)
+      L.outputs[i] = { root = l.root, shape = l.shape }
+    else
+      local o = new_root("output", i, l.dtype, l.shape)
+      copy_to(o, l)
+      L.outputs[i] = { root = o.root, shape = l.shape }
+    end
+  end
+  for _, w in ipairs(ir.state_writes) do
+    local l, target = lay[w.value], lay[ir.state[w.state].value]
+    if l.root ~= target.root then L.writes[#L.writes + 1] = { target = target, src = l } end
+  end
+  for _, w in ipairs(ir.input_writes or {}) do -- an input the function updated in place: the caller's tensor
+    local l, target = lay[w.value], lay[ir.inputs[w.input]]
+    if l.root ~= target.root then L.writes[#L.writes + 1] = { target = target, src = l } end
+  end
+  for _, w in ipairs(ir.grad_writes or {}) do
+    if w.value then
+      local l = lay[w.value]
+      local o = new_root("output", nil, l.dtype, l.shape)
+      copy_to(o, l)
+      L.grads[#L.grads + 1] = { state = w.state, root = o.root, into_existing = w.into_existing }
+    else
+      L.grads[#L.grads + 1] = { state = w.state }
+    end
+  end
+  -- state and input writes last: every read of the old values is done by then
+  for _, w in ipairs(L.writes) do copy_to(w.target, w.src) end
+end
+
 -- Build steps for env (symbol bindings). Returns
 -- { roots = {r = {kind, index, dtype, shape}}, steps = {{kernel, outs, ins, attrs, inplace_ok, op}},
 --   outputs = {layout...}, writes = {{state, layout}}, grads = {{state, layout}} }
@@ -80,28 +145,7 @@ function M.build(ir, env)
     step("ds_copy_" .. dst.dtype, { dst }, { src }, {}, nil, true)
   end
 
-  -- a state value updated by an op that writes its input (optimizer steps, the random generator) can be
-  -- updated in place when nothing reads the old value afterwards and the update is written back to it
-  -- (views share memory with their input: a value's group is the value it is a view of)
-  local group, last_read, kept = {}, {}, {}
-  local function g(id) return group[id] or id end
-  for i, node in ipairs(ir.nodes) do
-    for _, id in ipairs(node.inputs) do last_read[g(id)] = i end
-    if node.def.view then group[node.outputs[1]] = g(node.inputs[1]) end
-  end
-  for _, id in ipairs(ir.outputs) do kept[g(id)] = true end
-  for _, w in ipairs(ir.grad_writes or {}) do if w.value then kept[g(w.value)] = true end end
-  for _, w in ipairs(ir.input_writes or {}) do kept[g(w.value)] = true end
-  local written_back = {}
-  for _, w in ipairs(ir.state_writes) do written_back[w.value] = ir.state[w.state].value end
-  local function in_place(node, pos, j, out_id)
-    local id = node.inputs[j]
-    local v = ir.values[id]
-    if kept[g(id)] or last_read[g(id)] ~= pos then return false end
-    for k, other in ipairs(node.inputs) do if k ~= j and g(other) == g(id) then return false end end
-    if v.kind == "state" then return written_back[out_id] == id end
-    return v.kind == "node" and g(id) == id
-  end
+  local in_place = in_place_rule(ir)
 
   -- a C loop step: its loop variables' initial values and its captures as whole buffers (copied when they are not);
   -- a capture the loop updates is updated in place when the old value dies there (else in a copy made first)
@@ -137,6 +181,40 @@ function M.build(ir, env)
     end
     L.steps[#L.steps + 1] = { loop = plans, nvars = n, max_trips = node.attrs.max_trips, outs = outs, ins = operands,
                               op = node.op, line = node.line }
+  end
+
+  -- a kernel step: fresh outputs, a mutated input updated in place or in a copy (the node's extra output)
+  local function kernel_step(node, pos, ins, attrs)
+    local def = node.def
+    local nout = def.noutputs
+    local outs = {}
+    for i = 1, nout do
+      local id = node.outputs[i]
+      outs[i] = new_root("arena", nil, ir.values[id].dtype, shape_of(id)); lay[id] = outs[i]
+    end
+    if def.mutates then
+      for k, j in ipairs(def.mutates) do
+        local id = node.outputs[nout + k]
+        if in_place(node, pos, j, id) and (ins[j].root.kind == "arena" or ins[j].root.kind == "state") then
+          lay[id] = ins[j]
+        else
+          local c = new_root("arena", nil, ir.values[id].dtype, shape_of(id))
+          copy_to(c, ins[j])
+          ins[j] = c
+          lay[id] = c
+        end
+      end
+    end
+    local fo = {}
+    for i = 1, nout do fo[i] = fake_tensor(outs[i]) end
+    local fi = {}
+    for i = 1, #ins do fi[i] = fake_tensor(ins[i]) end
+    local kdt = def.kernel_dtype and def.kernel_dtype(fi, fo, attrs) or (ins[1] and ins[1].dtype) or outs[1].dtype
+    if not def.dtypes[kdt] then errors.raise(string.format("compile: %s has no %s kernel", node.op, kdt)) end
+    local buf, n = D.pack(def, attrs)
+    local packed = {}
+    for i = 1, n do packed[i] = buf[i - 1] end
+    step(D.kernel_name(def, kdt), outs, ins, packed, node, def.elementwise == true)
   end
 
   for pos, node in ipairs(ir.nodes) do
@@ -176,75 +254,12 @@ function M.build(ir, env)
       end
       L.steps[#L.steps + 1] = { lua = node, outs = outs, ins = ins, attrs = attrs, op = node.op, line = node.line }
     elseif def.kernel then
-      local nout = def.noutputs
-      local outs = {}
-      for i = 1, nout do
-        local id = node.outputs[i]
-        outs[i] = new_root("arena", nil, ir.values[id].dtype, shape_of(id)); lay[id] = outs[i]
-      end
-      -- a mutated input: the kernel updates a copy, which is the node's extra output
-      if def.mutates then
-        for k, j in ipairs(def.mutates) do
-          local id = node.outputs[nout + k]
-          if in_place(node, pos, j, id) and (ins[j].root.kind == "arena" or ins[j].root.kind == "state") then
-            lay[id] = ins[j]
-          else
-            local c = new_root("arena", nil, ir.values[id].dtype, shape_of(id))
-            copy_to(c, ins[j])
-            ins[j] = c
-            lay[id] = c
-          end
-        end
-      end
-      local fo = {}
-      for i = 1, nout do fo[i] = fake_tensor(outs[i]) end
-      local fi = {}
-      for i = 1, #ins do fi[i] = fake_tensor(ins[i]) end
-      local kdt = def.kernel_dtype and def.kernel_dtype(fi, fo, attrs) or (ins[1] and ins[1].dtype) or outs[1].dtype
-      if not def.dtypes[kdt] then errors.raise(string.format("compile: %s has no %s kernel", node.op, kdt)) end
-      local buf, n = D.pack(def, attrs)
-      local packed = {}
-      for i = 1, n do packed[i] = buf[i - 1] end
-      step(D.kernel_name(def, kdt), outs, ins, packed, node, def.elementwise == true)
+      kernel_step(node, pos, ins, attrs)
     else
       errors.raise(string.format("compile: op %s has neither a kernel nor a view rule", node.op))
     end
   end
-  -- graph outputs: fresh tensors per call; a computed root is written there directly, anything else copied
-  local claimed = {}
-  for i, id in ipairs(ir.outputs) do
-    local l = lay[id]
-    if l.root.kind == "arena" and not claimed[l.root] and l.offset == 0 and is_contiguous(l.shape, l.strides)
-      and numel(l.shape) == numel(l.root.shape) then
-      l.root.kind = "output"; l.root.index = i; claimed[l.root] = true
-      l.root.shape = l.shape   -- the caller's tensor has the output's shape (a view may drop a dim of size 1)
-      L.outputs[i] = { root = l.root, shape = l.shape }
-    else
-      local o = new_root("output", i, l.dtype, l.shape)
-      copy_to(o, l)
-      L.outputs[i] = { root = o.root, shape = l.shape }
-    end
-  end
-  for _, w in ipairs(ir.state_writes) do
-    local l, target = lay[w.value], lay[ir.state[w.state].value]
-    if l.root ~= target.root then L.writes[#L.writes + 1] = { target = target, src = l } end
-  end
-  for _, w in ipairs(ir.input_writes or {}) do -- an input the function updated in place: the caller's tensor
-    local l, target = lay[w.value], lay[ir.inputs[w.input]]
-    if l.root ~= target.root then L.writes[#L.writes + 1] = { target = target, src = l } end
-  end
-  for _, w in ipairs(ir.grad_writes or {}) do
-    if w.value then
-      local l = lay[w.value]
-      local o = new_root("output", nil, l.dtype, l.shape)
-      copy_to(o, l)
-      L.grads[#L.grads + 1] = { state = w.state, root = o.root, into_existing = w.into_existing }
-    else
-      L.grads[#L.grads + 1] = { state = w.state }
-    end
-  end
-  -- state and input writes last: every read of the old values is done by then
-  for _, w in ipairs(L.writes) do copy_to(w.target, w.src) end
+  bind_results(ir, L, lay, new_root, copy_to)
   return L
 end
 
