@@ -210,7 +210,8 @@ int ds_matmul_bf16_bf16(ds_tensor *const *t, const double *attrs) {
            ds_shape_str(c, s3));
   int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[b->ndim - 1];
   int ok = b->shape[b->ndim - 2] == K && c->shape[nd - 2] == M && c->shape[nd - 1] == N;
-  for (int d = 0; d < nd - 2; d++) ok = ok && c->shape[d] == a->shape[d] && (b->ndim == 2 || b->shape[d] == a->shape[d]);
+  for (int d = 0; d < nd - 2; d++)
+    ok = ok && c->shape[d] == a->shape[d] && (b->ndim == 2 || b->shape[d] == a->shape[d]);
   DS_CHECK(ok, "%s: shapes a %s, b %s, out %s do not agree", op, ds_shape_str(a, s1), ds_shape_str(b, s2),
            ds_shape_str(c, s3));
   int64_t batch = M * K > 0 ? a->numel / (M * K) : (M * N > 0 ? c->numel / (M * N) : 0);

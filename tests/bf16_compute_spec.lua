@@ -144,8 +144,10 @@ describe("matmul_bf16", function()
       local a, b = ds.randn(70, 301):astype("bf16"), (ds.randn(301, 90) * 1e-19):astype("bf16")
       local c = ds.matmul_bf16(a, b)
       local c2 = ds.matmul_bf16(ds.randn(3, 40, 64):astype("bf16"), ds.randn(3, 64, 50):astype("bf16"))
+      local c3 = ds.conv2d_bf16(ds.randn(2, 8, 20, 20):astype("bf16"), ds.randn(24, 8, 3, 3):astype("bf16"),
+        ds.randn(24), { padding = 1 })
       local h = 0
-      for _, t in ipairs({ c, c2 }) do
+      for _, t in ipairs({ c, c2, c3 }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
@@ -165,6 +167,22 @@ describe("matmul_bf16", function()
     end
     assert.equal("avx2", seen[2][2])
     assert.equal("scalar", seen[3][2])
+  end)
+
+  it("conv2d_bf16 is PyTorch's unfold (im2col) times the weight on matmul_bf16, plus the bias, bit for bit", function()
+    ds.manual_seed(9)
+    local x, w, b = ds.randn(2, 3, 7, 6):astype("bf16"), ds.randn(5, 3, 3, 2):astype("bf16"), ds.randn(5)
+    local cases = { {}, { stride = 2, padding = 1 }, { padding = { 2, 1 }, dilation = { 2, 1 }, stride = { 1, 2 } } }
+    for _, o in ipairs(cases) do
+      local y = ds.conv2d_bf16(x, w, b, o)
+      local u = { stride = o.stride or 1, padding = o.padding or 0, dilation = o.dilation or 1 }
+      local cols = ds.F.unfold(x, { 3, 2 }, u)
+      local mm = ds.matmul_bf16(cols:transpose(2, 3), w:reshape(5, 18):t())   -- (N, L, OC)
+      assert.is_true(H.bitwise(y, (mm:transpose(2, 3) + b:reshape(5, 1)):reshape(y:size())))
+    end
+    H.raises(function() ds.conv2d_bf16(x:astype("f32"), w, b) end, "conv2d_bf16", "input must be bf16")
+    H.raises(function() ds.conv2d_bf16(x, w, b:astype("bf16")) end, "conv2d_bf16", "bias must be f32")
+    H.raises(function() ds.conv2d_bf16(x, w, b, { groups = 1 }) end, "conv2d_bf16", "groups")
   end)
 
   it("refuses operands that are not bf16 or do not agree, naming the op", function()
@@ -224,6 +242,20 @@ describe("ds.compile {dtype = 'bf16'}", function()
     ds.save(frozen, dir .. "/m")
     assert.is_true(H.bitwise(ds.load(dir .. "/m")(x), want))
     os.execute("rm -rf " .. dir)
+  end)
+
+  it("runs a CNN's conv2d (groups 1) as conv2d_bf16 and leaves a grouped one f32", function()
+    ds.manual_seed(8)
+    local nn = ds.nn
+    local m = nn.Sequential(nn.Conv2d(3, 8, 3, { padding = 1 }), nn.ReLU(), nn.Conv2d(8, 8, 3, { groups = 2 }))
+    m:eval()
+    local x = ds.randn(2, 3, 9, 9)
+    local c = ds.compile(m, { ds.spec({ 2, 3, 9, 9 }) }, { dtype = "bf16", freeze = true })
+    local h = ds.conv2d_bf16(x:astype("bf16"), m[1].weight:astype("bf16"), m[1].bias, { padding = 1 }):relu()
+    assert.is_true(H.bitwise(c(x), ds.no_grad(function() return m[3](h) end)))
+    local text = tostring(c)
+    assert.truthy(text:find("conv2d_bf16(", 1, true))
+    assert.truthy(text:find("= conv2d(", 1, true))   -- the grouped one
   end)
 
   it("leaves a graph without products alone and refuses other dtypes and gradient graphs, naming the option", function()

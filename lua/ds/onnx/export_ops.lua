@@ -445,6 +445,8 @@ NO_FORM.all_reduce = "a collective across MPI processes (ds.distributed): an ONN
 NO_FORM.cumprod = "ONNX has no cumulative product"
 NO_FORM.matmul_bf16 = "ONNX's MatMul has no bf16 inputs with an f32 result, and ONNX Runtime's CPU MatMul no bf16 kernel: "
   .. "ds's bf16 dot (docs/DTYPES.md) cannot be written out there"
+NO_FORM.conv2d_bf16 = "ONNX Runtime's CPU Conv has no bf16 kernel, and ds's bf16 dot (docs/DTYPES.md) cannot be "
+  .. "written out there"
 NO_FORM.scatter_reduce = "opset 17's ScatterElements has no max/min reduction (opset 18 added them)"
 for _, op in ipairs { "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not" } do
   NO_FORM[op] = "ONNX's Bitwise* ops are in opset 18; ds writes opset 17"

@@ -2,8 +2,9 @@
 -- (K, N) or (..., K, N) bf16 (the same leading dims as a) -> (..., M, N) f32, each output ds's bf16 dot
 -- (docs/DTYPES.md, "bf16 compute": the pairs of k in order, odd k then even k, one rounding per fma, bf16
 -- subnormals read as zero, a subnormal sum flushed): vdpbf16ps where the CPU has it, its exact emulation
--- elsewhere, the same bits on every host, path, thread count and batch. ds.compile's {dtype = "bf16"}
--- (passes/autocast.lua) builds it from matmul and linear.
+-- elsewhere, the same bits on every host, path, thread count and batch. `conv2d_bf16(x, w, b)`: conv2d (groups 1)
+-- on the same dot, plus an f32 bias. ds.compile's {dtype = "bf16"} (passes/autocast.lua) builds them from matmul,
+-- linear and conv2d.
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
@@ -72,6 +73,52 @@ M.matmul_bf16_packed = D.define {
     return { shape = out, dtype = "f32" }
   end,
 }
+
+local CONV = "conv2d_bf16"
+-- x (N, C, H, W) bf16, w (OC, C, KH, KW) bf16, b (OC) f32 -> (N, OC, OH, OW) f32: conv2d (groups 1) whose every
+-- output is ds's bf16 dot over (c, kh, kw) in PyTorch's unfold order, plus the bias (src/bgemm_conv.c)
+M.conv2d_bf16 = D.define {
+  name = CONV, kind = "nn", kernel = "ds_conv2d_bf16_%s", dtypes = { bf16 = true }, lowp_inputs = true,
+  ninputs = 3,
+  attrs = { { "stride", "ints", { 1, 1 } }, { "padding", "ints", { 0, 0 } }, { "dilation", "ints", { 1, 1 } } },
+  doc = "conv2d (groups 1) of bf16 input and weight with f32 accumulation plus an f32 bias, f32 result (im2col "
+    .. "on matmul_bf16's dot: the same bits on every host)",
+  pack = function(a) return { a.stride[1], a.stride[2], a.padding[1], a.padding[2], a.dilation[1], a.dilation[2] } end,
+  promote = function(inputs)
+    for i, want in ipairs { { "input", "bf16" }, { "weight", "bf16" }, { "bias", "f32" } } do
+      if inputs[i].dtype ~= want[2] then raise("%s: %s must be %s, got %s", CONV, want[1], want[2], inputs[i].dtype) end
+      inputs[i] = F.contiguous(inputs[i])
+    end
+    return inputs
+  end,
+  infer = function(inputs, a)
+    for _, k in ipairs { "stride", "padding", "dilation" } do
+      local v = a[k]
+      if #v ~= 2 or v[1] < (k == "padding" and 0 or 1) or v[2] < (k == "padding" and 0 or 1) then
+        raise("%s: %s must be two integers >= %d", CONV, k, k == "padding" and 0 or 1)
+      end
+    end
+    local conv = D.by_name.conv2d
+    local out = conv.infer(inputs, { stride = a.stride, padding = a.padding, dilation = a.dilation, groups = 1 }, conv)
+    return { shape = out.shape, dtype = "f32" }
+  end,
+  sample = function()
+    local x = F.sin(F.arange(2 * 3 * 5 * 5, { dtype = "f32" }) * 0.3):reshape(2, 3, 5, 5):astype("bf16")
+    local w = F.cos(F.arange(4 * 3 * 3 * 3, { dtype = "f32" }) * 0.7):reshape(4, 3, 3, 3):astype("bf16")
+    local b = F.arange(4, { dtype = "f32" }) * 0.1
+    return { x, w, b }, { padding = { 1, 1 } },
+      function(x_, w_, b_) return F.conv2d_bf16(x_, w_, b_, { padding = { 1, 1 } }) end
+  end,
+}
+
+-- ds.conv2d_bf16(x, w, b, {stride =, padding =, dilation =}): see M.conv2d_bf16 (numbers as pairs)
+C.export(CONV, function(x, w, b, opts)
+  options.check(opts, CONV, { stride = "any", padding = "any", dilation = "any" })
+  if not (C.is_tensor(x) and C.is_tensor(w) and C.is_tensor(b)) then raise("%s: x, w and b must be tensors", CONV) end
+  local attrs = {}
+  for k, v in pairs(opts or {}) do attrs[k] = type(v) == "number" and { v, v } or v end
+  return D.call(M.conv2d_bf16, { x, w, b }, attrs)
+end, { method = false })
 
 -- ds.matmul_bf16(a, b): see the header
 C.export(OP, function(a, b, opts)

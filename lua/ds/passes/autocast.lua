@@ -1,8 +1,9 @@
 -- passes/autocast.lua: ds.compile(fn, specs, {dtype = "bf16"}): mixed precision for inference, as
 -- torch.autocast(dtype=torch.bfloat16) on the CPU. Every f32 product (matmul: linear layers, attention written
 -- out, bmm) becomes matmul_bf16 (ops/bf16.lua) of its operands cast to bf16: bf16 products accumulated in f32, an
--- f32 result. Everything else stays f32 (layer_norm, softmax, reductions, residual adds, the attention kernel):
--- the values the products read are rounded to bf16, nothing else is. A constant operand (a frozen weight) is
+-- f32 result; a conv2d of groups 1 becomes conv2d_bf16 (input and weight cast, the bias kept f32). Everything
+-- else stays f32 (layer_norm, softmax, reductions, residual adds, the attention kernel, grouped convolutions): the
+-- values the products read are rounded to bf16, nothing else is. A constant operand (a frozen weight) is
 -- cast once here (fold), so it is stored bf16; a parameter that is not frozen is cast on each call. The casts and
 -- products are nodes of the IR (printed, saved by ds.save, run by the C runtime). M.prepack (a late pass, after
 -- prepack) packs a constant bf16 weight once into the GEMM's strips (ops/bf16.lua's matmul_bf16_packed).
@@ -26,8 +27,18 @@ function M.check(v)
   end
 end
 
+-- a conv2d of groups 1 on f32 values: conv2d_bf16 takes it
+local function conv_eligible(ir, node)
+  if node.op ~= "conv2d" or node.attrs.groups ~= 1 then return false end
+  for _, id in ipairs { node.inputs[1], node.inputs[2], node.inputs[3], node.outputs[1] } do
+    if ir.values[id].dtype ~= "f32" then return false end
+  end
+  return true
+end
+
 -- a matmul node matmul_bf16 can take: f32 operands and result, b (K, N) or with a's leading dims
 local function eligible(ir, node)
+  if conv_eligible(ir, node) then return true end
   if node.op ~= "matmul" then return false end
   local a, b, y = ir.values[node.inputs[1]], ir.values[node.inputs[2]], ir.values[node.outputs[1]]
   if a.dtype ~= "f32" or b.dtype ~= "f32" or y.dtype ~= "f32" or #a.shape < 2 then return false end
@@ -43,7 +54,7 @@ function M.run(ir, opts)
   if (ir.grad_writes and #ir.grad_writes > 0) or ir.training then
     errors.raise("compile: dtype = 'bf16' is for inference; this graph computes gradients (trace it without them)")
   end
-  local astype, mm_bf16 = D.by_name.astype, D.by_name.matmul_bf16
+  local astype, mm_bf16, conv_bf16 = D.by_name.astype, D.by_name.matmul_bf16, D.by_name.conv2d_bf16
   local replace, n, cast = {}, 0, {}   -- cast[id]: the node casting value id to bf16 (one per value)
   for _, node in ipairs(ir.nodes) do
     if eligible(ir, node) then
@@ -56,7 +67,11 @@ function M.run(ir, opts)
         end
         ins[i] = cast[id].outputs[1]
       end
-      local mm = IR.new_node(ir, mm_bf16, ins, {}, node.line)
+      local conv = node.op == "conv2d"
+      if conv then ins[3] = node.inputs[3] end   -- the bias stays f32
+      local a = node.attrs
+      local mm = conv and IR.new_node(ir, conv_bf16, ins, { stride = a.stride, padding = a.padding,
+        dilation = a.dilation }, node.line) or IR.new_node(ir, mm_bf16, ins, {}, node.line)
       -- the product keeps the matmul's value id, so its readers are unchanged
       local out = node.outputs[1]
       ir.values[mm.outputs[1]] = nil
