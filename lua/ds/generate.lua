@@ -182,11 +182,56 @@ local function stepped(model, prompt, o, stream)
   end)
 end
 
+-- the decoding options of the graph loop, and a key naming them (with the batch and whether a seed is given)
+local function loop_decode(o, B, seeded)
+  local decode = { max_new_tokens = o.max_new_tokens, temperature = o.temperature, top_k = o.top_k, top_p = o.top_p,
+                   min_p = o.min_p, eos = o.eos }
+  local key = { B, seeded and 1 or 0 }
+  for _, k in ipairs { "max_new_tokens", "temperature", "top_k", "top_p", "min_p", "eos" } do
+    key[#key + 1] = decode[k] and string.format("%.17g", decode[k]) or "-"
+  end
+  return decode, table.concat(key, ",")
+end
+
+-- the graph loop compiled once per model, batch, decoding options and seeding (at most MAX_LOOPS kept per model):
+-- loop(prompt (B, t)[, seed ()]) -> tokens, count; its plan (one per prompt length) runs every trip in C
+local MAX_LOOPS = 16
+local compiled_loops = setmetatable({}, { __mode = "k" })
+local function compiled_loop(model, o, B, seeded)
+  local decode, key = loop_decode(o, B, seeded)
+  local per = compiled_loops[model]
+  if not per or (not per[key] and per.n >= MAX_LOOPS) then per = { n = 0 }; compiled_loops[model] = per end
+  if not per[key] then
+    local loop = M.loop(model, decode)
+    per[key] = seeded and lazy.compile(function(p, seed) return loop(p, seed) end,
+      { trace.spec({ B, "t" }, "i64"), trace.spec({}, "i64") })
+      or lazy.compile(function(p) return loop(p) end, { trace.spec({ B, "t" }, "i64") })
+    per.n = per.n + 1
+  end
+  return per[key]
+end
+
+-- through the compiled graph loop (the same bits as eagerly: its plans call the eager kernels)
+local function looped(model, prompt, o)
+  local T = prompt._shape[2]
+  if T + o.max_new_tokens - 1 > model.max_len then
+    errors.raise(string.format("generate: a prompt of %d tokens and %d new ones need %d positions; the model's "
+      .. "caches hold %d (model.max_len)", T, o.max_new_tokens, T + o.max_new_tokens - 1, model.max_len))
+  end
+  local seeded = M.sampled(o) and o.seed ~= nil
+  local run = compiled_loop(model, o, prompt._shape[1], seeded)
+  local tokens, count
+  if seeded then tokens, count = run(prompt, F.tensor(o.seed, { dtype = "i64" })) else tokens, count = run(prompt) end
+  return joined(prompt, tokens, count:item())
+end
+
 -- ds.generate(model, prompt_ids (B, T) i64, opts) -> ids (B, T + n) i64: the prompt and the n <= max_new_tokens
 -- generated tokens. opts: max_new_tokens (20), temperature (0: greedy), top_k, top_p, min_p, eos, seed (reseeds
 -- ds's generator first; none: its current stream), stream = function(ids) called per token with a Lua list of each
--- row's token, compile (false; true: model:step compiled once per model and batch, run per token from Lua: the
--- fastest way, same tokens), use_cache (true; false: model(ids) over the whole sequence per token)
+-- row's token, compile (default: compiled, the fastest way with the same tokens: the graph loop compiled once per
+-- model, batch and options, every token in C; with stream, model:step compiled and run per token from Lua; true:
+-- always the compiled step per token; false: eagerly), use_cache (true; false: model(ids) over the whole sequence
+-- per token)
 function M.generate(model, prompt, opts)
   local o = M.decode_options(opts, "generate", { seed = "integer", stream = "function", use_cache = "boolean",
     compile = "boolean" })
@@ -199,9 +244,9 @@ function M.generate(model, prompt, opts)
     return uncached(model, prompt, o, stream)
   end
   check_model(model, "generate")
-  if o.compile then return stepped(model, prompt, o, stream) end
-  local decode = { max_new_tokens = o.max_new_tokens, temperature = o.temperature, top_k = o.top_k, top_p = o.top_p,
-                   min_p = o.min_p, eos = o.eos }
+  if o.compile or (o.compile == nil and stream) then return stepped(model, prompt, o, stream) end
+  if o.compile == nil then return autograd.no_grad(function() return looped(model, prompt, o) end) end
+  local decode = loop_decode(o)
   local tokens, count = M.loop(model, decode, stream)(prompt, o.seed and F.tensor(o.seed, { dtype = "i64" }))
   return joined(prompt, tokens, count:item())
 end

@@ -1,8 +1,14 @@
 -- passes/loop.lua: a while_loop node's cond and body sub-graphs as IRs for its C loop step (passes/lower.lua):
 -- the captures the loop updates (KV caches, the random generator's state) become state of the sub-IR written back
--- in place, its 0-d constants fill nodes; each input and state slot says which loop operand it reads.
+-- in place, its 0-d constants fill nodes; each input and state slot says which loop operand it reads. The passes
+-- that need no constant tensors run on it as ds.compile runs them (dce, cse, single_output, fuse, epilogue).
 local D = require("ds.dispatch")
 local IR = require("ds.passes.ir")
+local dce = require("ds.passes.dce")
+local cse = require("ds.passes.cse")
+local single_output = require("ds.passes.single_output")
+local fuse = require("ds.passes.fuse")
+local epilogue = require("ds.passes.epilogue")
 
 local M = {}
 
@@ -64,6 +70,7 @@ function M.sub_ir(g, node, reads_only)
       if v ~= ir.state[s].value then ir.state_writes[#ir.state_writes + 1] = { state = s, value = v } end
     end
   end
+  for _, pass in ipairs { dce, cse, dce, single_output, fuse.run, epilogue } do pass(ir, {}, {}) end
   return ir, sources
 end
 
