@@ -1,5 +1,6 @@
 -- tests/generate_spec.lua: ds.generate and ds.generation_loop: greedy decoding equals a hand-written token-by-token
--- loop over model:step; compile = true (a compiled step per token) gives the same bits; the graph loop eagerly ==
+-- loop over model:step; compile = true (a compiled step per token) and the default (the compiled graph loop, or the
+-- compiled step when streaming) give the eager loop's bits; the graph loop eagerly ==
 -- compiled == loaded bitwise (greedy, and sampled for the same seed, with top-k, top-p and eos); the stream callback
 -- sees every token; use_cache = false agrees; ds.generator's rows joining and leaving a running batch each equal the
 -- request alone (greedy and sampled with a seed each); refusals.
@@ -68,6 +69,7 @@ describe("ds.generate", function()
                          { max_new_tokens = 9, eos = eos } } do
       local seen = {}
       o.stream = function(ids) seen[#seen + 1] = ids[1] end
+      o.compile = false
       local c = ds.generate(model(), prompt, o)
       local eager_seen = seen
       seen = {}
@@ -80,6 +82,40 @@ describe("ds.generate", function()
     end
     H.raises(function() ds.generate(model(), prompt, { compile = true, use_cache = false }) end,
       "generate: compile = true compiles model:step")
+  end)
+
+  it("by default: the compiled graph loop (no stream) or step (stream), the eager loop's bits; seeded or not", function()
+    local eos = ds.generate(model(), prompt, { max_new_tokens = 9, compile = false })[1][8]:item()
+    local SAMPLE = { max_new_tokens = 9, temperature = 0.8, top_k = 6, top_p = 0.9 }
+    for _, o in ipairs { { max_new_tokens = 9 }, { max_new_tokens = 9, temperature = 0.8, top_k = 6, seed = 3 },
+                         { max_new_tokens = 12, eos = eos }, { max_new_tokens = 9, temperature = 1.1, eos = eos,
+                         seed = 4 }, SAMPLE } do
+      -- without a seed the draws continue the generator's stream: each call starts from the same state
+      local function from(seed, compile)
+        ds.manual_seed(11)
+        local m = model()
+        ds.manual_seed(seed)
+        o.compile = compile
+        return ds.generate(m, prompt, o), ds.get_rng_state()
+      end
+      local e, e_rng = from(21, false)
+      local c, c_rng = from(21, nil)
+      assert(H.bitwise(e, c), tostring(e) .. " vs " .. tostring(c))
+      assert(H.bitwise(e_rng, c_rng))   -- the generator moved on as eagerly
+      local seen = {}
+      o.stream = function(ids) seen[#seen + 1] = ids[1] end
+      local s = from(21, nil)
+      o.stream = nil
+      assert(H.bitwise(e, s))
+      assert.equal(e:size(2) - 5, #seen)
+    end
+    -- the compiled loop is kept per model and options: a second prompt length plans again, same bits as eagerly
+    local m = model()
+    local short = i64({ { 2, 7 } })
+    ds.generate(m, prompt, { max_new_tokens = 6 })
+    assert(H.bitwise(ds.generate(model(), short, { max_new_tokens = 6, compile = false }),
+      ds.generate(m, short, { max_new_tokens = 6 })))
+    H.raises(function() ds.generate(model(), prompt, { max_new_tokens = 30 }) end, "generate", "caches hold 24")
   end)
 
   it("without the cache (model(ids) over the whole sequence) gives the same greedy tokens", function()

@@ -182,15 +182,10 @@ local function stepped(model, prompt, o, stream)
   end)
 end
 
--- the decoding options of the graph loop, and a key naming them (with the batch and whether a seed is given)
-local function loop_decode(o, B, seeded)
-  local decode = { max_new_tokens = o.max_new_tokens, temperature = o.temperature, top_k = o.top_k, top_p = o.top_p,
-                   min_p = o.min_p, eos = o.eos }
-  local key = { B, seeded and 1 or 0 }
-  for _, k in ipairs { "max_new_tokens", "temperature", "top_k", "top_p", "min_p", "eos" } do
-    key[#key + 1] = decode[k] and string.format("%.17g", decode[k]) or "-"
-  end
-  return decode, table.concat(key, ",")
+-- the decoding options of the graph loop
+local function loop_decode(o)
+  return { max_new_tokens = o.max_new_tokens, temperature = o.temperature, top_k = o.top_k, top_p = o.top_p,
+           min_p = o.min_p, eos = o.eos }
 end
 
 -- the graph loop compiled once per model, batch, decoding options and seeding (at most MAX_LOOPS kept per model):
@@ -198,7 +193,11 @@ end
 local MAX_LOOPS = 16
 local compiled_loops = setmetatable({}, { __mode = "k" })
 local function compiled_loop(model, o, B, seeded)
-  local decode, key = loop_decode(o, B, seeded)
+  local decode, key = loop_decode(o), { B, seeded and 1 or 0 }
+  for _, k in ipairs { "max_new_tokens", "temperature", "top_k", "top_p", "min_p", "eos" } do
+    key[#key + 1] = decode[k] and string.format("%.17g", decode[k]) or "-"
+  end
+  key = table.concat(key, ",")
   local per = compiled_loops[model]
   if not per or (not per[key] and per.n >= MAX_LOOPS) then per = { n = 0 }; compiled_loops[model] = per end
   if not per[key] then
