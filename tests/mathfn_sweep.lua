@@ -39,4 +39,14 @@ function M.inputs(per_exponent)
   return t
 end
 
+-- every stride-th f32 from bit pattern lo up to hi (same sign), as an f32 tensor: a sample of a function's useful
+-- range dense enough to meet its worst inputs (tools/mathfn_exhaustive.c goes through all of them)
+function M.bit_range(lo, hi, stride)
+  local n = math.floor((hi - lo) / stride) + 1
+  local t = ds.zeros(n)
+  local p = ffi.cast("uint32_t *", t:data_ptr())
+  for i = 0, n - 1 do p[i] = lo + i * stride end
+  return t
+end
+
 return M
