@@ -40,6 +40,14 @@ function M.define(def)
   return def
 end
 
+-- the ops defined from position first of the op list on, by name: an op family takes first = #D.list + 1 after its
+-- requires and returns D.defined_since(first), so that a caller requires the family and reads its defs
+function M.defined_since(first)
+  local out = {}
+  for i = first, #M.list do out[M.list[i].name] = M.list[i] end
+  return out
+end
+
 -- the C kernel name for a dtype, or nil if the op has no kernel
 function M.kernel_name(def, dt)
   if not def.kernel then return nil end

@@ -44,6 +44,7 @@ local sym = require("ds.sym")
 local errors = require("ds.errors")
 local state = require("ds.state")
 local graphviz = require("ds.graphviz")
+local EW = require("ds.ops.elementwise") -- the elementwise ops' defs
 
 local Graph = {}
 Graph.__index = Graph
@@ -249,7 +250,7 @@ local function plan_for(self, env)
 end
 
 local function clone(t)
-  local def = D.by_name.contiguous
+  local def = EW.contiguous
   return D.run_kernel(def, { t }, {}, { { shape = t._shape, dtype = t.dtype } })[1]
 end
 
@@ -299,7 +300,7 @@ end
 
 -- copy written values into the state tensors (and updated inputs into the caller's); set .grad fields
 function Graph:apply_writes(vals, args)
-  local copy = D.by_name.contiguous
+  local copy = EW.contiguous
   local function write(t, v)
     if v ~= t then D.run_kernel(copy, { v }, {}, { { shape = t._shape, dtype = t.dtype } }, t) end
   end

@@ -7,6 +7,8 @@ local errors = require("ds.errors")
 local options = require("ds.options")
 local args = require("ds.args")
 local dsffi = require("ds.ffi")
+local sizes_and_opts = require("ds.ops.sizes").sizes_and_opts
+local random_ops = require("ds.ops.random") -- the rand / randn / randint defs
 local ffi = dsffi.ffi
 
 local M = {}
@@ -72,7 +74,7 @@ end
 local function generate(name, shape, opts, params)
   local attrs = { shape = shape, dtype = opts.dtype }
   for k, v in pairs(params) do attrs[k] = v end
-  return finish(D.call(D.by_name[name], { state }, attrs), opts)
+  return finish(D.call(random_ops[name], { state }, attrs), opts)
 end
 
 local OPTIONS = { dtype = "dtype", requires_grad = "boolean" }
@@ -80,14 +82,14 @@ local function check_opts(name, opts) return options.check(opts, name, OPTIONS) 
 
 -- rand(sizes... | {sizes}, [opts]): uniform on [0, 1)
 function M.rand(...)
-  local shape, opts = C.sizes_and_opts("rand", ...)
+  local shape, opts = sizes_and_opts("rand", ...)
   check_opts("rand", opts)
   return generate("rand", shape, opts, {})
 end
 
 -- randn(sizes... | {sizes}, [opts]): standard normal
 function M.randn(...)
-  local shape, opts = C.sizes_and_opts("randn", ...)
+  local shape, opts = sizes_and_opts("randn", ...)
   check_opts("randn", opts)
   return generate("randn", shape, opts, {})
 end
@@ -102,7 +104,7 @@ function M.randint(a, b, c, d)
   end
   if type(size) == "number" then size = { size } end
   if type(size) ~= "table" then errors.raise("randint: size must be a table of sizes, got " .. type(size)) end
-  local shape = C.sizes_and_opts("randint", size)
+  local shape = sizes_and_opts("randint", size)
   opts = check_opts("randint", opts)
   return generate("randint", shape, { dtype = opts.dtype or "i64", requires_grad = opts.requires_grad },
     { low = low, high = high })
@@ -119,10 +121,10 @@ M.randn_like = args.wrap("randn_like", { "tensor", "table?" }, like("randn"))
 
 -- in place: x:uniform_(low, high), x:normal_(mean, std)
 function M.uniform_(x, low, high)
-  return D.call(D.by_name.rand, { state }, { shape = x._shape, dtype = x.dtype, low = low or 0, high = high or 1 }, x)
+  return D.call(random_ops.rand, { state }, { shape = x._shape, dtype = x.dtype, low = low or 0, high = high or 1 }, x)
 end
 function M.normal_(x, mean, std)
-  return D.call(D.by_name.randn, { state }, { shape = x._shape, dtype = x.dtype, mean = mean or 0, std = std or 1 }, x)
+  return D.call(random_ops.randn, { state }, { shape = x._shape, dtype = x.dtype, mean = mean or 0, std = std or 1 }, x)
 end
 
 -- bernoulli(p): 1 with probability p (elementwise), in p's dtype

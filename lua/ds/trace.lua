@@ -12,6 +12,8 @@ local Graph = require("ds.graph")
 local tape = require("ds.tape")
 local random = require("ds.random")
 local argcheck = require("ds.args")
+local creation = require("ds.ops.creation") -- the arange def
+local index_copy = require("ds.ops.index_copy") -- the index_copy_ def
 
 local M = {}
 local is_tensor = Tensor.is_tensor
@@ -305,8 +307,8 @@ end
 -- (start and length may be symbolic), so x:narrow(d, pos, n):copy_(v) updates a cache inside a graph
 function Tracer:write_region(out, t)
   local r, base = rawget(out, "_region"), rawget(out, "_base")
-  local index = D.call(D.by_name.arange, {}, { start = r.start, step = 1, length = r.length, dtype = "i64" })
-  D.call(D.by_name.index_copy_, { base, index, t }, { dim = r.dim })
+  local index = D.call(creation.arange, {}, { start = r.start, step = 1, length = r.length, dtype = "i64" })
+  D.call(index_copy.index_copy_, { base, index, t }, { dim = r.dim })
   self:rebind(out, self:value_of(t))
   rawset(out, "_base_version", self.versions[base] or 0)
   return { out }

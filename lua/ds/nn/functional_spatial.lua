@@ -3,12 +3,13 @@
 -- (nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear; align_corners), adaptive_avg_pool2d,
 -- adaptive_max_pool2d, max_pool2d / avg_pool2d with ceil_mode, conv2d's padding "same" with even kernels, conv1d,
 -- conv_transpose2d.
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local D = require("ds.dispatch")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")
+local nn_ops = require("ds.ops.nn") -- the conv2d_backward_input def
 
 local M = {}
 
@@ -406,14 +407,14 @@ function M.conv_transpose2d(x, w, b, opts)
   end
   local y
   if output_padding[1] < stride[1] and output_padding[2] < stride[2] then
-    y = D.call(D.by_name.conv2d_backward_input, { x, w },
+    y = D.call(nn_ops.conv2d_backward_input, { x, w },
       { stride = stride, padding = padding, dilation = dilation, groups = groups, input_size = out })
   else
     -- output_padding reaching the stride (dilation > stride): the unpadded result, cropped by padding on both
     -- sides, then zeros (never reached) to the size asked
     local full = {}
     for i = 1, 2 do full[i] = out[i] + 2 * padding[i] - output_padding[i] end
-    y = D.call(D.by_name.conv2d_backward_input, { x, w },
+    y = D.call(nn_ops.conv2d_backward_input, { x, w },
       { stride = stride, padding = { 0, 0 }, dilation = dilation, groups = groups, input_size = full })
     for i = 1, 2 do
       local d = i + 2

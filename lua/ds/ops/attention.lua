@@ -6,6 +6,7 @@ local S = require("ds.shape")
 local errors = require("ds.errors")
 local sum_to = require("ds.autograd").sum_to
 local random = require("ds.random")
+local creation = require("ds.ops.creation") -- the full / arange defs
 local F = C.functions
 
 local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
@@ -13,7 +14,7 @@ local OP = "scaled_dot_product_attention"
 
 -- bool (L,S): true above the diagonal (key j after query i), the positions is_causal hides
 local function causal_hidden(L, Sk)
-  local function range(n) return D.call(D.by_name.arange, {}, { start = 0, step = 1, length = n, dtype = "i64" }) end
+  local function range(n) return D.call(creation.arange, {}, { start = 0, step = 1, length = n, dtype = "i64" }) end
   local i, j = range(L):reshape(L, 1), range(Sk):reshape(1, Sk)
   return F.lt(i, j)
 end

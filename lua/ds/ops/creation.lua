@@ -10,6 +10,8 @@ local Tensor = require("ds.tensor")
 local dsffi = require("ds.ffi")
 local state = require("ds.state")
 local sym = require("ds.sym")
+local sizes_and_opts = require("ds.ops.sizes").sizes_and_opts
+local first = #D.list + 1 -- this family's ops, returned at the end
 local ffi = dsffi.ffi
 
 local function check_dtype(dt, opname)
@@ -37,27 +39,6 @@ D.define {
   pack = function(attrs) return { attrs.start, attrs.step } end,
 }
 
--- split (sizes..., [opts]) or ({sizes}, [opts])
-local function sizes_and_opts(opname, ...)
-  local n = select("#", ...)
-  local last = n > 0 and select(n, ...) or nil
-  local opts = {}
-  if type(last) == "table" and not Tensor.is_tensor(last) and not sym.is(last) and last[1] == nil
-    and next(last) ~= nil then
-    opts = last; n = n - 1
-  end
-  local first = ...
-  local shape
-  if n >= 1 and type(first) == "table" and not sym.is(first) then
-    shape = {}
-    for i, d in ipairs(first) do shape[i] = d end
-  else
-    shape = {}
-    for i = 1, n do shape[i] = (select(i, ...)) end
-  end
-  return S.check(shape, opname), opts
-end
-C.sizes_and_opts = sizes_and_opts
 
 local full = D.by_name.full
 local function full_of(opname, value)
@@ -250,3 +231,6 @@ C.export("tensor", function(v, opts)
   end
   return t
 end, { method = false, args = { "any", "table?" } })
+
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)

@@ -5,10 +5,11 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local dtype = require("ds.dtype")
 local options = require("ds.options")
+local EW = require("ds.ops.elementwise") -- the elementwise ops' defs
 local F = C.functions
 
 local is_tensor = C.is_tensor
-local integer_kernel = C.api(D.by_name.floor_divide)
+local integer_kernel = C.api(EW.floor_divide)
 
 local function is_float(v)
   if is_tensor(v) then return dtype.is_float[v.dtype] end

@@ -5,6 +5,7 @@ local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local sum_to = require("ds.autograd").sum_to
+local first = #D.list + 1 -- this family's ops, returned at the end
 local F = C.functions -- ds.* functions, resolved at call time (backward uses them)
 
 
@@ -261,3 +262,6 @@ D.define {
   infer = function(inputs) return { shape = inputs[1]._shape, dtype = inputs[1].dtype } end,
   backward = function(ctx, g) return g end,
 }
+
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)

@@ -4,6 +4,7 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
+local EW = require("ds.ops.elementwise") -- the elementwise ops' defs
 local F = C.functions
 
 local function tensor_arg(name, x)
@@ -23,7 +24,7 @@ C.export("isfinite", function(x) return F.eq(tensor_arg("isfinite", x) - x, 0) e
 
 -- clamp(x, min, max) with number bounds is the table op; a tensor bound (broadcast, promoted with x) clamps
 -- with where, so the gradient goes to x inside the bounds and to the bound that was taken (as PyTorch)
-local clamp_numbers = C.api(D.by_name.clamp)
+local clamp_numbers = C.api(EW.clamp)
 local function clamp(x, min, max)
   if type(min) == "table" and not C.is_tensor(min) then return clamp_numbers(x, min) end
   if not (C.is_tensor(min) or C.is_tensor(max)) then return clamp_numbers(x, min, max) end

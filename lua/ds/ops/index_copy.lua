@@ -8,6 +8,7 @@ local errors = require("ds.errors")
 local options = require("ds.options")
 local state = require("ds.state")
 local tape = require("ds.tape")
+local first = #D.list + 1 -- this family's ops, returned at the end
 
 local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
 
@@ -60,3 +61,6 @@ local function index_copy_(x, dim, index, src, opts)
   return x
 end
 C.export("index_copy_", index_copy_, { method = false, args = { "tensor", "integer", "tensor", "tensor", "table?" } })
+
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)

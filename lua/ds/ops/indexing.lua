@@ -9,6 +9,7 @@ local options = require("ds.options")
 local state = require("ds.state")
 local Tensor = require("ds.tensor")
 local tape = require("ds.tape")
+local creation = require("ds.ops.creation") -- the full / arange defs
 local F = C.functions
 
 local is_tensor = C.is_tensor
@@ -26,7 +27,7 @@ local function ones(n) local s = {}; for i = 1, n do s[i] = 1 end; return s end
 local function range_list(n) local s = {}; for i = 1, n do s[i] = i end; return s end
 
 -- i64 values 1..n (n may be a symbolic size while tracing)
-local function range(n) return D.call(D.by_name.arange, {}, { start = 1, step = 1, length = n, dtype = "i64" }) end
+local function range(n) return D.call(creation.arange, {}, { start = 1, step = 1, length = n, dtype = "i64" }) end
 
 -- the key as a list of entries (numbers and tensors) and its length
 local function entries(key, opname)

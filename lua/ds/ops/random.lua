@@ -5,6 +5,7 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local first = #D.list + 1 -- this family's ops, returned at the end
 
 local function check_state(name, state)
   if state.dtype ~= "i64" or #state._shape ~= 1 or state._shape[1] ~= 2 then
@@ -34,3 +35,6 @@ def_random("rand", "uniform in [low, high)", C.FLOAT, "f32", { { "low", 0 }, { "
 def_random("randn", "normal with mean and std", C.FLOAT, "f32", { { "mean", 0 }, { "std", 1 } })
 def_random("randint", "uniform integers in [low, high)", C.set { "i64", "i32", "f32", "f64" }, "i64",
   { { "low", 0 }, { "high", 2 } })
+
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)

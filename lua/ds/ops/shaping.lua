@@ -6,6 +6,7 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
 local options = require("ds.options")
+local sizes_and_opts = require("ds.ops.sizes").sizes_and_opts
 local F = C.functions
 
 local is_tensor = C.is_tensor
@@ -232,7 +233,7 @@ C.export("scatter_", function(x, dim, index, src, opts) return x:copy_(scatter(x
 
 -- new_ones / new_full: x's dtype unless opts.dtype
 C.export("new_ones", function(x, ...)
-  local shape, opts = C.sizes_and_opts("new_ones", ...)
+  local shape, opts = sizes_and_opts("new_ones", ...)
   return F.ones(shape, { dtype = opts.dtype or x.dtype })
 end)
 C.export("new_full", function(x, size, value, opts)

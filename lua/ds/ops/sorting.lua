@@ -7,6 +7,7 @@ local errors = require("ds.errors")
 local options = require("ds.options")
 local state = require("ds.state")
 local ffi = require("ffi")
+local EW = require("ds.ops.elementwise") -- the elementwise ops' defs
 local F = C.functions
 
 local is_tensor = C.is_tensor
@@ -150,7 +151,7 @@ end
 C.export("nonzero", nonzero)
 
 -- where(cond) with one argument: nonzero(cond, {as_tuple = true}); with three, the elementwise op
-local where3 = C.api(D.by_name.where)
+local where3 = C.api(EW.where)
 C.export("where", function(c, a, b, opts)
   options.check(opts, "where", {})
   if a == nil and b == nil then return nonzero(c, { as_tuple = true }) end

@@ -6,6 +6,7 @@
 local D = require("ds.dispatch")
 local IR = require("ds.passes.ir")
 local S = require("ds.shape")
+local movement = require("ds.ops.movement") -- the narrow def
 
 -- a demand is FULL or {dim, start, length} (rows start .. start+length-1 of dim, 1-based)
 local FULL = "full"
@@ -167,7 +168,7 @@ return function(ir)
     if r == FULL then return id end
     local d = demand[id]
     if narrowed[id] and d ~= FULL and same_rows(d, r) then return narrowed[id] end
-    return emit(D.by_name.narrow, { id }, { dim = r.dim, start = r.start, length = r.length }, line).outputs[1]
+    return emit(movement.narrow, { id }, { dim = r.dim, start = r.start, length = r.length }, line).outputs[1]
   end
   for _, node in ipairs(ir.nodes) do
     local p = plan[node]
