@@ -629,6 +629,23 @@ describe("nn calls of issue 28: modules and refusals", function()
     H.raises(function() nn.LazyLinear(3)(7) end, "LazyLinear", "tensor")
   end)
 
+  it("ParameterDict holds named parameters in insertion order, registered on the module", function()
+    local pd = nn.ParameterDict({ { "b", ds.ones(2) }, { "a", ds.zeros(3) } })
+    assert.same({ "b", "a" }, pd:keys())
+    assert.equal(2, pd:len())
+    assert.is_true(pd.b.requires_grad)
+    pd:update({ c = ds.ones(1, 1) })
+    local names = {}
+    for name in pd:named_parameters() do names[#names + 1] = name end
+    table.sort(names)
+    assert.same({ "a", "b", "c" }, names)
+    local seen = {}
+    for k, p in pd:items() do seen[#seen + 1] = k .. ":" .. p:numel() end
+    assert.same({ "b:2", "a:3", "c:1" }, seen)
+    H.raises(function() pd:set("forward", ds.ones(1)) end, "ParameterDict", "reserved")
+    H.raises(function() pd:set("d", 3) end, "ParameterDict", "not a tensor")
+  end)
+
   it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()
     local tf = fixture.transformer
     local m = nn.Transformer(8, 2, 1, 2, 16, 0, { dtype = "f64" })

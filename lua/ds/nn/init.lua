@@ -14,8 +14,9 @@ local LAYER_FAMILIES = {
   require("ds.nn.kv_cache"), require("ds.nn.conv3d"), require("ds.nn.fold"), require("ds.nn.distance"),
   require("ds.nn.transformer_model"), require("ds.nn.pool3d"),
   require("ds.nn.padding"), require("ds.nn.layers_more"), require("ds.nn.norm3d"),
-  require("ds.nn.adaptive_softmax"), require("ds.nn.lazy"),
-  { QuantizedLinear = require("ds.nn.quantized").QuantizedLinear },
+  require("ds.nn.adaptive_softmax"), require("ds.nn.lazy"), require("ds.nn.parameter_dict"),
+  { QuantizedLinear = require("ds.nn.quantized").QuantizedLinear,
+    QuantizedConv2d = require("ds.nn.quantized").QuantizedConv2d },
 }
 
 local M = {}
