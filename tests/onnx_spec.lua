@@ -7,6 +7,7 @@ local D = require("ds.dispatch")
 local H = require("helpers")
 local ort = require("onnx.ort")
 local export_ops = require("ds.onnx.export_ops")
+local FORMS = require("ds.onnx.export").FORMS -- export_ops.lua's and export_control.lua's
 
 -- Tolerance (rtol, atol) of ONNX Runtime's result against ds's, per op; a row takes the loosest of its ops.
 -- 0: ORT computes the same IEEE operations in the same order (movement, indexing, compare, select, exact
@@ -120,13 +121,13 @@ describe("ds.onnx export", function()
   it("every op of the table has an ONNX form or a stated reason it has none", function()
     local missing = {}
     for _, def in ipairs(D.list) do
-      if not def.internal and not export_ops.FORMS[def.name] and not export_ops.NO_FORM[def.name] then
+      if not def.internal and not FORMS[def.name] and not export_ops.NO_FORM[def.name] then
         missing[#missing + 1] = def.name
       end
     end
     assert(#missing == 0, "no ONNX mapping and no 'no ONNX form' mark in lua/ds/onnx/export_ops.lua: " ..
       table.concat(missing, ", "))
-    for name in pairs(export_ops.FORMS) do assert(D.by_name[name], "export_ops.lua maps the unknown op " .. name) end
+    for name in pairs(FORMS) do assert(D.by_name[name], "export_ops.lua maps the unknown op " .. name) end
     for name in pairs(export_ops.NO_FORM) do assert(D.by_name[name], "export_ops.lua marks the unknown op " .. name) end
   end)
 
@@ -185,7 +186,7 @@ describe("ds.onnx export", function()
       end
     end
     local uncovered = {}
-    for name in pairs(export_ops.FORMS) do if not covered[name] then uncovered[#uncovered + 1] = name end end
+    for name in pairs(FORMS) do if not covered[name] then uncovered[#uncovered + 1] = name end end
     table.sort(uncovered)
     assert(#failures == 0, #failures .. " rows failed:\n" .. table.concat(failures, "\n"))
     assert(#uncovered == 0, "ops with an ONNX form that no row ran in ONNX Runtime: " .. table.concat(uncovered, ", "))

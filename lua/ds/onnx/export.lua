@@ -12,12 +12,18 @@ local types = require("ds.onnx.types")
 local A = require("ds.onnx.attr")
 local proto = require("ds.onnx.proto")
 local ops = require("ds.onnx.export_ops")
-require("ds.onnx.export_control") -- adds the forms of cond and while_loop to export_ops
+local control_forms = require("ds.onnx.export_control") -- the forms of cond and while_loop
 local files = require("ds.files")
 
 local M = {}
 M.OPSET = 17
 M.IR_VERSION = 8 -- the IR version of ONNX 1.12, whose checker validates opset 17
+
+-- FORMS[op](w, n): every op's ONNX form: export_ops.lua's and export_control.lua's
+local FORMS = {}
+for op, form in pairs(ops.FORMS) do FORMS[op] = form end
+for op, form in pairs(control_forms) do FORMS[op] = form end
+M.FORMS = FORMS
 
 -- ---- the writer: one per model; scopes for sub-graphs ----
 local Writer = {}
@@ -191,7 +197,8 @@ function Writer:write_graph(g, bind)
     for k, v in ipairs(node.outputs) do
       n.outs[k], n.outm[k], n.used[k] = self:claim("v" .. v), meta(v), used[v] == true
     end
-    ops.write(self, node, n)
+    local control = control_forms[node.op]
+    if control then control(self, n) else ops.write(self, node, n) end
     for k, v in ipairs(node.outputs) do names[v] = n.outs[k] end
   end
   self.names = saved

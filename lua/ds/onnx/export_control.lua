@@ -1,10 +1,10 @@
--- onnx/export_control.lua: the ONNX forms of ds.cond (If) and ds.while_loop (Loop), with their sub-graphs.
+-- onnx/export_control.lua: the ONNX forms of ds.cond (If) and ds.while_loop (Loop), with their sub-graphs;
+-- returns them by op name (FORMS[op](w, n), as onnx/export_ops.lua's) for onnx/export.lua to merge.
 --[[ A ds sub-graph takes its operands, then one input per captured outer value; it returns its results, then
   the new values of the captures it writes (attrs.written). ONNX sub-graphs read outer names directly, so the
   captures bind to the node's input names. cond -> If: both branches return results + written captures.
   while_loop -> Loop with no trip limit and the loop vars + written captures carried; the body runs the ds
   body, then the ds cond on the new values (the Loop's cond output); the first test runs before the Loop. ]]
-local ops = require("ds.onnx.export_ops")
 local A = require("ds.onnx.attr")
 
 local M = {}
@@ -25,7 +25,7 @@ local function graph_proto(w, name, nodes, results, metas, inputs)
   return { name = w:fresh(name), node = all, output = outputs, input = inputs or {} }
 end
 
-ops.FORMS.cond = function(w, n)
+M.cond = function(w, n)
   local a = n.node.attrs
   local function branch(g, label)
     local results
@@ -44,7 +44,7 @@ ops.FORMS.cond = function(w, n)
     n.outs)
 end
 
-ops.FORMS.while_loop = function(w, n)
+M.while_loop = function(w, n)
   local a = n.node.attrs
   if a.reads then
     error(string.format("ds.onnx.export: while_loop (%s) is the reverse loop of a traced loop's gradient: it reads the "
