@@ -1,8 +1,8 @@
 -- tests/onnx_quantized_export_spec.lua: ONNX export of int8 models (linear_int8 written out as per-row
 -- quantization, QuantizeLinear, MatMulInteger and the f32 dequantization): the exported model passes ONNX's
 -- checker and ONNX Runtime (graph optimizations off) gives ds's bits exactly, for a lone op with a dynamic
--- batch and for ds.quantize'd models (dynamic and static) compiled frozen (ReLU between their layers: ORT's erf
--- is not ds's).
+-- batch and for ds.quantize'd models (dynamic and static, Linear and Conv2d) compiled frozen (ReLU between their
+-- layers: ORT's erf is not ds's).
 local H = require("helpers")
 local ds = require("ds")
 local ort = require("onnx.ort")
@@ -59,5 +59,21 @@ describe("ONNX export of linear_int8", function()
       specs = { ds.spec({ "n", 24 }) } })
     -- inputs beyond the calibrated range saturate at 0 and 255
     same_bits_in_ort("static", cq, { ds.randn(5, 24), ds.randn(3, 24) * 10 })
+  end)
+
+  it("int8 convolutions (dynamic and static; stride, padding, dilation) export with ds's bits", function()
+    ds.manual_seed(7)
+    local nn = ds.nn
+    local m = nn.Sequential(nn.Conv2d(2, 6, 3, { padding = 2, stride = 2 }), nn.ReLU(),
+      nn.Conv2d(6, 4, { 3, 2 }, { dilation = { 1, 2 }, padding = { 1, 0 } }))
+    m:eval()
+    local x = ds.randn(3, 2, 11, 10)
+    local zero_image = x * 2
+    zero_image[{ 2 }] = 0
+    for _, mode in ipairs({ "dynamic", "static" }) do
+      local cq = ds.quantize(m, { mode = mode, ops = { "conv2d" }, calibration = { { x } },
+        specs = { ds.spec({ "n", 2, 11, 10 }) } })
+      same_bits_in_ort("conv_" .. mode, cq, { x, zero_image })
+    end
   end)
 end)

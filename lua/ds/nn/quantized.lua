@@ -1,11 +1,14 @@
 -- nn/quantized.lua: int8 inference. nn.QuantizedLinear (a Linear whose weight is stored int8 per output channel,
 -- run by the linear_int8 op: each input row quantized to u8 on the fly; or, static, by linear_int8_static with
 -- the input's scale and zero point fixed by calibration) and ds.quantize(model, opts), which returns a copy of
--- a model with its Linear layers quantized (dynamic quantization, as PyTorch's
+-- a model with its Linear (and, with ops = {"linear", "conv2d"}, Conv2d: nn.QuantizedConv2d, each image
+-- quantized as a whole) layers quantized (dynamic quantization, as PyTorch's
 -- torch.ao.quantization.quantize_dynamic, or static with min-max / percentile observers), compiled when specs
 -- are given, with a per-layer error report against f32 on calibration batches.
 local Module = require("ds.nn.module")
 local linear = require("ds.nn.linear")
+local conv = require("ds.nn.conv")
+local conv_padding = require("ds.nn.conv_padding")
 local options = require("ds.options")
 local errors = require("ds.errors")
 local ops = require("ds.ops.common").functions
@@ -76,17 +79,82 @@ function QuantizedLinear:extra_repr()
 end
 M.QuantizedLinear = QuantizedLinear
 
+local function pair(v) if type(v) == "table" then return v end return { v, v } end
+
+-- x (B, C, H, W) -> (B, O, OH, OW) f32: a Conv2d (groups 1) whose weight is stored int8 per output channel, run
+-- by conv2d_int8 (each image quantized to u8 on the fly) or conv2d_int8_static (the input's scale and zero point
+-- fixed by calibration)
+local QuantizedConv2d = Module:extend("QuantizedConv2d")
+function QuantizedConv2d:init(in_channels, out_channels, kernel_size, opts)
+  if type(in_channels) ~= "number" or type(out_channels) ~= "number" or kernel_size == nil then
+    errors.raise("QuantizedConv2d: expects QuantizedConv2d(in_channels, out_channels, kernel_size, [opts])")
+  end
+  opts = options.check(opts, "QuantizedConv2d", { stride = "any", padding = "any", dilation = "any",
+    padding_mode = conv_padding.MODES })
+  local k = pair(kernel_size)
+  self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
+  self.stride, self.padding, self.dilation = opts.stride or 1, opts.padding or 0, opts.dilation or 1
+  self.padding_mode = opts.padding_mode or "zeros"
+  if type(self.padding) == "string" then
+    if self.padding ~= "valid" then
+      raise("QuantizedConv2d: padding '%s' is not implemented (numbers, pairs or \"valid\")", self.padding)
+    end
+    self.padding = 0
+  end
+  self:register_buffer("weight", ops.zeros(out_channels, in_channels, k[1], k[2], { dtype = "i8" }))
+  self:register_buffer("scale", ops.ones(out_channels))
+  self:register_buffer("bias", ops.zeros(out_channels))
+end
+-- a QuantizedConv2d holding a Conv2d's weights (its bias, or zeros); static as QuantizedLinear.from_linear's
+function QuantizedConv2d.from_conv(c, static)
+  if c.groups ~= 1 then
+    raise("quantize: Conv2d with groups = %d is not implemented (groups 1; skip the layer by name)", c.groups)
+  end
+  if c.weight.dtype ~= "f32" then raise("quantize: Conv2d weights must be f32, got %s", c.weight.dtype) end
+  local q = QuantizedConv2d(c.in_channels, c.out_channels, c.kernel_size, { stride = c.stride, padding = c.padding,
+    dilation = c.dilation, padding_mode = c.padding_mode })
+  local O = c.out_channels
+  local w, scale = M.quantize_weight(c.weight:reshape(O, -1))
+  q.weight, q.scale = w:reshape(c.weight.shape), scale
+  if c.bias then q.bias = c.bias:detach():clone() end
+  if static then
+    q:register_buffer("input_scale", static[1])
+    q:register_buffer("input_zero_point", static[2])
+  end
+  q.training = c.training
+  return q
+end
+function QuantizedConv2d:forward(x)
+  local padding = self.padding
+  if self.padding_mode ~= "zeros" then
+    x = conv_padding.pad(x, self.padding_mode, padding, self.kernel_size, pair(self.dilation), 2)
+    padding = 0
+  end
+  local o = { stride = self.stride, padding = padding, dilation = self.dilation }
+  if self.input_scale then
+    return ops.conv2d_int8_static(x, self.weight, self.scale, self.bias, self.input_scale, self.input_zero_point, o)
+  end
+  return ops.conv2d_int8(x, self.weight, self.scale, self.bias, o)
+end
+function QuantizedConv2d:extra_repr()
+  return string.format("%d, %d, kernel_size=(%d, %d), int8 per channel, %s", self.in_channels, self.out_channels,
+    self.kernel_size[1], self.kernel_size[2], self.input_scale and "static input" or "dynamic input")
+end
+M.QuantizedConv2d = QuantizedConv2d
+
 local MODES = { dynamic = true, static = true }
 local OBSERVERS = { minmax = true, percentile = true }
-local OPS = { linear = true }
+-- the layer classes ds.quantize's ops name, and how each becomes quantized
+local OPS = { linear = { class = linear.Linear, make = QuantizedLinear.from_linear },
+  conv2d = { class = conv.Conv2d, make = QuantizedConv2d.from_conv } }
 
--- the Linear modules of model that opts keeps: {parent, key, name, module}
-local function targets(model, skip)
+-- the layers of model of the classes in kinds (class -> true) that skip does not name: {parent, key, name, module}
+local function targets(model, skip, kinds)
   local list = {}
   for name, m in model:named_modules() do
     for key, child in m:named_children() do
       local full = name == "" and key or name .. "." .. key
-      if getmetatable(child) == linear.Linear and not skip[full] then
+      if kinds[getmetatable(child)] and not skip[full] then
         local index = tonumber(key)   -- a container's children sit at number keys (named "1", "2", ...)
         if index and rawget(m, index) == child then key = index end
         list[#list + 1] = { parent = m, key = key, name = full, module = child }
@@ -156,7 +224,7 @@ local function report(pairs_, model, calibration)
   return rows
 end
 
---[[ ds.quantize(model, {mode = "dynamic" | "static", ops = {"linear"}, per_channel = true, skip = {names},
+--[[ ds.quantize(model, {mode = "dynamic" | "static", ops = {"linear", "conv2d"}, per_channel = true, skip = {names},
   calibration = {{inputs...}, ...}, observer = "minmax" | "percentile", percentile = 99.99, specs = {...}}): a
   quantized copy of model (the model itself is unchanged); with specs, that copy compiled with frozen weights by
   `compile` (ds.compile, a layer above: ds's namespace passes it). Static mode needs calibration: the observer
@@ -174,8 +242,12 @@ function M.quantize(model, opts, compile)
     raise("quantize: mode '%s' is not implemented (\"dynamic\": activations quantized per row on the fly; "
       .. "\"static\": with a scale and zero point fixed by calibration)", mode)
   end
+  local kinds, make = {}, {}
   for _, op in ipairs(opts.ops or { "linear" }) do
-    if not OPS[op] then raise("quantize: ops: '%s' is not implemented (only \"linear\")", tostring(op)) end
+    if not OPS[op] then
+      raise("quantize: ops: '%s' is not implemented (\"linear\" and \"conv2d\")", tostring(op))
+    end
+    kinds[OPS[op].class], make[OPS[op].class] = true, OPS[op].make
   end
   if opts.per_channel == false then raise("quantize: per_channel = false is not implemented (weights are per channel)") end
   local observer = opts.observer or "minmax"
@@ -196,13 +268,14 @@ function M.quantize(model, opts, compile)
   for _, n in ipairs(opts.skip or {}) do skip[n] = true end
   local f32_model = model:deepcopy()
   local q_model = model:deepcopy()
-  local f32_list, list = targets(f32_model, skip), targets(q_model, skip)
-  if #list == 0 then raise("quantize: the model has no Linear layer to quantize") end
+  local f32_list, list = targets(f32_model, skip, kinds), targets(q_model, skip, kinds)
+  if #list == 0 then raise("quantize: the model has no layer to quantize (of ops %s)", table.concat(opts.ops or
+    { "linear" }, ", ")) end
   local ranges = mode == "static" and observe(f32_list, f32_model, opts.calibration, observer, p) or {}
   local layer_pairs = {}
   for i, t in ipairs(list) do
     local r = ranges[i]
-    local q = QuantizedLinear.from_linear(t.module, r and { M.input_params(r[1], r[2]) })
+    local q = make[getmetatable(t.module)](t.module, r and { M.input_params(r[1], r[2]) })
     t.parent[t.key] = q
     layer_pairs[i] = { name = t.name, f32 = f32_list[i].module, q = q }
   end

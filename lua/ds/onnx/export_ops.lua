@@ -364,6 +364,46 @@ FORMS.linear_int8 = function(w, n)
   local y = w:one("Add", { w:one("Mul", { w:cast(v, "i32", "f32"), w:one("Mul", { s, n.ins[3] }) }), n.ins[4] })
   finish_reshape(w, n, y)
 end
+--[[ conv2d_int8[_static](x (B, C, H, W), w (O, C, kh, kw) i8, wscale, bias[, x_scale, x_zero_point]): each image
+  quantized (QuantizeLinear per image, axis 0, its own range as linear_int8's rows, or the fixed one), then
+  ConvInteger(q, w) - zp * ConvInteger(ones, w): the exact sum of (q - zp) * w over the window's in-image taps,
+  which is ds's (it pads with the zero point; ORT's ConvInteger takes one x_zero_point per tensor), then
+  Cast(.) * (scale * wscale) + bias per channel. ]]
+local function conv_int8(w, n, static)
+  local a, xs, ws = n.node.attrs, n.inm[1].shape, n.inm[2].shape
+  local x, s, s1, zp
+  if static then
+    s = to_shape(w, n.ins[5], { 1, 1, 1, 1 })
+    s1, zp = s, w:cast(to_shape(w, n.ins[6], { 1, 1, 1, 1 }), "u8", "f32")
+  else
+    local zero = w:scalar(0, "f32")
+    local keep = { axes = A.ints({ 1, 2, 3 }), keepdims = A.int(1) }
+    local lo = w:one("Min", { w:one("ReduceMin", { n.ins[1] }, keep), zero })                   -- (B, 1, 1, 1)
+    local hi = w:one("Max", { w:one("ReduceMax", { n.ins[1] }, keep), zero })
+    s = w:one("Div", { w:one("Sub", { hi, lo }), w:scalar(255, "f32") })
+    s1 = w:one("Where", { w:one("Equal", { s, zero }), w:scalar(1, "f32"), s })
+    zp = w:one("Round", { w:one("Clip", { w:one("Div", { w:one("Neg", { lo }), s1 }), zero,
+      w:scalar(255, "f32") }) })
+  end
+  local B = xs[1]
+  local zp8 = w:cast(w:one("Expand", { to_shape(w, zp, { -1 }), w:shape({ B }) }), "f32", "u8")   -- (B)
+  local sB = w:one("Expand", { to_shape(w, s1, { -1 }), w:shape({ B }) })
+  local q = w:one("QuantizeLinear", { n.ins[1], sB, zp8 }, { axis = A.int(0) })
+  local p = a.padding
+  local attrs = { strides = A.ints(a.stride), pads = A.ints({ p[1], p[2], p[1], p[2] }), dilations = A.ints(a.dilation),
+    kernel_shape = A.ints({ ws[3], ws[4] }) }
+  x = w:one("ConvInteger", { q, n.ins[2] }, attrs)
+  local ones = w:one("ConstantOfShape", { w:shape({ 1, xs[2], xs[3], xs[4] }) }, { value = A.tensor({
+    data_type = types.ONNX.u8, dims = { 1 }, raw_data = types.list_bytes({ 1 }, "u8") }) })
+  local taps = w:one("ConvInteger", { ones, n.ins[2] }, attrs)                                   -- (1, O, OH, OW)
+  local v = w:one("Sub", { x, w:one("Mul", { w:cast(zp, "f32", "i32"), taps }) })
+  local per_channel = w:i64s({ 1, -1, 1, 1 })
+  local scale = w:one("Mul", { s, w:one("Reshape", { n.ins[3], per_channel }) })
+  last(w, n, "Add", { w:one("Mul", { w:cast(v, "i32", "f32"), scale }), w:one("Reshape", { n.ins[4], per_channel }) })
+end
+FORMS.conv2d_int8 = function(w, n) conv_int8(w, n, false) end
+FORMS.conv2d_int8_static = function(w, n) conv_int8(w, n, true) end
+
 -- linear_int8_static(x, w, wscale, bias, x_scale, x_zero_point): QuantizeLinear per tensor, MatMulInteger with
 -- that zero point, Cast(.) * (x_scale * wscale) + bias: ds's bits
 FORMS.linear_int8_static = function(w, n)

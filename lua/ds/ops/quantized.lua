@@ -6,11 +6,15 @@
 -- scale ({} f32 > 0) and zero point ({} u8) from calibration (static quantization). For frozen weights
 -- (passes/prepack.lua): `pack_int8_weight` (w -> the kernels' strips), `int8_colsum` (w's row sums, for the zero
 -- points) and `linear_int8_packed` / `linear_int8_static_packed`, the same ops reading them.
+-- `conv2d_int8(x (B, C, H, W), w (O, C, kh, kw) i8, wscale (O), bias (O), {stride, padding, dilation})` and
+-- `conv2d_int8_static(..., x_scale, x_zero_point, opts)` (src/qconv.c): each image quantized as a whole (its own
+-- range, or the fixed one), unfolded, the same integer products and f32 dequantization as linear_int8.
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
 local options = require("ds.options")
+local sym = require("ds.sym")
 local F = C.functions
 
 local OP = "linear_int8"
@@ -144,6 +148,52 @@ M.linear_int8_static_packed = D.define {
   end,
 }
 
+-- output size of one spatial dim (n may be a dynamic dim: a floor symbol then)
+local function conv_out(n, k, st, p, d, op)
+  local ek = (k - 1) * d + 1
+  if type(n) ~= "number" then return sym.add(sym.floordiv(sym.add(n, 2 * p - ek), st), 1) end
+  if ek > n + 2 * p then raise("%s: the kernel (dilated size %d) is larger than the padded input (%d)", op, ek, n + 2 * p) end
+  return math.floor((n + 2 * p - ek) / st) + 1
+end
+
+-- the int8 convolution's definition (static: with x_scale, x_zero_point)
+local function conv_def(name, static)
+  return D.define {
+    name = name, kind = "nn", kernel = "ds_" .. name .. "_%s", dtypes = { f32 = true }, lowp_inputs = true,
+    ninputs = static and 6 or 4,
+    doc = static and "conv2d_int8 with x quantized by a fixed scale and zero point (static quantization)"
+      or "2-D convolution (groups 1) with the weight stored int8 per output channel and each image of x quantized "
+      .. "to u8 on the fly: exact int32 products, the same bits on every host (ds.quantize builds it)",
+    kernel_dtype = f32_kernel,
+    promote = contiguous_all,
+    attrs = { { "stride", "ints", { 1, 1 } }, { "padding", "ints", { 0, 0 } }, { "dilation", "ints", { 1, 1 } } },
+    pack = function(a)
+      return { a.stride[1], a.stride[2], a.padding[1], a.padding[2], a.dilation[1], a.dilation[2] }
+    end,
+    infer = function(inputs, a)
+      local x, w = inputs[1], inputs[2]
+      need_dtype(x, "f32", "input", name)
+      need_dtype(w, "i8", "weight", name)
+      local xs, ws = x._shape, w._shape
+      if #xs ~= 4 or #ws ~= 4 or not S.same(xs[2], ws[2]) then
+        raise("%s: input %s and weight %s must be (B, C, H, W) and (O, C, kh, kw)", name, S.str(xs), S.str(ws))
+      end
+      for _, k in ipairs({ "stride", "dilation" }) do
+        if #a[k] ~= 2 or a[k][1] < 1 or a[k][2] < 1 then raise("%s: %s must be two integers >= 1", name, k) end
+      end
+      if #a.padding ~= 2 or a.padding[1] < 0 or a.padding[2] < 0 then
+        raise("%s: padding must be two integers >= 0", name)
+      end
+      check_vectors(inputs[3], inputs[4], ws[1], name)
+      if static then check_fixed(inputs[5], inputs[6], name) end
+      return { shape = { xs[1], ws[1], conv_out(xs[3], ws[3], a.stride[1], a.padding[1], a.dilation[1], name),
+        conv_out(xs[4], ws[4], a.stride[2], a.padding[2], a.dilation[2], name) }, dtype = "f32" }
+    end,
+  }
+end
+M.conv2d_int8 = conv_def("conv2d_int8", false)
+M.conv2d_int8_static = conv_def("conv2d_int8_static", true)
+
 -- x, w, wscale checked as tensors, bias (nil: zeros) made one: the list of inputs of op
 local function linear_inputs(op, x, w, wscale, bias)
   local given = { x, w, wscale }
@@ -169,6 +219,35 @@ C.export(STATIC, function(x, w, wscale, bias, x_scale, x_zero_point)
   end
   inputs[5], inputs[6] = x_scale, x_zero_point
   return D.call(M.linear_int8_static, inputs, {})
+end, { method = false })
+
+-- a number or pair option of a convolution as a pair
+local function pair(v, what, op)
+  if type(v) == "number" then return { v, v } end
+  if type(v) == "table" and #v == 2 and type(v[1]) == "number" and type(v[2]) == "number" then return v end
+  raise("%s: %s must be a number or a pair of numbers, got %s", op, what, tostring(v))
+end
+local CONV_OPTS = { stride = "any", padding = "any", dilation = "any" }
+local function conv_attrs(opts, op)
+  opts = options.check(opts, op, CONV_OPTS)
+  return { stride = pair(opts.stride or 1, "stride", op), padding = pair(opts.padding or 0, "padding", op),
+    dilation = pair(opts.dilation or 1, "dilation", op) }
+end
+
+-- ds.conv2d_int8(x, w, wscale, bias, {stride, padding, dilation}): see the header; bias may be nil (zeros)
+C.export("conv2d_int8", function(x, w, wscale, bias, opts)
+  return D.call(M.conv2d_int8, linear_inputs("conv2d_int8", x, w, wscale, bias), conv_attrs(opts, "conv2d_int8"))
+end, { method = false })
+
+-- ds.conv2d_int8_static(x, w, wscale, bias, x_scale, x_zero_point, {stride, padding, dilation})
+C.export("conv2d_int8_static", function(x, w, wscale, bias, x_scale, x_zero_point, opts)
+  local op = "conv2d_int8_static"
+  local inputs = linear_inputs(op, x, w, wscale, bias)
+  if not C.is_tensor(x_scale) or not C.is_tensor(x_zero_point) then
+    raise("%s: x_scale and x_zero_point must be tensors ({} f32 and {} u8)", op)
+  end
+  inputs[5], inputs[6] = x_scale, x_zero_point
+  return D.call(M.conv2d_int8_static, inputs, conv_attrs(opts, op))
 end, { method = false })
 
 return M
