@@ -144,6 +144,29 @@ describe("the compiled decoding loop as a C loop step", function()
     assert(H.bitwise(want, with_attrs(nvars[0], 8)))
   end)
 
+  it("a compiled step with a position per row writes only those rows of the caches (index_copy_ in place)", function()
+    ds.manual_seed(5)
+    local m = CM.GPT({ vocab = V, embed = 16, heads = 2, layers = 2, block = 24, cache_batch = 3 })
+    local cg = ds.compile(function(ids, pos) return m:step(ids, pos) end, { ds.spec({ 3, 1 }, "i64"),
+      ds.spec({ 3 }, "i64") })
+    local ids, pos = i64({ { 1 }, { 2 }, { 3 } }), i64({ 1, 4, 2 })
+    local got = cg(ids, pos)
+    local p = cg._last_plan
+    local writes = 0
+    for _, st in ipairs(p.log.steps) do
+      local b = p.log.buffers[st.buffers[1] + 1]
+      if b.role == "view" then b = p.log.buffers[b.base + 1] end
+      if b.role == "state" then
+        assert.truthy(st.kernel:match("^ds_index_copy_"), st.kernel .. " writes a cache")
+        writes = writes + 1
+      end
+    end
+    assert.are.equal(4, writes)   -- 2 layers x (keys, values), nothing else touches a cache
+    ds.manual_seed(5)
+    local e = CM.GPT({ vocab = V, embed = 16, heads = 2, layers = 2, block = 24, cache_batch = 3 })
+    assert(H.bitwise(ds.no_grad(function() return e:step(ids, pos) end), got))
+  end)
+
   it("a loop whose body has a Lua step (a cond inside) runs its trips in Lua, with the eager bits", function()
     local function f(x)
       return ds.while_loop(function(i) return i:lt(4) end, function(i, y)

@@ -1,10 +1,13 @@
 -- nn/kv_cache.lua: KVCache, keys and values preallocated to max_len and written in place at a position tensor
--- (ds.index_copy_), so a compiled decode step is one plan for every cache length.
+-- (ds.index_copy_), so a compiled decode step is one plan for every cache length. The buffers are kept as rows
+-- (batch * heads * max_len, head_dim), each (row, head, position) one row, so a write touches only the rows of
+-- the tokens written, also with a position per row (continuous batching); attention reads a 4-d view.
 local Module = require("ds.nn.module")
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")
+local state = require("ds.state")
 require("ds.ops.index_copy") -- ds.index_copy_, the in-place write
 
 local M = {}
@@ -15,18 +18,38 @@ local KVCache = Module:extend("KVCache", {
   forward = { "tensor", "tensor", "tensor", "tensor|integer" },
 })
 
--- KVCache(batch, heads, max_len, head_dim, {dtype = "f32"}): buffers k_cache, v_cache (batch, heads, max_len,
--- head_dim), zeros, not in state_dict
+-- KVCache(batch, heads, max_len, head_dim, {dtype = "f32"}): buffers k_cache, v_cache (batch * heads * max_len,
+-- head_dim), zeros, not in state_dict; self.shape = {batch, heads, max_len, head_dim}
 function KVCache:init(batch, heads, max_len, head_dim, opts)
   opts = options.check(opts, "KVCache", { dtype = "dtype" })
   for _, p in ipairs { { "batch", batch }, { "heads", heads }, { "max_len", max_len }, { "head_dim", head_dim } } do
     if p[2] < 1 then errors.raise(string.format("KVCache: %s must be >= 1, got %d", p[1], p[2])) end
   end
   self.max_len = max_len
-  local shape = { batch, heads, max_len, head_dim }
+  self.shape = { batch, heads, max_len, head_dim }
+  local rows = { batch * heads * max_len, head_dim }
   -- not persistent (as PyTorch's caches): a state_dict holds the weights, whatever batch the caches were made for
-  self:register_buffer("k_cache", ops.zeros(shape, { dtype = opts.dtype or "f32" }), false)
-  self:register_buffer("v_cache", ops.zeros(shape, { dtype = opts.dtype or "f32" }), false)
+  self:register_buffer("k_cache", ops.zeros(rows, { dtype = opts.dtype or "f32" }), false)
+  self:register_buffer("v_cache", ops.zeros(rows, { dtype = opts.dtype or "f32" }), false)
+end
+
+-- k, v (batch, heads, t, head_dim) written at the cache rows of positions at ((batch * heads, t) i64, 1-based:
+-- each row's own positions) -> the caches as (batch, heads, max_len, head_dim) views
+function KVCache:write(k, v, at)
+  local B, H, L, Dh = unpack(self.shape)
+  if not state.trace then
+    for _, p in ipairs(at:reshape(-1):totable()) do
+      if p < 1 or p > L then
+        errors.raise(string.format("KVCache.update: position %d is outside the cache's 1..%d (max_len)", p, L))
+      end
+    end
+  end
+  local first = ops.arange(0, B * H, { dtype = "i64" }):reshape(B * H, 1) * L   -- (B * H, 1) row 0 of each head
+  -- a position outside 1..max_len (a compiled step is not checked above) is row 0: index_copy_ refuses it
+  local rows = ops.where(at:ge(1):logical_and(at:le(L)), first + at, 0):reshape(-1)
+  ops.index_copy_(self.k_cache, 1, rows, k:detach():astype(self.k_cache.dtype):reshape(-1, Dh)) -- a cache is for
+  ops.index_copy_(self.v_cache, 1, rows, v:detach():astype(self.v_cache.dtype):reshape(-1, Dh)) -- inference: no grad
+  return self.k_cache:reshape(B, H, L, Dh), self.v_cache:reshape(B, H, L, Dh)
 end
 
 -- update(k, v, pos): k, v (batch, heads, t, head_dim) written at positions pos .. pos + t - 1 (pos: 1-based, an i64
@@ -41,7 +64,7 @@ function KVCache:update(k, v, pos)
       S.str(k._shape), S.str(v._shape)))
   end
   if type(pos) == "number" then pos = ops.tensor({ pos }, { dtype = "i64" }) end
-  local batch = self.k_cache._shape[1]
+  local batch = self.shape[1]
   if pos.dtype == "i64" and #pos._shape == 1 and pos._shape[1] == batch and batch ~= 1 then
     return self:update_rows(k, v, pos)
   end
@@ -50,26 +73,22 @@ function KVCache:update(k, v, pos)
       .. "got %s %s", batch, pos.dtype, S.str(pos._shape)))
   end
   local at = pos:reshape(1) + ops.arange(0, t, { dtype = "i64" })   -- (t) positions written
-  ops.index_copy_(self.k_cache, 3, at, k:detach():astype(self.k_cache.dtype))   -- a cache is for inference:
-  ops.index_copy_(self.v_cache, 3, at, v:detach():astype(self.v_cache.dtype))   -- no gradient flows through it
+  local kc, vc = self:write(k, v, at:reshape(1, t))
   local mask = ops.arange(1, self.max_len + 1, { dtype = "i64" }):reshape(1, self.max_len):le(at:reshape(t, 1))
-  return self.k_cache, self.v_cache, mask
+  return kc, vc, mask
 end
 
 -- update_rows(k, v, pos): k, v (batch, heads, 1, head_dim) written at row b's position pos[b] (pos (batch) i64,
 -- 1-based) -> k_cache, v_cache and the mask (batch, 1, 1, max_len): row b sees the keys at positions <= pos[b]
 function KVCache:update_rows(k, v, pos)
-  local B, L = self.k_cache._shape[1], self.max_len
+  local B, H, L = self.shape[1], self.shape[2], self.max_len
   if k._shape[3] ~= 1 then
     errors.raise(string.format("KVCache.update: a position per row (pos (%d)) writes one token per row, got k %s", B,
       S.str(k._shape)))
   end
-  local slots = ops.arange(1, L + 1, { dtype = "i64" }):reshape(1, 1, L, 1)
-  local at = slots:eq(pos:reshape(B, 1, 1, 1))                                     -- (B, 1, L, 1) the written slot
-  self.k_cache:copy_(ops.where(at, k:detach():astype(self.k_cache.dtype), self.k_cache))
-  self.v_cache:copy_(ops.where(at, v:detach():astype(self.v_cache.dtype), self.v_cache))
-  local mask = slots:reshape(1, 1, 1, L):le(pos:reshape(B, 1, 1, 1))              -- (B, 1, 1, L)
-  return self.k_cache, self.v_cache, mask
+  local kc, vc = self:write(k, v, pos:reshape(B, 1):expand(B, H):reshape(B * H, 1))   -- row b's heads at pos[b]
+  local mask = ops.arange(1, L + 1, { dtype = "i64" }):reshape(1, 1, 1, L):le(pos:reshape(B, 1, 1, 1))  -- (B,1,1,L)
+  return kc, vc, mask
 end
 
 -- forward(q, k, v, pos): q (batch, heads, t, head_dim) attending over the cache after k, v are written at pos
@@ -80,7 +99,7 @@ function KVCache:forward(q, k, v, pos)
 end
 
 function KVCache:extra_repr()
-  return string.format("%s, max_len=%d", S.str(self.k_cache._shape), self.max_len)
+  return string.format("%s, max_len=%d", S.str(self.shape), self.max_len)
 end
 M.KVCache = KVCache
 
