@@ -123,6 +123,48 @@ describe("loops: values", function()
     assert.equal(5, hits:item())
   end)
 
+  it("compiled loops are C loop steps: nested, state updated in place, scan; eager bits, saved and run by the C loader",
+    function()
+      local ffi, C = require("ffi"), require("ds.ffi").C
+      local acc = ds.zeros(3, 4)
+      local function f(x, n)
+        -- an outer fori_loop whose body runs an inner while_loop and writes row i of acc in place
+        local y = ds.fori_loop(1, n, function(i, h)
+          local _, h2 = ds.while_loop(function(k) return k:lt(2) end, function(k, v) return k + 1, v * 0.5 + 1 end,
+            { i64(0), h })
+          acc:index_copy_(1, i:reshape(1), h2:reshape(1, 4))
+          return h2
+        end, { x })
+        local _, ys = ds.scan(function(c, r) return c + r, c * r end, y, acc)
+        return y, ys
+      end
+      local x = ds.tensor({ 1, -2, 3.5, 0.25 })
+      local want_y, want_ys = f(x, i64(3))
+      local want_acc = acc:clone()
+      acc:zero_()
+      local cg = ds.compile(f, { ds.spec({ 4 }), ds.spec({}, "i64") })
+      local y, ys = cg(x, i64(3))
+      assert(same(want_y, y) and same(want_ys, ys) and same(want_acc, acc))
+      local loops = 0
+      for _, seg in ipairs(cg._last_plan.segments) do assert.is_nil(seg.lua) end
+      for _, st in ipairs(cg._last_plan.log.steps) do
+        if st.cond then
+          loops = loops + 1
+          for _, inner in ipairs(st.body.log.steps) do if inner.cond then loops = loops + 1 end end
+        end
+      end
+      assert.equal(3, loops)   -- fori_loop, the while_loop inside it, scan
+      acc:zero_()
+      ds.save(cg, dir .. "/nested")
+      local m = C.ds_model_load(dir .. "/nested")
+      assert.truthy(m ~= nil, ffi.string(C.ds_last_error()))
+      local oy, oys = ds.empty(4), ds.empty(3, 4)
+      assert.equal(0, C.ds_model_run(m, ffi.new("const ds_tensor*[2]", { x._c, i64(3)._c }),
+        ffi.new("ds_tensor*[2]", { oy._c, oys._c })))
+      C.ds_model_free(m)
+      assert(same(want_y, oy) and same(want_ys, oys))
+    end)
+
   it("bad loop arguments are clear errors", function()
     H.raises(function() ds.while_loop(function() return true end, function() end, {}, { max_trips = 3 }) end,
       "while_loop", "unknown option 'max_trips'")
