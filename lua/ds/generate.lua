@@ -188,12 +188,13 @@ local function loop_decode(o)
            min_p = o.min_p, eos = o.eos }
 end
 
--- the graph loop compiled once per model, batch, decoding options and seeding (at most MAX_LOOPS kept per model):
+-- the graph loop compiled once per model (and train/eval mode), batch, decoding options and seeding (at most
+-- MAX_LOOPS kept per model):
 -- loop(prompt (B, t)[, seed ()]) -> tokens, count; its plan (one per prompt length) runs every trip in C
 local MAX_LOOPS = 16
 local compiled_loops = setmetatable({}, { __mode = "k" })
 local function compiled_loop(model, o, B, seeded)
-  local decode, key = loop_decode(o), { B, seeded and 1 or 0 }
+  local decode, key = loop_decode(o), { B, seeded and 1 or 0, model.training and 1 or 0 }
   for _, k in ipairs { "max_new_tokens", "temperature", "top_k", "top_p", "min_p", "eos" } do
     key[#key + 1] = decode[k] and string.format("%.17g", decode[k]) or "-"
   end
