@@ -135,6 +135,17 @@ $(BUILD)/peak_bf16: bench/peak_bf16.c
 bench-bf16: deps all $(BUILD)/peak_bf16
 	OMP_NUM_THREADS=$(BENCH_THREADS) PEAK_BF16=$(BUILD)/peak_bf16 $(RUN_LUA) bench/bf16_bench.lua --threads $(BENCH_THREADS)
 
+# int8 inference (issue 31): the int8 GEMM against the VNNI peak; the BERT-style classifier in f32 and int8 (ds.quantize)
+# beside ONNX Runtime's int8 (its dynamic quantization of ds's export) and PyTorch's quantize_dynamic.
+$(BUILD)/peak_int8: bench/peak_int8.c
+	@mkdir -p $(BUILD)
+	$(CC) -O2 -fopenmp $< -o $@
+
+.PHONY: bench-int8
+bench-int8: DEPS += python3-torch
+bench-int8: deps all onnx $(BUILD)/peak_int8
+	OMP_NUM_THREADS=$(BENCH_THREADS) PEAK_INT8=$(BUILD)/peak_int8 $(RUN_LUA) bench/quantized_bench.lua --threads $(BENCH_THREADS)
+
 # ONNX Runtime (optimization all, 1 and 2 threads) vs ds compiled on BERT (padded, real length) and LeNet-5.
 .PHONY: bench-onnx
 bench-onnx: DEPS += python3-torch
