@@ -8,7 +8,7 @@ local dtype = require("ds.dtype")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")
 local tape = require("ds.tape")
-local F = require("ds.ops.common").functions
+local F = require("ds.ops")
 
 local M = {}
 local is_tensor = Tensor.is_tensor

@@ -9,7 +9,7 @@ local Tensor = require("ds.tensor")
 local tape = require("ds.tape")
 local autograd = require("ds.autograd")
 local options = require("ds.options")
-local F = require("ds.ops.common").functions
+local F = require("ds.ops")
 
 local M = {}
 local is_tensor = Tensor.is_tensor

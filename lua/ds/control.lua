@@ -11,7 +11,7 @@ local T = require("ds.trace")
 local autograd = require("ds.autograd")
 local tape = require("ds.tape")
 local random = require("ds.random")
-local F = require("ds.ops.common").functions
+local F = require("ds.ops")
 
 local M = {}
 local is_tensor = Tensor.is_tensor

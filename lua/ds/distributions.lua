@@ -1,7 +1,7 @@
 -- distributions.lua: ds.distributions, the basics of torch.distributions: Categorical, Normal, Bernoulli, Uniform with
 -- PyTorch's constructor arguments, sample(shape) / rsample, log_prob, entropy; draws come from ds's generator.
 -- Categories are 1-based, as every ds index. Parameters are checked when their values are known (eagerly).
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local autograd = require("ds.autograd")
 local errors = require("ds.errors")
 local options = require("ds.options")

@@ -7,7 +7,7 @@ local Tensor = require("ds.tensor")
 local autograd = require("ds.autograd")
 local errors = require("ds.errors")
 local S = require("ds.shape")
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 
 local M = {}
 local is_tensor = Tensor.is_tensor

@@ -7,7 +7,7 @@ local state = require("ds.state")
 local dtype = require("ds.dtype")
 local Tensor = require("ds.tensor")
 local control = require("ds.control")
-local F = require("ds.ops.common").functions
+local F = require("ds.ops")
 local guard = require("ds.convert.guard")
 
 local M = {}

@@ -4,7 +4,7 @@ local Module = require("ds.nn.module")
 local constructor_args = require("ds.nn.constructor_args")
 local errors = require("ds.errors")
 local F = require("ds.nn.functional")
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local init_weights = require("ds.nn.init_weights")
 
 local M = {}

@@ -4,7 +4,7 @@ local Module = require("ds.nn.module")
 local options = require("ds.options")
 local F = require("ds.nn.functional")
 local init = require("ds.nn.init_weights")
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local conv_padding = require("ds.nn.conv_padding")
 

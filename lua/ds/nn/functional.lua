@@ -4,7 +4,7 @@
 -- transposed 1-D convolutions, the 3-D pools, bilinear, channel_shuffle, local_response_norm, lp pools, rrelu,
 -- unpooling, affine_grid and grid_sample of functional_activation/_spatial/_norm/_pool1d/_dropout/_sampling/
 -- _loss_more/_ctc/_fold/_conv3d/_pool3d/_layers_more/_grid.lua are part of it.
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")

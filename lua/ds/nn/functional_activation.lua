@@ -2,7 +2,7 @@
 -- relu6, hardsigmoid, hardswish, mish, logsigmoid, softsign, glu, prelu, threshold, softmin, softshrink,
 -- hardshrink, tanhshrink) and normalize, cosine_similarity.
 -- Gradients follow PyTorch's, also at the kinks (hardtanh passes none at its bounds).
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")

@@ -7,7 +7,7 @@
 -- conv_transpose3d: one conv_transpose2d of the (N * D, C, H, W) slices producing KD * OC channels, each depth
 -- tap added (index_add) at output depth id * sd + kd * dd, then the depth padding cut.
 -- conv_transpose1d: conv_transpose2d over (L, 1).
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")

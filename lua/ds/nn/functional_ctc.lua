@@ -7,7 +7,7 @@
 -- the gradient with respect to logits under log_softmax, not the derivative in log_probs (the two differ by
 -- exp(log_probs)); a zero-valued term exp(lp) - detach(exp(lp)) reproduces it, so gradients equal PyTorch's,
 -- and the finite-difference gradient is PyTorch's too through log_softmax, as CTC is used.
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")

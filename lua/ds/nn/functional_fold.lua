@@ -3,7 +3,7 @@
 -- c * KH * KW + i * KW + j; block l is output position l in row-major order. Both are one index_select /
 -- index_add over the zero-padded image flattened per channel, with constant indices, so values are exact copies
 -- (fold: sums), and they differentiate (each is the other's gradient), trace and compile.
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local Tensor = require("ds.tensor")

@@ -3,7 +3,7 @@
 -- coordinates are unnormalized, clipped or reflected as PyTorch's grid sampler does, and the corners read with one
 -- gather each over the image flattened per channel (out-of-range corners read 0), so the result differentiates in the
 -- input and the grid, traces and compiles.
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")

@@ -1,7 +1,7 @@
 -- nn/functional_layers_more.lua: ds.F's bilinear, channel_shuffle, local_response_norm, lp_pool1d, lp_pool2d, rrelu,
 -- max_unpool1d/2d/3d, pdist and gumbel_softmax, composed from ds ops as PyTorch 1.13 writes them (so they
 -- differentiate, trace and compile).
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")

@@ -3,7 +3,7 @@
 -- triplet_margin_with_distance_loss, hinge_embedding_loss, soft_margin_loss, multilabel_soft_margin_loss,
 -- multi_margin_loss, multilabel_margin_loss, poisson_nll_loss, gaussian_nll_loss. Class targets are 1-based
 -- (PyTorch's class k is ds's k + 1).
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")

@@ -1,6 +1,6 @@
 -- nn/functional_norm.lua: ds.F's group_norm, instance_norm and embedding_bag, composed from table ops
 -- (mean/var, index_select/index_add), so they differentiate, trace and compile.
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")

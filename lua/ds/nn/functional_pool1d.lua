@@ -1,6 +1,6 @@
 -- nn/functional_pool1d.lua: ds.F's 1-D pooling (max_pool1d, avg_pool1d, adaptive_avg_pool1d,
 -- adaptive_max_pool1d) as the 2-D pools over a height of 1, and pixel_shuffle / pixel_unshuffle as reshapes.
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")

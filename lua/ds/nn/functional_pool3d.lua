@@ -4,7 +4,7 @@
 -- product of the per-dim window extents (with or without padding, ceil_mode's clipped windows too), so the two
 -- averages compose exactly (a divisor_override divides the sum of sums). They differentiate, trace and compile as
 -- the 2-D pools do.
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")

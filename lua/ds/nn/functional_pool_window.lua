@@ -3,7 +3,7 @@
 -- (the window's sum over zero padding divided by it). The padded image, flattened per channel, is read at
 -- constant indices (one index_select), so both differentiate, trace and compile. Not ds.F functions: F.max_pool2d,
 -- F.avg_pool2d and the 1-D and 3-D pools call them for these options.
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")

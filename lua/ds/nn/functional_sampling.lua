@@ -1,6 +1,6 @@
 -- nn/functional_sampling.lua: F.sample_logits, the next token from logits as decoders choose it: greedy
 -- (temperature 0) or sampled after temperature, top-k, top-p (nucleus) and min-p filtering (Hugging Face's order).
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")

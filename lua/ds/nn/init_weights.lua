@@ -5,7 +5,7 @@ local autograd = require("ds.autograd")
 local S = require("ds.shape")
 local options = require("ds.options")
 local args = require("ds.args")
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local random = require("ds.random")
 
 local M = {}

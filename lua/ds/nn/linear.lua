@@ -3,7 +3,7 @@ local Module = require("ds.nn.module")
 local options = require("ds.options")
 local F = require("ds.nn.functional")
 local init = require("ds.nn.init_weights")
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 
 local M = {}

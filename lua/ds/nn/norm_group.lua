@@ -2,7 +2,7 @@
 local Module = require("ds.nn.module")
 local options = require("ds.options")
 local F = require("ds.nn.functional")
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local errors = require("ds.errors")
 
 local M = {}

@@ -1,6 +1,6 @@
 -- nn/rnn_step.lua: one time step of each recurrent cell (tanh/relu RNN, LSTM, GRU) with PyTorch's gate
 -- orders, shared by the sequence modules (nn/rnn.lua) and the single-step cells (nn/rnn_cell.lua).
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 
 -- one step of each cell: xw = W_ih x + b_ih for this step (N, G*H), h/c (N, H) -> new h (and c)
 local cells = {}

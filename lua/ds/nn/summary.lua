@@ -6,7 +6,7 @@ local errors = require("ds.errors")
 local options = require("ds.options")
 local S = require("ds.shape")
 local autograd = require("ds.autograd")
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 
 local M = {}
 

@@ -4,7 +4,7 @@ local Module = require("ds.nn.module")
 local ModuleList = require("ds.nn.container").ModuleList
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local options = require("ds.options")
 
 -- opts: norm (a module applied to the output, e.g. LayerNorm)

@@ -2,7 +2,7 @@
 -- parameters to one vector and back, with torch 1.13's formulas; all tensor ops, so a train step
 -- that clips traces and compiles.
 local Tensor = require("ds.tensor")
-local ops = require("ds.ops.common").functions
+local ops = require("ds.ops")
 local autograd = require("ds.autograd")
 local errors = require("ds.errors")
 local options = require("ds.options")

@@ -3,8 +3,7 @@
 local variant = require("ds.optim.single_update")
 local errors = require("ds.errors")
 local defs = require("ds.ops.optim").defs
-require("ds.ops.creation") -- defines the zeros / ones / zeros_like / full_like of F
-local F = require("ds.ops.common").functions
+local F = require("ds.ops")
 
 local Adadelta = variant("Adadelta", { lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0, maximize = false },
   { "lr", "rho", "eps", "weight_decay" }, defs.adadelta_update,

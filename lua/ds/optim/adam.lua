@@ -5,8 +5,7 @@ local Optimizer = require("ds.optim.optimizer")
 local D = require("ds.dispatch")
 local defs = require("ds.ops.optim").defs
 local errors = require("ds.errors")
-require("ds.ops.creation") -- defines the zeros / ones / zeros_like / full_like of F
-local F = require("ds.ops.common").functions
+local F = require("ds.ops")
 
 local update, amsgrad_update = defs.adam_update, defs.adam_amsgrad_update
 

@@ -5,8 +5,7 @@ local variant = require("ds.optim.single_update")
 local adam = require("ds.optim.adam")
 local errors = require("ds.errors")
 local defs = require("ds.ops.optim").defs
-require("ds.ops.creation") -- defines the zeros / ones / zeros_like / full_like of F
-local F = require("ds.ops.common").functions
+local F = require("ds.ops")
 
 local POSITIONAL = { "lr", "betas", "eps", "weight_decay" } -- PyTorch's order (foreach, next, is not taken)
 

@@ -4,8 +4,7 @@ local Optimizer = require("ds.optim.optimizer")
 local D = require("ds.dispatch")
 local defs = require("ds.ops.optim").defs
 local errors = require("ds.errors")
-require("ds.ops.creation") -- defines the zeros / ones / zeros_like / full_like of F
-local F = require("ds.ops.common").functions
+local F = require("ds.ops")
 
 local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false,
                                     maximize = false },
