@@ -135,6 +135,104 @@ local function read(path)
   return s
 end
 
+-- ---- every dependency a require: writes into other modules' tables, ops found by a literal name ----
+-- a module writes only into its own tables: at the top of a file, a field assignment into a table another module
+-- returned (`require("ds.x").f = v`; `local X = require("ds.x")` then `X.f = v` or `function X.f() end`) is
+-- refused, except into these targets (or "writer>target" pairs), each with its reason
+local FOREIGN_WRITES_OK = {
+  ["ds.tensor"] = "the Tensor class: its method modules add methods until issue 30.3 assembles it in one place",
+  ["ds.tape"] = "autograd.lua installs the in-place rules that the tape (below dispatch) calls",
+  ["ds.state"] = "the process state (the trace, the grad mode), written by design",
+  ["ds>ds.autograd"] = "the namespace hangs autograd.Function and autograd.functional (higher layers) on ds.autograd",
+}
+-- `D.by_name.<op>` / `D.by_name["<op>"]` with a literal name, where the op's defining module is not reachable
+-- through the file's requires: allowed in these modules only (a dynamic name from IR data is not checked)
+local BY_NAME_OK = {
+  ["ds.dispatch"] = "the dispatcher sits below the op families: its casts, 0-d constants and contiguous copies find "
+    .. "astype / full / contiguous when called",
+  ["ds.autograd"] = "below the op families: its index gradient finds arange when called",
+  ["ds.control"] = "ds.ops.control defines cond / while_loop / print over ds.control (requiring it back is a cycle)",
+  ["ds.passes.loop"] = "being edited (the loop sub-IR's passes): to require ds.ops.creation for full",
+}
+
+-- the foreign-table writes and literal by-name lookups at the top of a file: {kind = "write"|"by_name", target, line}
+local function references_of(src)
+  local toks, out, aliases, stack, depth = tokens(src), {}, {}, {}, 0
+  local function v(k) return toks[k] and toks[k].value end
+  for k, t in ipairs(toks) do
+    local prev = toks[k - 1]
+    local field = prev and prev.kind == "punct" and (prev.value == "." or prev.value == ":")
+    if t.kind == "name" and not field then
+      if OPENERS[t.value] then
+        stack[#stack + 1] = t.value
+        if t.value == "function" then depth = depth + 1 end
+      elseif t.value == "end" or t.value == "until" then
+        if stack[#stack] == "function" then depth = depth - 1 end
+        stack[#stack] = nil
+      end
+    end
+    if t.kind == "name" and t.value == "by_name" and field then
+      local op = (v(k + 1) == "." and toks[k + 2] and toks[k + 2].kind == "name" and v(k + 2))
+        or (v(k + 1) == "[" and toks[k + 2] and toks[k + 2].kind == "string" and v(k + 3) == "]" and v(k + 2))
+      if op then out[#out + 1] = { kind = "by_name", target = op, line = t.line } end
+    end
+    if t.kind == "name" and t.value == "local" and v(k + 2) == "=" and v(k + 3) == "require" then
+      local n = v(k + 4) == "(" and toks[k + 5] or toks[k + 4]
+      if n and n.kind == "string" then aliases[v(k + 1)] = n.value end
+    end
+    local starts = not (prev and (prev.kind == "punct" and prev.value:match("[=(,{%[<>~%+%-%*/%%%^#%.]")
+      or prev.kind == "name" and (prev.value == "return" or prev.value == "local" or prev.value == "and"
+        or prev.value == "or" or prev.value == "not" or prev.value == "in")))
+    if depth == 0 and t.kind == "name" and not field and starts and (aliases[t.value] or t.value == "require") then
+      local j, target = k + 1, aliases[t.value]
+      if t.value == "require" then
+        local n = v(j) == "(" and toks[j + 1] or toks[j]
+        target = n and n.kind == "string" and n.value
+        j = v(j) == "(" and j + 3 or j + 1
+      end
+      local fields = 0
+      while v(j) == "." and toks[j + 1] and toks[j + 1].kind == "name" do j = j + 2; fields = fields + 1 end
+      if target and fields > 0 and v(j) == "=" and v(j + 1) ~= "=" then
+        out[#out + 1] = { kind = "write", target = target, line = t.line }
+      end
+    end
+    if depth == 1 and t.kind == "name" and t.value == "function" and not field and toks[k + 1]
+      and aliases[v(k + 1)] and (v(k + 2) == "." or v(k + 2) == ":") then
+      out[#out + 1] = { kind = "write", target = aliases[v(k + 1)], line = t.line }
+    end
+  end
+  return out
+end
+
+-- op name -> the module whose code defined it (D.define wrapped while a fresh luajit loads ds)
+local function op_definers()
+  local code = [[
+    local D = require("ds.dispatch")
+    local define = D.define
+    D.define = function(def)
+      for lvl = 2, 30 do
+        local info = debug.getinfo(lvl, "S")
+        if not info then break end
+        local src = info.source:match("^@%.?/?lua/(ds/.+)%.lua$")
+        if src and src ~= "ds/dispatch" then
+          io.write(def.name, " ", (src:gsub("/init$", ""):gsub("/", ".")), "\n")
+          break
+        end
+      end
+      return define(def)
+    end
+    require("ds")]]
+  local p = io.popen("LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' luajit -e '" .. code .. "' 2>&1")
+  local out = {}
+  for line in p:lines() do
+    local op, mod = line:match("^(%S+) (ds[%w_.]*)$")
+    assert(op, "loading ds to find the ops' modules: " .. line)
+    out[op] = mod
+  end
+  p:close()
+  return out
+end
+
 describe("layering of lua/ds", function()
   local files = module_files()
   local graph, problems = {}, {}
@@ -222,5 +320,46 @@ describe("layering of lua/ds", function()
     table.sort(names)
     for _, m in ipairs(names) do visit(m, {}) end
     assert.same({}, cycles)
+  end)
+  it("writes only into its own tables, and requires the module of every op it names", function()
+    local definers, bad = op_definers(), {}
+    local function reachable(from)
+      local seen, todo = { [from] = true }, { from }
+      while #todo > 0 do
+        for _, d in ipairs(graph[table.remove(todo)] or {}) do
+          if not seen[d] then seen[d] = true; todo[#todo + 1] = d end
+        end
+      end
+      return seen
+    end
+    for _, f in ipairs(files) do
+      local reach = reachable(f.module)
+      for _, r in ipairs(references_of(read(f.path))) do
+        local where = f.path .. ":" .. r.line
+        if r.kind == "write" and not FOREIGN_WRITES_OK[r.target] and not FOREIGN_WRITES_OK[f.module .. ">" .. r.target]
+          and r.target ~= f.module then
+          bad[#bad + 1] = string.format("%s: assigns into %s's table (return the value for the caller to use)", where,
+            r.target)
+        elseif r.kind == "by_name" and not BY_NAME_OK[f.module] then
+          local def = definers[r.target]
+          if not def then
+            bad[#bad + 1] = string.format("%s: D.by_name.%s names no op", where, r.target)
+          elseif not reach[def] then
+            bad[#bad + 1] = string.format("%s: D.by_name.%s: %s, which defines it, is not required (require it and "
+              .. "use the defs it returns)", where, r.target, def)
+          end
+        end
+      end
+    end
+    assert.same({}, bad)
+  end)
+
+  it("finds foreign writes and by-name lookups", function()
+    local refs = references_of('local X = require("ds.x")\nX.f = 1\nrequire("ds.y").g.h = 2\nlocal a = X.f\n'
+      .. 'function X.m() X.k = 3 end\nlocal d = D.by_name.add; local e = D.by_name["sub"]; local g = D.by_name[n]\n'
+      .. 'if X.f == 1 then end\n')
+    assert.same({ { kind = "write", target = "ds.x", line = 2 }, { kind = "write", target = "ds.y", line = 3 },
+                  { kind = "write", target = "ds.x", line = 5 }, { kind = "by_name", target = "add", line = 6 },
+                  { kind = "by_name", target = "sub", line = 6 } }, refs)
   end)
 end)

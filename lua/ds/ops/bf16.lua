@@ -10,6 +10,7 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
 local options = require("ds.options")
+local nn_ops = require("ds.ops.nn") -- the conv2d def (its shape rule)
 local F = C.functions
 
 local OP = "matmul_bf16"
@@ -98,7 +99,7 @@ M.conv2d_bf16 = D.define {
         raise("%s: %s must be two integers >= %d", CONV, k, k == "padding" and 0 or 1)
       end
     end
-    local conv = D.by_name.conv2d
+    local conv = nn_ops.conv2d
     local out = conv.infer(inputs, { stride = a.stride, padding = a.padding, dilation = a.dilation, groups = 1 }, conv)
     return { shape = out.shape, dtype = "f32" }
   end,

@@ -15,6 +15,8 @@ local errors = require("ds.errors")
 local fold = require("ds.passes.fold")
 local dce = require("ds.passes.dce")
 local sym = require("ds.sym")
+local bf16 = require("ds.ops.bf16") -- the bf16 product defs
+local EW = require("ds.ops.elementwise") -- the astype def
 
 local M = {}
 
@@ -54,7 +56,7 @@ function M.run(ir, opts)
   if (ir.grad_writes and #ir.grad_writes > 0) or ir.training then
     errors.raise("compile: dtype = 'bf16' is for inference; this graph computes gradients (trace it without them)")
   end
-  local astype, mm_bf16, conv_bf16 = D.by_name.astype, D.by_name.matmul_bf16, D.by_name.conv2d_bf16
+  local astype, mm_bf16, conv_bf16 = EW.astype, bf16.matmul_bf16, bf16.conv2d_bf16
   local replace, n, cast = {}, 0, {}   -- cast[id]: the node casting value id to bf16 (one per value)
   for _, node in ipairs(ir.nodes) do
     if eligible(ir, node) then
@@ -97,7 +99,7 @@ end
 -- opts.prepack = false (the plans ds.save writes) skips it. Returns the IR and the number of nodes rewritten.
 function M.prepack(ir, opts)
   if opts and opts.prepack == false then return ir, 0 end
-  local pack, packed_mm = D.by_name.pack_bf16_weight, D.by_name.matmul_bf16_packed
+  local pack, packed_mm = bf16.pack_bf16_weight, bf16.matmul_bf16_packed
   local const_tensor, done, n = {}, {}, 0
   for _, c in ipairs(ir.consts) do const_tensor[c.value] = c.tensor end
   for _, node in ipairs(ir.nodes) do
