@@ -3,7 +3,8 @@
 -- host's bf16 peak (bench/peak_bf16.c) and ds's f32 matmul; the
 -- BERT-style classifier (examples/bert_sentiment.lua, padded to 128, batch 1) compiled frozen in f32 and with
 -- {dtype = "bf16"}: per-prediction times, argmax agreement and max |dprob| of bf16 against f32 on the example's
--- evaluation texts and on random inputs (the inputs of bench/bert_bench.lua).
+-- evaluation texts and on random inputs (the inputs of bench/bert_bench.lua); LeNet-5 (examples/lenet_fashion_mnist.lua,
+-- batch 64) likewise.
 -- usage (repo root): luajit bench/bf16_bench.lua [--threads 2] [--n 200] [--reps 50] [--smoke]
 package.path = "./bench/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
 local ds = require("ds")
@@ -100,3 +101,33 @@ print(string.format("  accuracy of bf16 against f32: argmax agreement %d/%d on t
 local m32, m16 = ms_per(c32, random), ms_per(c16, random)
 print(string.format("  compiled frozen f32     %.3f ms per prediction", m32))
 print(string.format("  compiled frozen bf16    %.3f ms per prediction  (%.2fx f32)", m16, m16 / m32))
+
+-- ---- LeNet-5 (examples/lenet_fashion_mnist.lua, untrained, Glorot weights): f32 vs bf16, batch 64 ----
+local lenet = dofile("examples/lenet_fashion_mnist.lua")
+ds.manual_seed(24)
+local net = lenet.LeNet()
+net:eval()
+local lspecs = { ds.spec({ 64, 1, 28, 28 }) }
+local l32 = ds.compile(net, lspecs, { freeze = true })
+local l16 = ds.compile(net, lspecs, { freeze = true, dtype = "bf16" })
+local batches = {}
+for k = 1, math.max(2, math.floor(args.n / 20)) do batches[k] = { ds.rand(64, 1, 28, 28) } end
+local agree, total, dmax = 0, 0, 0
+for _, bt in ipairs(batches) do
+  local y32, y16 = l32(bt[1]), l16(bt[1])
+  agree = agree + (y32:argmax(-1):eq(y16:argmax(-1))):sum():item()
+  total = total + 64
+  dmax = math.max(dmax, (y32 - y16):abs():max():item())
+end
+local function ms_batch(fn)
+  fn(batches[1][1])
+  local t0 = ds.clock()
+  for _, bt in ipairs(batches) do fn(bt[1]) end
+  return (ds.clock() - t0) / #batches * 1e3
+end
+print(string.format("LeNet-5, batch 64, %d threads", args.threads))
+print(string.format("  accuracy of bf16 against f32: argmax agreement %d/%d on random images; max |dlogit| %.3g",
+  agree, total, dmax))
+local b32, b16 = ms_batch(l32), ms_batch(l16)
+print(string.format("  compiled frozen f32     %.3f ms per batch", b32))
+print(string.format("  compiled frozen bf16    %.3f ms per batch  (%.2fx f32)", b16, b16 / b32))

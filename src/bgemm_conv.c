@@ -1,20 +1,37 @@
-/* bgemm_conv.c: 2-D convolution (groups 1) of bf16 operands with f32 accumulation: per image, im2col straight into
-   the GEMM's packed rows (one row per output position, k = (c, kh, kw) as PyTorch's unfold orders it, zero past
-   the borders) times the weight packed as b (C KH KW, OC), then the f32 bias added: every output is ds's bf16 dot
-   (bgemm.h) plus the bias, the same bits on every path. Kernel: ds_conv2d_bf16_bf16. */
+/* bgemm_conv.c: 2-D convolution (groups 1) of bf16 operands with f32 accumulation: for a run of images, im2col
+   straight into the GEMM's packed rows (one row per output position, k = (c, kh, kw) as PyTorch's unfold orders
+   it, zero past the borders) times the weight packed as b (C KH KW, OC), then the f32 bias added: every output is
+   ds's bf16 dot (bgemm.h) plus the bias, the same bits on every path and run length. Kernel: ds_conv2d_bf16_bf16. */
 #include "internal.h"
 #include "bgemm.h"
 #include <string.h>
 
 typedef struct { int64_t N, C, H, W, OC, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw; } geom;
 
-/* the bf16 of x (C, H, W) at column k of output position (oh, ow), 0 past the borders */
-static inline uint32_t tap(const uint16_t *x, const geom *g, int64_t k, int64_t oh, int64_t ow) {
-  int64_t kk = g->KH * g->KW, c = k / kk, kh = k % kk / g->KW, kw = k % g->KW;
-  int64_t ih = oh * g->sh - g->ph + kh * g->dh, iw = ow * g->sw - g->pw + kw * g->dw;
-  if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W) return 0;
-  return ds_bgemm_daz(x[(c * g->H + ih) * g->W + iw]);
+/* the packed rows of images [n0, n0 + m) of x: row (n, oh, ow) is uint16 (2 P) = its column, k = (c, kh, kw),
+   then a 0 when K is odd (the words of bgemm.h are pairs of uint16 in memory order); koff/kh/kw: per k, the offset
+   of the tap in an image and its row and column shifts */
+static void im2col(const uint16_t *x, const geom *g, int64_t n0, int64_t m, int64_t P, const int64_t *koff,
+                   const int64_t *khd, const int64_t *kwd, uint16_t *a) {
+  int64_t K = g->C * g->KH * g->KW, hw = g->H * g->W;
+  for (int64_t n = 0; n < m; n++) {
+    const uint16_t *xi = x + (n0 + n) * g->C * hw;
+    for (int64_t oh = 0; oh < g->OH; oh++)
+      for (int64_t ow = 0; ow < g->OW; ow++) {
+        uint16_t *r = a + ((n * g->OH + oh) * g->OW + ow) * 2 * P;
+        int64_t ih0 = oh * g->sh - g->ph, iw0 = ow * g->sw - g->pw;
+        for (int64_t k = 0; k < K; k++) {
+          int64_t ih = ih0 + khd[k], iw = iw0 + kwd[k];
+          r[k] = ih < 0 || ih >= g->H || iw < 0 || iw >= g->W ? 0
+                 : (uint16_t)ds_bgemm_daz(xi[koff[k] + ih0 * g->W + iw0]);
+        }
+        if (K % 2) r[K] = 0;
+      }
+  }
 }
+
+/* images per GEMM: about 4M words of packed rows (at least one image) */
+#define CHUNK_WORDS ((int64_t)1 << 22)
 
 static int check(const ds_tensor *t, int dtype, const char *op, const char *what) {
   DS_CHECK(t, "%s: missing %s", op, what);
@@ -50,11 +67,21 @@ int ds_conv2d_bf16_bf16(ds_tensor *const *t, const double *attrs) {
            ds_shape_str(y, s3));
   int64_t L = g.OH * g.OW, K = g.C * g.KH * g.KW, P = (K + 1) / 2, S = (g.OC + BG_NR - 1) / BG_NR, rounded;
   if (y->numel == 0) return DS_OK;
-  int64_t bytes = (L * P + S * P * BG_NR) * (int64_t)sizeof(uint32_t) + L * g.OC * (int64_t)sizeof(float) + 64;
+  int64_t per = L * P > 0 ? CHUNK_WORDS / (L * P) : g.N;
+  int64_t m = per < 1 ? 1 : per > g.N ? g.N : per;
+  int64_t bytes = (m * L * P + S * P * BG_NR) * (int64_t)sizeof(uint32_t) + m * L * g.OC * (int64_t)sizeof(float) +
+                  3 * K * (int64_t)sizeof(int64_t) + 64;
   uint32_t *ap = ds_mem_alloc(bytes, &rounded);
   if (!ap) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed operands", op);
-  uint32_t *bp = ap + L * P;
+  uint32_t *bp = ap + m * L * P;
   float *c = (float *)(bp + S * P * BG_NR);
+  int64_t *koff = (int64_t *)(c + m * L * g.OC), *khd = koff + K, *kwd = khd + K;
+  for (int64_t k = 0; k < K; k++) {
+    int64_t kk = g.KH * g.KW, ch = k / kk, kh = k % kk / g.KW, kw = k % g.KW;
+    khd[k] = kh * g.dh;
+    kwd[k] = kw * g.dw;
+    koff[k] = (ch * g.H + khd[k]) * g.W + kwd[k];
+  }
   const uint16_t *wd = w->data;
   for (int64_t s = 0; s < S; s++)   /* b (K, OC) = w (OC, K) transposed, in strips */
     for (int64_t p = 0; p < P; p++)
@@ -64,20 +91,18 @@ int ds_conv2d_bf16_bf16(ds_tensor *const *t, const double *attrs) {
         uint32_t hi = n < g.OC && 2 * p + 1 < K ? ds_bgemm_daz(wd[n * K + 2 * p + 1]) : 0;
         bp[(s * P + p) * BG_NR + j] = lo | hi << 16;
       }
-  const uint16_t *xd = x->data;
   const float *bias = b->data;
   float *yd = y->data;
-  for (int64_t n = 0; n < g.N; n++) {
-    const uint16_t *xi = xd + n * g.C * g.H * g.W;
-    for (int64_t l = 0; l < L; l++) {
-      int64_t r = l / g.OW, q = l % g.OW;
-      for (int64_t p = 0; p < P; p++)
-        ap[l * P + p] = tap(xi, &g, 2 * p, r, q) | (2 * p + 1 < K ? tap(xi, &g, 2 * p + 1, r, q) << 16 : 0);
+  for (int64_t n0 = 0; n0 < g.N; n0 += m) {
+    int64_t mm = g.N - n0 < m ? g.N - n0 : m;
+    im2col(x->data, &g, n0, mm, P, koff, khd, kwd, (uint16_t *)ap);
+    ds_bgemm_run(mm * L, g.OC, P, ap, bp, c);
+    for (int64_t n = 0; n < mm; n++) {
+      float *yi = yd + (n0 + n) * g.OC * L;
+      const float *ci = c + n * L * g.OC;
+      for (int64_t o = 0; o < g.OC; o++)
+        for (int64_t l = 0; l < L; l++) yi[o * L + l] = ci[l * g.OC + o] + bias[o];
     }
-    ds_bgemm_run(L, g.OC, P, ap, bp, c);
-    float *yi = yd + n * g.OC * L;
-    for (int64_t o = 0; o < g.OC; o++)
-      for (int64_t l = 0; l < L; l++) yi[o * L + l] = c[l * g.OC + o] + bias[o];
   }
   ds_mem_release(ap, rounded);
   return DS_OK;

@@ -180,6 +180,13 @@ describe("matmul_bf16", function()
       local mm = ds.matmul_bf16(cols:transpose(2, 3), w:reshape(5, 18):t())   -- (N, L, OC)
       assert.is_true(H.bitwise(y, (mm:transpose(2, 3) + b:reshape(5, 1)):reshape(y:size())))
     end
+    -- an image alone equals it inside a batch the kernel runs in two chunks (about 4M words of packed rows each)
+    local xb, wb, bb = ds.randn(20, 16, 64, 64):astype("bf16"), ds.randn(8, 16, 3, 3):astype("bf16"), ds.randn(8)
+    local yb = ds.conv2d_bf16(xb, wb, bb, { padding = 1 })
+    for n = 1, 20, 19 do
+      local alone = ds.conv2d_bf16(xb:narrow(1, n, 1), wb, bb, { padding = 1 })
+      assert.is_true(H.bitwise(alone, yb:narrow(1, n, 1)))
+    end
     H.raises(function() ds.conv2d_bf16(x:astype("f32"), w, b) end, "conv2d_bf16", "input must be bf16")
     H.raises(function() ds.conv2d_bf16(x, w, b:astype("bf16")) end, "conv2d_bf16", "bias must be f32")
     H.raises(function() ds.conv2d_bf16(x, w, b, { groups = 1 }) end, "conv2d_bf16", "groups")
