@@ -3,8 +3,8 @@
 -- host's bf16 peak (bench/peak_bf16.c) and ds's f32 matmul; the
 -- BERT-style classifier (examples/bert_sentiment.lua, padded to 128, batch 1) compiled frozen in f32 and with
 -- {dtype = "bf16"}: per-prediction times, argmax agreement and max |dprob| of bf16 against f32 on the example's
--- evaluation texts and on random inputs (the inputs of bench/bert_bench.lua); LeNet-5 (examples/lenet_fashion_mnist.lua,
--- batch 64) likewise.
+-- evaluation texts and on random inputs (the inputs of bench/bert_bench.lua); LeNet-5
+-- (examples/lenet_fashion_mnist.lua, batch 64) likewise.
 -- usage (repo root): luajit bench/bf16_bench.lua [--threads 2] [--n 200] [--reps 50] [--smoke]
 package.path = "./bench/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
 local ds = require("ds")
