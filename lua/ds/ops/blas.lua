@@ -5,6 +5,7 @@ local S = require("ds.shape")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local sum_to = require("ds.autograd").sum_to
+local first = #D.list + 1 -- this family's ops, returned at the end
 local F = C.functions
 
 -- the kernel sees >= 2-D operands; 1-D operands are unsqueezed by the API and squeezed after
@@ -72,4 +73,6 @@ C.export("bmm", function(a, b)
   end
   return D.call(mm, { a, b })
 end)
+local defs = D.defined_since(first) -- this family's op defs by name (bf16's are its own module's)
 require("ds.ops.bf16")   -- matmul_bf16 (bf16 products, f32 accumulation)
+return defs

@@ -5,6 +5,7 @@ local D = require("ds.dispatch")
 local errors = require("ds.errors")
 local dsffi = require("ds.ffi")
 local ffi = require("ffi")
+local first = #D.list + 1 -- this family's ops, returned at the end
 local F = C.functions
 
 -- x: (...) -> (...) reduced over every process in rank order (same bits on every rank)
@@ -33,3 +34,6 @@ D.define {
   end,
 }
 C.export("all_reduce", C.api(D.by_name.all_reduce))
+
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)

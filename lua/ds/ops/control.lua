@@ -8,6 +8,7 @@ local state = require("ds.state")
 local errors = require("ds.errors")
 local tape = require("ds.tape")
 local control = require("ds.control")
+local first = #D.list + 1 -- this family's ops, returned at the end
 
 -- the Lua truth of a one-element predicate tensor (bool, or nonzero)
 local function truth(t, opname)
@@ -151,3 +152,6 @@ D.define {
   replay = replay,
   sample = function() return control.sample("print") end,
 }
+
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)

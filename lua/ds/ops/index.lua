@@ -8,6 +8,7 @@ local errors = require("ds.errors")
 local options = require("ds.options")
 local Tensor = require("ds.tensor")
 local sym = require("ds.sym")
+local first = #D.list + 1 -- this family's ops, returned at the end
 local F = C.functions
 
 local ARITH = C.set { "f32", "f64", "i64", "i32" }
@@ -418,3 +419,6 @@ local embedding = D.define {
   end,
 }
 C.export("embedding", C.api(embedding), { method = false })
+
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)

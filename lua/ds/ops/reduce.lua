@@ -11,6 +11,7 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local dtype = require("ds.dtype")
 local errors = require("ds.errors")
+local first = #D.list + 1 -- this family's ops, returned at the end
 local F = C.functions
 
 local is_tensor = C.is_tensor
@@ -379,3 +380,5 @@ for _, name in ipairs { "softmax", "log_softmax", "cumsum" } do
   C.export(name, function(x, a, b) return call_with_dtype(def, x, along_attrs(a, b)) end)
 end
 
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)

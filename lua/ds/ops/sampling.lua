@@ -6,6 +6,7 @@ local S = require("ds.shape")
 local errors = require("ds.errors")
 local options = require("ds.options")
 local random = require("ds.random")
+local first = #D.list + 1 -- this family's ops, returned at the end
 
 local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
 
@@ -51,3 +52,6 @@ C.export("multinomial", function(probs, n, opts)
   end
   return D.call(def, { probs, random.state() }, { n = n, replacement = replacement == true })
 end, { args = { "tensor", "integer", "boolean|table?" } })
+
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)

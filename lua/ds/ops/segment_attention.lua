@@ -4,6 +4,7 @@ local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
+local first = #D.list + 1 -- this family's ops, returned at the end
 local F = C.functions
 
 local function raise(fmt, ...) errors.raise(string.format(fmt, ...)) end
@@ -77,3 +78,6 @@ C.export(OP, function(q, k, v, qseg, kseg, opts)
   if type(scale) ~= "number" then raise("%s: scale must be a number, got %s", OP, type(scale)) end
   return D.call(def, { q, k, v, qseg, kseg }, { scale = scale })
 end, { method = false, args = { "tensor", "tensor", "tensor", "tensor", "tensor", "table?" } })
+
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)

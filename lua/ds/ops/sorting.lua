@@ -8,6 +8,7 @@ local options = require("ds.options")
 local state = require("ds.state")
 local ffi = require("ffi")
 local EW = require("ds.ops.elementwise") -- the elementwise ops' defs
+local first = #D.list + 1 -- this family's ops, returned at the end
 local F = C.functions
 
 local is_tensor = C.is_tensor
@@ -233,3 +234,6 @@ C.export("unique", function(x, opts)
   if opts.return_counts then out[#out + 1] = i64(counts) end
   return unpack(out)
 end, { args = { "tensor", "table?" } })
+
+-- this family's op defs by name (callers require the family and read them)
+return D.defined_since(first)
