@@ -92,7 +92,8 @@ trace.install(ds)
 control.install(ds)
 convert.install(ds)
 ds.compile = lazy.compile
--- ds.quantize(model, opts): int8 dynamic quantization of its Linear layers (nn/quantized.lua), compiled with specs
+-- ds.quantize(model, opts): int8 quantization of its Linear (and Conv2d) layers, dynamic or static (nn/quantized.lua,
+-- docs/QUANTIZATION.md), compiled with specs
 function ds.quantize(model, opts) return quantized.quantize(model, opts, lazy.compile) end
 ds.Lazy = lazy.Lazy
 ds.is_compiled = compile.is_compiled
