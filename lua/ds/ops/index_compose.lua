@@ -8,6 +8,8 @@ local errors = require("ds.errors")
 local options = require("ds.options")
 local state = require("ds.state")
 local Tensor = require("ds.tensor")
+local D = require("ds.dispatch")
+local index_ops = require("ds.ops.index") -- the scatter_reduce def
 local F = C.functions
 
 local is_tensor = C.is_tensor
@@ -193,7 +195,9 @@ end)
 -- scatter_reduce(x, dim, index, src, reduce, {include_self = true}): reduce sum, prod, amax, amin or mean (x's
 -- element counted once with include_self; integers' means floor); include_self = false reduces the src
 -- elements alone where index hits and keeps x elsewhere
-local scatter_reduce_kernel = F.scatter_reduce
+local function scatter_reduce_kernel(x, dim, index, src, reduce)
+  return D.call(index_ops.scatter_reduce, { x, index, src }, { dim = dim, reduce = reduce })
+end
 local function scatter_reduce(x, dim, index, src, reduce, opts)
   local include = options.check(opts, "scatter_reduce", { include_self = "boolean" }).include_self ~= false
   if reduce ~= "mean" and include then return scatter_reduce_kernel(x, dim, index, src, reduce) end
