@@ -152,7 +152,6 @@ local BY_NAME_OK = {
     .. "astype / full / contiguous when called",
   ["ds.autograd"] = "below the op families: its index gradient finds arange when called",
   ["ds.control"] = "ds.ops.control defines cond / while_loop / print over ds.control (requiring it back is a cycle)",
-  ["ds.passes.loop"] = "being edited (the loop sub-IR's passes): to require ds.ops.creation for full",
 }
 
 -- the foreign-table writes and literal by-name lookups at the top of a file: {kind = "write"|"by_name", target, line}

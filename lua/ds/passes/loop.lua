@@ -2,13 +2,13 @@
 -- the captures the loop updates (KV caches, the random generator's state) become state of the sub-IR written back
 -- in place, its 0-d constants fill nodes; each input and state slot says which loop operand it reads. The passes
 -- that need no constant tensors run on it as ds.compile runs them (dce, cse, single_output, fuse, epilogue).
-local D = require("ds.dispatch")
 local IR = require("ds.passes.ir")
 local dce = require("ds.passes.dce")
 local cse = require("ds.passes.cse")
 local single_output = require("ds.passes.single_output")
 local fuse = require("ds.passes.fuse")
 local epilogue = require("ds.passes.epilogue")
+local creation = require("ds.ops.creation") -- the full def
 
 local M = {}
 
@@ -51,7 +51,7 @@ function M.sub_ir(g, node, reads_only)
   for _, c in ipairs(g.constants) do
     local v = ir.values[c.value]
     if type(c.number) ~= "number" or #v.shape ~= 0 then return nil end
-    local fill = { op = "full", def = D.by_name.full, inputs = {}, outputs = { c.value },
+    local fill = { op = "full", def = creation.full, inputs = {}, outputs = { c.value },
                    attrs = { shape = {}, value = c.number, dtype = v.dtype } }
     v.kind, v.node, v.index = "node", fill, 1
     ir.nodes[#ir.nodes + 1] = fill
