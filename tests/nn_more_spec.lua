@@ -646,6 +646,18 @@ describe("nn calls of issue 28: modules and refusals", function()
     H.raises(function() pd:set("d", 3) end, "ParameterDict", "not a tensor")
   end)
 
+  it("DataParallel runs its module as it is, its parameters named module.<name>", function()
+    local lin = nn.Linear(3, 2)
+    local dp = nn.DataParallel(lin)
+    local x = ds.randn(4, 3)
+    assert(H.bitwise(dp(x), lin(x)))
+    local names = {}
+    for name in dp:named_parameters() do names[#names + 1] = name end
+    table.sort(names)
+    assert.same({ "module.bias", "module.weight" }, names)
+    H.raises(function() nn.DataParallel(lin, { 0, 1 }) end, "DataParallel", "device_ids")
+  end)
+
   it("nn.Transformer agrees with PyTorch's (its parameters loaded), and has the static mask", function()
     local tf = fixture.transformer
     local m = nn.Transformer(8, 2, 1, 2, 16, 0, { dtype = "f64" })

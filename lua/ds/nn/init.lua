@@ -15,6 +15,7 @@ local LAYER_FAMILIES = {
   require("ds.nn.transformer_model"), require("ds.nn.pool3d"),
   require("ds.nn.padding"), require("ds.nn.layers_more"), require("ds.nn.norm3d"),
   require("ds.nn.adaptive_softmax"), require("ds.nn.lazy"), require("ds.nn.parameter_dict"),
+  require("ds.nn.data_parallel"),
   { QuantizedLinear = require("ds.nn.quantized").QuantizedLinear,
     QuantizedConv2d = require("ds.nn.quantized").QuantizedConv2d },
 }
