@@ -248,6 +248,15 @@ describe("ds.compile {dtype = 'bf16'}", function()
     local dir = H.tmp_dir()
     ds.save(frozen, dir .. "/m")
     assert.is_true(H.bitwise(ds.load(dir .. "/m")(x), want))
+    -- the C runtime (no Lua) runs the saved plan to the same bits
+    local C = require("ds.ffi").C
+    local model = C.ds_model_load(dir .. "/m")
+    assert(model ~= nil, require("ds.ffi").last_error())
+    local out = ds.empty(2, 5, 16)
+    local ins, outs = ffi.new("const ds_tensor*[1]", { x._c }), ffi.new("ds_tensor*[1]", { out._c })
+    assert.equal(0, C.ds_model_run(model, ins, outs))
+    C.ds_model_free(model)
+    assert.is_true(H.bitwise(out, want))
     os.execute("rm -rf " .. dir)
   end)
 
