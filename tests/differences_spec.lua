@@ -213,6 +213,14 @@ return function(x)
 end]], "=differences_goto")()
     fails(function() ds.convert(f)(ds.ones(2)) end, "goto")
   end },
+  { "**DataParallel** runs its module as it is (ds has no CUDA devices): `device_ids` are refused; the parameters "
+    .. "are still named `module.<name>`", function()
+    local lin = nn.Linear(2, 2)
+    fails(function() return nn.DataParallel(lin, { 0 }) end, "device_ids")
+    local x = ds.ones(1, 2)
+    assert.is_true(ds.equal(nn.DataParallel(lin)(x), lin(x)))
+    assert.is_true(nn.DataParallel(lin):state_dict()["module.weight"] ~= nil)
+  end },
 }
 
 describe("docs/differences.md", function()
