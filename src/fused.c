@@ -343,6 +343,35 @@ int ds_matmul_packed_ep_f32(ds_tensor *const *t, const double *attrs) {
   return matmul_ep(t, attrs, ds_matmul_packed_f32);
 }
 
+/* ds_conv2d_ep_<dtype>: t = out, x, w, b, extra inputs; attrs = conv2d's 7 (stride, padding, dilation, groups),
+   then the program. out = conv2d(x, w, b), then the program in place over out as for matmul_ep: the chain's
+   elementwise ops on the conv's values, so the unfused graph's bits. */
+#define CONV_ATTRS 7
+int ds_conv2d_f32(ds_tensor *const *t, const double *attrs);
+int ds_conv2d_f64(ds_tensor *const *t, const double *attrs);
+static int conv2d_ep(ds_tensor *const *t, const double *attrs, ds_kernel conv) {
+  const double *pa = attrs + CONV_ATTRS;
+  for (int i = 0; i < 4; i++) DS_CHECK(is_int(pa[i]) && pa[i] >= 0 && pa[i] <= MAXINS,
+      "conv2d epilogue: bad program header");
+  int nin = (int)pa[1];
+  DS_CHECK(pa[0] == 1 && nin >= 1 && nin + 2 <= MAXOPS, "conv2d epilogue: bad program header");
+  for (int k = 0; k < nin + 3; k++) DS_CHECK(t[k] != NULL,
+      "conv2d epilogue: program names %d operands, fewer given", nin + 3);
+  int rc = conv(t, attrs);
+  if (rc) return rc;
+  ds_tensor *ops[MAXOPS + 1];
+  ops[0] = t[0]; ops[1] = t[0];
+  for (int k = 1; k < nin; k++) ops[k + 1] = t[k + 3];
+  int dt[MAXOPS];
+  rc = tensor_dtypes(ops, nin + 1, dt); if (rc) return rc;
+  program p;
+  rc = decode(&p, nin + 1, dt, 4 + 1 + WIDTH * (int)pa[3], pa);
+  if (rc) return rc;
+  return run_program(&p, ops);
+}
+int ds_conv2d_ep_f32(ds_tensor *const *t, const double *attrs) { return conv2d_ep(t, attrs, ds_conv2d_f32); }
+int ds_conv2d_ep_f64(ds_tensor *const *t, const double *attrs) { return conv2d_ep(t, attrs, ds_conv2d_f64); }
+
 /* plan checks (the registry's KV rows): a step's program against its operands' dtypes */
 static int fused_check(int dtype, int nbuf, const int *dtypes, int nattrs, const double *attrs) {
   program p;
@@ -367,5 +396,19 @@ int ds_matmul_ep_check(int nbuf, const int *dtypes, int nattrs, const double *at
   int rc = decode(&p, nbuf - 1, dt, nattrs, attrs);
   if (rc) return rc;
   DS_CHECK(p.nout == 1, "matmul epilogue: one output");
+  return DS_OK;
+}
+
+/* conv2d_ep steps: out, x, w, b, extras; attrs: the conv's, then the program, which sees out (as output and
+   input 1), then the extras */
+int ds_conv2d_ep_check(int nbuf, const int *dtypes, int nattrs, const double *attrs) {
+  DS_CHECK(nbuf >= 4 && nbuf - 2 <= MAXOPS && nattrs > CONV_ATTRS, "conv2d epilogue: %d operands", nbuf);
+  int dt[MAXOPS];
+  dt[0] = dtypes[0]; dt[1] = dtypes[0];
+  for (int k = 4; k < nbuf; k++) dt[k - 2] = dtypes[k];
+  program p;
+  int rc = decode(&p, nbuf - 2, dt, nattrs - CONV_ATTRS, attrs + CONV_ATTRS);
+  if (rc) return rc;
+  DS_CHECK(p.nout == 1, "conv2d epilogue: one output");
   return DS_OK;
 }

@@ -4,7 +4,9 @@
 -- (passes/epilogue.lua). Their attrs are the program, packed by the passes. For constant weights
 -- (passes/prepack.lua): `pack_weight`, a (K, N) f32 matrix -> (ceil(N / 32), K, 32) strips of 32 columns (the
 -- GEMM's layout, zero columns past N), and `matmul_packed` / `matmul_packed_ep`, matmul / matmul_ep reading
--- such a weight: the same FMA chains, the same bits, nothing repacked per call.
+-- such a weight: the same FMA chains, the same bits, nothing repacked per call. `conv2d_ep`: conv2d with such a
+-- chain applied to its output (passes/epilogue.lua); its attrs are conv2d's plus `epilogue` (the program and its
+-- packed numbers, printed as the program's ops), packed after the conv attrs.
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 
@@ -18,4 +20,12 @@ return {
                              dtypes = { f32 = true }, ninputs = 2, internal = true },
   matmul_packed_ep = D.define { name = "matmul_packed_ep", kind = "fused", kernel = "ds_matmul_packed_ep_%s",
                                 dtypes = { f32 = true }, internal = true },
+  conv2d_ep = D.define { name = "conv2d_ep", kind = "fused", kernel = "ds_conv2d_ep_%s", dtypes = C.FLOAT,
+                         internal = true,
+                         pack = function(a)
+                           local p = { a.stride[1], a.stride[2], a.padding[1], a.padding[2], a.dilation[1],
+                                       a.dilation[2], a.groups }
+                           for _, v in ipairs(a.epilogue.packed) do p[#p + 1] = v end
+                           return p
+                         end },
 }

@@ -1,0 +1,100 @@
+-- tests/conv_epilogue_spec.lua: compiled graphs run the elementwise chain after a conv2d (relu, relu6 / clamp,
+-- hardswish, a bias, a residual add) as `conv2d_ep`, the conv kernel with the chain applied to its output: the
+-- printed IR shows it, `epilogue = false` turns it off, and the values are the unfused graph's bit for bit
+-- (general, stride 2, depthwise and grouped convs; f32 and f64; PyTorch's MobileNet-style export).
+local ds = require("ds")
+local H = require("helpers")
+local F = ds.nn.functional
+
+-- { name, N, C, H, W, OC, K, stride, padding, groups }
+local CONVS = {
+  { "3x3 stride 1", 2, 4, 9, 9, 8, 3, 1, 1, 1 },
+  { "3x3 stride 2", 1, 3, 15, 14, 6, 3, 2, 1, 1 },
+  { "1x1 pointwise", 1, 16, 7, 7, 24, 1, 1, 0, 1 },
+  { "depthwise 3x3 stride 2", 2, 8, 10, 11, 8, 3, 2, 1, 8 },
+  { "depthwise 5x5 multiplier 2", 1, 4, 9, 9, 8, 5, 1, 2, 4 },
+  { "grouped", 1, 8, 8, 8, 12, 3, 1, 1, 4 },
+}
+
+-- chain(y, extra): the elementwise chain after the conv; extra is a tensor shaped like the output (residual) or
+-- per channel (bias), made by make(oc, out_shape)
+local CHAINS = {
+  { "relu", function(y) return F.relu(y) end },
+  { "relu6 (Clip 0, 6)", function(y) return y:clamp(0, 6) end },
+  { "clamp", function(y) return y:clamp(-0.5, 0.5) end },
+  { "hardswish", function(y) return F.hardswish(y) end },
+  { "bias + relu", function(y, e) return F.relu(y + e) end, function(oc) return ds.randn(oc, 1, 1) end },
+  { "residual + relu", function(y, e) return F.relu(y + e) end, function(_, shape) return ds.randn(unpack(shape)) end },
+}
+
+local function ops_of(cg)
+  local s = tostring(cg)
+  return s, select(2, s:gsub("conv2d_ep%(", ""))
+end
+
+-- compiled with and without the epilogue and eagerly: all three bit for bit; the epilogue visible in the IR
+local function check(f, args, what)
+  local cg, plain = ds.compile(f, args), ds.compile(f, args, { epilogue = false })
+  local s, n = ops_of(cg)
+  assert(n == 1, what .. ": no conv2d_ep in\n" .. s)
+  assert.equal(0, select(2, ops_of(plain)), what .. ": epilogue = false still fuses")
+  local y, y0, ye = cg(unpack(args)), plain(unpack(args)), f(unpack(args))
+  assert(H.bitwise(y, y0), what .. ": compiled with the epilogue differs from without")
+  assert(H.bitwise(y, ye), what .. ": compiled differs from eager")
+  return s
+end
+
+describe("conv2d epilogues", function()
+  for _, c in ipairs(CONVS) do
+    local name, N, C, Hh, W, OC, K, s, p, G = unpack(c)
+    for _, chain in ipairs(CHAINS) do
+      it(name .. " + " .. chain[1] .. ": bitwise equal to the unfused graph", function()
+        ds.manual_seed(5)
+        local x, w, b = ds.randn(N, C, Hh, W), ds.randn(OC, C / G, K, K), ds.randn(OC)
+        local conv = function(x_, w_, b_) return F.conv2d(x_, w_, b_, { stride = s, padding = p, groups = G }) end
+        local shape = conv(x, w, b).shape
+        local e = chain[3] and chain[3](OC, shape)
+        if e then
+          check(function(x_, w_, b_, e_) return chain[2](conv(x_, w_, b_), e_) end, { x, w, b, e }, name)
+        else
+          check(function(x_, w_, b_) return chain[2](conv(x_, w_, b_)) end, { x, w, b }, name)
+        end
+      end)
+    end
+  end
+
+  it("f64 and a conv without bias: the same bits too, the chain shown in the printed IR", function()
+    ds.manual_seed(6)
+    local x, w = ds.randn(1, 4, 8, 8, { dtype = "f64" }), ds.randn(6, 4, 3, 3, { dtype = "f64" })
+    local s = check(function(x_, w_) return F.hardswish(F.conv2d(x_, w_, nil, { padding = 1 })) end, { x, w }, "f64")
+    assert.truthy(s:find("conv2d_ep(", 1, true) and s:find("epilogue=[", 1, true))
+  end)
+
+  it("a conv whose output is also used elsewhere keeps its plain kernel", function()
+    local x, w, b = ds.randn(1, 2, 5, 5), ds.randn(3, 2, 3, 3), ds.randn(3)
+    local f = function(x_, w_, b_) local y = F.conv2d(x_, w_, b_); return F.relu(y), y end
+    local cg = ds.compile(f, { x, w, b })
+    assert.equal(0, select(2, ops_of(cg)))
+    local a, a2 = cg(x, w, b)
+    local e, e2 = f(x, w, b)
+    assert(H.bitwise(a, e) and H.bitwise(a2, e2))
+  end)
+
+  local torch = os.execute("env -u LD_PRELOAD /usr/bin/python3 -c 'import torch' 2>/dev/null") == 0
+  local mobilenet = torch and it or pending
+  mobilenet("PyTorch's MobileNet-style export (bench/torch_exports.py): frozen, with and without epilogues", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("env -u LD_PRELOAD /usr/bin/python3 bench/torch_exports.py " .. dir .. " >/dev/null 2>&1") == 0)
+    local g = ds.onnx.load(dir .. "/mobilenet.onnx")
+    ds.manual_seed(7)
+    local x = ds.randn(1, 3, 96, 96)
+    local cg = ds.compile(g, { freeze = true })
+    local plain = ds.compile(g, { freeze = true, epilogue = false })
+    local s, n = ops_of(cg)
+    assert(n >= 5, "few conv epilogues in\n" .. s)
+    assert.equal(0, select(2, ops_of(plain)))
+    assert(H.bitwise(cg(x), plain(x)))
+    os.execute("rm -rf " .. dir)
+  end)
+end)
