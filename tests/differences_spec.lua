@@ -213,6 +213,27 @@ return function(x)
 end]], "=differences_goto")()
     fails(function() ds.convert(f)(ds.ones(2)) end, "goto")
   end },
+  { "**ctc_loss** / `nn.CTCLoss`: `blank` is a class, so 1-based (default 1, PyTorch's 0)", function()
+    local lp = ds.randn(4, 1, 3):log_softmax(3)
+    local t = i64({ { 2, 3 } })
+    fails(function() return F.ctc_loss(lp, t, { 4 }, { 2 }, { blank = 0 }) end, "blank")
+    -- blank 1 (the default) and blank 3 read different classes as the blank
+    assert.is_false(ds.equal(F.ctc_loss(lp, t, { 4 }, { 2 }), F.ctc_loss(lp, i64({ { 1, 2 } }), { 4 }, { 2 },
+      { blank = 3 })))
+  end },
+  { "An input length of 0 gives 0 for an empty target and inf otherwise", function()
+    local l = F.ctc_loss(ds.randn(3, 2, 4):log_softmax(3), i64({ { 2 }, { 2 } }), { 0, 0 }, { 0, 1 },
+      { reduction = "none" })
+    assert.equal(0, l[1]:item())
+    assert.equal(math.huge, l[2]:item())
+  end },
+  { "`ConvTranspose*` take `padding_mode = \"zeros\"` only, as PyTorch. **gaussian_nll_loss**'s check that `var` "
+    .. "has no negative entry reads its values, so it runs eagerly only (not while tracing)", function()
+    fails(function() return nn.ConvTranspose1d(2, 2, 3, { padding_mode = "reflect" }) end, "padding_mode")
+    local x = ds.ones(3)
+    fails(function() return F.gaussian_nll_loss(x, x, -x) end, "negative")
+    works(traced(function(a, b, v) return F.gaussian_nll_loss(a, b, v) end, { x, x, x }))
+  end },
   { "**DataParallel** runs its module as it is (ds has no CUDA devices): `device_ids` are refused; the parameters "
     .. "are still named `module.<name>`", function()
     local lin = nn.Linear(2, 2)
