@@ -17,6 +17,12 @@ local CALLS = {
   ["ds.convert.parser"] = [[assert(m.parse("return 1", "t").tag == "Function")]],
   ["ds.onnx.export_control"] = [[assert(type(m.cond) == "function" and type(m.while_loop) == "function")]],
   ["ds.onnx.export"] = [[assert(m.FORMS.cond and m.FORMS.add)]],
+  ["ds.nn.linear"] = [[assert(m.Linear(3, 2)(require("ds.random").rand(4, 3)):numel() == 8)]],
+  ["ds.nn.conv"] = [[assert(m.Conv2d(1, 2, 3)(require("ds.random").rand(1, 1, 5, 5)):numel() == 18)]],
+  ["ds.optim.sgd"] = [[local p = require("ds.random").rand(3):requires_grad_(); local o = m({ p }, { lr = 0.1 });
+    (p * 2):sum():backward(); o:step()]],
+  ["ds.optim.adam"] = [[local p = require("ds.random").rand(3):requires_grad_(); local o = m.Adam({ p }, { lr = 0.1 });
+    (p * 2):sum():backward(); o:step()]],
 }
 
 local function modules()
@@ -27,13 +33,14 @@ local function modules()
   return list
 end
 
--- the shell command that requires each module of mods in its own luajit, printing "FAIL <module>: <error>"
+-- the shell command that requires each module of mods in its own luajit, printing "<module> FAIL: <error>"
 local function batch_command(mods)
   local parts = {}
   for _, mod in ipairs(mods) do
     local code = string.format('local ok, e = pcall(function() local m = require("%s"); assert(m ~= nil); %s end) '
-      .. 'if not ok then io.write("FAIL %s: ", (tostring(e):gsub("\\n", " ")), "\\n") end', mod, CALLS[mod] or "", mod)
-    parts[#parts + 1] = "luajit -e '" .. code .. "' 2>&1 | head -c 400"
+      .. 'if not ok then io.write("FAIL: ", (tostring(e):gsub("\\n", " ")), "\\n") end', mod, CALLS[mod] or "")
+    -- every line it prints (its FAIL line, or luajit's own error) is prefixed with the module's name
+    parts[#parts + 1] = "luajit -e '" .. code .. "' 2>&1 | head -c 400 | sed 's/^/" .. mod .. " /'"
   end
   return "(" .. table.concat(parts, "; ") .. ")"
 end
@@ -70,6 +77,6 @@ describe("every module of lua/ds required alone", function()
     local p = io.popen("export LUA_PATH='./lua/?.lua;./lua/?/init.lua;;'; " .. batch_command({ "ds.no_such_module" }))
     local out = p:read("*a")
     p:close()
-    assert.truthy(out:match("^FAIL ds.no_such_module: "))
+    assert.truthy(out:match("^ds%.no_such_module FAIL: "))
   end)
 end)

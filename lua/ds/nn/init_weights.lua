@@ -36,8 +36,8 @@ function M.calculate_gain(nonlinearity, param)
   errors.raise("calculate_gain: unsupported nonlinearity '" .. tostring(nonlinearity) .. "'")
 end
 
-function M.uniform_(t, a, b) return fill(t, function() t:uniform_(a or 0, b or 1) end) end
-function M.normal_(t, mean, std) return fill(t, function() t:normal_(mean or 0, std or 1) end) end
+function M.uniform_(t, a, b) return fill(t, function() random.uniform_(t, a or 0, b or 1) end) end
+function M.normal_(t, mean, std) return fill(t, function() random.normal_(t, mean or 0, std or 1) end) end
 function M.constant_(t, v) return fill(t, function() t:fill_(v) end) end
 function M.zeros_(t) return M.constant_(t, 0) end
 function M.ones_(t) return M.constant_(t, 1) end
