@@ -274,6 +274,25 @@ describe("ds.compile {dtype = 'bf16'}", function()
     assert.truthy(text:find("= conv2d(", 1, true))   -- the grouped one
   end)
 
+  it("writes out scaled_dot_product_attention (float mask or none) with bf16 products; causal stays f32", function()
+    ds.manual_seed(6)
+    local q, k, v, m = ds.randn(2, 3, 5, 8), ds.randn(2, 3, 7, 8), ds.randn(2, 3, 7, 4), ds.randn(2, 1, 1, 7)
+    local specs = { ds.spec({ 2, 3, 5, 8 }), ds.spec({ 2, 3, 7, 8 }), ds.spec({ 2, 3, 7, 4 }), ds.spec({ 2, 1, 1, 7 }) }
+    local function mm(a, b) return ds.matmul_bf16(a:astype("bf16"), b:astype("bf16")) end
+    local function attn(q_, k_, v_, m_)
+      return ds.F.scaled_dot_product_attention(q_, k_, v_, { mask = m_, scale = 0.3 })
+    end
+    local c = ds.compile(attn, specs, { dtype = "bf16" })
+    local want = mm((mm(q, k:transpose(-1, -2)) * 0.3 + m):softmax(-1), v)
+    assert.is_true(H.bitwise(c(q, k, v, m), want))
+    local plain = ds.compile(function(q_, k_, v_) return ds.F.scaled_dot_product_attention(q_, k_, v_) end,
+      { specs[1], specs[2], specs[3] }, { dtype = "bf16" })
+    assert.is_true(H.bitwise(plain(q, k, v), mm((mm(q, k:transpose(-1, -2)) * (1 / math.sqrt(8))):softmax(-1), v)))
+    local causal = ds.compile(function(q_, k_, v_) return ds.F.scaled_dot_product_attention(q_, k_, v_,
+      { is_causal = true }) end, { specs[1], specs[2], specs[3] }, { dtype = "bf16" })
+    assert.truthy(tostring(causal):find("scaled_dot_product_attention(", 1, true))
+  end)
+
   it("leaves a graph without products alone and refuses other dtypes and gradient graphs, naming the option", function()
     local function f(a) return a:softmax(-1) + 1 end
     local c = ds.compile(f, { ds.spec({ 3, 4 }) }, { dtype = "bf16" })

@@ -1,12 +1,14 @@
 -- passes/autocast.lua: ds.compile(fn, specs, {dtype = "bf16"}): mixed precision for inference, as
 -- torch.autocast(dtype=torch.bfloat16) on the CPU. Every f32 product (matmul: linear layers, attention written
 -- out, bmm) becomes matmul_bf16 (ops/bf16.lua) of its operands cast to bf16: bf16 products accumulated in f32, an
--- f32 result; a conv2d of groups 1 becomes conv2d_bf16 (input and weight cast, the bias kept f32). Everything
--- else stays f32 (layer_norm, softmax, reductions, residual adds, the attention kernel, grouped convolutions): the
--- values the products read are rounded to bf16, nothing else is. A constant operand (a frozen weight) is
--- cast once here (fold), so it is stored bf16; a parameter that is not frozen is cast on each call. The casts and
--- products are nodes of the IR (printed, saved by ds.save, run by the C runtime). M.prepack (a late pass, after
--- prepack) packs a constant bf16 weight once into the GEMM's strips (ops/bf16.lua's matmul_bf16_packed).
+-- f32 result; a conv2d of groups 1 becomes conv2d_bf16 (input and weight cast, the bias kept f32); a
+-- scaled_dot_product_attention (float mask or none, not causal) is written out with its two products in bf16 and
+-- its softmax in f32. Everything else stays f32 (layer_norm, softmax, reductions, residual adds, bool-masked or
+-- causal attention, grouped convolutions): the values the products read are rounded to bf16, nothing else is. A
+-- constant operand (a frozen weight) is cast once here (fold), so it is stored bf16; a parameter that is not frozen
+-- is cast on each call. The casts and products are nodes of the IR (printed, saved by ds.save, run by the C
+-- runtime). M.prepack (a late pass, after prepack) packs a constant bf16 weight once into the GEMM's strips
+-- (ops/bf16.lua's matmul_bf16_packed).
 local D = require("ds.dispatch")
 local IR = require("ds.passes.ir")
 local S = require("ds.shape")
@@ -15,6 +17,7 @@ local errors = require("ds.errors")
 local fold = require("ds.passes.fold")
 local dce = require("ds.passes.dce")
 local sym = require("ds.sym")
+local F = require("ds.ops.common").functions
 local bf16 = require("ds.ops.bf16") -- the bf16 product defs
 local EW = require("ds.ops.elementwise") -- the astype def
 
@@ -50,6 +53,47 @@ local function eligible(ir, node)
   return true
 end
 
+-- a scaled_dot_product_attention of f32 values, a float mask or none, not causal, q, k, v of one rank and batch
+local function attention_eligible(ir, node)
+  if node.op ~= "scaled_dot_product_attention" or node.attrs.is_causal or node.attrs.mask == "bool" then
+    return false
+  end
+  if type(node.attrs.scale) ~= "number" then return false end
+  local q = ir.values[node.inputs[1]]
+  for _, id in ipairs(node.inputs) do if ir.values[id].dtype ~= "f32" then return false end end
+  for i = 2, 3 do
+    local t = ir.values[node.inputs[i]]
+    if #t.shape ~= #q.shape then return false end
+    for d = 1, #q.shape - 2 do if not S.same(t.shape[d], q.shape[d]) then return false end end
+  end
+  return true
+end
+
+-- the attention written out (new nodes, in order, appended to list): p = softmax(bf16(q) . bf16(k^T) * scale
+-- [+ mask]) in f32, then bf16(p) . bf16(v); cast_of(id) gives the bf16 cast of a value; returns the last node
+local function attention_nodes(ir, node, list, cast_of)
+  local D_ = D.by_name
+  local function add(def, ins, attrs)
+    local n = IR.new_node(ir, def, ins, attrs or {}, node.line)
+    list[#list + 1] = n
+    return n.outputs[1]
+  end
+  local q, k, v, mask = node.inputs[1], node.inputs[2], node.inputs[3], node.inputs[4]
+  local nd = #ir.values[q].shape
+  local kt = add(D_.transpose, { k }, { dim0 = nd - 1, dim1 = nd })
+  local scores = add(D_.matmul_bf16, { cast_of(q), cast_of(kt) })
+  local id = ir.next_id
+  ir.next_id = id + 1
+  ir.consts[#ir.consts + 1] = { name = "scale" .. id, value = id,
+                                tensor = F.full({}, node.attrs.scale, { dtype = "f32" }) }
+  ir.values[id] = { id = id, shape = {}, dtype = "f32", kind = "const", index = #ir.consts }
+  scores = add(D_.mul, { scores, id })
+  if mask then scores = add(D_.add, { scores, mask }) end
+  local p = add(D_.softmax, { scores }, { dim = nd })
+  add(D_.matmul_bf16, { cast_of(p), cast_of(v) })
+  return list[#list]
+end
+
 -- returns the IR and the number of products moved to bf16
 function M.run(ir, opts)
   if not opts or opts.dtype == nil or dtype.normalize(opts.dtype) == "f32" then return ir, 0 end
@@ -59,7 +103,23 @@ function M.run(ir, opts)
   local astype, mm_bf16, conv_bf16 = EW.astype, bf16.matmul_bf16, bf16.conv2d_bf16
   local replace, n, cast = {}, 0, {}   -- cast[id]: the node casting value id to bf16 (one per value)
   for _, node in ipairs(ir.nodes) do
-    if eligible(ir, node) then
+    if attention_eligible(ir, node) then
+      local list = {}
+      local function cast_of(id)
+        if not cast[id] then
+          cast[id] = IR.new_node(ir, astype, { id }, { dtype = "bf16" }, node.line)
+          list[#list + 1] = cast[id]
+        end
+        return cast[id].outputs[1]
+      end
+      local last = attention_nodes(ir, node, list, cast_of)
+      local out = node.outputs[1]   -- the product keeps the attention's value id
+      ir.values[last.outputs[1]] = nil
+      last.outputs[1] = out
+      ir.values[out].node, ir.values[out].index = last, 1
+      replace[node] = list
+      n = n + 2
+    elseif eligible(ir, node) then
       local before, ins = {}, {}
       for i = 1, 2 do
         local id = node.inputs[i]
