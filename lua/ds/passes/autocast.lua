@@ -97,8 +97,8 @@ end
 -- returns the IR and the number of products moved to bf16
 function M.run(ir, opts)
   if not opts or opts.dtype == nil or dtype.normalize(opts.dtype) == "f32" then return ir, 0 end
-  if (ir.grad_writes and #ir.grad_writes > 0) or ir.training then
-    errors.raise("compile: dtype = 'bf16' is for inference; this graph computes gradients (trace it without them)")
+  if ir.grad_writes and #ir.grad_writes > 0 then
+    errors.raise("compile: dtype = 'bf16' is for inference; this graph writes gradients (trace it without backward)")
   end
   local astype, mm_bf16, conv_bf16 = EW.astype, bf16.matmul_bf16, bf16.conv2d_bf16
   local replace, n, cast = {}, 0, {}   -- cast[id]: the node casting value id to bf16 (one per value)
