@@ -142,7 +142,6 @@ end
 local FOREIGN_WRITES_OK = {
   ["ds.tensor"] = "the Tensor class: its method modules add methods until issue 30.3 assembles it in one place",
   ["ds.tape"] = "autograd.lua installs the in-place rules that the tape (below dispatch) calls",
-  ["ds.state"] = "the process state (the trace, the grad mode), written by design",
   ["ds>ds.autograd"] = "the namespace hangs autograd.Function and autograd.functional (higher layers) on ds.autograd",
 }
 -- `D.by_name.<op>` / `D.by_name["<op>"]` with a literal name, where the op's defining module is not reachable
