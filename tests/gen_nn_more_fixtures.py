@@ -372,6 +372,16 @@ case("adaptive_max_pool2d_indices",
 case("adaptive_max_pool1d_indices",
      lambda x: (lambda r: (r[0], r[1] + 1))(F.adaptive_max_pool1d(x, 4, return_indices=True)), [seq], grad=(0,))
 
+# ---- fractional max pools with given samples (PyTorch's _random_samples) ----
+frac_in, frac_s2, frac_s3 = randn(2, 3, 7, 8), torch.rand(2, 3, 2, dtype=D), torch.rand(2, 3, 3, dtype=D)
+case("fractional_max_pool2d", lambda x, s: (lambda r: (r[0], r[1] + 1))(
+    F.fractional_max_pool2d(x, (2, 3), output_size=(4, 5), return_indices=True, _random_samples=s)),
+     [frac_in, frac_s2], grad=(0,))
+case("fractional_max_pool2d_ratio", lambda x, s: F.fractional_max_pool2d(x, 2, output_ratio=0.5, _random_samples=s),
+     [frac_in, frac_s2], grad=(0,))
+case("fractional_max_pool3d", lambda x, s: F.fractional_max_pool3d(x, 2, output_size=(2, 3, 2), _random_samples=s),
+     [vol3, frac_s3], grad=(0,))
+
 case("square_subsequent_mask", lambda: torch.nn.Transformer.generate_square_subsequent_mask(5), [])
 
 # ---- nn.Transformer (no dropout): its parameters (PyTorch's names), inputs and output ----

@@ -275,6 +275,15 @@ local CASES = {
   embedding_scale_grad_by_freq = { function(w, ids) return F.embedding(ids, w, nil, nil, nil, true) end, nogc = true },
   adaptive_max_pool2d_indices = { function(x) return F.adaptive_max_pool2d(x, { 3, 4 }, true) end },
   adaptive_max_pool1d_indices = { function(x) return F.adaptive_max_pool1d(x, 4, true) end },
+  fractional_max_pool2d = { function(x, s)
+    return F.fractional_max_pool2d(x, { 2, 3 }, { output_size = { 4, 5 }, return_indices = true, _random_samples = s })
+  end },
+  fractional_max_pool2d_ratio = { function(x, s)
+    return F.fractional_max_pool2d(x, 2, { output_ratio = 0.5, _random_samples = s })
+  end },
+  fractional_max_pool3d = { function(x, s)
+    return F.fractional_max_pool3d(x, 2, { output_size = { 2, 3, 2 }, _random_samples = s })
+  end },
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 
@@ -550,6 +559,12 @@ describe("nn calls of issue 28: modules and refusals", function()
     local fv, fi = F.adaptive_max_pool2d(x, { 2, 3 }, true)
     assert(H.bitwise(av, fv) and H.bitwise(ai, fi))
     H.raises(function() nn.AdaptiveAvgPool2d(2, true) end, "AdaptiveAvgPool2d", "one argument")
+    local samples = ds.rand(2, 6, 2)
+    assert(H.bitwise(nn.FractionalMaxPool2d(2, { 2, 3 }, nil, false, samples)(x),
+      F.fractional_max_pool2d(x, 2, { output_size = { 2, 3 }, _random_samples = samples })))
+    local fy = nn.FractionalMaxPool2d(2, nil, 0.5)(x) -- samples from ds's generator
+    assert.same({ 2, 6, 2, 2 }, fy.shape)
+    H.raises(function() nn.FractionalMaxPool2d(2) end, "FractionalMaxPool2d", "output_size")
     local eb = nn.EmbeddingBag(10, 3, { mode = "sum" })
     local ids = ds.tensor({ 1, 4, 2, 9, 3 }, { dtype = "i64" })
     local offsets = ds.tensor({ 1, 3 }, { dtype = "i64" })

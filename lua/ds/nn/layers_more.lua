@@ -1,6 +1,6 @@
 -- nn/layers_more.lua: Bilinear, ChannelShuffle, LocalResponseNorm, LPPool1d, LPPool2d, RReLU, Softmax2d,
--- UpsamplingNearest2d, UpsamplingBilinear2d, EmbeddingBag and MaxUnpool1d/2d/3d (PyTorch's constructors,
--- positionally or as options) over their ds.F functions.
+-- UpsamplingNearest2d, UpsamplingBilinear2d, EmbeddingBag, MaxUnpool1d/2d/3d and FractionalMaxPool2d/3d (PyTorch's
+-- constructors, positionally or as options) over their ds.F functions.
 local Module = require("ds.nn.module")
 local F = require("ds.nn.functional")
 local init = require("ds.nn.init_weights")
@@ -158,5 +158,26 @@ end
 max_unpool("MaxUnpool1d", F.max_unpool1d)
 max_unpool("MaxUnpool2d", F.max_unpool2d)
 max_unpool("MaxUnpool3d", F.max_unpool3d)
+
+-- FractionalMaxPool{n}d(kernel_size, output_size, output_ratio, return_indices, _random_samples)
+local function fractional(name, fn)
+  local cls = Module:extend(name)
+  cls._doc = "ds.F." .. name:gsub("^Fractional", "fractional_"):gsub("MaxPool", "max_pool") .. " as a module: " ..
+    name .. "(kernel_size, output_size, output_ratio, return_indices)"
+  function cls:init(kernel_size, ...)
+    if kernel_size == nil then raise("%s: expects %s(kernel_size, output_size | output_ratio, ...)", name, name) end
+    self.kernel_size = kernel_size
+    self.opts = constructor_args.merge(name, { "output_size", "output_ratio", "return_indices", "_random_samples" },
+      { output_size = "any", output_ratio = "any", return_indices = "boolean", _random_samples = "tensor" },
+      NOT_REFUSED, ...)
+    if (self.opts.output_size == nil) == (self.opts.output_ratio == nil) then
+      raise("%s: give exactly one of output_size and output_ratio", name)
+    end
+  end
+  function cls:forward(x) return fn(x, self.kernel_size, self.opts) end
+  M[name] = cls
+end
+fractional("FractionalMaxPool2d", F.fractional_max_pool2d)
+fractional("FractionalMaxPool3d", F.fractional_max_pool3d)
 
 return M
