@@ -436,8 +436,8 @@ static int run_sub(ds_plan *q, const char *what, int64_t trip) {
 static int run_loop(loop_step *l, ds_tensor *const *t) {
   int n = l->nvars;
   for (int i = 0; i < n; i++)
-    if (t[i]->data != t[n + i]->data)
-      memcpy(t[i]->data, t[n + i]->data, (size_t)(t[i]->numel * ds_dtype_size(t[i]->dtype)));
+    if (t[i]->data != t[n + i]->data)   /* memmove: a file's result and initial value may overlap */
+      memmove(t[i]->data, t[n + i]->data, (size_t)(t[i]->numel * ds_dtype_size(t[i]->dtype)));
   bind_all(l->cond, l->ncb, l->cb_sub, l->cb_src, l, t);
   bind_all(l->body, l->nbb, l->bb_sub, l->bb_src, l, t);
   for (int64_t trip = 1;; trip++) {
