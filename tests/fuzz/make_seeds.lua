@@ -1,5 +1,5 @@
 -- tests/fuzz/make_seeds.lua: the seed corpora of the loader fuzzers (tests/fuzz/*_fuzz.c): saved models
--- (an MLP with a dynamic batch, a graph with cond and while_loop, integer inputs and views) as fuzzer
+-- (an MLP with a dynamic batch, a graph with cond and while_loop, a loop alone, integer inputs and views) as fuzzer
 -- inputs: flag byte 1 (reseal), u32 length, graph JSON or plan, params bytes; the same graphs exported
 -- by ds.onnx.export (where they have an ONNX form), the small PyTorch-exported ONNX fixtures and one-node
 -- models on the paths hostile files took (integer attributes, folded consts, int64 past 2^53, Resize's sizes,
@@ -45,6 +45,15 @@ seed("control", ds.compile(function(x, n)
   local i, acc = ds.while_loop(function(k, a) return k:lt(n) end, function(k, a) return k + 1, a * 0.5 + 1 end, { ds.tensor(0), y })
   return acc, i
 end, { ds.randn(2, 3), ds.tensor(3) }))
+-- a while_loop alone (a C loop step in the plan file) whose body updates a captured tensor in place
+local hist = ds.zeros(4)
+seed("loop", ds.compile(function(x, n)
+  local i, acc = ds.while_loop(function(k) return k:lt(n) end, function(k, a)
+    hist:index_copy_(1, (k + 1):reshape(1), a:sum():reshape(1))
+    return k + 1, a * 0.5 + 1
+  end, { ds.tensor(0, { dtype = "i64" }), x })
+  return acc, i
+end, { ds.randn(2, 3), ds.tensor(3, { dtype = "i64" }) }))
 -- torch.onnx.export's models, but not the 250 KB LeNet (past the fuzzer's -max_len)
 for _, name in ipairs { "resblock", "bert" } do
   local f = assert(io.open(out .. "/onnx/torch_" .. name, "wb"))
