@@ -25,7 +25,7 @@ while i <= #arg do
 end
 if args.smoke then args.n, args.reps = 4, 2 end
 ds.set_num_threads(args.threads)
-ffi.cdef("const char *ds_bf16_path(void);")
+pcall(ffi.cdef, "const char *ds_bf16_path(void);")   -- (libds's own declarations may hold it)
 local path = ffi.string(require("ds.ffi").C.ds_bf16_path())
 
 -- ---- the GEMM against the peak ----
