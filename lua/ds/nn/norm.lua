@@ -10,16 +10,24 @@ local S = require("ds.shape")
 
 local M = {}
 
--- opts: eps (1e-5), momentum (0.1), affine (true), track_running_stats (true), dtype
+-- opts: eps (1e-5), momentum (0.1; false is PyTorch's momentum=None: the running stats are the cumulative
+-- average of the batches' statistics, factor 1 / num_batches_tracked), affine (true), track_running_stats
+-- (true), dtype
 local function batch_norm(name, ndims_ok, dims_text)
   local cls = Module:extend(name)
+  cls._doc = name .. "(num_features, [opts]): opts eps (1e-5), momentum (0.1; false = PyTorch's momentum=None, a " ..
+    "cumulative moving average), affine (true), track_running_stats (true), dtype"
   function cls:init(num_features, opts)
     if type(num_features) ~= "number" then errors.raise(name .. ": expects " .. name .. "(num_features, [opts])") end
-    -- momentum: a number; PyTorch's momentum=None (a cumulative average) is not implemented
-    opts = options.check(opts, name, { eps = { "number", min = 0 }, momentum = { "number", min = 0, max = 1 },
+    opts = options.check(opts, name, { eps = { "number", min = 0 }, momentum = "any",
                                        affine = "boolean", track_running_stats = "boolean", dtype = "dtype" })
+    local m = opts.momentum -- false: PyTorch's momentum=None (nil is the default, 0.1)
+    if m ~= nil and m ~= false and not (type(m) == "number" and m >= 0 and m <= 1) then
+      errors.raise(string.format("%s: option 'momentum' must be a number in [0, 1] or false (a cumulative " ..
+        "average), got %s", self._name, tostring(m)))
+    end
     local dt = opts.dtype or "f32"
-    self.num_features, self.eps, self.momentum = num_features, opts.eps or 1e-5, opts.momentum or 0.1
+    self.num_features, self.eps, self.momentum = num_features, opts.eps or 1e-5, m == nil and 0.1 or m
     self.affine, self.track_running_stats = opts.affine ~= false, opts.track_running_stats ~= false
     if self.affine then
       self.weight = Module.Parameter(ops.ones(num_features, { dtype = dt }))
@@ -41,16 +49,20 @@ local function batch_norm(name, ndims_ok, dims_text)
         tostring(x._shape[2]), self.num_features))
     end
     local use_batch = self.training or not self.track_running_stats
+    local momentum = self.momentum == false and 0 or self.momentum
     if self.training and self.track_running_stats then
-      local nbt = self.num_batches_tracked
+      local nbt, dt = self.num_batches_tracked, self.running_mean.dtype
       autograd.no_grad(function() nbt:add_(1) end)
+      -- the cumulative average's factor, a tensor so that a traced step reads the count at every call
+      if self.momentum == false then momentum = 1 / nbt:to(dt) end
     end
     return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_batch,
-      self.momentum, self.eps)
+      momentum, self.eps)
   end
   function cls:extra_repr()
-    return string.format("%d, eps=%g, momentum=%g, affine=%s, track_running_stats=%s", self.num_features, self.eps,
-      self.momentum, tostring(self.affine), tostring(self.track_running_stats))
+    return string.format("%d, eps=%g, momentum=%s, affine=%s, track_running_stats=%s", self.num_features, self.eps,
+      self.momentum == false and "None" or string.format("%g", self.momentum), tostring(self.affine),
+      tostring(self.track_running_stats))
   end
   return cls
 end

@@ -348,6 +348,34 @@ C.export("flatten", function(x, start_dim, end_dim)
   return D.call(reshape, { x }, { shape = s })
 end)
 
+-- x:unfold(dim, size, step): the windows of size elements every step along dim as a new last dim
+-- (... L ...) -> (... (L - size) // step + 1 ... size), torch's Tensor.unfold; a gather (index_select), not a view
+C.export("unfold", function(x, dim, size, step)
+  local n = #x._shape
+  if n == 0 then errors.raise("unfold: expects a tensor with at least 1 dim, got a 0-d tensor") end
+  local d = S.dim(dim, n, "unfold")
+  local len = x._shape[d]
+  if type(len) ~= "number" then errors.raise("unfold: dim " .. d .. " must have a known size, got " .. S.str(x._shape)) end
+  if type(size) ~= "number" or size ~= math.floor(size) or size < 0 or size > len then
+    errors.raise(string.format("unfold: size %s must be an integer in [0, %d] (dim %d of %s)", tostring(size), len, d,
+      S.str(x._shape)))
+  end
+  if type(step) ~= "number" or step ~= math.floor(step) or step < 1 then
+    errors.raise("unfold: step must be a positive integer, got " .. tostring(step))
+  end
+  local windows = math.floor((len - size) / step) + 1
+  local idx = {}
+  for i = 0, windows - 1 do for j = 1, size do idx[#idx + 1] = i * step + j end end
+  local picked = #idx == 0 and x:narrow(d, 1, 0) or F.index_select(x, d, F.tensor(idx, { dtype = "i64" }))
+  local s, perm = {}, {}
+  for i = 1, n do
+    if i == d then s[#s + 1] = windows; s[#s + 1] = size else s[#s + 1] = x._shape[i] end
+  end
+  for i = 1, n + 1 do if i ~= d + 1 then perm[#perm + 1] = i end end
+  perm[#perm + 1] = d + 1
+  return picked:reshape(s):permute(perm)
+end, { args = { "tensor", "integer", "integer", "integer" } })
+
 C.export("contiguous", function(x, opts)
   options.check(opts, "contiguous", {})
   if x._c and x:is_contiguous() then return x end

@@ -487,10 +487,11 @@ C.export("batch_norm", function(x, running_mean, running_var, weight, bias, trai
     end
   end
   momentum, eps = momentum == nil and 0.1 or momentum, eps == nil and 1e-5 or eps
-  -- PyTorch's momentum=None (a cumulative average) is not implemented: false is not a stand-in for it
-  if type(momentum) ~= "number" or not (momentum >= 0 and momentum <= 1) then
-    raise("batch_norm: momentum must be a number in [0, 1], got %s (a cumulative average is not implemented)",
-      tostring(momentum))
+  -- momentum: a number in [0, 1], or a 0-d float tensor (the BatchNorm modules' cumulative average, momentum =
+  -- false, passes 1 / num_batches_tracked so that a traced step reads it at every call)
+  local tensor_momentum = C.is_tensor(momentum) and #momentum._shape == 0
+  if not tensor_momentum and (type(momentum) ~= "number" or not (momentum >= 0 and momentum <= 1)) then
+    raise("batch_norm: momentum must be a number in [0, 1] or a 0-d tensor, got %s", tostring(momentum))
   end
   if type(eps) ~= "number" or not (eps >= 0) then
     raise("batch_norm: eps must be a non-negative number, got %s", tostring(eps))
