@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "elementwise_ops.h"
 #include "elementwise_table.h"
+#include "conv_ep.h"
 #include <omp.h>
 
 /* Program (attrs): nout, nin, nregs, ninstr, outreg[nout], then ninstr x {op, dtype, dst, a, b, c}.
@@ -344,12 +345,31 @@ int ds_matmul_packed_ep_f32(ds_tensor *const *t, const double *attrs) {
 }
 
 /* ds_conv2d_ep_<dtype>: t = out, x, w, b, extra inputs; attrs = conv2d's 7 (stride, padding, dilation, groups),
-   then the program. out = conv2d(x, w, b), then the program in place over out as for matmul_ep: the chain's
-   elementwise ops on the conv's values, so the unfused graph's bits. */
+   then the program, which sees out (as output and input 1), then the extras. The conv kernel calls back on each
+   block of output it has written (conv_ep.h) and the program runs over that block in place, on the writing
+   thread: the chain's elementwise ops on the conv's values, so the unfused graph's bits. */
 #define CONV_ATTRS 7
-int ds_conv2d_f32(ds_tensor *const *t, const double *attrs);
-int ds_conv2d_f64(ds_tensor *const *t, const double *attrs);
-static int conv2d_ep(ds_tensor *const *t, const double *attrs, ds_kernel conv) {
+typedef struct {
+  conv_ep ep;
+  iter whole;   /* the program's operands over the whole output (strides broadcast to (N, OC, OH, OW)) */
+} conv_block_ep;
+static void conv_block_apply(const conv_ep *e, int64_t n0, int64_t m, int64_t c0, int64_t nc) {
+  const iter *w = &((const conv_block_ep *)e)->whole;
+  iter it = *w;
+  int64_t lo[4] = {n0, c0, 0, 0};
+  it.shape[0] = m; it.shape[1] = nc;
+  for (int k = 0; k < it.nops; k++) {
+    int64_t off = 0;
+    for (int d = 0; d < 2; d++) off += lo[d] * it.st[k][d];
+    it.base[k] = w->base[k] + off * it.es[k];
+  }
+  int nd = it.nd = ds_coalesce(4, it.shape, it.nops, it.st);
+  int64_t rows = 1;
+  for (int d = 0; d < nd - 1; d++) rows *= it.shape[d];
+  run_units(&it, 0, rows * ((it.shape[nd - 1] + TILE - 1) / TILE));
+}
+static int conv2d_ep(ds_tensor *const *t, const double *attrs,
+                     int (*conv)(ds_tensor *const *, const double *, const conv_ep *)) {
   const double *pa = attrs + CONV_ATTRS;
   for (int i = 0; i < 4; i++) DS_CHECK(is_int(pa[i]) && pa[i] >= 0 && pa[i] <= MAXINS,
       "conv2d epilogue: bad program header");
@@ -357,20 +377,37 @@ static int conv2d_ep(ds_tensor *const *t, const double *attrs, ds_kernel conv) {
   DS_CHECK(pa[0] == 1 && nin >= 1 && nin + 2 <= MAXOPS, "conv2d epilogue: bad program header");
   for (int k = 0; k < nin + 3; k++) DS_CHECK(t[k] != NULL,
       "conv2d epilogue: program names %d operands, fewer given", nin + 3);
-  int rc = conv(t, attrs);
-  if (rc) return rc;
   ds_tensor *ops[MAXOPS + 1];
   ops[0] = t[0]; ops[1] = t[0];
   for (int k = 1; k < nin; k++) ops[k + 1] = t[k + 3];
   int dt[MAXOPS];
-  rc = tensor_dtypes(ops, nin + 1, dt); if (rc) return rc;
+  int rc = tensor_dtypes(ops, nin + 1, dt); if (rc) return rc;
   program p;
   rc = decode(&p, nin + 1, dt, 4 + 1 + WIDTH * (int)pa[3], pa);
   if (rc) return rc;
-  return run_program(&p, ops);
+  const ds_tensor *o = t[0];
+  DS_CHECK(o->ndim == 4, "conv2d epilogue: output must be 4-D");
+  conv_block_ep cb;
+  cb.ep.apply = conv_block_apply;
+  iter *it = &cb.whole;
+  it->p = &p; it->nops = nin + 1; it->nd = 4;
+  char b1[128], b2[128];
+  for (int k = 0; k < it->nops; k++) {
+    if (k == 0) for (int d = 0; d < 4; d++) it->st[0][d] = o->strides[d];
+    else if (!ds_broadcast_strides(o, ops[k], it->st[k]))
+      return ds_fail(DS_EINVAL, "conv2d epilogue: input shape %s does not broadcast to %s", ds_shape_str(ops[k], b1),
+          ds_shape_str(o, b2));
+    it->base[k] = ops[k]->data;
+    it->es[k] = ds_dtype_size(ops[k]->dtype);
+  }
+  memcpy(it->shape, o->shape, sizeof it->shape);
+  rc = conv(t, attrs, &cb.ep);
+  if (rc) return rc;
+  if (ds_take_zero_division()) return ds_fail(DS_ERANGE, "conv2d epilogue: ZeroDivisionError: integer division by zero");
+  return DS_OK;
 }
-int ds_conv2d_ep_f32(ds_tensor *const *t, const double *attrs) { return conv2d_ep(t, attrs, ds_conv2d_f32); }
-int ds_conv2d_ep_f64(ds_tensor *const *t, const double *attrs) { return conv2d_ep(t, attrs, ds_conv2d_f64); }
+int ds_conv2d_ep_f32(ds_tensor *const *t, const double *attrs) { return conv2d_ep(t, attrs, ds_conv2d_ep_run_f32); }
+int ds_conv2d_ep_f64(ds_tensor *const *t, const double *attrs) { return conv2d_ep(t, attrs, ds_conv2d_ep_run_f64); }
 
 /* plan checks (the registry's KV rows): a step's program against its operands' dtypes */
 static int fused_check(int dtype, int nbuf, const int *dtypes, int nattrs, const double *attrs) {

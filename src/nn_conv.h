@@ -3,6 +3,7 @@
 #ifndef DS_NN_CONV_H
 #define DS_NN_CONV_H
 #include <stdint.h>
+#include "conv_ep.h"
 
 typedef struct {
   int64_t N, C, H, W, OC, Cg, OCg, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, G;
@@ -22,13 +23,17 @@ static inline int conv_worth_parallel(const geom *g) {
    CONV_NOT_DIRECT before doing anything when it does not take this geometry (decided from the shapes only,
    never from N or the thread count, so a geometry always gives the same bits). */
 #define CONV_NOT_DIRECT 1
-/* y (N,OC,OH,OW) = conv(x, w) + b: the same FMA chain per element as im2col + GEMM, so the same bits */
-int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y);
+/* y (N,OC,OH,OW) = conv(x, w) + b: the same FMA chain per element as im2col + GEMM, so the same bits; ep (or
+   NULL) is called on each (image, group) block written */
+int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y, const conv_ep *ep);
 /* gx (N,C,H,W): a direct convolution of the padded gy with the flipped, transposed weights */
 int conv_direct_backward_input(const geom *g, const float *gy, const float *w, float *gx);
 /* gw (OC,Cg,KH,KW): lane-wise dot products over fixed runs of images, runs added in order, then the lanes */
 int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, float *gw);
-/* y (N,OC,OH,OW) = conv(x, w) + b for depthwise geometries (Cg == 1, G > 1), any stride: nn_conv_depthwise.c */
-int conv_depthwise_forward_f32(const geom *g, const float *x, const float *w, const float *b, float *y);
-int conv_depthwise_forward_f64(const geom *g, const double *x, const double *w, const double *b, double *y);
+/* y (N,OC,OH,OW) = conv(x, w) + b for depthwise geometries (Cg == 1, G > 1), any stride: nn_conv_depthwise.c;
+   ep (or NULL) is called on each plane written */
+int conv_depthwise_forward_f32(const geom *g, const float *x, const float *w, const float *b, float *y,
+                               const conv_ep *ep);
+int conv_depthwise_forward_f64(const geom *g, const double *x, const double *w, const double *b, double *y,
+                               const conv_ep *ep);
 #endif

@@ -34,8 +34,8 @@ static void FN(depthwise_plane)(const geom *g, const T *x, const T *w, T bias, T
 }
 
 /* y (N, OC, OH, OW) = depthwise conv(x (N, C, H, W), w (OC, 1, KH, KW)) + b (OC): output channel oc reads input
-   channel oc / OCg. Planes are independent, so the thread count never changes a value. */
-int FN(conv_depthwise_forward)(const geom *g, const T *x, const T *w, const T *b, T *y) {
+   channel oc / OCg. Planes are independent, so the thread count never changes a value. ep runs on each plane. */
+int FN(conv_depthwise_forward)(const geom *g, const T *x, const T *w, const T *b, T *y, const conv_ep *ep) {
   if (g->N == 0 || g->OC == 0) return DS_OK;
   int64_t Wq = (g->Wp + g->sw - 1) / g->sw, per = (g->sw * g->Hp * Wq + g->OW) * (int64_t)sizeof(T), planes = g->N * g->OC;
   int par = planes > 1 && (double)planes * (double)g->ohw * (double)g->ckk > 2e5;
@@ -52,6 +52,7 @@ int FN(conv_depthwise_forward)(const geom *g, const T *x, const T *w, const T *b
       int64_t n = p / g->OC, oc = p % g->OC, ic = oc / g->OCg;
       FN(depthwise_plane)(g, x + (n * g->C + ic) * g->hw, w + oc * g->KH * g->KW, b[oc], y + p * g->ohw, phases,
                           Wq, acc);
+      if (ep) ep->apply(ep, n, 1, oc, 1);
     }
   }
   ds_mem_release(scratch, rounded);

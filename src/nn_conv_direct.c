@@ -88,6 +88,7 @@ typedef struct {
   const scratch *s;
   const int64_t *koff;
   int64_t K, nvec, ldc, blen;
+  const conv_ep *ep;   /* the forward pass's epilogue, per (image, group) written, or NULL */
 } inner_job;
 
 static void inner_images(const inner_job *j) {
@@ -102,11 +103,12 @@ static void inner_images(const inner_job *j) {
       j->kr->rows(v->rows, j->nvec, j->K, j->a + gi * v->rows * j->K, j->K, buf, j->koff, c, j->ldc);
       take_planes(c, j->ldc, v->Co, v->Ho, v->Wo, v->Wb, j->dst + ig * v->Co * v->Ho * v->Wo,
                   j->bias ? j->bias + gi * v->Co : NULL);
+      if (j->ep) j->ep->apply(j->ep, n, 1, gi * v->Co, v->Co);
     }
 }
 
 static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a, const float *src, float *dst,
-                     const float *bias, int par, const char *op) {
+                     const float *bias, int par, const char *op, const conv_ep *ep) {
   int64_t plane = v->Hb * v->Wb, K = v->Ci * v->KH * v->KW;
   int64_t nvec = (v->Ho * v->Wb + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
   int64_t blen = window_buffer_len(v->Ci, plane, v->Wb, v->KH, v->KW, v->dh, v->dw, ldc);
@@ -117,7 +119,7 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
     return ds_fail(DS_ENOMEM, "%s: out of memory for the padded images", op);
   int64_t *koff = (int64_t *)s.base;
   fill_offsets(koff, v->Ci, v->KH, v->KW, plane, v->Wb, v->dh, v->dw);
-  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen };
+  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, ep };
   if (par) {
     double t0 = ds_team_start();
     #pragma omp parallel num_threads(nt)
@@ -131,7 +133,7 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   return DS_OK;
 }
 
-int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y) {
+int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y, const conv_ep *ep) {
   if (g->sh != 1 || g->sw != 1 || !g->wide || g->ckk > DIRECT_K_MAX) return CONV_NOT_DIRECT;
   if (g->N == 0) return DS_OK;
   const conv_kernel *kr = isa_kernel();
@@ -144,7 +146,7 @@ int conv_direct_forward(const geom *g, const float *x, const float *w, const flo
     int64_t gi = i / (v.rows * K), r = i / K % v.rows;
     a[i] = r < g->OCg ? w[(gi * g->OCg + r) * K + i % K] : 0.0f;
   }
-  int rc = run_inner(&v, kr, a, x, y, b, conv_worth_parallel(g), "conv2d");
+  int rc = run_inner(&v, kr, a, x, y, b, conv_worth_parallel(g), "conv2d", ep);
   ds_mem_release(a, rounded);
   return rc;
 }
@@ -166,7 +168,7 @@ int conv_direct_backward_input(const geom *g, const float *gy, const float *w, f
     int64_t gi = i / (v.rows * K), c = i / K % v.rows, oc = i % K / KK, flip = KK - 1 - i % KK;
     a[i] = c < g->Cg ? w[((gi * g->OCg + oc) * g->Cg + c) * KK + flip] : 0.0f;
   }
-  int rc = run_inner(&v, kr, a, gy, gx, NULL, conv_worth_parallel(g), "conv2d_backward_input");
+  int rc = run_inner(&v, kr, a, gy, gx, NULL, conv_worth_parallel(g), "conv2d_backward_input", NULL);
   ds_mem_release(a, rounded);
   return rc;
 }

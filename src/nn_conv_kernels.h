@@ -111,8 +111,9 @@ static T FN(lanesum)(const T *p, int64_t n) {
   return s;
 }
 /* out (N,OC,OH,OW) = conv(x (N,C,H,W), w (OC,C/G,KH,KW)) + b (OC).
-   Per chunk of images and group: col (ckk, nb*L), rows (OCg, nb*L) = W_g @ col, written out + bias. */
-int FN(ds_conv2d)(ds_tensor *const *t, const double *attrs) {
+   Per chunk of images and group: col (ckk, nb*L), rows (OCg, nb*L) = W_g @ col, written out + bias, then
+   ep (conv2d_ep's chain, or NULL) on that block. */
+int FN(ds_conv2d_ep_run)(ds_tensor *const *t, const double *attrs, const conv_ep *ep) {
   const char *op = "conv2d";
   ds_tensor *o = t[0], *x = t[1], *w = t[2], *b = t[3];
   int rc;
@@ -128,8 +129,8 @@ int FN(ds_conv2d)(ds_tensor *const *t, const double *attrs) {
   if ((rc = check_shape4(o, g.N, g.OC, g.OH, g.OW, op, "output"))) return rc;
   const T *xp = x->data, *wp = w->data, *bp = b->data;
   T *yp = o->data;
-  if (g.Cg == 1 && g.G > 1) return FN(conv_depthwise_forward)(&g, xp, wp, bp, yp);
-  if ((rc = DIRECT(conv_direct_forward)(&g, xp, wp, bp, yp)) != CONV_NOT_DIRECT) return rc;
+  if (g.Cg == 1 && g.G > 1) return FN(conv_depthwise_forward)(&g, xp, wp, bp, yp, ep);
+  if ((rc = DIRECT(conv_direct_forward)(&g, xp, wp, bp, yp, ep)) != CONV_NOT_DIRECT) return rc;
   chunking k;
   chunking_init(&k, &g, sizeof(T));
   int par = conv_worth_parallel(&g) && k.nch > 1, nt = par ? omp_get_max_threads() : 1;
@@ -149,12 +150,14 @@ int FN(ds_conv2d)(ds_tensor *const *t, const double *attrs) {
           failed = 1;
         }
         FN(from_rows)(rows, yp + (n0 * g.OC + gi * g.OCg) * g.ohw, bp + gi * g.OCg, m, &g);
+        if (ep) ep->apply(ep, n0, m, gi * g.OCg, g.OCg);
       }
     }
   }
   ws_give(&k.ws);
   return failed ? ds_fail(DS_ENOMEM, "%s: out of memory for the GEMM packing buffers", op) : DS_OK;
 }
+int FN(ds_conv2d)(ds_tensor *const *t, const double *attrs) { return FN(ds_conv2d_ep_run)(t, attrs, NULL); }
 /* gx (N,C,H,W) from g (N,OC,OH,OW) and w; attrs: conv attrs, H, W.
    Per chunk and group: dY rows (OCg, nb*L), dcol = W_g^T @ dY rows, put back image by image. */
 int FN(ds_conv2d_backward_input)(ds_tensor *const *t, const double *attrs) {

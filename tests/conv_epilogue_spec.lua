@@ -1,7 +1,8 @@
 -- tests/conv_epilogue_spec.lua: compiled graphs run the elementwise chain after a conv2d (relu, relu6 / clamp,
 -- hardswish, a bias, a residual add) as `conv2d_ep`, the conv kernel with the chain applied to its output: the
 -- printed IR shows it, `epilogue = false` turns it off, and the values are the unfused graph's bit for bit
--- (general, stride 2, depthwise and grouped convs; f32 and f64; PyTorch's MobileNet-style export).
+-- (general, stride 2, depthwise and grouped convs, on one thread and several; f32 and f64; PyTorch's
+-- MobileNet-style export). The chain runs on each block of output as the kernel writes it (src/conv_ep.h).
 local ds = require("ds")
 local H = require("helpers")
 local F = ds.nn.functional
@@ -14,6 +15,10 @@ local CONVS = {
   { "depthwise 3x3 stride 2", 2, 8, 10, 11, 8, 3, 2, 1, 8 },
   { "depthwise 5x5 multiplier 2", 1, 4, 9, 9, 8, 5, 1, 2, 4 },
   { "grouped", 1, 8, 8, 8, 12, 3, 1, 1, 4 },
+  -- big enough for the kernels' threads: blocks written (and the chain run) on each thread
+  { "3x3 stride 1, 4 images", 4, 16, 16, 16, 32, 3, 1, 1, 1 },
+  { "3x3 stride 2, 4 images", 4, 16, 18, 18, 32, 3, 2, 1, 1 },
+  { "depthwise 3x3, 4 images", 4, 32, 20, 20, 32, 3, 1, 1, 32 },
 }
 
 -- chain(y, extra): the elementwise chain after the conv; extra is a tensor shaped like the output (residual) or

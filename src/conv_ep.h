@@ -1,0 +1,17 @@
+/* conv_ep.h: a conv2d epilogue (fused.c's conv2d_ep): a callback the conv2d forward kernels (nn_conv.c's im2col
+   path, the direct and the depthwise paths) call on each block of output they have just written -- images
+   [n0, n0 + m), channels [c0, c0 + nc), whole OH x OW planes -- so the fused elementwise chain runs on cache-hot
+   values, on the thread that wrote them. */
+#ifndef DS_CONV_EP_H
+#define DS_CONV_EP_H
+#include "ds.h"
+
+typedef struct conv_ep conv_ep;
+struct conv_ep {
+  void (*apply)(const conv_ep *ep, int64_t n0, int64_t m, int64_t c0, int64_t nc);
+};
+
+/* conv2d (t = out, x, w, b; attrs: stride, padding, dilation, groups), calling ep per block when not NULL */
+int ds_conv2d_ep_run_f32(ds_tensor *const *t, const double *attrs, const conv_ep *ep);
+int ds_conv2d_ep_run_f64(ds_tensor *const *t, const double *attrs, const conv_ep *ep);
+#endif
