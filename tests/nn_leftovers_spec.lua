@@ -80,3 +80,70 @@ describe("BatchNorm with momentum = false (PyTorch's momentum=None: a cumulative
     H.raises(function() nn.BatchNorm3d(3, { momentum = "none" }) end, "BatchNorm3d", "momentum")
   end)
 end)
+
+describe("unbatched MultiheadAttention: query (L,E), key and value (S,E), key_padding_mask (S)", function()
+  for _, c in ipairs(fixtures.mha) do
+    local function build()
+      local m = nn.MultiheadAttention(c.E, c.H, { kdim = c.opts.kdim, vdim = c.opts.vdim,
+        batch_first = c.opts.batch_first, dtype = "f64" })
+      local sd = {}
+      for k, e in pairs(c.state_dict) do sd[k] = T(e) end
+      m:load_state_dict(sd)
+      return m
+    end
+    local function opts(mask)
+      return { key_padding_mask = mask, average_attn_weights = c.fwd.average_attn_weights }
+    end
+    it(c.name .. ": output (L,E), weights, gradients as PyTorch", function()
+      local m = build()
+      local leaves = {}
+      for i, e in ipairs(c.inputs) do leaves[i] = T(e):requires_grad_() end
+      local q = leaves[1]
+      local k, v = leaves[2] or q, leaves[3] or q
+      local mask = type(c.key_padding_mask) == "table" and T(c.key_padding_mask) or nil
+      local out, w = m(q, k, v, opts(mask))
+      assert.same(c.output.shape, out.shape)
+      assert.same(c.weights.shape, w.shape)
+      close(out, T(c.output), "output")
+      close(w, T(c.weights), "weights")
+      local loss = ds.sum(out * T(c.r)) + ds.sum(w * T(c.rw))
+      loss:backward()
+      for i, e in ipairs(c.input_grads) do close(leaves[i].grad, T(e), "grad of input " .. i) end
+      local n = 0
+      for name, p in m:named_parameters() do
+        n = n + 1
+        close(p.grad, T(c.param_grads[name]), "grad of " .. name)
+      end
+      local expected = 0
+      for _ in pairs(c.param_grads) do expected = expected + 1 end
+      assert.equal(expected, n)
+    end)
+    it(c.name .. ": traced and compiled equal eager", function()
+      local m = build():eval()
+      local xs = {}
+      for i, e in ipairs(c.inputs) do xs[i] = T(e) end
+      local mask = type(c.key_padding_mask) == "table" and T(c.key_padding_mask) or nil
+      local function f(q, k, v)
+        return m(q, k or q, v or q, opts(mask))
+      end
+      local specs = {}
+      for i, e in ipairs(c.inputs) do specs[i] = ds.spec(e.shape, "f64", "x" .. i) end
+      local e1, e2 = f(xs[1], xs[2], xs[3])
+      for _, g in ipairs { ds.trace(f, specs), ds.compile(f, specs) } do
+        local o1, o2 = g(xs[1], xs[2], xs[3])
+        close(o1, e1, "output"); close(o2, e2, "weights")
+      end
+    end)
+  end
+  it("need_weights = false gives the output alone; mixed ranks are refused", function()
+    local m = nn.MultiheadAttention(4, 2, { dtype = "f64" })
+    local q = ds.randn(3, 4, { dtype = "f64" })
+    local out, w = m(q, q, q, { need_weights = false })
+    assert.same({ 3, 4 }, out.shape)
+    assert.is_nil(w)
+    close(out, (m(q, q, q)), "same output")
+    H.raises(function() m(q, ds.randn(1, 3, 4, { dtype = "f64" }), q) end, "MultiheadAttention", "key", "2-D")
+    H.raises(function() m(q, q, q, { key_padding_mask = ds.zeros(1, 3, { dtype = "bool" }) }) end,
+      "MultiheadAttention", "(S)")
+  end)
+end)

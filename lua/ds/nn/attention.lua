@@ -81,20 +81,53 @@ local function attention_mask(kpm, am, B, H, L, Sk, dt)
   return all_bool and ops.logical_not(mask) or mask
 end
 
--- query: (B,L,E) (batch_first) or (L,B,E); key, value: (B,S,E) or (S,B,E).
--- opts: key_padding_mask (B,S) bool (true = ignore) or float (added), attn_mask (L,S) or (B*H,L,S)
--- bool or float, need_weights (true), average_attn_weights (true).
--- Returns output like query, and the attention weights (B,L,S) (or (B,H,L,S)) when need_weights.
+-- unbatched (PyTorch's): query (L,E), key and value (S,E), key_padding_mask (S), attn_mask (L,S) or (H,L,S)
+-- -> output (L,E), weights (L,S) (or (H,L,S)): the batched forward on a batch of one
+local function unbatched(self, query, key, value, opts)
+  for i, x in ipairs { key, value } do
+    if not Tensor.is_tensor(x) or #x._shape ~= 2 then
+      errors.raise(string.format("MultiheadAttention: for an unbatched (2-D) query, %s must be 2-D too, got %s",
+        ({ "key", "value" })[i], Tensor.is_tensor(x) and S.str(x._shape) or type(x)))
+    end
+  end
+  local bdim = self.batch_first and 1 or 2
+  local kpm = opts.key_padding_mask
+  if kpm ~= nil then
+    if #kpm._shape ~= 1 then
+      errors.raise("MultiheadAttention: for an unbatched query, key_padding_mask must be (S), got " ..
+        S.str(kpm._shape))
+    end
+    kpm = kpm:unsqueeze(1)
+  end
+  local one = { key_padding_mask = kpm, attn_mask = opts.attn_mask, need_weights = opts.need_weights,
+                average_attn_weights = opts.average_attn_weights }
+  local same_kv = key == value
+  local q = query:unsqueeze(bdim)
+  local k = key == query and q or key:unsqueeze(bdim)
+  local v = same_kv and k or value == query and q or value:unsqueeze(bdim)
+  local out, attn = self:forward(q, k, v, one)
+  out = out:squeeze(bdim)
+  if attn == nil then return out end
+  return out, attn:squeeze(1)
+end
+
+-- query: (B,L,E) (batch_first) or (L,B,E); key, value: (B,S,E) or (S,B,E); or unbatched (L,E), (S,E).
+-- opts: key_padding_mask (B,S) (unbatched (S)) bool (true = ignore) or float (added), attn_mask (L,S) or
+-- (B*H,L,S) bool or float, need_weights (true), average_attn_weights (true).
+-- Returns output like query, and the attention weights (B,L,S) (or (B,H,L,S)) when need_weights, without B
+-- when unbatched.
 function MHA:forward(query, key, value, opts)
   opts = options.check(opts, "MultiheadAttention", { key_padding_mask = "tensor", attn_mask = "tensor",
     need_weights = "boolean",
                                                      average_attn_weights = "boolean" })
   key, value = key or query, value or key or query
+  if Tensor.is_tensor(query) and #query._shape == 2 then return unbatched(self, query, key, value, opts) end
   local E, H, D = self.embed_dim, self.num_heads, self.head_dim
   for i, x in ipairs { query, key, value } do
     local size = ({ E, self.kdim, self.vdim })[i]
     if not Tensor.is_tensor(x) or #x._shape ~= 3 or not S.same(x._shape[3], size) then
-      errors.raise(string.format("MultiheadAttention: %s must be 3-D with %s %d last, got %s",
+      errors.raise(string.format("MultiheadAttention: %s must be 3-D (or all 2-D: unbatched) with %s %d last, " ..
+        "got %s",
         ({ "query", "key", "value" })[i], ({ "embed_dim", "kdim", "vdim" })[i], size,
         Tensor.is_tensor(x) and S.str(x._shape) or type(x)))
     end
