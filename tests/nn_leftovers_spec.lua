@@ -147,3 +147,59 @@ describe("unbatched MultiheadAttention: query (L,E), key and value (S,E), key_pa
       "MultiheadAttention", "(S)")
   end)
 end)
+
+describe("LSTM proj_size (h_t = W_hr (o_t tanh(c_t)))", function()
+  for _, c in ipairs(fixtures.lstm) do
+    local function build()
+      local o = c.opts
+      local m = nn.LSTM(c.sizes[1], c.sizes[2], { proj_size = o.proj_size, num_layers = o.num_layers,
+        bidirectional = o.bidirectional, batch_first = o.batch_first, bias = o.bias, dtype = "f64" })
+      local names = {}
+      for name in m:named_parameters() do names[#names + 1] = name end
+      assert.same(c.state_names, names) -- PyTorch's names, in its order
+      local sd = {}
+      for k, e in pairs(c.state_dict) do sd[k] = T(e) end
+      m:load_state_dict(sd)
+      return m
+    end
+    it(c.name .. ": output, final states and gradients as PyTorch on its weights", function()
+      local m = build()
+      local x = T(c.input):requires_grad_()
+      local leaves, hx = { x }, nil
+      for i, e in ipairs(c.hx) do leaves[i + 1] = T(e):requires_grad_() end
+      if #c.hx == 2 then hx = { leaves[2], leaves[3] } end
+      local out, st = m(x, hx)
+      assert.same(c.output.shape, out.shape)
+      close(out, T(c.output), "output")
+      for i = 1, 2 do
+        assert.same(c.finals[i].shape, st[i].shape)
+        close(st[i], T(c.finals[i]), "final state " .. i)
+      end
+      local loss = ds.sum(out * T(c.r[1])) + ds.sum(st[1] * T(c.r[2])) + ds.sum(st[2] * T(c.r[3]))
+      loss:backward()
+      for i, e in ipairs(c.input_grads) do close(leaves[i].grad, T(e), "grad of input " .. i) end
+      for name, p in m:named_parameters() do close(p.grad, T(c.param_grads[name]), "grad of " .. name) end
+    end)
+    it(c.name .. ": traced and compiled equal eager", function()
+      local m = build():eval()
+      local function f(x) local out, st = m(x); return out, st[1], st[2] end
+      local specs = { ds.spec(c.input.shape, "f64", "x") }
+      local e = { f(T(c.input)) }
+      for _, g in ipairs { ds.trace(f, specs), ds.compile(f, specs) } do
+        local r = { g(T(c.input)) }
+        for i = 1, 3 do close(r[i], e[i], "result " .. i) end
+      end
+    end)
+  end
+  it("initializes weight_hr as the others, names proj_size in its repr, refuses proj_size >= hidden_size", function()
+    ds.manual_seed(4)
+    local m = nn.LSTM(3, 8, { proj_size = 2, num_layers = 2 })
+    assert.same({ 2, 8 }, m.weight_hr_l1.shape)
+    assert.same({ 32, 2 }, m.weight_hh_l0.shape)
+    assert.same({ 32, 2 }, m.weight_ih_l1.shape)
+    assert(m.weight_hr_l0:abs():max():item() <= 1 / math.sqrt(8))
+    assert.truthy(tostring(m):find("proj_size=2", 1, true))
+    H.raises(function() nn.LSTM(3, 4, { proj_size = 4 }) end, "LSTM", "proj_size")
+    H.raises(function() m(ds.randn(5, 2, 3), { ds.zeros(2, 2, 8), ds.zeros(2, 2, 8) }) end, "LSTM", "h0", "(2,2,2)")
+  end)
+end)

@@ -132,7 +132,7 @@ describe("RNN modules", function()
     H.raises(function() m(ds.randn(5, 2, 3), { ds.zeros(1, 3, 4), ds.zeros(1, 2, 4) }) end, "LSTM", "h0", "(1,2,4)", "(1,3,4)")
     H.raises(function() m(ds.randn(5, 2, 3, { dtype = "f64" })) end, "LSTM", "f64")
     H.raises(function() nn.GRU(3, 4)(ds.randn(5, 2, 3), ds.zeros(2, 2, 4)) end, "GRU", "h0")
-    H.raises(function() nn.LSTM(3, 4, { proj_size = 2 }) end, "LSTM", "proj_size")
+    H.raises(function() nn.LSTM(3, 4, { proj_size = 4 }) end, "LSTM", "proj_size") -- must be < hidden_size
     H.raises(function() nn.GRU(3, 4, { nonlinearity = "relu" }) end, "GRU", "unknown option 'nonlinearity'")
     H.raises(function() nn.RNN(3, 4, { nonlinearity = "gelu" }) end, "RNN", "nonlinearity")
     H.raises(function() nn.RNN(3, 4, { hidden = 2 }) end, "RNN", "unknown option 'hidden'")

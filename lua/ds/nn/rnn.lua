@@ -36,30 +36,36 @@ end
 local RNNBase = Module:extend("RNNBase", { forward = { "tensor", "tensor|table?" } })
 
 -- mode: RNN_TANH | RNN_RELU | LSTM | GRU; opts (checked by rnn_options): num_layers (1), bias (true),
--- batch_first (false), dropout (0, between layers, training only), bidirectional (false), dtype ("f32")
+-- batch_first (false), dropout (0, between layers, training only), bidirectional (false), dtype ("f32");
+-- LSTM's proj_size (0; P in [1, hidden_size): h_t = W_hr (o_t tanh(c_t)) of size P, weight_hr_l{k} (P, H))
 function RNNBase:init(mode, input_size, hidden_size, opts)
   local name = self._name
   if type(input_size) ~= "number" or type(hidden_size) ~= "number" or input_size < 1 or hidden_size < 1 then
     errors.raise(name .. ": expects " .. name .. "(input_size, hidden_size, [opts]) with positive sizes")
   end
-  if opts.proj_size and opts.proj_size ~= 0 then errors.raise(name .. ": proj_size is not supported (only 0)") end
+  local P = opts.proj_size or 0
+  if P < 0 or P >= hidden_size then
+    errors.raise(string.format("%s: proj_size %d must be in [0, hidden_size %d)", name, P, hidden_size))
+  end
   local L, p = opts.num_layers or 1, opts.dropout or 0
   self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
   self.num_layers, self.bias, self.batch_first = L, opts.bias ~= false, opts.batch_first == true
-  self.dropout, self.bidirectional = p, opts.bidirectional == true
+  self.dropout, self.bidirectional, self.proj_size = p, opts.bidirectional == true, P
+  local out_size = P > 0 and P or hidden_size -- the size of h
   local dt, G, D = opts.dtype or "f32", GATES[mode], self.bidirectional and 2 or 1
   local k = 1 / math.sqrt(hidden_size)
   -- parameter names as PyTorch's (layer numbers 0-based there, kept so state_dicts load unchanged)
   for layer = 0, L - 1 do
     for dir = 1, D do
       local sfx = "_l" .. layer .. (dir == 2 and "_reverse" or "")
-      local in_size = layer == 0 and input_size or hidden_size * D
+      local in_size = layer == 0 and input_size or out_size * D
       local shapes = { { "weight_ih", { G * hidden_size, in_size } },
-        { "weight_hh", { G * hidden_size, hidden_size } } }
+        { "weight_hh", { G * hidden_size, out_size } } }
       if self.bias then
         shapes[3] = { "bias_ih", { G * hidden_size } }
         shapes[4] = { "bias_hh", { G * hidden_size } }
       end
+      if P > 0 then shapes[#shapes + 1] = { "weight_hr", { P, hidden_size } } end
       for _, s in ipairs(shapes) do
         self[s[1] .. sfx] = Module.Parameter(init.uniform_(ops.empty(s[2], { dtype = dt }), -k, k))
       end
@@ -71,27 +77,30 @@ local function param(self, kind, layer, dir)
   return rawget(self, kind .. "_l" .. layer .. (dir == 2 and "_reverse" or ""))
 end
 
--- x: (T, N, in) -> list of T tensors (N, H) and the final state {h, c}; the reverse direction reads
--- time backwards and its outputs are stored at their time index
+-- x: (T, N, in) -> list of T tensors (N, H) (N, P with proj_size) and the final state {h, c}; the reverse
+-- direction reads time backwards and its outputs are stored at their time index
 local function run_direction(self, x, layer, dir, h, c)
   local H, T = self.hidden_size, x._shape[1]
   local cell = cells[self.mode]
   local xw = F.linear(x, param(self, "weight_ih", layer, dir), param(self, "bias_ih", layer, dir)) -- (T, N, G*H)
   local w_hh, b_hh = param(self, "weight_hh", layer, dir), param(self, "bias_hh", layer, dir)
+  local w_hr = param(self, "weight_hr", layer, dir)
   local outs = {}
   for s = 1, T do
     local t = dir == 2 and T + 1 - s or s
     local hw = F.linear(h, w_hh, b_hh)
     if self.mode == "LSTM" then h, c = cell(xw:select(1, t), hw, c, H)
     else h = cell(xw:select(1, t), hw, h, H) end
+    if w_hr then h = F.linear(h, w_hr) end
     outs[t] = h
   end
   return outs, h, c
 end
 
--- the initial state (L*D, N, H) as given, zeros if not
+-- the initial state (L*D, N, H) as given, zeros if not; h0 is (L*D, N, P) with proj_size P
 local function initial(self, given, N, what, x)
   local L, H = self.num_layers * (self.bidirectional and 2 or 1), self.hidden_size
+  if what == "h0" and (self.proj_size or 0) > 0 then H = self.proj_size end
   if given == nil then return ops.zeros(L, N, H, { dtype = x.dtype }) end
   if not Tensor.is_tensor(given) then errors.raise(string.format("%s: %s must be a tensor", self._name, what)) end
   if not S.equal(given._shape, { L, N, H }) or given.dtype ~= x.dtype then
@@ -104,7 +113,8 @@ end
 -- input: (T, N, input_size) ((N, T, input_size) with batch_first) or unbatched (T, input_size);
 -- hx: h0 (num_layers * num_directions, N, hidden_size) or, for LSTM, {h0, c0}; nil = zeros.
 -- Returns output (T, N, D * hidden_size) (batch_first: (N, T, ...)) and h_n (LSTM: {h_n, c_n}),
--- each (num_layers * num_directions, N, hidden_size); unbatched input drops the N dims.
+-- each (num_layers * num_directions, N, hidden_size); unbatched input drops the N dims. With LSTM's
+-- proj_size P, h0, h_n and the output's last dim have P (D * P) in place of hidden_size.
 function RNNBase:forward(input, hx)
   local name = self._name
   if not Tensor.is_tensor(input) then errors.raise(name .. ": input must be a tensor, got " .. type(input)) end
@@ -166,13 +176,14 @@ function RNNBase:extra_repr()
   if self.batch_first then s = s .. ", batch_first=true" end
   if self.dropout ~= 0 then s = s .. ", dropout=" .. self.dropout end
   if self.bidirectional then s = s .. ", bidirectional=true" end
+  if (self.proj_size or 0) > 0 then s = s .. ", proj_size=" .. self.proj_size end
   return s
 end
 
 local M = {}
 
 -- each takes PyTorch's positional arguments after the sizes and/or an options table; RNN's nonlinearity is
--- "tanh" (default) or "relu"; LSTM's proj_size can only be 0
+-- "tanh" (default) or "relu"; LSTM's proj_size (0) projects h to that size
 M.RNN = RNNBase:extend("RNN")
 function M.RNN:init(input_size, hidden_size, ...)
   local opts = rnn_options("RNN", ...)
