@@ -85,6 +85,24 @@ describe("conv2d epilogues", function()
     assert(H.bitwise(a, e) and H.bitwise(a2, e2))
   end)
 
+  it("a saved plan (ds.save) runs conv2d_ep in C (src/model.c) with the compiled graph's bits", function()
+    local ffi = require("ffi")
+    local C = require("ds.ffi").C
+    ds.manual_seed(8)
+    local x, w, b, r = ds.randn(2, 4, 9, 9), ds.randn(8, 4, 3, 3), ds.randn(8), ds.randn(2, 8, 9, 9)
+    local cg = ds.compile(function(x_, r_) return F.relu(F.conv2d(x_, w, b, { padding = 1 }) + r_) end, { x, r })
+    assert.equal(1, select(2, ops_of(cg)))
+    local path = H.tmp_dir() .. "/conv_ep"
+    ds.save(cg, path)
+    local m = C.ds_model_load(path)
+    assert.truthy(m ~= nil, ffi.string(C.ds_last_error()))
+    local y = ds.empty(2, 8, 9, 9)
+    local rc = C.ds_model_run(m, ffi.new("const ds_tensor*[2]", { x._c, r._c }), ffi.new("ds_tensor*[1]", { y._c }))
+    C.ds_model_free(m)
+    assert.equal(0, rc)
+    assert(H.bitwise(y, cg(x, r)))
+  end)
+
   local torch = os.execute("env -u LD_PRELOAD /usr/bin/python3 -c 'import torch' 2>/dev/null") == 0
   local mobilenet = torch and it or pending
   mobilenet("PyTorch's MobileNet-style export (bench/torch_exports.py): frozen, with and without epilogues", function()
