@@ -221,6 +221,10 @@ function Writer:value_info(name, val, what, with_shape) return M.value_info(name
 local function graph_of(x)
   if Graph.is_graph(x) then return x end
   if compile.is_compiled(x) then
+    if x.opts.dtype ~= nil and x.opts.dtype ~= "f32" and x.opts.dtype ~= "float32" and x.opts.dtype ~= "float" then
+      error("ds.onnx.export: this graph was compiled with dtype = '" .. tostring(x.opts.dtype) .. "', whose bf16 " ..
+        "products have no ONNX form (docs/DTYPES.md); export the graph or its f32 compile", 0)
+    end
     if x.graph then return x.graph end
     error("ds.onnx.export: this compiled graph was loaded from a file (ds.load) and has no ds.Graph; export the " ..
       "graph (or its ds.compile result) before ds.save", 0)
