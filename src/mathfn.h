@@ -3,7 +3,7 @@
    round identically. Only IEEE operations and explicit fma(): no result depends on the vector width
    (the build uses -ffp-contract=off), so AVX2 and AVX-512 code give the same bits.
    exp and log work in f32 (Cephes, < 1 ulp). erf and gelu work in f32 too (the hot activations: 8/16
-   lanes, fma, one division each): over every f32 input erf is within 1.25 ulp and gelu within 1.87 ulp,
+   lanes, fma, one division each): over every f32 input erf is within 1.33 ulp and gelu within 1.88 ulp,
    its negative tail in relative terms down to the subnormals (exp(-x^2/2) with x^2 carried as hi + lo).
    The rest evaluate in f64 and round once, so the error is the final rounding plus ~1e-10 relative:
    <= 0.51 ulp, and no cancellation near the tails (sigmoid, silu of large negative x keep their tiny values).
