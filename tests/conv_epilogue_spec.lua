@@ -26,6 +26,7 @@ local CONVS = {
 local CHAINS = {
   { "relu", function(y) return F.relu(y) end },
   { "relu6 (Clip 0, 6)", function(y) return y:clamp(0, 6) end },
+  { "F.relu6 (hardtanh: masks and where)", function(y) return F.relu6(y) end },
   { "clamp", function(y) return y:clamp(-0.5, 0.5) end },
   { "hardswish", function(y) return F.hardswish(y) end },
   { "bias + relu", function(y, e) return F.relu(y + e) end, function(oc) return ds.randn(oc, 1, 1) end },
