@@ -1,9 +1,10 @@
 /* qgemm.c: int8 linear layers: each row of x (f32) is quantized to u8 with its own scale and zero point
    (dynamic) or with the fixed ones of calibration (static), multiplied by a per-output-channel s8 weight in
-   exact int32 sums (VNNI, AVX2 or the portable path: the same integers), and dequantized with the bias in one fixed f32 computation, so the output is the
-   same on every host, ISA path, thread count and batch composition. Kernels: ds_linear_int8_f32 (the weight as
-   stored, packed on each call), ds_linear_int8_packed_f32 (a frozen weight packed once: ds_pack_int8_weight and
-   ds_int8_colsum, run by the prepack pass), and their static forms ds_linear_int8_static[_packed]_f32. */
+   exact int32 sums (VNNI, AVX2 or the portable path: the same integers), and dequantized with the bias in one
+   fixed f32 computation, so the output is the same on every host, ISA path, thread count and batch composition.
+   Kernels: ds_linear_int8_f32 (the weight as stored, packed on each call), ds_linear_int8_packed_f32 (a frozen
+   weight packed once: ds_pack_int8_weight and ds_int8_colsum, run by the prepack pass), and their static forms
+   ds_linear_int8_static[_packed]_f32; the quantization, packing and product pieces qconv.c shares (qgemm.h). */
 #include "internal.h"
 #include "qgemm.h"
 #include <math.h>
@@ -171,7 +172,8 @@ static int fixed_params(const char *op, const ds_tensor *t_scale, const ds_tenso
 /* the shared part of the linear kernels: y (..., N) from x (..., K), with wp/cs given (packed); fixed: NULL
    (each row quantized with its own range) or the input's scale and zero point */
 static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const int8_t *wp, const int32_t *cs,
-                       const ds_tensor *ws, const ds_tensor *bias, int64_t N, int64_t K, const ds_tensor *const *fixed) {
+                       const ds_tensor *ws, const ds_tensor *bias, int64_t N, int64_t K,
+                       const ds_tensor *const *fixed) {
   char s1[128], s2[128];
   int rc;
   float fscale = 0;

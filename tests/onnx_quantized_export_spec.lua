@@ -50,7 +50,7 @@ describe("ONNX export of linear_int8", function()
     same_bits_in_ort("mlp", cq, { ds.randn(5, 32), ds.randn(1, 32) * 4 })
   end)
 
-  it("a model quantized in static mode (linear_int8_static: QuantizeLinear per tensor) exports with ds's bits", function()
+  it("a model quantized in static mode (QuantizeLinear per tensor) exports with ds's bits", function()
     ds.manual_seed(6)
     local nn = ds.nn
     local m = nn.Sequential(nn.Linear(24, 40), nn.ReLU(), nn.Linear(40, 6))

@@ -152,7 +152,9 @@ M.linear_int8_static_packed = D.define {
 local function conv_out(n, k, st, p, d, op)
   local ek = (k - 1) * d + 1
   if type(n) ~= "number" then return sym.add(sym.floordiv(sym.add(n, 2 * p - ek), st), 1) end
-  if ek > n + 2 * p then raise("%s: the kernel (dilated size %d) is larger than the padded input (%d)", op, ek, n + 2 * p) end
+  if ek > n + 2 * p then
+    raise("%s: the kernel (dilated size %d) is larger than the padded input (%d)", op, ek, n + 2 * p)
+  end
   return math.floor((n + 2 * p - ek) / st) + 1
 end
 
