@@ -1,8 +1,9 @@
 -- tests/onnx_quantized_import_spec.lua: ONNX import of quantized models made with onnx.helper
 -- (tests/onnx/gen_quantized_models.py) against ONNX Runtime, eagerly, compiled (freeze) and saved/loaded: the
 -- com.microsoft DynamicQuantizeMatMul (int8 and uint8 weights) and MatMulIntegerToFloat, and an MLP quantized as
--- ORT's quantize_dynamic writes it (DynamicQuantizeLinear, MatMulInteger, Cast, Mul, Add). The one-op forms of
--- the standard quantization ops are in tests/onnx_quantize_spec.lua.
+-- ORT's quantize_dynamic writes it (DynamicQuantizeLinear, MatMulInteger, Cast, Mul, Add), and ds's own f32 export
+-- quantized that way by bench/onnx_quantize_dynamic.py (the bench's ORT int8 model). The one-op forms of the
+-- standard quantization ops are in tests/onnx_quantize_spec.lua.
 local H = require("helpers")
 local ds = require("ds")
 local one = require("onnx.one_node")
@@ -33,6 +34,20 @@ describe("ONNX import of quantized models", function()
   it("an MLP quantized as ONNX Runtime's quantize_dynamic writes it", function()
     one.agrees_feeds(dir .. "/mlp_dynamic.onnx", { { { "x", randn(5, 3, 32) } }, { { "x", randn(6, 1, 32) * 10 } } },
       { loaded = dir .. "/mlp" })
+  end)
+
+  it("ds's f32 export quantized by bench/onnx_quantize_dynamic.py (quantize_dynamic's graph) imports back", function()
+    local nn = ds.nn
+    ds.manual_seed(8)
+    local m = nn.Sequential(nn.Linear(20, 30), nn.Tanh(), nn.Linear(30, 5))
+    m:eval()
+    local f32_path, int8_path = dir .. "/exported.onnx", dir .. "/exported_int8.onnx"
+    ds.onnx.export(ds.trace(m, { ds.spec({ "n", 20 }, "f32", "x") }), f32_path)
+    assert(os.execute(string.format("%s bench/onnx_quantize_dynamic.py '%s' '%s' > /dev/null", ort.PYTHON, f32_path,
+      int8_path)) == 0)
+    local _, count = H.read_file(int8_path):gsub("MatMulInteger", "")
+    assert.equal(2, count)   -- one node per Linear
+    one.agrees_feeds(int8_path, { { { "x", randn(9, 4, 20) } }, { { "x", randn(10, 1, 20) * 5 } } })
   end)
 
   it("refuses a com.microsoft op outside its domain and other com.microsoft ops, naming them", function()
