@@ -233,8 +233,9 @@ serve-bench: deps all
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -march=$(MARCH) -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
-# clang ignores "#pragma GCC target": the AVX-512 sources get the features on their command line instead
-FUZZ_AVX512  := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma
+# clang ignores "#pragma GCC target": the AVX-512 sources get the features on their command line instead (BF16 and
+# VNNI for the bf16 and int8 GEMM tiles)
+FUZZ_AVX512  := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mavx512bf16 -mavx512vnni
 fuzz: DEPS += clang libclang-rt-14-dev libomp-14-dev
 $(BUILD)/fuzz/%.o: src/%.c $(HDRS)
 	@mkdir -p $(BUILD)/fuzz
