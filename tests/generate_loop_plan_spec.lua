@@ -75,6 +75,9 @@ describe("the compiled decoding loop as a C loop step", function()
       local cg = ds.compile(ds.generation_loop(model(), SAMPLED), SPECS)
       cg(prompt, i64(1))   -- a plan for this prompt length (saved with the graph)
       ds.save(cg, dir .. "/decode")
+      local loaded = ds.load(dir .. "/decode")
+      assert(H.bitwise(want, loaded(prompt, i64(7))))
+      assert.truthy(loop_step(loaded), "the loaded loop is not a C loop step")
       local script = dir .. "/fresh.lua"
       H.write_file(script, string.format([[
         local ds, ffi = require("ds"), require("ffi")
