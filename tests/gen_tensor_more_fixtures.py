@@ -340,6 +340,74 @@ case("searchsorted_right_int32_sorter_2d", lambda s, v, so: torch.searchsorted(s
       Idx(torch.tensor([[1, 2, 0], [0, 2, 1]]))], index_out=(0,))
 case("diag_embed_3d_neg_dims", lambda x: torch.diag_embed(x, 0, -3, -1), [torch.randn(2, 2, 3, dtype=D)], grad=(0,))
 
+# ---- joining, counting and product conveniences ----
+r2, r3 = torch.randn(2, dtype=D), torch.randn(3, dtype=D)
+case("hstack_1d", lambda a, b: torch.hstack((a, b)), [r2, r3], grad=(0, 1))
+case("hstack_2d", lambda a, b: torch.hstack((a, b)), [torch.randn(2, 1, dtype=D), torch.randn(2, 3, dtype=D)], grad=(0, 1))
+case("vstack", lambda a, b: torch.vstack((a, b)), [r3, torch.randn(2, 3, dtype=D)], grad=(0, 1))
+case("row_stack", lambda a, b: torch.row_stack((a, b)), [r3, r3 * 2], grad=(0, 1))
+case("dstack", lambda a, b: torch.dstack((a, b)), [torch.randn(2, 3, dtype=D), torch.randn(2, 3, 2, dtype=D)], grad=(0, 1))
+case("column_stack", lambda a, b, c: torch.column_stack((a, b, c)),
+     [r2, torch.randn(2, 2, dtype=D), torch.randn(2, dtype=D)], grad=(0, 1, 2))
+case("atleast_3d", lambda a, b, c: torch.atleast_3d((a, b, c)),
+     [torch.tensor(2.0, dtype=D), r3, torch.randn(2, 3, dtype=D)], grad=(0, 1, 2))
+case("atleast_2d_one", lambda a: torch.atleast_2d(a), [r3], grad=(0,))
+case("unflatten", lambda x: torch.unflatten(x, -1, (2, -1)), [torch.randn(3, 6, dtype=D)], grad=(0,))
+case("rot90", lambda x: torch.rot90(x), [torch.randn(2, 3, dtype=D)], grad=(0,))
+case("rot90_k3_dims", lambda x: torch.rot90(x, 3, [2, 0]), [torch.randn(2, 3, 4, dtype=D)], grad=(0,))
+case("rot90_neg", lambda x: torch.rot90(x, -2, [0, 1]), [torch.randn(2, 3, dtype=D)], grad=(0,))
+case("flipud_fliplr", lambda x: (torch.flipud(x), torch.fliplr(x)), [torch.randn(2, 3, dtype=D)], grad=(0,))
+case("ravel_swapaxes", lambda x: (torch.ravel(x.mT), torch.swapaxes(x, 0, -1), torch.swapdims(x, 1, 0)),
+     [torch.randn(2, 3, dtype=D)], grad=(0,))
+case("meshgrid_ij", lambda a, b, c: torch.meshgrid(a, b, c, indexing="ij"), [r2, r3, torch.tensor(1.5, dtype=D)],
+     grad=(0, 1, 2))
+case("meshgrid_xy", lambda a, b: torch.meshgrid(a, b, indexing="xy"), [r2, r3], grad=(0, 1))
+case("block_diag", lambda a, b, c: torch.block_diag(a, b, c),
+     [torch.tensor(1.5, dtype=D), r3, torch.randn(2, 2, dtype=D)], grad=(0, 1, 2))
+case("block_diag_promote", lambda a, b: torch.block_diag(a, b), [torch.tensor([[1, 2]]), torch.randn(1, 1, dtype=D)])
+case("cartesian_prod", lambda a, b, c: torch.cartesian_prod(a, b, c), [r2, r3, torch.randn(2, dtype=D)], grad=(0, 1, 2))
+case("diagflat", lambda x: torch.diagflat(x, -1), [torch.randn(2, 2, dtype=D)], grad=(0,))
+case("cummax", lambda x: torch.cummax(x, 0),
+     [torch.tensor([1.0, 3.0, 3.0, nan, 2.0, nan], dtype=D)], grad=(0,), index_out=(1,))
+case("cummax_2d_negdim", lambda x: torch.cummax(x, -1), [torch.randn(3, 5, dtype=D)], grad=(0,), index_out=(1,))
+case("cummin_dim0_int", lambda x: torch.cummin(x, 0), [torch.tensor([[3, 1], [1, 1], [2, 0], [0, 4]])], index_out=(1,))
+case("cummin_ties", lambda x: torch.cummin(x, 1), [torch.tensor([[2.0, 1.0, 1.0, 3.0, 1.0]], dtype=D)], grad=(0,),
+     index_out=(1,))
+case("bincount", lambda x: torch.bincount(x), [torch.tensor([1, 3, 1, 0])])
+case("bincount_weights_minlength", lambda x, w: torch.bincount(x, w, minlength=6),
+     [torch.tensor([1, 3, 1]), torch.tensor([0.5, 1.0, 2.0], dtype=D)])
+case("histc", lambda x: torch.histc(x, bins=4), [torch.tensor([1.0, 2.0, 1.0, 4.0])])
+case("histc_range", lambda x: torch.histc(x, bins=5, min=-1, max=1), [torch.randn(20, dtype=D)])
+case("histc_constant", lambda x: torch.histc(x, bins=3), [torch.tensor([2.0, 2.0])])
+case("isin", lambda a, b: torch.isin(a, b), [torch.tensor([[1, 2], [3, 4]]), torch.tensor([2, 3, 9])])
+case("isin_invert", lambda a, b: torch.isin(a, b, invert=True), [torch.tensor([1.0, nan, 2.5]), torch.tensor([[2.5, nan]])])
+case("take", lambda x, i: torch.take(x, i), [torch.randn(2, 3, dtype=D), Idx(torch.tensor([[5, 0], [-1, 2]]))], grad=(0,))
+case("msort", lambda x: torch.msort(x), [torch.randn(3, 2, dtype=D)], grad=(0,))
+case("unique_consecutive", lambda x: torch.unique_consecutive(x, return_inverse=True, return_counts=True),
+     [torch.tensor([1, 1, 2, 2, 3, 1, 1, 2])], index_out=(1,))
+case("unique_consecutive_dim", lambda x: torch.unique_consecutive(x, dim=1),
+     [torch.tensor([[1, 1, 2, 1], [0, 0, 3, 0]])])
+case("addr", lambda i, a, b: torch.addr(i, a, b, beta=0.5, alpha=2), [torch.randn(2, 3, dtype=D), r2, r3], grad=(0, 1, 2))
+case("addr_beta0_nan", lambda i, a, b: torch.addr(i, a, b, beta=0), [torch.full((2, 3), nan, dtype=D), r2, r3], grad=(1, 2))
+case("inner", lambda a, b: torch.inner(a, b), [torch.randn(2, 3, dtype=D), torch.randn(4, 3, dtype=D)], grad=(0, 1))
+case("inner_0d", lambda a, b: torch.inner(a, b), [torch.tensor(2.0, dtype=D), torch.randn(2, dtype=D)], grad=(0, 1))
+case("multi_dot", lambda a, b, c: LA.multi_dot([a, b, c]),
+     [r3, torch.randn(3, 4, dtype=D), torch.randn(4, 2, dtype=D)], grad=(0, 1, 2))
+case("multi_dot_vectors", lambda a, b, c: LA.multi_dot([a, b, c]), [r3, torch.randn(3, 2, dtype=D), r2], grad=(0, 1, 2))
+case("chain_matmul", lambda a, b: torch.chain_matmul(a, b), [torch.randn(2, 3, dtype=D), torch.randn(3, 2, dtype=D)],
+     grad=(0, 1))
+case("vecdot", lambda a, b: LA.vecdot(a, b, dim=0), [torch.randn(3, 2, dtype=D), torch.randn(3, 1, dtype=D)], grad=(0, 1))
+case("dist", lambda a, b: torch.dist(a, b), [torch.randn(2, 3, dtype=D), torch.randn(3, dtype=D)], grad=(0, 1))
+case("dist_p1_inf", lambda a, b: (torch.dist(a, b, 1), torch.dist(a, b, inf)), [r3, r3.flip(0)], grad=(0, 1))
+case("cov", lambda x: torch.cov(x), [torch.randn(3, 5, dtype=D)], grad=(0,))
+case("cov_1d_correction0", lambda x: torch.cov(x, correction=0), [torch.randn(5, dtype=D)], grad=(0,))
+case("cov_weights", lambda x, f, a: torch.cov(x, fweights=f, aweights=a),
+     [torch.randn(2, 4, dtype=D), torch.tensor([1, 2, 1, 3]), torch.tensor([0.5, 1.0, 2.0, 1.0], dtype=D)], grad=(0,))
+case("cov_int", lambda x: torch.cov(x), [torch.tensor([[1, 2, 4], [0, 3, 3]])])
+case("corrcoef", lambda x: torch.corrcoef(x), [torch.randn(3, 6, dtype=D)])  # 1.13 cannot differentiate it
+case("vander", lambda x: torch.vander(x), [r3])  # 1.13 cannot differentiate it
+case("vander_n_increasing", lambda x: torch.vander(x, N=4, increasing=True), [torch.tensor([1, 2, -3])])
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tensor_more.json"), "w") as f:
     json.dump(cases, f, indent=None, separators=(",", ":"), sort_keys=True)
 print("wrote", len(cases), "cases")

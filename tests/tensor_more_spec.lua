@@ -228,6 +228,60 @@ local CASES = {
   searchsorted_right_int32_sorter_2d = { function(s, v, so)
     return ds.searchsorted(s, v, { right = true, out_int32 = true, sorter = so }) end },
   diag_embed_3d_neg_dims = { function(x) return x:diag_embed(0, -3, -1) end },
+
+  hstack_1d = { function(a, b) return ds.hstack(a, b) end },
+  hstack_2d = { function(a, b) return ds.hstack({ a, b }) end },
+  vstack = { function(a, b) return ds.vstack(a, b) end },
+  row_stack = { function(a, b) return ds.row_stack(a, b) end },
+  dstack = { function(a, b) return ds.dstack(a, b) end },
+  column_stack = { function(a, b, c) return ds.column_stack(a, b, c) end },
+  atleast_3d = { function(a, b, c) return ds.atleast_3d(a, b, c) end },
+  atleast_2d_one = { function(a) return a:atleast_2d() end },
+  unflatten = { function(x) return x:unflatten(-1, { 2, -1 }) end },
+  rot90 = { function(x) return x:rot90() end },
+  rot90_k3_dims = { function(x) return ds.rot90(x, 3, { 3, 1 }) end },
+  rot90_neg = { function(x) return x:rot90(-2, { 1, 2 }) end },
+  flipud_fliplr = { function(x) return x:flipud(), ds.fliplr(x) end },
+  ravel_swapaxes = { function(x) return x.mT:ravel(), x:swapaxes(1, -1), ds.swapdims(x, 2, 1) end },
+  meshgrid_ij = { function(a, b, c) return ds.meshgrid(a, b, c) end },
+  meshgrid_xy = { function(a, b) return ds.meshgrid(a, b, { indexing = "xy" }) end },
+  block_diag = { function(a, b, c) return ds.block_diag(a, b, c) end },
+  block_diag_promote = { function(a, b) return ds.block_diag(a, b) end },
+  cartesian_prod = { function(a, b, c) return ds.cartesian_prod(a, b, c) end },
+  diagflat = { function(x) return x:diagflat(-1) end },
+  cummax = { function(x) return x:cummax(1) end, nogc = true }, -- NaN inputs
+  cummax_2d_negdim = { function(x) return ds.cummax(x, -1) end },
+  cummin_dim0_int = { function(x) return x:cummin(1) end },
+  cummin_ties = { function(x) return x:cummin(2) end, nogc = true },
+  bincount = { function(x) return x:bincount() end, eager = true },
+  bincount_weights_minlength = { function(x, w) return ds.bincount(x, { weights = w, minlength = 6 }) end, eager = true },
+  histc = { function(x) return x:histc(4) end },
+  histc_range = { function(x) return ds.histc(x, { bins = 5, min = -1, max = 1 }) end },
+  histc_constant = { function(x) return x:histc(3) end },
+  isin = { function(a, b) return ds.isin(a, b) end },
+  isin_invert = { function(a, b) return a:isin(b, { invert = true }) end },
+  take = { function(x, i) return x:take(i) end },
+  msort = { function(x) return x:msort() end },
+  unique_consecutive = { function(x) return x:unique_consecutive({ return_inverse = true, return_counts = true }) end,
+    eager = true },
+  unique_consecutive_dim = { function(x) return ds.unique_consecutive(x, { dim = 2 }) end, eager = true },
+  addr = { function(i, a, b) return i:addr(a, b, { beta = 0.5, alpha = 2 }) end },
+  addr_beta0_nan = { function(i, a, b) return ds.addr(i, a, b, { beta = 0 }) end },
+  inner = { function(a, b) return a:inner(b) end },
+  inner_0d = { function(a, b) return ds.inner(a, b) end },
+  multi_dot = { function(a, b, c) return LA.multi_dot({ a, b, c }) end },
+  multi_dot_vectors = { function(a, b, c) return LA.multi_dot({ a, b, c }) end },
+  chain_matmul = { function(a, b) return ds.chain_matmul(a, b) end },
+  vecdot = { function(a, b) return LA.vecdot(a, b, { dim = 1 }) end },
+  dist = { function(a, b) return a:dist(b) end },
+  dist_p1_inf = { function(a, b) return ds.dist(a, b, 1), ds.dist(a, b, inf) end, nogc = true },
+  cov = { function(x) return x:cov() end },
+  cov_1d_correction0 = { function(x) return ds.cov(x, { correction = 0 }) end },
+  cov_weights = { function(x, f, a) return x:cov({ fweights = f, aweights = a }) end },
+  cov_int = { function(x) return x:cov() end },
+  corrcoef = { function(x) return x:corrcoef() end },
+  vander = { function(x) return ds.vander(x) end },
+  vander_n_increasing = { function(x) return ds.vander(x, 4, true) end },
 }
 for _, red in ipairs { "sum", "prod", "amax", "amin", "mean" } do
   for _, inc in ipairs { true, false } do
@@ -336,6 +390,10 @@ describe("ds.linalg and more tensor calls: refusals", function()
     assert(gg(function(a) return LA.matrix_power(a, -2) end, { A }), "matrix_power")
     assert(gg(function(a) return LA.vector_norm(a, 3, -1) end, { A }), "vector_norm")
     assert(gg(function(a) return LA.matrix_norm(a) end, { A }), "matrix_norm")
+    -- PyTorch 1.13 cannot differentiate these two (an in-place write in its backward): finite differences only
+    local X = ds.randn(3, 5, { dtype = "f64" }):requires_grad_()
+    assert(ds.autograd.gradcheck(function(x) return x:corrcoef() end, { X }), "corrcoef")
+    assert(ds.autograd.gradcheck(function(x) return ds.vander(x:reshape(-1), 4) end, { X }), "vander")
   end)
   it("inv, det and solve trace and compile for a traced batch, and agree with each other", function()
     local A = ds.randn(3, 4, 4, { dtype = "f64" }) + ds.eye(4, 4, { dtype = "f64" }) * 4

@@ -1,9 +1,10 @@
 -- linalg.lua: the ds.linalg namespace (torch.linalg): norms (ops/linalg_norm.lua), inv/det/slogdet/solve/
--- matrix_power/cross (ops/linalg_solve.lua), and matmul/diagonal, which torch.linalg also names.
+-- matrix_power/cross (ops/linalg_solve.lua), multi_dot/vecdot (ops/products.lua), and matmul/diagonal.
 local F = require("ds.ops")
 local options = require("ds.options")
 local norm = require("ds.ops.linalg_norm")
 local solve = require("ds.ops.linalg_solve")
+local products = require("ds.ops.products")
 
 local M = {
   norm = norm.norm,
@@ -12,7 +13,11 @@ local M = {
   solve = solve.solve,
   matmul = F.matmul,
   diagonal = F.diagonal,
+  vecdot = products.vecdot,
 }
+
+-- multi_dot({A, B, ...}): the product left to right; a 1-D first operand is a row, a 1-D last one a column
+function M.multi_dot(list) return products.multi_dot(list) end
 
 -- inv(A (..., n, n)) -> A^-1 (..., n, n), by Gauss-Jordan elimination with partial pivoting; singular: an error
 function M.inv(A) return solve.inv(A) end
