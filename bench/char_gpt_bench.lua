@@ -63,7 +63,7 @@ local function child()
   local model = CM.GPT({ vocab = V, block = MAXLEN })
   local prompt = ds.randint(1, V + 1, { 1, PROMPT })
   r.gen_no_cache = rate(function() ds.generate(model, prompt, { max_new_tokens = n, use_cache = false }) end, n)
-  r.gen_cache = rate(function() ds.generate(model, prompt, { max_new_tokens = n }) end, n)
+  r.gen_cache = rate(function() ds.generate(model, prompt, { max_new_tokens = n, compile = false }) end, n)
   r.gen_compiled_step = rate(function() ds.generate(model, prompt, { max_new_tokens = n, compile = true }) end, n)
   local loop = ds.compile(ds.generation_loop(model, { max_new_tokens = n }),
     { ds.spec({ 1, "t" }, "i64"), ds.spec({}, "i64") })

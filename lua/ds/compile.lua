@@ -4,8 +4,9 @@
 -- fold, rewrite (idioms, passes/rewrite.lua), prune; then single_output, fuse, epilogue and prepack on a copy, so
 -- ds.save can write the unfused graph)
 -- -> per binding of the symbolic dims: passes/lower.build (steps over buffer layouts) -> passes/memplan (in-place
--- reuse, arena offsets) -> passes/lower.emit (the C plan of src/runtime.c). Control nodes (cond, while_loop,
--- print) run in Lua between ranges of C steps. Every step calls a registry kernel, the eager ones or
+-- reuse, arena offsets) -> passes/lower.emit (the C plan of src/runtime.c). A while_loop is one C loop step with
+-- its cond and body as sub-plans (passes/loop.lua) unless it is differentiated or its body holds a cond or print;
+-- those control nodes run in Lua between ranges of C steps. Every step calls a registry kernel, the eager ones or
 -- src/fused.c's (which run the eager per-element code), so compiled results equal eager bit for bit.
 local ffi = require("ffi")
 local dsffi = require("ds.ffi")
