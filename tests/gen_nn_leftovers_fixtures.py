@@ -1,6 +1,7 @@
 # tests/gen_nn_leftovers_fixtures.py: PyTorch 1.13 references for tests/nn_leftovers_spec.lua: Tensor.unfold,
-# BatchNorm1d/2d/3d with momentum=None (cumulative average), unbatched MultiheadAttention and LSTM with
-# proj_size; outputs and gradients of sum(out * r). Writes tests/fixtures/nn_leftovers.json.
+# BatchNorm1d/2d/3d with momentum=None (cumulative average), unbatched MultiheadAttention, LSTM with
+# proj_size and F.relu_/elu_/leaky_relu_/hardtanh_; outputs and gradients of sum(out * r).
+# Writes tests/fixtures/nn_leftovers.json.
 # Run: /usr/bin/python3 tests/gen_nn_leftovers_fixtures.py
 import json
 import os
@@ -105,6 +106,22 @@ def lstm_case(name, sizes, kwargs, x, h0=None, c0=None):
             "param_grads": {n: enc(p.grad) for n, p in m.named_parameters()}}
 
 
+def inplace_cases():
+    # F.relu_ / elu_ / leaky_relu_ / hardtanh_ on a non-leaf h = x * 2: h's values and x's gradient
+    import torch.nn.functional as F
+    out = []
+    for name, args in [("relu_", []), ("elu_", []), ("elu_", [0.5]), ("leaky_relu_", []), ("leaky_relu_", [0.2]),
+                       ("hardtanh_", []), ("hardtanh_", [-0.5, 1.5])]:
+        x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+        h = x * 2
+        y = getattr(F, name)(h, *args)
+        assert y is h
+        r = torch.randn(h.shape, dtype=torch.float64)
+        (h * r).sum().backward()
+        out.append({"name": name, "args": args, "input": enc(x), "output": enc(h), "r": enc(r), "grad": enc(x.grad)})
+    return out
+
+
 def main():
     mha = [
         mha_case("self", 8, 2, 4, 4, {}, self_attn=True),
@@ -119,7 +136,8 @@ def main():
         lstm_case("proj_batch_first_nobias", [3, 5], {"proj_size": 4, "batch_first": True, "bias": False},
                   torch.randn(2, 3, 3)),
     ]
-    data = {"unfold": unfold_cases(), "batchnorm": batchnorm_cases(), "mha": mha, "lstm": lstm}
+    data = {"unfold": unfold_cases(), "batchnorm": batchnorm_cases(), "mha": mha, "lstm": lstm,
+            "inplace": inplace_cases()}
     with open(os.path.join(HERE, "fixtures", "nn_leftovers.json"), "w") as f:
         json.dump(data, f)
 

@@ -203,3 +203,32 @@ describe("LSTM proj_size (h_t = W_hr (o_t tanh(c_t)))", function()
     H.raises(function() m(ds.randn(5, 2, 3), { ds.zeros(2, 2, 8), ds.zeros(2, 2, 8) }) end, "LSTM", "h0", "(2,2,2)")
   end)
 end)
+
+describe("in-place functional activations F.relu_, F.elu_, F.leaky_relu_, F.hardtanh_", function()
+  for _, c in ipairs(fixtures.inplace) do
+    it(c.name .. "(" .. table.concat(c.args, ", ") .. ") on a non-leaf: values and gradient as PyTorch", function()
+      local x = T(c.input):requires_grad_()
+      local h = x * 2
+      local v = h._version
+      local y = ds.F[c.name](h, unpack(c.args))
+      assert.equal(h, y)
+      assert(h._version > v, "the version counter advances")
+      close(h, T(c.output), "output")
+      ds.sum(h * T(c.r)):backward()
+      close(x.grad, T(c.grad), "grad")
+      local f = function(t) local u = t * 2; ds.F[c.name](u, unpack(c.args)); return u end
+      local specs = { ds.spec(c.input.shape, "f64", "x") }
+      assert(H.bitwise(ds.compile(f, specs)(T(c.input)), h:detach()), "compiled")
+    end)
+  end
+  it("a value saved for backward and then overwritten in place is caught", function()
+    local x = ds.randn(4, { dtype = "f64" }):requires_grad_()
+    local h = x * 2
+    local s = h:sigmoid() -- sigmoid's backward needs its result, not h
+    local p = h * h -- needs h
+    ds.F.elu_(h)
+    H.raises(function() ds.sum(p + s):backward() end, "modified by an inplace operation")
+    H.raises(function() ds.F.hardtanh_(x * 1, 2, 1) end, "hardtanh", "min_val")
+    H.raises(function() ds.F.elu_(3) end, "elu_", "tensor")
+  end)
+end)

@@ -2,8 +2,9 @@
 -- ops (log_softmax + gather, ...) so autograd and tracing need nothing extra; the activations, spatial
 -- functions, norms, 1-D pools, channel dropouts, decoding samplers, further losses, CTC, unfold/fold, the 3-D and
 -- transposed 1-D convolutions, the 3-D pools, bilinear, channel_shuffle, local_response_norm, lp pools, rrelu,
--- unpooling, affine_grid, grid_sample and fractional max pools of functional_activation/_spatial/_norm/_pool1d/
--- _dropout/_sampling/_loss_more/_ctc/_fold/_conv3d/_pool3d/_layers_more/_grid/_fractional.lua are part of it.
+-- unpooling, affine_grid, grid_sample, fractional max pools and in-place activations (relu_, elu_, ...) of
+-- functional_activation/_spatial/_norm/_pool1d/_dropout/_sampling/_loss_more/_ctc/_fold/_conv3d/_pool3d/
+-- _layers_more/_grid/_fractional/_inplace.lua are part of it.
 local ops = require("ds.ops")
 local errors = require("ds.errors")
 local S = require("ds.shape")
@@ -26,6 +27,7 @@ local pool_window = require("ds.nn.functional_pool_window")
 local layers_more = require("ds.nn.functional_layers_more")
 local grid = require("ds.nn.functional_grid")
 local fractional = require("ds.nn.functional_fractional")
+local inplace = require("ds.nn.functional_inplace")
 local LOSS_OPTIONS = require("ds.nn.loss_options")
 
 local F = {}
@@ -346,7 +348,7 @@ function F.binary_cross_entropy(input, target, opts)
 end
 
 local FAMILIES = { activation, spatial, norm, pool1d, dropout, sampling, loss_more, ctc, fold, conv3d, pool3d,
-  layers_more, grid, fractional }
+  layers_more, grid, fractional, inplace }
 for _, family in ipairs(FAMILIES) do
   for name, fn in pairs(family) do if type(fn) == "function" then F[name] = fn end end
 end
