@@ -191,6 +191,21 @@ local function conv_def(name, static)
       return { shape = { xs[1], ws[1], conv_out(xs[3], ws[3], a.stride[1], a.padding[1], a.dilation[1], name),
         conv_out(xs[4], ws[4], a.stride[2], a.padding[2], a.dilation[2], name) }, dtype = "f32" }
     end,
+    sample = function()
+      local x = F.sin(F.arange(2 * 2 * 5 * 4, { dtype = "f32" }) * 0.37):reshape(2, 2, 5, 4)
+      local w = (F.arange(3 * 2 * 2 * 2, { dtype = "f32" }) * 13 % 255 - 127):reshape(3, 2, 2, 2):astype("i8")
+      local ws, b = F.arange(3, { dtype = "f32" }) * 0.01 + 0.02, F.cos(F.arange(3, { dtype = "f32" }))
+      local inputs = { x, w, ws, b }
+      if static then
+        inputs[5], inputs[6] = F.full({}, 2 / 255, { dtype = "f32" }), F.full({}, 128, { dtype = "u8" })
+      end
+      local attrs = { padding = { 1, 1 }, stride = { 2, 1 } }
+      return inputs, attrs, function(...)
+        local args = { ... }
+        args[#inputs + 1] = attrs
+        return F[name](unpack(args, 1, #inputs + 1))
+      end
+    end,
   }
 end
 M.conv2d_int8 = conv_def("conv2d_int8", false)
@@ -214,7 +229,8 @@ C.export(OP, function(x, w, wscale, bias, opts)
 end, { method = false })
 
 -- ds.linear_int8_static(x, w, wscale, bias, x_scale, x_zero_point): see the header; bias may be nil (zeros)
-C.export(STATIC, function(x, w, wscale, bias, x_scale, x_zero_point)
+C.export(STATIC, function(x, w, wscale, bias, x_scale, x_zero_point, opts)
+  options.check(opts, STATIC, {})   -- it takes none: any key is an error
   local inputs = linear_inputs(STATIC, x, w, wscale, bias)
   if not C.is_tensor(x_scale) or not C.is_tensor(x_zero_point) then
     raise("%s: x_scale and x_zero_point must be tensors ({} f32 and {} u8)", STATIC)
