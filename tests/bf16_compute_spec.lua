@@ -146,8 +146,15 @@ describe("matmul_bf16", function()
       local c2 = ds.matmul_bf16(ds.randn(3, 40, 64):astype("bf16"), ds.randn(3, 64, 50):astype("bf16"))
       local c3 = ds.conv2d_bf16(ds.randn(2, 8, 20, 20):astype("bf16"), ds.randn(24, 8, 3, 3):astype("bf16"),
         ds.randn(24), { padding = 1 })
+      local bits = { ds.empty({ 37, 61 }, { dtype = "bf16" }), ds.empty({ 61, 45 }, { dtype = "bf16" }) }
+      local seed = 12345
+      for _, t in ipairs(bits) do   -- any bit patterns: NaNs, infinities, subnormals, huge and tiny values
+        local p = ffi.cast("uint16_t *", t:data_ptr())
+        for i = 0, t:numel() - 1 do seed = (seed * 1103515245 + 12345) % 2147483648; p[i] = seed % 65536 end
+      end
+      local c4 = ds.matmul_bf16(bits[1], bits[2])
       local h = 0
-      for _, t in ipairs({ c, c2, c3 }) do
+      for _, t in ipairs({ c, c2, c3, c4 }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
