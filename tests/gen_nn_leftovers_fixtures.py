@@ -55,8 +55,8 @@ def batchnorm_cases():
     return out
 
 
-def mha_case(name, E, H, L, S, kwargs, self_attn=False, kpm=False, fwd=None):
-    fwd = fwd or {}
+def mha_case(name, E, H, L, S, kwargs, self_attn=False, kpm=False, fwd=None, attn_mask=None):
+    fwd = dict(fwd or {})
     m = nn.MultiheadAttention(E, H, dtype=torch.float64, **kwargs)
     with torch.no_grad():
         for p in m.parameters():  # nonzero biases too
@@ -73,13 +73,20 @@ def mha_case(name, E, H, L, S, kwargs, self_attn=False, kpm=False, fwd=None):
         mask = torch.zeros(S, dtype=torch.bool)
         mask[1] = True
         mask[-1] = True
-    out, w = m(q, k, v, key_padding_mask=mask, **fwd)
+    am = None
+    if attn_mask == "float":
+        am = torch.randn(L, S, dtype=torch.float64)
+    elif attn_mask == "bool_heads":
+        am = torch.rand(H, L, S) < 0.3
+        am[:, :, 0] = False  # every query sees a key
+    out, w = m(q, k, v, key_padding_mask=mask, attn_mask=am, **fwd)
     r, rw = torch.randn(out.shape, dtype=torch.float64), torch.randn(w.shape, dtype=torch.float64)
     ((out * r).sum() + (w * rw).sum()).backward()
     leaves = [q] if self_attn else [q, k, v]
     return {"name": name, "E": E, "H": H, "opts": kwargs, "fwd": fwd, "self_attn": self_attn,
             "state_dict": {k2: enc(t) for k2, t in m.state_dict().items()},
             "inputs": [enc(t) for t in leaves], "key_padding_mask": enc(mask) if kpm else None,
+            "attn_mask": enc(am) if am is not None else None,
             "output": enc(out), "weights": enc(w), "r": enc(r), "rw": enc(rw),
             "input_grads": [enc(t.grad) for t in leaves],
             "param_grads": {n: enc(p.grad) for n, p in m.named_parameters()}}
@@ -128,6 +135,9 @@ def main():
         mha_case("cross_kpm", 8, 2, 3, 5, {}, kpm=True),
         mha_case("per_head_weights", 8, 4, 3, 5, {}, fwd={"average_attn_weights": False}),
         mha_case("kdim_vdim_batch_first", 6, 3, 2, 4, {"kdim": 5, "vdim": 3, "batch_first": True}, kpm=True),
+        mha_case("float_attn_mask_kpm", 8, 2, 3, 4, {}, kpm=True, attn_mask="float"),
+        mha_case("bool_attn_mask_per_head", 8, 2, 3, 4, {}, attn_mask="bool_heads",
+                 fwd={"average_attn_weights": False}),
     ]
     lstm = [
         lstm_case("proj", [4, 6], {"proj_size": 3}, torch.randn(5, 2, 4)),
@@ -135,6 +145,8 @@ def main():
                   torch.randn(4, 3, 4), torch.randn(4, 3, 2), torch.randn(4, 3, 6)),
         lstm_case("proj_batch_first_nobias", [3, 5], {"proj_size": 4, "batch_first": True, "bias": False},
                   torch.randn(2, 3, 3)),
+        lstm_case("proj_unbatched_h0", [3, 5], {"proj_size": 2, "bidirectional": True},
+                  torch.randn(4, 3), torch.randn(2, 2), torch.randn(2, 5)),
     ]
     data = {"unfold": unfold_cases(), "batchnorm": batchnorm_cases(), "mha": mha, "lstm": lstm,
             "inplace": inplace_cases()}

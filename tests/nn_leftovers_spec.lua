@@ -92,7 +92,8 @@ describe("unbatched MultiheadAttention: query (L,E), key and value (S,E), key_pa
       return m
     end
     local function opts(mask)
-      return { key_padding_mask = mask, average_attn_weights = c.fwd.average_attn_weights }
+      return { key_padding_mask = mask, average_attn_weights = c.fwd.average_attn_weights,
+               attn_mask = type(c.attn_mask) == "table" and T(c.attn_mask) or nil }
     end
     it(c.name .. ": output (L,E), weights, gradients as PyTorch", function()
       local m = build()
