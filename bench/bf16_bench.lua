@@ -8,7 +8,6 @@
 -- usage (repo root): luajit bench/bf16_bench.lua [--threads 2] [--n 200] [--reps 50] [--smoke]
 package.path = "./bench/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
 local ds = require("ds")
-local ffi = require("ffi")
 local stats = require("stats")
 local bert = dofile("examples/bert_sentiment.lua")
 
@@ -25,8 +24,7 @@ while i <= #arg do
 end
 if args.smoke then args.n, args.reps = 4, 2 end
 ds.set_num_threads(args.threads)
-pcall(ffi.cdef, "const char *ds_bf16_path(void);")   -- (libds's own declarations may hold it)
-local path = ffi.string(require("ds.ffi").C.ds_bf16_path())
+local path = ds.info().bf16_path
 
 -- ---- the GEMM against the peak ----
 local peak_probe = os.getenv("PEAK_BF16") or "build/peak_bf16"

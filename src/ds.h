@@ -64,10 +64,12 @@ const char *ds_blas_config(void);
 int ds_blas_num_threads(void);
 /* isa.c: kernels run AVX-512 micro-kernels when the CPU has them, else AVX2+FMA; every path gives the same
    bits. DS_ISA=avx2 (environment) forces the narrower path, DS_ISA=scalar the portable integer kernels.
-   ds_isa_check: NULL, or why DS_ISA was refused. ds_int8_path (qgemm.c): "avx512-vnni", "avx2" or "scalar". */
+   ds_isa_check: NULL, or why DS_ISA was refused. ds_int8_path (qgemm.c): "avx512-vnni", "avx2" or "scalar";
+   ds_bf16_path (bgemm.c): "avx512-bf16", "avx2" or "scalar". */
 const char *ds_isa_name(void);
 const char *ds_isa_check(void);
 const char *ds_int8_path(void);
+const char *ds_bf16_path(void);
 
 /* ---- kernel registry (kernels.c) ---------------------------------------------- */
 /* Every kernel ds_<op>_<dtype> is listed in one src/<family>.def file and found by name here;

@@ -139,7 +139,6 @@ describe("matmul_bf16", function()
     local script = [[
       local ds = require("ds")
       local ffi = require("ffi")
-      pcall(ffi.cdef, "const char *ds_bf16_path(void);")
       ds.manual_seed(11)
       local a, b = ds.randn(70, 301):astype("bf16"), (ds.randn(301, 90) * 1e-19):astype("bf16")
       local c = ds.matmul_bf16(a, b)
@@ -158,7 +157,7 @@ describe("matmul_bf16", function()
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
-      io.write(ffi.string(require("ds.ffi").C.ds_bf16_path()), " ", h)
+      io.write(ds.info().bf16_path, " ", h)
     ]]
     local seen = {}
     for _, env in ipairs { "", "DS_ISA=avx2", "DS_ISA=scalar", "OMP_NUM_THREADS=1", "DS_ISA=avx2 OMP_NUM_THREADS=1" } do

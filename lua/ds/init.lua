@@ -65,6 +65,7 @@ function ds.info()
     blas_config = ffi.string(C.ds_blas_config()),
     isa = ffi.string(C.ds_isa_name()),
     int8_path = ffi.string(C.ds_int8_path()),   -- the int8 products' kernel (qgemm.c)
+    bf16_path = ffi.string(C.ds_bf16_path()),   -- the bf16 products' kernel (bgemm.c)
     isa_env = os.getenv("DS_ISA"),
     openblas_coretype_env = os.getenv("OPENBLAS_CORETYPE"),
     live_bytes = tonumber(C.ds_mem_live_bytes()),
