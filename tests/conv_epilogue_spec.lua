@@ -76,6 +76,15 @@ describe("conv2d epilogues", function()
     assert.truthy(s:find("conv2d_ep(", 1, true) and s:find("epilogue=[", 1, true))
   end)
 
+  it("the region after a matmul grows the same way: F.relu6 after a product becomes one matmul_ep", function()
+    ds.manual_seed(9)
+    local x, w, b = ds.randn(8, 16), ds.randn(16, 32), ds.randn(32)
+    local f = function(x_) return F.relu6(x_:matmul(w) + b) end
+    local cg, plain = ds.compile(f, { x }), ds.compile(f, { x }, { epilogue = false })
+    assert.equal(1, select(2, tostring(cg):gsub("matmul_ep%[", "")), tostring(cg))
+    assert(H.bitwise(cg(x), plain(x)) and H.bitwise(cg(x), f(x)))
+  end)
+
   it("a conv whose output is also used elsewhere keeps its plain kernel", function()
     local x, w, b = ds.randn(1, 2, 5, 5), ds.randn(3, 2, 3, 3), ds.randn(3)
     local f = function(x_, w_, b_) local y = F.conv2d(x_, w_, b_); return F.relu(y), y end
