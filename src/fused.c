@@ -403,7 +403,8 @@ static int conv2d_ep(ds_tensor *const *t, const double *attrs,
   memcpy(it->shape, o->shape, sizeof it->shape);
   rc = conv(t, attrs, &cb.ep);
   if (rc) return rc;
-  if (ds_take_zero_division()) return ds_fail(DS_ERANGE, "conv2d epilogue: ZeroDivisionError: integer division by zero");
+  if (ds_take_zero_division())
+    return ds_fail(DS_ERANGE, "conv2d epilogue: ZeroDivisionError: integer division by zero");
   return DS_OK;
 }
 int ds_conv2d_ep_f32(ds_tensor *const *t, const double *attrs) { return conv2d_ep(t, attrs, ds_conv2d_ep_run_f32); }
