@@ -72,7 +72,8 @@ static inline float ds_logf(float x) {
 }
 
 /* exp(h + l) * m for h in [-120, 0] with |l| <= ulp(h), m in [0.25, 2]: h - k ln2 exact (Cody-Waite, 9-bit ln2 high
-   part), the low parts added after; the scale 2^k applied in two halves so a subnormal result rounds once. */
+   part), the low parts added after; the scale 2^k applied as 2^(k + 64) (exact: k >= -174) then 2^-64, so a
+   subnormal result rounds once. */
 static inline float ds_exp_hilo_mulf(float h, float l, float m) {
   float k = (h * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(h / ln2) */
   float r = fmaf(-k, 0.693359375f, h);
@@ -85,7 +86,7 @@ static inline float ds_exp_hilo_mulf(float h, float l, float m) {
   p = fmaf(p, r, 5.0000001201e-1f);
   float q = fmaf(p, r * r, r);     /* exp(r) - 1 */
   int32_t ki = (int32_t)k;
-  return fmaf(m, q, m) * ds_bits_to_f32((ki / 2 + 127) << 23) * ds_bits_to_f32((ki - ki / 2 + 127) << 23);
+  return fmaf(m, q, m) * ds_bits_to_f32((ki + 64 + 127) << 23) * 0x1p-64f;
 }
 
 /* ---- f64 cores (arguments from f32 inputs; relative error ~1e-13 unless noted) ---- */
