@@ -286,6 +286,23 @@ FORMS.select = function(w, n)
   local a = n.node.attrs
   last(w, n, "Gather", { n.ins[1], w:dim_scalar(a.index - 1) }, { axis = A.int(axis0(a.dim)) })
 end
+-- unfold: Gather of the windows' positions (windows * size, 0-based) along the dim, split into (windows, size),
+-- size moved last
+FORMS.unfold = function(w, n)
+  local a, shape = n.node.attrs, n.inm[1].shape
+  local out = n.outm[1].shape
+  local windows, idx = out[a.dim], {}
+  for i = 0, windows - 1 do for j = 0, a.size - 1 do idx[#idx + 1] = i * a.step + j end end
+  local picked = w:one("Gather", { n.ins[1], w:i64s(idx) }, { axis = A.int(axis0(a.dim)) })
+  local split, perm = {}, {}
+  for i = 1, #shape do
+    if i == a.dim then split[#split + 1] = windows; split[#split + 1] = a.size else split[#split + 1] = shape[i] end
+  end
+  for i = 0, #shape do if i ~= a.dim then perm[#perm + 1] = i end end
+  perm[#perm + 1] = a.dim
+  local r = w:one("Reshape", { picked, w:shape(split) })
+  last(w, n, "Transpose", { r }, { perm = A.ints(perm) })
+end
 FORMS.cat = function(w, n)
   local dt, ins = n.outm[1].dtype, {}
   for i, x in ipairs(n.ins) do ins[i] = w:cast(x, n.inm[i].dtype, dt) end

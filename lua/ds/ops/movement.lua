@@ -1,4 +1,4 @@
--- ops/movement.lua: views that share storage (reshape, transpose, permute, narrow, select,
+-- ops/movement.lua: views that share storage (reshape, transpose, permute, narrow, select, unfold,
 -- squeeze, unsqueeze, expand, flatten) -- no kernel, a new stride/offset over the same storage.
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
@@ -227,6 +227,74 @@ def_view {
   end,
 }
 
+-- unfold's window count once the dim's size is a number: (len - size) // step + 1
+local function check_unfold(shape, dim, size, step)
+  local len = shape[dim]
+  if size < 0 or size > len then
+    errors.raise(string.format("unfold: size %d must be in [0, %d] (dim %d of %s)", size, len, dim, S.str(shape)))
+  end
+  return math.floor((len - size) / step) + 1
+end
+
+-- the 1-based positions along the dim that unfold's windows read, window by window: (windows * size)
+local function unfold_index(windows, size, step)
+  local idx = {}
+  for i = 0, windows - 1 do for j = 1, size do idx[#idx + 1] = i * step + j end end
+  return F.tensor(idx, { dtype = "i64" })
+end
+
+def_view {
+  name = "unfold",
+  doc = "x:unfold(dim, size, step): view of the windows of size elements every step along dim as a new last dim: " ..
+    "(... L ...) -> (... (L - size) // step + 1 ... size), torch's Tensor.unfold",
+  attrs = { { "dim", "dim" }, { "size", "int" }, { "step", "int" } }, args = { "dim", "size", "step" },
+  prepare = function(inputs, attrs)
+    local x = inputs[1]
+    if #x._shape == 0 then errors.raise("unfold: expects a tensor with at least 1 dim, got a 0-d tensor") end
+    attrs.dim = S.dim(attrs.dim, #x._shape, "unfold")
+    for _, k in ipairs { "size", "step" } do
+      if type(attrs[k]) ~= "number" or attrs[k] ~= math.floor(attrs[k]) then
+        errors.raise(string.format("unfold: %s must be an integer, got %s", k, tostring(attrs[k])))
+      end
+    end
+    if attrs.step < 1 then errors.raise("unfold: step must be a positive integer, got " .. attrs.step) end
+    if type(x._shape[attrs.dim]) ~= "number" then
+      errors.raise("unfold: dim " .. attrs.dim .. " must have a known size, got " .. S.str(x._shape))
+    end
+    check_unfold(x._shape, attrs.dim, attrs.size, attrs.step)
+  end,
+  infer = function(inputs, attrs)
+    local s = {}
+    for i, d in ipairs(inputs[1]._shape) do s[i] = d end
+    s[attrs.dim] = check_unfold(s, attrs.dim, attrs.size, attrs.step)
+    s[#s + 1] = attrs.size
+    return { shape = s, dtype = inputs[1].dtype }
+  end,
+  view = function(x, attrs, meta)
+    local st0, st = strides_of(x), {}
+    for i, v in ipairs(st0) do st[i] = v end
+    st[attrs.dim] = st0[attrs.dim] * attrs.step
+    st[#st + 1] = st0[attrs.dim]
+    return x, meta.shape, st, offset_of(x)
+  end,
+  -- the windows' gradients added back where they read: g moved to (... windows, size ...), flattened there,
+  -- index_add along dim
+  backward = function(ctx, g)
+    local x, a = ctx.inputs[1], ctx.attrs
+    local n, d = #x._shape, a.dim
+    local windows = g._shape[d]
+    if windows * a.size == 0 then return F.zeros(x._shape, { dtype = g.dtype }) end
+    local perm, s = {}, {}
+    for i = 1, d do perm[#perm + 1] = i end
+    perm[#perm + 1] = n + 1
+    for i = d + 1, n do perm[#perm + 1] = i end
+    for i = 1, n do s[i] = x._shape[i] end
+    s[d] = windows * a.size
+    local flat = g:permute(perm):reshape(s)
+    return F.index_add(F.zeros(x._shape, { dtype = g.dtype }), d, unfold_index(windows, a.size, a.step), flat)
+  end,
+}
+
 -- expand: sizes may be -1 (keep); new leading dims allowed
 def_view {
   name = "expand", doc = "view broadcast to a larger shape (stride 0; -1 keeps a size)",
@@ -300,6 +368,7 @@ C.export("transpose", C.api(D.by_name.transpose))
 C.export("permute", function(x, ...) return D.call(D.by_name.permute, { x }, { dims = shape_args("permute", ...) }) end)
 C.export("narrow", C.api(D.by_name.narrow), { args = { "tensor", "integer", "size", "size" } })
 C.export("select", C.api(D.by_name.select), { args = { "tensor", "integer", "size" } })
+C.export("unfold", C.api(D.by_name.unfold), { args = { "tensor", "integer", "integer", "integer" } })
 C.export("expand", function(x, ...) return D.call(D.by_name.expand, { x }, { shape = shape_args("expand", ...) }) end)
 C.export("expand_as", function(x, y) return D.call(D.by_name.expand, { x }, { shape = y._shape }) end,
   { args = { "tensor", "tensor" } })
@@ -347,34 +416,6 @@ C.export("flatten", function(x, start_dim, end_dim)
   for i = b + 1, n do s[#s + 1] = x._shape[i] end
   return D.call(reshape, { x }, { shape = s })
 end)
-
--- x:unfold(dim, size, step): the windows of size elements every step along dim as a new last dim
--- (... L ...) -> (... (L - size) // step + 1 ... size), torch's Tensor.unfold; a gather (index_select), not a view
-C.export("unfold", function(x, dim, size, step)
-  local n = #x._shape
-  if n == 0 then errors.raise("unfold: expects a tensor with at least 1 dim, got a 0-d tensor") end
-  local d = S.dim(dim, n, "unfold")
-  local len = x._shape[d]
-  if type(len) ~= "number" then errors.raise("unfold: dim " .. d .. " must have a known size, got " .. S.str(x._shape)) end
-  if type(size) ~= "number" or size ~= math.floor(size) or size < 0 or size > len then
-    errors.raise(string.format("unfold: size %s must be an integer in [0, %d] (dim %d of %s)", tostring(size), len, d,
-      S.str(x._shape)))
-  end
-  if type(step) ~= "number" or step ~= math.floor(step) or step < 1 then
-    errors.raise("unfold: step must be a positive integer, got " .. tostring(step))
-  end
-  local windows = math.floor((len - size) / step) + 1
-  local idx = {}
-  for i = 0, windows - 1 do for j = 1, size do idx[#idx + 1] = i * step + j end end
-  local picked = #idx == 0 and x:narrow(d, 1, 0) or F.index_select(x, d, F.tensor(idx, { dtype = "i64" }))
-  local s, perm = {}, {}
-  for i = 1, n do
-    if i == d then s[#s + 1] = windows; s[#s + 1] = size else s[#s + 1] = x._shape[i] end
-  end
-  for i = 1, n + 1 do if i ~= d + 1 then perm[#perm + 1] = i end end
-  perm[#perm + 1] = d + 1
-  return picked:reshape(s):permute(perm)
-end, { args = { "tensor", "integer", "integer", "integer" } })
 
 C.export("contiguous", function(x, opts)
   options.check(opts, "contiguous", {})
