@@ -114,10 +114,12 @@ static void run_columns(const qgemm_job *q, int64_t j0, int64_t j1) {
       q->kr->micro(mr, nr, q->G, q->qa + i * q->Kp, q->Kp, b, tile, 2 * QG_NR);
       for (int r = 0; r < mr; r++) {
         float *yr = q->y + (i + r) * q->N + j;
-        int64_t zr = q->za[i + r];
+        int32_t zr = q->za[i + r];
         float sr = q->sa[i + r];
+        /* in int32 (so the loop vectorizes): |zr * colsum| <= 255 * 128 * K and the difference, sum (q - zr) * w,
+           are below 2^31 for K <= QG_K_MAX; the same integer as in int64, so the same float */
         for (int c = 0; c < nr; c++) {
-          int64_t v = (int64_t)tile[r * 2 * QG_NR + c] - zr * (int64_t)q->cs[j + c];
+          int32_t v = tile[r * 2 * QG_NR + c] - zr * q->cs[j + c];
           float scale = sr * q->ws[j + c];
           float d = (float)v * scale;
           yr[c] = d + q->bias[j + c];
