@@ -408,6 +408,29 @@ case("corrcoef", lambda x: torch.corrcoef(x), [torch.randn(3, 6, dtype=D)])  # 1
 case("vander", lambda x: torch.vander(x), [r3])  # 1.13 cannot differentiate it
 case("vander_n_increasing", lambda x: torch.vander(x, N=4, increasing=True), [torch.tensor([1, 2, -3])])
 
+# ---- triangular factorization and solves ----
+def spd(*shape, dtype=D):
+    m = torch.randn(*shape, dtype=dtype)
+    return m @ m.mT + shape[-1] * torch.eye(shape[-1], dtype=dtype)
+
+
+case("cholesky", lambda a: LA.cholesky(a), [spd(4, 4)], grad=(0,))
+case("cholesky_upper_batched", lambda a: LA.cholesky(a, upper=True), [spd(2, 3, 3)], grad=(0,))
+case("cholesky_f32", lambda a: LA.cholesky(a), [spd(3, 3, dtype=torch.float32)], grad=(0,))
+case("cholesky_lower_only", lambda a: LA.cholesky(a), [spd(3, 3) + torch.triu(torch.ones(3, 3, dtype=D), 1) * 5])
+case("torch_cholesky_upper", lambda a: torch.cholesky(a, True), [spd(3, 3)], grad=(0,))
+tri = torch.randn(3, 3, dtype=D) + 3 * torch.eye(3, dtype=D)
+case("solve_triangular_lower", lambda a, b: LA.solve_triangular(a, b, upper=False), [tri, torch.randn(3, 2, dtype=D)],
+     grad=(0, 1))
+case("solve_triangular_upper_unit", lambda a, b: LA.solve_triangular(a, b, upper=True, unitriangular=True),
+     [tri, torch.randn(2, 3, 2, dtype=D)], grad=(0, 1))
+case("solve_triangular_right", lambda a, b: LA.solve_triangular(a, b, upper=True, left=False),
+     [tri, torch.randn(4, 3, dtype=D)], grad=(0, 1))
+case("cholesky_solve", lambda b, l: torch.cholesky_solve(b, l), [torch.randn(3, 2, dtype=D), LA.cholesky(spd(3, 3))],
+     grad=(0, 1))
+case("cholesky_solve_upper", lambda b, l: torch.cholesky_solve(b, l, upper=True),
+     [torch.randn(2, 3, 1, dtype=D), LA.cholesky(spd(2, 3, 3), upper=True)], grad=(0, 1))
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tensor_more.json"), "w") as f:
     json.dump(cases, f, indent=None, separators=(",", ":"), sort_keys=True)
 print("wrote", len(cases), "cases")

@@ -282,6 +282,19 @@ local CASES = {
   corrcoef = { function(x) return x:corrcoef() end },
   vander = { function(x) return ds.vander(x) end },
   vander_n_increasing = { function(x) return ds.vander(x, 4, true) end },
+
+  cholesky = { function(a) return LA.cholesky(a) end, nogc = true }, -- symmetric gradient: a symmetric input's
+  cholesky_upper_batched = { function(a) return LA.cholesky(a, { upper = true }) end, nogc = true }, -- (see the
+  cholesky_f32 = { function(a) return LA.cholesky(a) end },                              -- second-derivative test)
+  cholesky_lower_only = { function(a) return LA.cholesky(a) end },
+  torch_cholesky_upper = { function(a) return a:cholesky(true) end, nogc = true },
+  solve_triangular_lower = { function(a, b) return LA.solve_triangular(a, b, { upper = false }) end },
+  solve_triangular_upper_unit = { function(a, b)
+    return LA.solve_triangular(a, b, { upper = true, unitriangular = true }) end },
+  solve_triangular_right = { function(a, b) return LA.solve_triangular(a, b, { upper = true, left = false }) end },
+  -- PyTorch's gradient in L is that of solve(L L^T, B) in all of L, while the values read L's triangle
+  cholesky_solve = { function(b, l) return ds.cholesky_solve(b, l) end, nogc = true },
+  cholesky_solve_upper = { function(b, l) return b:cholesky_solve(l, true) end, nogc = true },
 }
 for _, red in ipairs { "sum", "prod", "amax", "amin", "mean" } do
   for _, inc in ipairs { true, false } do
@@ -390,6 +403,10 @@ describe("ds.linalg and more tensor calls: refusals", function()
     assert(gg(function(a) return LA.matrix_power(a, -2) end, { A }), "matrix_power")
     assert(gg(function(a) return LA.vector_norm(a, 3, -1) end, { A }), "vector_norm")
     assert(gg(function(a) return LA.matrix_norm(a) end, { A }), "matrix_norm")
+    -- cholesky reads a symmetric matrix: checked through a symmetric parametrization, as PyTorch's gradcheck
+    local sym = function(a) return LA.cholesky(a:matmul(a:transpose(-1, -2))) end
+    assert(gg(sym, { A }), "cholesky")
+    assert(ds.autograd.gradcheck(sym, { A }), "cholesky (first derivatives)")
     -- PyTorch 1.13 cannot differentiate these two (an in-place write in its backward): finite differences only
     local X = ds.randn(3, 5, { dtype = "f64" }):requires_grad_()
     assert(ds.autograd.gradcheck(function(x) return x:corrcoef() end, { X }), "corrcoef")

@@ -1,10 +1,12 @@
 -- linalg.lua: the ds.linalg namespace (torch.linalg): norms (ops/linalg_norm.lua), inv/det/slogdet/solve/
--- matrix_power/cross (ops/linalg_solve.lua), multi_dot/vecdot (ops/products.lua), and matmul/diagonal.
+-- matrix_power/cross (ops/linalg_solve.lua), cholesky/solve_triangular (ops/linalg_triangular.lua),
+-- multi_dot/vecdot (ops/products.lua), and matmul/diagonal.
 local F = require("ds.ops")
 local options = require("ds.options")
 local norm = require("ds.ops.linalg_norm")
 local solve = require("ds.ops.linalg_solve")
 local products = require("ds.ops.products")
+local triangular = require("ds.ops.linalg_triangular")
 
 local M = {
   norm = norm.norm,
@@ -14,7 +16,11 @@ local M = {
   matmul = F.matmul,
   diagonal = F.diagonal,
   vecdot = products.vecdot,
+  solve_triangular = triangular.solve_triangular,
 }
+
+-- cholesky(A (..., n, n), {upper = false}) -> L with A = L L^T (A symmetric positive-definite; its lower triangle)
+function M.cholesky(A, opts) return triangular.cholesky(A, opts) end
 
 -- multi_dot({A, B, ...}): the product left to right; a 1-D first operand is a row, a 1-D last one a column
 function M.multi_dot(list) return products.multi_dot(list) end
