@@ -40,6 +40,7 @@ local cases = {
   permute = { function(x) return x:permute(3, 1, 2) * 3 end, x234 },
   narrow = { function(x) return x:narrow(2, 2, 2) - 1 end, x34 },
   select = { function(x) return x:select(2, 3) / 2 end, x234 },
+  unfold = { function(x) return x:unfold(3, 2, 1) * 2 end, x234 },
   expand = { function(x) return x:reshape(3, 1, 4):expand(3, 2, 4) + 0 end, x34 },
   matmul = { function(a, b) return a:matmul(b) end, function() return t({ 2, 3, 4 }), t({ 4, 5 }) end },
   cat = { function(a, b) return ds.cat({ a, b }, 2) end, function() return t({ 3, 4 }), t({ 3, 2 }) end },

@@ -77,6 +77,8 @@ add("transpose", "(2,3,4)", call("transpose", { dim0 = 1, dim1 = 3 }), function(
 add("permute", "(2,3,4)", call("permute", { dims = { 3, 1, 2 } }), function() return { NC(N(2, 4, 3)) } end)
 add("narrow", "dim 2", call("narrow", { dim = 2, start = 2, length = 2 }), function() return { N(3, 4) } end)
 add("select", "dim 1", call("select", { dim = 1, index = 2 }), function() return { N(3, 4) } end)
+add("unfold", "overlapping windows, non-contiguous", call("unfold", { dim = 2, size = 3, step = 2 }),
+  function() return { NC(N(6, 3)) } end)
 add("select", "last dim, non-contiguous", call("select", { dim = -1, index = 3 }), function() return { NC(N(4, 3)) } end)
 add("expand", "(3,1) -> (2,3,4)", call("expand", { shape = { 2, 3, 4 } }), function() return { N(3, 1) } end)
 

@@ -98,6 +98,7 @@ local CALLS = {
   expand = function(o) return ds.randn(1, 3):expand(2, 3, o) end,
   narrow = function(o) return x23:narrow(2, 1, 2, o) end,
   select = function(o) return x23:select(2, 1, o) end,
+  unfold = function(o) return x23:unfold(2, 2, 1, o) end,
   gather = function(o) return x23:gather(2, T({ { 1 }, { 2 } }, "i64"), o) end,
   scatter_add = function(o) return x23:scatter_add(2, T({ { 1 }, { 2 } }, "i64"), ds.ones(2, 1), o) end,
   scatter_reduce = function(o)
