@@ -11,6 +11,7 @@
 #include <omp.h>
 #include <string.h>
 #include <cpuid.h>
+#include <immintrin.h>
 
 /* below this many multiply-adds one thread runs the whole product */
 #define PAR_MACS (1 << 19)
@@ -69,14 +70,35 @@ void ds_qgemm_colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs) {
   }
 }
 
+/* lo = min(0, min x), hi = max(0, max x) (exact: the order does not matter); 0 when x holds NaN or an infinity
+   (x - x is NaN exactly then) */
+static int finite_range(const float *x, int64_t n, float *lo_out, float *hi_out) {
+  __m256 lo = _mm256_setzero_ps(), hi = lo, bad = lo;
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m256 v = _mm256_loadu_ps(x + k), d = _mm256_sub_ps(v, v);
+    lo = _mm256_min_ps(lo, v);
+    hi = _mm256_max_ps(hi, v);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+  }
+  if (_mm256_movemask_ps(bad)) return 0;
+  float l[8], h[8], a = 0, b = 0;
+  _mm256_storeu_ps(l, lo);
+  _mm256_storeu_ps(h, hi);
+  for (int i = 0; i < 8; i++) { a = l[i] < a ? l[i] : a; b = h[i] > b ? h[i] : b; }
+  for (; k < n; k++) {
+    if (!isfinite(x[k])) return 0;
+    a = x[k] < a ? x[k] : a;
+    b = x[k] > b ? x[k] : b;
+  }
+  *lo_out = a; *hi_out = b;
+  return 1;
+}
+
 /* ONNX's DynamicQuantizeLinear's scale and zero point of n values (qgemm.h) */
 int ds_qgemm_range(const float *x, int64_t n, float *scale, int32_t *zp) {
-  float lo = 0, hi = 0;
-  for (int64_t k = 0; k < n; k++) {
-    if (!isfinite(x[k])) return 0;
-    lo = x[k] < lo ? x[k] : lo;
-    hi = x[k] > hi ? x[k] : hi;
-  }
+  float lo, hi;
+  if (!finite_range(x, n, &lo, &hi)) return 0;
   float s = (hi - lo) / 255.0f;
   *scale = s; *zp = 0;
   if (s == 0) return 1;   /* an all-zero row (or one too tiny to span a step) */
@@ -86,15 +108,27 @@ int ds_qgemm_range(const float *x, int64_t n, float *scale, int32_t *zp) {
   return 1;
 }
 
-/* q = clamp(round(x / scale) + zp, 0, 255) (all 0 when scale is 0) */
+/* q = clamp(round(x / scale) + zp, 0, 255) (all 0 when scale is 0); 8 at a time as the scalar tail computes it:
+   the IEEE quotient, rounded half to even, plus zp, clamped */
 int ds_qgemm_quantize(const float *x, int64_t n, float scale, int32_t zp, uint8_t *q) {
+  float lo, hi;
+  if (!finite_range(x, n, &lo, &hi)) return 0;
   if (scale == 0) {
-    for (int64_t k = 0; k < n; k++) if (!isfinite(x[k])) return 0;
     memset(q, 0, (size_t)n);
     return 1;
   }
-  for (int64_t k = 0; k < n; k++) {
-    if (!isfinite(x[k])) return 0;
+  const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps((float)zp), zero = _mm256_setzero_ps(),
+               top = _mm256_set1_ps(255);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m256 v = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + k), s), _MM_FROUND_TO_NEAREST_INT |
+                               _MM_FROUND_NO_EXC);
+    v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, z), zero), top);
+    __m256i i = _mm256_cvtps_epi32(v);
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    _mm_storel_epi64((__m128i *)(q + k), _mm_packus_epi16(w, w));
+  }
+  for (; k < n; k++) {
     float v = nearbyintf(x[k] / scale) + (float)zp;
     q[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
   }

@@ -124,6 +124,15 @@ describe("linear_int8", function()
     end
   end)
 
+  it("static: quotients on halves round to even, beyond the range saturate (vector body and scalar tail)", function()
+    local row = { 0.25, 0.75, 1.25, -0.25, -0.75, 2.25, 63.75, -64.25, 100, -100, 0.5, 1.75, -1.25, 3.25, 0, -0,
+      5.75, -5.75, 7.25 }
+    local x = ds.tensor({ row, row })
+    local _, w, ws, b = case(2, #row, 9, 77)
+    local y = ds.linear_int8_static(x, w, ws, b, ds.full({}, 0.5), ds.full({}, 128, { dtype = "u8" }))
+    assert.is_true(H.bitwise(y, reference(x, w, ws, b, { 0.5, 128 })))
+  end)
+
   it("static: compiled and frozen equals eager bitwise; bad scales and zero points are refused", function()
     local x, w, ws, b = case(7, 66, 35, 12)
     local xs, xz = ds.full({}, 0.025), ds.full({}, 100, { dtype = "u8" })
