@@ -53,10 +53,13 @@ local CLAIMS = {
   { "`matrix_norm`/`norm` with `ord = 2`, `-2` or `'nuc'` are errors", function()
     for _, ord in ipairs { 2, -2, "nuc" } do fails(function() return ds.linalg.matrix_norm(ds.ones(2, 2), ord) end) end
   end },
-  { "as are svd, eig, qr, cholesky, lstsq, pinv", function()
-    for _, n in ipairs { "svd", "eig", "qr", "cholesky", "lstsq", "pinv" } do
+  { "svd, eig(h), qr, lstsq, pinv do not exist", function()
+    for _, n in ipairs { "svd", "eig", "eigh", "qr", "lstsq", "pinv" } do
       assert(ds.linalg[n] == nil, "ds.linalg." .. n .. " exists now")
     end
+  end },
+  { "a matrix that is not positive-definite is an error eagerly", function()
+    fails(function() return ds.linalg.cholesky(-ds.eye(2, 2)) end, "not positive-definite")
   end },
   { "bool matmul is an error", function()
     local b = ds.ones(2, 2):gt(0)
