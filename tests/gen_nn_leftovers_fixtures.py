@@ -129,6 +129,20 @@ def inplace_cases():
     return out
 
 
+def transformer_case():
+    # an unbatched (S, E) input through TransformerEncoderLayer (its self-attention unbatched), eval mode
+    m = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dtype=torch.float64).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn(p.shape, dtype=torch.float64) * 0.1)
+    x = torch.randn(5, 8, dtype=torch.float64, requires_grad=True)
+    y = m(x)
+    r = torch.randn(y.shape, dtype=torch.float64)
+    (y * r).sum().backward()
+    return {"state_dict": {k: enc(v) for k, v in m.state_dict().items()}, "input": enc(x), "output": enc(y),
+            "r": enc(r), "grad": enc(x.grad)}
+
+
 def main():
     mha = [
         mha_case("self", 8, 2, 4, 4, {}, self_attn=True),
@@ -149,7 +163,7 @@ def main():
                   torch.randn(4, 3), torch.randn(2, 2), torch.randn(2, 5)),
     ]
     data = {"unfold": unfold_cases(), "batchnorm": batchnorm_cases(), "mha": mha, "lstm": lstm,
-            "inplace": inplace_cases()}
+            "inplace": inplace_cases(), "transformer": transformer_case()}
     with open(os.path.join(HERE, "fixtures", "nn_leftovers.json"), "w") as f:
         json.dump(data, f)
 

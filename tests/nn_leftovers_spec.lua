@@ -146,6 +146,20 @@ describe("unbatched MultiheadAttention: query (L,E), key and value (S,E), key_pa
       end
     end)
   end
+  it("TransformerEncoderLayer on an unbatched (S,E) input as PyTorch (eval), with the input's gradient", function()
+    local c = fixtures.transformer
+    local m = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dtype = "f64" })
+    local sd = {}
+    for k, e in pairs(c.state_dict) do sd[k] = T(e) end
+    m:load_state_dict(sd)
+    m:eval()
+    local x = T(c.input):requires_grad_()
+    local y = m(x)
+    assert.same(c.output.shape, y.shape)
+    close(y, T(c.output), "output")
+    ds.sum(y * T(c.r)):backward()
+    close(x.grad, T(c.grad), "grad")
+  end)
   it("need_weights = false gives the output alone; mixed ranks are refused", function()
     local m = nn.MultiheadAttention(4, 2, { dtype = "f64" })
     local q = ds.randn(3, 4, { dtype = "f64" })
