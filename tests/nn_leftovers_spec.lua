@@ -84,7 +84,9 @@ describe("BatchNorm with momentum = false (PyTorch's momentum=None: a cumulative
       check(m, "compiled")
     end)
   end
-  it("keeps rejecting other momentum values", function()
+  it("keeps nil as the default 0.1 (as differences.md says) and rejects other momentum values", function()
+    assert.equal(0.1, nn.BatchNorm2d(3, { momentum = nil }).momentum)
+    assert.equal(false, nn.BatchNorm2d(3, { momentum = false }).momentum)
     H.raises(function() nn.BatchNorm1d(3, { momentum = true }) end, "BatchNorm1d", "momentum")
     H.raises(function() nn.BatchNorm2d(3, { momentum = 2 }) end, "BatchNorm2d", "momentum")
     H.raises(function() nn.BatchNorm3d(3, { momentum = "none" }) end, "BatchNorm3d", "momentum")
