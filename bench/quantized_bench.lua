@@ -4,7 +4,8 @@
 -- length) compiled frozen in f32 and quantized (ds.quantize, dynamic): argmax agreement and max |dprob| of int8
 -- against f32 on the example's evaluation texts and on random inputs, per-prediction times, beside ONNX Runtime's
 -- int8 (its dynamic quantization of the same model exported by ds.onnx.export: bench/onnx_quantize_dynamic.py)
--- and PyTorch's quantize_dynamic of bench/torch/bert.py's model (bench/torch/bert_int8.py), in the same run.
+-- and PyTorch's quantize_dynamic of bench/torch/bert.py's model (bench/torch/bert_int8.py), in the same run;
+-- LeNet-5 (batch 64) in f32 and int8 (its Linear and Conv2d layers).
 -- usage (repo root): luajit bench/quantized_bench.lua [--threads 2] [--n 200] [--reps 50] [--smoke]
 package.path = "./bench/?.lua;./tests/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
 local ds = require("ds")
@@ -147,3 +148,27 @@ local ort8 = rows[4]
 print(string.format("  ds int8 / ds f32 %.2fx (target <= 0.5x); ds int8 / ORT int8 %.2fx padded, %.2fx real length "
   .. "(target <= 0.7x)", rows[2][2] / rows[1][2], rows[2][2] / ort8[2], rows[2][3] / ort8[3]))
 os.execute("rm -rf " .. dir)
+
+-- ---- LeNet-5 (examples/lenet_fashion_mnist.lua, untrained): f32 vs int8 (Linear and Conv2d), batch 64 ----
+local lenet = dofile("examples/lenet_fashion_mnist.lua")
+ds.manual_seed(24)
+local net = lenet.LeNet()
+net:eval()
+local lspecs = { ds.spec({ 64, 1, 28, 28 }) }
+local l32 = ds.compile(net, lspecs, { freeze = true })
+local l8 = ds.quantize(net, { ops = { "linear", "conv2d" }, specs = lspecs })
+local batches = {}
+for k = 1, math.max(2, math.floor(args.n / 20)) do batches[k] = { ds.rand(64, 1, 28, 28) } end
+local agree, total, dmax = 0, 0, 0
+for _, bt in ipairs(batches) do
+  local y32, y8 = l32(bt[1]), l8(bt[1])
+  agree = agree + (y32:argmax(-1):eq(y8:argmax(-1))):sum():item()
+  total = total + 64
+  dmax = math.max(dmax, (y32 - y8):abs():max():item())
+end
+print(string.format("LeNet-5, batch 64, %d threads", args.threads))
+print(string.format("  int8 (Linear and Conv2d) against f32: argmax agreement %d/%d on random images; "
+  .. "max |dlogit| %.3g", agree, total, dmax))
+local b32, b8 = timing.ds_ms(l32, batches), timing.ds_ms(l8, batches)
+print(string.format("  compiled frozen f32     %.3f ms per batch", b32))
+print(string.format("  compiled frozen int8    %.3f ms per batch  (%.2fx f32)", b8, b8 / b32))

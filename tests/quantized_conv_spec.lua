@@ -146,7 +146,7 @@ describe("ds.quantize with conv2d", function()
   local nn = ds.nn
   local function lenet()
     ds.manual_seed(21)
-    local m = nn.Sequential(nn.Conv2d(1, 6, 5, { padding = 2 }), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5),
+    local m = nn.Sequential(nn.Conv2d(1, 6, 5, { padding = "same" }), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5),
       nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 10))
     m:eval()
     return m
@@ -184,9 +184,11 @@ describe("ds.quantize with conv2d", function()
     for _, r in ipairs(rows) do assert.is_true(r.max_abs_error > 0 and r.max_abs_error < 0.05 * r.max_abs, r.name) end
   end)
 
-  it("refuses grouped convolutions, naming the layer's op", function()
+  it("refuses grouped convolutions and 'same' padding it cannot split evenly, naming them", function()
     local m = nn.Sequential(nn.Conv2d(4, 4, 3, { groups = 2 }))
     H.raises(function() ds.quantize(m, { ops = { "conv2d" } }) end, "quantize", "groups = 2")
+    H.raises(function() ds.quantize(nn.Sequential(nn.Conv2d(2, 2, 4, { padding = "same" })), { ops = { "conv2d" } })
+    end, "QuantizedConv2d", "same")
     H.raises(function() ds.quantize(nn.Sequential(nn.ReLU()), { ops = { "conv2d" } }) end, "quantize", "no layer")
   end)
 end)

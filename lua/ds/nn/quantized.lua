@@ -95,11 +95,20 @@ function QuantizedConv2d:init(in_channels, out_channels, kernel_size, opts)
   self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
   self.stride, self.padding, self.dilation = opts.stride or 1, opts.padding or 0, opts.dilation or 1
   self.padding_mode = opts.padding_mode or "zeros"
-  if type(self.padding) == "string" then
-    if self.padding ~= "valid" then
-      raise("QuantizedConv2d: padding '%s' is not implemented (numbers, pairs or \"valid\")", self.padding)
+  if self.padding == "valid" then self.padding = 0
+  elseif self.padding == "same" then   -- stride 1: (k - 1) * dilation split evenly (odd kernels)
+    local d, pads = pair(self.dilation), {}
+    for i = 1, 2 do
+      local total = d[i] * (k[i] - 1)
+      if total % 2 ~= 0 or pair(self.stride)[i] ~= 1 then
+        raise("QuantizedConv2d: padding 'same' needs stride 1 and an even (k - 1) * dilation (kernel %dx%d)", k[1],
+          k[2])
+      end
+      pads[i] = total / 2
     end
-    self.padding = 0
+    self.padding = pads
+  elseif type(self.padding) == "string" then
+    raise("QuantizedConv2d: padding '%s' is not implemented (numbers, pairs, \"same\" or \"valid\")", self.padding)
   end
   self:register_buffer("weight", ops.zeros(out_channels, in_channels, k[1], k[2], { dtype = "i8" }))
   self:register_buffer("scale", ops.ones(out_channels))
@@ -249,7 +258,9 @@ function M.quantize(model, opts, compile)
     end
     kinds[OPS[op].class], make[OPS[op].class] = true, OPS[op].make
   end
-  if opts.per_channel == false then raise("quantize: per_channel = false is not implemented (weights are per channel)") end
+  if opts.per_channel == false then
+    raise("quantize: per_channel = false is not implemented (weights are per channel)")
+  end
   local observer = opts.observer or "minmax"
   if mode ~= "static" and (opts.observer or opts.percentile) then
     raise("quantize: observer and percentile are options of mode = \"static\"")
