@@ -160,6 +160,6 @@ describe("an unknown option is an error", function()
       end
     end
     assert(#failures == 0, #failures .. " ops:\n" .. table.concat(failures, "\n"))
-    assert.is_true(checked > 200, checked .. " ops checked")
+    assert.is_true(checked > 120, checked .. " ops checked")   -- 132 of the 153 entries in November 2026
   end)
 end)
