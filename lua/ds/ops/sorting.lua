@@ -75,8 +75,9 @@ C.export("topk", function(x, k, dim, largest, sorted)
   local opts = type(dim) == "table" and not is_tensor(dim) and dim or nil
   if opts then
     opts = options.check(opts, "topk", { dim = "integer", largest = "boolean", sorted = "boolean" })
-    dim, largest = opts.dim, opts.largest
+    dim, largest, sorted = opts.dim, opts.largest, opts.sorted
   end
+  if sorted ~= nil and type(sorted) ~= "boolean" then errors.raise("topk: sorted must be a boolean, got " .. type(sorted)) end
   if largest == nil then largest = true end
   if not is_tensor(x) then errors.raise("topk: expects a tensor, got " .. type(x)) end
   local d = S.dim(dim or -1, #x._shape, "topk of " .. S.str(x._shape))
