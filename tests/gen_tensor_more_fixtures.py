@@ -431,6 +431,17 @@ case("cholesky_solve", lambda b, l: torch.cholesky_solve(b, l), [torch.randn(3, 
 case("cholesky_solve_upper", lambda b, l: torch.cholesky_solve(b, l, upper=True),
      [torch.randn(2, 3, 1, dtype=D), LA.cholesky(spd(2, 3, 3), upper=True)], grad=(0, 1))
 
+# ---- the trapezoid rule ----
+yt = torch.randn(3, 4, dtype=D)
+case("trapezoid", lambda y: torch.trapezoid(y), [yt], grad=(0,))
+case("trapezoid_x_dim0", lambda y, x: torch.trapezoid(y, x, dim=0), [yt, torch.tensor([0.0, 0.5, 2.0], dtype=D)], grad=(0, 1))
+case("trapz_dx", lambda y: torch.trapz(y, dx=0.3), [yt], grad=(0,))
+case("trapezoid_x_broadcast", lambda y, x: torch.trapezoid(y, x), [yt, torch.randn(3, 4, dtype=D)], grad=(0, 1))
+case("trapezoid_int", lambda y: torch.trapezoid(y), [torch.tensor([1, 2, 4])])
+case("cumulative_trapezoid", lambda y, x: torch.cumulative_trapezoid(y, x, dim=-1), [yt, torch.arange(4, dtype=D) ** 2],
+     grad=(0, 1))
+case("cumulative_trapezoid_dx_dim0", lambda y: torch.cumulative_trapezoid(y, dx=2, dim=0), [yt], grad=(0,))
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tensor_more.json"), "w") as f:
     json.dump(cases, f, indent=None, separators=(",", ":"), sort_keys=True)
 print("wrote", len(cases), "cases")

@@ -295,6 +295,14 @@ local CASES = {
   -- PyTorch's gradient in L is that of solve(L L^T, B) in all of L, while the values read L's triangle
   cholesky_solve = { function(b, l) return ds.cholesky_solve(b, l) end, nogc = true },
   cholesky_solve_upper = { function(b, l) return b:cholesky_solve(l, true) end, nogc = true },
+
+  trapezoid = { function(y) return y:trapezoid() end },
+  trapezoid_x_dim0 = { function(y, x) return ds.trapezoid(y, x, { dim = 1 }) end },
+  trapz_dx = { function(y) return ds.trapz(y, { dx = 0.3 }) end },
+  trapezoid_x_broadcast = { function(y, x) return ds.trapezoid(y, x) end },
+  trapezoid_int = { function(y) return ds.trapezoid(y) end },
+  cumulative_trapezoid = { function(y, x) return y:cumulative_trapezoid(x, { dim = -1 }) end },
+  cumulative_trapezoid_dx_dim0 = { function(y) return ds.cumulative_trapezoid(y, { dx = 2, dim = 1 }) end },
 }
 for _, red in ipairs { "sum", "prod", "amax", "amin", "mean" } do
   for _, inc in ipairs { true, false } do

@@ -1,6 +1,7 @@
 -- ops/statistics.lua: order statistics and NaN-aware reductions composed of table ops (sort, gather,
 -- where, sum), so they differentiate, trace and compile: median, nanmedian, kthvalue, mode, quantile,
--- nanquantile, count_nonzero, nansum, nanmean, aminmax, logcumsumexp, diff. Indices are 1-based.
+-- nanquantile, count_nonzero, nansum, nanmean, aminmax, logcumsumexp, diff, trapezoid/trapz,
+-- cumulative_trapezoid. Indices are 1-based.
 local C = require("ds.ops.common")
 local S = require("ds.shape")
 local dtype = require("ds.dtype")
@@ -242,4 +243,48 @@ C.export("diff", function(x, n, dim, prepend, append)
     x = x.dtype == "bool" and F.logical_xor(a, b) or a - b
   end
   return x
+end)
+
+-- trapezoid(y, x | {x =, dx = 1, dim = -1}) (trapz) and cumulative_trapezoid: the trapezoid rule along dim with
+-- sample points x (a tensor broadcasting with y, or 1-D along dim) or spacing dx
+local function trapezoid_parts(name, y, x, opts)
+  need_tensor(name, y)
+  if type(x) == "table" and not is_tensor(x) then opts, x = x, nil end
+  local o = options.check(opts, name, { x = "tensor", dx = "number", dim = "integer" })
+  x = x or o.x
+  if x ~= nil and o.dx ~= nil then errors.raise(name .. ": give x or dx, not both") end
+  if #y._shape == 0 then errors.raise(name .. ": y must have at least 1 dim, got a 0-d tensor") end
+  local d = S.dim(o.dim or -1, #y._shape, name .. " of " .. S.str(y._shape))
+  local n = y._shape[d]
+  if n == 0 then return nil, d end
+  local avg = (y:narrow(d, 2, n - 1) + y:narrow(d, 1, n - 1)) / 2
+  if x == nil then return avg * (o.dx or 1), d end
+  need_tensor(name, x)
+  local dx
+  if #x._shape == 1 then
+    if x._shape[1] ~= n then
+      errors.raise(string.format("%s: x has %s points, y's dim %d has %s", name, tostring(x._shape[1]), d, tostring(n)))
+    end
+    local shape = {}
+    for i = 1, #y._shape do shape[i] = i == d and n - 1 or 1 end
+    dx = (x:narrow(1, 2, n - 1) - x:narrow(1, 1, n - 1)):reshape(shape)
+  else
+    local xd = S.dim(o.dim or -1, #x._shape, name .. " of x " .. S.str(x._shape))
+    dx = x:narrow(xd, 2, n - 1) - x:narrow(xd, 1, n - 1)
+  end
+  return avg * dx, d
+end
+local function trapezoid(name)
+  return function(y, x, opts)
+    local parts, d = trapezoid_parts(name, y, x, opts)
+    if parts == nil then return F.zeros(S.reduced(y._shape, { d }, false), { dtype = dtype.is_float[y.dtype] and y.dtype or "f32" }) end
+    return parts:sum(d)
+  end
+end
+C.export("trapezoid", trapezoid("trapezoid"))
+C.export("trapz", trapezoid("trapz"))
+C.export("cumulative_trapezoid", function(y, x, opts)
+  local parts, d = trapezoid_parts("cumulative_trapezoid", y, x, opts)
+  if parts == nil then return y:astype(dtype.is_float[y.dtype] and y.dtype or "f32") end
+  return parts:cumsum(d)
 end)
