@@ -275,6 +275,7 @@ local function trapezoid_parts(name, y, x, opts)
   return avg * dx, d
 end
 local function trapezoid(name)
+  -- trapezoid(y, x | {x =, dx = 1, dim = -1}): the integral of y along dim by the trapezoid rule
   return function(y, x, opts)
     local parts, d = trapezoid_parts(name, y, x, opts)
     if parts == nil then return F.zeros(S.reduced(y._shape, { d }, false), { dtype = dtype.is_float[y.dtype] and y.dtype or "f32" }) end
@@ -283,6 +284,7 @@ local function trapezoid(name)
 end
 C.export("trapezoid", trapezoid("trapezoid"))
 C.export("trapz", trapezoid("trapz"))
+-- cumulative_trapezoid(y, x | {x =, dx = 1, dim = -1}): the running integral (one point fewer along dim)
 C.export("cumulative_trapezoid", function(y, x, opts)
   local parts, d = trapezoid_parts("cumulative_trapezoid", y, x, opts)
   if parts == nil then return y:astype(dtype.is_float[y.dtype] and y.dtype or "f32") end
