@@ -21,8 +21,10 @@ local M = {}
 M.MAX_BYTES = 2 ^ 31 -- a model file larger than this is refused (protobuf's own limit is 2 GiB)
 M.OPSETS = { min = 1, max = 21 } -- older opsets: handlers refuse what differs (attributes they do not know)
 
--- the ops of domain com.microsoft ds reads (ONNX Runtime's quantization tool writes them; handlers/quantize.lua)
-local MICROSOFT = { DynamicQuantizeMatMul = true, MatMulIntegerToFloat = true }
+-- the ops of domain com.microsoft ds reads (ONNX Runtime's quantization tool writes them; handlers/quantize.lua),
+-- with their input counts {fewest, most} from ONNX Runtime's contrib schemas (arity.lua has ONNX's own ops)
+local MICROSOFT = { DynamicQuantizeMatMul = { 3, 5 }, MatMulIntegerToFloat = { 4, 7 } }
+M.MICROSOFT = MICROSOFT
 
 local function fail(path, msg) error("ds.onnx.load: " .. path .. ": " .. msg, 0) end
 
@@ -99,7 +101,7 @@ local function validate(model, path)
           error("the ONNX op " .. tostring(node.op_type) .. " is not supported by ds.onnx.load", 0)
         end
         handlers.check_attrs(node)
-        local arity = ARITY.ops[node.op_type] or { 0, math.huge }
+        local arity = ARITY.ops[node.op_type] or microsoft or { 0, math.huge }
         local inputs = node.input or {}
         if #inputs > arity[2] and opset <= ARITY.max_opset then
           error(string.format("it has %d inputs; the op takes at most %d", #inputs, arity[2]), 0)
