@@ -88,6 +88,7 @@ ds_tensor *ds_tensor_new(int dtype, int ndim, const int64_t *shape) {
 int ds_tensor_view_fill(ds_tensor *t, const ds_tensor *src, int ndim, const int64_t *shape, const int64_t *strides,
                         int64_t offset) {
   memset(t, 0, sizeof *t);
+  if (!src) return ds_fail(DS_EINVAL, "view: the base tensor has no storage");
   int rc = set_shape(t, src->dtype, ndim, shape);
   if (rc != DS_OK) return rc;
   int64_t es = ds_dtype_size(src->dtype), lo = offset, hi = offset, step, bytes;

@@ -100,6 +100,9 @@ function Tensor._view(x, shape, strides, offset, opname)
   local n = #shape
   if #strides ~= n then errors.raise(string.format("%s: %d strides for %d dims", opname or "view", #strides, n)) end
   for i = 1, n do shape_buf[i - 1] = shape[i]; stride_buf[i - 1] = strides[i] end
+  if x._c == nil then   -- an abstract (traced) tensor: views of it are ops (view, narrow, ...), not storage views
+    errors.raise(string.format("%s: a storage view of a traced tensor (it has no storage)", opname or "view"))
+  end
   local v = view_ct()
   dsffi.check(C.ds_tensor_view_fill(v, x._c, n, shape_buf, stride_buf, offset), opname or "view")
   local t = setmetatable({ _c = ffi.cast(tensor_ptr, v), _h = v, _base = rawget(x, "_base") or x, _shape = shape,

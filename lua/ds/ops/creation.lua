@@ -151,6 +151,11 @@ C.export("eye", function(n, m, opts)
   if type(m) == "table" then opts, m = m, nil end
   m = m or n
   local dt = check_dtype(opts and opts.dtype, "eye")
+  if state.trace then   -- (n, m): row index == column index, as ops (a traced tensor has no storage to fill)
+    local F = C.functions
+    local rows = F.arange(n, { dtype = "i64" }):reshape(n, 1)
+    return F.eq(rows, F.arange(m, { dtype = "i64" }):reshape(1, m)):astype(dt)
+  end
   local out = C.functions.zeros(n, m, { dtype = dt })
   local k = math.min(n, m)
   if k > 0 then
