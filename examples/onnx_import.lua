@@ -1,6 +1,6 @@
 -- examples/onnx_import.lua: a LeNet-5 trained in PyTorch (tests/onnx/train_lenet_torch.py, torch.onnx.export)
 -- imported with ds.onnx.load, checked against the Fashion-MNIST test set, compiled with a softmax on top and
--- saved as OUT/lenet, which examples/serve serves (examples/serve/serve.sh /tmp/ngx 8089 OUT start).
+-- saved as OUT/lenet, which ds.serve serves by its specs (bin/ds-serve /tmp/ngx 8089 OUT start; docs/SERVING.md).
 -- usage: luajit examples/onnx_import.lua [--onnx lenet.onnx] [--batches 235] [--out DIR]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 local ds = require("ds")
@@ -22,7 +22,7 @@ end
 
 local g = ds.onnx.load(onnx_path)
 print(g)
--- image (batch,1,28,28) in [0,1] -> class probabilities, as examples/serve expects of "lenet"
+-- image (batch,1,28,28) in [0,1] -> class probabilities; served by its specs: {"inputs": {"image": [...]}}
 local probs = ds.compile(function(image) return ds.softmax(g(image), -1) end,
   { ds.spec({ "batch", 1, 28, 28 }, "f32", "image") })
 local test = ds.data.fashion_mnist { split = "test" }
@@ -35,4 +35,4 @@ for _, x, y in loader:batches() do
 end
 print(string.format("imported PyTorch LeNet-5: test accuracy %.4f on %d images (ds compiled)", right / total, total))
 ds.save(probs, out .. "/lenet")
-print("saved " .. out .. "/lenet; serve it with: examples/serve/serve.sh /tmp/ngx 8089 " .. out .. " start")
+print("saved " .. out .. "/lenet; serve it with: bin/ds-serve /tmp/ngx 8089 " .. out .. " start")
