@@ -80,3 +80,13 @@ describe("fills", function()
     assert.same({ -math.huge }, ds.full({ 1 }, -math.huge, { dtype = "f64" }):totable())
   end)
 end)
+
+describe("compiled views of empty tensors", function()
+  it("a narrow of an empty batch compiles and runs (its view's offset lay past the empty base)", function()
+    local function fn(x) return x:narrow(-2, 2, 1) * 2 end
+    local x = ds.zeros(0, 3, 3)
+    local y = ds.compile(fn, { x })(x)
+    assert.same({ 0, 1, 3 }, y.shape)
+    assert.same(fn(x).shape, y.shape)
+  end)
+end)

@@ -316,7 +316,10 @@ function M.emit(L, arena_bytes)
     local key = r.id .. ":" .. l.offset .. ":" .. table.concat(l.shape, ",") .. ":" .. table.concat(l.strides, ",")
     local b = views[key]
     if b then return b end
-    b = add_buffer(C.DS_BUF_VIEW, r.buffer, l.dtype, l.shape, l.strides, l.offset, "view")
+    -- an empty view reads nothing: it starts at its base's start (a narrow of an empty tensor has an offset past
+    -- it, which the runtime refuses)
+    local empty = S.numel(l.shape) == 0
+    b = add_buffer(C.DS_BUF_VIEW, r.buffer, l.dtype, l.shape, l.strides, empty and 0 or l.offset, "view")
     views[key] = b
     return b
   end
