@@ -5,28 +5,13 @@
 -- finite-difference gradcheck; then the modules (PyTorch's constructors) and the refusals.
 local ds = require("ds")
 local H = require("helpers")
+local FC = require("fixture_cases")
 local F, nn = ds.F, ds.nn
 
 local fixture = H.fixture("nn_more.json")
 local fx = fixture.cases
 
--- a fixture tensor {shape, dtype, data (flat)} as a ds tensor
-local function T(e)
-  local flat = ds.tensor(#e.data > 0 and e.data or { 0 }, { dtype = e.dtype })
-  if #e.data == 0 then flat = flat:narrow(1, 1, 0) end
-  return flat:reshape(e.shape)
-end
-
-local function check(got, e, what)
-  assert(ds.is_tensor(got), what .. ": not a tensor")
-  assert.equal(e.dtype, got.dtype, what .. " dtype")
-  assert.same(e.shape, got.shape, what .. " shape")
-  local tol = got.dtype == "f32" and 1e-5 or 1e-10
-  local ok, err = pcall(H.close, got, T(e), tol, tol)
-  assert(ok, what .. ": " .. tostring(err))
-end
-
-local function pack(...) return { n = select("#", ...), ... } end
+local T, check = FC.T, FC.check
 
 -- nn.Conv3d's padding modes: the module with the fixture's weight and bias
 local function padded_conv3d(mode)
@@ -287,78 +272,9 @@ local CASES = {
   square_subsequent_mask = { function() return nn.Transformer.generate_square_subsequent_mask(5) end },
 }
 
-local function weights(o)
-  local n = o:numel()
-  return ds.cos(ds.arange(1, n + 1, { dtype = "f64" })):reshape(o.shape):astype(o.dtype)
-end
-
-local names = {}
-for name in pairs(fx) do names[#names + 1] = name end
-table.sort(names)
-
 describe("nn calls of issue 28: values, traced, compiled, gradients", function()
-  it("every fixture case has a call and every call a fixture", function()
-    for _, name in ipairs(names) do assert(CASES[name], "no call for fixture case " .. name) end
-    for name in pairs(CASES) do assert(fx[name], "no fixture for " .. name) end
-  end)
-  for _, name in ipairs(names) do
-    local c, e = CASES[name], fx[name]
-    if c then
-      it(name, function()
-        local args = {}
-        for i, t in ipairs(e.inputs) do args[i] = T(t) end
-        for k in pairs(e.grad or {}) do args[tonumber(k)]:requires_grad_() end
-        local fn = c[1]
-        local outs = pack(fn(unpack(args)))
-        assert.equal(#e.want, outs.n, name .. ": number of outputs")
-        for k, want in ipairs(e.want) do check(outs[k], want, name .. " output " .. k) end
-        if not c.eager and #args > 0 then
-          local traced = pack(ds.trace(fn, args)(unpack(args)))
-          local compiled = pack(ds.compile(fn, args)(unpack(args)))
-          for k = 1, outs.n do
-            assert(H.bitwise(traced[k], outs[k]), name .. ": traced output " .. k .. " differs from eager")
-            assert(H.bitwise(compiled[k], outs[k]), name .. ": compiled output " .. k .. " differs from eager")
-          end
-        end
-        if e.grad then
-          local wrt, keys = {}, {}
-          for k in pairs(e.grad) do keys[#keys + 1] = tonumber(k) end
-          table.sort(keys)
-          for i, k in ipairs(keys) do wrt[i] = args[k] end
-          local total
-          for k = 1, outs.n do
-            local term = (outs[k] * weights(outs[k])):sum()
-            total = total and total + term or term
-          end
-          local grads = ds.grad(total, wrt)
-          for i, k in ipairs(keys) do check(grads[i], e.grad[tostring(k)], name .. " grad of input " .. k) end
-          if not c.eager then
-            -- the gradients compiled: ds.grad inside the compiled function, equal to eager's bit for bit
-            local function grad_fn(...)
-              local a = { ... }
-              for _, k in ipairs(keys) do a[k] = a[k]:requires_grad_() end
-              local o = pack(fn(unpack(a, 1, #args)))
-              local sum
-              for k = 1, o.n do
-                local term = (o[k] * weights(o[k])):sum()
-                sum = sum and sum + term or term
-              end
-              local w = {}
-              for i, k in ipairs(keys) do w[i] = a[k] end
-              return unpack(ds.grad(sum, w))
-            end
-            local compiled = pack(ds.compile(grad_fn, args)(unpack(args)))
-            for i, k in ipairs(keys) do
-              assert(H.bitwise(compiled[i], grads[i]), name .. ": compiled gradient of input " .. k .. " differs")
-            end
-          end
-          if not c.nogc and args[keys[1]].dtype == "f64" then
-            assert(ds.autograd.gradcheck(fn, args), name .. ": gradcheck")
-          end
-        end
-      end)
-    end
-  end
+  it("every fixture case has a call and every call a fixture", FC.coverage(fx, CASES))
+  for name, run in FC.cases(fx, CASES, { compiled_grads = true }) do it(name, run) end
 end)
 
 describe("nn calls of issue 28: modules and refusals", function()

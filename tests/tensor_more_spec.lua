@@ -3,35 +3,13 @@
 -- compiled (both equal to eager bit for bit), its gradient against PyTorch's and a finite-difference gradcheck;
 -- then the refusals.
 local ds = require("ds")
-local cjson = require("cjson")
 local H = require("helpers")
+local FC = require("fixture_cases")
 local LA = ds.linalg
 
 local fx = H.fixture("tensor_more.json")
 local inf = math.huge
 
--- a fixture tensor {shape, dtype, data (flat, null for NaN, "inf"/"-inf")} as a ds tensor
-local function T(e)
-  local data = {}
-  for i, v in ipairs(e.data) do
-    data[i] = v == cjson.null and 0 / 0 or v == "inf" and inf or v == "-inf" and -inf or v
-  end
-  local flat = ds.tensor(#data > 0 and data or { 0 }, { dtype = e.dtype })
-  if #data == 0 then flat = flat:narrow(1, 1, 0) end
-  return flat:reshape(e.shape)
-end
-
--- f32 results of composed elimination round differently from LAPACK's: their relative tolerance is 1e-5
-local function check(got, e, what)
-  assert(ds.is_tensor(got), what .. ": not a tensor")
-  assert.equal(e.dtype, got.dtype, what .. " dtype")
-  assert.same(e.shape, got.shape, what .. " shape")
-  local tol = got.dtype == "f32" and 1e-5 or 1e-10
-  local ok, err = pcall(H.close, got, T(e), tol, tol)
-  assert(ok, what .. ": " .. tostring(err))
-end
-
-local function pack(...) return { n = select("#", ...), ... } end
 local function list(t) return unpack(t) end
 
 -- case name -> {fn, eager = true (values decide shapes), nogc = true (ties or kinks: no finite differences)}
@@ -312,61 +290,9 @@ for _, red in ipairs { "sum", "prod", "amax", "amin", "mean" } do
   end
 end
 
-local function weights(o)
-  local n = o:numel()
-  return ds.cos(ds.arange(1, n + 1, { dtype = "f64" })):reshape(o.shape):astype(o.dtype)
-end
-
-local names = {}
-for name in pairs(fx) do names[#names + 1] = name end
-table.sort(names)
-
 describe("ds.linalg and more tensor calls: values, traced, compiled, gradients", function()
-  it("every fixture case has a call and every call a fixture", function()
-    for _, name in ipairs(names) do assert(CASES[name], "no call for fixture case " .. name) end
-    for name in pairs(CASES) do assert(fx[name], "no fixture for " .. name) end
-  end)
-  for _, name in ipairs(names) do
-    local c, e = CASES[name], fx[name]
-    if c then
-      it(name, function()
-        local args = {}
-        for i, t in ipairs(e.inputs) do args[i] = T(t) end
-        for k in pairs(e.grad or {}) do args[tonumber(k)]:requires_grad_() end
-        local fn = c[1]
-        local outs = pack(fn(unpack(args)))
-        assert.equal(#e.want, outs.n, name .. ": number of outputs")
-        for k, want in ipairs(e.want) do check(outs[k], want, name .. " output " .. k) end
-        if not c.eager and #args > 0 then
-          local traced = pack(ds.trace(fn, args)(unpack(args)))
-          local compiled = pack(ds.compile(fn, args)(unpack(args)))
-          for k = 1, outs.n do
-            assert(H.bitwise(traced[k], outs[k]), name .. ": traced output " .. k .. " differs from eager")
-            assert(H.bitwise(compiled[k], outs[k]), name .. ": compiled output " .. k .. " differs from eager")
-          end
-        end
-        if e.grad then
-          local wrt, keys = {}, {}
-          for k in pairs(e.grad) do keys[#keys + 1] = tonumber(k) end
-          table.sort(keys)
-          for i, k in ipairs(keys) do wrt[i] = args[k] end
-          local total
-          for k = 1, outs.n do
-            local o = outs[k]
-            if o.dtype == "f32" or o.dtype == "f64" then
-              local term = (o * weights(o)):sum()
-              total = total and total + term or term
-            end
-          end
-          local grads = ds.grad(total, wrt)
-          for i, k in ipairs(keys) do check(grads[i], e.grad[tostring(k)], name .. " grad of input " .. k) end
-          if not c.nogc and args[keys[1]].dtype == "f64" then
-            assert(ds.autograd.gradcheck(fn, args), name .. ": gradcheck")
-          end
-        end
-      end)
-    end
-  end
+  it("every fixture case has a call and every call a fixture", FC.coverage(fx, CASES))
+  for name, run in FC.cases(fx, CASES) do it(name, run) end
 end)
 
 describe("ds.linalg and more tensor calls: refusals", function()
