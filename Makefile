@@ -226,6 +226,11 @@ SERVE_BENCH_SECONDS ?= 10
 serve-bench: deps all
 	DS_LIB=$(DS_LIB_PATH) bench/serve_bench.sh $(SERVE_BENCH_SECONDS)
 
+# Streamed generation from nginx against the same model in process (tokens/s, 1 and 8 streams)
+.PHONY: serve-stream-bench
+serve-stream-bench: deps all
+	$(RUN_LUA) bench/serve_stream_bench.lua
+
 # Loader fuzzers (tests/fuzz/): libFuzzer over ds.load's graph + params files (LuaJIT embedded), over the
 # C loader's plan + params files (ds_model_load_bytes) and over ONNX files (ds.onnx.load), on a clang
 # ASan + UBSan build of libds (and of libds_onnx), from seed corpora of saved and exported models,
