@@ -7,6 +7,7 @@ local errors = require("ds.errors")
 local state = require("ds.state")
 local autograd = require("ds.autograd")
 local sym = require("ds.sym")
+local conv_out = require("ds.ops.conv_shape").conv_out
 local first = #D.list + 1 -- this family's ops, returned at the end
 local F = C.functions
 
@@ -58,17 +59,6 @@ local function conv_attrs(extra)
   for i, a in ipairs(CONV_ATTRS) do t[i] = a end
   if extra then t[#t + 1] = extra end
   return t
-end
-
--- output size of one spatial dim (n may be a dynamic dim: a floor symbol then, checked when the plan is built)
-local function conv_out(n, k, s, p, d, op, xs, ws)
-  local ek = (k - 1) * d + 1
-  if type(n) ~= "number" then return sym.add(sym.floordiv(sym.add(n, 2 * p - ek), s), 1) end
-  if ek > n + 2 * p then
-    raise("%s: kernel %s (dilated size %d) is larger than the padded input %s (padding %d)", op, S.str(ws), ek,
-      S.str(xs), p)
-  end
-  return math.floor((n + 2 * p - ek) / s) + 1
 end
 
 -- ---- conv2d: x (N,C,H,W), w (OC,C/groups,KH,KW), b (OC) -> (N,OC,OH,OW) ----

@@ -14,7 +14,7 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local errors = require("ds.errors")
 local options = require("ds.options")
-local sym = require("ds.sym")
+local conv_out = require("ds.ops.conv_shape").conv_out
 local F = C.functions
 
 local OP = "linear_int8"
@@ -148,16 +148,6 @@ M.linear_int8_static_packed = D.define {
   end,
 }
 
--- output size of one spatial dim (n may be a dynamic dim: a floor symbol then)
-local function conv_out(n, k, st, p, d, op)
-  local ek = (k - 1) * d + 1
-  if type(n) ~= "number" then return sym.add(sym.floordiv(sym.add(n, 2 * p - ek), st), 1) end
-  if ek > n + 2 * p then
-    raise("%s: the kernel (dilated size %d) is larger than the padded input (%d)", op, ek, n + 2 * p)
-  end
-  return math.floor((n + 2 * p - ek) / st) + 1
-end
-
 -- the int8 convolution's definition (static: with x_scale, x_zero_point)
 local function conv_def(name, static)
   return D.define {
@@ -188,8 +178,8 @@ local function conv_def(name, static)
       end
       check_vectors(inputs[3], inputs[4], ws[1], name)
       if static then check_fixed(inputs[5], inputs[6], name) end
-      return { shape = { xs[1], ws[1], conv_out(xs[3], ws[3], a.stride[1], a.padding[1], a.dilation[1], name),
-        conv_out(xs[4], ws[4], a.stride[2], a.padding[2], a.dilation[2], name) }, dtype = "f32" }
+      return { shape = { xs[1], ws[1], conv_out(xs[3], ws[3], a.stride[1], a.padding[1], a.dilation[1], name, xs, ws),
+        conv_out(xs[4], ws[4], a.stride[2], a.padding[2], a.dilation[2], name, xs, ws) }, dtype = "f32" }
     end,
     sample = function()
       local x = F.sin(F.arange(2 * 2 * 5 * 4, { dtype = "f32" }) * 0.37):reshape(2, 2, 5, 4)
