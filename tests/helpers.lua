@@ -87,4 +87,28 @@ function H.protobuf_varint(n)
   return table.concat(b)
 end
 
+-- the kernel paths and thread counts a same-bits check runs under, each in a child luajit
+H.PATH_ENVS = { "", "DS_ISA=avx2", "DS_ISA=scalar", "OMP_NUM_THREADS=1", "DS_ISA=avx2 OMP_NUM_THREADS=1" }
+
+-- runs script (Lua source without single quotes; it writes "<kernel path> <hash of its outputs' bytes>") under
+-- each of H.PATH_ENVS, checks that every hash equals the first and returns the kernel path each run named
+function H.same_bits_on_every_path(script)
+  local seen = {}
+  for i, env in ipairs(H.PATH_ENVS) do
+    local p = io.popen(env .. " LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' luajit -e '" .. script .. "' 2>&1")
+    local out = p:read("*a")
+    p:close()
+    local path, h = out:match("^(%S+) (%d+)$")
+    assert(h, out)
+    seen[i] = { env = env, path = path, hash = h }
+  end
+  local paths = {}
+  for i, r in ipairs(seen) do
+    assert(r.hash == seen[1].hash, string.format("'%s' (%s) differs from '%s' (%s)", r.env, r.path, seen[1].env,
+      seen[1].path))
+    paths[i] = r.path
+  end
+  return paths
+end
+
 return H
