@@ -1,6 +1,7 @@
 -- nn/container.lua: Sequential (seq[1], #seq, append/add; parameters named "1.weight", ...), ModuleList,
 -- ModuleDict, ParameterList, Flatten, Unflatten.
 local Module = require("ds.nn.module")
+local OrderedDict = require("ds.nn.ordered_dict")
 local errors = require("ds.errors")
 local Tensor = require("ds.tensor")
 local S = require("ds.shape")
@@ -44,33 +45,11 @@ ModuleList.append = Sequential.append
 ModuleList.add = Sequential.append
 M.ModuleList = ModuleList
 
--- named modules, registered as children under their keys (names like "encoder.weight"); md[key] reads
--- one. Built from a list of {key, module} pairs (kept in that order) or a {key = module} table (keys
--- sorted, as a Lua table has no order). A key that names a method (forward, train, ...) is refused.
-local ModuleDict = Module:extend("ModuleDict")
-function ModuleDict:init(entries)
-  self._keys = {}
-  if entries ~= nil then self:update(entries) end
-end
--- md:update(entries): add or replace entries (same forms as the constructor)
-function ModuleDict:update(entries)
-  if type(entries) ~= "table" or Module.is_module(entries) then
-    errors.raise("ModuleDict: expects a table of modules")
-  end
-  if #entries > 0 then
-    for i, e in ipairs(entries) do
-      if type(e) ~= "table" or Module.is_module(e) then
-        errors.raise(string.format("ModuleDict: entry %d must be a {key, module} pair", i))
-      end
-      self:set(e[1], e[2])
-    end
-  else
-    local keys = {}
-    for k in pairs(entries) do keys[#keys + 1] = k end
-    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
-    for _, k in ipairs(keys) do self:set(k, entries[k]) end
-  end
-end
+local ModuleDict = OrderedDict:extend("ModuleDict")
+ModuleDict._value_kind = "module"
+ModuleDict._doc = 'named modules, registered as children under their keys (names like "encoder.weight"); md[key] '
+  .. "reads one. Built from a list of {key, module} pairs (kept in that order) or a {key = module} table (keys "
+  .. "sorted, as a Lua table has no order). A key that names a method (forward, train, ...) is refused."
 -- md:set(key, module): add or replace
 function ModuleDict:set(key, m)
   if type(key) ~= "string" then errors.raise("ModuleDict: keys must be strings, got " .. type(key)) end
@@ -81,21 +60,6 @@ function ModuleDict:set(key, m)
   if not Module.is_module(m) then errors.raise(string.format("ModuleDict: value of '%s' is not a module", key)) end
   if cur == nil then rawget(self, "_keys")[#self._keys + 1] = key end
   self[key] = m
-end
-function ModuleDict:keys() return { unpack(self._keys) } end
-function ModuleDict:len() return #self._keys end
--- for key, m in md:items() do ... end (insertion order)
-function ModuleDict:items()
-  local i, keys = 0, self._keys
-  return function()
-    i = i + 1
-    if keys[i] then return keys[i], rawget(self, keys[i]) end
-  end
-end
-function ModuleDict:values()
-  local out = {}
-  for i, k in ipairs(self._keys) do out[i] = rawget(self, k) end
-  return out
 end
 M.ModuleDict = ModuleDict
 
