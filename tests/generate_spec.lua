@@ -251,3 +251,18 @@ describe("ds.generator (continuous batching)", function()
     H.raises(function() gen:start({ 1 }, { top = 3 }) end, "generator:start", "unknown option 'top'")
   end)
 end)
+
+describe("ds.generate's compiled caches", function()
+  it("do not keep a model alive: a model dropped after ds.generate (compiled loop and step) is collected", function()
+    local gone = setmetatable({}, { __mode = "v" })
+    do
+      local m = model()
+      gone[1] = m
+      ds.generate(m, i64({ { 3, 1 } }), { max_new_tokens = 3 })                   -- the compiled graph loop
+      ds.generate(m, i64({ { 3, 1 } }), { max_new_tokens = 3, compile = true })   -- the compiled step
+      assert.is_not_nil(gone[1])
+    end
+    collectgarbage(); collectgarbage()
+    assert.is_nil(gone[1], "the model is still reachable after ds.generate")
+  end)
+end)

@@ -162,14 +162,22 @@ local function uncached(model, prompt, o, stream)
   return token_by_token(model, prompt, o, stream, function(_, ids) return last(model(ids)) end)
 end
 
+-- The compiled caches below are keyed weakly by the model; their functions reach the model through a weak
+-- reference only (a value that held the model would keep its key, and so the model, alive for good: LuaJIT's weak
+-- tables are not ephemerons).
+local function weak_ref(model) return setmetatable({ model }, { __mode = "v" }) end
+
 -- model:step compiled once per model and batch B for ids (B, t) at positions (1): a plan for the prompt's length,
 -- one for single tokens
 local compiled_steps = setmetatable({}, { __mode = "k" })
 local function compiled_step(model, B)
   local per = compiled_steps[model] or {}
   compiled_steps[model] = per
-  per[B] = per[B] or lazy.compile(function(ids, pos) return model:step(ids, pos) end,
-    { trace.spec({ B, "t" }, "i64"), trace.spec({ 1 }, "i64") })
+  if not per[B] then
+    local ref = weak_ref(model)
+    per[B] = lazy.compile(function(ids, pos) return ref[1]:step(ids, pos) end,
+      { trace.spec({ B, "t" }, "i64"), trace.spec({ 1 }, "i64") })
+  end
   return per[B]
 end
 
@@ -202,10 +210,11 @@ local function compiled_loop(model, o, B, seeded)
   local per = compiled_loops[model]
   if not per or (not per[key] and per.n >= MAX_LOOPS) then per = { n = 0 }; compiled_loops[model] = per end
   if not per[key] then
-    local loop = M.loop(model, decode)
-    per[key] = seeded and lazy.compile(function(p, seed) return loop(p, seed) end,
+    M.loop(model, decode)   -- the model and options checked now
+    local ref = weak_ref(model)
+    per[key] = seeded and lazy.compile(function(p, seed) return M.loop(ref[1], decode)(p, seed) end,
       { trace.spec({ B, "t" }, "i64"), trace.spec({}, "i64") })
-      or lazy.compile(function(p) return loop(p) end, { trace.spec({ B, "t" }, "i64") })
+      or lazy.compile(function(p) return M.loop(ref[1], decode)(p) end, { trace.spec({ B, "t" }, "i64") })
     per.n = per.n + 1
   end
   return per[key]
