@@ -274,6 +274,14 @@ function Compiled:run(args)
   return outs
 end
 
+-- build the plan for tensor inputs like args (the graph's input order) without running it: a server warms a new
+-- model version this way, so its first request of each shape runs at once
+function Compiled:prepare(args)
+  if self._static and static_ok(self.ir, args) then return end
+  local p = self:plan_for(sym.bind_inputs("compiled " .. (self.ir.name or "graph"), self.ir.specs, args))
+  if not self._dynamic then self._static = p end
+end
+
 function Compiled:__call(...)
   if self.current then -- compiled from modules: the graph for their current train/eval mode
     local c = self.current()

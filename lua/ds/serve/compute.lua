@@ -29,9 +29,9 @@ local function tensors(inputs)
   return args
 end
 
--- compile m's plan for a batch like inputs by running it once (a first request of that shape then runs at once)
+-- compile m's plan for a batch like inputs, without running it (a first request of that shape then runs at once)
 local function plan(m, inputs)
-  m(unpack(tensors(inputs)))
+  m:prepare(tensors(inputs))
 end
 
 -- drop the versions no request can still need (live: name -> {version = true}); their params are freed
