@@ -148,9 +148,12 @@ local function constructor(v)
   return type(mt) == "table" and type(rawget(mt, "__call")) == "function" and rawget(mt, "__call") or nil
 end
 
--- a library table: plain (no metatable), not a class, with a function or class in it
+-- a library table: plain (no metatable; the Tensor class's only refuses new keys), not a class, with a function or
+-- class in it
 function M.is_namespace(v)
-  if type(v) ~= "table" or getmetatable(v) ~= nil or is_class(v) or rawget(v, "_is_module") then return false end
+  if type(v) ~= "table" or getmetatable(v) ~= nil and v ~= Tensor or is_class(v) or rawget(v, "_is_module") then
+    return false
+  end
   for _, x in pairs(v) do if type(x) == "function" or is_class(x) or constructor(x) then return true end end
   return false
 end
