@@ -2,13 +2,11 @@
 -- off the event loop): ds.load a model version once per VM, run one batch per call, or one generation step.
 -- Inputs and outputs cross the VM boundary as byte strings (the only values the thread API copies cheaply).
 local ffi = require("ffi")
-local cjson = require("cjson.safe")
 local ds = require("ds")
 local util = require("ds.serve.util")
+local session = require("ds.serve.session")
 
 local M = {}
-pcall(ffi.cdef, "int usleep(unsigned int usec);")
-local IDLE_S = 0.05         -- a session ends after this long with no request running or waiting
 local VM = tostring(M):match("0x%x+")   -- this VM's id: the address of a table it keeps alive (unique per process)
 local models = {}   -- name -> version -> the ds.load'ed callable of this VM
 
@@ -141,48 +139,12 @@ function M.step(name, version, seqs, live)
 end
 
 -- A generation session of a KV-cache step model (docs/SERVING.md "KV caches") on `version`, in this VM until no
--- request has run or waited for IDLE_S: ds.generator over the model's slots (its ids input is (slots, 1)); requests
--- join between steps from the shared-dict list key..":q" ({id, ids, opts} JSON), each token goes to the list
--- key..":o:"..id ({token, done} JSON), and a request whose key..":c:"..id is set is cancelled. -> true, steps run
-function M.session(name, version, key, max_len, live)
+-- request has run or waited for a moment: ds.generator over the model's slots, talking to the event loop over the
+-- Unix socket `path` (serve/session.lua) -> true, steps run
+function M.session(name, version, path, max_len, live)
   local m, err = loaded(name, version, live)
   if not m then return nil, err end
-  local slots = m:specs()[1].shape[1]
-  local gen = ds.generator({ step = function(_, ids, pos) return m(ids, pos) end, max_len = max_len },
-    { slots = slots, compile = false })
-  local dict = ngx.shared.ds_generate
-  local running, steps, idle_since = {}, 0, ds.clock()   -- running: generator id -> request id
-  local function send(rid, msg) dict:rpush(key .. ":o:" .. rid, cjson.encode(msg)) end
-  while true do
-    while gen:active() < slots do
-      local item = dict:lpop(key .. ":q")
-      if not item then break end
-      local r = cjson.decode(item)
-      local ok, id, why = pcall(gen.start, gen, r.ids, r.opts)
-      if ok and id then running[id] = r.id else send(r.id, { error = tostring(ok and why or id) }) end
-    end
-    for id, rid in pairs(running) do
-      if dict:get(key .. ":c:" .. rid) then
-        gen:cancel(id)
-        running[id] = nil
-        dict:delete(key .. ":c:" .. rid)
-      end
-    end
-    if gen:active() == 0 then
-      if (dict:llen(key .. ":q") or 0) == 0 and ds.clock() - idle_since > IDLE_S then return true, steps end
-      ffi.C.usleep(500)
-    else
-      for _, ev in ipairs(gen:step()) do
-        local rid = running[ev.id]
-        if rid then
-          send(rid, { token = ev.token, done = ev.done })
-          if ev.done then running[ev.id] = nil end
-        end
-      end
-      steps = steps + 1
-      idle_since = ds.clock()
-    end
-  end
+  return session.run(m, path, max_len)
 end
 
 return M

@@ -4,6 +4,7 @@
 -- running sequence of one version (at most max_batch of them, max_tokens tokens in all) in the worker thread pool.
 -- The step (serve/compute.lua) computes every sequence's row on its own, so each answer is bitwise the answer the
 -- same request gets alone.
+local ffi = require("ffi")
 local cjson = require("cjson.safe")
 local semaphore = ngx and require("ngx.semaphore")
 local metrics = require("ds.serve.metrics")
@@ -40,6 +41,14 @@ function Loop:submit(seq)
   self.active[#self.active + 1] = seq
   if self.wake:count() < 1 then self.wake:post(1) end
   return seq
+end
+
+-- a request gives up on seq (its client went away: "cancelled", or its deadline passed: "deadline"): the loop
+-- ends it before its next step
+function Loop:cancel(seq, reason)
+  seq.cancelled = seq.cancelled or reason
+  seq.sema:post(1)
+  if self.wake:count() < 1 then self.wake:post(1) end
 end
 
 -- end seq with `reason` (counted once), wake its request
@@ -132,104 +141,139 @@ end
 
 -- ---- KV-cache step models: ds.generator sessions (docs/SERVING.md "KV caches") ----
 -- The generator's caches live in the one thread VM that runs its session (compute.session), so requests reach it
--- through the shared dict ds_generate instead of one thread call per step: a request is pushed to its version's
--- queue, the session takes it into a free row between two steps and pushes its tokens back; this loop moves them
--- to the requests and starts a session whenever requests wait and none runs.
+-- over a Unix socket the session listens on (serve/session.lua) instead of one thread call per step: this loop
+-- starts a session whenever requests wait and none runs, connects to it, writes each request (and cancellation)
+-- as a line; a reader light thread wakes on each line of tokens the session writes after a step and hands the tokens
+-- to their requests at once (no polling on either side).
 local Cached = setmetatable({}, { __index = Loop })
 Cached.__index = Cached
-local POLL_S = 0.001
-local next_id = 0
+local CONNECT_RETRY_S = 0.001   -- the session listens once its pool thread runs: checked this often till then
+local next_id, sessions = 0, 0
+pcall(ffi.cdef, "int access(const char *path, int mode);")
 
--- name, cfg as M.new; session(version, key) -> ok, true, steps | error (models.session)
+-- name, cfg as M.new; session(version, path) -> ok, true, steps | error (models.session)
 function M.cached(name, cfg, session)
   return setmetatable({ name = name, cfg = cfg, session = session, active = {}, seen = {}, wake = semaphore.new(0),
-                        dict = ngx.shared.ds_generate }, Cached)
+                        by_rid = {} }, Cached)
 end
 
--- the shared-dict key of a version's session
-function Cached:key(version) return string.format("gen:%d:%s:%s", ngx.worker.pid(), self.name, version) end
-
 -- seq as Loop:submit, with opts (ds.generator's start options: max_new_tokens, eos, temperature, top_k, top_p,
--- min_p, seed): queued for the session of its version
+-- min_p, seed): sent to the session of its version by the loop
 function Cached:submit(seq)
   local ok, reason, msg = Loop.submit(self, seq)
   if not ok then return nil, reason, msg end
   next_id = next_id + 1
   seq.rid = next_id
-  local added, err = self.dict:rpush(self:key(seq.version) .. ":q", cjson.encode { id = seq.rid, ids = seq.ids,
-    opts = seq.opts })
-  if not added then
-    self.active[#self.active] = nil
-    return nil, "queue_full", "the generation queue is full: " .. tostring(err)
-  end
+  self.by_rid[seq.rid] = seq
   return seq
 end
 
--- a sequence that ends here (cancelled, deadline): the session drops it at its next step; what it pushed for it
--- until then expires
-local function cancel(self, seq)
-  if not seq.rid then return end
-  local key = self:key(seq.version)
-  self.dict:set(key .. ":c:" .. seq.rid, true, 60)
-  self.dict:expire(key .. ":o:" .. seq.rid, 60)
+function Cached:finish(seq, reason)
+  Loop.finish(self, seq, reason)
+  self.by_rid[seq.rid] = nil
 end
 
--- moves the tokens the session pushed to their sequences; ends those that are done
-function Cached:collect()
-  for _, s in ipairs(self.active) do
-    local out = self:key(s.version) .. ":o:" .. s.rid
-    local got = false
-    while not s.done do
-      local item = self.dict:lpop(out)
-      if not item then break end
-      local m = cjson.decode(item)
-      got = true
-      if m.error then
-        s.error = "model step failed: " .. m.error
-        self:finish(s, "error")
-      else
-        s.tokens[#s.tokens + 1] = m.token
-        metrics.count("ds_generated_tokens_total", self.name)
-        if m.done then
-          self:finish(s, s.eos and m.token == s.eos and "eos" or s.capped and "max_length" or "length")
-        end
-      end
-    end
-    if s.done then self.dict:delete(out) end
-    if got and not s.done then s.sema:post(1) end
+-- the socket of a new session: in nginx's temp directory (/tmp if that path is too long for a socket address)
+local function socket_path(name)
+  sessions = sessions + 1
+  local file = string.format("ds-gen-%d-%d-%s.sock", ngx.worker.pid(), sessions, name)
+  local path = ngx.config.prefix() .. "temp/" .. file
+  return #path < 108 and path or "/tmp/" .. file
+end
+
+-- a line of the session: "rid token 0|1" or "rid ! error"
+function Cached:on_line(line)
+  local rid, tok, last = line:match("^(%d+) (%d+) ([01])$")
+  local s = self.by_rid[tonumber(rid or line:match("^(%d+) !"))]
+  if not s or s.done then return end
+  if not rid then
+    s.error = "model step failed: " .. line:match("^%d+ ! (.*)$")
+    return self:finish(s, "error")
+  end
+  tok = tonumber(tok)
+  s.tokens[#s.tokens + 1] = tok
+  metrics.count("ds_generated_tokens_total", self.name)
+  if last == "1" then
+    self:finish(s, s.eos and tok == s.eos and "eos" or s.capped and "max_length" or "length")
+  elseif s.sema:count() < 1 then
+    s.sema:post(1)
   end
 end
 
--- runs the session of the oldest waiting sequence's version in a light thread
+local function wake(self) if self.wake:count() < 1 then self.wake:post(1) end end
+
+-- starts the session of the oldest waiting sequence's version in a pool thread and connects to it; a reader light
+-- thread hands its lines to on_line
 function Cached:start_session()
-  local version = self.active[1].version
-  self.running = version
+  local sess = { version = self.active[1].version, path = socket_path(self.name), out = {} }
+  self.sess, self.running = sess, sess.version
   ngx.thread.spawn(function()
-    local ok, done, err = self.session(version, self:key(version))
-    self.running = nil
-    if not (ok and done) then
-      local why = tostring(ok and err or done)
-      ngx.log(ngx.ERR, self.name, ": generation session failed: ", why)
-      for _, s in ipairs(self.active) do
-        if s.version == version and not s.done then s.error = "model step failed: " .. why; self:finish(s, "error") end
-      end
-    end
-    if self.wake:count() < 1 then self.wake:post(1) end
+    local ok, done, err = self.session(sess.version, sess.path)
+    sess.ended = true
+    if not (ok and done) then sess.failure = tostring(ok and err or done) end
+    wake(self)
   end)
+  while not sess.ended and ffi.C.access(sess.path, 0) ~= 0 do ngx.sleep(CONNECT_RETRY_S) end
+  local sock = not sess.ended and ngx.socket.tcp()
+  if not (sock and sock:connect("unix:" .. sess.path)) then
+    sess.closed = true   -- the session ends too: it waits for a connection that does not come
+    return
+  end
+  sock:settimeouts(1000, 60000, 60000)
+  sess.sock = sock
+  sess.reader = ngx.thread.spawn(function()
+    while true do
+      local line, err = sock:receive("*l")
+      if line then self:on_line(line)
+      elseif err ~= "timeout" then break end
+    end
+    sess.closed = true
+    wake(self)
+  end)
+end
+
+-- the session has ended: on a failure the sequences of its version end with "error"; after an idle end those sent
+-- to it as it ended (it took none of them) go to the next session
+function Cached:end_session()
+  local sess = self.sess
+  self.sess, self.running = nil, nil
+  if sess.sock then sess.sock:close() end
+  if sess.failure then ngx.log(ngx.ERR, self.name, ": generation session failed: ", sess.failure) end
+  for _, s in ipairs(self.active) do
+    if sess.failure and s.version == sess.version then
+      s.error = "model step failed: " .. sess.failure
+      self:finish(s, "error")
+    elseif s.sent == sess then
+      s.sent = nil
+    end
+  end
+end
+
+-- cancel lines for the sequences that end here (cancelled, deadline), request lines for those not yet sent to the
+-- session of their version; written at once
+function Cached:send()
+  local sess, out, t = self.sess, {}, now()
+  for _, s in ipairs(self.active) do
+    if s.sent == sess and not s.done and (s.cancelled or t >= s.deadline) then
+      out[#out + 1] = "C " .. s.rid .. "\n"
+    elseif not s.sent and not s.cancelled and s.version == sess.version then
+      out[#out + 1] = "S " .. cjson.encode { id = s.rid, ids = s.ids, opts = s.opts } .. "\n"
+      s.sent = sess
+    end
+  end
+  if #out > 0 and not sess.sock:send(out) then sess.sock:close() end   -- the reader sees it closed
 end
 
 function Cached:loop()
   while not ngx.worker.exiting() or #self.active > 0 do
-    for _, s in ipairs(self.active) do if s.cancelled or ngx.now() >= s.deadline then cancel(self, s) end end
+    if self.sess and self.sess.ended and self.sess.closed then self:end_session() end
+    if #self.active > 0 and not self.sess then self:start_session() end
+    if self.sess and self.sess.sock and not self.sess.closed then self:send() end
     self:sweep()
-    if #self.active == 0 then
-      self.wake:wait(1)
-    else
-      if not self.running then self:start_session() end
-      ngx.sleep(POLL_S)
-      self:collect()
-    end
+    self.wake:wait(1)
   end
+  -- the worker exits: the session sees its socket close and ends
+  if self.sess and self.sess.sock then ngx.thread.kill(self.sess.reader); self.sess.sock:close() end
 end
 
 return M

@@ -278,10 +278,8 @@ function M.generate(name)
     metrics.count("ds_errors_total", name, reason)
     return reply(ERROR_STATUS[reason], { error = msg, reason = reason }, e.version)
   end
-  ngx.on_abort(function()
-    seq.cancelled = "cancelled"
-    seq.sema:post(1)
-  end)
+  local queue = queues[name]
+  ngx.on_abort(function() queue:cancel(seq, "cancelled") end)
   if g.stream then
     ngx.status = 200
     ngx.header["Content-Type"] = "text/event-stream"
@@ -294,7 +292,7 @@ function M.generate(name)
   while true do
     local left = seq.deadline - ngx.now()
     if left <= 0 or not seq.sema:wait(left) then
-      if not seq.done then seq.cancelled = "deadline" end   -- the loop ends it before its next step
+      if not seq.done then queue:cancel(seq, "deadline") end
     end
     if g.stream then
       local events = {}
@@ -311,7 +309,7 @@ function M.generate(name)
       if #events > 0 then
         ngx.print(table.concat(events))
         local fine = ngx.flush(true)
-        if not fine then seq.cancelled = "cancelled" end   -- the client went away
+        if not fine then queue:cancel(seq, "cancelled") end   -- the client went away
       end
       if stop then return ngx.exit(200) end
     elseif seq.done or seq.cancelled then
