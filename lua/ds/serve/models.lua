@@ -74,6 +74,18 @@ local function busy()
   return false
 end
 
+-- a reload's loads in one VM of the whole server at a time (every worker's VMs share the host's cores: two loads
+-- at once on two cores would stall every request for their length); the lock lapses if its holder dies
+local LOCK_S = 10
+local function with_load_lock(fn, ...)
+  local dict, key = ngx.shared.ds_metrics, "reload-lock"
+  while not dict:add(key, ngx.worker.pid(), LOCK_S) and not ngx.worker.exiting() do ngx.sleep(0.002) end
+  local res = { pcall(fn, ...) }
+  dict:delete(key)
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
 -- load version f into every thread VM of this worker: info, or nil and the error. At start all VMs load at once
 -- (nothing to serve yet). Later one VM at a time while requests wait or run, so the others serve them; the pool
 -- hands out the VM freed last, so a VM that already has f comes back: then, when idle or after a second of trying,
@@ -84,7 +96,8 @@ local function load_everywhere(name, f, warm)
   while first or missing > 0 do
     local all = first or not busy() or ngx.now() - since > 1
     local count = first and threads or all and math.max(1, slots:count()) or 1
-    for _, r in ipairs(ensure_many(count, name, f, warm)) do
+    local results = first and ensure_many(count, name, f, warm) or with_load_lock(ensure_many, count, name, f, warm)
+    for _, r in ipairs(results) do
       if not r.ok then return nil, r.error end
       if first then vms[#vms + 1] = r.vm; missing = missing + 1 end
       if not have[r.vm] then have[r.vm], missing = true, missing - 1 end
