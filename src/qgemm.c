@@ -30,9 +30,16 @@ static void micro_portable(int mr, int nr, int64_t G, const uint8_t *a, int64_t 
 }
 static const qgemm_kernel portable = { 4, 2 * QG_NR, micro_portable };
 
+/* CPUID once (in a virtual machine each one traps to the hypervisor, microseconds a call) */
 static int host_has_vnni(void) {
-  unsigned a, b, c, d;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));   /* AVX512_VNNI */
+  static int known = -1;   /* -1 until probed; racing threads store the same answer */
+  int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+  if (v < 0) {
+    unsigned a, b, c, d;
+    v = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));   /* AVX512_VNNI */
+    __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+  }
+  return v;
 }
 
 /* the path: VNNI on AVX-512 hosts that have it, AVX2, or the portable code under DS_ISA=scalar */
