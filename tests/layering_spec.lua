@@ -140,7 +140,6 @@ end
 -- returned (`require("ds.x").f = v`; `local X = require("ds.x")` then `X.f = v` or `function X.f() end`) is
 -- refused, except into these targets (or "writer>target" pairs), each with its reason
 local FOREIGN_WRITES_OK = {
-  ["ds.tensor"] = "the Tensor class: its method modules add methods until issue 30.3 assembles it in one place",
   ["ds.tape"] = "autograd.lua installs the in-place rules that the tape (below dispatch) calls",
   ["ds>ds.autograd"] = "the namespace hangs autograd.Function and autograd.functional (higher layers) on ds.autograd",
 }

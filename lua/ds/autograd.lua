@@ -297,7 +297,7 @@ end
 
 -- y:backward([grad] [, {create_graph =, retain_graph =, inputs =}]): accumulate into .grad of leaves that
 -- require grad (or of the tensors of inputs only); grad has y's shape and dtype (optional when y has one element)
-Tensor.backward = args.wrap("backward", { "tensor", "tensor|table?", "table?" }, function(y, grad, opts)
+local backward = args.wrap("backward", { "tensor", "tensor|table?", "table?" }, function(y, grad, opts)
   if type(grad) == "table" and not is_tensor(grad) then opts, grad = grad, nil end
   opts = options.check(opts, "backward", { create_graph = "boolean", retain_graph = "boolean", inputs = "table" })
   local only = opts.inputs and tensor_set(opts.inputs, "backward: inputs element")
@@ -375,7 +375,7 @@ function M.set_grad_enabled(on)
 end
 function M.is_grad_enabled() return state.grad_enabled end
 
-function Tensor.requires_grad_(x, on)
+local function requires_grad_(x, on)
   if on == nil then on = true end
   if on and not dtype.is_float[x.dtype] then
     errors.raise("requires_grad_: only floating point tensors can require grad (got " .. x.dtype .. ")")
@@ -396,22 +396,22 @@ end
 
 -- fn(grad) runs when x's grad has been computed; it may return a replacement. Returns a handle
 -- whose :remove() unregisters the hook.
-function Tensor.register_hook(x, fn)
+local function register_hook(x, fn)
   if not requires(x) then errors.raise("register_hook: the tensor does not require grad") end
   if type(fn) ~= "function" then errors.raise("register_hook: expects a function, got " .. type(fn)) end
   return add_hook(x, { fn = fn })
 end
 
--- keep the grad of a non-leaf in .grad after backward (leaves keep theirs anyway)
-function Tensor.retain_grad(x)
-  if not requires(x) then errors.raise("retain_grad: the tensor does not require grad") end
-  if rawget(x, "_grad_fn") ~= nil and not Tensor.retains_grad(x) then add_hook(x, { retain = true }) end
-  return x
-end
-function Tensor.retains_grad(x)
+local function retains_grad(x)
   if rawget(x, "_grad_fn") == nil then return false end
   for _, h in ipairs(rawget(x, "_hooks") or {}) do if h.retain then return true end end
   return false
+end
+-- keep the grad of a non-leaf in .grad after backward (leaves keep theirs anyway)
+local function retain_grad(x)
+  if not requires(x) then errors.raise("retain_grad: the tensor does not require grad") end
+  if rawget(x, "_grad_fn") ~= nil and not retains_grad(x) then add_hook(x, { retain = true }) end
+  return x
 end
 
 -- ---- in-place ops while autograd records (dispatch calls tape.inplace) ----
@@ -543,7 +543,7 @@ function tape.refresh_view(v)
 end
 
 -- a tensor sharing storage, cut from the tape
-function Tensor.detach(x)
+local function detach(x)
   local y
   if x._c then
     y = Tensor._view(x, x._shape, x:strides(), x:storage_offset())
@@ -552,5 +552,8 @@ function Tensor.detach(x)
   end
   return y
 end
+
+Tensor._define("ds.autograd", { backward = backward, requires_grad_ = requires_grad_, register_hook = register_hook,
+                                retain_grad = retain_grad, retains_grad = retains_grad, detach = detach })
 
 return M

@@ -114,5 +114,7 @@ require("ds.generator").install(ds) -- ds.generator: continuous batching (docs/G
 -- every Tensor method checks self (the eager shortcuts check their operands); ds.<name> is the same function
 local checked = Tensor._require_self(D.shortcuts)
 for name, f in pairs(ds) do if checked[f] then ds[name] = checked[f] end end
+-- the Tensor class is complete: every module that declares methods (Tensor._define) is loaded; close it
+Tensor._freeze()
 
 return ds

@@ -115,5 +115,5 @@ function M.set_printoptions(opts)
   for k, v in pairs(options.check(opts, "set_printoptions", PRINT_OPTIONS)) do M[k] = v end
 end
 
-Tensor._mt.__tostring = M.tostring
+Tensor._define("ds.print", { __tostring = M.tostring })
 return M

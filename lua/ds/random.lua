@@ -167,10 +167,9 @@ function M.install(ds)
     ds[name] = M[name]
   end
   ds.random = M
-  Tensor.uniform_ = M.uniform_
-  Tensor.normal_ = M.normal_
-  Tensor.bernoulli = M.bernoulli
-  Tensor.dropout = M.dropout
 end
+
+Tensor._define("ds.random", { uniform_ = M.uniform_, normal_ = M.normal_, bernoulli = M.bernoulli,
+                              dropout = M.dropout })
 
 return M

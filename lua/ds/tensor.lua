@@ -5,7 +5,9 @@ local errors = require("ds.errors")
 local S = require("ds.shape")
 local ffi, C = dsffi.ffi, dsffi.C
 
-local Tensor = {}          -- methods (filled here and by the op table)
+-- The class is closed: a method is declared either below or, when it needs a module above this one, by that module
+-- through Tensor._define (one call per module); ds/init.lua freezes the class once every module is loaded.
+local Tensor = {}          -- methods
 local mt = { __metatable = "ds.Tensor" }
 Tensor._mt = mt
 
@@ -189,7 +191,6 @@ function Tensor.nelement(x) return x:numel() end
 function Tensor.is_contiguous(x) return C.ds_tensor_is_contiguous(concrete(x, "is_contiguous")) ~= 0 end
 function Tensor.data_ptr(x) return concrete(x, "data_ptr").data end
 function Tensor.element_size(x) return dtype.size[x.dtype] end
-function Tensor.type(x) return x.dtype end
 function Tensor.is_floating_point(x) return dtype.is_float[x.dtype] == true end
 
 -- ---- memory overlap (PyTorch's rules for writes) ----
@@ -275,6 +276,45 @@ function Tensor.totable(x)
   return build(1)
 end
 
+-- ---- declaring methods (docs/INTERNALS.md, "The Tensor class") ----
+-- Tensor._define(module, methods [, replace]): module (its require name) declares methods, a table name -> function;
+-- names starting with "__" are metamethods of tensors (operators, __tostring). A name declared twice is an error
+-- naming both modules, unless replace is true: then every name must exist already (a faster twin of the same method).
+-- Tensor._owner[name] is the module that declared name last. Tensor._freeze() (ds/init.lua, once) closes the class:
+-- after it, declaring a method or writing a new key into Tensor or the tensors' metatable is an error naming the key.
+local owner, frozen = {}, false
+Tensor._owner = owner
+local function closed(where)
+  return function(_, k)
+    errors.raise(string.format("Tensor: the class is closed: cannot add '%s' to %s after require(\"ds\") "
+      .. "(methods are declared in lua/ds/tensor.lua or through Tensor._define while ds loads; docs/INTERNALS.md)",
+      tostring(k), where))
+  end
+end
+function Tensor._define(module, methods, replace)
+  if frozen then closed("the Tensor class")(Tensor, next(methods)) end
+  for name, f in pairs(methods) do
+    if type(name) ~= "string" or type(f) ~= "function" then
+      errors.raise(string.format("Tensor._define: %s: a method is a name and a function, got %s = %s", module,
+        tostring(name), type(f)))
+    end
+    local into = name:sub(1, 2) == "__" and mt or Tensor
+    local had = rawget(into, name) ~= nil
+    if had and not replace then
+      errors.raise(string.format("Tensor._define: %s declares '%s', already declared by %s", module, name, owner[name]))
+    elseif replace and not had then
+      errors.raise(string.format("Tensor._define: %s replaces '%s', which no module declared", module, name))
+    end
+    owner[name] = module
+    rawset(into, name, f)
+  end
+end
+function Tensor._freeze()
+  frozen = true
+  setmetatable(Tensor, { __newindex = closed("the Tensor class") })
+  setmetatable(mt, { __newindex = closed("the tensors' metatable") })
+end
+
 -- Every method needs a tensor as self (x:m() or Tensor.m(x)): ds.Tensor.is_contiguous({}) is an error
 -- naming the method, not a NULL dereference in C. Wraps each method not yet wrapped and not in skip (a
 -- set of functions that check their operands themselves); returns { [old function] = wrapped }.
@@ -298,5 +338,7 @@ function Tensor._require_self(skip)
   return map
 end
 Tensor._require_self()
+for name in pairs(Tensor) do owner[name] = "ds.tensor" end
+for name in pairs(mt) do owner[name] = "ds.tensor" end
 
 return Tensor

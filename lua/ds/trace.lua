@@ -17,7 +17,6 @@ local index_copy = require("ds.ops.index_copy") -- the index_copy_ def
 
 local M = {}
 local is_tensor = Tensor.is_tensor
-local mt = Tensor._mt
 
 -- ---- specs ----
 local Spec = {}
@@ -125,7 +124,7 @@ end
 function Tracer:abstract(v, name)
   local val = self.graph.values[v]
   return setmetatable({ _shape = val.shape, dtype = val.dtype, _vid = v, _origin = v, _tracer = self,
-    _name = name or ("%" .. v) }, mt)
+    _name = name or ("%" .. v) }, Tensor._mt)
 end
 
 local function copy_attrs(v)
@@ -360,39 +359,25 @@ function Tracer:inline_(g, args)
 end
 
 -- ---- running a function under a tracer ----
+-- Tracing swaps no Tensor method or metamethod: tensor.lua's storage queries, item and totable raise the honest
+-- error for an abstract tensor (it has no storage), and ops/init.lua's __lt/__le point at ds.cond while
+-- state.trace is set.
+-- The one global it replaces is _G.tonumber, which Lua 5.1 forces: tonumber consults no metamethod (any table gives
+-- nil), and the user's code (the traced function, its callees, its source-converted copy, which took its environment
+-- when it was made) reads tonumber from _G. So while run_traced runs fn, and only then (restored on return and on
+-- error, nested traces in order), _G.tonumber is traced_tonumber: an abstract tensor raises the honest error, any
+-- other value goes to the original tonumber unchanged.
 local raw_tonumber = tonumber
 local function traced_tonumber(v, base)
   if is_tensor(v) and rawget(v, "_c") == nil then Tensor._abstract_read(v, "tonumber") end
   return raw_tonumber(v, base)
 end
-local function traced_compare(what)
-  return function(a, b)
-    errors.raise(string.format("%s: a comparison that must give a Lua boolean cannot read abstract tensors while "
-      .. "tracing (%s); compare with x:lt(y) / x:le(y) (bool tensors) and branch with ds.cond / ds.while_loop",
-      what, errors.user_site()))
-  end
-end
-local traced_lt, traced_le = traced_compare("tensor < tensor"), traced_compare("tensor <= tensor")
-
--- Tensor methods that read an abstract tensor's (missing) storage raise the honest error while tracing
-local STORAGE_METHODS = { "strides", "stride", "storage_offset", "is_contiguous", "data_ptr", "_flat" }
-local guarded = {}
-for _, name in ipairs(STORAGE_METHODS) do
-  local raw = Tensor[name]
-  guarded[name] = function(x, ...)
-    if rawget(x, "_c") == nil then Tensor._abstract_read(x, name) end
-    return raw(x, ...)
-  end
-end
 
 -- run fn(...) with tracer tr active; returns ok, results (packed)
 function M.run_traced(tr, fn, args, nargs)
-  local prev = state.trace
-  local saved = { tonumber = _G.tonumber, lt = mt.__lt, le = mt.__le, methods = {} }
+  local prev, prev_tonumber = state.trace, _G.tonumber
   state.trace = tr
   _G.tonumber = traced_tonumber
-  mt.__lt, mt.__le = traced_lt, traced_le
-  for name, f in pairs(guarded) do saved.methods[name] = Tensor[name]; Tensor[name] = f end
   local res = { xpcall(function() return fn(unpack(args, 1, nargs)) end, function(e)
     if type(e) == "string" then
       local site = errors.user_site()
@@ -410,9 +395,7 @@ function M.run_traced(tr, fn, args, nargs)
     return e
   end) }
   state.trace = prev
-  _G.tonumber = saved.tonumber
-  mt.__lt, mt.__le = saved.lt, saved.le
-  for name, f in pairs(saved.methods) do Tensor[name] = f end
+  _G.tonumber = prev_tonumber
   return res
 end
 

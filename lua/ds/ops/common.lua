@@ -126,13 +126,20 @@ function M.collect_attrs(def, argnames, first, ...)
   return attrs
 end
 
+-- the require name of the module level lines up the stack ("ds.ops.movement"), which declares the method
+local function module_of(level)
+  local src = debug.getinfo(level + 1, "S").source:gsub("^@", "/")
+  return (src:match(".*/(ds/.+)%.lua$") or src):gsub("/init$", ""):gsub("/", ".")
+end
+
 -- register f as ds.<name> and Tensor:<name> (method = false to skip the method; args = the kinds of its
--- positional arguments, checked before f runs: lua/ds/args.lua)
+-- positional arguments, checked before f runs: lua/ds/args.lua; replace = true when f supersedes an export of a
+-- module below: Tensor._define's replace)
 M.functions = {}
 function M.export(name, f, opts)
   if opts and opts.args then f = args.wrap(name, opts.args, f) end
   M.functions[name] = f
-  if not (opts and opts.method == false) then Tensor[name] = f end
+  if not (opts and opts.method == false) then Tensor._define(module_of(2), { [name] = f }, opts and opts.replace) end
 end
 
 return M

@@ -187,10 +187,10 @@ C.export("scatter_add", function(x, dim, index, src, opts)
   options.check(opts, "scatter_add", {})
   return D.call(scatter_add, { x, index, src }, { dim = dim })
 end)
-Tensor.scatter_add_ = function(x, dim, index, src, opts)
+Tensor._define("ds.ops.index", { scatter_add_ = function(x, dim, index, src, opts)
   options.check(opts, "scatter_add_", {})
   return D.call(scatter_add, { x, index, src }, { dim = dim }, x)
-end
+end })
 
 -- the gradients of scatter_reduce's amax/amin (torch's rule): shared evenly by x's element and the src elements
 -- equal to the result at each position
@@ -308,9 +308,9 @@ end
 C.export("index_add", function(x, dim, index, src, opts)
   return D.call(index_add, { x, index, index_add_src("index_add", x, src, opts) }, { dim = dim })
 end)
-Tensor.index_add_ = function(x, dim, index, src, opts)
+Tensor._define("ds.ops.index", { index_add_ = function(x, dim, index, src, opts)
   return D.call(index_add, { x, index, index_add_src("index_add_", x, src, opts) }, { dim = dim }, x)
-end
+end })
 
 -- ---- masked_fill(x, mask, value): where mask (bool, broadcast to x) is true, value; else x ----
 -- written with where, so its gradient flows to x (and to value when it is a tensor)
@@ -339,7 +339,9 @@ local function masked_fill(x, mask, value)
   return F.where(mask, value, x)
 end
 C.export("masked_fill", masked_fill)
-Tensor.masked_fill_ = function(x, mask, value) return x:copy_(masked_fill(x, mask, value)) end
+Tensor._define("ds.ops.index", {
+  masked_fill_ = function(x, mask, value) return x:copy_(masked_fill(x, mask, value)) end,
+})
 
 -- ---- one_hot(labels, num_classes, {dtype = "i64"}): (...) 1-based classes -> (..., num_classes) ----
 local one_hot = D.define {

@@ -93,7 +93,9 @@ local function index_fill(x, dim, index, value)
   return F.masked_fill(xs, index_mask(xs, d, index), value):reshape(x._shape)
 end
 C.export("index_fill", index_fill)
-Tensor.index_fill_ = function(x, dim, index, value) return x:copy_(index_fill(x, dim, index, value)) end
+Tensor._define("ds.ops.index_compose", {
+  index_fill_ = function(x, dim, index, value) return x:copy_(index_fill(x, dim, index, value)) end,
+})
 
 -- index_copy(x, dim, index, source): x with source's slices written at index along dim (repeated indices:
 -- PyTorch leaves the winner unspecified; here they sum)
@@ -107,10 +109,10 @@ local function index_copy(x, dim, index, source)
   return F.where(index_mask(xs, d, index), written, xs):reshape(x._shape)
 end
 C.export("index_copy", index_copy)
-Tensor.index_copy_ = function(x, dim, index, source, opts)
+Tensor._define("ds.ops.index_compose", { index_copy_ = function(x, dim, index, source, opts)
   options.check(opts, "index_copy_", {})
   return x:copy_(index_copy(x, dim, index, source))
-end
+end })
 
 -- masked_scatter(x, mask, source): where mask (broadcast to x) is true, source's elements in row-major order
 local function masked_scatter(x, mask, source)
@@ -126,7 +128,9 @@ local function masked_scatter(x, mask, source)
   return F.where(m, values, x:reshape(-1)):reshape(x._shape)
 end
 C.export("masked_scatter", masked_scatter)
-Tensor.masked_scatter_ = function(x, mask, source) return x:copy_(masked_scatter(x, mask, source)) end
+Tensor._define("ds.ops.index_compose", {
+  masked_scatter_ = function(x, mask, source) return x:copy_(masked_scatter(x, mask, source)) end,
+})
 
 -- take_along_dim(x, indices, dim = nil): gather along dim after broadcasting the other dims of x and indices
 -- (dim = nil: over the flattened x)
@@ -222,7 +226,7 @@ local function scatter_reduce(x, dim, index, src, reduce, opts)
   end
   return scatter_reduce_kernel(F.where(hit, identity, x), dim, index, src, reduce)
 end
-C.export("scatter_reduce", scatter_reduce)
-Tensor.scatter_reduce_ = function(x, dim, index, src, reduce, opts)
+C.export("scatter_reduce", scatter_reduce, { replace = true }) -- ops/index.lua's, with mean and include_self
+Tensor._define("ds.ops.index_compose", { scatter_reduce_ = function(x, dim, index, src, reduce, opts)
   return x:copy_(scatter_reduce(x, dim, index, src, reduce, opts))
-end
+end })

@@ -307,5 +307,5 @@ C.export("index_put_", function(x, indices, values, opts)
   return write(x, function(src) return assigned(src, indices, values, acc, "index_put_") end, values, "index_put_")
 end, { args = { "tensor", "table", "tensor", "table?" } })
 
-Tensor._getitem = getitem
-Tensor._setitem = setitem
+-- x[k] and x[k] = v for number and table keys (tensor.lua's metatable calls them)
+Tensor._define("ds.ops.indexing", { _getitem = getitem, _setitem = setitem })

@@ -47,7 +47,9 @@ C.export("diagonal", function(x, offset, dim1, dim2)
 end)
 
 -- x:trace(): the sum of a matrix's main diagonal (integers give i64); a method only, ds.trace is the tracer
-Tensor.trace = function(x) return F.diagonal(need_rank("trace", x, "input", 2)):sum() end
+Tensor._define("ds.ops.linalg_compose", {
+  trace = function(x) return F.diagonal(need_rank("trace", x, "input", 2)):sum() end,
+})
 
 -- movedim(x, source, destination): dims (numbers or lists) moved to the given positions, the others in order
 local function movedim(x, source, destination)
