@@ -6,7 +6,7 @@ local S = require("ds.shape")
 local ffi, C = dsffi.ffi, dsffi.C
 
 -- The class is closed: a method is declared either below or, when it needs a module above this one, by that module
--- through Tensor._define (one call per module); ds/init.lua freezes the class once every module is loaded.
+-- through Tensor._define as it loads; ds/init.lua freezes the class once every module is loaded.
 local Tensor = {}          -- methods
 local mt = { __metatable = "ds.Tensor" }
 Tensor._mt = mt
