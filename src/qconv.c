@@ -105,7 +105,8 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
     im2col(&g, qimg, (uint8_t)zp, Kp, rows + b * P * Kp);
     for (int64_t p = 0; p < P; p++) { sa[b * P + p] = s; za[b * P + p] = zp; }
   }
-  qgemm_job q = { M, O, K, G, Kp, rows, sa, za, wp, cs, ws->data, bias->data, out, NULL };
+  qgemm_job q = { .M = M, .N = O, .K = K, .G = G, .Kp = Kp, .qa = rows, .sa = sa, .za = za, .wp = wp, .cs = cs,
+                  .ws = ws->data, .bias = bias->data, .y = out };
   ds_qgemm_run(&q);
   float *yp = y->data;   /* (M, O) -> (B, O, P) */
   for (int64_t b = 0; b < B; b++)

@@ -17,20 +17,21 @@
 #define PAR_MACS (1 << 19)
 
 /* the portable path: the same sums as the vector kernels, one row and column at a time */
-static void micro_portable(int mr, int nr, int64_t G, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
-                           int64_t ldc) {
+static void micro_portable(int mr, int nr, int64_t G, const uint8_t *a, int64_t lda, const int8_t *b,
+                           const qgemm_out *o) {
+  int32_t tile[4 * 2 * QG_NR];
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < nr; j++) {
       const int8_t *w = b + (j / QG_NR) * G * QG_GROUP + (j % QG_NR) * QG_KG;
       int32_t s = 0;
       for (int64_t g = 0; g < G; g++)
         for (int t = 0; t < QG_KG; t++) s += (int32_t)a[r * lda + g * QG_KG + t] * (int32_t)w[g * QG_GROUP + t];
-      c[r * ldc + j] = s;
+      tile[r * 2 * QG_NR + j] = s;
     }
+  ds_qgemm_store(tile, 2 * QG_NR, mr, nr, o);
 }
 static const qgemm_kernel portable = { 4, 2 * QG_NR, micro_portable };
 
-/* CPUID once (in a virtual machine each one traps to the hypervisor, microseconds a call) */
 static int host_has_vnni(void) {
   static int known = -1;   /* -1 until probed; racing threads store the same answer */
   int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
@@ -55,27 +56,41 @@ const char *ds_int8_path(void) {
   return k == &ds_qgemm_vnni ? "avx512-vnni" : k == &portable ? "scalar" : "avx2";
 }
 
-/* wp (ceil(N/16), ceil(K/4), 64) = w (N, K) s8 in qgemm.h's layout */
-void ds_qgemm_pack(const int8_t *w, int64_t N, int64_t K, int8_t *wp) {
-  int64_t S = (N + QG_NR - 1) / QG_NR, G = (K + QG_KG - 1) / QG_KG;
-  for (int64_t s = 0; s < S; s++)
-    for (int64_t g = 0; g < G; g++) {
-      int8_t *d = wp + (s * G + g) * QG_GROUP;
-      for (int j = 0; j < QG_NR; j++)
-        for (int t = 0; t < QG_KG; t++) {
-          int64_t n = s * QG_NR + j, k = g * QG_KG + t;
-          d[j * QG_KG + t] = n < N && k < K ? w[n * K + k] : 0;
-        }
+/* strips [s0, s1) of wp (ceil(N/16), ceil(K/4), 64) = w (N, K) s8 in qgemm.h's layout: four bytes of a row
+   at a time */
+static void pack_strips(const int8_t *w, int64_t N, int64_t K, int64_t s0, int64_t s1, int8_t *wp) {
+  int64_t G = (K + QG_KG - 1) / QG_KG, full = K / QG_KG;
+  for (int64_t s = s0; s < s1; s++)
+    for (int j = 0; j < QG_NR; j++) {
+      int64_t n = s * QG_NR + j;
+      int8_t *d = wp + s * G * QG_GROUP + j * QG_KG;
+      if (n >= N) {
+        for (int64_t g = 0; g < G; g++) memset(d + g * QG_GROUP, 0, QG_KG);
+        continue;
+      }
+      const int8_t *r = w + n * K;
+      for (int64_t g = 0; g < full; g++) memcpy(d + g * QG_GROUP, r + g * QG_KG, QG_KG);
+      if (full < G) {
+        int8_t last[QG_KG] = { 0 };
+        memcpy(last, r + full * QG_KG, (size_t)(K - full * QG_KG));
+        memcpy(d + full * QG_GROUP, last, QG_KG);
+      }
     }
 }
 
-void ds_qgemm_colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs) {
-  for (int64_t n = 0; n < N; n++) {
+void ds_qgemm_pack(const int8_t *w, int64_t N, int64_t K, int8_t *wp) {
+  pack_strips(w, N, K, 0, (N + QG_NR - 1) / QG_NR, wp);
+}
+
+static void colsums(const int8_t *w, int64_t n0, int64_t n1, int64_t K, int32_t *cs) {
+  for (int64_t n = n0; n < n1; n++) {
     int32_t s = 0;
     for (int64_t k = 0; k < K; k++) s += w[n * K + k];
     cs[n] = s;
   }
 }
+
+void ds_qgemm_colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs) { colsums(w, 0, N, K, cs); }
 
 /* lo = min(0, min x), hi = max(0, max x) (exact: the order does not matter); 0 when x holds NaN or an infinity
    (x - x is NaN exactly then) */
@@ -102,27 +117,29 @@ static int finite_range(const float *x, int64_t n, float *lo_out, float *hi_out)
   return 1;
 }
 
-/* ONNX's DynamicQuantizeLinear's scale and zero point of n values (qgemm.h) */
-int ds_qgemm_range(const float *x, int64_t n, float *scale, int32_t *zp) {
-  float lo, hi;
-  if (!finite_range(x, n, &lo, &hi)) return 0;
+/* ONNX's DynamicQuantizeLinear's scale and zero point of the range [lo, hi] (qgemm.h) */
+static void range_params(float lo, float hi, float *scale, int32_t *zp) {
   float s = (hi - lo) / 255.0f;
   *scale = s; *zp = 0;
-  if (s == 0) return 1;   /* an all-zero row (or one too tiny to span a step) */
+  if (s == 0) return;   /* an all-zero row (or one too tiny to span a step) */
   float z = -lo / s;
   z = z < 0 ? 0 : z > 255 ? 255 : z;
   *zp = (int32_t)nearbyintf(z);
+}
+
+int ds_qgemm_range(const float *x, int64_t n, float *scale, int32_t *zp) {
+  float lo, hi;
+  if (!finite_range(x, n, &lo, &hi)) return 0;
+  range_params(lo, hi, scale, zp);
   return 1;
 }
 
-/* q = clamp(round(x / scale) + zp, 0, 255) (all 0 when scale is 0); 8 at a time as the scalar tail computes it:
-   the IEEE quotient, rounded half to even, plus zp, clamped */
-int ds_qgemm_quantize(const float *x, int64_t n, float scale, int32_t zp, uint8_t *q) {
-  float lo, hi;
-  if (!finite_range(x, n, &lo, &hi)) return 0;
+/* q = clamp(round(x / scale) + zp, 0, 255) of finite x (all 0 when scale is 0); 8 at a time as the scalar tail
+   computes it: the IEEE quotient, rounded half to even, plus zp, clamped */
+static void quantize_finite(const float *x, int64_t n, float scale, int32_t zp, uint8_t *q) {
   if (scale == 0) {
     memset(q, 0, (size_t)n);
-    return 1;
+    return;
   }
   const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps((float)zp), zero = _mm256_setzero_ps(),
                top = _mm256_set1_ps(255);
@@ -139,55 +156,78 @@ int ds_qgemm_quantize(const float *x, int64_t n, float scale, int32_t zp, uint8_
     float v = nearbyintf(x[k] / scale) + (float)zp;
     q[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
   }
+}
+
+int ds_qgemm_quantize(const float *x, int64_t n, float scale, int32_t zp, uint8_t *q) {
+  float lo, hi;
+  if (!finite_range(x, n, &lo, &hi)) return 0;
+  quantize_finite(x, n, scale, zp, q);
   return 1;
 }
 
-/* columns [j0, j1) (a multiple of the kernel's width apart) of every row:
-   y = float(acc - za * colsum) * (sa * ws) + bias, in that order for every element */
+/* row m of q->x into q->qa (zeros past K), q->sa, q->za; 0: it holds NaN or an infinity */
+static int quantize_row(const qgemm_job *q, int64_t m) {
+  const float *xr = q->x + m * q->K;
+  float lo, hi;
+  if (!finite_range(xr, q->K, &lo, &hi)) return 0;
+  if (q->fixed) { q->sa[m] = q->fscale; q->za[m] = q->fzp; }
+  else range_params(lo, hi, &q->sa[m], &q->za[m]);
+  quantize_finite(xr, q->K, q->sa[m], q->za[m], q->qa + m * q->Kp);
+  memset(q->qa + m * q->Kp + q->K, 0, (size_t)(q->Kp - q->K));
+  return 1;
+}
+
+/* columns [j0, j1) (a multiple of the kernel's width apart) of every row */
 static void run_columns(const qgemm_job *q, int64_t j0, int64_t j1) {
   const int NRK = q->kr->nr;
-  int32_t tile[8 * 2 * QG_NR];   /* mr <= 8 rows of nr <= 32 */
   for (int64_t j = j0; j < j1; j += NRK) {
     int nr = (int)(j1 - j < NRK ? j1 - j : NRK);
     const int8_t *b = q->wp + (j / QG_NR) * q->G * QG_GROUP;
     for (int64_t i = 0; i < q->M; i += q->kr->mr) {
       int mr = (int)(q->M - i < q->kr->mr ? q->M - i : q->kr->mr);
-      q->kr->micro(mr, nr, q->G, q->qa + i * q->Kp, q->Kp, b, tile, 2 * QG_NR);
-      for (int r = 0; r < mr; r++) {
-        float *yr = q->y + (i + r) * q->N + j;
-        int32_t zr = q->za[i + r];
-        float sr = q->sa[i + r];
-        /* in int32 (so the loop vectorizes): |zr * colsum| <= 255 * 128 * K and the difference, sum (q - zr) * w,
-           are below 2^31 for K <= QG_K_MAX; the same integer as in int64, so the same float */
-        for (int c = 0; c < nr; c++) {
-          int32_t v = tile[r * 2 * QG_NR + c] - zr * q->cs[j + c];
-          float scale = sr * q->ws[j + c];
-          float d = (float)v * scale;
-          yr[c] = d + q->bias[j + c];
-        }
-      }
+      qgemm_out o = { q->sa + i, q->za + i, q->cs + j, q->ws + j, q->bias + j, q->y + i * q->N + j, q->N };
+      q->kr->micro(mr, nr, q->G, q->qa + i * q->Kp, q->Kp, b, &o);
     }
   }
 }
 
-/* the product of a quantized x against a packed weight, split by columns (in the kernel's widths) */
-void ds_qgemm_run(qgemm_job *q) {
-  q->kr = int8_kernel();
+/* thread me of nt: its share of the rows to quantize and of the weight to pack, then (once every row is
+   quantized) its share of the columns, in the kernel's widths */
+static void run_share(qgemm_job *q, int me, int nt) {
   const int NRK = q->kr->nr;
-  int64_t units = (q->N + NRK - 1) / NRK;
+  int64_t units = (q->N + NRK - 1) / NRK, u0 = units * me / nt, u1 = units * (me + 1) / nt;
+  int64_t j0 = u0 * NRK, j1 = u1 * NRK < q->N ? u1 * NRK : q->N;
+  if (q->x) {
+    int ok = 1;
+    for (int64_t m = q->M * me / nt; m < q->M * (me + 1) / nt && ok; m++) ok = quantize_row(q, m);
+    if (!ok) __atomic_store_n(&q->bad, 1, __ATOMIC_RELAXED);
+  }
+  if (q->w && j0 < j1) {
+    pack_strips(q->w, q->N, q->K, j0 / QG_NR, (j1 + QG_NR - 1) / QG_NR, q->wp);
+    colsums(q->w, j0, j1, q->K, q->cs);
+  }
+  if (q->x && nt > 1) {
+#pragma omp barrier
+  }
+  if (!__atomic_load_n(&q->bad, __ATOMIC_RELAXED) && j0 < j1) run_columns(q, j0, j1);
+}
+
+/* the product of a quantized x against a packed weight, split by columns (in the kernel's widths) */
+int ds_qgemm_run(qgemm_job *q) {
+  q->kr = int8_kernel();
+  q->bad = 0;
+  int64_t units = (q->N + q->kr->nr - 1) / q->kr->nr;
   double macs = (double)q->M * (double)q->N * (double)q->K;
   if (units > 1 && macs >= PAR_MACS && ds_team() > 1) {
     double t0 = ds_team_start();
 #pragma omp parallel
     {
       ds_team_arrive(t0);
-      int nt = omp_get_num_threads(), me = omp_get_thread_num();
-      int64_t u0 = units * me / nt, u1 = units * (me + 1) / nt;
-      int64_t j1 = u1 * NRK < q->N ? u1 * NRK : q->N;
-      if (u0 < u1) run_columns(q, u0 * NRK, j1);
+      run_share(q, omp_get_thread_num(), omp_get_num_threads());
     }
     ds_team_done();
-  } else run_columns(q, 0, q->N);
+  } else run_share(q, 0, 1);
+  return !q->bad;
 }
 
 static int check(const ds_tensor *t, int dtype, const char *op, const char *what) {
@@ -212,9 +252,10 @@ static int fixed_params(const char *op, const ds_tensor *t_scale, const ds_tenso
   return DS_OK;
 }
 
-/* the shared part of the linear kernels: y (..., N) from x (..., K), with wp/cs given (packed); fixed: NULL
-   (each row quantized with its own range) or the input's scale and zero point */
-static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const int8_t *wp, const int32_t *cs,
+/* the shared part of the linear kernels: y (..., N) from x (..., K), with wp/cs given (packed) or to fill from w
+   (not NULL: packed on this call); fixed: NULL (each row quantized with its own range) or the input's scale and
+   zero point */
+static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const int8_t *w, int8_t *wp, int32_t *cs,
                        const ds_tensor *ws, const ds_tensor *bias, int64_t N, int64_t K,
                        const ds_tensor *const *fixed) {
   char s1[128], s2[128];
@@ -242,22 +283,12 @@ static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const i
   float *sa = (float *)buf;
   int32_t *za = (int32_t *)(sa + M);
   uint8_t *qa = (uint8_t *)(za + M);
-  const float *xp = x->data;
-  int ok = 1;
-  for (int64_t i = 0; i < M && ok; i++) {
-    const float *xr = xp + i * K;
-    if (fixed) { sa[i] = fscale; za[i] = fzp; }
-    else ok = ds_qgemm_range(xr, K, &sa[i], &za[i]);
-    ok = ok && ds_qgemm_quantize(xr, K, sa[i], za[i], qa + i * Kp);
-    memset(qa + i * Kp + K, 0, (size_t)(Kp - K));
-  }
-  if (!ok) {
-    ds_mem_release(buf, rounded);
-    return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
-  }
-  qgemm_job q = { M, N, K, G, Kp, qa, sa, za, wp, cs, ws->data, bias->data, y->data, NULL };
-  ds_qgemm_run(&q);
+  qgemm_job q = { .M = M, .N = N, .K = K, .G = G, .Kp = Kp, .x = x->data, .fixed = fixed != NULL, .fscale = fscale,
+                  .fzp = fzp, .qa = qa, .sa = sa, .za = za, .w = w, .wp = wp, .cs = cs, .ws = ws->data,
+                  .bias = bias->data, .y = y->data };
+  int ok = ds_qgemm_run(&q);
   ds_mem_release(buf, rounded);
+  if (!ok) return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
   return DS_OK;
 }
 
@@ -274,9 +305,7 @@ static int linear_unpacked(const char *op, ds_tensor *const *t, const ds_tensor 
   if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed weight", op);
   int32_t *cs = (int32_t *)buf;
   int8_t *wp = (int8_t *)(cs + N);
-  ds_qgemm_pack(w->data, N, K, wp);
-  ds_qgemm_colsums(w->data, N, K, cs);
-  rc = linear_int8(op, t[0], t[1], wp, cs, t[3], t[4], N, K, fixed);
+  rc = linear_int8(op, t[0], t[1], w->data, wp, cs, t[3], t[4], N, K, fixed);
   ds_mem_release(buf, rounded);
   return rc;
 }
@@ -293,7 +322,7 @@ static int linear_packed(const char *op, ds_tensor *const *t, const double *attr
                wp->shape[2] == QG_GROUP,
            "%s: packed weight %s does not hold (N, K) = (%lld, %lld)", op, ds_shape_str(wp, s1), (long long)N,
            (long long)K);
-  return linear_int8(op, t[0], t[1], wp->data, cs->data, t[4], t[5], N, K, fixed);
+  return linear_int8(op, t[0], t[1], NULL, wp->data, cs->data, t[4], t[5], N, K, fixed);
 }
 
 /* t = {y (..., N) f32, x (..., K) f32, w (N, K) i8, wscale (N) f32, bias (N) f32} */

@@ -13,7 +13,7 @@ static inline __m256i pair_sums(__m256i lo, __m256i hi) {
 }
 
 __attribute__((always_inline)) static inline void tile(const int mr, int nr, int64_t G, const uint8_t *a,
-                                                       int64_t lda, const int8_t *b, int32_t *c, int64_t ldc) {
+                                                       int64_t lda, const int8_t *b, const qgemm_out *o) {
   /* acc[r][q]: columns 4q .. 4q+3, each as two int32 lanes (k pairs 0-1 and 2-3 of every group) */
   __m256i acc[MR][4];
   for (int r = 0; r < mr; r++) for (int q = 0; q < 4; q++) acc[r][q] = _mm256_setzero_si256();
@@ -28,18 +28,17 @@ __attribute__((always_inline)) static inline void tile(const int mr, int nr, int
       for (int q = 0; q < 4; q++) acc[r][q] = _mm256_add_epi32(acc[r][q], _mm256_madd_epi16(x, w16[q]));
     }
   }
+  int32_t out[MR * QG_NR];
   for (int r = 0; r < mr; r++) {
-    int32_t out[QG_NR];
-    _mm256_storeu_si256((__m256i *)out, pair_sums(acc[r][0], acc[r][1]));
-    _mm256_storeu_si256((__m256i *)(out + 8), pair_sums(acc[r][2], acc[r][3]));
-    memcpy(c + r * ldc, out, (size_t)nr * sizeof(int32_t));
+    _mm256_storeu_si256((__m256i *)(out + r * QG_NR), pair_sums(acc[r][0], acc[r][1]));
+    _mm256_storeu_si256((__m256i *)(out + r * QG_NR + 8), pair_sums(acc[r][2], acc[r][3]));
   }
+  ds_qgemm_store(out, QG_NR, mr, nr, o);
 }
 
-static void micro(int mr, int nr, int64_t G, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
-                  int64_t ldc) {
-  if (mr == 2) tile(2, nr, G, a, lda, b, c, ldc);
-  else tile(1, nr, G, a, lda, b, c, ldc);
+static void micro(int mr, int nr, int64_t G, const uint8_t *a, int64_t lda, const int8_t *b, const qgemm_out *o) {
+  if (mr == 2) tile(2, nr, G, a, lda, b, o);
+  else tile(1, nr, G, a, lda, b, o);
 }
 
 const qgemm_kernel ds_qgemm_avx2 = { MR, QG_NR, micro };

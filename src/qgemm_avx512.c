@@ -1,5 +1,6 @@
 /* qgemm_avx512.c: the AVX-512 VNNI int8 micro-kernel: 8 rows x 32 columns (two packed strips), vpdpbusd (u8 x s8,
-   four products per int32 lane, no saturation) into 16 zmm accumulators. */
+   four products per int32 lane, no saturation) into 16 zmm accumulators, and qgemm.h's epilogue (zero point,
+   scales, bias) on them in registers, one lane per column as ds_qgemm_store computes it. */
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
 #include "qgemm.h"
 #include <immintrin.h>
@@ -7,10 +8,20 @@
 
 #define MR 8
 
+/* row r's 16 columns from mask m of the strip whose column sums, scales and bias are cs, ws, bias:
+   float(acc - za * cs) * (sa * ws) + bias, each step one operation as in ds_qgemm_store */
+static inline void store16(__m512i acc, int32_t za, float sa, __m512i cs, __m512 ws, __m512 bias, float *y,
+                           __mmask16 m) {
+  __m512i v = _mm512_sub_epi32(acc, _mm512_mullo_epi32(_mm512_set1_epi32(za), cs));
+  __m512 scale = _mm512_mul_ps(_mm512_set1_ps(sa), ws);
+  __m512 d = _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale);
+  _mm512_mask_storeu_ps(y, m, _mm512_add_ps(d, bias));
+}
+
 /* one tile; mr and two (a second strip) are constants in each instantiation */
 __attribute__((always_inline)) static inline void tile(const int mr, const int two, int nr, int64_t G,
-                                                       const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
-                                                       int64_t ldc) {
+                                                       const uint8_t *a, int64_t lda, const int8_t *b,
+                                                       const qgemm_out *o) {
   __m512i acc0[MR], acc1[MR];
   for (int r = 0; r < mr; r++) { acc0[r] = _mm512_setzero_si512(); acc1[r] = _mm512_setzero_si512(); }
   const int8_t *b1 = b + G * QG_GROUP;
@@ -28,20 +39,23 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int t
   }
   const __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  __m512i cs0 = _mm512_maskz_loadu_epi32(m0, o->cs), cs1 = _mm512_maskz_loadu_epi32(m1, o->cs + 16);
+  __m512 ws0 = _mm512_maskz_loadu_ps(m0, o->ws), ws1 = _mm512_maskz_loadu_ps(m1, o->ws + 16);
+  __m512 bi0 = _mm512_maskz_loadu_ps(m0, o->bias), bi1 = _mm512_maskz_loadu_ps(m1, o->bias + 16);
   for (int r = 0; r < mr; r++) {
-    _mm512_mask_storeu_epi32(c + r * ldc, m0, acc0[r]);
-    if (two) _mm512_mask_storeu_epi32(c + r * ldc + 16, m1, acc1[r]);
+    float *y = o->y + r * o->ldy;
+    store16(acc0[r], o->za[r], o->sa[r], cs0, ws0, bi0, y, m0);
+    if (two) store16(acc1[r], o->za[r], o->sa[r], cs1, ws1, bi1, y + 16, m1);
   }
 }
 
 #define CASE(R) \
-  case R: if (two) tile(R, 1, nr, G, a, lda, b, c, ldc); else tile(R, 0, nr, G, a, lda, b, c, ldc); break;
-static void micro(int mr, int nr, int64_t G, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
-                  int64_t ldc) {
+  case R: if (two) tile(R, 1, nr, G, a, lda, b, o); else tile(R, 0, nr, G, a, lda, b, o); break;
+static void micro(int mr, int nr, int64_t G, const uint8_t *a, int64_t lda, const int8_t *b, const qgemm_out *o) {
   int two = nr > QG_NR;
   switch (mr) {
     CASE(8) CASE(7) CASE(6) CASE(5) CASE(4) CASE(3) CASE(2)
-    default: if (two) tile(1, 1, nr, G, a, lda, b, c, ldc); else tile(1, 0, nr, G, a, lda, b, c, ldc);
+    default: if (two) tile(1, 1, nr, G, a, lda, b, o); else tile(1, 0, nr, G, a, lda, b, o);
   }
 }
 
