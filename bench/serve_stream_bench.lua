@@ -1,26 +1,32 @@
 -- bench/serve_stream_bench.lua: streamed generation from nginx (ds.serve's POST /generate/NAME, Server-Sent Events)
 -- against the same model generating in process: the character GPT of examples/char_gpt.lua (briefly trained),
--- greedy, 48 new tokens after a 13-character prompt (its block is 64); tokens/s of one stream, of 8 concurrent streams (continuous
--- batching over 8 cache rows), and of ds.generate in process (compiled step per token, and the compiled loop).
+-- greedy, 48 new tokens after a 13-character prompt (its block is 64); tokens/s of one stream, of 8 concurrent streams
+-- (continuous batching over 8 cache rows), and of ds.generate in process (compiled step per token, and the compiled
+-- loop). A served stream is timed from its request to its last event by curl's own trace (no process start-up in
+-- it); every streamed answer is checked equal to the one-stream answer. The saved step's time per call (8 cache rows
+-- and 1, one thread as the server runs it) and a server whose caches hold one request tell what a stream costs.
 -- usage (repo root): luajit bench/serve_stream_bench.lua [PORT]   (`make serve-stream-bench`)
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;./bench/?.lua;" .. package.path
 local ds = require("ds")
+local cjson = require("cjson")
 local char_gpt = require("char_gpt")
 local CM = require("char_gpt_model")
 
 local PORT = tonumber(arg[1]) or 8097
 local N, PROMPT, STREAMS = 48, "This License ", 8   -- 13 + 48 - 1 positions: the model holds 64
 local dir = os.tmpname(); os.remove(dir)
-local models, prefix = dir .. "/models", dir .. "/ngx"
-assert(os.execute("mkdir -p " .. models) == 0)
+local prefix = dir .. "/ngx"
 local function sh(cmd) assert(os.execute(cmd) == 0, "failed: " .. cmd) end
+sh("mkdir -p " .. dir)
 
--- one training run, saved for the server (8 cache rows) and loaded in process (1 row)
+-- one training run, saved for the servers (caches for 8 requests, and for 1) and loaded in process (1 row)
 local ids, chars, id = char_gpt.encode(char_gpt.corpus())
 local trained = char_gpt.train(ids, #chars, { steps = 50, batch = 16 })
 ds.save_state(trained:state_dict(), dir .. "/w.safetensors")
-sh(string.format("luajit examples/serve/export_gpt_stream.lua %s --weights %s/w.safetensors --slots %d >/dev/null",
-  models, dir, STREAMS))
+for _, slots in ipairs { STREAMS, 1 } do
+  sh(string.format("luajit examples/serve/export_gpt_stream.lua %s/models%d --weights %s/w.safetensors --slots %d "
+    .. ">/dev/null", dir, slots, dir, slots))
+end
 
 -- in process: the same weights, caches for one request
 local model = CM.GPT({ vocab = #chars, cache_batch = 1 })
@@ -29,41 +35,112 @@ model:eval()
 local p = {}
 for ch in PROMPT:gmatch(".") do p[#p + 1] = id[ch] end
 local prompt = ds.tensor({ p }, { dtype = "i64" })
-local function rate(opts)
+local function rate(opts)   -- best of 5, as the served streams
   ds.generate(model, prompt, opts)   -- plans built and warmed
-  local t0 = ds.clock()
-  for _ = 1, 3 do ds.generate(model, prompt, opts) end
-  return 3 * N / (ds.clock() - t0)
+  local best = math.huge
+  for _ = 1, 5 do
+    local t0 = ds.clock()
+    ds.generate(model, prompt, opts)
+    best = math.min(best, ds.clock() - t0)
+  end
+  return N / best
 end
 local step_rate = rate({ max_new_tokens = N, compile = true })
 local loop_rate = rate({ max_new_tokens = N })
 
--- served: one stream, then 8 at once (each a curl reading the whole event stream)
-sh(string.format("bin/ds-serve %s %d %s start >/dev/null", prefix, PORT, models))
-local ok = false
-for _ = 1, 100 do
-  if os.execute(string.format("curl -sf http://127.0.0.1:%d/health >/dev/null", PORT)) == 0 then ok = true; break end
-  os.execute("sleep 0.1")
+-- the saved step's milliseconds per call on one thread (a session's cost per step, prompt tokens included)
+local function step_ms(slots)
+  local threads = ds.get_num_threads()
+  ds.set_num_threads(1)
+  local m = ds.load(string.format("%s/models%d/char_gpt", dir, slots))
+  local x, pos = ds.ones({ slots, 1 }, { dtype = "i64" }), ds.ones({ slots }, { dtype = "i64" })
+  for _ = 1, 20 do m(x, pos) end
+  local best = math.huge
+  for _ = 1, 5 do
+    local t0 = ds.clock()
+    for _ = 1, 40 do m(x, pos) end
+    best = math.min(best, (ds.clock() - t0) / 40)
+  end
+  ds.set_num_threads(threads)
+  return best * 1000
 end
-assert(ok, "the server did not come up")
+local step8, step1 = step_ms(STREAMS), step_ms(1)
+
+-- seconds of a curl trace line "HH:MM:SS.micro ..."
+local function stamp(line)
+  local h, m, s = line:match("^(%d+):(%d+):([%d.]+) ")
+  return h and (h * 3600 + m * 60 + s) or nil
+end
+
+-- n streams at once from one curl (parallel transfers): the seconds from the first request to the last event and
+-- each stream's final event (the whole answer)
 local body = string.format('{"text": "%s", "max_tokens": %d}', PROMPT, N)
-local curl = string.format("curl -sN -o /dev/null -d '%s' http://127.0.0.1:%d/generate/char_gpt", body, PORT)
-sh(curl)   -- warm: the session and its plan
-local t0 = ds.clock()
-for _ = 1, 3 do sh(curl) end
-local one = 3 * N / (ds.clock() - t0)
-local many = {}
-for i = 1, STREAMS do many[i] = curl .. " &" end
-t0 = ds.clock()
-sh("(" .. table.concat(many, " ") .. " wait)")
-local total = STREAMS * N / (ds.clock() - t0)
-os.execute(string.format("bin/ds-serve %s %d %s stop >/dev/null", prefix, PORT, models))
+local function streams(n)
+  local urls, outs = {}, {}
+  for i = 1, n do
+    urls[i] = string.format("http://127.0.0.1:%d/generate/char_gpt", PORT)
+    outs[i] = string.format("-o %s/out%d", dir, i)
+  end
+  sh(string.format("curl -sfN -Z --parallel-max %d --trace-time --trace-ascii %s/trace -d '%s' %s %s 2>/dev/null", n,
+    dir, body, table.concat(urls, " "), table.concat(outs, " ")))
+  local first, last = math.huge, -math.huge   -- the trace's first line (connecting) and last data received
+  for line in io.lines(dir .. "/trace") do
+    local t = stamp(line)
+    if t then
+      first = math.min(first, t)
+      if line:find("<= Recv data", 1, true) then last = math.max(last, t) end
+    end
+  end
+  local t = last - first
+  if t < 0 then t = t + 86400 end   -- past midnight
+  assert(t > 0 and t < 3600, "curl's trace has no request and reply times")
+  local answers = {}
+  for i = 1, n do
+    local final
+    for line in io.lines(string.format("%s/out%d", dir, i)) do
+      if line:find('"done":true', 1, true) then final = cjson.decode(line:sub(7)) end
+    end
+    assert(final and final.count == N, "stream " .. i .. " did not end with " .. N .. " tokens")
+    answers[i] = table.concat(final.tokens, ",")
+  end
+  return t, answers
+end
+
+-- a server on models_dir: one stream (best of 5), then STREAMS at once (best of 3; each answer the one stream's)
+local function served(models_dir, many)
+  sh(string.format("bin/ds-serve %s %d %s start >/dev/null", prefix, PORT, models_dir))
+  local ok = false
+  for _ = 1, 100 do
+    if os.execute(string.format("curl -sf http://127.0.0.1:%d/health >/dev/null", PORT)) == 0 then ok = true; break end
+    os.execute("sleep 0.1")
+  end
+  assert(ok, "the server did not come up")
+  streams(1)   -- warm: the session and its plan
+  local one, alone = math.huge, nil
+  for _ = 1, 5 do
+    local t, a = streams(1)
+    one, alone = math.min(one, t), a[1]
+  end
+  local total = math.huge
+  for _ = 1, many and 3 or 0 do
+    local t, a = streams(STREAMS)
+    for i = 1, STREAMS do assert(a[i] == alone, "stream " .. i .. " of " .. STREAMS .. " differs from one alone") end
+    total = math.min(total, t)
+  end
+  os.execute(string.format("bin/ds-serve %s %d %s stop >/dev/null; sleep 1", prefix, PORT, models_dir))
+  return N / one, STREAMS * N / total
+end
+local one, total = served(dir .. "/models" .. STREAMS, true)
+local one1 = served(dir .. "/models1", false)
 os.execute("rm -rf " .. dir)
 
-print(string.format("char GPT greedy, %d new tokens, ds %d threads; tokens/s", N, ds.get_num_threads()))
+print(string.format("char GPT greedy, %d new tokens after %d, ds %d threads; tokens/s", N, #p, ds.get_num_threads()))
 print(string.format("  in process, compiled step per token   %8.0f", step_rate))
 print(string.format("  in process, compiled decoding loop    %8.0f", loop_rate))
 print(string.format("  served, one stream                     %8.0f  (%.2fx the in-process loop: target >= 0.8x; %.2fx the step)",
   one, one / loop_rate, one / step_rate))
-print(string.format("  served, %d concurrent streams (total)   %8.0f  (%.2fx one stream; target >= 3x)", STREAMS, total,
-  total / one))
+print(string.format("  served, %d concurrent streams (total)   %8.0f  (%.2fx one stream; target >= 3x; each answer as alone)",
+  STREAMS, total, total / one))
+print(string.format("  served, one stream, caches for 1       %8.0f  (%.2fx the in-process loop)", one1, one1 / loop_rate))
+print(string.format("  saved step per call, 1 thread: %d rows %.3f ms, 1 row %.3f ms (a stream: %d steps, its prompt "
+  .. "one token a step)", STREAMS, step8, step1, #p + N - 1))

@@ -168,9 +168,11 @@ function Cached:submit(seq)
   return seq
 end
 
+-- as Loop:finish; the loop then drops it from the running ones
 function Cached:finish(seq, reason)
   Loop.finish(self, seq, reason)
   self.by_rid[seq.rid] = nil
+  if self.wake:count() < 1 then self.wake:post(1) end
 end
 
 -- the socket of a new session: in nginx's temp directory (/tmp if that path is too long for a socket address)
@@ -200,18 +202,16 @@ function Cached:on_line(line)
   end
 end
 
-local function wake(self) if self.wake:count() < 1 then self.wake:post(1) end end
-
 -- starts the session of the oldest waiting sequence's version in a pool thread and connects to it; a reader light
 -- thread hands its lines to on_line
 function Cached:start_session()
-  local sess = { version = self.active[1].version, path = socket_path(self.name), out = {} }
+  local sess = { version = self.active[1].version, path = socket_path(self.name) }
   self.sess, self.running = sess, sess.version
   ngx.thread.spawn(function()
     local ok, done, err = self.session(sess.version, sess.path)
     sess.ended = true
     if not (ok and done) then sess.failure = tostring(ok and err or done) end
-    wake(self)
+    if self.wake:count() < 1 then self.wake:post(1) end
   end)
   while not sess.ended and ffi.C.access(sess.path, 0) ~= 0 do ngx.sleep(CONNECT_RETRY_S) end
   local sock = not sess.ended and ngx.socket.tcp()
@@ -228,7 +228,7 @@ function Cached:start_session()
       elseif err ~= "timeout" then break end
     end
     sess.closed = true
-    wake(self)
+    if self.wake:count() < 1 then self.wake:post(1) end
   end)
 end
 
@@ -249,27 +249,37 @@ function Cached:end_session()
   end
 end
 
--- cancel lines for the sequences that end here (cancelled, deadline), request lines for those not yet sent to the
--- session of their version; written at once
-function Cached:send()
+-- the sequences that end here (cancelled, past their deadline) are dropped as Loop:sweep does; those the session
+-- runs are cancelled there (one write)
+function Cached:sweep()
   local sess, out, t = self.sess, {}, now()
   for _, s in ipairs(self.active) do
-    if s.sent == sess and not s.done and (s.cancelled or t >= s.deadline) then
+    if s.sent and s.sent == sess and not s.done and (s.cancelled or t >= s.deadline) then
       out[#out + 1] = "C " .. s.rid .. "\n"
-    elseif not s.sent and not s.cancelled and s.version == sess.version then
+    end
+  end
+  if #out > 0 and not sess.sock:send(out) then sess.sock:close() end   -- the reader sees it closed
+  Loop.sweep(self)
+end
+
+-- the requests not yet sent to the session of their version, written at once
+function Cached:send()
+  local sess, out = self.sess, {}
+  for _, s in ipairs(self.active) do
+    if not s.sent and s.version == sess.version then
       out[#out + 1] = "S " .. cjson.encode { id = s.rid, ids = s.ids, opts = s.opts } .. "\n"
       s.sent = sess
     end
   end
-  if #out > 0 and not sess.sock:send(out) then sess.sock:close() end   -- the reader sees it closed
+  if #out > 0 and not sess.sock:send(out) then sess.sock:close() end
 end
 
 function Cached:loop()
   while not ngx.worker.exiting() or #self.active > 0 do
     if self.sess and self.sess.ended and self.sess.closed then self:end_session() end
+    self:sweep()
     if #self.active > 0 and not self.sess then self:start_session() end
     if self.sess and self.sess.sock and not self.sess.closed then self:send() end
-    self:sweep()
     self.wake:wait(1)
   end
   -- the worker exits: the session sees its socket close and ends
