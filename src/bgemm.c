@@ -12,7 +12,6 @@
 
 /* below this many multiply-adds one thread runs the whole product */
 #define PAR_MACS (1 << 19)
-#define CANON_NAN 0x7fc00000u
 
 static inline float w_odd(uint32_t w) { uint32_t u = w & 0xffff0000u; float x; memcpy(&x, &u, 4); return x; }
 static inline float w_even(uint32_t w) { uint32_t u = w << 16; float x; memcpy(&x, &u, 4); return x; }
@@ -37,6 +36,7 @@ static void micro_portable(int mr, int nr, int64_t P, const uint32_t *a, int64_t
         acc = ftz(fmaf(w_odd(x), w_odd(y), acc));
         acc = ftz(fmaf(w_even(x), w_even(y), acc));
       }
+      if (acc != acc) { uint32_t u = BG_NAN; memcpy(&acc, &u, 4); }
       c[r * ldc + j] = acc;
     }
 }
@@ -96,35 +96,37 @@ void ds_bgemm_pack_b(const uint16_t *b, int64_t K, int64_t N, uint32_t *bp) {
 }
 
 typedef struct {
-  int64_t M, N, P;
-  const uint32_t *ap, *bp;
+  int64_t M, N, K, P;
+  const uint16_t *a;   /* (M, K) bf16 to pack into ap first, or NULL */
+  uint32_t *ap;
+  const uint32_t *bp;
   float *c;
   const bgemm_kernel *kr;
 } bgemm_job;
 
-/* the tiles of units [u0, u1): unit u = column block u / nrow, row block u % nrow (a column block's strips stay
-   in cache while the rows pass) */
-static void run_units(const bgemm_job *q, int64_t u0, int64_t u1) {
+/* thread me of nt: its rows of a packed (then a barrier), then units [u0, u1) of its share: unit u = column block
+   u / nrow, row block u % nrow (a column block's strips stay in cache while the rows pass) */
+static void run_share(const bgemm_job *q, int me, int nt) {
   const int MR = q->kr->mr, NR = q->kr->nr;
-  int64_t nrow = (q->M + MR - 1) / MR;
-  float tile[16 * 2 * BG_NR];   /* mr <= 16 rows of nr <= 32 */
-  for (int64_t u = u0; u < u1; u++) {
+  if (q->a) {
+    int64_t i0 = q->M * me / nt, i1 = q->M * (me + 1) / nt;
+    ds_bgemm_pack_a(q->a + i0 * q->K, i1 - i0, q->K, q->ap + i0 * q->P);
+    if (nt > 1) {
+#pragma omp barrier
+    }
+  }
+  int64_t nrow = (q->M + MR - 1) / MR, units = nrow * ((q->N + NR - 1) / NR);
+  for (int64_t u = units * me / nt; u < units * (me + 1) / nt; u++) {
     int64_t i = u % nrow * MR, j = u / nrow * NR;
     int mr = (int)(q->M - i < MR ? q->M - i : MR), nr = (int)(q->N - j < NR ? q->N - j : NR);
-    q->kr->micro(mr, nr, q->P, q->ap + i * q->P, q->P, q->bp + (j / BG_NR) * q->P * BG_NR, tile, 2 * BG_NR);
-    for (int r = 0; r < mr; r++) {
-      float *cr = q->c + (i + r) * q->N + j;
-      for (int k = 0; k < nr; k++) {
-        float v = tile[r * 2 * BG_NR + k];
-        if (v != v) { uint32_t u32 = CANON_NAN; memcpy(&v, &u32, 4); }
-        cr[k] = v;
-      }
-    }
+    q->kr->micro(mr, nr, q->P, q->ap + i * q->P, q->P, q->bp + (j / BG_NR) * q->P * BG_NR, q->c + i * q->N + j,
+                 q->N);
   }
 }
 
-void ds_bgemm_run(int64_t M, int64_t N, int64_t P, const uint32_t *ap, const uint32_t *bp, float *c) {
-  bgemm_job q = { M, N, P, ap, bp, c, bf16_kernel() };
+void ds_bgemm_run(int64_t M, int64_t N, int64_t K, const uint16_t *a, uint32_t *ap, const uint32_t *bp, float *c) {
+  int64_t P = (K + 1) / 2;
+  bgemm_job q = { M, N, K, P, a, ap, bp, c, bf16_kernel() };
   if (M == 0 || N == 0) return;
   if (P == 0) { memset(c, 0, (size_t)(M * N) * sizeof(float)); return; }
   int64_t units = ((M + q.kr->mr - 1) / q.kr->mr) * ((N + q.kr->nr - 1) / q.kr->nr);
@@ -134,11 +136,10 @@ void ds_bgemm_run(int64_t M, int64_t N, int64_t P, const uint32_t *ap, const uin
 #pragma omp parallel
     {
       ds_team_arrive(t0);
-      int nt = omp_get_num_threads(), me = omp_get_thread_num();
-      run_units(&q, units * me / nt, units * (me + 1) / nt);
+      run_share(&q, omp_get_thread_num(), omp_get_num_threads());
     }
     ds_team_done();
-  } else run_units(&q, 0, units);
+  } else run_share(&q, 0, 1);
 }
 
 static int check(const ds_tensor *t, int dtype, const char *op, const char *what) {
@@ -154,8 +155,7 @@ static int run_packed(const char *op, const ds_tensor *a, int64_t rows, int64_t 
   int64_t P = (K + 1) / 2, rounded;
   uint32_t *ap = ds_mem_alloc(rows * P * (int64_t)sizeof(uint32_t) + 64, &rounded);
   if (!ap) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed operand", op);
-  ds_bgemm_pack_a(a->data, rows, K, ap);
-  ds_bgemm_run(rows, N, P, ap, bp, c);
+  ds_bgemm_run(rows, N, K, a->data, ap, bp, c);
   ds_mem_release(ap, rounded);
   return DS_OK;
 }
@@ -233,9 +233,8 @@ int ds_matmul_bf16_bf16(ds_tensor *const *t, const double *attrs) {
   const uint16_t *ad = a->data, *bd = b->data;
   float *cd = c->data;
   for (int64_t g = 0; g < (shared ? 1 : batch); g++) {
-    ds_bgemm_pack_a(ad + g * M * K, rows, K, ap);
     ds_bgemm_pack_b(bd + (shared ? 0 : g * K * N), K, N, bp);
-    ds_bgemm_run(rows, N, P, ap, bp, cd + g * M * N);
+    ds_bgemm_run(rows, N, K, ad + g * M * K, ap, bp, cd + g * M * N);
   }
   ds_mem_release(buf, rounded);
   return DS_OK;

@@ -15,7 +15,7 @@
 #define BG_NR 16
 
 /* c (mr x nr, row stride ldc) = a (mr rows of P words, row stride lda) @ the strips at b (strip after strip, P *
-   16 words each), 1 <= mr <= the kernel's mr, 1 <= nr <= its nr */
+   16 words each), a NaN stored as BG_NAN, 1 <= mr <= the kernel's mr, 1 <= nr <= its nr */
 typedef void (*bgemm_micro_fn)(int mr, int nr, int64_t P, const uint32_t *a, int64_t lda, const uint32_t *b,
                                float *c, int64_t ldc);
 typedef struct {
@@ -25,12 +25,15 @@ typedef struct {
 
 extern const bgemm_kernel ds_bgemm_avx2, ds_bgemm_avx512bf16;
 
+#define BG_NAN 0x7fc00000u   /* the one NaN the products give */
+
 /* the bf16 bits with a subnormal made the zero of its sign (vdpbf16ps's denormals-are-zero) */
 static inline uint32_t ds_bgemm_daz(uint16_t h) { return (h & 0x7f80u) ? h : (uint32_t)(h & 0x8000u); }
 
 void ds_bgemm_pack_a(const uint16_t *a, int64_t M, int64_t K, uint32_t *ap);   /* (M, P) words */
 void ds_bgemm_pack_b(const uint16_t *b, int64_t K, int64_t N, uint32_t *bp);   /* the strips above */
-/* c (M, N) f32 = ap (M, P) @ bp (packed, N columns) */
-void ds_bgemm_run(int64_t M, int64_t N, int64_t P, const uint32_t *ap, const uint32_t *bp, float *c);
+/* c (M, N) f32 = ap (M, P) @ bp (packed, N columns); with a (M, K) bf16 not NULL, a is packed into ap first
+   (the threads splitting its rows) */
+void ds_bgemm_run(int64_t M, int64_t N, int64_t K, const uint16_t *a, uint32_t *ap, const uint32_t *bp, float *c);
 const char *ds_bf16_path(void);   /* "avx512-bf16", "avx2" or "scalar" */
 #endif

@@ -34,10 +34,11 @@ __attribute__((always_inline)) static inline void tile(const int mr, int nr, int
       acc[r][1] = ftz(_mm256_fmadd_ps(xe, e1, acc[r][1]), absmask, tiny);
     }
   }
+  const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32((int)BG_NAN));
   for (int r = 0; r < mr; r++) {
     float t[16];
-    _mm256_storeu_ps(t, acc[r][0]);
-    _mm256_storeu_ps(t + 8, acc[r][1]);
+    for (int h = 0; h < 2; h++)   /* a NaN lane made BG_NAN */
+      _mm256_storeu_ps(t + 8 * h, _mm256_blendv_ps(acc[r][h], nan, _mm256_cmp_ps(acc[r][h], acc[r][h], _CMP_UNORD_Q)));
     for (int j = 0; j < nr; j++) c[r * ldc + j] = t[j];
   }
 }

@@ -1,11 +1,16 @@
 /* bgemm_avx512.c: the AVX-512 BF16 micro-kernel: 8 rows x 32 columns (two packed strips), vdpbf16ps (per lane:
    acc += the odd pair's product, then += the even one's, each rounded once, DAZ/FTZ: bgemm.h's dot) into 16 zmm
-   accumulators. */
+   accumulators, a NaN stored as BG_NAN. */
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
 #include "bgemm.h"
 #include <immintrin.h>
 
 #define MR 8
+
+/* a NaN lane made BG_NAN */
+static inline __m512 canon(__m512 v, __m512 nan) {
+  return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+}
 
 /* one tile; mr and two (a second strip) are constants in each instantiation */
 __attribute__((always_inline)) static inline void tile(const int mr, const int two, int nr, int64_t P,
@@ -26,9 +31,10 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int t
   }
   const __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32((int)BG_NAN));
   for (int r = 0; r < mr; r++) {
-    _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
-    if (two) _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
+    _mm512_mask_storeu_ps(c + r * ldc, m0, canon(acc0[r], nan));
+    if (two) _mm512_mask_storeu_ps(c + r * ldc + 16, m1, canon(acc1[r], nan));
   }
 }
 
