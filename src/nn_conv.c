@@ -1,6 +1,7 @@
 /* nn_conv.c: conv2d (NCHW, stride/padding/dilation/groups) as im2col + GEMM over chunks of images, and its
-   backward kernels: input (GEMM + col2im), weight (im2col + GEMM, chunks added in order) and bias. Stride-1
-   f32 convolutions go to the direct path (nn_conv_direct.c) when it takes their geometry. */
+   backward kernels: input (GEMM + col2im), weight (im2col + GEMM, chunks added in order) and bias. f32
+   convolutions (the forward pass at any stride, the gradients at stride 1) go to the direct path
+   (nn_conv_direct.c) when it takes their geometry. */
 #include "internal.h"
 #include "nn_conv.h"
 #include <stdlib.h>

@@ -1,5 +1,6 @@
-/* nn_conv.h: the geometry nn_conv.c checks for every conv kernel, the direct f32 path it hands stride-1
-   convolutions to (nn_conv_direct.c) and the depthwise path (nn_conv_depthwise.c). */
+/* nn_conv.h: the geometry nn_conv.c checks for every conv kernel, the direct f32 path it hands convolutions to
+   (nn_conv_direct.c), the depthwise path (nn_conv_depthwise.c) and the stride-phase planes both read
+   (conv_phase.c). */
 #ifndef DS_NN_CONV_H
 #define DS_NN_CONV_H
 #include <stdint.h>
@@ -14,12 +15,27 @@ typedef struct {
   int64_t wide, Hp, Wp, L, xpad;
 } geom;
 
+/* An image's C planes (H, W) placed at (top, left) in zero-bordered planes (Hp, Wp) and split by stride phase
+   into C * sh * sw planes (Hq, Wq) (conv_phase.c): a window of a convolution with strides (sh, sw) is then one
+   contiguous run over the wide output (OH rows of Wq, the columns past OW dropped). Stride 1: the padded planes. */
+typedef struct { int64_t C, H, W, top, left, sh, sw, Hq, Wq, plane; } phase_geom;
+void conv_phase_init(phase_geom *p, int64_t C, int64_t H, int64_t W, int64_t top, int64_t left, int64_t Hp,
+                     int64_t Wp, int64_t sh, int64_t sw);
+/* koff[(c * KH + kh) * KW + kw] = where window (c, kh, kw) of output (0, 0) starts in the phase planes */
+void conv_phase_offsets(const phase_geom *p, int64_t KH, int64_t KW, int64_t dh, int64_t dw, int64_t *koff);
+/* elements of a phase buffer from which each of the K windows can be read for span elements */
+int64_t conv_phase_len(const phase_geom *p, const int64_t *koff, int64_t K, int64_t span);
+/* dst (len elements) = the phase planes of the image at x, zeros after them */
+void conv_phases_f32(const phase_geom *p, const float *x, float *dst, int64_t len);
+void conv_phases_f64(const phase_geom *p, const double *x, double *dst, int64_t len);
+
 /* Parallelize over images when there are several and the work is well above a parallel region's cost. */
 static inline int conv_worth_parallel(const geom *g) {
   return g->N > 1 && (double)g->N * (double)g->OC * (double)g->ohw * (double)g->ckk > 5e5;
 }
 
-/* The direct path (f32, stride 1, the wide layout): each kernel returns DS_OK or an error, or
+/* The direct path (f32; the forward pass at any stride, the gradients at stride 1; wide layouts with at most 50%
+   extra columns, K = Cg*KH*KW up to a bound): each kernel returns DS_OK or an error, or
    CONV_NOT_DIRECT before doing anything when it does not take this geometry (decided from the shapes only,
    never from N or the thread count, so a geometry always gives the same bits). */
 #define CONV_NOT_DIRECT 1

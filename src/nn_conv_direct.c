@@ -1,6 +1,7 @@
-/* nn_conv_direct.c: stride-1 f32 convolutions read straight from a zero-bordered copy of each image, without a
-   column matrix: the forward pass and the input gradient as an implicit GEMM over shifted windows (conv_rows),
-   the weight gradient as lane-wise dot products (conv_dots). Kernels per ISA behind conv_direct.h. */
+/* nn_conv_direct.c: f32 convolutions read straight from a zero-bordered copy of each image, without a column
+   matrix: the forward pass (any stride: the copy split by stride phase, conv_phase.c) and the stride-1 input
+   gradient as an implicit GEMM over shifted windows (conv_rows), the stride-1 weight gradient as lane-wise dot
+   products (conv_dots). Kernels per ISA behind conv_direct.h. */
 #include "internal.h"
 #include "nn_conv.h"
 #include "conv_direct.h"
@@ -18,7 +19,8 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
    im2col path is used instead */
 #define DOT_ACC_MAX 32768
 
-/* koff[(c * KH + kh) * KW + kw] = where window (c, kh, kw) starts in C planes of `plane` floats, rows of `rowlen` */
+/* the weight gradient's windows: koff[(c * KH + kh) * KW + kw] = where window (c, kh, kw) starts in C planes of
+   `plane` floats, rows of `rowlen` */
 static void fill_offsets(int64_t *koff, int64_t C, int64_t KH, int64_t KW, int64_t plane, int64_t rowlen,
                          int64_t dh, int64_t dw) {
   for (int64_t c = 0; c < C; c++)
@@ -58,25 +60,21 @@ static void take_planes(const float *src, int64_t ldc, int64_t C, int64_t H, int
     }
 }
 
-/* One shared block (offsets, accumulators) and one zeroed block per thread, from the caching allocator. */
+/* One shared block (offsets, accumulators) and one block per thread, from the caching allocator. */
 typedef struct { char *base; int64_t rounded, shared, per; } scratch;
 static int scratch_take(scratch *s, int64_t shared, int64_t per, int nt) {
   s->shared = round_up(shared, 64); s->per = round_up(per, 64);
   s->base = ds_mem_alloc(s->shared + s->per * nt, &s->rounded);
   return s->base != NULL;
 }
-static float *scratch_thread(const scratch *s) {
-  float *p = (float *)(s->base + s->shared + s->per * omp_get_thread_num());
-  memset(p, 0, (size_t)s->per);
-  return p;
-}
+static float *scratch_thread(const scratch *s) { return (float *)(s->base + s->shared + s->per * omp_get_thread_num()); }
 static void scratch_give(scratch *s) { ds_mem_release(s->base, s->rounded); }
 
-/* The stride-1 convolution both the forward pass and the input gradient reduce to: per image and group, Ci
-   planes (Hi, Wi) of src are placed at (top, left) in zeroed planes (Hb, Wb); dst's Co planes (Ho, Wo) are
-   a (rows, K = Ci*KH*KW, zero rows after Co) @ the K windows shifted by (kh*dh, kw*dw), plus bias[c] if given.
+/* The convolution both the forward pass and the input gradient reduce to: per image and group, the Ci planes
+   (Hi, Wi) of src as phase planes (p: zero border, stride phases); dst's Co planes (Ho, Wo) are a (rows,
+   K = Ci*KH*KW, zero rows after Co) @ the K windows (kh*dh, kw*dw) of the phase planes, plus bias[c] if given.
    src holds N images of G groups of Ci planes, dst N images of G groups of Co planes; a holds G blocks. */
-typedef struct { int64_t N, G, Ci, Hi, Wi, Hb, Wb, top, left, Co, Ho, Wo, KH, KW, dh, dw, rows; } inner_conv;
+typedef struct { int64_t N, G; phase_geom p; int64_t Co, Ho, Wo, KH, KW, dh, dw, rows; } inner_conv;
 
 /* run_inner's work; inner_images shares the images with `omp for` among the threads of the enclosing parallel
    region, or runs them all on the calling thread outside one (an inactive region still costs ~1.2 us) */
@@ -93,15 +91,15 @@ typedef struct {
 
 static void inner_images(const inner_job *j) {
   const inner_conv *v = j->v;
-  int64_t plane = v->Hb * v->Wb;
   float *buf = scratch_thread(j->s), *c = buf + j->blen;   /* c: (rows, ldc) */
+  int64_t in = v->p.C * v->p.H * v->p.W;
   #pragma omp for schedule(static)
   for (int64_t n = 0; n < v->N; n++)
     for (int64_t gi = 0; gi < v->G; gi++) {
       int64_t ig = n * v->G + gi;
-      put_planes(j->src + ig * v->Ci * v->Hi * v->Wi, v->Ci, v->Hi, v->Wi, buf, plane, v->Wb, v->top, v->left);
+      conv_phases_f32(&v->p, j->src + ig * in, buf, j->blen);
       j->kr->rows(v->rows, j->nvec, j->K, j->a + gi * v->rows * j->K, j->K, buf, j->koff, c, j->ldc);
-      take_planes(c, j->ldc, v->Co, v->Ho, v->Wo, v->Wb, j->dst + ig * v->Co * v->Ho * v->Wo,
+      take_planes(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst + ig * v->Co * v->Ho * v->Wo,
                   j->bias ? j->bias + gi * v->Co : NULL);
       if (j->ep) j->ep->apply(j->ep, n, 1, gi * v->Co, v->Co);
     }
@@ -109,16 +107,15 @@ static void inner_images(const inner_job *j) {
 
 static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a, const float *src, float *dst,
                      const float *bias, int par, const char *op, const conv_ep *ep) {
-  int64_t plane = v->Hb * v->Wb, K = v->Ci * v->KH * v->KW;
-  int64_t nvec = (v->Ho * v->Wb + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
-  int64_t blen = window_buffer_len(v->Ci, plane, v->Wb, v->KH, v->KW, v->dh, v->dw, ldc);
+  int64_t K = v->p.C * v->KH * v->KW, koff[DIRECT_K_MAX];
+  int64_t nvec = (v->Ho * v->p.Wq + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
+  conv_phase_offsets(&v->p, v->KH, v->KW, v->dh, v->dw, koff);
+  int64_t blen = conv_phase_len(&v->p, koff, K, ldc);
   int nt = par ? ds_team() : 1;
   par = nt > 1;
   scratch s;
-  if (!scratch_take(&s, K * 8, (blen + v->rows * ldc) * 4, nt))
+  if (!scratch_take(&s, 0, (blen + v->rows * ldc) * 4, nt))
     return ds_fail(DS_ENOMEM, "%s: out of memory for the padded images", op);
-  int64_t *koff = (int64_t *)s.base;
-  fill_offsets(koff, v->Ci, v->KH, v->KW, plane, v->Wb, v->dh, v->dw);
   inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, ep };
   if (par) {
     double t0 = ds_team_start();
@@ -133,21 +130,32 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   return DS_OK;
 }
 
+/* G blocks of (rows, K) from the G blocks of (n, K) at w, rows - n zero rows after each: w itself when
+   rows == n (*rounded = 0), else a copy from the caching allocator (NULL when out of memory) */
+static const float *pad_rows(const float *w, int64_t G, int64_t n, int64_t rows, int64_t K, int64_t *rounded) {
+  *rounded = 0;
+  if (rows == n) return w;
+  float *a = ds_mem_alloc(G * rows * K * 4, rounded);
+  if (!a) return NULL;
+  for (int64_t gi = 0; gi < G; gi++) {
+    memcpy(a + gi * rows * K, w + gi * n * K, (size_t)(n * K) * 4);
+    memset(a + (gi * rows + n) * K, 0, (size_t)((rows - n) * K) * 4);
+  }
+  return a;
+}
+
 int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y, const conv_ep *ep) {
-  if (g->sh != 1 || g->sw != 1 || !g->wide || g->ckk > DIRECT_K_MAX) return CONV_NOT_DIRECT;
+  inner_conv v = { g->N, g->G, { 0 }, g->OCg, g->OH, g->OW, g->KH, g->KW, g->dh, g->dw, 0 };
+  conv_phase_init(&v.p, g->Cg, g->H, g->W, g->ph, g->pw, g->Hp, g->Wp, g->sh, g->sw);
+  if (2 * v.p.Wq > 3 * g->OW || g->ckk > DIRECT_K_MAX) return CONV_NOT_DIRECT;   /* at most 50% extra columns */
   if (g->N == 0) return DS_OK;
   const conv_kernel *kr = isa_kernel();
-  inner_conv v = { g->N, g->G, g->Cg, g->H, g->W, g->Hp, g->Wp, g->ph, g->pw, g->OCg, g->OH, g->OW, g->KH, g->KW,
-                   g->dh, g->dw, round_up(g->OCg, kr->tile_rows) };
-  int64_t K = g->ckk, rounded;
-  float *a = ds_mem_alloc(g->G * v.rows * K * 4, &rounded);   /* G blocks of (rows, K): the weights */
+  v.rows = round_up(g->OCg, kr->tile_rows);
+  int64_t rounded;
+  const float *a = pad_rows(w, g->G, g->OCg, v.rows, g->ckk, &rounded);
   if (!a) return ds_fail(DS_ENOMEM, "conv2d: out of memory");
-  for (int64_t i = 0; i < g->G * v.rows * K; i++) {
-    int64_t gi = i / (v.rows * K), r = i / K % v.rows;
-    a[i] = r < g->OCg ? w[(gi * g->OCg + r) * K + i % K] : 0.0f;
-  }
   int rc = run_inner(&v, kr, a, x, y, b, conv_worth_parallel(g), "conv2d", ep);
-  ds_mem_release(a, rounded);
+  if (rounded) ds_mem_release((float *)a, rounded);
   return rc;
 }
 
@@ -159,15 +167,17 @@ int conv_direct_backward_input(const geom *g, const float *gy, const float *w, f
   if (g->sh != 1 || g->sw != 1 || Ph < 0 || Pw < 0 || 2 * Wq > 3 * g->W || K > DIRECT_K_MAX) return CONV_NOT_DIRECT;
   if (g->N == 0) return DS_OK;
   const conv_kernel *kr = isa_kernel();
-  inner_conv v = { g->N, g->G, g->OCg, g->OH, g->OW, Hq, Wq, Ph, Pw, g->Cg, g->H, g->W, g->KH, g->KW, g->dh, g->dw,
-                   round_up(g->Cg, kr->tile_rows) };
+  inner_conv v = { g->N, g->G, { 0 }, g->Cg, g->H, g->W, g->KH, g->KW, g->dh, g->dw, round_up(g->Cg, kr->tile_rows) };
+  conv_phase_init(&v.p, g->OCg, g->OH, g->OW, Ph, Pw, Hq, Wq, 1, 1);
   int64_t rounded;
   float *a = ds_mem_alloc(g->G * v.rows * K * 4, &rounded);   /* G blocks of a[c][(oc, kh', kw')] */
   if (!a) return ds_fail(DS_ENOMEM, "conv2d_backward_input: out of memory");
-  for (int64_t i = 0; i < g->G * v.rows * K; i++) {
-    int64_t gi = i / (v.rows * K), c = i / K % v.rows, oc = i % K / KK, flip = KK - 1 - i % KK;
-    a[i] = c < g->Cg ? w[((gi * g->OCg + oc) * g->Cg + c) * KK + flip] : 0.0f;
-  }
+  for (int64_t gi = 0; gi < g->G; gi++)
+    for (int64_t c = 0; c < v.rows; c++)
+      for (int64_t oc = 0; oc < g->OCg; oc++)
+        for (int64_t kk = 0; kk < KK; kk++)
+          a[(gi * v.rows + c) * K + oc * KK + kk] =
+            c < g->Cg ? w[((gi * g->OCg + oc) * g->Cg + c) * KK + KK - 1 - kk] : 0.0f;
   int rc = run_inner(&v, kr, a, gy, gx, NULL, conv_worth_parallel(g), "conv2d_backward_input", NULL);
   ds_mem_release(a, rounded);
   return rc;
@@ -198,6 +208,7 @@ static void weight_runs(const weight_job *j) {
   int64_t plane = g->Hp * g->Wp, rows = j->rows, cols = j->cols, ldd = j->ldd, xlen = j->xlen, nb = j->nb;
   /* nb padded images (xlen each), then nb copies of gy in the wide layout (rows, ldd) */
   float *xpad = scratch_thread(j->s), *d = xpad + nb * xlen;
+  memset(xpad, 0, (size_t)j->s->per);   /* the puts below leave the borders as they are */
   #pragma omp for schedule(static)
   for (int64_t r = 0; r < j->R; r++)
     for (int64_t n0 = r * g->N / j->R, n1 = (r + 1) * g->N / j->R; n0 < n1; n0 += nb) {

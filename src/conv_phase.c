@@ -1,0 +1,33 @@
+/* conv_phase.c: an image's planes, zero-bordered and split by stride phase, so that every window a strided
+   convolution reads is one contiguous run over its wide output (the direct and the depthwise forward passes). */
+#include "internal.h"
+#include "nn_conv.h"
+
+void conv_phase_init(phase_geom *p, int64_t C, int64_t H, int64_t W, int64_t top, int64_t left, int64_t Hp,
+                     int64_t Wp, int64_t sh, int64_t sw) {
+  p->C = C; p->H = H; p->W = W; p->top = top; p->left = left; p->sh = sh; p->sw = sw;
+  p->Hq = (Hp + sh - 1) / sh; p->Wq = (Wp + sw - 1) / sw;
+  p->plane = p->Hq * p->Wq;
+}
+
+/* window (c, kh, kw) of output (oh, ow) starts in phase plane (c, (kh*dh) % sh, (kw*dw) % sw) at row
+   oh + (kh*dh) / sh, column ow + (kw*dw) / sw: at koff + oh * Wq + ow */
+void conv_phase_offsets(const phase_geom *p, int64_t KH, int64_t KW, int64_t dh, int64_t dw, int64_t *koff) {
+  for (int64_t c = 0; c < p->C; c++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++) {
+        int64_t r = kh * dh, q = kw * dw;
+        koff[(c * KH + kh) * KW + kw] = ((c * p->sh + r % p->sh) * p->sw + q % p->sw) * p->plane +
+                                        r / p->sh * p->Wq + q / p->sw;
+      }
+}
+
+/* elements a phase buffer needs so that each window (offsets koff[0 .. K)) can be read for span elements */
+int64_t conv_phase_len(const phase_geom *p, const int64_t *koff, int64_t K, int64_t span) {
+  int64_t n = p->C * p->sh * p->sw * p->plane;
+  for (int64_t k = 0; k < K; k++) if (koff[k] + span > n) n = koff[k] + span;
+  return n;
+}
+
+#define KERNELS "conv_phase_kernels.h"
+#include "float_kernels.h"

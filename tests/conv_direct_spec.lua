@@ -1,0 +1,85 @@
+-- conv_direct_spec.lua: the direct f32 conv2d forward path at any stride (src/nn_conv_direct.c over the stride-phase
+-- planes of src/conv_phase.c) equals the weights times the column matrix plus the bias, bit for bit (the same FMA
+-- chain per element as im2col + GEMM), on every ISA path and thread count (PyTorch's values: nn_ops_spec's fixtures).
+local ds = require("ds")
+local H = require("helpers")
+
+-- x's padded rows start, start + step, ... (count of them) along dim
+local function every(x, dim, start, count, step)
+  return x:narrow(dim, start, (count - 1) * step + 1):unfold(dim, 1, step):squeeze(-1)
+end
+
+-- the column matrix of x (N, C, H, W): (N, C*KH*KW, OH*OW), rows (c, kh, kw); o: stride, padding, dilation
+local function columns(x, KH, KW, o)
+  local N, C = x.shape[1], x.shape[2]
+  local sh, sw, ph, pw, dh, dw = o.stride[1], o.stride[2], o.padding[1], o.padding[2], o.dilation[1], o.dilation[2]
+  local xp = ds.nn.functional.pad(x, { pw, pw, ph, ph })
+  local OH = math.floor((xp.shape[3] - (KH - 1) * dh - 1) / sh) + 1
+  local OW = math.floor((xp.shape[4] - (KW - 1) * dw - 1) / sw) + 1
+  local rows = {}
+  for c = 1, C do
+    for kh = 0, KH - 1 do
+      for kw = 0, KW - 1 do
+        local win = every(every(xp:narrow(2, c, 1), 3, kh * dh + 1, OH, sh), 4, kw * dw + 1, OW, sw)
+        rows[#rows + 1] = win:contiguous():reshape(N, 1, OH * OW)
+      end
+    end
+  end
+  return ds.cat(rows, 2), OH, OW
+end
+
+-- { N, C, H, W, OC, KH, KW, stride, padding, dilation, groups }: MobileNet's stem (3 channels, stride 2), odd sizes,
+-- stride 3 and unequal strides, stride with dilation, grouped, 1x1 at stride 2, a 1x1 map, LeNet's stride 1
+local cases = {
+  { 1, 3, 24, 24, 16, 3, 3, { 2, 2 }, { 1, 1 }, { 1, 1 }, 1 }, { 2, 5, 17, 13, 7, 3, 3, { 2, 2 }, { 1, 0 }, { 1, 1 }, 1 },
+  { 1, 4, 19, 20, 9, 5, 5, { 3, 3 }, { 2, 2 }, { 1, 1 }, 1 }, { 3, 2, 11, 16, 13, 3, 5, { 2, 1 }, { 1, 2 }, { 1, 1 }, 1 },
+  { 1, 3, 15, 15, 6, 3, 3, { 2, 2 }, { 2, 2 }, { 2, 2 }, 1 }, { 2, 6, 10, 10, 8, 3, 3, { 2, 2 }, { 1, 1 }, { 1, 1 }, 2 },
+  { 1, 24, 12, 12, 40, 1, 1, { 2, 2 }, { 0, 0 }, { 1, 1 }, 1 }, { 1, 80, 1, 1, 20, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
+  { 1, 6, 14, 14, 16, 5, 5, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
+}
+
+describe("direct conv2d forward at any stride", function()
+  it("equals the weights times the column matrix plus the bias, bit for bit", function()
+    ds.manual_seed(21)
+    for _, c in ipairs(cases) do
+      local N, C, Hh, W, OC, KH, KW, s, p, d, G = unpack(c)
+      local x, w, b = ds.randn(N, C, Hh, W), ds.randn(OC, C / G, KH, KW), ds.randn(OC)
+      local o = { stride = s, padding = p, dilation = d, groups = G }
+      local y = ds.conv2d(x, w, b, o)
+      local parts = {}
+      for g = 1, G do
+        local xg, wg = x:narrow(2, (g - 1) * C / G + 1, C / G), w:narrow(1, (g - 1) * OC / G + 1, OC / G)
+        local col, OH, OW = columns(xg, KH, KW, o)
+        parts[g] = (wg:reshape(OC / G, C / G * KH * KW):matmul(col)
+          + b:narrow(1, (g - 1) * OC / G + 1, OC / G):reshape(1, OC / G, 1)):reshape(N, OC / G, OH, OW)
+      end
+      local ref = ds.cat(parts, 2)
+      assert.same(ref.shape, y.shape)
+      assert.is_true(H.bitwise(y, ref), table.concat(c, ",", 1, 7))
+    end
+  end)
+
+  it("gives the same bits on every ISA path and thread count, eager and compiled", function()
+    local script = [[
+      local ds = require("ds")
+      ds.manual_seed(5)
+      local x, w, b = ds.randn(3, 3, 33, 31), ds.randn(16, 3, 3, 3), ds.randn(16)
+      local o = { stride = 2, padding = 1 }
+      local y = ds.conv2d(x, w, b, o)
+      local f = ds.compile(function(t) return ds.nn.functional.hardswish(ds.conv2d(t, w, b, o)) end,
+        { ds.spec({ "n", 3, 33, 31 }) }, { freeze = true, convert = false })
+      local y1 = f(x:narrow(1, 1, 1))
+      local y3 = f(x)
+      assert(ds.equal(y3, ds.nn.functional.hardswish(y)), "compiled differs from eager")
+      assert(ds.equal(y1, y3:narrow(1, 1, 1)), "batch 1 differs from batch 3")
+      local ffi = require("ffi")
+      local h = 0
+      for _, t in ipairs({ y, y1 }) do
+        local p = ffi.cast("uint8_t *", t:data_ptr())
+        for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
+      end
+      io.write(ds.info().isa, " ", h)
+    ]]
+    H.same_bits_on_every_path(script)
+  end)
+end)
