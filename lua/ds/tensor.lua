@@ -65,7 +65,9 @@ local function put_dim(shape, i, numel, opname)
 end
 
 -- A new contiguous tensor; shape is a Lua array of non-negative integers (kept, not copied).
-local function empty(dt, shape, opname)
+-- small_bytes (optional): keep it in Lua GC memory only up to this many bytes (below the default; compile.lua's
+-- outputs).
+local function empty(dt, shape, opname, small_bytes)
   local n, numel = #shape, 1
   if n > S.MAXDIM then S.check(shape, opname or "empty") end
   -- unrolled: LuaJIT unrolls at most 15 inner-loop entries per trace, and a chain of ops is one trace
@@ -79,7 +81,7 @@ local function empty(dt, shape, opname)
   if n >= 8 then numel = put_dim(shape, 8, numel, opname) end end end end end end end end
   if numel == 0 or numel > S.MAX_EXTENT then S.check(shape, opname or "empty") end -- strides must not overflow
   local bytes = numel * dtype.size[dt]
-  if bytes <= SMALL_BYTES then
+  if bytes <= SMALL_BYTES and (not small_bytes or bytes <= small_bytes) then
     local h = small_ct(bytes / 8 + 1)
     if C.ds_tensor_init(h.t, h.s, h.d, bytes, dtype.code[dt], n, shape_buf) ~= 0 then dsffi.fail(opname or "empty") end
     local t = setmetatable({ _c = ffi.cast(tensor_ptr, h), _h = h, _shape = shape, dtype = dt }, mt)
