@@ -76,6 +76,34 @@ describe("memory", function()
     assert.equal(0, ds.memory().cached_bytes)
   end)
 
+  it("a compiled call's outputs above 1 KiB are C memory: counted live, then cached and reused", function()
+    local w = ds.randn(64, 256)
+    local cg = ds.compile(function(x) return ds.matmul(x, w) end, { ds.spec({ 16, 64 }) })
+    local x = ds.randn(16, 64)
+    local want = ds.matmul(x, w)
+    local double = ds.compile(function(v) return v * 2 end, { ds.spec({ 4 }) })
+    cg(x); double(ds.ones(4))                         -- the plans are built once
+    settle()
+    local base = ds.memory().live_bytes
+    local y = cg(x)                                   -- (16, 256): 16 KiB
+    assert.equal(base + 16 * 256 * 4, ds.memory().live_bytes)
+    assert.is_true(require("helpers").bitwise(want, y))
+    local p = y:data_ptr()
+    y = nil
+    settle()
+    assert.equal(base, ds.memory().live_bytes)
+    assert.is_true(ds.memory().cached_bytes >= 16 * 256 * 4)
+    local again = cg(x)                               -- a fresh tensor on the block the dropped output left
+    assert.equal(p, again:data_ptr())
+    assert.is_true(require("helpers").bitwise(want, again))
+    local other = cg(x)                               -- while `again` is held, another block
+    assert.are_not.equal(p, other:data_ptr())
+    local small = double(ds.ones(4))                 -- 16 bytes stay Lua GC memory (unless DS_ALLOC=c, under ASan)
+    local c_small = os.getenv("DS_ALLOC") == "c" and 64 or 0
+    assert.equal(base + 2 * 16 * 256 * 4 + c_small, ds.memory().live_bytes)
+    assert.equal(2, small[1]:item())
+  end)
+
   it("blocks of megabytes (on huge pages) hold their values, are reused from the cache and given back", function()
     settle()
     ds.empty_cache()
