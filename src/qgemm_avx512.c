@@ -18,6 +18,13 @@ static inline void store16(__m512i acc, int32_t za, float sa, __m512i cs, __m512
   _mm512_mask_storeu_ps(y, m, _mm512_add_ps(d, bias));
 }
 
+/* acc += x (u8) . w (s8) in place (GCC copies the accumulators of _mm512_dpbusd_epi32 between registers and
+   the stack each step) */
+static inline __m512i dpbusd(__m512i acc, __m512i x, __m512i w) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
+  return acc;
+}
+
 /* one tile; mr and two (a second strip) are constants in each instantiation */
 __attribute__((always_inline)) static inline void tile(const int mr, const int two, int nr, int64_t G,
                                                        const uint8_t *a, int64_t lda, const int8_t *b,
@@ -33,8 +40,8 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int t
       int32_t four;
       memcpy(&four, a + r * lda + g * QG_KG, 4);
       __m512i x = _mm512_set1_epi32(four);
-      acc0[r] = _mm512_dpbusd_epi32(acc0[r], x, w0);
-      if (two) acc1[r] = _mm512_dpbusd_epi32(acc1[r], x, w1);
+      acc0[r] = dpbusd(acc0[r], x, w0);
+      if (two) acc1[r] = dpbusd(acc1[r], x, w1);
     }
   }
   const __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
