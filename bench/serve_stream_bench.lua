@@ -115,7 +115,9 @@ local function served(models_dir, many)
     os.execute("sleep 0.1")
   end
   assert(ok, "the server did not come up")
-  streams(1)   -- warm: the session and its plan
+  -- warm: each worker's session and its plan (built on a thread VM's first call; the streams spread over workers)
+  for _ = 1, many and 2 or 0 do streams(STREAMS) end
+  streams(1)
   local one, alone = math.huge, nil
   for _ = 1, 5 do
     local t, a = streams(1)
