@@ -142,9 +142,10 @@ end
 -- ---- KV-cache step models: ds.generator sessions (docs/SERVING.md "KV caches") ----
 -- The generator's caches live in the one thread VM that runs its session (compute.session), so requests reach it
 -- over a Unix socket the session listens on (serve/session.lua) instead of one thread call per step: this loop
--- starts a session whenever requests wait and none runs, connects to it, writes each request (and cancellation)
--- as a line; a reader light thread wakes on each line of tokens the session writes after a step and hands the tokens
--- to their requests at once (no polling on either side).
+-- joins the running session of the oldest waiting request's version (any worker's: the shared dict ds_generate
+-- names its socket), or starts one in this worker's pool; it writes each request (and cancellation) as a line, and
+-- a reader light thread wakes on each line of tokens the session writes after a step and hands the tokens to their
+-- requests at once (no polling on either side). The requests of every worker share one session's rows.
 local Cached = setmetatable({}, { __index = Loop })
 Cached.__index = Cached
 local CONNECT_RETRY_S = 0.001   -- the session listens once its pool thread runs: checked this often till then
@@ -154,7 +155,7 @@ pcall(ffi.cdef, "int access(const char *path, int mode);")
 -- name, cfg as M.new; session(version, path) -> ok, true, steps | error (models.session)
 function M.cached(name, cfg, session)
   return setmetatable({ name = name, cfg = cfg, session = session, active = {}, seen = {}, wake = semaphore.new(0),
-                        by_rid = {} }, Cached)
+                        by_rid = {}, dict = ngx.shared.ds_generate }, Cached)
 end
 
 -- seq as Loop:submit, with opts (ds.generator's start options: max_new_tokens, eos, temperature, top_k, top_p,
@@ -202,23 +203,11 @@ function Cached:on_line(line)
   end
 end
 
--- starts the session of the oldest waiting sequence's version in a pool thread and connects to it; a reader light
--- thread hands its lines to on_line
-function Cached:start_session()
-  local sess = { version = self.active[1].version, path = socket_path(self.name) }
-  self.sess, self.running = sess, sess.version
-  ngx.thread.spawn(function()
-    local ok, done, err = self.session(sess.version, sess.path)
-    sess.ended = true
-    if not (ok and done) then sess.failure = tostring(ok and err or done) end
-    if self.wake:count() < 1 then self.wake:post(1) end
-  end)
-  while not sess.ended and ffi.C.access(sess.path, 0) ~= 0 do ngx.sleep(CONNECT_RETRY_S) end
-  local sock = not sess.ended and ngx.socket.tcp()
-  if not (sock and sock:connect("unix:" .. sess.path)) then
-    sess.closed = true   -- the session ends too: it waits for a connection that does not come
-    return
-  end
+-- connects to sess.path and starts a reader light thread handing the session's lines to on_line -> true, or nil
+-- when nothing listens there (sess.closed: the reader has stopped)
+function Cached:connect(sess)
+  local sock = ffi.C.access(sess.path, 0) == 0 and ngx.socket.tcp()
+  if not (sock and sock:connect("unix:" .. sess.path)) then return nil end
   sock:settimeouts(1000, 60000, 60000)
   sess.sock = sock
   sess.reader = ngx.thread.spawn(function()
@@ -228,12 +217,44 @@ function Cached:start_session()
       elseif err ~= "timeout" then break end
     end
     sess.closed = true
+    if sess.joined then sess.ended = true end   -- another worker's session: its end is the socket's
     if self.wake:count() < 1 then self.wake:post(1) end
   end)
+  return true
 end
 
--- the session has ended: on a failure the sequences of its version end with "error"; after an idle end those sent
--- to it as it ended (it took none of them) go to the next session
+-- joins the session of the oldest waiting sequence's version if one runs (in any worker), else starts one in a
+-- pool thread, connects to it and names its socket in the shared dict while it runs
+function Cached:start_session()
+  local version = self.active[1].version
+  local key = "session:" .. self.name .. ":" .. version
+  local path = self.dict:get(key)
+  if path then
+    local sess = { version = version, path = path, joined = true }
+    if self:connect(sess) then self.sess, self.running = sess, version; return end
+    if self.dict:get(key) == path then self.dict:delete(key) end   -- it has ended
+  end
+  local sess = { version = version, path = socket_path(self.name) }
+  self.sess, self.running = sess, version
+  ngx.thread.spawn(function()
+    local ok, done, err = self.session(version, sess.path)
+    if self.dict:get(key) == sess.path then self.dict:delete(key) end
+    sess.ended = true
+    if not (ok and done) then sess.failure = tostring(ok and err or done) end
+    if self.wake:count() < 1 then self.wake:post(1) end
+  end)
+  while not sess.ended and ffi.C.access(sess.path, 0) ~= 0 do ngx.sleep(CONNECT_RETRY_S) end
+  if sess.ended or not self:connect(sess) then
+    sess.closed = true   -- the session ends too: it waits for a connection that does not come
+    return
+  end
+  self.dict:set(key, sess.path)
+  sess.key = key
+end
+
+-- the session has ended: on a failure the sequences of its version end with "error"; those sent to it that have no
+-- token yet go to the next session (it ended idle as they came, or its worker went away), the others end with
+-- "error" (a session another worker ran ended while they ran)
 function Cached:end_session()
   local sess = self.sess
   self.sess, self.running = nil, nil
@@ -242,6 +263,9 @@ function Cached:end_session()
   for _, s in ipairs(self.active) do
     if sess.failure and s.version == sess.version then
       s.error = "model step failed: " .. sess.failure
+      self:finish(s, "error")
+    elseif s.sent == sess and not s.done and #s.tokens > 0 then
+      s.error = "the generation session ended"
       self:finish(s, "error")
     elseif s.sent == sess then
       s.sent = nil
@@ -277,6 +301,8 @@ end
 function Cached:loop()
   while not ngx.worker.exiting() or #self.active > 0 do
     if self.sess and self.sess.ended and self.sess.closed then self:end_session() end
+    -- a worker on its way out (nginx reloads) lets new requests start their own session: this one drains and ends
+    if ngx.worker.exiting() and self.sess and self.sess.key then self.dict:delete(self.sess.key) end
     self:sweep()
     if #self.active > 0 and not self.sess then self:start_session() end
     if self.sess and self.sess.sock and not self.sess.closed then self:send() end

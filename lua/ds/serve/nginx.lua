@@ -104,6 +104,8 @@ function M.conf(opts)
     "  # one Lua VM per pool thread, each holding the models (docs/SERVING.md \"Thread model\")",
     "  lua_worker_thread_vm_pool_size " .. o.threads .. ";",
     "  lua_shared_dict ds_metrics 1m;",
+    "  # the socket of each KV-cache model's running generation session, which every worker joins (serve/generate.lua)",
+    "  lua_shared_dict ds_generate 64k;",
     "  # the master reads settings only (no ds code, no OpenMP before fork); the workers' thread VMs load the models",
     string.format('  init_by_lua_block { %s.init("%s", %d) }', serve, o.models, o.threads),
     string.format("  init_worker_by_lua_block { %s.init_worker() }", serve),

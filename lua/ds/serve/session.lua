@@ -1,5 +1,5 @@
 -- serve/session.lua: a KV-cache generation session in a worker-thread Lua VM (serve/compute.lua's session): a
--- ds.generator over the model's rows, fed and read by the nginx worker's event loop (serve/generate.lua) over a Unix
+-- ds.generator over the model's rows, fed and read by the nginx workers' event loops (serve/generate.lua) over a Unix
 -- socket this thread listens on, so each side wakes when the other writes: requests and cancellations in, tokens out.
 local ffi = require("ffi")
 local cjson = require("cjson.safe")
@@ -18,15 +18,20 @@ for _, decl in ipairs {
 } do pcall(ffi.cdef, decl) end
 local AF_UNIX, SOCK_STREAM, SOCK_CLOEXEC, POLLIN, MSG_NOSIGNAL = 1, 1, 0x80000, 1, 0x4000
 local IDLE_S = 0.05      -- a session ends after this long with no request running or waiting
-local CONNECT_S = 10     -- how long it waits for the event loop to connect
+local CONNECT_S = 10     -- how long it waits for the worker that started it to connect
 local RBUF = 65536
 local rbuf = ffi.new("char[?]", RBUF)
-local pfd = ffi.new("struct ds_pollfd[1]")
 
--- fd readable within timeout_ms (0: now)
-local function readable(fd, timeout_ms)
-  pfd[0].fd, pfd[0].events, pfd[0].revents = fd, POLLIN, 0
-  return C.poll(pfd, 1, timeout_ms) > 0
+-- the fds of fds (a list) readable within timeout_ms (0: now), as a set
+local function readable(fds, timeout_ms)
+  local n = #fds
+  local p = ffi.new("struct ds_pollfd[?]", n)
+  for i = 1, n do p[i - 1].fd, p[i - 1].events = fds[i], POLLIN end
+  local ready = {}
+  if C.poll(p, n, timeout_ms) > 0 then
+    for i = 1, n do if p[i - 1].revents ~= 0 then ready[fds[i]] = true end end
+  end
+  return ready
 end
 
 -- a socket listening on path, or nil and why. It listens under another name first and is renamed to path: the
@@ -39,7 +44,7 @@ local function listen_on(path)
   local fd = C.socket(AF_UNIX, SOCK_STREAM + SOCK_CLOEXEC, 0)
   if fd < 0 then return nil, "socket() failed (errno " .. ffi.errno() .. ")" end
   C.unlink(tmp)
-  if C.bind(fd, addr, ffi.sizeof(addr)) ~= 0 or C.listen(fd, 1) ~= 0 or C.rename(tmp, path) ~= 0 then
+  if C.bind(fd, addr, ffi.sizeof(addr)) ~= 0 or C.listen(fd, 64) ~= 0 or C.rename(tmp, path) ~= 0 then
     local e = ffi.errno()
     C.close(fd)
     C.unlink(tmp)
@@ -48,76 +53,104 @@ local function listen_on(path)
   return fd
 end
 
+-- s written to fd; false when the other side has gone
 local function send_all(fd, s)
   local at = 0
   while at < #s do
     local n = tonumber(C.send(fd, ffi.cast("const char *", s) + at, #s - at, MSG_NOSIGNAL))
-    if n <= 0 then error("the event loop's socket closed (errno " .. ffi.errno() .. ")", 0) end
+    if n <= 0 then return false end
     at = at + n
   end
+  return true
 end
 
--- the session over the connected fd until it has been idle for IDLE_S or the event loop closed its end -> steps.
--- In: "S {id, ids, opts}" (a request: ds.generator:start's prompt and options) and "C id" (cancel) lines; out:
--- "id token 0|1" (1: its last token) and "id ! error" lines, one write per step.
-local function serve(fd, gen, slots)
-  local inbuf, waiting, running, steps, idle_since = "", {}, {}, 0, ds.clock()   -- running: generator id -> id
-  while true do
+-- The session over the listening socket lfd until no request has run or waited for IDLE_S, or no event loop is
+-- connected -> steps. Every worker of the server may connect (serve/generate.lua finds the session in the shared
+-- dict ds_generate), so requests of all workers share the model's rows. In, per connection: "S {id, ids, opts}" (a
+-- request: ds.generator:start's prompt and options; id unique on that connection) and "C id" (cancel) lines; out:
+-- "id token 0|1" (1: its last token) and "id ! error" lines, one write per connection and step.
+local function serve(lfd, gen, slots)
+  local conns, waiting, running, steps, idle_since = {}, {}, {}, 0, ds.clock()   -- running: generator id -> request
+  local function drop(c)   -- a connection gone: its requests end
+    C.close(c.fd)
+    for i, x in ipairs(conns) do if x == c then table.remove(conns, i); break end end
+    for id, r in pairs(running) do if r.conn == c then gen:cancel(id); running[id] = nil end end
+    for i = #waiting, 1, -1 do if waiting[i].conn == c then table.remove(waiting, i) end end
+  end
+  local function cancel(c, rid)
+    for id, r in pairs(running) do if r.conn == c and r.id == rid then gen:cancel(id); running[id] = nil end end
+    for i = #waiting, 1, -1 do if waiting[i].conn == c and waiting[i].id == rid then table.remove(waiting, i) end end
+  end
+  -- the first connection (the worker that started the session) comes within CONNECT_S
+  local first = readable({ lfd }, CONNECT_S * 1000)[lfd] and C.accept(lfd, nil, nil) or -1
+  if first < 0 then error("the event loop did not connect", 0) end
+  conns[1] = { fd = first, inbuf = "" }
+  while #conns > 0 do
     local busy = gen:active() > 0 or #waiting > 0
-    local wait_ms = busy and 0 or math.max(0, math.ceil((IDLE_S - (ds.clock() - idle_since)) * 1000))
-    if readable(fd, wait_ms) then
-      local n = tonumber(C.recv(fd, rbuf, RBUF, 0))
-      if n <= 0 then return steps end   -- the event loop went away (worker exiting)
-      inbuf = inbuf .. ffi.string(rbuf, n)
-      for line in inbuf:gmatch("([^\n]*)\n") do
-        if line:sub(1, 2) == "S " then
-          waiting[#waiting + 1] = cjson.decode(line:sub(3))
-        elseif line:sub(1, 2) == "C " then
-          local rid = tonumber(line:sub(3))
-          for id, r in pairs(running) do if r == rid then gen:cancel(id); running[id] = nil end end
-          for i = #waiting, 1, -1 do if waiting[i].id == rid then table.remove(waiting, i) end end
+    if not busy and ds.clock() - idle_since >= IDLE_S then break end
+    local fds = { lfd }
+    for i, c in ipairs(conns) do fds[i + 1] = c.fd end
+    local ready = readable(fds, busy and 0 or math.max(0, math.ceil((IDLE_S - (ds.clock() - idle_since)) * 1000)))
+    if ready[lfd] then
+      local fd = C.accept(lfd, nil, nil)
+      if fd >= 0 then conns[#conns + 1] = { fd = fd, inbuf = "" } end
+    end
+    for _, c in ipairs({ unpack(conns) }) do
+      if ready[c.fd] then
+        local n = tonumber(C.recv(c.fd, rbuf, RBUF, 0))
+        if n <= 0 then drop(c)
+        else
+          c.inbuf = c.inbuf .. ffi.string(rbuf, n)
+          for line in c.inbuf:gmatch("([^\n]*)\n") do
+            if line:sub(1, 2) == "S " then
+              local r = cjson.decode(line:sub(3))
+              if r then r.conn = c; waiting[#waiting + 1] = r end
+            elseif line:sub(1, 2) == "C " then
+              cancel(c, tonumber(line:sub(3)))
+            end
+          end
+          c.inbuf = c.inbuf:match("[^\n]*$")
         end
       end
-      inbuf = inbuf:match("[^\n]*$")
-    elseif not busy then
-      return steps
     end
-    local out = {}
+    local out = {}   -- connection -> lines
+    local function put(c, line) out[c] = out[c] or {}; table.insert(out[c], line) end
     while gen:active() < slots and #waiting > 0 do
       local r = table.remove(waiting, 1)
       local ok, id, why = pcall(gen.start, gen, r.ids, r.opts)
-      if ok and id then running[id] = r.id
-      else out[#out + 1] = string.format("%d ! %s\n", r.id, (tostring(ok and why or id):gsub("\n", " "))) end
+      if ok and id then running[id] = r
+      else put(r.conn, string.format("%d ! %s\n", r.id, (tostring(ok and why or id):gsub("\n", " ")))) end
     end
     if gen:active() > 0 then
       for _, ev in ipairs(gen:step()) do
-        local rid = running[ev.id]
-        if rid then
-          out[#out + 1] = string.format("%d %d %d\n", rid, ev.token, ev.done and 1 or 0)
+        local r = running[ev.id]
+        if r then
+          put(r.conn, string.format("%d %d %d\n", r.id, ev.token, ev.done and 1 or 0))
           if ev.done then running[ev.id] = nil end
         end
       end
       steps, idle_since = steps + 1, ds.clock()
     end
-    if #out > 0 then send_all(fd, table.concat(out)) end
+    for c, lines in pairs(out) do
+      if not send_all(c.fd, table.concat(lines)) then drop(c) end
+    end
   end
+  for _, c in ipairs(conns) do C.close(c.fd) end
+  return steps
 end
 
 -- M.run(m, path, max_len) -> true, steps | nil, error: a session of the loaded step model m (ids (slots, 1), pos
--- (slots) -> logits) whose caches hold max_len positions, talking to the event loop that connects to path
+-- (slots) -> logits) whose caches hold max_len positions, listening on path for the workers' event loops
 function M.run(m, path, max_len)
   local slots = m:specs()[1].shape[1]
   local gen = ds.generator({ step = function(_, ids, pos) return m(ids, pos) end, max_len = max_len },
     { slots = slots, compile = false })
   local lfd, err = listen_on(path)
   if not lfd then return nil, err end
-  local fd = readable(lfd, CONNECT_S * 1000) and C.accept(lfd, nil, nil) or -1
+  local ok, steps = pcall(serve, lfd, gen, slots)
+  C.unlink(path)   -- no new connection from here on
   C.close(lfd)
-  C.unlink(path)
-  if fd < 0 then return nil, "the event loop did not connect to " .. path end
-  local ok, steps = pcall(serve, fd, gen, slots)
-  C.close(fd)
-  if not ok then return nil, tostring(steps) end
+  if not ok then return nil, tostring(steps) .. " (" .. path .. ")" end
   return true, steps
 end
 
