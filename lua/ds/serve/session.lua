@@ -70,7 +70,7 @@ end
 -- request: ds.generator:start's prompt and options; id unique on that connection) and "C id" (cancel) lines; out:
 -- "id token 0|1" (1: its last token) and "id ! error" lines, one write per connection and step.
 local function serve(lfd, gen, slots)
-  local conns, waiting, running, steps, idle_since = {}, {}, {}, 0, ds.clock()   -- running: generator id -> request
+  local conns, waiting, running, steps, idle_since = {}, {}, {}, 0, nil   -- running: generator id -> request
   local function drop(c)   -- a connection gone: its requests end
     C.close(c.fd)
     for i, x in ipairs(conns) do if x == c then table.remove(conns, i); break end end
@@ -84,7 +84,7 @@ local function serve(lfd, gen, slots)
   -- the first connection (the worker that started the session) comes within CONNECT_S
   local first = readable({ lfd }, CONNECT_S * 1000)[lfd] and C.accept(lfd, nil, nil) or -1
   if first < 0 then error("the event loop did not connect", 0) end
-  conns[1] = { fd = first, inbuf = "" }
+  conns[1], idle_since = { fd = first, inbuf = "" }, ds.clock()
   while #conns > 0 do
     local busy = gen:active() > 0 or #waiting > 0
     if not busy and ds.clock() - idle_since >= IDLE_S then break end
