@@ -72,7 +72,7 @@ local function stamp(line)
   return h and (h * 3600 + m * 60 + s) or nil
 end
 
--- n streams at once from one curl (parallel transfers): the seconds from the first request to the last event and
+-- n streams at once from one curl (parallel transfers, every connection opened at once): the seconds from the first request to the last event and
 -- each stream's final event (the whole answer)
 local body = string.format('{"text": "%s", "max_tokens": %d}', PROMPT, N)
 local function streams(n)
@@ -81,7 +81,7 @@ local function streams(n)
     urls[i] = string.format("http://127.0.0.1:%d/generate/char_gpt", PORT)
     outs[i] = string.format("-o %s/out%d", dir, i)
   end
-  sh(string.format("curl -sfN -Z --parallel-max %d --trace-time --trace-ascii %s/trace -d '%s' %s %s 2>/dev/null", n,
+  sh(string.format("curl -sfN -Z --parallel-immediate --parallel-max %d --trace-time --trace-ascii %s/trace -d '%s' %s %s 2>/dev/null", n,
     dir, body, table.concat(urls, " "), table.concat(outs, " ")))
   local first, last = math.huge, -math.huge   -- the trace's first line (connecting) and last data received
   for line in io.lines(dir .. "/trace") do
