@@ -72,8 +72,8 @@ local function stamp(line)
   return h and (h * 3600 + m * 60 + s) or nil
 end
 
--- n streams at once from one curl (parallel transfers, every connection opened at once): the seconds from the first request to the last event and
--- each stream's final event (the whole answer)
+-- n streams at once from one curl (parallel transfers, every connection opened at once): the seconds from the first
+-- request to the last event and each stream's final event (the whole answer)
 local body = string.format('{"text": "%s", "max_tokens": %d}', PROMPT, N)
 local function streams(n)
   local urls, outs = {}, {}
@@ -81,8 +81,8 @@ local function streams(n)
     urls[i] = string.format("http://127.0.0.1:%d/generate/char_gpt", PORT)
     outs[i] = string.format("-o %s/out%d", dir, i)
   end
-  sh(string.format("curl -sfN -Z --parallel-immediate --parallel-max %d --trace-time --trace-ascii %s/trace -d '%s' %s %s 2>/dev/null", n,
-    dir, body, table.concat(urls, " "), table.concat(outs, " ")))
+  sh(string.format("curl -sfN -Z --parallel-immediate --parallel-max %d --trace-time --trace-ascii %s/trace -d '%s' "
+    .. "%s %s 2>/dev/null", n, dir, body, table.concat(urls, " "), table.concat(outs, " ")))
   local first, last = math.huge, -math.huge   -- the trace's first line (connecting) and last data received
   for line in io.lines(dir .. "/trace") do
     local t = stamp(line)
@@ -139,10 +139,11 @@ os.execute("rm -rf " .. dir)
 print(string.format("char GPT greedy, %d new tokens after %d, ds %d threads; tokens/s", N, #p, ds.get_num_threads()))
 print(string.format("  in process, compiled step per token   %8.0f", step_rate))
 print(string.format("  in process, compiled decoding loop    %8.0f", loop_rate))
-print(string.format("  served, one stream                     %8.0f  (%.2fx the in-process loop: target >= 0.8x; %.2fx the step)",
-  one, one / loop_rate, one / step_rate))
-print(string.format("  served, %d concurrent streams (total)   %8.0f  (%.2fx one stream; target >= 3x; each answer as alone)",
-  STREAMS, total, total / one))
-print(string.format("  served, one stream, caches for 1       %8.0f  (%.2fx the in-process loop)", one1, one1 / loop_rate))
+print(string.format("  served, one stream                     %8.0f  (%.2fx the in-process loop: target >= 0.8x; "
+  .. "%.2fx the step)", one, one / loop_rate, one / step_rate))
+print(string.format("  served, %d concurrent streams (total)   %8.0f  (%.2fx one stream; target >= 3x; each answer "
+  .. "as alone)", STREAMS, total, total / one))
+print(string.format("  served, one stream, caches for 1       %8.0f  (%.2fx the in-process loop)", one1,
+  one1 / loop_rate))
 print(string.format("  saved step per call, 1 thread: %d rows %.3f ms, 1 row %.3f ms (a stream: %d steps, its prompt "
   .. "one token a step)", STREAMS, step8, step1, #p + N - 1))
