@@ -1,32 +1,63 @@
 /* conv_phase_kernels.h: conv_phases for one dtype. conv_phase.c includes it through float_kernels.h with T (the
    element type), DT (its dtype code) and FN(name) (name with the dtype suffix). */
 
+/* d[0 .. j0) = 0, d[j0 .. j1) = s[j * sw + o], d[j1 .. n) = 0 */
+static void FN(phase_row)(T *d, const T *s, int64_t sw, int64_t o, int64_t j0, int64_t j1, int64_t n) {
+  for (int64_t j = 0; j < j0; j++) d[j] = 0;
+  for (int64_t j = j0; j < j1; j++) d[j] = s[j * sw + o];
+  for (int64_t j = j1; j < n; j++) d[j] = 0;
+}
+
+/* the two column phases of one padded row at once: input columns 2k and 2k + 1 (the row s of W values, left zeros
+   before it) land in phase rows e and o */
+static void FN(phase_row2)(T *restrict d0, T *restrict d1, const T *restrict s, int64_t W, int64_t left, int64_t Wq) {
+  T *restrict e = (left & 1) ? d1 : d0, *restrict o = (left & 1) ? d0 : d1;
+  int64_t e0 = left >> 1, o0 = (left + 1) >> 1, ne = (W + 1) >> 1, no = W >> 1;
+  e0 = e0 < Wq ? e0 : Wq; o0 = o0 < Wq ? o0 : Wq;
+  if (ne > Wq - e0) ne = Wq - e0;
+  if (no > Wq - o0) no = Wq - o0;
+  for (int64_t j = 0; j < e0; j++) e[j] = 0;
+  for (int64_t j = 0; j < o0; j++) o[j] = 0;
+  int64_t k = 0;
+  for (; k < no && k < ne; k++) { e[e0 + k] = s[2 * k]; o[o0 + k] = s[2 * k + 1]; }
+  for (; k < ne; k++) e[e0 + k] = s[2 * k];
+  for (int64_t j = e0 + ne; j < Wq; j++) e[j] = 0;
+  for (int64_t j = o0 + no; j < Wq; j++) o[j] = 0;
+}
+
 /* dst (C, sh, sw, Hq, Wq) = the C planes (H, W) at x placed at (top, left) in zeros, phase plane (c, r, q) holding
    the padded rows r, r + sh, ... and columns q, q + sw, ...; every element of the planes is written, then
    dst[planes .. len) is zeroed */
 void FN(conv_phases)(const phase_geom *p, const T *x, T *dst, int64_t len) {
-  int64_t sh = p->sh, sw = p->sw, Wq = p->Wq;
-  for (int64_t c = 0; c < p->C; c++)
-    for (int64_t r = 0; r < sh; r++)
-      for (int64_t q = 0; q < sw; q++) {
-        T *d = dst + ((c * sh + r) * sw + q) * p->plane;
-        /* padded column j * sw + q is input column j * sw + q - left: inside for j in [j0, j1) */
-        int64_t j0 = q >= p->left ? 0 : (p->left - q + sw - 1) / sw;
-        int64_t j1 = p->W - 1 + p->left - q < 0 ? 0 : (p->W - 1 + p->left - q) / sw + 1;
-        if (j1 > Wq) j1 = Wq;
-        if (j0 > j1) j0 = j1;
-        for (int64_t i = 0; i < p->Hq; i++, d += Wq) {
-          int64_t h = i * sh + r - p->top;
-          if (h < 0 || h >= p->H) { for (int64_t j = 0; j < Wq; j++) d[j] = 0; continue; }
-          const T *s = x + (c * p->H + h) * p->W;
-          int64_t o = q - p->left;
-          for (int64_t j = 0; j < j0; j++) d[j] = 0;
-          if (sw == 1) for (int64_t j = j0; j < j1; j++) d[j] = s[j + o];
-          else for (int64_t j = j0; j < j1; j++) d[j] = s[j * sw + o];
-          for (int64_t j = j1; j < Wq; j++) d[j] = 0;
+  int64_t sh = p->sh, sw = p->sw, Wq = p->Wq, plane = p->plane;
+  for (int64_t c = 0; c < p->C; c++) {
+    const T *xc = x + c * p->H * p->W;
+    T *dc = dst + c * sh * sw * plane;
+    if (sh == 1 && sw == 1 && p->top == 0 && p->left == 0 && p->Hq == p->H && Wq == p->W) {
+      memcpy(dc, xc, (size_t)(plane * (int64_t)sizeof(T)));   /* no border: the plane itself */
+      continue;
+    }
+    for (int64_t ii = 0; ii < p->Hq; ii++)
+      for (int64_t r = 0; r < sh; r++) {   /* padded row ii * sh + r: row ii of the phase planes (c, r, .) */
+        T *d = dc + r * sw * plane + ii * Wq;
+        int64_t h = ii * sh + r - p->top;
+        if (h < 0 || h >= p->H) {
+          for (int64_t q = 0; q < sw; q++) for (int64_t j = 0; j < Wq; j++) d[q * plane + j] = 0;
+          continue;
+        }
+        const T *s = xc + h * p->W;
+        if (sw == 2) { FN(phase_row2)(d, d + plane, s, p->W, p->left, Wq); continue; }
+        for (int64_t q = 0; q < sw; q++) {
+          /* padded column j * sw + q is input column j * sw + q - left: inside for j in [j0, j1) */
+          int64_t j0 = q >= p->left ? 0 : (p->left - q + sw - 1) / sw;
+          int64_t j1 = p->W - 1 + p->left - q < 0 ? 0 : (p->W - 1 + p->left - q) / sw + 1;
+          if (j1 > Wq) j1 = Wq;
+          if (j0 > j1) j0 = j1;
+          FN(phase_row)(d + q * plane, s, sw, q - p->left, j0, j1, Wq);
         }
       }
-  for (int64_t i = p->C * sh * sw * p->plane; i < len; i++) dst[i] = 0;
+  }
+  for (int64_t i = p->C * sh * sw * plane; i < len; i++) dst[i] = 0;
 }
 
 #undef T

@@ -1,11 +1,25 @@
 /* nn_conv_depthwise.c: the forward pass of depthwise convolutions (one input channel per group: MobileNet's
    3x3 and 5x5 convs, any stride, padding, dilation, channel multiplier) as plane-by-plane FMA chains over the
    kernel's taps, in the order (kh, kw) from zero, then + bias: the same chain per element as im2col + GEMM, so
-   the same bits, without a GEMM call per channel. */
+   the same bits, without a GEMM call per channel. Each input plane is split by stride phase (conv_phase.c), so
+   every tap's window is one contiguous run over the wide output rows. */
 #include "internal.h"
 #include "nn_conv.h"
 #include <math.h>
 #include <omp.h>
+
+/* above this many multiply-adds (planes * OH * OW * taps) the planes are shared among the threads */
+#define DW_PAR_MIN 2e5
+/* the epilogue runs on at most this many output elements at a time (cache-hot) */
+#define DW_EP_RUN 8192
+
+/* one depthwise convolution's plan: the phase geometry, the taps' window offsets, the output plane, whether a
+   plane is computed as one run over its wide rows (at most 50% extra columns) or row by row */
+typedef struct {
+  phase_geom p;
+  const int64_t *koff;
+  int64_t taps, OH, OW, blen, wide;
+} dw_plan;
 
 #define FMA(a, b, c) _Generic((a), float: fmaf, default: fma)(a, b, c)
 #define KERNELS "nn_conv_depthwise_kernels.h"
