@@ -82,12 +82,14 @@ const char *ds_kernel_name(int i);
 int ds_kernel_operands(const char *name);
 /* The elementwise op table (src/elementwise.def, one row per op; fused.c): an opcode is a row's position, the
    number fused programs use. kind: 0 unary, 1 unary with two params (attrs), 2 binary, 3 compare (bool
-   result), 4 where, 5 cast; flags: 1 transcendental. Unknown names give -1. */
+   result), 4 where, 5 cast; flags: 1 transcendental; dtypes: bit (1 << code) set for each ds_dtype the row has
+   kernels for (its dtype list). Unknown names give -1, unknown opcodes kind -1 and flags/dtypes 0. */
 int ds_ew_count(void);
 const char *ds_ew_name(int op);
 int ds_ew_opcode(const char *name);
 int ds_ew_kind(int op);
 int ds_ew_flags(int op);
+int ds_ew_dtypes(int op);
 
 /* ---- element access (core.c): item, totable, printing, tensor from a table --------- */
 int ds_read_flat(const ds_tensor *t, double *out);            /* all elements, row-major */

@@ -114,6 +114,17 @@ static int apply(ds_tensor *const *t, int nops, const char *op, const int *dtype
 #define EW(name, kind, dtypes, cost, flags) dtypes(EAGER_##kind, name)
 #include "elementwise.def"
 #undef EW
+/* each row's dtype list as a bit set of ds_dtype codes (ds_ew_dtypes, ds.h): the Lua op table takes its dtypes
+   from here (lua/ds/ops/elementwise.lua) */
+#define EW_DTYPE_BIT(OP, S, T) | (1 << EW_CODE(S))
+static const int ew_dtypes[] = {
+#define EW(name, kind, dtypes, cost, flags) 0 dtypes(EW_DTYPE_BIT, name),
+#include "elementwise.def"
+#undef EW
+};
+_Static_assert(sizeof ew_dtypes / sizeof ew_dtypes[0] == EW_OP_COUNT, "one dtype set per row of elementwise.def");
+int ds_ew_dtypes(int op) { return op >= 0 && op < EW_OP_COUNT ? ew_dtypes[op] : 0; }
+
 /* the storage-only dtypes (their math runs in f32/i32, dispatch.lua): casts to them */
 COPY(bf16, uint16_t, DS_BF16) COPY(f16, uint16_t, DS_F16) COPY(i8, int8_t, DS_I8)
 

@@ -22,6 +22,14 @@ M.alias = { float = "f32", float32 = "f32", double = "f64", float64 = "f64", lon
 for _, name in ipairs(M.names) do
   assert(M.ctype[name], "dtype.lua: no ctype for libds dtype " .. name)
 end
+-- a set of dtype codes as libds gives it (bit 1 << code per dtype; ds_ew_dtypes) -> the set of their names
+function M.from_bits(bits)
+  local s = {}
+  for c = 0, #M.names - 1 do
+    if bit.band(bits, bit.lshift(1, c)) ~= 0 then s[M.names[c + 1]] = true end
+  end
+  return s
+end
 
 -- Promotion (PyTorch's, restricted to our dtypes): bool < u8, i8 < i32 < i64 < bf16, f16 < f32 < f64;
 -- u8 with i8 gives i32 (PyTorch: int16, which ds lacks), bf16 with f16 gives f32 (as PyTorch).

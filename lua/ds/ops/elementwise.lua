@@ -5,69 +5,62 @@ local dtype = require("ds.dtype")
 local errors = require("ds.errors")
 local S = require("ds.shape")
 local sum_to = require("ds.autograd").sum_to
+local dsffi = require("ds.ffi")
 local first = #D.list + 1 -- this family's ops, returned at the end
 local F = C.functions -- ds.* functions, resolved at call time (backward uses them)
 
-
-local function def_unary(name, dtypes, promote, backward, extra)
-  local def = {
-    name = name, kind = "unary", kernel = "ds_" .. name .. "_%s", dtypes = dtypes, ninputs = 1,
-    promote = promote or C.promote_same, infer = C.infer_broadcast(), backward = backward,
-    elementwise = true,
-  }
-  for k, v in pairs(extra or {}) do def[k] = v end
-  return D.define(def)
-end
-
-local function def_binary(name, doc, dtypes, promote, backward, out_dtype, kernel)
-  return D.define {
-    name = name, doc = doc, kind = "binary", kernel = "ds_" .. (kernel or name) .. "_%s", dtypes = dtypes, ninputs = 2,
-    promote = promote, infer = C.infer_broadcast(out_dtype), backward = backward, elementwise = true,
-  }
-end
+-- The C op table (src/elementwise.def, read through ds_ew_*, src/ds.h) gives each op its name, kind and
+-- dtypes; an entry below adds what C cannot know: promotion, backward, doc, attrs (the two params of a param
+-- row). An entry is keyed by its op's name, which is its row's unless `row =` names another (one row can serve
+-- two ops: div's float kernels are div, its integer ones floor_divide, each picking its dtypes with `only =`;
+-- astype and contiguous both run copy, adding the storage-only dtypes whose casts follow the table in
+-- elementwise.c with `storage = true`). A row without an entry, an entry without its row, or an entry that
+-- restates or contradicts its row is an error at load time naming the op.
+local float, arith, same, bool = C.promote_float, C.promote_arith, C.promote_same, C.promote_bool
+local E = {}
 
 -- ---- unary (float math promotes integers to f32, like PyTorch) ----
-local unary = {
-  exp = { doc = "e^x", C.FLOAT, C.promote_float, function(ctx, g) return g * ctx.outputs[1] end },
-  log = { doc = "natural logarithm", C.FLOAT, C.promote_float, function(ctx, g) return g / ctx.inputs[1] end },
-  sqrt = { doc = "square root", C.FLOAT, C.promote_float, function(ctx, g) return g / (2 * ctx.outputs[1]) end },
-  rsqrt = { doc = "1 / sqrt(x)", C.FLOAT, C.promote_float,
-    function(ctx, g) local y = ctx.outputs[1]; return g * (-0.5) * y * y * y end },
-  sin = { doc = "sine", C.FLOAT, C.promote_float, function(ctx, g) return g * F.cos(ctx.inputs[1]) end },
-  cos = { doc = "cosine", C.FLOAT, C.promote_float, function(ctx, g) return -(g * F.sin(ctx.inputs[1])) end },
-  tanh = { doc = "hyperbolic tangent", C.FLOAT, C.promote_float,
-    function(ctx, g) local y = ctx.outputs[1]; return g * (1 - y * y) end },
-  sigmoid = { doc = "logistic 1 / (1 + e^-x)", C.FLOAT, C.promote_float,
-    function(ctx, g) local y = ctx.outputs[1]; return g * y * (1 - y) end },
-  silu = { doc = "x * sigmoid(x) (torch.nn.functional.silu)", C.FLOAT, C.promote_float, function(ctx, g)
-    local x = ctx.inputs[1]; local s = F.sigmoid(x); return g * s * (1 + x * (1 - s)) end },
-  gelu = { doc = "x * Phi(x), the exact erf form (torch.nn.functional.gelu)", C.FLOAT, C.promote_float, function(ctx, g)
+E.exp = { doc = "e^x", promote = float, backward = function(ctx, g) return g * ctx.outputs[1] end }
+E.log = { doc = "natural logarithm", promote = float, backward = function(ctx, g) return g / ctx.inputs[1] end }
+E.sqrt = { doc = "square root", promote = float,
+  backward = function(ctx, g) return g / (2 * ctx.outputs[1]) end }
+E.rsqrt = { doc = "1 / sqrt(x)", promote = float,
+  backward = function(ctx, g) local y = ctx.outputs[1]; return g * (-0.5) * y * y * y end }
+E.sin = { doc = "sine", promote = float, backward = function(ctx, g) return g * F.cos(ctx.inputs[1]) end }
+E.cos = { doc = "cosine", promote = float, backward = function(ctx, g) return -(g * F.sin(ctx.inputs[1])) end }
+E.tanh = { doc = "hyperbolic tangent", promote = float,
+  backward = function(ctx, g) local y = ctx.outputs[1]; return g * (1 - y * y) end }
+E.sigmoid = { doc = "logistic 1 / (1 + e^-x)", promote = float,
+  backward = function(ctx, g) local y = ctx.outputs[1]; return g * y * (1 - y) end }
+E.silu = { doc = "x * sigmoid(x) (torch.nn.functional.silu)", promote = float, backward = function(ctx, g)
+  local x = ctx.inputs[1]; local s = F.sigmoid(x); return g * s * (1 + x * (1 - s)) end }
+E.gelu = { doc = "x * Phi(x), the exact erf form (torch.nn.functional.gelu)", promote = float,
+  backward = function(ctx, g)
     local x = ctx.inputs[1]
     local cdf = 0.5 * (1 + F.erf(x * 0.7071067811865476))
     local pdf = F.exp(-0.5 * x * x) * 0.3989422804014327
-    return g * (cdf + x * pdf) end },
-  gelu_tanh = { doc = "GELU's tanh approximation (torch.nn.functional.gelu(x, approximate='tanh'))",
-    C.FLOAT, C.promote_float, function(ctx, g)
+    return g * (cdf + x * pdf) end }
+E.gelu_tanh = { doc = "GELU's tanh approximation (torch.nn.functional.gelu(x, approximate='tanh'))",
+  promote = float, backward = function(ctx, g)
     local x = ctx.inputs[1]
     local k = 0.7978845608028654
     local inner = k * (x + 0.044715 * x * x * x)
     local t = F.tanh(inner)
     local dinner = k * (1 + 3 * 0.044715 * x * x)
-    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner) end },
-  erf = { doc = "Gauss error function", C.FLOAT, C.promote_float, function(ctx, g)
-    local x = ctx.inputs[1]; return g * 1.1283791670955126 * F.exp(-(x * x)) end },
-  abs = { doc = "absolute value", C.SIGNED, C.promote_arith, function(ctx, g) return g * F.sign(ctx.inputs[1]) end },
-  neg = { doc = "-x", C.SIGNED, C.promote_arith, function(ctx, g) return -g end },
-  relu = { doc = "max(x, 0)", C.SIGNED, C.promote_arith, function(ctx, g)
-    return g * F.gt(ctx.inputs[1], 0):astype(g.dtype) end },
-  sign = { doc = "-1, 0 or 1 by the sign of x", C.SIGNED, C.promote_arith, function(ctx, g) return g * 0 end },
-  log1p = { doc = "log(1 + x), accurate near 0", C.FLOAT, C.promote_float,
-    function(ctx, g) return g / (ctx.inputs[1] + 1) end },
-  expm1 = { doc = "e^x - 1, accurate near 0", C.FLOAT, C.promote_float,
-    function(ctx, g) return g * (ctx.outputs[1] + 1) end },
-  log2 = { doc = "base-2 logarithm", C.FLOAT, C.promote_float,
-    function(ctx, g) return g / (ctx.inputs[1] * 0.6931471805599453) end },
-}
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner) end }
+E.erf = { doc = "Gauss error function", promote = float, backward = function(ctx, g)
+  local x = ctx.inputs[1]; return g * 1.1283791670955126 * F.exp(-(x * x)) end }
+E.abs = { doc = "absolute value", promote = arith, backward = function(ctx, g) return g * F.sign(ctx.inputs[1]) end }
+E.neg = { doc = "-x", promote = arith, backward = function(ctx, g) return -g end }
+E.relu = { doc = "max(x, 0)", promote = arith, backward = function(ctx, g)
+  return g * F.gt(ctx.inputs[1], 0):astype(g.dtype) end }
+E.sign = { doc = "-1, 0 or 1 by the sign of x", promote = arith, backward = function(ctx, g) return g * 0 end }
+E.log1p = { doc = "log(1 + x), accurate near 0", promote = float,
+  backward = function(ctx, g) return g / (ctx.inputs[1] + 1) end }
+E.expm1 = { doc = "e^x - 1, accurate near 0", promote = float,
+  backward = function(ctx, g) return g * (ctx.outputs[1] + 1) end }
+E.log2 = { doc = "base-2 logarithm", promote = float,
+  backward = function(ctx, g) return g / (ctx.inputs[1] * 0.6931471805599453) end }
 -- trigonometric and hyperbolic functions and their inverses
 local function one_minus_sq(x) return 1 - x * x end
 local trig = {
@@ -82,40 +75,38 @@ local trig = {
     function(ctx, g) local x = ctx.inputs[1]; return g / F.sqrt((x - 1) * (x + 1)) end },
   atanh = { "inverse hyperbolic tangent", function(ctx, g) return g / one_minus_sq(ctx.inputs[1]) end },
 }
-for name, spec in pairs(trig) do unary[name] = { doc = spec[1], C.FLOAT, C.promote_float, spec[2] } end
+for name, spec in pairs(trig) do E[name] = { doc = spec[1], promote = float, backward = spec[2] } end
 -- rounding to a 16-bit float format, the value kept in x's dtype (ONNX's Cast to FLOAT16/BFLOAT16); a step
 -- function, given no backward
-unary.round_f16 = { doc = "x rounded to the nearest float16 value, ties to even (torch's x.half().to(x.dtype))",
-  C.FLOAT, C.promote_float }
-unary.round_bf16 = { doc = "x rounded to the nearest bfloat16 value, ties to even (torch's x.bfloat16().to(x.dtype))",
-  C.FLOAT, C.promote_float }
+E.round_f16 = { doc = "x rounded to the nearest float16 value, ties to even (torch's x.half().to(x.dtype))",
+  promote = float }
+E.round_bf16 = { doc = "x rounded to the nearest bfloat16 value, ties to even (torch's x.bfloat16().to(x.dtype))",
+  promote = float }
 -- rounding (integers come back unchanged; round is half to even): the gradient is 0, as PyTorch's
 local rounding = { floor = "round down to an integer value", ceil = "round up to an integer value",
   round = "round to the nearest integer value, halves to even", trunc = "round toward zero to an integer value" }
 for name, doc in pairs(rounding) do
-  unary[name] = { doc = doc, C.NUMERIC, C.promote_arith, function(ctx, g) return g * 0 end }
+  E[name] = { doc = doc, promote = arith, backward = function(ctx, g) return g * 0 end }
 end
-for name, spec in pairs(unary) do def_unary(name, spec[1], spec[2], spec[3], { doc = spec.doc }) end
-def_unary("logical_not", C.BOOL, C.promote_bool, nil, { doc = "not x, on bool tensors" })
+E.logical_not = { doc = "not x, on bool tensors", promote = bool }
 
 -- ---- binary ----
-local function mul_bw(ctx, g)
-  local a, b = ctx.inputs[1], ctx.inputs[2]
-  return ctx.needs[1] and sum_to(g * b, a._shape) or nil, ctx.needs[2] and sum_to(g * a, b._shape) or nil
-end
-def_binary("add", "a + b", C.NUMERIC, C.promote_arith, function(ctx, g)
+E.add = { doc = "a + b", promote = arith, backward = function(ctx, g)
   return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil,
-    ctx.needs[2] and sum_to(g, ctx.inputs[2]._shape) or nil end)
-def_binary("sub", "a - b", C.NUMERIC, C.promote_arith, function(ctx, g)
+    ctx.needs[2] and sum_to(g, ctx.inputs[2]._shape) or nil end }
+E.sub = { doc = "a - b", promote = arith, backward = function(ctx, g)
   return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil,
-    ctx.needs[2] and sum_to(-g, ctx.inputs[2]._shape) or nil end)
-def_binary("mul", "a * b", C.NUMERIC, C.promote_arith, mul_bw)
-def_binary("div", "a / b, true division (integers promote to f32)", C.FLOAT, C.promote_float, function(ctx, g)
+    ctx.needs[2] and sum_to(-g, ctx.inputs[2]._shape) or nil end }
+E.mul = { doc = "a * b", promote = arith, backward = function(ctx, g)
   local a, b = ctx.inputs[1], ctx.inputs[2]
-  return ctx.needs[1] and sum_to(g / b, a._shape) or nil,
-         ctx.needs[2] and sum_to(-(g * a) / (b * b), b._shape) or nil end)
-def_binary("floor_divide", "a // b on integer tensors (the integer kernel of div)", C.set { "i64", "i32" },
-  C.promote_same, nil, nil, "div")
+  return ctx.needs[1] and sum_to(g * b, a._shape) or nil, ctx.needs[2] and sum_to(g * a, b._shape) or nil end }
+E.div = { doc = "a / b, true division (integers promote to f32)", only = { "f32", "f64" }, promote = float,
+  backward = function(ctx, g)
+    local a, b = ctx.inputs[1], ctx.inputs[2]
+    return ctx.needs[1] and sum_to(g / b, a._shape) or nil,
+           ctx.needs[2] and sum_to(-(g * a) / (b * b), b._shape) or nil end }
+E.floor_divide = { doc = "a // b on integer tensors (the integer kernel of div)", row = "div",
+  only = { "i64", "i32" }, promote = same }
 -- an integer base to a negative Lua-number power has no integer result: an error, as PyTorch's
 -- (a tensor exponent's negative elements give 0 there, and here)
 local function promote_pow(inputs, attrs)
@@ -127,7 +118,7 @@ local function promote_pow(inputs, attrs)
   end
   return out
 end
-def_binary("pow", "a ^ b", C.SIGNED, promote_pow, function(ctx, g)
+E.pow = { doc = "a ^ b", promote = promote_pow, backward = function(ctx, g)
   local a, b, y = ctx.inputs[1], ctx.inputs[2], ctx.outputs[1]
   local ga, gb
   -- as PyTorch: b a^(b-1) is 0 where b == 0 (also at a == 0); y log a is 0 where a == 0 and b >= 0
@@ -135,7 +126,7 @@ def_binary("pow", "a ^ b", C.SIGNED, promote_pow, function(ctx, g)
   if ctx.needs[2] then
     gb = sum_to(g * F.where(F.logical_and(F.eq(a, 0), F.ge(b, 0)), 0, y * F.log(a)), b._shape)
   end
-  return ga, gb end)
+  return ga, gb end }
 -- the gradient goes to the larger (maximum) / smaller (minimum) side; ties split it 0.5 / 0.5 as PyTorch
 local function minmax_bw(pick)
   return function(ctx, g)
@@ -152,25 +143,20 @@ local function mod_bw(whole)
     return ctx.needs[1] and sum_to(g, a._shape) or nil, ctx.needs[2] and sum_to(-(g * whole(a / b)), b._shape) or nil
   end
 end
-def_binary("fmod", "remainder of a / b with the sign of a (C's fmod)", C.SIGNED, C.promote_arith,
-  mod_bw(function(q) return F.trunc(q) end))
-def_binary("remainder", "a % b with the sign of b (Python's and Lua's %)", C.SIGNED, C.promote_arith,
-  mod_bw(function(q) return F.floor(q) end))
-def_binary("maximum", "larger of a and b", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.gt(a, b) end))
-def_binary("minimum", "smaller of a and b", C.NUMERIC, C.promote_arith, minmax_bw(function(a, b) return F.lt(a, b) end))
+E.fmod = { doc = "remainder of a / b with the sign of a (C's fmod)", promote = arith,
+  backward = mod_bw(function(q) return F.trunc(q) end) }
+E.remainder = { doc = "a % b with the sign of b (Python's and Lua's %)", promote = arith,
+  backward = mod_bw(function(q) return F.floor(q) end) }
+E.maximum = { doc = "larger of a and b", promote = arith, backward = minmax_bw(function(a, b) return F.gt(a, b) end) }
+E.minimum = { doc = "smaller of a and b", promote = arith, backward = minmax_bw(function(a, b) return F.lt(a, b) end) }
 local comparisons = { lt = "a < b", le = "a <= b", gt = "a > b", ge = "a >= b", eq = "a == b",
   ne = "a ~= b (torch.ne, !=)" }
-for name, relation in pairs(comparisons) do
-  def_binary(name, relation .. ", a bool tensor", C.ALL, C.promote_same, nil, "bool")
-end
+for name, relation in pairs(comparisons) do E[name] = { doc = relation .. ", a bool tensor", promote = same } end
 local logical = { logical_and = "a and b", logical_or = "a or b", logical_xor = "a xor b" }
-for name, relation in pairs(logical) do
-  def_binary(name, relation .. ", on bool tensors", C.BOOL, C.promote_bool, nil, "bool")
-end
+for name, relation in pairs(logical) do E[name] = { doc = relation .. ", on bool tensors", promote = bool } end
 
 -- bitwise ops on integer tensors (PyTorch's bitwise_*): >> is arithmetic on signed dtypes; a shift by the
 -- dtype's width or more gives 0 (<<) or the sign fill (>>)
-local INTEGER = C.set { "i64", "i32", "u8" }
 local function promote_integer(name)
   return function(inputs, attrs)
     local out = C.promote_same(inputs, attrs)
@@ -180,17 +166,16 @@ local function promote_integer(name)
     return out
   end
 end
-def_unary("bitwise_not", INTEGER, promote_integer("bitwise_not"), nil, { doc = "~x, bit by bit, on integers" })
+E.bitwise_not = { doc = "~x, bit by bit, on integers", promote = promote_integer("bitwise_not") }
 local bitwise = { bitwise_and = "a & b", bitwise_or = "a | b", bitwise_xor = "a ^ b (exclusive or)",
   bitwise_left_shift = "a << b", bitwise_right_shift = "a >> b (arithmetic for signed dtypes)" }
 for name, relation in pairs(bitwise) do
-  def_binary(name, relation .. ", bit by bit, on integer tensors", INTEGER, promote_integer(name), nil)
+  E[name] = { doc = relation .. ", bit by bit, on integer tensors", promote = promote_integer(name) }
 end
 
 -- where(cond, a, b): cond bool, a/b promoted together
-D.define {
-  name = "where", doc = "a where cond is true, else b (torch.where(cond, a, b))", kind = "where",
-  kernel = "ds_where_%s", dtypes = C.ALL, ninputs = 3, elementwise = true,
+E.where = {
+  doc = "a where cond is true, else b (torch.where(cond, a, b))",
   promote = function(inputs)
     local dt = C.result_dtype { inputs[2], inputs[3] }
     return { D.cast(inputs[1], "bool"), D.cast(inputs[2], dt), D.cast(inputs[3], dt) }
@@ -211,9 +196,8 @@ D.define {
 }
 
 -- clamp(x, min, max): absent bounds are -inf/+inf
-D.define {
-  name = "clamp", doc = "x limited to [min, max]", kind = "unary", kernel = "ds_clamp_%s", dtypes = C.NUMERIC,
-  ninputs = 1, elementwise = true,
+E.clamp = {
+  doc = "x limited to [min, max]",
   attrs = { { "min", "float", -math.huge }, { "max", "float", math.huge } }, args = { "min", "max" },
   promote = function(inputs, attrs)
     local dt = inputs[1].dtype
@@ -221,7 +205,6 @@ D.define {
       or (attrs.max ~= math.floor(attrs.max) and attrs.max < math.huge)) then dt = "f32" end
     return { D.cast(inputs[1], dt == "bool" and "i64" or dt) }
   end,
-  infer = C.infer_broadcast(),
   backward = function(ctx, g)
     local x = ctx.inputs[1]
     local inside = F.logical_and(F.ge(x, ctx.attrs.min), F.le(x, ctx.attrs.max))
@@ -230,17 +213,20 @@ D.define {
 }
 
 -- softplus(x, beta, threshold) = log(1 + exp(beta * x)) / beta, x itself where beta * x > threshold (PyTorch)
-def_unary("softplus", C.FLOAT, C.promote_float, function(ctx, g)
-  local x, beta, threshold = ctx.inputs[1], ctx.attrs.beta, ctx.attrs.threshold
-  local z = F.exp(x * beta)
-  return F.where(F.gt(x * beta, threshold), g, g * z / (z + 1))
-end, { doc = "log(1 + e^(beta x)) / beta, x above the threshold (torch.nn.functional.softplus)",
-  attrs = { { "beta", "float", 1 }, { "threshold", "float", 20 } }, args = { "beta", "threshold" } })
+E.softplus = {
+  doc = "log(1 + e^(beta x)) / beta, x above the threshold (torch.nn.functional.softplus)",
+  attrs = { { "beta", "float", 1 }, { "threshold", "float", 20 } }, args = { "beta", "threshold" },
+  promote = float,
+  backward = function(ctx, g)
+    local x, beta, threshold = ctx.inputs[1], ctx.attrs.beta, ctx.attrs.threshold
+    local z = F.exp(x * beta)
+    return F.where(F.gt(x * beta, threshold), g, g * z / (z + 1))
+  end,
+}
 
 -- astype (cast through the copy kernel; also used by dispatch to promote operands)
-D.define {
-  name = "astype", doc = "x converted to dtype (torch's x.to(dtype))", kind = "unary", kernel = "ds_copy_%s",
-  dtypes = C.set(dtype.names), ninputs = 1, elementwise = true,
+E.astype = {
+  doc = "x converted to dtype (torch's x.to(dtype))", row = "copy", storage = true,
   attrs = { { "dtype", "dtype" } }, args = { "dtype" },
   prepare = function(inputs, attrs)
     local dt = dtype.normalize(attrs.dtype)
@@ -256,12 +242,65 @@ D.define {
   end,
 }
 -- contiguous copy of a (possibly strided) tensor, same dtype
-D.define {
-  name = "contiguous", doc = "a contiguous copy of x (x:copy_(y) is its in-place form)", inplace_name = "copy_",
-  kind = "unary", kernel = "ds_copy_%s", dtypes = C.set(dtype.names), ninputs = 1, elementwise = true,
+E.contiguous = {
+  doc = "a contiguous copy of x (x:copy_(y) is its in-place form)", inplace_name = "copy_", row = "copy",
+  storage = true,
   infer = function(inputs) return { shape = inputs[1]._shape, dtype = inputs[1].dtype } end,
   backward = function(ctx, g) return g end,
 }
+
+-- ---- the entries checked against the C rows and defined, in row order ----
+local KINDS = { [0] = "unary", "param", "binary", "compare", "where", "cast" } -- ds_ew_kind's numbers (ds.h)
+local OP_KIND = { unary = "unary", param = "unary", cast = "unary", binary = "binary", compare = "binary",
+  where = "where" }
+local NINPUTS = { unary = 1, param = 1, cast = 1, binary = 2, compare = 2, where = 3 }
+local FROM_C = { "name", "kind", "dtypes", "kernel", "ninputs", "elementwise" }
+local function fail(op, msg) error("ops/elementwise.lua: " .. op .. ": " .. msg, 0) end
+
+-- the op def of entry e (op `name`) on C row r {name, kind, dtypes}
+local function def_of(name, e, r)
+  for _, k in ipairs(FROM_C) do
+    if e[k] ~= nil then fail(name, "the entry sets '" .. k .. "', which comes from its row of src/elementwise.def") end
+  end
+  if not e.doc then fail(name, "the entry has no doc") end
+  local dtypes = r.dtypes
+  if e.only then
+    dtypes = C.set(e.only)
+    for dt in pairs(dtypes) do
+      if not r.dtypes[dt] then fail(name, "only = " .. dt .. ", which its row '" .. r.name .. "' has no kernel for") end
+    end
+  end
+  if e.storage then
+    if r.kind ~= "cast" then fail(name, "storage = true on a " .. r.kind .. " row (only casts have those kernels)") end
+    dtypes = C.set(dtype.names)
+  end
+  local two_params = e.attrs and #e.attrs >= 2 and e.attrs[1][2] == "float" and e.attrs[2][2] == "float"
+  if (r.kind == "param") ~= (two_params or false) then
+    fail(name, "a param row's two params are its op's first two attrs (floats); other rows take no such pair")
+  end
+  local def = { name = name, kind = OP_KIND[r.kind], kernel = "ds_" .. r.name .. "_%s", dtypes = dtypes,
+    ninputs = NINPUTS[r.kind], elementwise = true, infer = C.infer_broadcast(r.kind == "compare" and "bool" or nil) }
+  for k, v in pairs(e) do if k ~= "row" and k ~= "only" and k ~= "storage" then def[k] = v end end
+  return def
+end
+
+local ffi, lib = dsffi.ffi, dsffi.C
+local served = {} -- row name -> the names of the entries it serves
+for name, e in pairs(E) do
+  local row = e.row or name
+  served[row] = served[row] or {}
+  table.insert(served[row], name)
+end
+for op = 0, lib.ds_ew_count() - 1 do
+  local r = { name = ffi.string(lib.ds_ew_name(op)), kind = KINDS[lib.ds_ew_kind(op)],
+    dtypes = dtype.from_bits(lib.ds_ew_dtypes(op)) }
+  local names = served[r.name]
+  if not names then fail(r.name, "a row of src/elementwise.def with no entry here") end
+  served[r.name] = nil
+  table.sort(names)
+  for _, name in ipairs(names) do D.define(def_of(name, E[name], r)) end
+end
+for row, names in pairs(served) do fail(names[1], "no row '" .. row .. "' in src/elementwise.def") end
 
 -- this family's op defs by name (callers require the family and read them)
 return D.defined_since(first)
