@@ -25,11 +25,12 @@ typedef void (*sgemm_micro_fn)(int mr, int nr, int64_t kc, const float *ap, cons
    c (m x n, row stride ldc) = a (m x K, a (i, k) at a[i * ars + k * acs]) @ b (K x n, either layout),
    1 <= m <= SGEMM_ROWS_MAX, any n, all K in one pass: for a few rows against a B read in place (a frozen
    weight), walking each B row along its columns instead of down NR-column strips. The same FMA chain per c
-   element as micro(), so the same bits. */
+   element as micro(), so the same bits. Returns the columns per row block it takes for m rows (with n = 0 it
+   computes nothing: the driver asks it so). */
 #define SGEMM_ROWS_MAX 8
 #define SGEMM_STRIP 32
-typedef void (*sgemm_rows_fn)(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b,
-                              int64_t ldb, int64_t sstride, float *c, int64_t ldc, int load_c);
+typedef int64_t (*sgemm_rows_fn)(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b,
+                                 int64_t ldb, int64_t sstride, float *c, int64_t ldc, int load_c);
 typedef struct {
   int mr, nr;             /* micro-tile rows and columns */
   sgemm_micro_fn micro;
@@ -86,12 +87,13 @@ typedef struct {
     break; \
   }
 #define SGEMM_ROWS \
-  static void rows(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb, \
-                   int64_t sstride, float *c, int64_t ldc, int load_c) { \
+  static int64_t rows(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b, \
+                      int64_t ldb, int64_t sstride, float *c, int64_t ldc, int load_c) { \
     switch (m) { \
       SGEMM_ROWS_CASE(1) SGEMM_ROWS_CASE(2) SGEMM_ROWS_CASE(3) SGEMM_ROWS_CASE(4) \
       SGEMM_ROWS_CASE(5) SGEMM_ROWS_CASE(6) SGEMM_ROWS_CASE(7) SGEMM_ROWS_CASE(8) \
     } \
+    return ROWS_NV(ACC / m) * V; \
   }
 _Static_assert(SGEMM_ROWS_MAX == 8, "SGEMM_ROWS has one case per row count 1 .. SGEMM_ROWS_MAX");
 

@@ -31,6 +31,28 @@ describe("prepack", function()
     end
   end)
 
+  it("few rows against a wide weight (AVX2's micro-kernel from 5 rows) give eager's bits on every path", function()
+    local script = [[
+      local ds = require("ds")
+      ds.manual_seed(5)
+      local w = ds.randn(1024, 300)
+      local cg = ds.compile(function(x) return x:matmul(w) end, { ds.spec({ "rows", 1024 }) },
+        { freeze = true, convert = false })
+      assert(tostring(cg):find("matmul_packed", 1, true), "not prepacked")
+      local ffi = require("ffi")
+      local h = 0
+      for _, rows in ipairs({ 3, 4, 5, 6, 7, 8, 9 }) do
+        local x = ds.randn(rows, 1024)
+        local y = cg(x)
+        assert(ds.equal(y, x:matmul(w)), rows .. " rows: frozen differs from eager")
+        local p = ffi.cast("uint8_t *", y:data_ptr())
+        for i = 0, y:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
+      end
+      io.write(ds.info().isa, " ", h)
+    ]]
+    H.same_bits_on_every_path(script)
+  end)
+
   it("gives the unpacked bits with {prepack = false}, on 1 and 2 threads, with a plain matmul too", function()
     ds.manual_seed(4)
     local w = ds.randn(200, 70)
