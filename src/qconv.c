@@ -19,22 +19,32 @@ static int check(const ds_tensor *t, int dtype, const char *op, const char *what
 typedef struct { int64_t C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW; } geometry;
 
 /* rows (OH * OW, Kp) of the image q (C, H, W) u8, the columns in w's (C, kh, kw) order, zp outside the image and
-   0 past K */
+   0 past K: a kernel row inside the image is copied without bounds checks */
 static void im2col(const geometry *g, const uint8_t *q, uint8_t zp, int64_t Kp, uint8_t *rows) {
-  int64_t K = g->C * g->kh * g->kw;
+  int64_t K = g->C * g->kh * g->kw, kw = g->kw;
   for (int64_t oh = 0; oh < g->OH; oh++)
     for (int64_t ow = 0; ow < g->OW; ow++) {
-      uint8_t *r = rows + (oh * g->OW + ow) * Kp;
-      int64_t k = 0;
+      uint8_t *r = rows + (oh * g->OW + ow) * Kp, *end = r + Kp;
+      int64_t w0 = ow * g->sw - g->pw, dw = g->dw;
+      int inside = w0 >= 0 && w0 + (kw - 1) * dw < g->W;
+      /* a kernel row of at most 8 contiguous bytes moves as one 8-byte word when that stays in this output row
+         (the bytes past it are rewritten next); the read may pass the image's end into its 8 spare bytes */
+      int word = inside && dw == 1 && kw <= 8;
       for (int64_t c = 0; c < g->C; c++)
-        for (int64_t i = 0; i < g->kh; i++) {
+        for (int64_t i = 0; i < g->kh; i++, r += kw) {
           int64_t h = oh * g->sh - g->ph + i * g->dh;
-          for (int64_t j = 0; j < g->kw; j++, k++) {
-            int64_t w = ow * g->sw - g->pw + j * g->dw;
-            r[k] = h >= 0 && h < g->H && w >= 0 && w < g->W ? q[(c * g->H + h) * g->W + w] : zp;
+          if (h < 0 || h >= g->H) {
+            memset(r, zp, (size_t)kw);
+            continue;
           }
+          const uint8_t *src = q + (c * g->H + h) * g->W;
+          if (word && r + 8 <= end) memcpy(r, src + w0, 8);
+          else if (inside)
+            for (int64_t j = 0; j < kw; j++) r[j] = src[w0 + j * dw];
+          else
+            for (int64_t j = 0; j < kw; j++) r[j] = w0 + j * dw >= 0 && w0 + j * dw < g->W ? src[w0 + j * dw] : zp;
         }
-      memset(r + K, 0, (size_t)(Kp - K));
+      memset(r, 0, (size_t)(Kp - K));
     }
 }
 
@@ -80,7 +90,7 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
   if (M == 0 || O == 0) return DS_OK;
   int64_t G = (K + QG_KG - 1) / QG_KG, Kp = G * QG_KG, S = (O + QG_NR - 1) / QG_NR, rounded;
   int64_t bytes = (M * O + M) * (int64_t)sizeof(float) + (M + O) * (int64_t)sizeof(int32_t) + S * G * QG_GROUP +
-                  CHW + M * Kp + 64;
+                  B * (CHW + 8) + M * Kp + 64;
   char *buf = ds_mem_alloc(bytes, &rounded);
   if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the unfolded input", op);
   float *out = (float *)buf;                 /* (M, O) */
@@ -88,30 +98,35 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
   int32_t *za = (int32_t *)(sa + M);         /* (M) */
   int32_t *cs = za + M;                      /* (O) */
   int8_t *wp = (int8_t *)(cs + O);           /* packed weight */
-  uint8_t *qimg = (uint8_t *)(wp + S * G * QG_GROUP);   /* (C, H, W) */
-  uint8_t *rows = qimg + CHW;                /* (M, Kp) */
+  uint8_t *qimg = (uint8_t *)(wp + S * G * QG_GROUP);   /* (B, C, H, W), each image followed by 8 spare bytes */
+  uint8_t *rows = qimg + B * (CHW + 8);      /* (M, Kp) */
   ds_qgemm_pack(w->data, O, K, wp);
   ds_qgemm_colsums(w->data, O, K, cs);
   const float *xp = x->data;
-  for (int64_t b = 0; b < B; b++) {
+  int bad = 0, par = B > 1 && M * Kp >= DS_PAR_MIN;
+  DS_PAR_FOR(par, b, B, {   /* each image quantized and unfolded on its own */
     float s = fscale;
     int32_t zp = fzp;
     int ok = fixed || ds_qgemm_range(xp + b * CHW, CHW, &s, &zp);
-    ok = ok && ds_qgemm_quantize(xp + b * CHW, CHW, s, zp, qimg);
-    if (!ok) {
-      ds_mem_release(buf, rounded);
-      return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
+    ok = ok && ds_qgemm_quantize(xp + b * CHW, CHW, s, zp, qimg + b * (CHW + 8));
+    if (!ok) __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
+    else {
+      im2col(&g, qimg + b * (CHW + 8), (uint8_t)zp, Kp, rows + b * P * Kp);
+      for (int64_t p = 0; p < P; p++) { sa[b * P + p] = s; za[b * P + p] = zp; }
     }
-    im2col(&g, qimg, (uint8_t)zp, Kp, rows + b * P * Kp);
-    for (int64_t p = 0; p < P; p++) { sa[b * P + p] = s; za[b * P + p] = zp; }
+  });
+  if (bad) {
+    ds_mem_release(buf, rounded);
+    return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
   }
   qgemm_job q = { .M = M, .N = O, .K = K, .G = G, .Kp = Kp, .qa = rows, .sa = sa, .za = za, .wp = wp, .cs = cs,
                   .ws = ws->data, .bias = bias->data, .y = out };
   ds_qgemm_run(&q);
   float *yp = y->data;   /* (M, O) -> (B, O, P) */
-  for (int64_t b = 0; b < B; b++)
+  DS_PAR_FOR(par, b, B, {
     for (int64_t o = 0; o < O; o++)
       for (int64_t p = 0; p < P; p++) yp[(b * O + o) * P + p] = out[(b * P + p) * O + o];
+  });
   ds_mem_release(buf, rounded);
   return DS_OK;
 }
