@@ -28,17 +28,26 @@ local path = ds.info().bf16_path
 
 -- ---- the GEMM against the peak ----
 local peak_probe = os.getenv("PEAK_BF16") or "build/peak_bf16"
-local peak = stats.json_of(peak_probe .. " " .. args.threads .. (args.smoke and " 1000000" or ""))
-local peak_g = peak and type(peak.bf16) == "number" and peak.bf16 or nil
+-- the best of 3 probe runs, as the GEMM below is the best of 5 rounds
+local peak_g
+for _ = 1, 3 do
+  local peak = stats.json_of(peak_probe .. " " .. args.threads .. (args.smoke and " 1000000" or ""))
+  if peak and type(peak.bf16) == "number" then peak_g = math.max(peak_g or 0, peak.bf16) end
+end
 local M, K, N = 128, 1024, 1024
 ds.manual_seed(1)
 local a, b = ds.randn(M, K):astype("bf16"), ds.randn(K, N):astype("bf16")
 local a32, b32 = ds.randn(M, K), ds.randn(K, N)
+-- the best of 5 rounds of --reps calls (the host is shared: a round may lose its core)
 local function gflops(fn)
   fn()
-  local t0 = ds.clock()
-  for _ = 1, args.reps do fn() end
-  return 2 * M * N * K * args.reps / (ds.clock() - t0) / 1e9
+  local best = math.huge
+  for _ = 1, 5 do
+    local t0 = ds.clock()
+    for _ = 1, args.reps do fn() end
+    best = math.min(best, ds.clock() - t0)
+  end
+  return 2 * M * N * K * args.reps / best / 1e9
 end
 local g_bf16 = gflops(function() return ds.matmul_bf16(a, b) end)
 -- x @ W with W a frozen constant, compiled {dtype = "bf16"}: W cast and packed once, x cast and packed per call

@@ -29,19 +29,28 @@ ds.set_num_threads(args.threads)
 local PY = "/usr/bin/python3"
 
 -- ---- the GEMM against the peak ----
-local peak = stats.json_of((os.getenv("PEAK_INT8") or "build/peak_int8") .. " " .. args.threads ..
-  (args.smoke and " 100000" or ""))
-local peak_g = peak and type(peak.vnni) == "number" and peak.vnni or nil
+-- the best of 3 probe runs, as the GEMM below is the best of 5 rounds
+local peak_g
+for _ = 1, 3 do
+  local peak = stats.json_of((os.getenv("PEAK_INT8") or "build/peak_int8") .. " " .. args.threads ..
+    (args.smoke and " 100000" or ""))
+  if peak and type(peak.vnni) == "number" then peak_g = math.max(peak_g or 0, peak.vnni) end
+end
 local M, K, N = 128, 1024, 1024
 ds.manual_seed(1)
 local x = ds.randn(M, K)
 local w = (ds.randn(N, K) * 40):clamp(-127, 127):round():astype("i8")
 local ws, b = ds.rand(N) * 0.01, ds.randn(N)
+-- the best of 5 rounds of --reps calls (the host is shared: a round may lose its core)
 local function gops(fn)
   fn()
-  local t0 = ds.clock()
-  for _ = 1, args.reps do fn() end
-  return 2 * M * N * K * args.reps / (ds.clock() - t0) / 1e9
+  local best = math.huge
+  for _ = 1, 5 do
+    local t0 = ds.clock()
+    for _ = 1, args.reps do fn() end
+    best = math.min(best, ds.clock() - t0)
+  end
+  return 2 * M * N * K * args.reps / best / 1e9
 end
 local g_eager = gops(function() return ds.linear_int8(x, w, ws, b) end)
 local packed = ds.compile(function(a) return ds.linear_int8(a, w, ws, b) end, { ds.spec({ M, K }) }, { freeze = true })
