@@ -58,14 +58,14 @@ end
 
 -- a state value updated by an op that writes its input (optimizer steps, the random generator) can be
 -- updated in place when nothing reads the old value afterwards and the update is written back to it
--- (views share memory with their input: a value's group is the value it is a view of)
+-- (views share memory with their input: a value's group is the value it is a view of; so may `contiguous`)
 -- in_place_rule(ir) -> in_place(node, pos, j, out_id): may the node at pos write its j-th input as out_id?
 local function in_place_rule(ir)
   local group, last_read, kept = {}, {}, {}
   local function g(id) return group[id] or id end
   for i, node in ipairs(ir.nodes) do
     for _, id in ipairs(node.inputs) do last_read[g(id)] = i end
-    if node.def.view then group[node.outputs[1]] = g(node.inputs[1]) end
+    if node.def.view or node.op == "contiguous" then group[node.outputs[1]] = g(node.inputs[1]) end
   end
   for _, id in ipairs(ir.outputs) do kept[g(id)] = true end
   for _, w in ipairs(ir.grad_writes or {}) do if w.value then kept[g(w.value)] = true end end
@@ -253,6 +253,8 @@ function M.build(ir, env)
         outs[i] = new_root("lua", nil, ir.values[id].dtype, shape_of(id)); lay[id] = outs[i]
       end
       L.steps[#L.steps + 1] = { lua = node, outs = outs, ins = ins, attrs = attrs, op = node.op, line = node.line }
+    elseif def.name == "contiguous" and is_contiguous(ins[1].shape, ins[1].strides) then
+      lay[node.outputs[1]] = ins[1]   -- already contiguous (graph inputs are bound contiguous): no copy
     elseif def.kernel then
       kernel_step(node, pos, ins, attrs)
     else
