@@ -80,40 +80,52 @@ void ds_bgemm_pack_a(const uint16_t *a, int64_t M, int64_t K, uint32_t *ap) {
   }
 }
 
-/* bp = b (K, N) as bgemm.h's strips */
-void ds_bgemm_pack_b(const uint16_t *b, int64_t K, int64_t N, uint32_t *bp) {
-  int64_t S = (N + BG_NR - 1) / BG_NR, P = (K + 1) / 2;
-  for (int64_t s = 0; s < S; s++)
+/* strips [s0, s1) of bp = b (K, N) as bgemm.h's strips (a full strip and pair without bounds checks) */
+static void pack_b_strips(const uint16_t *b, int64_t K, int64_t N, int64_t s0, int64_t s1, uint32_t *bp) {
+  int64_t P = (K + 1) / 2;
+  for (int64_t s = s0; s < s1; s++)
     for (int64_t p = 0; p < P; p++) {
       uint32_t *d = bp + (s * P + p) * BG_NR;
+      const uint16_t *lo = b + 2 * p * N + s * BG_NR, *hi = lo + N;
+      if ((s + 1) * BG_NR <= N && 2 * p + 1 < K) {
+        for (int j = 0; j < BG_NR; j++) d[j] = ds_bgemm_daz(lo[j]) | ds_bgemm_daz(hi[j]) << 16;
+        continue;
+      }
       for (int j = 0; j < BG_NR; j++) {
         int64_t n = s * BG_NR + j;
-        uint32_t lo = n < N ? ds_bgemm_daz(b[2 * p * N + n]) : 0;
-        uint32_t hi = n < N && 2 * p + 1 < K ? ds_bgemm_daz(b[(2 * p + 1) * N + n]) : 0;
-        d[j] = lo | hi << 16;
+        d[j] = n < N ? ds_bgemm_daz(lo[j]) | (2 * p + 1 < K ? ds_bgemm_daz(hi[j]) << 16 : 0) : 0;
       }
     }
+}
+
+void ds_bgemm_pack_b(const uint16_t *b, int64_t K, int64_t N, uint32_t *bp) {
+  pack_b_strips(b, K, N, 0, (N + BG_NR - 1) / BG_NR, bp);
 }
 
 typedef struct {
   int64_t M, N, K, P;
   const uint16_t *a;   /* (M, K) bf16 to pack into ap first, or NULL */
   uint32_t *ap;
-  const uint32_t *bp;
+  const uint16_t *b;   /* (K, N) bf16 to pack into bp first, or NULL */
+  uint32_t *bp;
   float *c;
   const bgemm_kernel *kr;
 } bgemm_job;
 
-/* thread me of nt: its rows of a packed (then a barrier), then units [u0, u1) of its share: unit u = column block
-   u / nrow, row block u % nrow (a column block's strips stay in cache while the rows pass) */
+/* thread me of nt: its rows of a and strips of b packed (then a barrier), then units [u0, u1) of its share: unit
+   u = column block u / nrow, row block u % nrow (a column block's strips stay in cache while the rows pass) */
 static void run_share(const bgemm_job *q, int me, int nt) {
   const int MR = q->kr->mr, NR = q->kr->nr;
   if (q->a) {
     int64_t i0 = q->M * me / nt, i1 = q->M * (me + 1) / nt;
     ds_bgemm_pack_a(q->a + i0 * q->K, i1 - i0, q->K, q->ap + i0 * q->P);
-    if (nt > 1) {
+  }
+  if (q->b) {
+    int64_t S = (q->N + BG_NR - 1) / BG_NR;
+    pack_b_strips(q->b, q->K, q->N, S * me / nt, S * (me + 1) / nt, q->bp);
+  }
+  if ((q->a || q->b) && nt > 1) {
 #pragma omp barrier
-    }
   }
   int64_t nrow = (q->M + MR - 1) / MR, units = nrow * ((q->N + NR - 1) / NR);
   for (int64_t u = units * me / nt; u < units * (me + 1) / nt; u++) {
@@ -124,9 +136,10 @@ static void run_share(const bgemm_job *q, int me, int nt) {
   }
 }
 
-void ds_bgemm_run(int64_t M, int64_t N, int64_t K, const uint16_t *a, uint32_t *ap, const uint32_t *bp, float *c) {
+void ds_bgemm_run(int64_t M, int64_t N, int64_t K, const uint16_t *a, uint32_t *ap, const uint16_t *b, uint32_t *bp,
+                  float *c) {
   int64_t P = (K + 1) / 2;
-  bgemm_job q = { M, N, K, P, a, ap, bp, c, bf16_kernel() };
+  bgemm_job q = { M, N, K, P, a, ap, b, bp, c, bf16_kernel() };
   if (M == 0 || N == 0) return;
   if (P == 0) { memset(c, 0, (size_t)(M * N) * sizeof(float)); return; }
   int64_t units = ((M + q.kr->mr - 1) / q.kr->mr) * ((N + q.kr->nr - 1) / q.kr->nr);
@@ -155,7 +168,7 @@ static int run_packed(const char *op, const ds_tensor *a, int64_t rows, int64_t 
   int64_t P = (K + 1) / 2, rounded;
   uint32_t *ap = ds_mem_alloc(rows * P * (int64_t)sizeof(uint32_t) + 64, &rounded);
   if (!ap) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed operand", op);
-  ds_bgemm_run(rows, N, K, a->data, ap, bp, c);
+  ds_bgemm_run(rows, N, K, a->data, ap, NULL, (uint32_t *)bp, c);
   ds_mem_release(ap, rounded);
   return DS_OK;
 }
@@ -233,8 +246,7 @@ int ds_matmul_bf16_bf16(ds_tensor *const *t, const double *attrs) {
   const uint16_t *ad = a->data, *bd = b->data;
   float *cd = c->data;
   for (int64_t g = 0; g < (shared ? 1 : batch); g++) {
-    ds_bgemm_pack_b(bd + (shared ? 0 : g * K * N), K, N, bp);
-    ds_bgemm_run(rows, N, K, ad + g * M * K, ap, bp, cd + g * M * N);
+    ds_bgemm_run(rows, N, K, ad + g * M * K, ap, bd + (shared ? 0 : g * K * N), bp, cd + g * M * N);
   }
   ds_mem_release(buf, rounded);
   return DS_OK;

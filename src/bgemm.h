@@ -32,8 +32,9 @@ static inline uint32_t ds_bgemm_daz(uint16_t h) { return (h & 0x7f80u) ? h : (ui
 
 void ds_bgemm_pack_a(const uint16_t *a, int64_t M, int64_t K, uint32_t *ap);   /* (M, P) words */
 void ds_bgemm_pack_b(const uint16_t *b, int64_t K, int64_t N, uint32_t *bp);   /* the strips above */
-/* c (M, N) f32 = ap (M, P) @ bp (packed, N columns); with a (M, K) bf16 not NULL, a is packed into ap first
-   (the threads splitting its rows) */
-void ds_bgemm_run(int64_t M, int64_t N, int64_t K, const uint16_t *a, uint32_t *ap, const uint32_t *bp, float *c);
+/* c (M, N) f32 = ap (M, P) @ bp (packed, N columns); with a (M, K) bf16 not NULL, a is packed into ap first, with
+   b (K, N) bf16 not NULL, b into bp (the threads splitting its rows, its strips) */
+void ds_bgemm_run(int64_t M, int64_t N, int64_t K, const uint16_t *a, uint32_t *ap, const uint16_t *b, uint32_t *bp,
+                  float *c);
 const char *ds_bf16_path(void);   /* "avx512-bf16", "avx2" or "scalar" */
 #endif

@@ -96,7 +96,7 @@ int ds_conv2d_bf16_bf16(ds_tensor *const *t, const double *attrs) {
   for (int64_t n0 = 0; n0 < g.N; n0 += m) {
     int64_t mm = g.N - n0 < m ? g.N - n0 : m;
     im2col(x->data, &g, n0, mm, P, koff, khd, kwd, (uint16_t *)ap);
-    ds_bgemm_run(mm * L, g.OC, K, NULL, ap, bp, c);
+    ds_bgemm_run(mm * L, g.OC, K, NULL, ap, NULL, bp, c);
     for (int64_t n = 0; n < mm; n++) {
       float *yi = yd + (n0 + n) * g.OC * L;
       const float *ci = c + n * L * g.OC;
