@@ -130,6 +130,10 @@ describe("conv2d_int8", function()
     H.raises(function() ds.conv2d_int8(ds.randn(1, 2, 2, 2), w, ws, b) end, "conv2d_int8", "larger than")
     x[{ 1, 1, 1, 1 }] = 0 / 0
     H.raises(function() ds.conv2d_int8(x, w, ws, b) end, "conv2d_int8", "NaN")
+    -- a batch large enough to quantize its images in parallel, the NaN in the last one
+    local xb, wb, wsb, bb = case(4, 2, 24, 24, 5, 3, 3, 2)
+    xb[{ 4, 2, 24, 24 }] = 0 / 0
+    H.raises(function() ds.conv2d_int8(xb, wb, wsb, bb) end, "conv2d_int8", "NaN")
   end)
 end)
 

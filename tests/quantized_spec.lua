@@ -147,6 +147,18 @@ describe("linear_int8", function()
     H.raises(function() ds.linear_int8(ds.randn(2, 7), w, ws, b) end, "linear_int8", "does not end in K")
     H.raises(function() ds.linear_int8(ds.randn(2, 8), w, ds.rand(3), b) end, "linear_int8", "wscale")
   end)
+
+  it("refuses an infinity in a product large enough to split its rows across threads (packed per call or once)",
+    function()
+      local x, w, ws, b = case(130, 300, 200, 2)
+      x[{ 130, 7 }] = math.huge   -- the last row: the last thread's share
+      H.raises(function() ds.linear_int8(x, w, ws, b) end, "linear_int8", "NaN or an infinity")
+      local frozen = ds.compile(function(a) return ds.linear_int8(a, w, ws, b) end, { ds.spec({ 130, 300 }) },
+        { freeze = true })
+      H.raises(function() frozen(x) end, "linear_int8_packed", "NaN or an infinity")
+      x[{ 130, 7 }] = 1
+      assert.is_true(H.bitwise(frozen(x), ds.linear_int8(x, w, ws, b)))
+    end)
 end)
 
 describe("ds.quantize", function()
