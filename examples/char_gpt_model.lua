@@ -39,10 +39,11 @@ function Block:forward(x)
   return self:finish(x, ds.scaled_dot_product_attention(q, k, v, { is_causal = true }))
 end
 
--- one decoding step through the cache: x (B, t, E) at positions pos .. pos + t - 1 -> (B, t, E)
-function Block:step(x, pos)
+-- one decoding step through the cache: x (B, t, E) at positions pos .. pos + t - 1 -> (B, t, E); with slots (n):
+-- x (n, t, E) of those cache rows, row b at positions pos[b] .. pos[b] + t - 1
+function Block:step(x, pos, slots)
   local q, k, v = self:heads(x)
-  return self:finish(x, self.cache(q, k, v, pos))
+  return self:finish(x, self.cache(q, k, v, pos, slots))
 end
 
 local GPT = nn.Module:extend("CharGPT")
@@ -75,13 +76,16 @@ function GPT:forward(ids)
 end
 
 -- decoding through the KV caches (the contract of ds.generate): ids (B, t) i64 at positions pos .. pos + t - 1
--- (pos (1) i64, 1-based), or ids (B, 1) with pos (B) i64 (each row at its own position) -> logits (B, t, V)
-function GPT:step(ids, pos)
+-- (pos (1) i64, 1-based), or ids (B, 1) with pos (B) i64 (each row at its own position) -> logits (B, t, V).
+-- With slots (n) i64: ids (n, t) of the cache rows slots only, row b at positions pos[b] .. pos[b] + t - 1 (pos (n)
+-- i64; a prompt in one call, or one token of each running request) -> logits (n, t, V)
+function GPT:step(ids, pos, slots)
   local B, t = ids:size(1), ids:size(2)
   local at
-  if pos:dim() == 1 and pos:size(1) == B and B ~= 1 then at = pos:reshape(B, 1)                       -- (B, 1)
+  if slots ~= nil then at = pos:reshape(-1, 1) + ds.arange(0, t, { dtype = "i64" }):reshape(1, -1)          -- (n, t)
+  elseif pos:dim() == 1 and pos:size(1) == B and B ~= 1 then at = pos:reshape(B, 1)                   -- (B, 1)
   else at = (pos + ds.arange(0, t, { dtype = "i64" })):reshape(1, t) end                             -- (1, t)
-  return self:run(self.tok(ids) + self.pos(at), "step", pos)
+  return self:run(self.tok(ids) + self.pos(at), "step", pos, slots)
 end
 
 M.GPT = GPT

@@ -3,7 +3,8 @@
 -- compiled step when streaming) give the eager loop's bits; the graph loop eagerly ==
 -- compiled == loaded bitwise (greedy, and sampled for the same seed, with top-k, top-p and eos); the stream callback
 -- sees every token; use_cache = false agrees; ds.generator's rows joining and leaving a running batch each equal the
--- request alone (greedy and sampled with a seed each); refusals.
+-- request alone (greedy and sampled with a seed each; every row a step, or by slot: the running rows only, a prompt in
+-- one call); refusals.
 local ds = require("ds")
 local H = require("helpers")
 package.path = "./examples/?.lua;" .. package.path
@@ -198,11 +199,13 @@ describe("ds.generator (continuous batching)", function()
     return g:narrow(2, #prompts[i] + 1, 6):reshape(-1):totable()
   end
 
-  for _, o in ipairs { {}, { temperature = 0.8, top_k = 6 } } do
+  for _, o in ipairs { {}, { temperature = 0.8, top_k = 6 }, { by_slot = true },
+                       { temperature = 0.8, top_k = 6, by_slot = true } } do
     it((o.temperature and "sampled (a seed per request)" or "greedy")
+      .. (o.by_slot and ", by slot (running rows only, prompts in one call)" or "")
       .. ": requests joining and leaving a running batch of 3 rows each get their tokens alone", function()
       local gen = ds.generator(model(3), { slots = 3, max_new_tokens = 6, temperature = o.temperature,
-        top_k = o.top_k })
+        top_k = o.top_k, by_slot = o.by_slot })
       local ids, streamed = {}, {}
       local function start(i)
         return gen:start(prompts[i], { seed = 100 + i, stream = function(tok, id)
@@ -229,8 +232,10 @@ describe("ds.generator (continuous batching)", function()
     end)
   end
 
-  it("a cancelled request leaves its row; eos ends a request early; bad arguments are refused", function()
-    local gen = ds.generator(model(2), { slots = 2, max_new_tokens = 5 })
+  for _, by_slot in ipairs { false, true } do
+  it("a cancelled request leaves its row; eos ends a request early; bad arguments are refused"
+    .. (by_slot and " (by slot)" or ""), function()
+    local gen = ds.generator(model(2), { slots = 2, max_new_tokens = 5, by_slot = by_slot })
     local a = gen:start({ 3, 1 })
     local b = gen:start(i64({ 4, 4, 4 }))
     gen:step()
@@ -240,7 +245,7 @@ describe("ds.generator (continuous batching)", function()
     gen:run()
     local free = ds.generate(model(1), i64({ { 3, 1 } }), { max_new_tokens = 5 }):narrow(2, 3, 5):reshape(-1):totable()
     assert.same(free, (gen:result(c)))
-    local stop = ds.generator(model(2), { slots = 2, max_new_tokens = 5, eos = free[2] })
+    local stop = ds.generator(model(2), { slots = 2, max_new_tokens = 5, eos = free[2], by_slot = by_slot })
     local d = stop:start({ 3, 1 })
     stop:run()
     assert.same(free[1] == free[2] and { free[1] } or { free[1], free[2] }, (stop:result(d)))
@@ -249,6 +254,26 @@ describe("ds.generator (continuous batching)", function()
     H.raises(function() gen:start({}) end, "generator:start", "non-empty")
     H.raises(function() gen:start({ 1 }, { max_new_tokens = 40 }) end, "generator:start", "caches hold 24")
     H.raises(function() gen:start({ 1 }, { top = 3 }) end, "generator:start", "unknown option 'top'")
+  end)
+  end
+
+  it("by slot: a step runs only the running rows, a prompt is one call (eager: the cache rows of idle slots stay "
+    .. "untouched)", function()
+    local m = model(3)
+    local calls = {}
+    local counted = { max_len = m.max_len, step = function(_, ids, pos, slots)
+      calls[#calls + 1] = { ids:size(1), ids:size(2), slots:totable() }
+      return m:step(ids, pos, slots)
+    end }
+    local gen = ds.generator(counted, { slots = 3, max_new_tokens = 3, by_slot = true, compile = false })
+    local id = gen:start({ 3, 1, 4, 1, 5 })
+    assert.equal(3, gen:run())
+    assert.same({ { 1, 8, { 1 } }, { 1, 1, { 1 } }, { 1, 1, { 1 } } }, calls)   -- 5 prompt tokens padded to 8
+    assert.same(ds.generate(model(1), i64({ { 3, 1, 4, 1, 5 } }), { max_new_tokens = 3 }):narrow(2, 6, 3)
+      :reshape(-1):totable(), (gen:result(id)))
+    local rows = m.blocks[1].cache.k_cache:reshape(3, -1)
+    assert.is_true(rows:narrow(1, 2, 2):eq(0):all():item())
+    assert.is_false(rows:narrow(1, 1, 1):eq(0):all():item())
   end)
 end)
 

@@ -1,6 +1,7 @@
 -- tests/kv_cache_spec.lua: nn.KVCache, keys and values preallocated and written in place at a position tensor: a
 -- compiled decode step builds one plan for 20 steps and equals the eager step bitwise; the cached decode equals the
--- full causal forward; a saved step reloads; a position per row (continuous batching) writes each row's slot.
+-- full causal forward; a saved step reloads; a position per row (continuous batching) writes each row's slot; rows
+-- by slot (the running requests' rows only) are written and read alone.
 local ds = require("ds")
 local H = require("helpers")
 local nn = ds.nn
@@ -83,6 +84,35 @@ describe("nn.KVCache", function()
     assert(H.bitwise(eager.k_cache, c.k_cache))
     H.raises(function() eager:update(ds.zeros(2, 2, 2, 3), ds.zeros(2, 2, 2, 3), pos) end,
       "KVCache.update: a position per row (pos (2)) writes one token per row")
+  end)
+
+  it("rows by slot: t tokens of each given row written at its positions, the other rows untouched, the attention "
+    .. "that of the row alone; compiled equals eager", function()
+    local function attend(c, q, k, v, pos, slots) return c(q, k, v, pos, slots) end
+    ds.manual_seed(3)
+    local q, k, v = ds.randn(2, 2, 4, 3), ds.randn(2, 2, 4, 3), ds.randn(2, 2, 4, 3)   -- (n 2, heads 2, t 4, 3)
+    local pos, slots = ds.tensor({ 1, 3 }, { dtype = "i64" }), ds.tensor({ 3, 1 }, { dtype = "i64" })
+    local eager = nn.KVCache(3, 2, 8, 3)
+    local out = attend(eager, q, k, v, pos, slots)                                   -- (2, 2, 4, 3)
+    local kc = eager.k_cache:reshape(3, 2, 8, 3)
+    assert(H.bitwise(kc:narrow(1, 3, 1):narrow(3, 1, 4), k:narrow(1, 1, 1)))           -- slot 3 at 1..4
+    assert(H.bitwise(kc:narrow(1, 1, 1):narrow(3, 3, 4), k:narrow(1, 2, 1)))           -- slot 1 at 3..6
+    assert.equal(0, kc:narrow(1, 2, 1):abs():sum():item())                             -- slot 2 untouched
+    assert.equal(0, kc:narrow(1, 1, 1):narrow(3, 1, 2):abs():sum():item())
+    -- slot 3's prompt alone: causal attention over its own 4 tokens (the rest of its row is masked)
+    H.close(out:narrow(1, 1, 1), ds.scaled_dot_product_attention(q:narrow(1, 1, 1), k:narrow(1, 1, 1),
+      v:narrow(1, 1, 1), { is_causal = true }), 1e-5, 1e-6)
+    local c = nn.KVCache(3, 2, 8, 3)
+    local cg = ds.compile(function(...) return attend(c, ...) end, { ds.spec({ "n", 2, "t", 3 }),
+      ds.spec({ "n", 2, "t", 3 }), ds.spec({ "n", 2, "t", 3 }), ds.spec({ "n" }, "i64"), ds.spec({ "n" }, "i64") })
+    assert(H.bitwise(out, cg(q, k, v, pos, slots)))
+    assert(H.bitwise(eager.k_cache, c.k_cache)); assert(H.bitwise(eager.v_cache, c.v_cache))
+    H.raises(function() eager(q, k, v, pos, ds.tensor({ 3, 4 }, { dtype = "i64" })) end,
+      "KVCache.update: slot 4 is outside the cache's rows 1..3")
+    H.raises(function() eager(q, k, v, ds.tensor({ 1 }, { dtype = "i64" }), slots) end,
+      "KVCache.update: pos must be (n) i64 with n = (2)")
+    H.raises(function() eager(q, k, v, ds.tensor({ 1, 6 }, { dtype = "i64" }), slots) end,
+      "KVCache.update: position 9 is outside the cache's 1..8")
   end)
 
   it("refuses bad shapes and positions, naming the call", function()

@@ -1,6 +1,7 @@
 -- generator.lua: ds.generator, step-wise decoding of many requests in one running batch (continuous batching):
 -- requests join a free row between two steps and leave when done; each step is one model:step over every row, each
--- row at its own position, so a request's tokens are bitwise those it gets alone (docs/GENERATION.md).
+-- row at its own position, so a request's tokens are bitwise those it gets alone (docs/GENERATION.md). With by_slot,
+-- a step runs only the rows of running requests, and a request's prompt goes in one call.
 local errors = require("ds.errors")
 local options = require("ds.options")
 local Tensor = require("ds.tensor")
@@ -16,22 +17,30 @@ local M = {}
 local Generator = {}
 Generator.__index = Generator
 
--- ds.generator(model, {slots, compile = true, max_new_tokens, temperature, top_k, top_p, min_p, eos}): slots: the
--- rows of model's KV caches (its batch); the other options are the requests' defaults
+-- ds.generator(model, {slots, by_slot = false, compile = true, max_new_tokens, temperature, top_k, top_p, min_p,
+-- eos}): slots: the rows of model's KV caches (its batch); by_slot: model:step(ids (n, t) i64, pos (n) i64, slots (n)
+-- i64) -> logits (n, t, V) runs the cache rows slots only, row b's t tokens at positions pos[b] ..; the other options
+-- are the requests' defaults
 function M.generator(model, opts)
   if type(model) ~= "table" or type(model.step) ~= "function" or type(model.max_len) ~= "number" then
     errors.raise("generator: model must have step(ids (B, 1) i64, pos (B) i64) -> logits (B, 1, V) and max_len "
       .. "(docs/GENERATION.md)")
   end
-  local o = generate.decode_options(opts, "generator", { slots = { "integer", min = 1 }, compile = "boolean" })
+  local o = generate.decode_options(opts, "generator", { slots = { "integer", min = 1 }, compile = "boolean",
+    by_slot = "boolean" })
   if not o.slots then errors.raise("generator: option slots (the batch the model's caches hold) is required") end
   local B = o.slots
-  local function step(ids, pos) return model:step(ids, pos) end
-  if o.compile ~= false then
-    step = lazy.compile(step, { trace.spec({ B, 1 }, "i64"), trace.spec({ B }, "i64") })
+  local function step(ids, pos, slots)
+    if slots == nil then return model:step(ids, pos) end
+    return model:step(ids, pos, slots)
   end
-  return setmetatable({ model = model, defaults = o, B = B, step_fn = step, rows = {}, by_id = {}, last_id = 0 },
-    Generator)
+  if o.compile ~= false then
+    step = lazy.compile(step, o.by_slot
+      and { trace.spec({ "n", "t" }, "i64"), trace.spec({ "n" }, "i64"), trace.spec({ "n" }, "i64") }
+      or { trace.spec({ B, 1 }, "i64"), trace.spec({ B }, "i64") })
+  end
+  return setmetatable({ model = model, defaults = o, B = B, by_slot = o.by_slot, step_fn = step, rows = {},
+    by_id = {}, last_id = 0 }, Generator)
 end
 
 -- the prompt as a Lua list of 1-based ids
@@ -115,9 +124,72 @@ local function draw(r, logits)
   return tok
 end
 
+-- row r's token tok: recorded, streamed and added to events
+local function emit(self, r, tok, events)
+  r.tokens[#r.tokens + 1] = tok
+  r.done = #r.tokens >= r.opts.max_new_tokens or (r.opts.eos ~= nil and tok == r.opts.eos)
+  if r.done then self.rows[r.row] = nil end
+  if r.opts.stream then r.opts.stream(tok, r.id) end
+  events[#events + 1] = { id = r.id, token = tok, done = r.done }
+end
+
+-- row r's next token from logits (n, V), its row i; greedy: every row's argmax at once (exact, so the same as row by
+-- row), kept in cache
+local function next_token(r, logits, i, cache)
+  if r.opts.temperature == 0 then
+    cache.greedy = cache.greedy or logits:argmax(-1):totable()
+    return cache.greedy[i]
+  end
+  return draw(r, logits:narrow(1, i, 1))
+end
+
+-- a prompt of T tokens goes in as a call of the next power of two tokens (at most max_len; the padding's cache
+-- positions are written again before any query sees them), so a plan serves every prompt length up to it
+local function padded(n, max_len)
+  local p = 1
+  while p < n do p = p * 2 end
+  return math.min(p, max_len)
+end
+
+-- step with by_slot: the running requests' next tokens in one call over their rows, then each new request's prompt
+-- in one call (its first token)
+function Generator:step_slots(events)
+  local run, ids, pos, slots, fresh = {}, {}, {}, {}, {}
+  for b = 1, self.B do
+    local r = self.rows[b]
+    if r and r.fed < #r.prompt then fresh[#fresh + 1] = r
+    elseif r then
+      run[#run + 1], ids[#ids + 1], pos[#pos + 1], slots[#slots + 1] = r, r.tokens[#r.tokens], r.fed + #r.tokens, b
+    end
+  end
+  if #run > 0 then
+    local n = #run
+    local logits = self.step_fn(F.tensor(ids, { dtype = "i64" }):reshape(n, 1), F.tensor(pos, { dtype = "i64" }),
+      F.tensor(slots, { dtype = "i64" }))
+    logits = logits:reshape(n, logits:size(3))
+    local cache = {}
+    for i, r in ipairs(run) do emit(self, r, next_token(r, logits, i, cache), events) end
+  end
+  for _, r in ipairs(fresh) do
+    local T = #r.prompt
+    local p = {}
+    for i = 1, padded(T, self.model.max_len) do p[i] = r.prompt[math.min(i, T)] end
+    local logits = self.step_fn(F.tensor(p, { dtype = "i64" }):reshape(1, #p), F.tensor({ 1 }, { dtype = "i64" }),
+      F.tensor({ r.row }, { dtype = "i64" }))
+    r.fed = T
+    emit(self, r, next_token(r, logits:narrow(2, T, 1):reshape(1, logits:size(3)), 1, {}), events)
+  end
+end
+
 -- g:step() -> events {{id, token, done}...}: one model step over every row (a request still reading its prompt
--- feeds its next prompt token; idle rows compute a throwaway token); each request past its prompt gains a token
+-- feeds its next prompt token; idle rows compute a throwaway token), or with by_slot the calls of step_slots; each
+-- request past its prompt gains a token
 function Generator:step()
+  local events = {}
+  if self.by_slot then
+    autograd.no_grad(function() self:step_slots(events) end)
+    return events
+  end
   local ids, pos = {}, {}
   for b = 1, self.B do
     local r = self.rows[b]
@@ -128,29 +200,15 @@ function Generator:step()
       pos[b] = n + (r.fed < #r.prompt and 1 or 0)
     end
   end
-  local events = {}
   autograd.no_grad(function()
     local logits = self.step_fn(F.tensor(ids, { dtype = "i64" }):reshape(self.B, 1), F.tensor(pos, { dtype = "i64" }))
-    local V = logits:size(3)
-    local greedy   -- every row's argmax at once (exact, so the same as row by row)
+    logits = logits:reshape(self.B, logits:size(3))
+    local cache = {}
     for b = 1, self.B do
       local r = self.rows[b]
       if r then
         if r.fed < #r.prompt then r.fed = r.fed + 1 end
-        if r.fed == #r.prompt then
-          local tok
-          if r.opts.temperature == 0 then
-            greedy = greedy or logits:reshape(self.B, V):argmax(-1):totable()
-            tok = greedy[b]
-          else
-            tok = draw(r, logits:narrow(1, b, 1):reshape(1, V))
-          end
-          r.tokens[#r.tokens + 1] = tok
-          r.done = #r.tokens >= r.opts.max_new_tokens or (r.opts.eos ~= nil and tok == r.opts.eos)
-          if r.done then self.rows[b] = nil end
-          if r.opts.stream then r.opts.stream(tok, r.id) end
-          events[#events + 1] = { id = r.id, token = tok, done = r.done }
-        end
+        if r.fed == #r.prompt then emit(self, r, next_token(r, logits, b, cache), events) end
       end
     end
   end)

@@ -1,7 +1,8 @@
 -- nn/kv_cache.lua: KVCache, keys and values preallocated to max_len and written in place at a position tensor
 -- (ds.index_copy_), so a compiled decode step is one plan for every cache length. The buffers are kept as rows
 -- (batch * heads * max_len, head_dim), each (row, head, position) one row, so a write touches only the rows of
--- the tokens written, also with a position per row (continuous batching); attention reads a 4-d view.
+-- the tokens written, also with a position per row (continuous batching); attention reads a 4-d view, or with
+-- `slots` only the cache rows of the requests running (their rows copied out: every row is computed on its own).
 local Module = require("ds.nn.module")
 local ops = require("ds.ops")
 local errors = require("ds.errors")
@@ -15,11 +16,12 @@ local M = {}
 local KVCache = Module:extend("KVCache", {
   init = { "integer", "integer", "integer", "integer", "table?" },
   update = { "tensor", "tensor", "tensor|integer" },
-  forward = { "tensor", "tensor", "tensor", "tensor|integer" },
+  forward = { "tensor", "tensor", "tensor", "tensor|integer", "tensor?" },
 })
 
 -- KVCache(batch, heads, max_len, head_dim, {dtype = "f32"}): buffers k_cache, v_cache (batch * heads * max_len,
--- head_dim), zeros, not in state_dict; self.shape = {batch, heads, max_len, head_dim}
+-- head_dim), zeros, and slot_base (batch) i64, the first buffer row of each batch row (what a served step model's
+-- rows are counted by, docs/SERVING.md), none in state_dict; self.shape = {batch, heads, max_len, head_dim}
 function KVCache:init(batch, heads, max_len, head_dim, opts)
   opts = options.check(opts, "KVCache", { dtype = "dtype" })
   for _, p in ipairs { { "batch", batch }, { "heads", heads }, { "max_len", max_len }, { "head_dim", head_dim } } do
@@ -31,24 +33,37 @@ function KVCache:init(batch, heads, max_len, head_dim, opts)
   -- not persistent (as PyTorch's caches): a state_dict holds the weights, whatever batch the caches were made for
   self:register_buffer("k_cache", ops.zeros(rows, { dtype = opts.dtype or "f32" }), false)
   self:register_buffer("v_cache", ops.zeros(rows, { dtype = opts.dtype or "f32" }), false)
+  self:register_buffer("slot_base", ops.arange(0, batch, { dtype = "i64" }) * (heads * max_len), false)
+end
+
+-- the positions at (i64, 1-based), checked when not tracing (a compiled step is not: an index of 0 makes index_copy_
+-- refuse) -> at's validity (bool, at's shape)
+function KVCache:valid(at, opname)
+  local L = self.max_len
+  if not state.trace then
+    for _, p in ipairs(at:reshape(-1):totable()) do
+      if p < 1 or p > L then
+        errors.raise(string.format("%s: position %d is outside the cache's 1..%d (max_len)", opname, p, L))
+      end
+    end
+  end
+  return at:ge(1):logical_and(at:le(L))
+end
+
+-- k, v (.., head_dim) written at the buffer rows rows (k's numel / head_dim, 0-based; 0 where invalid: refused)
+function KVCache:write(k, v, rows)
+  local Dh = self.shape[4]
+  ops.index_copy_(self.k_cache, 1, rows, k:detach():astype(self.k_cache.dtype):reshape(-1, Dh)) -- a cache is for
+  ops.index_copy_(self.v_cache, 1, rows, v:detach():astype(self.v_cache.dtype):reshape(-1, Dh)) -- inference: no grad
 end
 
 -- k, v (batch, heads, t, head_dim) written at the cache rows of positions at ((batch * heads, t) i64, 1-based:
 -- each row's own positions) -> the caches as (batch, heads, max_len, head_dim) views
-function KVCache:write(k, v, at)
+function KVCache:write_all(k, v, at)
   local B, H, L, Dh = unpack(self.shape)
-  if not state.trace then
-    for _, p in ipairs(at:reshape(-1):totable()) do
-      if p < 1 or p > L then
-        errors.raise(string.format("KVCache.update: position %d is outside the cache's 1..%d (max_len)", p, L))
-      end
-    end
-  end
+  local valid = self:valid(at, "KVCache.update")
   local first = ops.arange(0, B * H, { dtype = "i64" }):reshape(B * H, 1) * L   -- (B * H, 1) row 0 of each head
-  -- a position outside 1..max_len (a compiled step is not checked above) is row 0: index_copy_ refuses it
-  local rows = ops.where(at:ge(1):logical_and(at:le(L)), first + at, 0):reshape(-1)
-  ops.index_copy_(self.k_cache, 1, rows, k:detach():astype(self.k_cache.dtype):reshape(-1, Dh)) -- a cache is for
-  ops.index_copy_(self.v_cache, 1, rows, v:detach():astype(self.v_cache.dtype):reshape(-1, Dh)) -- inference: no grad
+  self:write(k, v, ops.where(valid, first + at, 0):reshape(-1))
   return self.k_cache:reshape(B, H, L, Dh), self.v_cache:reshape(B, H, L, Dh)
 end
 
@@ -73,7 +88,7 @@ function KVCache:update(k, v, pos)
       .. "got %s %s", batch, pos.dtype, S.str(pos._shape)))
   end
   local at = pos:reshape(1) + ops.arange(0, t, { dtype = "i64" })   -- (t) positions written
-  local kc, vc = self:write(k, v, at:reshape(1, t))
+  local kc, vc = self:write_all(k, v, at:reshape(1, t))
   local mask = ops.arange(1, self.max_len + 1, { dtype = "i64" }):reshape(1, self.max_len):le(at:reshape(t, 1))
   return kc, vc, mask
 end
@@ -86,15 +101,50 @@ function KVCache:update_rows(k, v, pos)
     errors.raise(string.format("KVCache.update: a position per row (pos (%d)) writes one token per row, got k %s", B,
       S.str(k._shape)))
   end
-  local kc, vc = self:write(k, v, pos:reshape(B, 1):expand(B, H):reshape(B * H, 1))   -- row b's heads at pos[b]
+  local kc, vc = self:write_all(k, v, pos:reshape(B, 1):expand(B, H):reshape(B * H, 1))   -- row b's heads at pos[b]
   local mask = ops.arange(1, L + 1, { dtype = "i64" }):reshape(1, 1, 1, L):le(pos:reshape(B, 1, 1, 1))  -- (B,1,1,L)
   return kc, vc, mask
 end
 
--- forward(q, k, v, pos): q (batch, heads, t, head_dim) attending over the cache after k, v are written at pos
--- -> (batch, heads, t, head_dim)
-function KVCache:forward(q, k, v, pos)
-  local kc, vc, mask = self:update(k, v, pos)
+-- update_slots(k, v, pos, slots): k, v (n, heads, t, head_dim) of the batch rows slots (n) i64 (1-based, distinct),
+-- row b's t tokens at positions pos[b] .. pos[b] + t - 1 (pos (n) i64) -> the caches of those rows (n, heads, max_len,
+-- head_dim), copies, and the mask (n, 1, t, max_len): query i of row b sees the keys at positions <= pos[b] + i
+function KVCache:update_slots(k, v, pos, slots)
+  local B, H, L, Dh = unpack(self.shape)
+  local n, t = k._shape[1], k._shape[3]
+  if #k._shape ~= 4 or not S.equal(k._shape, v._shape) or k._shape[2] ~= H or k._shape[4] ~= Dh then
+    errors.raise(string.format("KVCache.update: k %s and v %s must both be (n, %d, t, %d)", S.str(k._shape),
+      S.str(v._shape), H, Dh))
+  end
+  for _, p in ipairs { { "pos", pos }, { "slots", slots } } do
+    if p[2].dtype ~= "i64" or #p[2]._shape ~= 1 or not S.equal(p[2]._shape, { n }) then
+      errors.raise(string.format("KVCache.update: %s must be (n) i64 with n = %s (k's rows), got %s %s", p[1],
+        S.str({ n }), p[2].dtype, S.str(p[2]._shape)))
+    end
+  end
+  if not state.trace then
+    for _, s in ipairs(slots:totable()) do
+      if s < 1 or s > B then
+        errors.raise(string.format("KVCache.update: slot %d is outside the cache's rows 1..%d", s, B))
+      end
+    end
+  end
+  local at = pos:reshape(-1, 1, 1) + ops.arange(0, t, { dtype = "i64" }):reshape(1, 1, -1)     -- (n, 1, t)
+  local head = ops.arange(0, H, { dtype = "i64" }):reshape(1, H, 1) * L                         -- (1, H, 1)
+  local rows = self.slot_base:index_select(1, slots):reshape(-1, 1, 1) + head + at               -- (n, H, t)
+  self:write(k, v, ops.where(self:valid(at, "KVCache.update"), rows, 0):reshape(-1))
+  local kc = self.k_cache:reshape(B, H * L * Dh):index_select(1, slots):reshape(-1, H, L, Dh)
+  local vc = self.v_cache:reshape(B, H * L * Dh):index_select(1, slots):reshape(-1, H, L, Dh)
+  local mask = ops.arange(1, L + 1, { dtype = "i64" }):reshape(1, 1, 1, L):le(at:unsqueeze(4))  -- (n, 1, t, L)
+  return kc, vc, mask
+end
+
+-- forward(q, k, v, pos[, slots]): q (batch, heads, t, head_dim) attending over the cache after k, v are written at
+-- pos (update), or q (n, heads, t, head_dim) over the rows slots (update_slots) -> q's shape
+function KVCache:forward(q, k, v, pos, slots)
+  local kc, vc, mask
+  if slots ~= nil then kc, vc, mask = self:update_slots(k, v, pos, slots)
+  else kc, vc, mask = self:update(k, v, pos) end
   return ops.scaled_dot_product_attention(q, kc, vc, { mask = mask })
 end
 
