@@ -86,7 +86,8 @@ local function build_gen(seed)
 end
 
 -- a character GPT with KV caches (examples/char_gpt_model.lua) whose compiled step is served by ds.generator:
--- step(ids (4, 1) i64, pos (4) i64) -> logits (4, 1, 12), the caches graph state
+-- step(ids (n, t) i64, pos (n) i64, slots (4) i64) -> logits (n, t, 12), ids row b in cache row slots[b] (the reload
+-- test serves the older form step(ids (4, 1) i64, pos (4) i64) -> logits (4, 1, 12)), the caches graph state
 local KV = { vocab = 12, embed = 32, heads = 2, layers = 2, block = 256 }
 local function build_kv(slots, seed)
   ds.manual_seed(seed or 11)
@@ -164,8 +165,9 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     ds.save(ds.compile(ds.generation_loop(one, { max_new_tokens = 10 }),
       { ds.spec({ 1, "t" }, "i64", "prompt"), ds.spec({}, "i64", "seed") }), models .. "/loop")
     local kv = build_kv(4)
-    ds.save(ds.compile(function(ids, pos) return kv:step(ids, pos) end,
-      { ds.spec({ 4, 1 }, "i64", "ids"), ds.spec({ 4 }, "i64", "pos") }), models .. "/kv")
+    ds.save(ds.compile(function(ids, pos, slots) return kv:step(ids, pos, slots:narrow(1, 1, ids:size(1))) end,
+      { ds.spec({ "n", "t" }, "i64", "ids"), ds.spec({ "n" }, "i64", "pos"), ds.spec({ 4 }, "i64", "slots") }),
+      models .. "/kv")
     os.execute("mkdir -p " .. dir .. "/lua/plug")
     http.write(dir .. "/lua/plug/rows.lua", PLUGIN)
     mlp_file, gen_file = ds.load(models .. "/mlp"), ds.load(models .. "/gen")
@@ -449,7 +451,7 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
     os.execute("mkdir -p " .. new)
     local gen2 = build_gen(8)
     ds.save(gen2, new .. "/gen")
-    local kv2 = build_kv(4, 12)
+    local kv2 = build_kv(4, 12)   -- the older step form: every cache row each step
     ds.save(ds.compile(function(ids, pos) return kv2:step(ids, pos) end,
       { ds.spec({ 4, 1 }, "i64", "ids"), ds.spec({ 4 }, "i64", "pos") }), new .. "/kv")
     for _, name in ipairs { "gen", "kv" } do

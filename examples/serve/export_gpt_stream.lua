@@ -1,6 +1,7 @@
 -- examples/serve/export_gpt_stream.lua: the character GPT of examples/char_gpt.lua served with streamed generation:
--- its decode step with KV caches for SLOTS requests compiled and saved, the characters as a vocab, and the
--- serve.json that makes it a KV-cache step model (docs/SERVING.md "KV caches"); no serving code.
+-- its decode step with KV caches for SLOTS requests compiled and saved (over the cache rows it is given: a prompt in
+-- one call, the running requests' tokens in one call), the characters as a vocab, and the serve.json that makes it a
+-- KV-cache step model (docs/SERVING.md "KV caches"); no serving code.
 -- usage: luajit examples/serve/export_gpt_stream.lua OUT_DIR [--weights W.safetensors] [--slots N] [--steps N]
 --   W: char_gpt.lua --out DIR's char_gpt_weights.safetensors; without it, N training steps here (default 100)
 --   bin/ds-serve /tmp/ngx 8089 OUT_DIR start
@@ -37,9 +38,12 @@ end
 local model = CM.GPT({ vocab = #chars, cache_batch = slots })
 model:load_state_dict(state)
 model:eval()
--- step(ids (slots, 1) i64, pos (slots) i64) -> logits (slots, 1, vocab): the caches written in place, graph state
-ds.save(ds.compile(function(x, pos) return model:step(x, pos) end,
-  { ds.spec({ slots, 1 }, "i64", "ids"), ds.spec({ slots }, "i64", "pos") }), out .. "/char_gpt")
+-- step(ids (n, t) i64, pos (n) i64, slots (SLOTS) i64) -> logits (n, t, vocab): ids row b in cache row slots[b],
+-- its t tokens at positions pos[b] .. (slots: every cache row, those of ids first); the caches written in place,
+-- graph state
+ds.save(ds.compile(function(x, pos, rows) return model:step(x, pos, rows:narrow(1, 1, x:size(1))) end,
+  { ds.spec({ "n", "t" }, "i64", "ids"), ds.spec({ "n" }, "i64", "pos"), ds.spec({ slots }, "i64", "slots") }),
+  out .. "/char_gpt")
 local f = assert(io.open(out .. "/char_gpt.vocab.json", "wb"))
 f:write(cjson.encode(id)); f:close()
 f = assert(io.open(out .. "/serve.json", "wb"))

@@ -20,8 +20,7 @@ local KVCache = Module:extend("KVCache", {
 })
 
 -- KVCache(batch, heads, max_len, head_dim, {dtype = "f32"}): buffers k_cache, v_cache (batch * heads * max_len,
--- head_dim), zeros, and slot_base (batch) i64, the first buffer row of each batch row (what a served step model's
--- rows are counted by, docs/SERVING.md), none in state_dict; self.shape = {batch, heads, max_len, head_dim}
+-- head_dim), zeros, not in state_dict; self.shape = {batch, heads, max_len, head_dim}
 function KVCache:init(batch, heads, max_len, head_dim, opts)
   opts = options.check(opts, "KVCache", { dtype = "dtype" })
   for _, p in ipairs { { "batch", batch }, { "heads", heads }, { "max_len", max_len }, { "head_dim", head_dim } } do
@@ -33,7 +32,6 @@ function KVCache:init(batch, heads, max_len, head_dim, opts)
   -- not persistent (as PyTorch's caches): a state_dict holds the weights, whatever batch the caches were made for
   self:register_buffer("k_cache", ops.zeros(rows, { dtype = opts.dtype or "f32" }), false)
   self:register_buffer("v_cache", ops.zeros(rows, { dtype = opts.dtype or "f32" }), false)
-  self:register_buffer("slot_base", ops.arange(0, batch, { dtype = "i64" }) * (heads * max_len), false)
 end
 
 -- the positions at (i64, 1-based), checked when not tracing (a compiled step is not: an index of 0 makes index_copy_
@@ -131,7 +129,7 @@ function KVCache:update_slots(k, v, pos, slots)
   end
   local at = pos:reshape(-1, 1, 1) + ops.arange(0, t, { dtype = "i64" }):reshape(1, 1, -1)     -- (n, 1, t)
   local head = ops.arange(0, H, { dtype = "i64" }):reshape(1, H, 1) * L                         -- (1, H, 1)
-  local rows = self.slot_base:index_select(1, slots):reshape(-1, 1, 1) + head + at               -- (n, H, t)
+  local rows = ((slots - 1) * (H * L)):reshape(-1, 1, 1) + head + at                           -- (n, H, t)
   self:write(k, v, ops.where(self:valid(at, "KVCache.update"), rows, 0):reshape(-1))
   local kc = self.k_cache:reshape(B, H * L * Dh):index_select(1, slots):reshape(-1, H, L, Dh)
   local vc = self.v_cache:reshape(B, H * L * Dh):index_select(1, slots):reshape(-1, H, L, Dh)

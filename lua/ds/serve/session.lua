@@ -139,12 +139,33 @@ local function serve(lfd, gen, slots)
   return steps
 end
 
--- M.run(m, path, max_len) -> true, steps | nil, error: a session of the loaded step model m (ids (slots, 1), pos
--- (slots) -> logits) whose caches hold max_len positions, listening on path for the workers' event loops
+-- the cache rows of the loaded step model m: ids (slots, 1), pos (slots) (each step runs every row), or ids (n, t),
+-- pos (n), slots (slots) (by slot: the rows of ids first, docs/SERVING.md) -> slots, by_slot
+local function rows_of(m)
+  local specs = m:specs()
+  local rows = specs[#specs].shape[1]
+  if type(rows) ~= "number" or #specs < 2 or #specs > 3 or (#specs == 2 and specs[1].shape[1] ~= rows) then
+    error("a KV-cache step model takes ids (slots, 1), pos (slots), or ids (n, t), pos (n), slots (slots) "
+      .. "(docs/SERVING.md)", 0)
+  end
+  return rows, #specs == 3
+end
+
+-- M.run(m, path, max_len) -> true, steps | nil, error: a session of the loaded step model m (rows_of) whose caches
+-- hold max_len positions, listening on path for the workers' event loops
 function M.run(m, path, max_len)
-  local slots = m:specs()[1].shape[1]
-  local gen = ds.generator({ step = function(_, ids, pos) return m(ids, pos) end, max_len = max_len },
-    { slots = slots, compile = false })
+  local okr, slots, by_slot = pcall(rows_of, m)
+  if not okr then return nil, tostring(slots) end
+  local step = function(_, ids, pos) return m(ids, pos) end
+  if by_slot then   -- the generator's slots (n), then the other rows
+    step = function(_, ids, pos, run)
+      local order, taken = run:totable(), {}
+      for _, s in ipairs(order) do taken[s] = true end
+      for s = 1, slots do if not taken[s] then order[#order + 1] = s end end
+      return m(ids, pos, ds.tensor(order, { dtype = "i64" }))
+    end
+  end
+  local gen = ds.generator({ step = step, max_len = max_len }, { slots = slots, by_slot = by_slot, compile = false })
   local lfd, err = listen_on(path)
   if not lfd then return nil, err end
   local ok, steps = pcall(serve, lfd, gen, slots)
