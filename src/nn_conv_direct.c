@@ -18,6 +18,10 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 /* the weight gradient keeps G * rows * cols * 16 lanes per run of images; above this many (x 16 runs) the
    im2col path is used instead */
 #define DOT_ACC_MAX 32768
+/* one image is shared by the threads above this many multiply-adds (rows x wide columns x K), in row tiles or in
+   blocks of SPLIT_NV vectors of columns */
+#define SPLIT_MIN 1e5
+#define SPLIT_NV 4
 
 /* the weight gradient's windows: koff[(c * KH + kh) * KW + kw] = where window (c, kh, kw) starts in C planes of
    `plane` floats, rows of `rowlen` */
@@ -48,15 +52,17 @@ static void put_planes(const float *src, int64_t C, int64_t H, int64_t W, float 
     }
 }
 
-/* dst (C, H, W) = rows of c (row c at c + c * ldc, image row h at h * rowlen), plus bias[c] when given */
-static void take_planes(const float *src, int64_t ldc, int64_t C, int64_t H, int64_t W, int64_t rowlen, float *dst,
-                        const float *bias) {
+/* the wide columns [l0, l1) of the first C rows of src (row c at src + c * ldc; image row h at h * rowlen, its
+   columns past W dropped) into dst (C, H, W), plus bias[c] when given */
+static void take_cols(const float *src, int64_t ldc, int64_t C, int64_t H, int64_t W, int64_t rowlen, float *dst,
+                      const float *bias, int64_t l0, int64_t l1) {
   for (int64_t c = 0; c < C; c++)
-    for (int64_t h = 0; h < H; h++) {
+    for (int64_t h = l0 / rowlen; h < H && h * rowlen < l1; h++) {
       const float *s = src + c * ldc + h * rowlen;
       float *d = dst + (c * H + h) * W;
-      if (bias) for (int64_t w = 0; w < W; w++) d[w] = s[w] + bias[c];
-      else for (int64_t w = 0; w < W; w++) d[w] = s[w];
+      int64_t w0 = l0 - h * rowlen > 0 ? l0 - h * rowlen : 0, w1 = l1 - h * rowlen < W ? l1 - h * rowlen : W;
+      if (bias) for (int64_t w = w0; w < w1; w++) d[w] = s[w] + bias[c];
+      else for (int64_t w = w0; w < w1; w++) d[w] = s[w];
     }
 }
 
@@ -99,10 +105,40 @@ static void inner_images(const inner_job *j) {
       int64_t ig = n * v->G + gi;
       conv_phases_f32(&v->p, j->src + ig * in, buf, j->blen);
       j->kr->rows(v->rows, j->nvec, j->K, j->a + gi * v->rows * j->K, j->K, buf, j->koff, c, j->ldc);
-      take_planes(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst + ig * v->Co * v->Ho * v->Wo,
-                  j->bias ? j->bias + gi * v->Co : NULL);
+      take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst + ig * v->Co * v->Ho * v->Wo,
+                j->bias ? j->bias + gi * v->Co : NULL, 0, v->Ho * v->p.Wq);
       if (j->ep) j->ep->apply(j->ep, n, 1, gi * v->Co, v->Co);
     }
+}
+
+/* One image (N = G = 1) shared by the threads of the enclosing region, its phase planes already at buf: each
+   thread computes its share of c's row tiles (or of its column blocks, when there are fewer row tiles than
+   blocks), puts it out plus the bias and runs ep on whole planes. Each value is the same FMA chain whatever the
+   split, so the bits do not depend on the thread count. */
+static void inner_split(const inner_job *j, const float *buf, float *c) {
+  const inner_conv *v = j->v;
+  int t = omp_get_thread_num(), nt = omp_get_num_threads();
+  int64_t tr = j->kr->tile_rows, tiles = v->rows / tr, blocks = (j->nvec + SPLIT_NV - 1) / SPLIT_NV;
+  int64_t L = v->Ho * v->p.Wq, plane = v->Ho * v->Wo;
+  if (tiles >= blocks) {
+    int64_t r0 = tiles * t / nt * tr, r1 = tiles * (t + 1) / nt * tr, c1 = r1 < v->Co ? r1 : v->Co;
+    if (r1 > r0) j->kr->rows(r1 - r0, j->nvec, j->K, j->a + r0 * j->K, j->K, buf, j->koff, c + r0 * j->ldc, j->ldc);
+    if (c1 <= r0) return;
+    take_cols(c + r0 * j->ldc, j->ldc, c1 - r0, v->Ho, v->Wo, v->p.Wq, j->dst + r0 * plane, j->bias ? j->bias + r0 : NULL,
+              0, L);
+    if (j->ep) j->ep->apply(j->ep, 0, 1, r0, c1 - r0);
+    return;
+  }
+  int64_t v0 = blocks * t / nt * SPLIT_NV, v1 = blocks * (t + 1) / nt * SPLIT_NV;
+  if (v1 > j->nvec) v1 = j->nvec;
+  if (v1 > v0) {
+    j->kr->rows(v->rows, v1 - v0, j->K, j->a, j->K, buf + v0 * CONV_LANES, j->koff, c + v0 * CONV_LANES, j->ldc);
+    take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst, j->bias, v0 * CONV_LANES, v1 * CONV_LANES);
+  }
+  if (!j->ep) return;
+  #pragma omp barrier
+  int64_t c0 = v->Co * t / nt, c1 = v->Co * (t + 1) / nt;
+  if (c1 > c0) j->ep->apply(j->ep, 0, 1, c0, c1 - c0);
 }
 
 static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a, const float *src, float *dst,
@@ -111,13 +147,25 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   int64_t nvec = (v->Ho * v->p.Wq + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
   conv_phase_offsets(&v->p, v->KH, v->KW, v->dh, v->dw, koff);
   int64_t blen = conv_phase_len(&v->p, koff, K, ldc);
-  int nt = par ? ds_team() : 1;
+  /* one image worth sharing: its threads split the image */
+  int split = v->N * v->G == 1 && (double)v->rows * (double)ldc * (double)K >= SPLIT_MIN;
+  int nt = par || split ? ds_team() : 1;
   par = nt > 1;
   scratch s;
-  if (!scratch_take(&s, 0, (blen + v->rows * ldc) * 4, nt))
+  if (!scratch_take(&s, 0, (blen + v->rows * ldc) * 4, split ? 1 : nt))
     return ds_fail(DS_ENOMEM, "%s: out of memory for the padded images", op);
   inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, ep };
-  if (par) {
+  if (par && split) {
+    float *buf = (float *)s.base, *c = buf + blen;
+    conv_phases_f32(&v->p, src, buf, blen);
+    double t0 = ds_team_start();
+    #pragma omp parallel num_threads(nt)
+    {
+      ds_team_arrive(t0);
+      inner_split(&job, buf, c);
+    }
+    ds_team_done();
+  } else if (par) {
     double t0 = ds_team_start();
     #pragma omp parallel num_threads(nt)
     {

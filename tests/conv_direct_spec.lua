@@ -59,7 +59,8 @@ describe("direct conv2d forward at any stride", function()
     end
   end)
 
-  it("gives the same bits on every ISA path and thread count, eager and compiled", function()
+  -- batch 1 splits the image among the threads (by columns for the stem, by row tiles for the 1x1)
+  it("gives the same bits on every ISA path and thread count, eager and compiled, batch 1 and more", function()
     local script = [[
       local ds = require("ds")
       ds.manual_seed(5)
@@ -72,9 +73,12 @@ describe("direct conv2d forward at any stride", function()
       local y3 = f(x)
       assert(ds.equal(y3, ds.nn.functional.hardswish(y)), "compiled differs from eager")
       assert(ds.equal(y1, y3:narrow(1, 1, 1)), "batch 1 differs from batch 3")
+      local xp, wp, bp = ds.randn(1, 80, 6, 6), ds.randn(96, 80, 1, 1), ds.randn(96)   -- one image, split by rows
+      local yp = ds.conv2d(xp, wp, bp)
+      assert(ds.equal(yp, ds.conv2d(ds.cat({ xp, xp }, 1), wp, bp):narrow(1, 2, 1)), "batch 1 differs from batch 2")
       local ffi = require("ffi")
       local h = 0
-      for _, t in ipairs({ y, y1 }) do
+      for _, t in ipairs({ y, y1, yp }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
