@@ -9,6 +9,7 @@
 #include <omp.h>
 #include <string.h>
 #include <cpuid.h>
+#include <immintrin.h>
 
 /* below this many multiply-adds one thread runs the whole product */
 #define PAR_MACS (1 << 19)
@@ -67,13 +68,21 @@ const char *ds_bf16_path(void) {
   return k == &ds_bgemm_avx512bf16 ? "avx512-bf16" : k == &portable ? "scalar" : "avx2";
 }
 
-/* ap (M, P) = a (M, K): pairs of k as words, subnormals zeroed, 0 past K */
+/* ap (M, P) = a (M, K): pairs of k as words, subnormals zeroed, 0 past K; 16 values at a time (a pair is the
+   two halves of a little-endian word: the row as it is, a zero exponent clearing the rest but the sign) */
 void ds_bgemm_pack_a(const uint16_t *a, int64_t M, int64_t K, uint32_t *ap) {
   int64_t P = (K + 1) / 2;
+  const __m256i expo = _mm256_set1_epi16(0x7f80), rest = _mm256_set1_epi16(0x7fff);
   for (int64_t i = 0; i < M; i++) {
     const uint16_t *r = a + i * K;
     uint32_t *d = ap + i * P;
-    for (int64_t p = 0; p < P; p++) {
+    int64_t p = 0;
+    for (; 2 * p + 16 <= K; p += 8) {
+      __m256i v = _mm256_loadu_si256((const __m256i *)(r + 2 * p));
+      __m256i sub = _mm256_cmpeq_epi16(_mm256_and_si256(v, expo), _mm256_setzero_si256());
+      _mm256_storeu_si256((__m256i *)(d + p), _mm256_andnot_si256(_mm256_and_si256(sub, rest), v));
+    }
+    for (; p < P; p++) {
       uint32_t lo = ds_bgemm_daz(r[2 * p]), hi = 2 * p + 1 < K ? ds_bgemm_daz(r[2 * p + 1]) : 0;
       d[p] = lo | hi << 16;
     }
