@@ -3,8 +3,10 @@
 -- greedy, 48 new tokens after a 13-character prompt (its block is 64); tokens/s of one stream, of 8 concurrent streams
 -- (continuous batching over 8 cache rows), and of ds.generate in process (compiled step per token, and the compiled
 -- loop). A served stream is timed from its request to its last event by curl's own trace (no process start-up in
--- it); every streamed answer is checked equal to the one-stream answer. The saved step's time per call (8 cache rows
--- and 1, one thread as the server runs it) and a server whose caches hold one request tell what a stream costs.
+-- it); every streamed answer is checked equal to the one-stream answer, and that to ds.generate's in process. The saved
+-- step runs only the running requests' cache rows and takes a prompt in one call: its time per call (8 rows running,
+-- 1, and a prompt; one thread as the server runs it) and a server whose caches hold one request tell what a stream
+-- costs.
 -- usage (repo root): luajit bench/serve_stream_bench.lua [PORT]   (`make serve-stream-bench`)
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;./bench/?.lua;" .. package.path
 local ds = require("ds")
@@ -47,24 +49,27 @@ local function rate(opts)   -- best of 5, as the served streams
 end
 local step_rate = rate({ max_new_tokens = N, compile = true })
 local loop_rate = rate({ max_new_tokens = N })
+local want = table.concat({ unpack(ds.generate(model, prompt, { max_new_tokens = N }):reshape(-1):totable(), #p + 1) },
+  ",")
 
--- the saved step's milliseconds per call on one thread (a session's cost per step, prompt tokens included)
-local function step_ms(slots)
+-- the saved step's milliseconds per call on one thread with n rows of t tokens running (of the 8-row model)
+local function step_ms(n, t)
   local threads = ds.get_num_threads()
   ds.set_num_threads(1)
-  local m = ds.load(string.format("%s/models%d/char_gpt", dir, slots))
-  local x, pos = ds.ones({ slots, 1 }, { dtype = "i64" }), ds.ones({ slots }, { dtype = "i64" })
-  for _ = 1, 20 do m(x, pos) end
+  local m = ds.load(string.format("%s/models%d/char_gpt", dir, STREAMS))
+  local x, pos = ds.ones({ n, t }, { dtype = "i64" }), ds.ones({ n }, { dtype = "i64" })
+  local rows = ds.arange(1, STREAMS + 1, { dtype = "i64" })
+  for _ = 1, 20 do m(x, pos, rows) end
   local best = math.huge
   for _ = 1, 5 do
     local t0 = ds.clock()
-    for _ = 1, 40 do m(x, pos) end
+    for _ = 1, 40 do m(x, pos, rows) end
     best = math.min(best, (ds.clock() - t0) / 40)
   end
   ds.set_num_threads(threads)
   return best * 1000
 end
-local step8, step1 = step_ms(STREAMS), step_ms(1)
+local step8, step1, prefill = step_ms(STREAMS, 1), step_ms(1, 1), step_ms(1, 16)
 
 -- seconds of a curl trace line "HH:MM:SS.micro ..."
 local function stamp(line)
@@ -123,6 +128,7 @@ local function served(models_dir, many)
     local t, a = streams(1)
     one, alone = math.min(one, t), a[1]
   end
+  assert(alone == want, "the served answer differs from ds.generate's in process")
   local total = math.huge
   for _ = 1, many and 3 or 0 do
     local t, a = streams(STREAMS)
@@ -145,5 +151,5 @@ print(string.format("  served, %d concurrent streams (total)   %8.0f  (%.2fx one
   .. "as alone)", STREAMS, total, total / one))
 print(string.format("  served, one stream, caches for 1       %8.0f  (%.2fx the in-process loop)", one1,
   one1 / loop_rate))
-print(string.format("  saved step per call, 1 thread: %d rows %.3f ms, 1 row %.3f ms (a stream: %d steps, its prompt "
-  .. "one token a step)", STREAMS, step8, step1, #p + N - 1))
+print(string.format("  saved step per call, 1 thread: %d rows running %.3f ms, 1 row %.3f ms, a prompt (16 tokens) "
+  .. "%.3f ms (a stream: %d steps, its prompt one)", STREAMS, step8, step1, prefill, N))
