@@ -254,7 +254,7 @@ local KINDS = { [0] = "unary", "param", "binary", "compare", "where", "cast" } -
 local OP_KIND = { unary = "unary", param = "unary", cast = "unary", binary = "binary", compare = "binary",
   where = "where" }
 local NINPUTS = { unary = 1, param = 1, cast = 1, binary = 2, compare = 2, where = 3 }
-local FROM_C = { "name", "kind", "dtypes", "kernel", "ninputs", "elementwise" }
+local FROM_C = { "name", "kind", "ew_kind", "dtypes", "kernel", "ninputs", "elementwise" }
 local function fail(op, msg) error("ops/elementwise.lua: " .. op .. ": " .. msg, 0) end
 
 -- the op def of entry e (op `name`) on C row r {name, kind, dtypes}
@@ -278,8 +278,9 @@ local function def_of(name, e, r)
   if (r.kind == "param") ~= (two_params or false) then
     fail(name, "a param row's two params are its op's first two attrs (floats); other rows take no such pair")
   end
-  local def = { name = name, kind = OP_KIND[r.kind], kernel = "ds_" .. r.name .. "_%s", dtypes = dtypes,
-    ninputs = NINPUTS[r.kind], elementwise = true, infer = C.infer_broadcast(r.kind == "compare" and "bool" or nil) }
+  -- ew_kind: the row's own kind (unary, param, binary, compare, where, cast), which passes/fuse.lua reads
+  local def = { name = name, kind = OP_KIND[r.kind], ew_kind = r.kind, kernel = "ds_" .. r.name .. "_%s",
+    dtypes = dtypes, ninputs = NINPUTS[r.kind], elementwise = true, infer = C.infer_broadcast(r.kind == "compare" and "bool" or nil) }
   for k, v in pairs(e) do if k ~= "row" and k ~= "only" and k ~= "storage" then def[k] = v end end
   return def
 end

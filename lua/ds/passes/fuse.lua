@@ -10,13 +10,10 @@ local ffi, lib = dsffi.ffi, dsffi.C
 
 local M = {}
 
--- the elementwise op table of the C engine (src/elementwise.def): opcode and kind of each op, by kernel name
-local KIND_NAMES = { [0] = "unary", "param", "binary", "compare", "where", "cast" }
-local OPCODE, KIND = {}, {}
-for op = 0, lib.ds_ew_count() - 1 do
-  local name = ffi.string(lib.ds_ew_name(op))
-  OPCODE[name], KIND[name] = op, KIND_NAMES[lib.ds_ew_kind(op)]
-end
+-- the elementwise op table of the C engine (src/elementwise.def): the opcode of each op, by kernel name (a row's
+-- kind is its ops' def.ew_kind, ops/elementwise.lua)
+local OPCODE = {}
+for op = 0, lib.ds_ew_count() - 1 do OPCODE[ffi.string(lib.ds_ew_name(op))] = op end
 M.OPCODE = OPCODE
 local DTYPE = dtype.code
 -- the dtypes the fused kernel's loops run in (src/fused.c; bf16/f16/i8 ops run as casts around f32/i32 ones)
@@ -71,7 +68,7 @@ function M.program(ir, members, outside_use, first_inputs)
     local function operand(id) return in_group[id] and reg_of[id] or -input_index[id] end
     local a, b, c = operand(n.inputs[1]), n.inputs[2] and operand(n.inputs[2]) or 0, n.inputs[3] and
       operand(n.inputs[3]) or 0
-    if KIND[op] == "param" then    -- the two params are the op's first two attrs, in its table order
+    if n.def.ew_kind == "param" then    -- the two params are the op's first two attrs, in its table order
       b, c = n.attrs[n.def.attrs[1][1]], n.attrs[n.def.attrs[2][1]]
     end
     local dst = table.remove(free)
@@ -84,7 +81,7 @@ function M.program(ir, members, outside_use, first_inputs)
         free[#free + 1] = reg_of[id]; last_use[id] = -1
       end
     end
-    local dt = KIND[op] == "cast" and ir.values[n.outputs[1]].dtype or kernel_dtype(ir, n)
+    local dt = n.def.ew_kind == "cast" and ir.values[n.outputs[1]].dtype or kernel_dtype(ir, n)
     steps[i] = { op = op, opcode = OPCODE[op], dtype = dt, dst = dst, a = a, b = b, c = c }
   end
   local outregs = {}
