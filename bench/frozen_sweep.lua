@@ -1,6 +1,6 @@
 -- bench/frozen_sweep.lua: x (M, K) @ W^T + b for W (N, K), compiled with the weight frozen (prepacked) and
 -- unfrozen, beside OpenBLAS (cblas_sgemm on the same operands), over a sweep of shapes: M 1..16 and 128,
--- K 64..4096, N 8..1024; microseconds per call (the best of 7 batches, the three timed in turn: us_per_call), the
+-- K 64..4096, N 8..1024; microseconds per call (the best of 15 batches, the three timed in turn: us_per_call), the
 -- worst frozen / unfrozen ratios, and the regions team.c held on one thread (`held`).
 -- usage (from the repo root): luajit bench/frozen_sweep.lua [THREADS [K,K,...]] (the K to sweep; all by default);
 -- `make bench-frozen` runs it on each ISA path.
@@ -21,11 +21,11 @@ if arg[2] then   -- a reduced sweep: these K only
 end
 local NS = { 8, 32, 64, 256, 1024 }
 
--- calls per timed batch of fn: enough for ~1 ms
+-- calls per timed batch of fn: enough for ~0.5 ms
 local function batch_size(fn)
   fn()
   local t0, n = ds.clock(), 0
-  repeat fn(); n = n + 1 until ds.clock() - t0 > 0.001
+  repeat fn(); n = n + 1 until ds.clock() - t0 > 0.0005
   return n
 end
 
@@ -36,7 +36,7 @@ local LOOP = "local fn, n = ...; for _ = 1, n do fn() end"
 -- (the order reversed every other round), the best batch of each. Other processes on the host only ever add time
 -- to a batch, and both variants face them alike; a median of a few samples per variant, taken one variant after
 -- the other, put frozen above unfrozen in ~30 of 425 shapes when a busy host slowed one variant's samples.
-local ROUNDS = 7
+local ROUNDS = 15
 local function us_per_call(fns)
   local n, loops, best = {}, {}, {}
   for i, fn in ipairs(fns) do
