@@ -76,7 +76,7 @@ describe("memory", function()
     assert.equal(0, ds.memory().cached_bytes)
   end)
 
-  it("a compiled call's outputs above 1 KiB are C memory: counted live, then cached and reused", function()
+  it("a compiled call's outputs above 4 KiB are C memory: counted live, then cached and reused", function()
     local w = ds.randn(64, 256)
     local cg = ds.compile(function(x) return ds.matmul(x, w) end, { ds.spec({ 16, 64 }) })
     local x = ds.randn(16, 64)

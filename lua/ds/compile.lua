@@ -155,14 +155,14 @@ function Compiled:plan_for(env)
 end
 
 local EMPTY = {}
--- A compiled call's outputs (and gradients) above 1 KiB live in C memory (src/mem.c's size-class cache), not in
+-- A compiled call's outputs (and gradients) above 4 KiB live in C memory (src/mem.c's size-class cache), not in
 -- Lua GC memory as eager tensors up to 64 KiB do: a GC-memory tensor is zero-filled and charges the Lua collector,
--- which walks ds's whole heap once per few MB allocated (~1 ns per byte allocated); a freed C block is reused as
--- it is. Frozen x @ W^T + b per call, 1 thread, Zen 4, CPU time, busy host (indicative): output 2 KiB 3.1-3.4 ->
--- 1.7-1.9 us, 4 KiB (16 x 64 x 64) 7.3 -> 3.3, 16 KiB 18.8 -> 8.0, 64 KiB (16 x 64 x 1024, kernel ~23 us) 51 ->
--- 25-34 (the 64 KiB GC blocks were also returned to the OS and faulted in again: 3-5 faults per call); 32 bytes
--- stays 0.43-0.47 (in GC memory), 1 KiB is even.
-local OUTPUT_GC_BYTES = 1024
+-- which walks ds's whole heap (~3 MB, ~3 ms) once per few MB allocated; a freed C block is reused as it is (the
+-- first 64 MiB of outputs are fresh pages, until tensor.lua's first collection). Frozen x @ W^T + b, 1 thread,
+-- Zen 4, CPU time per call in a long loop, busy host (indicative): output 16 KiB (16 x 64 x 256) 15.8-16.2 ->
+-- 8.7-10.1 us, 64 KiB (16 x 64 x 1024; kernel ~23 us) 38-45 -> 30-31 (the 64 KiB GC blocks were also unmapped
+-- and faulted in again, 1-7 faults per call); 1-4 KiB even.
+local OUTPUT_GC_BYTES = 4096
 
 local function bind_buffer(plan, r, t, what)
   if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then dsffi.fail("compiled graph: " .. what) end
