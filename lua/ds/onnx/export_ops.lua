@@ -8,6 +8,7 @@
 local types = require("ds.onnx.types")
 local A = require("ds.onnx.attr")
 local dtype = require("ds.dtype")
+local EW = require("ds.ops.elementwise") -- the elementwise ops' defs, each with its ONNX form
 
 local M = {}
 local FORMS, NO_FORM = {}, {}
@@ -17,144 +18,25 @@ M.FORMS, M.NO_FORM = FORMS, NO_FORM
 local function last(w, n, op_type, ins, attrs) w:node(op_type, ins, attrs, { n.outs[1] }) end
 local function axis0(d) return d - 1 end -- ds dims are 1-based and normalized (positive) in the graph
 
--- ---- elementwise ----
-local SIMPLE_UNARY = { abs = "Abs", cos = "Cos", erf = "Erf", exp = "Exp", log = "Log", neg = "Neg", relu = "Relu",
-  sigmoid = "Sigmoid", sign = "Sign", sin = "Sin", sqrt = "Sqrt", tanh = "Tanh", logical_not = "Not",
-  contiguous = "Identity" }
-for op, onnx in pairs(SIMPLE_UNARY) do
-  FORMS[op] = function(w, n)
-    local x = n.ins[1]
-    if onnx == "Not" then x = w:cast(x, n.inm[1].dtype, "bool") end
-    last(w, n, onnx, { x })
-  end
-end
-
--- the trigonometric and hyperbolic family; round_f16 / round_bf16 as a Cast to FLOAT16 / BFLOAT16 and back
-local TRIG = { tan = "Tan", asin = "Asin", acos = "Acos", atan = "Atan", sinh = "Sinh", cosh = "Cosh", asinh = "Asinh",
-  acosh = "Acosh", atanh = "Atanh" }
-for op, onnx in pairs(TRIG) do FORMS[op] = function(w, n) last(w, n, onnx, { n.ins[1] }) end end
-for op, onnx_t in pairs({ round_f16 = 10, round_bf16 = 16 }) do
-  FORMS[op] = function(w, n)
-    last(w, n, "Cast", { w:one("Cast", { n.ins[1] }, { to = A.int(onnx_t) }) },
-      { to = A.int(types.onnx_type(n.outm[1].dtype, op)) })
-  end
-end
-
-local ARITH = { add = "Add", sub = "Sub", mul = "Mul", div = "Div", pow = "Pow", maximum = "Max", minimum = "Min" }
-for op, onnx in pairs(ARITH) do
-  FORMS[op] = function(w, n)
-    local dt = n.outm[1].dtype
-    last(w, n, onnx, { w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt) })
-  end
-end
-
-local COMPARE = { eq = "Equal", lt = "Less", le = "LessOrEqual", gt = "Greater", ge = "GreaterOrEqual" }
+-- ---- elementwise: each op's entry declares its form (ops/elementwise.lua): an ONNX op's name, a function, or
+-- no_onnx = the reason it has none ----
+local KIT = { last = last, A = A, onnx_type = types.onnx_type } -- what an entry's form function gets as X
 local function common(n) return dtype.promote(n.inm[1].dtype, n.inm[2].dtype) end
-for op, onnx in pairs(COMPARE) do
-  FORMS[op] = function(w, n)
-    local dt = common(n)
+local function one_node(onnx, kind) -- the inputs cast as ds computes them (compare: the common dtype)
+  if kind == "unary" or kind == "cast" then
+    return function(w, n) last(w, n, onnx, { w:cast(n.ins[1], n.inm[1].dtype, n.outm[1].dtype) }) end
+  end
+  return function(w, n)
+    local dt = kind == "compare" and common(n) or n.outm[1].dtype
     last(w, n, onnx, { w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt) })
   end
 end
-FORMS.ne = function(w, n)
-  local dt = common(n)
-  last(w, n, "Not", { w:one("Equal", { w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt) }) })
-end
-
-local LOGIC = { logical_and = "And", logical_or = "Or", logical_xor = "Xor" }
-for op, onnx in pairs(LOGIC) do
-  FORMS[op] = function(w, n)
-    last(w, n, onnx, { w:cast(n.ins[1], n.inm[1].dtype, "bool"), w:cast(n.ins[2], n.inm[2].dtype, "bool") })
-  end
-end
-
-FORMS.astype = function(w, n)
-  last(w, n, "Cast", { n.ins[1] }, { to = A.int(types.onnx_type(n.outm[1].dtype, "astype")) })
-end
-
-FORMS.log2 = function(w, n)
-  last(w, n, "Div", { w:one("Log", { n.ins[1] }), w:scalar(math.log(2), n.outm[1].dtype) })
-end
-
--- rounding: ONNX's Floor/Ceil/Round are for floats (Round is half to even, as ds's); integers are already whole
-local ROUNDING = { floor = "Floor", ceil = "Ceil", round = "Round" }
-for op, onnx in pairs(ROUNDING) do
-  FORMS[op] = function(w, n)
-    last(w, n, dtype.is_float[n.outm[1].dtype] and onnx or "Identity", { n.ins[1] })
-  end
-end
--- trunc(x) = ceil(x) where x < 0, else floor(x) (opset 17 has no Trunc)
-FORMS.trunc = function(w, n)
-  local x, dt = n.ins[1], n.outm[1].dtype
-  if not dtype.is_float[dt] then return last(w, n, "Identity", { x }) end
-  last(w, n, "Where", { w:one("Less", { x, w:scalar(0, dt) }), w:one("Ceil", { x }), w:one("Floor", { x }) })
-end
--- fmod: C's fmod (the dividend's sign); remainder: fmod moved into the divisor's sign, as ds's kernels do
-local function fmod(w, n)
-  local dt = n.outm[1].dtype
-  local a, b = w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt)
-  return w:one("Mod", { a, b }, { fmod = A.int(1) }), b, dt
-end
-FORMS.fmod = function(w, n) last(w, n, "Identity", { (fmod(w, n)) }) end
-FORMS.remainder = function(w, n)
-  local r, b, dt = fmod(w, n)
-  local zero = w:scalar(0, dt)
-  local fix = w:one("And", { w:one("Not", { w:one("Equal", { r, zero }) }),
-    w:one("Xor", { w:one("Less", { r, zero }), w:one("Less", { b, zero }) }) })
-  last(w, n, "Where", { fix, w:one("Add", { r, b }), r })
-end
-
-FORMS.rsqrt = function(w, n) last(w, n, "Reciprocal", { w:one("Sqrt", { n.ins[1] }) }) end
-
-FORMS.silu = function(w, n) last(w, n, "Mul", { n.ins[1], w:one("Sigmoid", { n.ins[1] }) }) end
-
--- gelu(x) = x/2 (1 + erf(x / sqrt 2))
-FORMS.gelu = function(w, n)
-  local x, dt = n.ins[1], n.outm[1].dtype
-  local e = w:one("Erf", { w:one("Div", { x, w:scalar(math.sqrt(2), dt) }) })
-  local half_x = w:one("Mul", { x, w:scalar(0.5, dt) })
-  last(w, n, "Mul", { half_x, w:one("Add", { e, w:scalar(1, dt) }) })
-end
-
--- gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-FORMS.gelu_tanh = function(w, n)
-  local x, dt = n.ins[1], n.outm[1].dtype
-  local x3 = w:one("Mul", { w:one("Mul", { x, x }), x })
-  local inner = w:one("Mul", { w:one("Add", { x, w:one("Mul", { x3, w:scalar(0.044715, dt) }) }),
-    w:scalar(math.sqrt(2 / math.pi), dt) })
-  local half_x = w:one("Mul", { x, w:scalar(0.5, dt) })
-  last(w, n, "Mul", { half_x, w:one("Add", { w:one("Tanh", { inner }), w:scalar(1, dt) }) })
-end
-
--- softplus(x; beta, threshold) = x where beta x > threshold, else log(1 + exp(beta x)) / beta
-FORMS.softplus = function(w, n)
-  local a, x, dt = n.node.attrs, n.ins[1], n.outm[1].dtype
-  local bx = w:one("Mul", { x, w:scalar(a.beta, dt) })
-  local soft = w:one("Div", { w:one("Softplus", { bx }), w:scalar(a.beta, dt) })
-  last(w, n, "Where", { w:one("Greater", { bx, w:scalar(a.threshold, dt) }), x, soft })
-end
-
-FORMS.clamp = function(w, n)
-  local a, dt = n.node.attrs, n.outm[1].dtype
-  local x = w:cast(n.ins[1], n.inm[1].dtype, dt)
-  local lo = a.min ~= -math.huge and w:scalar(a.min, dt) or ""
-  local hi = a.max ~= math.huge and w:scalar(a.max, dt) or ""
-  last(w, n, "Clip", { x, lo, hi })
-end
-
--- floor division: floats floor(a / b); integers (a - mod(a, b)) / b with mod's sign the divisor's (exact)
-FORMS.floor_divide = function(w, n)
-  local dt = n.outm[1].dtype
-  local a, b = w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt)
-  if dtype.is_float[dt] then return last(w, n, "Floor", { w:one("Div", { a, b }) }) end
-  local r = w:one("Mod", { a, b }, { fmod = A.int(0) })
-  last(w, n, "Div", { w:one("Sub", { a, r }), b })
-end
-
-FORMS.where = function(w, n)
-  local dt = n.outm[1].dtype
-  last(w, n, "Where", { w:cast(n.ins[1], n.inm[1].dtype, "bool"), w:cast(n.ins[2], n.inm[2].dtype, dt),
-    w:cast(n.ins[3], n.inm[3].dtype, dt) })
+for name, def in pairs(EW) do
+  if type(def.onnx) == "string" then FORMS[name] = one_node(def.onnx, def.ew_kind)
+  elseif def.onnx then
+    local form = def.onnx
+    FORMS[name] = function(w, n) return form(w, n, KIT) end
+  else NO_FORM[name] = def.no_onnx end
 end
 
 -- ---- reductions ----
@@ -496,8 +378,6 @@ for _, op in ipairs({ "adam_update", "adam_amsgrad_update", "adagrad_update", "r
 local RANDOM = "ds draws from its own Philox stream, which ONNX's Random* ops cannot reproduce"
 for _, op in ipairs({ "rand", "randn", "randint", "multinomial" }) do NO_FORM[op] = RANDOM end
 NO_FORM.index_copy_ = "an in-place write into graph state (a KV cache); an ONNX graph has no state to write"
-NO_FORM.log1p = "ONNX has no log1p, and log(1 + x) loses ds's accuracy near 0"
-NO_FORM.expm1 = "ONNX has no expm1, and exp(x) - 1 loses ds's accuracy near 0"
 NO_FORM.all_reduce = "a collective across MPI processes (ds.distributed): an ONNX model runs in one process"
 NO_FORM.cumprod = "ONNX has no cumulative product"
 NO_FORM.matmul_bf16 = "ONNX's MatMul has no bf16 inputs with an f32 result, and ONNX Runtime's CPU MatMul no bf16 kernel: "
@@ -505,11 +385,6 @@ NO_FORM.matmul_bf16 = "ONNX's MatMul has no bf16 inputs with an f32 result, and 
 NO_FORM.conv2d_bf16 = "ONNX Runtime's CPU Conv has no bf16 kernel, and ds's bf16 dot (docs/DTYPES.md) cannot be "
   .. "written out there"
 NO_FORM.scatter_reduce = "opset 17's ScatterElements has no max/min reduction (opset 18 added them)"
-for _, op in ipairs { "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not" } do
-  NO_FORM[op] = "ONNX's Bitwise* ops are in opset 18; ds writes opset 17"
-end
-NO_FORM.bitwise_left_shift = "ONNX's BitShift takes unsigned types only (ds's shifts are for i32/i64/u8)"
-NO_FORM.bitwise_right_shift = NO_FORM.bitwise_left_shift
 NO_FORM.sort = "ONNX's TopK does not promise ds's stable order of equal values"
 NO_FORM.print = "ONNX has no printing op"
 NO_FORM.segment_attention = "ONNX attention has no per-sequence segments (export the padded model with a mask)"

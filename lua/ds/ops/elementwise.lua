@@ -11,7 +11,13 @@ local F = C.functions -- ds.* functions, resolved at call time (backward uses th
 
 -- The C op table (src/elementwise.def, read through ds_ew_*, src/ds.h) gives each op its name, kind and
 -- dtypes; an entry below adds what C cannot know: promotion, backward, doc, attrs (the two params of a param
--- row). An entry is keyed by its op's name, which is its row's unless `row =` names another (one row can serve
+-- row) and its ONNX form (opset 17), read by onnx/export_ops.lua (and onnx/handlers/elementwise.lua imports the
+-- named ONNX ops of unary rows as their ops): `onnx = "Exp"` names the ONNX op of the same meaning, one node on
+-- the inputs cast as ds computes them (unary, cast and binary rows: to the result's dtype; compare rows:
+-- to the inputs' common dtype); `onnx = function(w, n, X)` writes a decomposition (export_ops.lua describes w and n; X
+-- is {last = a node writing n's output, A = onnx/attr.lua, onnx_type = onnx/types.lua's}); `no_onnx = "why"`
+-- says why it has none (exporting it fails with the reason). An entry is keyed by its op's name, which is its
+-- row's unless `row =` names another (one row can serve
 -- two ops: div's float kernels are div, its integer ones floor_divide, each picking its dtypes with `only =`;
 -- astype and contiguous both run copy, adding the storage-only dtypes whose casts follow the table in
 -- elementwise.c with `storage = true`). A row without an entry, an entry without its row, or an entry that
@@ -20,93 +26,146 @@ local float, arith, same, bool = C.promote_float, C.promote_arith, C.promote_sam
 local E = {}
 
 -- ---- unary (float math promotes integers to f32, like PyTorch) ----
-E.exp = { doc = "e^x", promote = float, backward = function(ctx, g) return g * ctx.outputs[1] end }
-E.log = { doc = "natural logarithm", promote = float, backward = function(ctx, g) return g / ctx.inputs[1] end }
-E.sqrt = { doc = "square root", promote = float,
+E.exp = { doc = "e^x", onnx = "Exp", promote = float, backward = function(ctx, g) return g * ctx.outputs[1] end }
+E.log = { doc = "natural logarithm", onnx = "Log", promote = float,
+  backward = function(ctx, g) return g / ctx.inputs[1] end }
+E.sqrt = { doc = "square root", onnx = "Sqrt", promote = float,
   backward = function(ctx, g) return g / (2 * ctx.outputs[1]) end }
 E.rsqrt = { doc = "1 / sqrt(x)", promote = float,
+  onnx = function(w, n, X) X.last(w, n, "Reciprocal", { w:one("Sqrt", { n.ins[1] }) }) end,
   backward = function(ctx, g) local y = ctx.outputs[1]; return g * (-0.5) * y * y * y end }
-E.sin = { doc = "sine", promote = float, backward = function(ctx, g) return g * F.cos(ctx.inputs[1]) end }
-E.cos = { doc = "cosine", promote = float, backward = function(ctx, g) return -(g * F.sin(ctx.inputs[1])) end }
-E.tanh = { doc = "hyperbolic tangent", promote = float,
+E.sin = { doc = "sine", onnx = "Sin", promote = float, backward = function(ctx, g) return g * F.cos(ctx.inputs[1]) end }
+E.cos = { doc = "cosine", onnx = "Cos", promote = float,
+  backward = function(ctx, g) return -(g * F.sin(ctx.inputs[1])) end }
+E.tanh = { doc = "hyperbolic tangent", onnx = "Tanh", promote = float,
   backward = function(ctx, g) local y = ctx.outputs[1]; return g * (1 - y * y) end }
-E.sigmoid = { doc = "logistic 1 / (1 + e^-x)", promote = float,
+E.sigmoid = { doc = "logistic 1 / (1 + e^-x)", onnx = "Sigmoid", promote = float,
   backward = function(ctx, g) local y = ctx.outputs[1]; return g * y * (1 - y) end }
-E.silu = { doc = "x * sigmoid(x) (torch.nn.functional.silu)", promote = float, backward = function(ctx, g)
+E.silu = { doc = "x * sigmoid(x) (torch.nn.functional.silu)", promote = float,
+  onnx = function(w, n, X) X.last(w, n, "Mul", { n.ins[1], w:one("Sigmoid", { n.ins[1] }) }) end,
+  backward = function(ctx, g)
   local x = ctx.inputs[1]; local s = F.sigmoid(x); return g * s * (1 + x * (1 - s)) end }
 E.gelu = { doc = "x * Phi(x), the exact erf form (torch.nn.functional.gelu)", promote = float,
+  onnx = function(w, n, X) -- x/2 (1 + erf(x / sqrt 2))
+    local x, dt = n.ins[1], n.outm[1].dtype
+    local e = w:one("Erf", { w:one("Div", { x, w:scalar(math.sqrt(2), dt) }) })
+    local half_x = w:one("Mul", { x, w:scalar(0.5, dt) })
+    X.last(w, n, "Mul", { half_x, w:one("Add", { e, w:scalar(1, dt) }) })
+  end,
   backward = function(ctx, g)
     local x = ctx.inputs[1]
     local cdf = 0.5 * (1 + F.erf(x * 0.7071067811865476))
     local pdf = F.exp(-0.5 * x * x) * 0.3989422804014327
     return g * (cdf + x * pdf) end }
 E.gelu_tanh = { doc = "GELU's tanh approximation (torch.nn.functional.gelu(x, approximate='tanh'))",
-  promote = float, backward = function(ctx, g)
+  promote = float,
+  onnx = function(w, n, X) -- x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    local x, dt = n.ins[1], n.outm[1].dtype
+    local x3 = w:one("Mul", { w:one("Mul", { x, x }), x })
+    local inner = w:one("Mul", { w:one("Add", { x, w:one("Mul", { x3, w:scalar(0.044715, dt) }) }),
+      w:scalar(math.sqrt(2 / math.pi), dt) })
+    local half_x = w:one("Mul", { x, w:scalar(0.5, dt) })
+    X.last(w, n, "Mul", { half_x, w:one("Add", { w:one("Tanh", { inner }), w:scalar(1, dt) }) })
+  end,
+  backward = function(ctx, g)
     local x = ctx.inputs[1]
     local k = 0.7978845608028654
     local inner = k * (x + 0.044715 * x * x * x)
     local t = F.tanh(inner)
     local dinner = k * (1 + 3 * 0.044715 * x * x)
     return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner) end }
-E.erf = { doc = "Gauss error function", promote = float, backward = function(ctx, g)
+E.erf = { doc = "Gauss error function", onnx = "Erf", promote = float, backward = function(ctx, g)
   local x = ctx.inputs[1]; return g * 1.1283791670955126 * F.exp(-(x * x)) end }
-E.abs = { doc = "absolute value", promote = arith, backward = function(ctx, g) return g * F.sign(ctx.inputs[1]) end }
-E.neg = { doc = "-x", promote = arith, backward = function(ctx, g) return -g end }
-E.relu = { doc = "max(x, 0)", promote = arith, backward = function(ctx, g)
+E.abs = { doc = "absolute value", onnx = "Abs", promote = arith,
+  backward = function(ctx, g) return g * F.sign(ctx.inputs[1]) end }
+E.neg = { doc = "-x", onnx = "Neg", promote = arith, backward = function(ctx, g) return -g end }
+E.relu = { doc = "max(x, 0)", onnx = "Relu", promote = arith, backward = function(ctx, g)
   return g * F.gt(ctx.inputs[1], 0):astype(g.dtype) end }
-E.sign = { doc = "-1, 0 or 1 by the sign of x", promote = arith, backward = function(ctx, g) return g * 0 end }
+E.sign = { doc = "-1, 0 or 1 by the sign of x", onnx = "Sign", promote = arith,
+  backward = function(ctx, g) return g * 0 end }
 E.log1p = { doc = "log(1 + x), accurate near 0", promote = float,
+  no_onnx = "ONNX has no log1p, and log(1 + x) loses ds's accuracy near 0",
   backward = function(ctx, g) return g / (ctx.inputs[1] + 1) end }
 E.expm1 = { doc = "e^x - 1, accurate near 0", promote = float,
+  no_onnx = "ONNX has no expm1, and exp(x) - 1 loses ds's accuracy near 0",
   backward = function(ctx, g) return g * (ctx.outputs[1] + 1) end }
 E.log2 = { doc = "base-2 logarithm", promote = float,
+  onnx = function(w, n, X)
+    X.last(w, n, "Div", { w:one("Log", { n.ins[1] }), w:scalar(math.log(2), n.outm[1].dtype) })
+  end,
   backward = function(ctx, g) return g / (ctx.inputs[1] * 0.6931471805599453) end }
 -- trigonometric and hyperbolic functions and their inverses
 local function one_minus_sq(x) return 1 - x * x end
-local trig = {
-  tan = { "tangent", function(ctx, g) local y = ctx.outputs[1]; return g * (1 + y * y) end },
-  asin = { "inverse sine", function(ctx, g) return g / F.sqrt(one_minus_sq(ctx.inputs[1])) end },
-  acos = { "inverse cosine", function(ctx, g) return -(g / F.sqrt(one_minus_sq(ctx.inputs[1]))) end },
-  atan = { "inverse tangent", function(ctx, g) local x = ctx.inputs[1]; return g / (x * x + 1) end },
-  sinh = { "hyperbolic sine", function(ctx, g) return g * F.cosh(ctx.inputs[1]) end },
-  cosh = { "hyperbolic cosine", function(ctx, g) return g * F.sinh(ctx.inputs[1]) end },
-  asinh = { "inverse hyperbolic sine", function(ctx, g) local x = ctx.inputs[1]; return g / F.sqrt(x * x + 1) end },
-  acosh = { "inverse hyperbolic cosine",
+local trig = { -- {ONNX op, doc, backward}
+  tan = { "Tan", "tangent", function(ctx, g) local y = ctx.outputs[1]; return g * (1 + y * y) end },
+  asin = { "Asin", "inverse sine", function(ctx, g) return g / F.sqrt(one_minus_sq(ctx.inputs[1])) end },
+  acos = { "Acos", "inverse cosine", function(ctx, g) return -(g / F.sqrt(one_minus_sq(ctx.inputs[1]))) end },
+  atan = { "Atan", "inverse tangent", function(ctx, g) local x = ctx.inputs[1]; return g / (x * x + 1) end },
+  sinh = { "Sinh", "hyperbolic sine", function(ctx, g) return g * F.cosh(ctx.inputs[1]) end },
+  cosh = { "Cosh", "hyperbolic cosine", function(ctx, g) return g * F.sinh(ctx.inputs[1]) end },
+  asinh = { "Asinh", "inverse hyperbolic sine",
+    function(ctx, g) local x = ctx.inputs[1]; return g / F.sqrt(x * x + 1) end },
+  acosh = { "Acosh", "inverse hyperbolic cosine",
     function(ctx, g) local x = ctx.inputs[1]; return g / F.sqrt((x - 1) * (x + 1)) end },
-  atanh = { "inverse hyperbolic tangent", function(ctx, g) return g / one_minus_sq(ctx.inputs[1]) end },
+  atanh = { "Atanh", "inverse hyperbolic tangent", function(ctx, g) return g / one_minus_sq(ctx.inputs[1]) end },
 }
-for name, spec in pairs(trig) do E[name] = { doc = spec[1], promote = float, backward = spec[2] } end
+for name, spec in pairs(trig) do E[name] = { onnx = spec[1], doc = spec[2], promote = float, backward = spec[3] } end
 -- rounding to a 16-bit float format, the value kept in x's dtype (ONNX's Cast to FLOAT16/BFLOAT16); a step
 -- function, given no backward
-E.round_f16 = { doc = "x rounded to the nearest float16 value, ties to even (torch's x.half().to(x.dtype))",
-  promote = float }
-E.round_bf16 = { doc = "x rounded to the nearest bfloat16 value, ties to even (torch's x.bfloat16().to(x.dtype))",
-  promote = float }
--- rounding (integers come back unchanged; round is half to even): the gradient is 0, as PyTorch's
-local rounding = { floor = "round down to an integer value", ceil = "round up to an integer value",
-  round = "round to the nearest integer value, halves to even", trunc = "round toward zero to an integer value" }
-for name, doc in pairs(rounding) do
-  E[name] = { doc = doc, promote = arith, backward = function(ctx, g) return g * 0 end }
+local function round_to(onnx_t) -- a Cast to the 16-bit ONNX type onnx_t and back
+  return function(w, n, X)
+    X.last(w, n, "Cast", { w:one("Cast", { n.ins[1] }, { to = X.A.int(onnx_t) }) },
+      { to = X.A.int(X.onnx_type(n.outm[1].dtype, n.node.op)) })
+  end
 end
-E.logical_not = { doc = "not x, on bool tensors", promote = bool }
+E.round_f16 = { doc = "x rounded to the nearest float16 value, ties to even (torch's x.half().to(x.dtype))",
+  onnx = round_to(10), promote = float }
+E.round_bf16 = { doc = "x rounded to the nearest bfloat16 value, ties to even (torch's x.bfloat16().to(x.dtype))",
+  onnx = round_to(16), promote = float }
+-- rounding (integers come back unchanged; round is half to even): the gradient is 0, as PyTorch's. ONNX's
+-- Floor/Ceil/Round are for floats (Round is half to even, as ds's); integers are already whole
+local function rounding_form(onnx)
+  return function(w, n, X) X.last(w, n, dtype.is_float[n.outm[1].dtype] and onnx or "Identity", { n.ins[1] }) end
+end
+local rounding = { floor = { "round down to an integer value", rounding_form("Floor") },
+  ceil = { "round up to an integer value", rounding_form("Ceil") },
+  round = { "round to the nearest integer value, halves to even", rounding_form("Round") },
+  -- trunc(x) = ceil(x) where x < 0, else floor(x) (opset 17 has no Trunc)
+  trunc = { "round toward zero to an integer value", function(w, n, X)
+    local x, dt = n.ins[1], n.outm[1].dtype
+    if not dtype.is_float[dt] then return X.last(w, n, "Identity", { x }) end
+    X.last(w, n, "Where", { w:one("Less", { x, w:scalar(0, dt) }), w:one("Ceil", { x }), w:one("Floor", { x }) })
+  end } }
+for name, spec in pairs(rounding) do
+  E[name] = { doc = spec[1], onnx = spec[2], promote = arith, backward = function(ctx, g) return g * 0 end }
+end
+E.logical_not = { doc = "not x, on bool tensors", onnx = "Not", promote = bool }
 
 -- ---- binary ----
-E.add = { doc = "a + b", promote = arith, backward = function(ctx, g)
+E.add = { doc = "a + b", onnx = "Add", promote = arith, backward = function(ctx, g)
   return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil,
     ctx.needs[2] and sum_to(g, ctx.inputs[2]._shape) or nil end }
-E.sub = { doc = "a - b", promote = arith, backward = function(ctx, g)
+E.sub = { doc = "a - b", onnx = "Sub", promote = arith, backward = function(ctx, g)
   return ctx.needs[1] and sum_to(g, ctx.inputs[1]._shape) or nil,
     ctx.needs[2] and sum_to(-g, ctx.inputs[2]._shape) or nil end }
-E.mul = { doc = "a * b", promote = arith, backward = function(ctx, g)
+E.mul = { doc = "a * b", onnx = "Mul", promote = arith, backward = function(ctx, g)
   local a, b = ctx.inputs[1], ctx.inputs[2]
   return ctx.needs[1] and sum_to(g * b, a._shape) or nil, ctx.needs[2] and sum_to(g * a, b._shape) or nil end }
-E.div = { doc = "a / b, true division (integers promote to f32)", only = { "f32", "f64" }, promote = float,
+E.div = { doc = "a / b, true division (integers promote to f32)", only = { "f32", "f64" }, onnx = "Div",
+  promote = float,
   backward = function(ctx, g)
     local a, b = ctx.inputs[1], ctx.inputs[2]
     return ctx.needs[1] and sum_to(g / b, a._shape) or nil,
            ctx.needs[2] and sum_to(-(g * a) / (b * b), b._shape) or nil end }
 E.floor_divide = { doc = "a // b on integer tensors (the integer kernel of div)", row = "div",
-  only = { "i64", "i32" }, promote = same }
+  only = { "i64", "i32" }, promote = same,
+  onnx = function(w, n, X) -- floats floor(a / b); integers (a - mod(a, b)) / b with mod's sign the divisor's (exact)
+    local dt = n.outm[1].dtype
+    local a, b = w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt)
+    if dtype.is_float[dt] then return X.last(w, n, "Floor", { w:one("Div", { a, b }) }) end
+    local r = w:one("Mod", { a, b }, { fmod = X.A.int(0) })
+    X.last(w, n, "Div", { w:one("Sub", { a, r }), b })
+  end }
 -- an integer base to a negative Lua-number power has no integer result: an error, as PyTorch's
 -- (a tensor exponent's negative elements give 0 there, and here)
 local function promote_pow(inputs, attrs)
@@ -118,7 +177,7 @@ local function promote_pow(inputs, attrs)
   end
   return out
 end
-E.pow = { doc = "a ^ b", promote = promote_pow, backward = function(ctx, g)
+E.pow = { doc = "a ^ b", onnx = "Pow", promote = promote_pow, backward = function(ctx, g)
   local a, b, y = ctx.inputs[1], ctx.inputs[2], ctx.outputs[1]
   local ga, gb
   -- as PyTorch: b a^(b-1) is 0 where b == 0 (also at a == 0); y log a is 0 where a == 0 and b >= 0
@@ -143,17 +202,43 @@ local function mod_bw(whole)
     return ctx.needs[1] and sum_to(g, a._shape) or nil, ctx.needs[2] and sum_to(-(g * whole(a / b)), b._shape) or nil
   end
 end
+-- ONNX: fmod is Mod with fmod = 1; remainder that moved into the divisor's sign, as ds's kernels do
+local function fmod_node(w, n, X)
+  local dt = n.outm[1].dtype
+  local a, b = w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt)
+  return w:one("Mod", { a, b }, { fmod = X.A.int(1) }), b, dt
+end
 E.fmod = { doc = "remainder of a / b with the sign of a (C's fmod)", promote = arith,
+  onnx = function(w, n, X) X.last(w, n, "Identity", { (fmod_node(w, n, X)) }) end,
   backward = mod_bw(function(q) return F.trunc(q) end) }
 E.remainder = { doc = "a % b with the sign of b (Python's and Lua's %)", promote = arith,
+  onnx = function(w, n, X)
+    local r, b, dt = fmod_node(w, n, X)
+    local zero = w:scalar(0, dt)
+    local fix = w:one("And", { w:one("Not", { w:one("Equal", { r, zero }) }),
+      w:one("Xor", { w:one("Less", { r, zero }), w:one("Less", { b, zero }) }) })
+    X.last(w, n, "Where", { fix, w:one("Add", { r, b }), r })
+  end,
   backward = mod_bw(function(q) return F.floor(q) end) }
-E.maximum = { doc = "larger of a and b", promote = arith, backward = minmax_bw(function(a, b) return F.gt(a, b) end) }
-E.minimum = { doc = "smaller of a and b", promote = arith, backward = minmax_bw(function(a, b) return F.lt(a, b) end) }
-local comparisons = { lt = "a < b", le = "a <= b", gt = "a > b", ge = "a >= b", eq = "a == b",
-  ne = "a ~= b (torch.ne, !=)" }
-for name, relation in pairs(comparisons) do E[name] = { doc = relation .. ", a bool tensor", promote = same } end
-local logical = { logical_and = "a and b", logical_or = "a or b", logical_xor = "a xor b" }
-for name, relation in pairs(logical) do E[name] = { doc = relation .. ", on bool tensors", promote = bool } end
+E.maximum = { doc = "larger of a and b", onnx = "Max", promote = arith,
+  backward = minmax_bw(function(a, b) return F.gt(a, b) end) }
+E.minimum = { doc = "smaller of a and b", onnx = "Min", promote = arith,
+  backward = minmax_bw(function(a, b) return F.lt(a, b) end) }
+local comparisons = { lt = { "a < b", "Less" }, le = { "a <= b", "LessOrEqual" }, gt = { "a > b", "Greater" },
+  ge = { "a >= b", "GreaterOrEqual" }, eq = { "a == b", "Equal" },
+  ne = { "a ~= b (torch.ne, !=)", function(w, n, X) -- Not(Equal) on the inputs' common dtype
+    local dt = dtype.promote(n.inm[1].dtype, n.inm[2].dtype)
+    local a, b = w:cast(n.ins[1], n.inm[1].dtype, dt), w:cast(n.ins[2], n.inm[2].dtype, dt)
+    X.last(w, n, "Not", { w:one("Equal", { a, b }) })
+  end } }
+for name, spec in pairs(comparisons) do
+  E[name] = { doc = spec[1] .. ", a bool tensor", onnx = spec[2], promote = same }
+end
+local logical = { logical_and = { "a and b", "And" }, logical_or = { "a or b", "Or" },
+  logical_xor = { "a xor b", "Xor" } }
+for name, spec in pairs(logical) do
+  E[name] = { doc = spec[1] .. ", on bool tensors", onnx = spec[2], promote = bool }
+end
 
 -- bitwise ops on integer tensors (PyTorch's bitwise_*): >> is arithmetic on signed dtypes; a shift by the
 -- dtype's width or more gives 0 (<<) or the sign fill (>>)
@@ -166,16 +251,24 @@ local function promote_integer(name)
     return out
   end
 end
-E.bitwise_not = { doc = "~x, bit by bit, on integers", promote = promote_integer("bitwise_not") }
-local bitwise = { bitwise_and = "a & b", bitwise_or = "a | b", bitwise_xor = "a ^ b (exclusive or)",
-  bitwise_left_shift = "a << b", bitwise_right_shift = "a >> b (arithmetic for signed dtypes)" }
-for name, relation in pairs(bitwise) do
-  E[name] = { doc = relation .. ", bit by bit, on integer tensors", promote = promote_integer(name) }
+local OPSET18 = "ONNX's Bitwise* ops are in opset 18; ds writes opset 17"
+local UNSIGNED = "ONNX's BitShift takes unsigned types only (ds's shifts are for i32/i64/u8)"
+E.bitwise_not = { doc = "~x, bit by bit, on integers", no_onnx = OPSET18, promote = promote_integer("bitwise_not") }
+local bitwise = { bitwise_and = { "a & b", OPSET18 }, bitwise_or = { "a | b", OPSET18 },
+  bitwise_xor = { "a ^ b (exclusive or)", OPSET18 }, bitwise_left_shift = { "a << b", UNSIGNED },
+  bitwise_right_shift = { "a >> b (arithmetic for signed dtypes)", UNSIGNED } }
+for name, spec in pairs(bitwise) do
+  E[name] = { doc = spec[1] .. ", bit by bit, on integer tensors", no_onnx = spec[2], promote = promote_integer(name) }
 end
 
 -- where(cond, a, b): cond bool, a/b promoted together
 E.where = {
   doc = "a where cond is true, else b (torch.where(cond, a, b))",
+  onnx = function(w, n, X)
+    local dt = n.outm[1].dtype
+    X.last(w, n, "Where", { w:cast(n.ins[1], n.inm[1].dtype, "bool"), w:cast(n.ins[2], n.inm[2].dtype, dt),
+      w:cast(n.ins[3], n.inm[3].dtype, dt) })
+  end,
   promote = function(inputs)
     local dt = C.result_dtype { inputs[2], inputs[3] }
     return { D.cast(inputs[1], "bool"), D.cast(inputs[2], dt), D.cast(inputs[3], dt) }
@@ -198,6 +291,13 @@ E.where = {
 -- clamp(x, min, max): absent bounds are -inf/+inf
 E.clamp = {
   doc = "x limited to [min, max]",
+  onnx = function(w, n, X)
+    local a, dt = n.node.attrs, n.outm[1].dtype
+    local x = w:cast(n.ins[1], n.inm[1].dtype, dt)
+    local lo = a.min ~= -math.huge and w:scalar(a.min, dt) or ""
+    local hi = a.max ~= math.huge and w:scalar(a.max, dt) or ""
+    X.last(w, n, "Clip", { x, lo, hi })
+  end,
   attrs = { { "min", "float", -math.huge }, { "max", "float", math.huge } }, args = { "min", "max" },
   promote = function(inputs, attrs)
     local dt = inputs[1].dtype
@@ -215,6 +315,12 @@ E.clamp = {
 -- softplus(x, beta, threshold) = log(1 + exp(beta * x)) / beta, x itself where beta * x > threshold (PyTorch)
 E.softplus = {
   doc = "log(1 + e^(beta x)) / beta, x above the threshold (torch.nn.functional.softplus)",
+  onnx = function(w, n, X)
+    local a, x, dt = n.node.attrs, n.ins[1], n.outm[1].dtype
+    local bx = w:one("Mul", { x, w:scalar(a.beta, dt) })
+    local soft = w:one("Div", { w:one("Softplus", { bx }), w:scalar(a.beta, dt) })
+    X.last(w, n, "Where", { w:one("Greater", { bx, w:scalar(a.threshold, dt) }), x, soft })
+  end,
   attrs = { { "beta", "float", 1 }, { "threshold", "float", 20 } }, args = { "beta", "threshold" },
   promote = float,
   backward = function(ctx, g)
@@ -227,6 +333,9 @@ E.softplus = {
 -- astype (cast through the copy kernel; also used by dispatch to promote operands)
 E.astype = {
   doc = "x converted to dtype (torch's x.to(dtype))", row = "copy", storage = true,
+  onnx = function(w, n, X)
+    X.last(w, n, "Cast", { n.ins[1] }, { to = X.A.int(X.onnx_type(n.outm[1].dtype, "astype")) })
+  end,
   attrs = { { "dtype", "dtype" } }, args = { "dtype" },
   prepare = function(inputs, attrs)
     local dt = dtype.normalize(attrs.dtype)
@@ -244,7 +353,7 @@ E.astype = {
 -- contiguous copy of a (possibly strided) tensor, same dtype
 E.contiguous = {
   doc = "a contiguous copy of x (x:copy_(y) is its in-place form)", inplace_name = "copy_", row = "copy",
-  storage = true,
+  storage = true, onnx = "Identity",
   infer = function(inputs) return { shape = inputs[1]._shape, dtype = inputs[1].dtype } end,
   backward = function(ctx, g) return g end,
 }
@@ -263,6 +372,13 @@ local function def_of(name, e, r)
     if e[k] ~= nil then fail(name, "the entry sets '" .. k .. "', which comes from its row of src/elementwise.def") end
   end
   if not e.doc then fail(name, "the entry has no doc") end
+  if (e.onnx == nil) == (e.no_onnx == nil) then
+    fail(name, "the entry needs its ONNX form (onnx = \"Op\" or a function) or no_onnx = the reason it has none")
+  end
+  if type(e.onnx) == "string" and (r.kind == "param" or r.kind == "where") then
+    fail(name, "onnx = \"" .. e.onnx .. "\" on a " .. r.kind .. " row (a one-node form is for unary, cast, binary "
+      .. "and compare rows; write a function)")
+  end
   local dtypes = r.dtypes
   if e.only then
     dtypes = C.set(e.only)
@@ -280,7 +396,8 @@ local function def_of(name, e, r)
   end
   -- ew_kind: the row's own kind (unary, param, binary, compare, where, cast), which passes/fuse.lua reads
   local def = { name = name, kind = OP_KIND[r.kind], ew_kind = r.kind, kernel = "ds_" .. r.name .. "_%s",
-    dtypes = dtypes, ninputs = NINPUTS[r.kind], elementwise = true, infer = C.infer_broadcast(r.kind == "compare" and "bool" or nil) }
+    dtypes = dtypes, ninputs = NINPUTS[r.kind], elementwise = true,
+    infer = C.infer_broadcast(r.kind == "compare" and "bool" or nil) }
   for k, v in pairs(e) do if k ~= "row" and k ~= "only" and k ~= "storage" then def[k] = v end end
   return def
 end

@@ -2,6 +2,7 @@
 -- and Div with ONNX's element types, Mod, comparisons, logic and bitwise ops, variadic Max/Min/Sum/Mean, math
 -- functions, rounding, IsNaN/IsInf, Cast/CastLike to every type ds reads, Where, Identity, Dropout (inference).
 local F = require("ds.ops")
+local EW = require("ds.ops.elementwise") -- the elementwise ops' defs, each naming its ONNX form
 local sym = require("ds.sym")
 local dtype = require("ds.dtype")
 local types = require("ds.onnx.types")
@@ -156,11 +157,16 @@ def("BitShift", { direction = REQUIRED }, function(ins, at)
 end)
 
 -- ---- functions of one input ----
-local UNARY = { Relu = F.relu, Tanh = F.tanh, Sigmoid = F.sigmoid, Erf = F.erf, Exp = F.exp, Log = F.log,
-  Sqrt = F.sqrt, Neg = F.neg, Abs = F.abs, Sin = F.sin, Cos = F.cos, Tan = F.tan, Asin = F.asin, Acos = F.acos,
-  Atan = F.atan, Sinh = F.sinh, Cosh = F.cosh, Asinh = F.asinh, Acosh = F.acosh, Atanh = F.atanh,
-  Floor = F.floor, Ceil = F.ceil, Round = F.round, IsNaN = F.isnan, Reciprocal = function(x) return 1 / x end,
-  Sign = function(x) return x.dtype == "u8" and F.ne(x, 0):astype("u8") or F.sign(x) end }
+-- the ONNX op each unary elementwise op's entry names as its form (ops/elementwise.lua: onnx = "Exp"), but Not and
+-- Identity, which have handlers of their own here; then the ONNX ops ds computes otherwise
+local OWN = { Not = true, Identity = true }
+local UNARY = {}
+for name, d in pairs(EW) do
+  if d.ew_kind == "unary" and type(d.onnx) == "string" and not OWN[d.onnx] then UNARY[d.onnx] = F[name] end
+end
+UNARY.Floor, UNARY.Ceil, UNARY.Round, UNARY.IsNaN = F.floor, F.ceil, F.round, F.isnan
+UNARY.Reciprocal = function(x) return 1 / x end
+UNARY.Sign = function(x) return x.dtype == "u8" and F.ne(x, 0):astype("u8") or F.sign(x) end
 -- consts fold: Neg, Abs, Ceil, Floor, Relu of shape values (a dynamic dim is a non-negative integer)
 local function on_numbers(f) return function(x) return type(x) == "number" and f(x) or x end end
 local UNARY_FOLD = { Neg = function(x) return sym.mul(x, -1) end, Abs = on_numbers(math.abs),
