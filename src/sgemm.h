@@ -68,10 +68,10 @@ typedef struct {
    rows() walks the columns in blocks of ROWS_NV(ACC / m) vectors: a multiple of the vectors in a 32-column
    strip, or a divisor of them, so a block never straddles strips in part; the columns left after the last
    whole block go strip by strip (sv vectors), the last strip masked, in one vector when that holds its columns
-   (masked FMAs cost like whole ones: AVX-512, 8 x 4096 @ 4096 x 8 frozen 46 -> 23 us, Zen 4). A block wider than the columns left
-   would load (masked) vectors of strips past B's end: a masked load of an unmapped page costs a fault
-   assist, and a frozen 1 x 2400 @ 2400 x 32 (one strip, 14 masked vectors per k) took 8.4 ms instead of
-   microseconds (Zen 5). */
+   (masked-off lanes cost FMAs all the same: AVX-512, 8 x 4096 @ 4096 x 8 frozen 46 -> 23 us, Zen 4). A block
+   wider than the columns left would load (masked) vectors of strips past B's end: a masked load of an unmapped
+   page costs a fault assist, and a frozen 1 x 2400 @ 2400 x 32 (one strip, 14 masked vectors per k) took 8.4 ms
+   instead of microseconds (Zen 5). */
 #define ROW_VEC(v, sstride) ((v) * V / SGEMM_STRIP * (sstride) + (v) * V % SGEMM_STRIP)
 #define ROWS_NV(nv) ((nv) >= SGEMM_STRIP / V ? (nv) / (SGEMM_STRIP / V) * (SGEMM_STRIP / V) : (nv) >= 2 ? 2 : 1)
 #define SGEMM_COL(b, col, sstride) ((b) + ((col) >> 5) * (sstride) + ((col) & 31))
