@@ -67,7 +67,8 @@ for _, K in ipairs(KS) do
       local spec = { ds.spec({ M, K }) }
       local frozen, unfrozen = ds.compile(f, spec, { freeze = true }), ds.compile(f, spec)
       local c = ds.empty(M, N)
-      local px, pw, pc = ffi.cast("float *", x:data_ptr()), ffi.cast("float *", W:data_ptr()), ffi.cast("float *", c:data_ptr())
+      local px, pw = ffi.cast("float *", x:data_ptr()), ffi.cast("float *", W:data_ptr())
+      local pc = ffi.cast("float *", c:data_ptr())
       -- a region held on one thread by team.c (a worker starting late) shows in `held`
       local held0 = ds.info().starved_regions
       local t = us_per_call({ function() return frozen(x) end, function() return unfrozen(x) end, function()
