@@ -13,12 +13,44 @@ import torch
 import torch.nn.functional as F
 
 ROWS = "tests/diff_cases.txt"
+UNARY = "tests/unary_cases.txt"
+# the block at the end of ROWS written from UNARY's rows (one per op: f64 values in [0.5, 2) mapped onto the middle
+# 80% of the op's [lo, hi])
+GENERATED = "# ---- generated from %s by tests/gen_diff_fixtures.py (edit that file, not these rows) ----\n" % UNARY
 OUT = "tests/fixtures/diff.json"
 TORCH_DT = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64, "i32": torch.int32,
             "u8": torch.uint8, "bool": torch.bool, "index": torch.int64}
 DT_NAME = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.int32: "i32",
            torch.uint8: "u8", torch.bool: "bool"}
 SPEC = re.compile(r"^(\w+)=(\w+)\[([\d,]*)\]([T+~]*)(?:\{(-?\d+),(-?\d+)\})?$")
+
+
+def num(v):
+    return repr(round(v, 6)).rstrip("0").rstrip(".") if v != int(v) else str(int(v))
+
+
+def unary_rows():
+    out = []
+    with open(UNARY) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                name, fn, rng = [p.strip() for p in line.split(" | ")]
+                lo, hi = [float(v) for v in rng.split()]
+                arg = "(x - 1.25) * %s" % num(0.8 * (hi - lo) / 2 / 0.75)
+                if (lo + hi) / 2 != 0:
+                    arg = "%s + %s" % (arg, num((lo + hi) / 2))
+                out.append("%s | x=f64[3,4]+ | ds.%s(%s) | %s(%s)\n" % (name, name, arg, fn, arg))
+    return out
+
+
+def write_generated():
+    """ROWS with its generated block rewritten from UNARY"""
+    with open(ROWS) as f:
+        text = f.read()
+    head = text.split(GENERATED)[0].rstrip("\n") + "\n\n"
+    with open(ROWS, "w") as f:
+        f.write(head + GENERATED + "".join(unary_rows()))
 
 
 def rows():
@@ -143,6 +175,7 @@ def run_row(ops, inputs, ds_expr, torch_expr):
 
 def main():
     torch.use_deterministic_algorithms(True)
+    write_generated()
     cases = [run_row(*r) for r in rows()]
     with open(OUT, "w") as f:
         json.dump(cases, f, separators=(",", ":"))

@@ -1,6 +1,7 @@
 # gen_elementwise_fixtures.py: PyTorch reference values for every elementwise op of ds
 # (tests/elementwise_spec.lua). Run: /usr/bin/python3 tests/gen_elementwise_fixtures.py
-# Writes tests/fixtures/elementwise.json. Each case: op (ds function name or "op+" etc. for Lua
+# Writes tests/fixtures/elementwise.json (the unary float ops of tests/unary_cases.txt get their cases from its
+# rows). Each case: op (ds function name or "op+" etc. for Lua
 # operators), inputs (a tensor with an optional permutation making it a strided view, or a Lua
 # number), attrs, the expected output, and a tolerance class:
 #   exact  bit-exact (NaN == NaN);  ulp2  at most 2 f32 ulps from torch;
@@ -271,12 +272,23 @@ for name, fn in {"fmod": torch.fmod, "remainder": torch.remainder}.items():
     for num in (2, -2.5):
         add("op%" if name == "remainder" else name, [tin(x)[0], {"number": num}], fn(x, num))
 
-# ---- trigonometric and hyperbolic functions and their inverses (integers promote to f32) ----
-TRIG = {"tan": (torch.tan, -1.5, 1.5), "asin": (torch.asin, -1, 1), "acos": (torch.acos, -1, 1),
-        "atan": (torch.atan, -30, 30), "sinh": (torch.sinh, -12, 12), "cosh": (torch.cosh, -12, 12),
-        "asinh": (torch.asinh, -30, 30), "acosh": (torch.acosh, 1, 40), "atanh": (torch.atanh, -0.999, 0.999)}
+# ---- the unary float ops of tests/unary_cases.txt (the trigonometric and hyperbolic functions and their inverses
+# first): f32 and f64 over [lo, hi], integers promoted to f32, a strided view ----
+def unary_cases():
+    """the rows of tests/unary_cases.txt: (name, torch function, lo, hi)"""
+    out = []
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "unary_cases.txt")) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                name, fn, rng = [p.strip() for p in line.split(" | ")]
+                lo, hi = [float(v) for v in rng.split()]
+                out.append((name, eval(fn, {"torch": torch, "F": F}), lo, hi))
+    return out
+
+
 TRIG_SPECIAL = [0.0, -0.0, math.nan, math.inf, -math.inf, 1e-30, -1e-30, 1.5, -2.0]
-for name, (fn, lo, hi) in TRIG.items():
+for name, fn, lo, hi in unary_cases():
     for dt, tol in ((torch.float32, "rtol6"), (torch.float64, "rtol12")):
         even = torch.linspace(lo, hi, 60, dtype=torch.float64)
         r = torch.rand(60, dtype=torch.float64) * (hi - lo) + lo
