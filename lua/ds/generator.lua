@@ -134,10 +134,10 @@ local function emit(self, r, tok, events)
 end
 
 -- row r's next token from logits (n, V), its row i; greedy: every row's argmax at once (exact, so the same as row by
--- row), kept in cache
+-- row), kept in cache (a flat list: no closure per step, which LuaJIT would not compile)
 local function next_token(r, logits, i, cache)
   if r.opts.temperature == 0 then
-    cache.greedy = cache.greedy or logits:argmax(-1):totable()
+    cache.greedy = cache.greedy or logits:argmax(-1):_flat()
     return cache.greedy[i]
   end
   return draw(r, logits:narrow(1, i, 1))
@@ -159,12 +159,12 @@ function Generator:step_slots(events)
     local r = self.rows[b]
     if r and r.fed < #r.prompt then fresh[#fresh + 1] = r
     elseif r then
-      run[#run + 1], ids[#ids + 1], pos[#pos + 1], slots[#slots + 1] = r, r.tokens[#r.tokens], r.fed + #r.tokens, b
+      run[#run + 1], ids[#ids + 1], pos[#pos + 1], slots[#slots + 1] = r, { r.tokens[#r.tokens] }, r.fed + #r.tokens, b
     end
   end
   if #run > 0 then
     local n = #run
-    local logits = self.step_fn(F.tensor(ids, { dtype = "i64" }):reshape(n, 1), F.tensor(pos, { dtype = "i64" }),
+    local logits = self.step_fn(F.tensor(ids, { dtype = "i64" }), F.tensor(pos, { dtype = "i64" }),
       F.tensor(slots, { dtype = "i64" }))
     logits = logits:reshape(n, logits:size(3))
     local cache = {}
@@ -187,7 +187,7 @@ end
 function Generator:step()
   local events = {}
   if self.by_slot then
-    autograd.no_grad(function() self:step_slots(events) end)
+    autograd.no_grad(self.step_slots, self, events)
     return events
   end
   local ids, pos = {}, {}

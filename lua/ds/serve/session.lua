@@ -157,9 +157,9 @@ function M.run(m, path, max_len)
   local okr, slots, by_slot = pcall(rows_of, m)
   if not okr then return nil, tostring(slots) end
   local step = function(_, ids, pos) return m(ids, pos) end
-  if by_slot then   -- the generator's slots (n), then the other rows
+  if by_slot then   -- the generator's slots (n), then the other rows (a flat list: totable's closure stops the JIT)
     step = function(_, ids, pos, run)
-      local order, taken = run:totable(), {}
+      local order, taken = run:_flat(), {}
       for _, s in ipairs(order) do taken[s] = true end
       for s = 1, slots do if not taken[s] then order[#order + 1] = s end end
       return m(ids, pos, ds.tensor(order, { dtype = "i64" }))
