@@ -4,21 +4,17 @@
 /* d[0 .. j0) = 0, d[j0 .. j1) = s[j * sw + o], d[j1 .. n) = 0 */
 static void FN(phase_row)(T *d, const T *s, int64_t sw, int64_t o, int64_t j0, int64_t j1, int64_t n) {
   for (int64_t j = 0; j < j0; j++) d[j] = 0;
-  for (int64_t j = j0; j < j1; j++) d[j] = s[j * sw + o];
+  if (sw == 1) memcpy(d + j0, s + j0 + o, (size_t)(j1 - j0) * sizeof(T));
+  else for (int64_t j = j0; j < j1; j++) d[j] = s[j * sw + o];
   for (int64_t j = j1; j < n; j++) d[j] = 0;
 }
 
-/* the two column phases of one padded row at once: input columns 2k and 2k + 1 (the row s of W values, left zeros
-   before it) land in phase rows e and o */
-static void FN(phase_row2)(T *restrict d0, T *restrict d1, const T *restrict s, int64_t W, int64_t left, int64_t Wq) {
-  T *restrict e = (left & 1) ? d1 : d0, *restrict o = (left & 1) ? d0 : d1;
-  int64_t e0 = left >> 1, o0 = (left + 1) >> 1, ne = (W + 1) >> 1, no = W >> 1;
-  e0 = e0 < Wq ? e0 : Wq; o0 = o0 < Wq ? o0 : Wq;
-  if (ne > Wq - e0) ne = Wq - e0;
-  if (no > Wq - o0) no = Wq - o0;
+/* the two column phases d0, d1 (Wq values each) of the input row s at once */
+static void FN(phase_row2)(T *restrict d0, T *restrict d1, const T *restrict s, const split2 *t, int64_t Wq) {
+  T *restrict e = t->e_odd ? d1 : d0, *restrict o = t->e_odd ? d0 : d1;
+  int64_t e0 = t->e0, o0 = t->o0, ne = t->ne, no = t->no, k = 0;
   for (int64_t j = 0; j < e0; j++) e[j] = 0;
   for (int64_t j = 0; j < o0; j++) o[j] = 0;
-  int64_t k = 0;
   for (; k < no && k < ne; k++) { e[e0 + k] = s[2 * k]; o[o0 + k] = s[2 * k + 1]; }
   for (; k < ne; k++) e[e0 + k] = s[2 * k];
   for (int64_t j = e0 + ne; j < Wq; j++) e[j] = 0;
@@ -30,6 +26,7 @@ static void FN(phase_row2)(T *restrict d0, T *restrict d1, const T *restrict s, 
    dst[planes .. len) is zeroed */
 void FN(conv_phases)(const phase_geom *p, const T *x, T *dst, int64_t len) {
   int64_t sh = p->sh, sw = p->sw, Wq = p->Wq, plane = p->plane;
+  split2 t2 = split2_of(p->W, p->left, Wq);
   for (int64_t c = 0; c < p->C; c++) {
     const T *xc = x + c * p->H * p->W;
     T *dc = dst + c * sh * sw * plane;
@@ -46,7 +43,7 @@ void FN(conv_phases)(const phase_geom *p, const T *x, T *dst, int64_t len) {
           continue;
         }
         const T *s = xc + h * p->W;
-        if (sw == 2) { FN(phase_row2)(d, d + plane, s, p->W, p->left, Wq); continue; }
+        if (sw == 2) { FN(phase_row2)(d, d + plane, s, &t2, Wq); continue; }
         for (int64_t q = 0; q < sw; q++) {
           /* padded column j * sw + q is input column j * sw + q - left: inside for j in [j0, j1) */
           int64_t j0 = q >= p->left ? 0 : (p->left - q + sw - 1) / sw;
