@@ -9,7 +9,7 @@
 #include <omp.h>
 
 /* above this many multiply-adds (planes * OH * OW * taps) the planes are shared among the threads */
-#define DW_PAR_MIN 2e5
+#define DW_PAR_MIN 5e4
 /* the epilogue runs on at most this many output elements at a time (cache-hot) */
 #define DW_EP_RUN 8192
 
