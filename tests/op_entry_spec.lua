@@ -119,6 +119,12 @@ describe("an entry that disagrees with its row fails at load time, naming the op
     { "a param row without its two params", with_lines("E.clamp.attrs = nil"),
       "ops/elementwise.lua: clamp: a param row's two params" },
     { "an entry without a doc", with_lines("E.sin.doc = nil"), "ops/elementwise.lua: sin: the entry has no doc" },
+    { "an entry without an ONNX form or reason", with_lines("E.sin.onnx = nil"),
+      "ops/elementwise.lua: sin: the entry needs its ONNX form" },
+    { "an entry with a form and a reason", with_lines('E.sin.no_onnx = "x"'),
+      "ops/elementwise.lua: sin: the entry needs its ONNX form" },
+    { "a one-node ONNX form on a where row", with_lines('E.where.onnx = "Where"'),
+      'ops/elementwise.lua: where: onnx = "Where" on a where row' },
   }
   for _, c in ipairs(cases) do
     it(c[1], function()
@@ -206,7 +212,7 @@ describe("docs/INTERNALS.md's touch points for an elementwise op", function()
         end
         if not diff_rows[name] then missing[#missing + 1] = name .. ": no row in tests/diff_cases.txt" end
         if not FORMS[name] and not NO_FORM[name] then
-          missing[#missing + 1] = name .. ": no ONNX form or NO_FORM reason in lua/ds/onnx/export_ops.lua"
+          missing[#missing + 1] = name .. ": no ONNX form (onnx =) or reason (no_onnx =) in its entry"
         end
         if not api:find("\n| `" .. name .. "` |", 1, true) then
           missing[#missing + 1] = name .. ": no row in docs/API.md (make api-doc)"
@@ -215,5 +221,28 @@ describe("docs/INTERNALS.md's touch points for an elementwise op", function()
     end
     table.sort(missing)
     assert.same({}, missing)
+  end)
+end)
+
+describe("tests/unary_cases.txt, the one fixture row of a unary float op", function()
+  local cases = {}
+  for line in H.read_file("tests/unary_cases.txt"):gmatch("[^\n]+") do
+    if not line:find("^#") then cases[#cases + 1] = line:match("^([%w_]+) |") end
+  end
+  it("names unary ops of the C table computed in floats", function()
+    assert.is_true(#cases >= 9)
+    for _, name in ipairs(cases) do
+      local def = D.by_name[name]
+      assert(def and def.ew_kind == "unary", "tests/unary_cases.txt: " .. name .. " is not a unary row's op")
+      assert.equal("f32 f64", keys(def.dtypes), name)
+    end
+  end)
+  it("has its differential rows in tests/diff_cases.txt's generated block, in order (current)", function()
+    local text = H.read_file("tests/diff_cases.txt")
+    local at = text:find("\n# ---- generated from tests/unary_cases.txt", 1, true)
+    assert(at, "tests/diff_cases.txt has no generated block (run /usr/bin/python3 tests/gen_diff_fixtures.py)")
+    local rows = {}
+    for op in text:sub(at + 1):gmatch("\n([%w_]+) | x=f64") do rows[#rows + 1] = op end
+    assert.same(cases, rows)
   end)
 end)
