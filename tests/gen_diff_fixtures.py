@@ -11,12 +11,13 @@ import math
 import re
 import torch
 import torch.nn.functional as F
+import unary_cases
 
 ROWS = "tests/diff_cases.txt"
-UNARY = "tests/unary_cases.txt"
-# the block at the end of ROWS written from UNARY's rows (one per op: f64 values in [0.5, 2) mapped onto the middle
-# 80% of the op's [lo, hi])
-GENERATED = "# ---- generated from %s by tests/gen_diff_fixtures.py (edit that file, not these rows) ----\n" % UNARY
+# the block at the end of ROWS written from tests/unary_cases.txt's rows (one per op: f64 values in [0.5, 2)
+# mapped onto the middle 80% of the op's [lo, hi])
+GENERATED = ("# ---- generated from tests/unary_cases.txt by tests/gen_diff_fixtures.py (edit that file, not these "
+             "rows) ----\n")
 OUT = "tests/fixtures/diff.json"
 TORCH_DT = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64, "i32": torch.int32,
             "u8": torch.uint8, "bool": torch.bool, "index": torch.int64}
@@ -26,26 +27,23 @@ SPEC = re.compile(r"^(\w+)=(\w+)\[([\d,]*)\]([T+~]*)(?:\{(-?\d+),(-?\d+)\})?$")
 
 
 def num(v):
+    """v as a short literal, read alike by Lua and Python"""
     return repr(round(v, 6)).rstrip("0").rstrip(".") if v != int(v) else str(int(v))
 
 
 def unary_rows():
+    """the differential row of each op of tests/unary_cases.txt"""
     out = []
-    with open(UNARY) as f:
-        for line in f:
-            line = line.strip()
-            if line and not line.startswith("#"):
-                name, fn, rng = [p.strip() for p in line.split(" | ")]
-                lo, hi = [float(v) for v in rng.split()]
-                arg = "(x - 1.25) * %s" % num(0.8 * (hi - lo) / 2 / 0.75)
-                if (lo + hi) / 2 != 0:
-                    arg = "%s + %s" % (arg, num((lo + hi) / 2))
-                out.append("%s | x=f64[3,4]+ | ds.%s(%s) | %s(%s)\n" % (name, name, arg, fn, arg))
+    for name, fn, lo, hi in unary_cases.rows():
+        arg = "(x - 1.25) * %s" % num(0.8 * (hi - lo) / 2 / 0.75)
+        if (lo + hi) / 2 != 0:
+            arg = "%s + %s" % (arg, num((lo + hi) / 2))
+        out.append("%s | x=f64[3,4]+ | ds.%s(%s) | %s(%s)\n" % (name, name, arg, fn, arg))
     return out
 
 
 def write_generated():
-    """ROWS with its generated block rewritten from UNARY"""
+    """ROWS with its generated block rewritten from tests/unary_cases.txt"""
     with open(ROWS) as f:
         text = f.read()
     head = text.split(GENERATED)[0].rstrip("\n") + "\n\n"
@@ -55,15 +53,11 @@ def write_generated():
 
 def rows():
     out = []
-    with open(ROWS) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            parts = [p.strip() for p in line.split(" | ", 3)]
-            if len(parts) != 4:
-                raise SystemExit("%s: a row needs 4 columns: %s" % (ROWS, line))
-            out.append(parts)
+    for line in unary_cases.lines(ROWS):
+        parts = [p.strip() for p in line.split(" | ", 3)]
+        if len(parts) != 4:
+            raise SystemExit("%s: a row needs 4 columns: %s" % (ROWS, line))
+        out.append(parts)
     return out
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import os
 import torch
 import torch.nn.functional as F
+import unary_cases
 
 torch.manual_seed(1)
 DT = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.int32: "i32",
@@ -274,21 +275,9 @@ for name, fn in {"fmod": torch.fmod, "remainder": torch.remainder}.items():
 
 # ---- the unary float ops of tests/unary_cases.txt (the trigonometric and hyperbolic functions and their inverses
 # first): f32 and f64 over [lo, hi], integers promoted to f32, a strided view ----
-def unary_cases():
-    """the rows of tests/unary_cases.txt: (name, torch function, lo, hi)"""
-    out = []
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "unary_cases.txt")) as f:
-        for line in f:
-            line = line.strip()
-            if line and not line.startswith("#"):
-                name, fn, rng = [p.strip() for p in line.split(" | ")]
-                lo, hi = [float(v) for v in rng.split()]
-                out.append((name, eval(fn, {"torch": torch, "F": F}), lo, hi))
-    return out
-
-
 TRIG_SPECIAL = [0.0, -0.0, math.nan, math.inf, -math.inf, 1e-30, -1e-30, 1.5, -2.0]
-for name, fn, lo, hi in unary_cases():
+for name, fn, lo, hi in unary_cases.rows():
+    fn = eval(fn, {"torch": torch, "F": F})
     for dt, tol in ((torch.float32, "rtol6"), (torch.float64, "rtol12")):
         even = torch.linspace(lo, hi, 60, dtype=torch.float64)
         r = torch.rand(60, dtype=torch.float64) * (hi - lo) + lo
