@@ -38,6 +38,12 @@ end
 
 function M.fusible(ir, node)
   if node.program or #node.outputs ~= 1 then return false end
+  -- a contiguous copy of what is already contiguous (an input, state, a constant, a node's output but a view's)
+  -- stays a node of its own: lowering gives it its input's layout, no pass over the data
+  if node.op == "contiguous" then
+    local v = ir.values[node.inputs[1]]
+    if v.kind ~= "node" or not v.node.def.view then return false end
+  end
   local op = kernel_op(node.def)
   if not op then return false end
   local dt = kernel_dtype(ir, node)
