@@ -1,5 +1,5 @@
 -- tests/lenet_spec.lua: the LeNet-5 example: shapes, a short real training run whose loss falls,
--- and its weights surviving ds.save_state / ds.load_state.
+-- its weights surviving ds.save_state / ds.load_state, its compiled predictor.
 local ds = require("ds")
 local H = require("helpers")
 local lenet = dofile("examples/lenet_fashion_mnist.lua")
@@ -48,6 +48,23 @@ describe("LeNet-5 on Fashion-MNIST", function()
     os.remove(path)
     local x = lenet.scale(train.images:narrow(1, 1, 8), nil)
     assert.is_true(H.bitwise(model(x), copy(x)))
+  end)
+
+  -- the traced predictor reads its input in place: conv2d's contiguous() of an input (or of an activation, which is
+  -- contiguous already) is neither a copy step nor a copy inside a fused program
+  it("compiles its predictor without copies, equal to eager bit for bit", function()
+    ds.manual_seed(23)
+    local model = lenet.LeNet()
+    model:eval()
+    local predict = function(x) return ds.nn.functional.softmax(model(x), -1) end
+    local cg = ds.compile(predict, { ds.spec({ "batch", 1, 28, 28 }, "f32", "image") })
+    local x = lenet.scale(train.images:narrow(1, 1, 5), nil)
+    assert.is_true(H.bitwise(cg(x), ds.no_grad(function() return predict(x) end)))
+    local rows = cg:profile(1, x)
+    local kernels = {}
+    for _, r in ipairs(rows) do kernels[#kernels + 1] = r.kernel end
+    assert.is_nil(table.concat(kernels, " "):find("copy"), table.concat(kernels, " "))
+    assert.is_nil(tostring(cg):find("copy"), tostring(cg))
   end)
 
   it("parses its command line", function()
