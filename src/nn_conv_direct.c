@@ -56,14 +56,16 @@ static void put_planes(const float *src, int64_t C, int64_t H, int64_t W, float 
    columns past W dropped) into dst (C, H, W), plus bias[c] when given */
 static void take_cols(const float *src, int64_t ldc, int64_t C, int64_t H, int64_t W, int64_t rowlen, float *dst,
                       const float *bias, int64_t l0, int64_t l1) {
-  for (int64_t c = 0; c < C; c++)
+  for (int64_t c = 0; c < C; c++) {
+    float b = bias ? bias[c] : 0.0f;   /* in a register: the stores below cannot change it */
     for (int64_t h = l0 / rowlen; h < H && h * rowlen < l1; h++) {
-      const float *s = src + c * ldc + h * rowlen;
-      float *d = dst + (c * H + h) * W;
+      const float *restrict s = src + c * ldc + h * rowlen;
+      float *restrict d = dst + (c * H + h) * W;
       int64_t w0 = l0 - h * rowlen > 0 ? l0 - h * rowlen : 0, w1 = l1 - h * rowlen < W ? l1 - h * rowlen : W;
-      if (bias) for (int64_t w = w0; w < w1; w++) d[w] = s[w] + bias[c];
+      if (bias) for (int64_t w = w0; w < w1; w++) d[w] = s[w] + b;
       else for (int64_t w = w0; w < w1; w++) d[w] = s[w];
     }
+  }
 }
 
 /* One shared block (offsets, accumulators) and one block per thread, from the caching allocator. */
