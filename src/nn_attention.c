@@ -12,7 +12,8 @@
    exps (ds_expf), their sum in 16 lanes (lane j % 16, lanes added pairwise) and multiplies by 1 / sum;
    each output element is fma(w[i,j], v[j,c], acc) for j = 0 .. S-1 in order. Every element is thus
    one fixed computation: rows do not depend on L, on the tiling, the thread count or the vector width,
-   and the AVX-512 build of the tile code (wider vectors, more rows per tile) gives the same bits. */
+   and the AVX-512 build of the tile code (wider vectors, more rows per tile) gives the same bits. A query
+   of one row (a decode step) runs the same sums on k and v in place, without packing them. */
 #define NR 16        /* columns per packed strip (K^T columns = keys, V columns = value features) */
 #define LANES 16     /* softmax sum lanes */
 #define PAR_FLOPS (1 << 20)
@@ -153,6 +154,17 @@ static void units_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *scr) 
 }
 static void units_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *scr) { units_f32(g, MR_AVX2, u0, u1, scr); }
 static void units_f64_any(const geom *g, int64_t u0, int64_t u1, double *scr) { units_f64(g, MR_AVX2, u0, u1, scr); }
+
+/* up to DIRECT_L query rows (a decode step's one row) skip the packing: each build's direct runner */
+#define DIRECT_L 1
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
+static void direct_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *w) { direct_f32(g, u0, u1, w); }
+static void direct_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *w) { direct_f32(g, u0, u1, w); }
+static void direct_f64_any(const geom *g, int64_t u0, int64_t u1, double *w) { direct_f64(g, u0, u1, w); }
+static void pick_direct_f32(void (**run)(const geom *, int64_t, int64_t, float *)) {
+  *run = ds_isa() == DS_ISA_AVX512 ? direct_f32_avx512 : direct_f32_avx2;
+}
+static void pick_direct_f64(void (**run)(const geom *, int64_t, int64_t, double *)) { *run = direct_f64_any; }
 
 /* each build's rows per tile and its tile runner, chosen once per call */
 static int pick_f32(void (**run)(const geom *, int64_t, int64_t, float *)) {

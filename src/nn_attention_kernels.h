@@ -18,10 +18,12 @@ int FN(ds_scaled_dot_product_attention)(ds_tensor *const *t, const double *attrs
   if (g.nb == 0 || g.L == 0 || g.Ev == 0) return DS_OK;
   DS_CHECK(g.S > 0, "scaled_dot_product_attention: no keys (S = 0)");
   FN(runner) run;
-  int mr = FN(pick)(&run);
+  int mr = 1;
+  int64_t per = g.Sp;              /* the direct runner: units of one query row, scratch of Sp scores */
+  if (g.L <= DIRECT_L) FN(pick_direct)(&run);
+  else { mr = FN(pick)(&run); per = scratch_elems(&g, mr); }
   int64_t tiles = (g.L + mr - 1) / mr, units = g.nb * tiles;
   double work = 2.0 * (double)g.nb * (double)g.L * (double)g.S * (double)(g.E + g.Ev);
-  int64_t per = scratch_elems(&g, mr);
   int failed = 0;
   if (units > 1 && work >= PAR_FLOPS && ds_team() > 1) {
     double t0 = ds_team_start();
@@ -56,8 +58,9 @@ int FN(ds_segment_attention)(ds_tensor *const *t, const double *attrs) {
     covered += sg[b].nq;
     work += 2.0 * (double)H * (double)sg[b].nq * (double)sg[b].nk * (double)(g0.E + g0.Ev);
   }
-  FN(runner) run;
+  FN(runner) run, direct;
   int mr = FN(pick)(&run);
+  FN(pick_direct)(&direct);
   geom gm = g0;
   gm.S = maxS; gm.Sp = round_up(maxS, NR);
   int64_t per = scratch_elems(&gm, mr);
@@ -81,7 +84,8 @@ int FN(ds_segment_attention)(ds_tensor *const *t, const double *attrs) {
         g.k = (const T *)k->data + s->k0 * k->strides[0] + h * k->strides[1];
         g.v = (const T *)v->data + s->k0 * v->strides[0] + h * v->strides[1];
         g.out = out + s->q0 * g.orow + h * g.Ev;
-        run(&g, 0, (g.L + mr - 1) / mr, scr);
+        if (g.L <= DIRECT_L) direct(&g, 0, g.L, scr);   /* its Sp scores fit the tile scratch */
+        else run(&g, 0, (g.L + mr - 1) / mr, scr);
       }
       free(scr);
     }

@@ -61,6 +61,50 @@ static inline __attribute__((always_inline)) void FN(softmax_row)(const geom *g,
   T rs = 1 / lane[0];
   for (int64_t j = 0; j < S_; j++) w[j] = w[j] * rs;
 }
+/* query rows without packing (few rows: a pack would serve only them), the tile code's sums in the same
+   order: units u0 .. u1-1 (unit = batch entry x query row), k and v read in place; w: Sp scores */
+static inline __attribute__((always_inline)) void FN(direct)(const geom *g, int64_t u0, int64_t u1, T *w) {
+  int64_t off[4];
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t bi = u / g->L, i = u % g->L;
+    batch_offsets(g, bi, off);
+    const T *q = (const T *)g->q + off[0] + i * g->qr, *k = (const T *)g->k + off[1];
+    const T *v = (const T *)g->v + off[2];
+    int64_t j0 = 0;
+    for (; j0 + NR <= g->S; j0 += NR) {       /* NR keys at a time: NR independent chains over E */
+      T acc[NR];
+      for (int l = 0; l < NR; l++) acc[l] = 0;
+      for (int64_t e = 0; e < g->E; e++) {
+        T qe = q[e * g->qc];
+        _Pragma("GCC unroll 16") for (int l = 0; l < NR; l++)
+          acc[l] = T_FMA(qe, k[(j0 + l) * g->kr + e * g->kc], acc[l]);
+      }
+      for (int l = 0; l < NR; l++) w[j0 + l] = acc[l];
+    }
+    for (; j0 < g->S; j0++) {
+      T acc = 0;
+      for (int64_t e = 0; e < g->E; e++) acc = T_FMA(q[e * g->qc], k[j0 * g->kr + e * g->kc], acc);
+      w[j0] = acc;
+    }
+    FN(softmax_row)(g, off, i, w);
+    T *out = (T *)g->out + bi * g->L * g->Ev + i * g->orow;
+    for (int64_t c0 = 0; c0 < g->Ev; c0 += NR) {
+      int nr = (int)(g->Ev - c0 < NR ? g->Ev - c0 : NR);
+      T acc[NR];
+      for (int c = 0; c < NR; c++) acc[c] = 0;
+      if (nr == NR && g->vc == 1) {
+        for (int64_t j = 0; j < g->S; j++) {
+          const T *vj = v + j * g->vr + c0;
+          _Pragma("GCC unroll 16") for (int c = 0; c < NR; c++) acc[c] = T_FMA(w[j], vj[c], acc[c]);
+        }
+      } else {
+        for (int64_t j = 0; j < g->S; j++)
+          for (int c = 0; c < nr; c++) acc[c] = T_FMA(w[j], v[j * g->vr + (c0 + c) * g->vc], acc[c]);
+      }
+      for (int c = 0; c < nr; c++) out[c0 + c] = acc[c];
+    }
+  }
+}
 /* units u0 .. u1-1 (unit = batch entry x tile of MR query rows); scratch as in scratch_elems */
 static inline __attribute__((always_inline)) void FN(units)(const geom *g, const int MR, int64_t u0,
     int64_t u1, T *scr) {

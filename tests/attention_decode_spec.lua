@@ -1,0 +1,120 @@
+-- tests/attention_decode_spec.lua: scaled_dot_product_attention's one-query-row path (k and v read in place,
+-- a KV-cache decode step) gives the bits of the packed tile path: a row alone equals its place in a longer
+-- query, a causal prompt row equals its decode step over the cached keys, for masks, scales, strides, odd sizes,
+-- f32 and f64, 1 and 2 threads, the AVX2 build, and segment_attention's one-row sequences.
+local ds = require("ds")
+local H = require("helpers")
+
+local sdpa = ds.scaled_dot_product_attention
+
+-- deterministic values of the given shape (no generator involved)
+local function wave(phase, shape, dt)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return ds.sin(ds.arange(n, { dtype = dt or "f32" }) * 0.37 + phase):reshape(shape) * 2
+end
+
+-- row i of q (..., L, E) as a one-row query, and the same row twice (L = 2 runs the packed tile path)
+local function row(q, i) return q:narrow(-2, i, 1) end
+local function twice(q, i) return ds.cat({ row(q, i), row(q, i) }, -2) end
+
+describe("one query row (decode path) gives the bits of the tile path", function()
+  for _, dt in ipairs { "f32", "f64" } do
+    -- k, v: views of a cache of 80 rows holding S = 37 keys (row stride 80 * E, not contiguous)
+    local E, Ev, S = 20, 24, 37
+    local q = wave(0, { 2, 3, 5, E }, dt)
+    local k = wave(1, { 2, 3, 80, E }, dt):narrow(3, 1, S)
+    local v = wave(2, { 2, 3, 80, Ev }, dt):narrow(3, 1, S)
+    local vt = wave(2, { 2, 3, Ev, S }, dt):transpose(-1, -2)      -- column stride S: v read strided
+    local pad = ds.arange(S):lt(29):reshape(1, 1, 1, S)
+    local fmask = wave(4, { 2, 1, 5, S }, dt)
+
+    it(dt .. ": no mask, bool and float masks, a scale, v with strides", function()
+      for _, c in ipairs {
+        { {}, v }, { { mask = pad }, v }, { { scale = 0.3 }, v }, { {}, vt }, { { mask = pad, scale = 1.7 }, vt },
+      } do
+        local o, vv = c[1], c[2]
+        for _, i in ipairs { 1, 4 } do
+          local one = sdpa(row(q, i), k, vv, o)
+          assert.same({ 2, 3, 1, Ev }, one._shape)
+          assert.is_true(H.bitwise(one, row(sdpa(twice(q, i), k, vv, o), 1)), "row " .. i)
+          assert.is_true(H.bitwise(one, row(sdpa(q, k, vv, o), i)), "row " .. i .. " of the whole")
+        end
+      end
+      for i = 1, 5 do   -- a float mask has a row per query: the row of the mask goes with its query
+        local o1 = { mask = fmask:narrow(3, i, 1) }
+        assert.is_true(H.bitwise(sdpa(row(q, i), k, v, o1), row(sdpa(q, k, v, { mask = fmask }), i)), "row " .. i)
+      end
+    end)
+
+    it(dt .. ": a causal prompt row equals its decode step over the keys cached so far", function()
+      local L = 33   -- keys = queries: row i of the causal call sees keys 1..i
+      local qc, kc, vc = wave(5, { 1, 2, L, E }, dt), wave(6, { 1, 2, L, E }, dt), wave(7, { 1, 2, L, Ev }, dt)
+      local prompt = sdpa(qc, kc, vc, { is_causal = true })
+      for _, i in ipairs { 1, 2, 16, 17, 33 } do
+        local step = sdpa(row(qc, i), kc:narrow(3, 1, i), vc:narrow(3, 1, i))
+        assert.is_true(H.bitwise(step, row(prompt, i)), "step " .. i)
+      end
+    end)
+  end
+
+  it("a query whose keys are all hidden gets NaN, the others not", function()
+    local q, k, v = wave(0, { 3, 1, 4 }), wave(1, { 3, 5, 4 }), wave(2, { 3, 5, 3 })
+    local m = ds.tensor({ false, false, false, false, false }, { dtype = "bool" })
+    local y = sdpa(q, k, v, { mask = m })
+    assert.is_true(y:ne(y):all():item())
+    assert.is_true(H.bitwise(sdpa(q, k, v), row(sdpa(ds.cat({ q, q }, 2), k, v), 1)))
+  end)
+
+  it("1 and 2 threads agree on a step large enough to be shared", function()
+    local q, k, v = wave(0, { 8, 8, 1, 64 }), wave(1, { 8, 8, 300, 64 }), wave(2, { 8, 8, 300, 64 })
+    local n0 = ds.get_num_threads()
+    ds.set_num_threads(1)
+    local one = sdpa(q, k, v)
+    ds.set_num_threads(2)
+    local two = sdpa(q, k, v)
+    ds.set_num_threads(n0)
+    assert.is_true(H.bitwise(one, two))
+    assert.is_true(H.bitwise(one, row(sdpa(ds.cat({ q, q }, 3), k, v), 1)))
+  end)
+
+  it("the AVX2 build gives the bits of the build in use (" .. ds.info().isa .. ")", function()
+    local dir = os.getenv("TMPDIR") or "/tmp"
+    local out = dir .. "/ds_attention_decode_isa_" .. os.time() .. ".raw"
+    local script = dir .. "/ds_attention_decode_isa.lua"
+    H.write_file(script, [[
+      local ds = require("ds")
+      local function wave(phase, shape)
+        local n = 1
+        for _, d in ipairs(shape) do n = n * d end
+        return ds.sin(ds.arange(n, { dtype = "f32" }) * 0.37 + phase):reshape(shape) * 2
+      end
+      local y = ds.scaled_dot_product_attention(wave(0, { 2, 4, 1, 32 }), wave(1, { 2, 4, 70, 32 }), wave(2, { 2, 4, 70, 24 }),
+        { mask = ds.arange(70):lt(61):reshape(1, 1, 1, 70) })
+      assert(ds.info().isa == "avx2")
+      local f = assert(io.open(arg[1], "wb"))
+      f:write(require("ffi").string(y:data_ptr(), y:numel() * 4))
+      f:close()
+    ]])
+    assert.is_true(os.execute(string.format("DS_ISA=avx2 LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' luajit %s %s", script, out)) == 0)
+    local y = sdpa(wave(0, { 2, 4, 1, 32 }), wave(1, { 2, 4, 70, 32 }), wave(2, { 2, 4, 70, 24 }),
+      { mask = ds.arange(70):lt(61):reshape(1, 1, 1, 70) })
+    local bytes = H.read_file(out)
+    os.remove(out); os.remove(script)
+    assert.equal(require("ffi").string(y:data_ptr(), y:numel() * 4), bytes)
+  end)
+
+  it("segment_attention's one-row sequences equal the tile path's rows", function()
+    local I = function(t) return ds.tensor(t, { dtype = "i64" }) end
+    local q, k, v = wave(0, { 3, 4, 16 }), wave(1, { 50, 4, 16 }), wave(2, { 50, 4, 16 })
+    local qs, ks = { { 1, 1 }, { 2, 1 }, { 3, 1 } }, { { 1, 9 }, { 10, 23 }, { 33, 18 } }
+    local out = ds.segment_attention(q, k, v, I(qs), I(ks))
+    for b = 1, 3 do
+      local qb = q:narrow(1, b, 1):transpose(1, 2)                        -- (4, 1, 16)
+      local kb = k:narrow(1, ks[b][1], ks[b][2]):transpose(1, 2)
+      local vb = v:narrow(1, ks[b][1], ks[b][2]):transpose(1, 2)
+      local tile = row(sdpa(ds.cat({ qb, qb }, 2), kb, vb), 1):transpose(1, 2)   -- (1, 4, 16)
+      assert.is_true(H.bitwise(out:narrow(1, b, 1), tile), "sequence " .. b)
+    end
+  end)
+end)
