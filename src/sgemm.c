@@ -189,6 +189,22 @@ static int rows_take(const product *p, const sgemm_kernel *kr) {
   return !(p->sstride && block < SGEMM_STRIP / 2 && p->N >= 256 && p->K * p->N >= 256 * 1024);
 }
 
+/* A prepacked weight of one strip (N <= 32) against more rows than rows() takes goes to rows() in chunks of
+   SGEMM_ROWS_MAX rows, the threads taking whole chunks: the micro-kernel would fill 16- or 32-column tiles with a
+   few columns and pack A first. Zen 4, 1 thread (team.c held the busy host to one), kernel us, micro -> chunks
+   (indicative): AVX2 16 x 1024 x 8 17.5 -> 3.8, 16 x 4096 x 8 52 -> 14, 128 x 1024 x 8 93 -> 29, x 16 123 -> 57,
+   x 32 160 -> 108; AVX-512 16 x 1024 x 8 19 -> 12, 128 x 1024 x 32 123 -> 78. At 64 columns AVX2 was mixed
+   (128 x 256 x 64 63 -> 69). */
+static void run_row_chunks(const product *p, const sgemm_kernel *kr, int tid, int nth) {
+  int64_t chunks = (p->M + SGEMM_ROWS_MAX - 1) / SGEMM_ROWS_MAX;
+  for (int64_t q = tid * chunks / nth; q < (tid + 1) * chunks / nth; q++) {
+    int64_t i0 = q * SGEMM_ROWS_MAX;
+    int m = (int)(p->M - i0 < SGEMM_ROWS_MAX ? p->M - i0 : SGEMM_ROWS_MAX);
+    kr->rows(m, p->N, p->K, p->A + i0 * p->ars, p->ars, p->acs, p->B, p->brs, strip_stride(p), p->C + i0 * p->ldc,
+             p->ldc, p->accumulate);
+  }
+}
+
 /* One product by thread tid of the nth threads working on it. Per panel of NC columns and block of KC k's,
    the panel's B strips are packed into bp (shared): one panel split by columns, each thread packs the strips it
    computes and no thread waits; otherwise the threads pack all strips together and meet at barriers (the same
@@ -196,6 +212,7 @@ static int rows_take(const product *p, const sgemm_kernel *kr) {
    runs strip by strip (in L1) over the block's A panels (in L2). */
 static void run_product(const product *p, const sgemm_kernel *kr, int tid, int nth, float *ap, float *bp) {
   if (rows_take(p, kr)) { run_rows(p, kr, tid, nth); return; }
+  if (p->sstride && p->N <= SGEMM_STRIP) { run_row_chunks(p, kr, tid, nth); return; }
   const int MR = kr->mr, NR = kr->nr;
   int64_t i0, i1, j0, j1;
   int by_cols = thread_part(p, kr, tid, nth, &i0, &i1, &j0, &j1);
