@@ -90,17 +90,14 @@ static inline __attribute__((always_inline)) void FN(direct)(const geom *g, int6
     T *out = (T *)g->out + bi * g->L * g->Ev + i * g->orow;
     for (int64_t c0 = 0; c0 < g->Ev; c0 += NR) {
       int nr = (int)(g->Ev - c0 < NR ? g->Ev - c0 : NR);
-      T acc[NR];
-      for (int c = 0; c < NR; c++) acc[c] = 0;
-      if (nr == NR && g->vc == 1) {
-        for (int64_t j = 0; j < g->S; j++) {
-          const T *vj = v + j * g->vr + c0;
-          _Pragma("GCC unroll 16") for (int c = 0; c < NR; c++) acc[c] = T_FMA(w[j], vj[c], acc[c]);
-        }
-      } else {
-        for (int64_t j = 0; j < g->S; j++)
-          for (int c = 0; c < nr; c++) acc[c] = T_FMA(w[j], v[j * g->vr + (c0 + c) * g->vc], acc[c]);
+      if (nr == NR && g->vc == 1) {       /* a whole strip of contiguous v columns: the tile micro kernel */
+        FN(micro)(1, g->S, w, g->Sp, v + c0, g->vr, out + c0, g->Ev, 1, NR);
+        continue;
       }
+      T acc[NR];
+      for (int c = 0; c < nr; c++) acc[c] = 0;
+      for (int64_t j = 0; j < g->S; j++)
+        for (int c = 0; c < nr; c++) acc[c] = T_FMA(w[j], v[j * g->vr + (c0 + c) * g->vc], acc[c]);
       for (int c = 0; c < nr; c++) out[c0 + c] = acc[c];
     }
   }
