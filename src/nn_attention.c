@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
+#include <immintrin.h>
 
 /* Each score is fma(q[i,e], k[j,e], acc) for e = 0 .. E-1 in order from 0, then times scale; the mask
    is applied (bool false or j > i under is_causal: -inf; float: added); softmax takes the exact max,
@@ -141,6 +142,41 @@ static int64_t scratch_elems(const geom *g, int mr) {
 /* the element type's fused multiply-add and exp, for the templates */
 #define T_FMA(a, b, c) _Generic((a), float: fmaf, default: fma)(a, b, c)
 #define T_EXP(x) _Generic((x), float: ds_expf, default: exp)(x)
+/* scores of 16 keys (rows of k, contiguous columns, row stride kr) for one query row q (column stride qc):
+   w[l] = fma(q[e], k[l, e], acc) for e = 0 .. E-1 in order, as in the tile code; 16 x 16 blocks of k are
+   transposed in registers (AVX-512 f32 direct path) */
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), noinline))
+static void scores16_avx512(const float *q, int64_t qc, const float *k, int64_t kr, int64_t E, float *w) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t e0 = 0;
+  for (; e0 + 16 <= E; e0 += 16) {
+    __m512 r[16], t[16], u[16], col[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(k + i * kr + e0);
+    for (int i = 0; i < 16; i += 2) {       /* 128-bit lane c: (r[i][4c], r[i+1][4c], r[i][4c+1], r[i+1][4c+1]) */
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) {       /* u[g + m], 128-bit lane c: element 4c + m of rows g .. g+3 */
+      u[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+      u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
+      u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+      u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; m++) {           /* col[e]: element e of rows 0 .. 15 */
+      __m512 x0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88), x1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
+      __m512 y0 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88), y1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
+      col[m] = _mm512_shuffle_f32x4(x0, y0, 0x88);
+      col[8 + m] = _mm512_shuffle_f32x4(x0, y0, 0xDD);
+      col[4 + m] = _mm512_shuffle_f32x4(x1, y1, 0x88);
+      col[12 + m] = _mm512_shuffle_f32x4(x1, y1, 0xDD);
+    }
+    for (int e = 0; e < 16; e++) acc = _mm512_fmadd_ps(_mm512_set1_ps(q[(e0 + e) * qc]), col[e], acc);
+  }
+  _mm512_storeu_ps(w, acc);
+  for (int l = 0; l < 16; l++)
+    for (int64_t e = e0; e < E; e++) w[l] = fmaf(q[e * qc], k[l * kr + e], w[l]);
+}
+
 #define KERNELS "nn_attention_tiles.h"
 #include "float_kernels.h"
 
@@ -158,9 +194,9 @@ static void units_f64_any(const geom *g, int64_t u0, int64_t u1, double *scr) { 
 /* up to DIRECT_L query rows (a decode step's one row) skip the packing: each build's direct runner */
 #define DIRECT_L 1
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
-static void direct_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *w) { direct_f32(g, u0, u1, w); }
-static void direct_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *w) { direct_f32(g, u0, u1, w); }
-static void direct_f64_any(const geom *g, int64_t u0, int64_t u1, double *w) { direct_f64(g, u0, u1, w); }
+static void direct_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *w) { direct_f32(g, 1, u0, u1, w); }
+static void direct_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *w) { direct_f32(g, 0, u0, u1, w); }
+static void direct_f64_any(const geom *g, int64_t u0, int64_t u1, double *w) { direct_f64(g, 0, u0, u1, w); }
 static void pick_direct_f32(void (**run)(const geom *, int64_t, int64_t, float *)) {
   *run = ds_isa() == DS_ISA_AVX512 ? direct_f32_avx512 : direct_f32_avx2;
 }

@@ -62,8 +62,10 @@ static inline __attribute__((always_inline)) void FN(softmax_row)(const geom *g,
   for (int64_t j = 0; j < S_; j++) w[j] = w[j] * rs;
 }
 /* query rows without packing (few rows: a pack would serve only them), the tile code's sums in the same
-   order: units u0 .. u1-1 (unit = batch entry x query row), k and v read in place; w: Sp scores */
-static inline __attribute__((always_inline)) void FN(direct)(const geom *g, int64_t u0, int64_t u1, T *w) {
+   order: units u0 .. u1-1 (unit = batch entry x query row), k and v read in place; w: Sp scores; wide:
+   the f32 AVX-512 build (scores16_avx512 for contiguous k columns) */
+static inline __attribute__((always_inline)) void FN(direct)(const geom *g, const int wide, int64_t u0,
+    int64_t u1, T *w) {
   int64_t off[4];
   for (int64_t u = u0; u < u1; u++) {
     int64_t bi = u / g->L, i = u % g->L;
@@ -71,6 +73,9 @@ static inline __attribute__((always_inline)) void FN(direct)(const geom *g, int6
     const T *q = (const T *)g->q + off[0] + i * g->qr, *k = (const T *)g->k + off[1];
     const T *v = (const T *)g->v + off[2];
     int64_t j0 = 0;
+    if (wide && sizeof(T) == sizeof(float) && g->kc == 1)
+      for (; j0 + NR <= g->S; j0 += NR)
+        scores16_avx512((const float *)q, g->qc, (const float *)k + j0 * g->kr, g->kr, g->E, (float *)w + j0);
     for (; j0 + NR <= g->S; j0 += NR) {       /* NR keys at a time: NR independent chains over E */
       T acc[NR];
       for (int l = 0; l < NR; l++) acc[l] = 0;

@@ -41,6 +41,10 @@ describe("one query row (decode path) gives the bits of the tile path", function
           assert.is_true(H.bitwise(one, row(sdpa(q, k, vv, o), i)), "row " .. i .. " of the whole")
         end
       end
+      local qt = wave(8, { 2, 3, E, 5 }, dt):transpose(-1, -2)     -- column stride 5: q read strided
+      for _, i in ipairs { 1, 5 } do
+        assert.is_true(H.bitwise(sdpa(row(qt, i), k, v), row(sdpa(qt, k, v), i)), "strided q row " .. i)
+      end
       for i = 1, 5 do   -- a float mask has a row per query: the row of the mask goes with its query
         local o1 = { mask = fmask:narrow(3, i, 1) }
         assert.is_true(H.bitwise(sdpa(row(q, i), k, v, o1), row(sdpa(q, k, v, { mask = fmask }), i)), "row " .. i)
