@@ -14,7 +14,7 @@
    each output element is fma(w[i,j], v[j,c], acc) for j = 0 .. S-1 in order. Every element is thus
    one fixed computation: rows do not depend on L, on the tiling, the thread count or the vector width,
    and the AVX-512 build of the tile code (wider vectors, more rows per tile) gives the same bits. A query
-   of one row (a decode step) runs the same sums on k and v in place, without packing them. */
+   of few rows (a decode step) runs the same sums on k and v in place, without packing them. */
 #define NR 16        /* columns per packed strip (K^T columns = keys, V columns = value features) */
 #define LANES 16     /* softmax sum lanes */
 #define PAR_FLOPS (1 << 20)
@@ -191,16 +191,21 @@ static void units_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *scr) 
 static void units_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *scr) { units_f32(g, MR_AVX2, u0, u1, scr); }
 static void units_f64_any(const geom *g, int64_t u0, int64_t u1, double *scr) { units_f64(g, MR_AVX2, u0, u1, scr); }
 
-/* up to DIRECT_L query rows (a decode step's one row) skip the packing: each build's direct runner */
-#define DIRECT_L 1
+/* queries of few rows (a decode step's one) skip the packing: each build's direct runner and the most rows
+   it takes (the f32 AVX-512 build, whose scores transpose k in registers, beats the tiles up to 4) */
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
 static void direct_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *w) { direct_f32(g, 1, u0, u1, w); }
 static void direct_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *w) { direct_f32(g, 0, u0, u1, w); }
 static void direct_f64_any(const geom *g, int64_t u0, int64_t u1, double *w) { direct_f64(g, 0, u0, u1, w); }
-static void pick_direct_f32(void (**run)(const geom *, int64_t, int64_t, float *)) {
-  *run = ds_isa() == DS_ISA_AVX512 ? direct_f32_avx512 : direct_f32_avx2;
+static int64_t pick_direct_f32(void (**run)(const geom *, int64_t, int64_t, float *)) {
+  if (ds_isa() == DS_ISA_AVX512) { *run = direct_f32_avx512; return 4; }
+  *run = direct_f32_avx2;
+  return 1;
 }
-static void pick_direct_f64(void (**run)(const geom *, int64_t, int64_t, double *)) { *run = direct_f64_any; }
+static int64_t pick_direct_f64(void (**run)(const geom *, int64_t, int64_t, double *)) {
+  *run = direct_f64_any;
+  return 1;
+}
 
 /* each build's rows per tile and its tile runner, chosen once per call */
 static int pick_f32(void (**run)(const geom *, int64_t, int64_t, float *)) {

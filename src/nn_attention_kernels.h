@@ -20,8 +20,7 @@ int FN(ds_scaled_dot_product_attention)(ds_tensor *const *t, const double *attrs
   FN(runner) run;
   int mr = 1;
   int64_t per = g.Sp;              /* the direct runner: units of one query row, scratch of Sp scores */
-  if (g.L <= DIRECT_L) FN(pick_direct)(&run);
-  else { mr = FN(pick)(&run); per = scratch_elems(&g, mr); }
+  if (g.L > FN(pick_direct)(&run)) { mr = FN(pick)(&run); per = scratch_elems(&g, mr); }
   int64_t tiles = (g.L + mr - 1) / mr, units = g.nb * tiles;
   double work = 2.0 * (double)g.nb * (double)g.L * (double)g.S * (double)(g.E + g.Ev);
   int failed = 0;
@@ -60,7 +59,7 @@ int FN(ds_segment_attention)(ds_tensor *const *t, const double *attrs) {
   }
   FN(runner) run, direct;
   int mr = FN(pick)(&run);
-  FN(pick_direct)(&direct);
+  int64_t direct_l = FN(pick_direct)(&direct);
   geom gm = g0;
   gm.S = maxS; gm.Sp = round_up(maxS, NR);
   int64_t per = scratch_elems(&gm, mr);
@@ -84,7 +83,7 @@ int FN(ds_segment_attention)(ds_tensor *const *t, const double *attrs) {
         g.k = (const T *)k->data + s->k0 * k->strides[0] + h * k->strides[1];
         g.v = (const T *)v->data + s->k0 * v->strides[0] + h * v->strides[1];
         g.out = out + s->q0 * g.orow + h * g.Ev;
-        if (g.L <= DIRECT_L) direct(&g, 0, g.L, scr);   /* its Sp scores fit the tile scratch */
+        if (g.L <= direct_l) direct(&g, 0, g.L, scr);   /* its Sp scores fit the tile scratch */
         else run(&g, 0, (g.L + mr - 1) / mr, scr);
       }
       free(scr);

@@ -1,7 +1,7 @@
--- tests/attention_decode_spec.lua: scaled_dot_product_attention's one-query-row path (k and v read in place,
--- a KV-cache decode step) gives the bits of the packed tile path: a row alone equals its place in a longer
+-- tests/attention_decode_spec.lua: scaled_dot_product_attention's path for queries of few rows (k and v read in
+-- place, a KV-cache decode step) gives the bits of the packed tile path: a row alone equals its place in a longer
 -- query, a causal prompt row equals its decode step over the cached keys, for masks, scales, strides, odd sizes,
--- f32 and f64, 1 and 2 threads, the AVX2 build, and segment_attention's one-row sequences.
+-- f32 and f64, 1 and 2 threads, the AVX2 build, and segment_attention's short sequences.
 local ds = require("ds")
 local H = require("helpers")
 
@@ -14,9 +14,9 @@ local function wave(phase, shape, dt)
   return ds.sin(ds.arange(n, { dtype = dt or "f32" }) * 0.37 + phase):reshape(shape) * 2
 end
 
--- row i of q (..., L, E) as a one-row query, and the same row twice (L = 2 runs the packed tile path)
+-- row i of q (..., L, E) as a one-row query, and the same row 6 times (more than 4 rows run the packed tiles)
 local function row(q, i) return q:narrow(-2, i, 1) end
-local function twice(q, i) return ds.cat({ row(q, i), row(q, i) }, -2) end
+local function tiled(q1) return ds.cat({ q1, q1, q1, q1, q1, q1 }, -2) end
 
 describe("one query row (decode path) gives the bits of the tile path", function()
   for _, dt in ipairs { "f32", "f64" } do
@@ -37,8 +37,11 @@ describe("one query row (decode path) gives the bits of the tile path", function
         for _, i in ipairs { 1, 4 } do
           local one = sdpa(row(q, i), k, vv, o)
           assert.same({ 2, 3, 1, Ev }, one._shape)
-          assert.is_true(H.bitwise(one, row(sdpa(twice(q, i), k, vv, o), 1)), "row " .. i)
+          assert.is_true(H.bitwise(one, row(sdpa(tiled(row(q, i)), k, vv, o), 1)), "row " .. i)
           assert.is_true(H.bitwise(one, row(sdpa(q, k, vv, o), i)), "row " .. i .. " of the whole")
+        end
+        for _, n in ipairs { 2, 3, 4 } do   -- a few rows at once, against the whole's (5 rows: tiles)
+          assert.is_true(H.bitwise(sdpa(q:narrow(3, 1, n), k, vv, o), sdpa(q, k, vv, o):narrow(3, 1, n)), n .. " rows")
         end
       end
       local qt = wave(8, { 2, 3, E, 5 }, dt):transpose(-1, -2)     -- column stride 5: q read strided
@@ -67,7 +70,7 @@ describe("one query row (decode path) gives the bits of the tile path", function
     local m = ds.tensor({ false, false, false, false, false }, { dtype = "bool" })
     local y = sdpa(q, k, v, { mask = m })
     assert.is_true(y:ne(y):all():item())
-    assert.is_true(H.bitwise(sdpa(q, k, v), row(sdpa(ds.cat({ q, q }, 2), k, v), 1)))
+    assert.is_true(H.bitwise(sdpa(q, k, v), row(sdpa(tiled(q), k, v), 1)))
   end)
 
   it("1 and 2 threads agree on a step large enough to be shared", function()
@@ -79,7 +82,7 @@ describe("one query row (decode path) gives the bits of the tile path", function
     local two = sdpa(q, k, v)
     ds.set_num_threads(n0)
     assert.is_true(H.bitwise(one, two))
-    assert.is_true(H.bitwise(one, row(sdpa(ds.cat({ q, q }, 3), k, v), 1)))
+    assert.is_true(H.bitwise(one, row(sdpa(tiled(q), k, v), 1)))
   end)
 
   it("the AVX2 build gives the bits of the build in use (" .. ds.info().isa .. ")", function()
@@ -108,17 +111,18 @@ describe("one query row (decode path) gives the bits of the tile path", function
     assert.equal(require("ffi").string(y:data_ptr(), y:numel() * 4), bytes)
   end)
 
-  it("segment_attention's one-row sequences equal the tile path's rows", function()
+  it("segment_attention's sequences of 1 to 3 query rows equal the tile path's rows", function()
     local I = function(t) return ds.tensor(t, { dtype = "i64" }) end
-    local q, k, v = wave(0, { 3, 4, 16 }), wave(1, { 50, 4, 16 }), wave(2, { 50, 4, 16 })
-    local qs, ks = { { 1, 1 }, { 2, 1 }, { 3, 1 } }, { { 1, 9 }, { 10, 23 }, { 33, 18 } }
+    local q, k, v = wave(0, { 6, 4, 16 }), wave(1, { 50, 4, 16 }), wave(2, { 50, 4, 16 })
+    local qs, ks = { { 1, 1 }, { 2, 3 }, { 5, 2 } }, { { 1, 9 }, { 10, 23 }, { 33, 18 } }
     local out = ds.segment_attention(q, k, v, I(qs), I(ks))
     for b = 1, 3 do
-      local qb = q:narrow(1, b, 1):transpose(1, 2)                        -- (4, 1, 16)
+      local n = qs[b][2]
+      local qb = q:narrow(1, qs[b][1], n):transpose(1, 2)                 -- (4, n, 16)
       local kb = k:narrow(1, ks[b][1], ks[b][2]):transpose(1, 2)
       local vb = v:narrow(1, ks[b][1], ks[b][2]):transpose(1, 2)
-      local tile = row(sdpa(ds.cat({ qb, qb }, 2), kb, vb), 1):transpose(1, 2)   -- (1, 4, 16)
-      assert.is_true(H.bitwise(out:narrow(1, b, 1), tile), "sequence " .. b)
+      local tile = sdpa(tiled(qb), kb, vb):narrow(2, 1, n):transpose(1, 2)   -- (n, 4, 16)
+      assert.is_true(H.bitwise(out:narrow(1, qs[b][1], n), tile), "sequence " .. b)
     end
   end)
 end)
