@@ -96,7 +96,7 @@ static inline __attribute__((always_inline)) void FN(direct)(const geom *g, cons
     for (int64_t c0 = 0; c0 < g->Ev; c0 += NR) {
       int nr = (int)(g->Ev - c0 < NR ? g->Ev - c0 : NR);
       if (nr == NR && g->vc == 1) {       /* a whole strip of contiguous v columns: the tile micro kernel */
-        FN(micro)(1, g->S, w, g->Sp, v + c0, g->vr, out + c0, g->Ev, 1, NR);
+        FN(micro)(1, g->S, w, g->Sp, v + c0, g->vr, out + c0, g->orow, 1, NR);
         continue;
       }
       T acc[NR];
