@@ -56,6 +56,7 @@ static void put_planes(const float *src, int64_t C, int64_t H, int64_t W, float 
    columns past W dropped) into dst (C, H, W), plus bias[c] when given */
 static void take_cols(const float *src, int64_t ldc, int64_t C, int64_t H, int64_t W, int64_t rowlen, float *dst,
                       const float *bias, int64_t l0, int64_t l1) {
+  if (rowlen == W) { W *= H; rowlen = W; H = 1; }   /* no column dropped: each plane is one run */
   for (int64_t c = 0; c < C; c++) {
     float b = bias ? bias[c] : 0.0f;   /* in a register: the stores below cannot change it */
     for (int64_t h = l0 / rowlen; h < H && h * rowlen < l1; h++) {
