@@ -77,8 +77,7 @@ typedef struct {
 #define SGEMM_COL(b, col, sstride) ((b) + ((col) >> 5) * (sstride) + ((col) & 31))
 /* row_block's arguments after n for the block at column j */
 #define ROWS_AT(j) K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + (j), ldc, load_c
-#define SGEMM_ROWS_CASE(M) \
-  case M: { \
+#define SGEMM_ROWS_CASE(M) case M: { \
     const int64_t w = ROWS_NV(ACC / M) * V; \
     const int sv = w > SGEMM_STRIP ? SGEMM_STRIP / V : ROWS_NV(ACC / M); \
     int64_t j = 0; \
