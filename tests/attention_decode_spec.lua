@@ -1,7 +1,7 @@
 -- tests/attention_decode_spec.lua: scaled_dot_product_attention's path for queries of few rows (k and v read in
 -- place, a KV-cache decode step) gives the bits of the packed tile path: a row alone equals its place in a longer
 -- query, a causal prompt row equals its decode step over the cached keys, for masks, scales, strides, odd sizes,
--- f32 and f64, 1 and 2 threads, the AVX2 build, and segment_attention's short sequences.
+-- f32 and f64, 1 and 2 threads, and segment_attention's short sequences (every ISA path: attention_spec).
 local ds = require("ds")
 local H = require("helpers")
 
@@ -85,31 +85,6 @@ describe("one query row (decode path) gives the bits of the tile path", function
     assert.is_true(H.bitwise(one, row(sdpa(tiled(q), k, v), 1)))
   end)
 
-  it("the AVX2 build gives the bits of the build in use (" .. ds.info().isa .. ")", function()
-    local dir = os.getenv("TMPDIR") or "/tmp"
-    local out = dir .. "/ds_attention_decode_isa_" .. os.time() .. ".raw"
-    local script = dir .. "/ds_attention_decode_isa.lua"
-    H.write_file(script, [[
-      local ds = require("ds")
-      local function wave(phase, shape)
-        local n = 1
-        for _, d in ipairs(shape) do n = n * d end
-        return ds.sin(ds.arange(n, { dtype = "f32" }) * 0.37 + phase):reshape(shape) * 2
-      end
-      local y = ds.scaled_dot_product_attention(wave(0, { 2, 4, 1, 32 }), wave(1, { 2, 4, 70, 32 }), wave(2, { 2, 4, 70, 24 }),
-        { mask = ds.arange(70):lt(61):reshape(1, 1, 1, 70) })
-      assert(ds.info().isa == "avx2")
-      local f = assert(io.open(arg[1], "wb"))
-      f:write(require("ffi").string(y:data_ptr(), y:numel() * 4))
-      f:close()
-    ]])
-    assert.is_true(os.execute(string.format("DS_ISA=avx2 LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' luajit %s %s", script, out)) == 0)
-    local y = sdpa(wave(0, { 2, 4, 1, 32 }), wave(1, { 2, 4, 70, 32 }), wave(2, { 2, 4, 70, 24 }),
-      { mask = ds.arange(70):lt(61):reshape(1, 1, 1, 70) })
-    local bytes = H.read_file(out)
-    os.remove(out); os.remove(script)
-    assert.equal(require("ffi").string(y:data_ptr(), y:numel() * 4), bytes)
-  end)
 
   it("segment_attention's sequences of 1 to 3 query rows equal the tile path's rows", function()
     local I = function(t) return ds.tensor(t, { dtype = "i64" }) end
