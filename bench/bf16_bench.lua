@@ -38,16 +38,9 @@ local M, K, N = 128, 1024, 1024
 ds.manual_seed(1)
 local a, b = ds.randn(M, K):astype("bf16"), ds.randn(K, N):astype("bf16")
 local a32, b32 = ds.randn(M, K), ds.randn(K, N)
--- the best of 5 rounds of --reps calls (the host is shared: a round may lose its core)
+-- the rate of the best of 5 rounds of --reps calls
 local function gflops(fn)
-  fn()
-  local best = math.huge
-  for _ = 1, 5 do
-    local t0 = ds.clock()
-    for _ = 1, args.reps do fn() end
-    best = math.min(best, ds.clock() - t0)
-  end
-  return 2 * M * N * K * args.reps / best / 1e9
+  return 2 * M * N * K * args.reps / stats.best_round_s(fn, args.reps, 5) / 1e9
 end
 local g_bf16 = gflops(function() return ds.matmul_bf16(a, b) end)
 -- x @ W with W a frozen constant, compiled {dtype = "bf16"}: W cast and packed once, x cast and packed per call

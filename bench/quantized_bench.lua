@@ -41,16 +41,9 @@ ds.manual_seed(1)
 local x = ds.randn(M, K)
 local w = (ds.randn(N, K) * 40):clamp(-127, 127):round():astype("i8")
 local ws, b = ds.rand(N) * 0.01, ds.randn(N)
--- the best of 5 rounds of --reps calls (the host is shared: a round may lose its core)
+-- the rate of the best of 5 rounds of --reps calls
 local function gops(fn)
-  fn()
-  local best = math.huge
-  for _ = 1, 5 do
-    local t0 = ds.clock()
-    for _ = 1, args.reps do fn() end
-    best = math.min(best, ds.clock() - t0)
-  end
-  return 2 * M * N * K * args.reps / best / 1e9
+  return 2 * M * N * K * args.reps / stats.best_round_s(fn, args.reps, 5) / 1e9
 end
 local g_eager = gops(function() return ds.linear_int8(x, w, ws, b) end)
 local packed = ds.compile(function(a) return ds.linear_int8(a, w, ws, b) end, { ds.spec({ M, K }) }, { freeze = true })

@@ -42,4 +42,17 @@ function M.median_per_call_us(fn, iters, samples)
   return M.median(times)
 end
 
+-- the best of `rounds` rounds of `reps` calls, in seconds per round, after one warm-up call (on a shared host a
+-- round may lose its core: the best round is the one that kept it)
+function M.best_round_s(fn, reps, rounds)
+  fn()
+  local best = math.huge
+  for _ = 1, rounds do
+    local t0 = ds.clock()
+    for _ = 1, reps do fn() end
+    best = math.min(best, ds.clock() - t0)
+  end
+  return best
+end
+
 return M
