@@ -220,6 +220,14 @@ DS_CLAMP(int64_t, i64)
 DS_CLAMP(int32_t, i32)
 DS_CLAMP(uint8_t, u8)
 #undef DS_CLAMP
+/* hardswish, hardsigmoid: PyTorch's x * min(max(x + 3, 0), 6) / 6 and min(max(x + 3, 0), 6) / 6, the same float
+   ops in the same order as the composition F.hardswish/F.hardsigmoid wrote before (add 3, clamp, mul x, div 6) */
+#define DS_HARD(T, S) \
+  static inline T el_hardsigmoid_##S(T x) { return el_clamp_##S(x + (T)3, (T)0, (T)6) / (T)6; } \
+  static inline T el_hardswish_##S(T x) { return x * el_clamp_##S(x + (T)3, (T)0, (T)6) / (T)6; }
+DS_HARD(float, f32)
+DS_HARD(double, f64)
+#undef DS_HARD
 /* softplus(x, beta, threshold) as PyTorch: x where beta * x > threshold, else log1p(exp(beta * x)) / beta */
 static inline float el_softplus_f32(float x, float beta, float threshold) {
   return ds_softplusf(x, beta, threshold);

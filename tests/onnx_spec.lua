@@ -29,6 +29,9 @@ local TOL = {
   -- after softmax and the weighted sum of values of size ~1)
   scaled_dot_product_attention = { f32 = SUMS.f32, f64 = { 1e-7, 1e-7 } }, index_add = SUMS, scatter_add = SUMS,
   arange = ULPS,
+  -- ONNX Runtime computes HardSwish as x * clamp(x / 6 + 0.5, 0, 1) (ONNX's definition), ds as PyTorch does,
+  -- x * clamp(x + 3, 0, 6) / 6 (HardSigmoid alike)
+  hardswish = ULPS, hardsigmoid = ULPS,
 }
 local function tol_of(ops, dt)
   local rt, at = 0, 0

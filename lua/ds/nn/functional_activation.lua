@@ -80,11 +80,10 @@ function M.hardtanh(x, min_val, max_val)
   return ops.where(inside, x, ops.clamp(x:detach(), lo, hi))
 end
 function M.relu6(x) return M.hardtanh(x, 0, 6) end
--- relu6(x + 3) / 6; hardswish: x times that
-function M.hardsigmoid(x) return M.hardtanh(need_tensor(x, "hardsigmoid") + 3, 0, 6) / 6 end
--- x relu6(x + 3) / 6; clamp's gradient (1 on [lo, hi], bounds included) gives PyTorch's exactly:
--- 0 below -3, x / 3 + 0.5 on [-3, 3], 1 above
-function M.hardswish(x) return need_tensor(x, "hardswish") * ops.clamp(x + 3, 0, 6) / 6 end
+-- relu6(x + 3) / 6, one elementwise op (ops/elementwise.lua, with PyTorch's gradient)
+function M.hardsigmoid(x) return ops.hardsigmoid(need_tensor(x, "hardsigmoid")) end
+-- x relu6(x + 3) / 6, one elementwise op (ops/elementwise.lua, with PyTorch's gradient)
+function M.hardswish(x) return ops.hardswish(need_tensor(x, "hardswish")) end
 function M.mish(x) return need_tensor(x, "mish") * ops.tanh(ops.softplus(x)) end
 -- log(sigmoid(x)) = -softplus(-x), stable for large |x|
 function M.logsigmoid(x) return -ops.softplus(-need_tensor(x, "logsigmoid")) end

@@ -81,6 +81,26 @@ E.abs = { doc = "absolute value", onnx = "Abs", promote = arith,
 E.neg = { doc = "-x", onnx = "Neg", promote = arith, backward = function(ctx, g) return -g end }
 E.relu = { doc = "max(x, 0)", onnx = "Relu", promote = arith, backward = function(ctx, g)
   return g * F.gt(ctx.inputs[1], 0):astype(g.dtype) end }
+-- hardswish, hardsigmoid: PyTorch's formulas, one pass each (src/elementwise_ops.h); PyTorch's gradients:
+-- hardswish's 0 below -3, x / 3 + 0.5 on [-3, 3], 1 above; hardsigmoid's 1/6 strictly inside (-3, 3), else 0
+-- (the gradient check's sample: fixed values below -3, inside and above 3, none near the kinks)
+local function hard_sample(name)
+  return function()
+    return { (F.sin(F.arange(12, { dtype = "f64" }) * 0.37) * 5):reshape(3, 4) }, {}, function(x) return F[name](x) end
+  end
+end
+E.hardswish = { doc = "x * min(max(x + 3, 0), 6) / 6 (torch.nn.functional.hardswish)", onnx = "HardSwish",
+  promote = float, sample = hard_sample("hardswish"), backward = function(ctx, g)
+  local x = ctx.inputs[1]
+  return F.where(F.lt(x, -3), 0, F.where(F.le(x, 3), g * (x / 3 + 0.5), g)) end }
+E.hardsigmoid = { doc = "min(max(x + 3, 0), 6) / 6 (torch.nn.functional.hardsigmoid)", promote = float,
+  sample = hard_sample("hardsigmoid"),
+  onnx = function(w, n, X)
+    X.last(w, n, "HardSigmoid", { n.ins[1] }, { alpha = X.A.float(1 / 6), beta = X.A.float(0.5) })
+  end,
+  backward = function(ctx, g)
+  local x = ctx.inputs[1]
+  return F.where(F.logical_and(F.gt(x, -3), F.lt(x, 3)), g / 6, 0) end }
 E.sign = { doc = "-1, 0 or 1 by the sign of x", onnx = "Sign", promote = arith,
   backward = function(ctx, g) return g * 0 end }
 E.log1p = { doc = "log(1 + x), accurate near 0", promote = float,

@@ -1,6 +1,7 @@
--- onnx/handlers/activation.lua: ONNX import handlers of activations (Clip, HardSigmoid, HardSwish, LeakyRelu,
+-- onnx/handlers/activation.lua: ONNX import handlers of activations (Clip, HardSigmoid, LeakyRelu,
 -- PRelu, Elu, Selu, Celu, Softplus, Softsign, Mish, Gelu, ThresholdedRelu, Shrink) and of Softmax, LogSoftmax
 -- and Hardmax (opset < 13: over the dims from axis on, as one flattened dim; opset >= 13: over axis alone).
+local ffi = require("ffi")
 local F = require("ds.ops")
 local NF = require("ds.nn.functional")
 local S = require("ds.shape")
@@ -36,8 +37,13 @@ local function act(op, attrs, f)
   attrs.consumed_inputs = false
   def(op, attrs, function(ins, at) return f(T(ins[1]), at) end)
 end
-act("HardSigmoid", { alpha = 0.2, beta = 0.5 }, function(x, at) return F.clamp(x * at.alpha + at.beta, 0, 1) end)
-act("HardSwish", {}, function(x) return x * F.clamp(x * (1 / 6) + 0.5, 0, 1) end)
+-- HardSigmoid with PyTorch's alpha (1/6 as a float attribute) and beta (0.5) is hardsigmoid, one pass; any other
+-- alpha, beta its formula. (HardSwish, alpha 1/6 and beta 0.5 fixed, is ops/elementwise.lua's hardswish.)
+local SIXTH = tonumber(ffi.new("float", 1 / 6))
+act("HardSigmoid", { alpha = 0.2, beta = 0.5 }, function(x, at)
+  if at.alpha == SIXTH and at.beta == 0.5 then return F.hardsigmoid(x) end
+  return F.clamp(x * at.alpha + at.beta, 0, 1)
+end)
 act("LeakyRelu", { alpha = 0.01 }, function(x, at) return NF.leaky_relu(x, at.alpha) end)
 act("Elu", { alpha = 1.0 }, function(x, at) return NF.elu(x, at.alpha) end)
 act("Celu", { alpha = 1.0 }, function(x, at) return NF.celu(x, at.alpha) end)
