@@ -51,7 +51,10 @@ static int64_t kept_offset(const rplan *p, int nk, int64_t o) {
 typedef void (*run_fn)(const char *x, int64_t n, int64_t s, int64_t r, const void *c, void *acc);
 typedef void (*cols_fn)(const char *x, int64_t w, int64_t r, const void *c, void *acc);
 typedef void (*merge_fn)(void *acc, const void *part);
-/* par_min: the element count from which a fold is worth a parallel region (~11 us) */
+/* runs: m outputs of n contiguous elements each, output j's at x + j * os (in elements): run's fold of each
+   (acc[j] from init), several side by side (GlobalAveragePool's small planes: no per-plane call) */
+typedef void (*runs_fn)(const char *x, int64_t m, int64_t os, int64_t n, const void *c, void *acc);
+/* par_min: the element count from which a fold is worth a parallel region (~11 us); runs may be NULL */
 typedef struct {
   int64_t esize, asize;
   run_fn run;
@@ -59,6 +62,7 @@ typedef struct {
   merge_fn merge;
   const void *init;
   int64_t par_min;
+  runs_fn runs;
 } rdesc;
 /* a vectorized add/max fold runs ~0.1 ns per element: only large ones go parallel */
 #define CHEAP_PAR_MIN (8 * DS_PAR_MIN)
@@ -131,6 +135,11 @@ static void exec_item(const exec_ctx *e, int64_t it) {
 static void exec_outputs(const exec_ctx *e, int64_t o0, int64_t o1) {
   const rdesc *d = e->d; const rplan *p = e->p;
   int64_t as = d->asize, idx[DS_MAXDIM], off = 0, rem = o0;
+  if (d->runs && p->nk == 1 && p->nr == 1 && p->rst[0] == 1) { /* contiguous runs at a fixed stride (planes) */
+    d->runs(e->x + o0 * p->kst[0] * d->esize, o1 - o0, p->kst[0], p->R,
+            e->cbuf ? (const char *)e->cbuf + o0 * as : NULL, e->part + o0 * as);
+    return;
+  }
   for (int i = p->nk - 1; i >= 0; i--) { idx[i] = rem % p->ksh[i]; rem /= p->ksh[i]; off += idx[i] * p->kst[i]; }
   for (int64_t o = o0; o < o1; o++) {
     char *a = e->part + o * as;

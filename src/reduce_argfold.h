@@ -21,6 +21,6 @@ static void FOLD(merge)(void *ap, const void *pp) {
 }
 
 static const rdesc FOLD(desc) = {sizeof(T), sizeof(FN(arg)), FOLD(run), FOLD(cols), FOLD(merge), &FOLD(init),
-                                 DS_PAR_MIN};
+                                 DS_PAR_MIN, NULL}; /* argmax/argmin fold their runs one by one */
 #undef FOLD
 #undef BETTER

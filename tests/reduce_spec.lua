@@ -248,6 +248,19 @@ describe("determinism", function()
     local v = m:t()
     assert.is_true(H.bitwise(v:softmax(1), v:contiguous():softmax(1)))
   end)
+  -- many planes fold side by side (GlobalAveragePool's mean over H, W); one plane alone folds by itself
+  it("planes reduced together equal each plane reduced alone, bitwise", function()
+    for _, shape in ipairs { { 1, 13, 6, 6 }, { 2, 7, 3, 3 }, { 1, 9, 17, 5 }, { 1, 6, 24, 24 } } do
+      local x = ds.randn(unpack(shape)) * 3
+      for _, f in ipairs { ds.mean, ds.sum, ds.amax, ds.var, ds.logsumexp } do
+        local whole, alone = f(x, { 3, 4 }), {}
+        for n = 1, shape[1] do
+          for c = 1, shape[2] do alone[#alone + 1] = f(x:narrow(1, n, 1):narrow(2, c, 1), { 3, 4 }) end
+        end
+        assert.is_true(H.bitwise(whole, ds.cat(alone, 2):reshape(shape[1], shape[2])))
+      end
+    end
+  end)
   it("a large sum is accurate", function()
     local n = 300007
     local want = 0
