@@ -175,9 +175,12 @@ static int decode(program *p, int ntensors, const int *opdt, int nattrs, const d
   return DS_OK;
 }
 
-/* run instructions over one tile: inputs at ptr[k] with inner stride st[k] (elements) */
+/* run instructions over one tile: inputs at ptr[k] with inner stride st[k] (elements). A lone output at unit
+   stride that the last instruction writes is written by it directly (an epilogue's in place: each element from
+   the same element or registers), not through its register and a copy */
 static void run_tile(const program *p, char *regs, char *const *in, const int64_t *ist, int64_t n,
                      char *const *out, const int64_t *ost) {
+  int last = p->ninstr - 1, direct = p->nout == 1 && last >= 0 && ost[0] == 1 && p->ins[last].dst == p->outreg[0];
   for (int i = 0; i < p->ninstr; i++) {
     const instr *x = &p->ins[i];
     const void *src[3]; int64_t ss[3];
@@ -187,7 +190,7 @@ static void run_tile(const program *p, char *regs, char *const *in, const int64_
       if (v >= 0) { src[j] = regs + (size_t)v * TILE * 8; ss[j] = 1; }
       else { src[j] = in[-v - 1]; ss[j] = ist[-v - 1]; }
     }
-    void *dst = regs + (size_t)x->dst * TILE * 8;
+    void *dst = direct && i == last ? (void *)out[0] : regs + (size_t)x->dst * TILE * 8;
     switch (x->kind) {
     case EW_KIND_UNARY: case EW_KIND_CAST: ((unary_fn)x->fn)(dst, src[0], ss[0], n); break;
     case EW_KIND_PARAM: ((param_fn)x->fn)(dst, src[0], ss[0], n, x->p0, x->p1); break;
@@ -195,7 +198,7 @@ static void run_tile(const program *p, char *regs, char *const *in, const int64_
     default: ((where_fn)x->fn)(dst, src[0], ss[0], src[1], ss[1], src[2], ss[2], n); break;
     }
   }
-  for (int k = 0; k < p->nout; k++) {
+  for (int k = direct; k < p->nout; k++) {
     int64_t es = ds_dtype_size(p->regdt[p->outreg[k]]);
     const char *r = regs + (size_t)p->outreg[k] * TILE * 8;
     if (ost[k] == 1) memcpy(out[k], r, (size_t)(n * es));
