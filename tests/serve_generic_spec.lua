@@ -482,13 +482,12 @@ describe_or_skip("ds.serve with a user's own models (configuration only)", funct
       local before = metrics()
       local cancelled0 = http.metric(before, series("ds_generations_total")) or 0
       local tokens0 = http.metric(before, series("ds_generated_tokens_total"))
-      -- read the reply until the first token arrives, then close the connection
+      -- send the request and close the connection at once: the client is gone before its generation can end (a
+      -- client that waited for the first token could see a fast model finish all its tokens before it closed)
       local body = cjson.encode { ids = { 1, 2, 3 }, max_tokens = 200 }
       http.write(dir .. "/gen_req", string.format("POST /generate/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s",
         model, #body, body))
-      local got = http.sh(string.format("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d; cat %s/gen_req >&3; grep -m1 -a token <&3; exec 3<&-'",
-        port, dir))
-      assert.truthy(got:find('"token"', 1, true), got)
+      http.sh(string.format("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d; cat %s/gen_req >&3; exec 3<&-'", port, dir))
       local now, cancelled
       for _ = 1, 50 do
         os.execute("sleep 0.1")
