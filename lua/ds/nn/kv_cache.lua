@@ -2,7 +2,7 @@
 -- (ds.index_copy_), so a compiled decode step is one plan for every cache length. The buffers are kept as rows
 -- (batch * heads * max_len, head_dim), each (row, head, position) one row, so a write touches only the rows of
 -- the tokens written, also with a position per row (continuous batching); attention reads a 4-d view, or with
--- `slots` only the cache rows of the requests running (their rows copied out: every row is computed on its own).
+-- `slots` only the cache rows of the requests running, in place (segment_attention over an overlapping view).
 local Module = require("ds.nn.module")
 local ops = require("ds.ops")
 local errors = require("ds.errors")
@@ -104,10 +104,9 @@ function KVCache:update_rows(k, v, pos)
   return kc, vc, mask
 end
 
--- update_slots(k, v, pos, slots): k, v (n, heads, t, head_dim) of the batch rows slots (n) i64 (1-based, distinct),
--- row b's t tokens at positions pos[b] .. pos[b] + t - 1 (pos (n) i64) -> the caches of those rows (n, heads, max_len,
--- head_dim), copies, and the mask (n, 1, t, max_len): query i of row b sees the keys at positions <= pos[b] + i
-function KVCache:update_slots(k, v, pos, slots)
+-- slots_write(k, v, pos, slots): k, v (n, heads, t, head_dim) of the batch rows slots (n) i64 (1-based, distinct)
+-- written at row b's positions pos[b] .. pos[b] + t - 1 (pos (n) i64) -> those positions (n, 1, t) i64
+function KVCache:slots_write(k, v, pos, slots)
   local B, H, L, Dh = unpack(self.shape)
   local n, t = k._shape[1], k._shape[3]
   if #k._shape ~= 4 or not S.equal(k._shape, v._shape) or k._shape[2] ~= H or k._shape[4] ~= Dh then
@@ -131,18 +130,39 @@ function KVCache:update_slots(k, v, pos, slots)
   local head = ops.arange(0, H, { dtype = "i64" }):reshape(1, H, 1) * L                         -- (1, H, 1)
   local rows = ((slots - 1) * (H * L)):reshape(-1, 1, 1) + head + at                           -- (n, H, t)
   self:write(k, v, ops.where(self:valid(at, "KVCache.update"), rows, 0):reshape(-1))
-  local kc = self.k_cache:reshape(B, H * L * Dh):index_select(1, slots):reshape(-1, H, L, Dh)
-  local vc = self.v_cache:reshape(B, H * L * Dh):index_select(1, slots):reshape(-1, H, L, Dh)
-  local mask = ops.arange(1, L + 1, { dtype = "i64" }):reshape(1, 1, 1, L):le(at:unsqueeze(4))  -- (n, 1, t, L)
-  return kc, vc, mask
+  return at
+end
+
+-- a cache buffer (batch * heads * max_len, head_dim) as the overlapping view (batch * heads * max_len - (heads - 1)
+-- * max_len, heads, head_dim): element [r, h] is buffer row r + h * max_len, so the keys of cache row s (1-based)
+-- and head h at positions 1 .. p are rows (s - 1) * heads * max_len + 1 .. + p of it, in place
+function KVCache:rows_view(buf)
+  local _, H, L, Dh = unpack(self.shape)
+  return buf:reshape(-1):unfold(1, ((H - 1) * L + 1) * Dh, Dh):unfold(2, Dh, L * Dh)
+end
+
+-- attend_slots(q, k, v, pos, slots): q (n, heads, t, head_dim) of the cache rows slots over their keys, read in place
+-- (segment_attention, one segment per query: query i of row b sees positions 1 .. pos[b] + i) -> q's shape. The
+-- same sums as scaled_dot_product_attention over the copied rows with the mask: a masked key adds 0 to them.
+function KVCache:attend_slots(q, k, v, pos, slots)
+  local H, L, Dh = self.shape[2], self.max_len, self.shape[4]
+  local n, t = q._shape[1], q._shape[3]
+  local at = self:slots_write(k, v, pos, slots):reshape(-1, t)                                  -- (n, t)
+  local first = ((slots - 1) * (H * L) + 1):reshape(-1, 1) + at * 0                            -- (n, t)
+  local qfirst = ops.arange(0, n, { dtype = "i64" }):reshape(-1, 1) * t
+    + ops.arange(1, t + 1, { dtype = "i64" }):reshape(1, -1)                                    -- (n, t)
+  local qseg = ops.cat({ qfirst:reshape(-1, 1), (at * 0 + 1):reshape(-1, 1) }, 2)             -- (n * t, 2)
+  local kseg = ops.cat({ first:reshape(-1, 1), at:reshape(-1, 1) }, 2)                        -- (n * t, 2)
+  local out = ops.segment_attention(q:transpose(2, 3):reshape(-1, H, Dh), self:rows_view(self.k_cache),
+    self:rows_view(self.v_cache), qseg, kseg)                                                  -- (n * t, H, Dh)
+  return out:reshape(n, t, H, Dh):transpose(2, 3)
 end
 
 -- forward(q, k, v, pos[, slots]): q (batch, heads, t, head_dim) attending over the cache after k, v are written at
--- pos (update), or q (n, heads, t, head_dim) over the rows slots (update_slots) -> q's shape
+-- pos (update), or q (n, heads, t, head_dim) over the rows slots (attend_slots) -> q's shape
 function KVCache:forward(q, k, v, pos, slots)
-  local kc, vc, mask
-  if slots ~= nil then kc, vc, mask = self:update_slots(k, v, pos, slots)
-  else kc, vc, mask = self:update(k, v, pos) end
+  if slots ~= nil then return self:attend_slots(q, k, v, pos, slots) end
+  local kc, vc, mask = self:update(k, v, pos)
   return ops.scaled_dot_product_attention(q, kc, vc, { mask = mask })
 end
 
