@@ -142,16 +142,16 @@ static int64_t scratch_elems(const geom *g, int mr) {
 /* the element type's fused multiply-add and exp, for the templates */
 #define T_FMA(a, b, c) _Generic((a), float: fmaf, default: fma)(a, b, c)
 #define T_EXP(x) _Generic((x), float: ds_expf, default: exp)(x)
-/* scores of 16 keys (rows of k, contiguous columns, row stride kr) for one query row q (column stride qc):
+/* scores of n <= 16 keys (rows of k, contiguous columns, row stride kr) for one query row q (column stride qc):
    w[l] = fma(q[e], k[l, e], acc) for e = 0 .. E-1 in order, as in the tile code; 16 x 16 blocks of k are
-   transposed in registers (AVX-512 f32 direct path) */
+   transposed in registers (AVX-512 f32 direct path), rows >= n zero; w[n .. 15] are written (w holds Sp) */
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), noinline))
-static void scores16_avx512(const float *q, int64_t qc, const float *k, int64_t kr, int64_t E, float *w) {
+static void scores16_avx512(const float *q, int64_t qc, const float *k, int64_t kr, int64_t E, int n, float *w) {
   __m512 acc = _mm512_setzero_ps();
   int64_t e0 = 0;
   for (; e0 + 16 <= E; e0 += 16) {
     __m512 r[16], t[16], u[16], col[16];
-    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(k + i * kr + e0);
+    for (int i = 0; i < 16; i++) r[i] = i < n ? _mm512_loadu_ps(k + i * kr + e0) : _mm512_setzero_ps();
     for (int i = 0; i < 16; i += 2) {       /* 128-bit lane c: (r[i][4c], r[i+1][4c], r[i][4c+1], r[i+1][4c+1]) */
       t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
       t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
@@ -173,7 +173,7 @@ static void scores16_avx512(const float *q, int64_t qc, const float *k, int64_t 
     for (int e = 0; e < 16; e++) acc = _mm512_fmadd_ps(_mm512_set1_ps(q[(e0 + e) * qc]), col[e], acc);
   }
   _mm512_storeu_ps(w, acc);
-  for (int l = 0; l < 16; l++)
+  for (int l = 0; l < n; l++)
     for (int64_t e = e0; e < E; e++) w[l] = fmaf(q[e * qc], k[l * kr + e], w[l]);
 }
 

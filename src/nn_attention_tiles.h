@@ -73,9 +73,10 @@ static inline __attribute__((always_inline)) void FN(direct)(const geom *g, cons
     const T *q = (const T *)g->q + off[0] + i * g->qr, *k = (const T *)g->k + off[1];
     const T *v = (const T *)g->v + off[2];
     int64_t j0 = 0;
-    if (wide && sizeof(T) == sizeof(float) && g->kc == 1)
-      for (; j0 + NR <= g->S; j0 += NR)
-        scores16_avx512((const float *)q, g->qc, (const float *)k + j0 * g->kr, g->kr, g->E, (float *)w + j0);
+    if (wide && sizeof(T) == sizeof(float) && g->kc == 1)    /* the last keys too (fewer rows) */
+      for (; j0 < g->S; j0 += NR)
+        scores16_avx512((const float *)q, g->qc, (const float *)k + j0 * g->kr, g->kr, g->E,
+                        (int)(g->S - j0 < NR ? g->S - j0 : NR), (float *)w + j0);
     for (; j0 + NR <= g->S; j0 += NR) {       /* NR keys at a time: NR independent chains over E */
       T acc[NR];
       for (int l = 0; l < NR; l++) acc[l] = 0;
