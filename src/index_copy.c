@@ -27,16 +27,20 @@ static int index_copy(ds_tensor *const *t, const double *attrs, int dt) {
       return ds_fail(DS_ERANGE, "index_copy_: index %lld out of range for dim %d of size %lld (indices are 1-based)",
                      (long long)v, dim + 1, (long long)size);
   }
-  /* the slice: every dim but dim, walked with a counter per dim */
+  /* the slice: every dim but dim, walked with a counter per dim; a last dim other than dim, unit-stride in x and
+     src, is copied as one run */
+  int last = x->ndim - 1, inner = last != dim && x->strides[last] == 1 && src->strides[last] == 1 ? last : -1;
   int64_t es = ds_dtype_size(dt), slice = ix->numel ? src->numel / ix->numel : 0, pos[DS_MAXDIM] = { 0 };
-  for (int64_t e = 0; e < slice; e++) {
+  int64_t run = inner >= 0 ? x->shape[last] : 1;
+  for (int64_t e = 0; e < slice; e += run) {
     int64_t xo = 0, so = 0;
-    for (int d = 0; d < x->ndim; d++) if (d != dim) { xo += pos[d] * x->strides[d]; so += pos[d] * src->strides[d]; }
+    for (int d = 0; d < x->ndim; d++)
+      if (d != dim && d != inner) { xo += pos[d] * x->strides[d]; so += pos[d] * src->strides[d]; }
     for (int64_t j = 0; j < ix->numel; j++)
       memcpy((char *)x->data + (xo + (iv[j * istride] - 1) * x->strides[dim]) * es,
-             (const char *)src->data + (so + j * src->strides[dim]) * es, (size_t)es);
+             (const char *)src->data + (so + j * src->strides[dim]) * es, (size_t)(run * es));
     for (int d = x->ndim - 1; d >= 0; d--) {
-      if (d == dim) continue;
+      if (d == dim || d == inner) continue;
       if (++pos[d] < x->shape[d]) break;
       pos[d] = 0;
     }
