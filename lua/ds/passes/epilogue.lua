@@ -5,7 +5,6 @@ local S = require("ds.shape")
 local fuse = require("ds.passes.fuse")
 local IR = require("ds.passes.ir")
 local fused_ops = require("ds.ops.fused")
-local quantized = require("ds.ops.quantized")
 
 -- conv2d_ep's attr `epilogue`: the program, its packed numbers (the kernel's attrs after conv2d's), printed as
 -- its ops; a table with a metatable, so attribute substitution passes it through whole
@@ -82,22 +81,6 @@ return function(ir)
   for _, id in ipairs(ir.outputs) do graph_use[id] = true end
   for _, w in ipairs(ir.state_writes) do graph_use[w.value] = true end
   local replaced, count = {}, 0
-  -- a dynamic int8 linear whose output only a gelu reads becomes linear_int8_gelu (the gelu on each output tile
-  -- as the kernel stores it: the same ds_geluf, the same bits)
-  for _, lin in ipairs(ir.nodes) do
-    local out = lin.outputs[1]
-    local users = users_of[out]
-    if lin.op == "linear_int8" and not graph_use[out] and users and #users == 1 and users[1].op == "gelu"
-        and #users[1].inputs == 1 and ir.values[users[1].outputs[1]].dtype == "f32" then
-      local g = users[1]
-      local final = g.outputs[1]
-      lin.op, lin.def, lin.outputs = quantized.linear_int8_gelu.name, quantized.linear_int8_gelu, { final }
-      ir.values[final].node = lin
-      ir.values[out] = nil
-      replaced[g] = false
-      count = count + 1
-    end
-  end
   for _, mm in ipairs(ir.nodes) do
     local out = mm.outputs[1]
     local v = ir.values[out]
