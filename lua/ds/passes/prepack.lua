@@ -37,7 +37,7 @@ end
 
 -- the int8 linear ops and their forms reading a packed weight
 local INT8_PACKED = { linear_int8 = quantized.linear_int8_packed,
-  linear_int8_static = quantized.linear_int8_static_packed, linear_int8_gelu = quantized.linear_int8_packed_gelu }
+  linear_int8_static = quantized.linear_int8_static_packed }
 
 -- linear_int8[_static] nodes reading a constant i8 weight (N, K) -> linear_int8[_static]_packed reading it
 -- packed with its row sums (one pair per weight); returns the number of nodes rewritten
