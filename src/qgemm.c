@@ -185,8 +185,7 @@ static void run_columns(const qgemm_job *q, int64_t j0, int64_t j1) {
     const int8_t *b = q->wp + (j / QG_NR) * q->G * QG_GROUP;
     for (int64_t i = 0; i < q->M; i += q->kr->mr) {
       int mr = (int)(q->M - i < q->kr->mr ? q->M - i : q->kr->mr);
-      qgemm_out o = { q->sa + i, q->za + i, q->cs + j, q->ws + j, q->bias + j, q->y + i * q->N + j, q->N,
-                       q->gelu };
+      qgemm_out o = { q->sa + i, q->za + i, q->cs + j, q->ws + j, q->bias + j, q->y + i * q->N + j, q->N };
       q->kr->micro(mr, nr, q->G, q->qa + i * q->Kp, q->Kp, b, &o);
     }
   }
@@ -258,7 +257,7 @@ static int fixed_params(const char *op, const ds_tensor *t_scale, const ds_tenso
    zero point */
 static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const int8_t *w, int8_t *wp, int32_t *cs,
                        const ds_tensor *ws, const ds_tensor *bias, int64_t N, int64_t K,
-                       const ds_tensor *const *fixed, int gelu) {
+                       const ds_tensor *const *fixed) {
   char s1[128], s2[128];
   int rc;
   float fscale = 0;
@@ -286,7 +285,7 @@ static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const i
   uint8_t *qa = (uint8_t *)(za + M);
   qgemm_job q = { .M = M, .N = N, .K = K, .G = G, .Kp = Kp, .x = x->data, .fixed = fixed != NULL, .fscale = fscale,
                   .fzp = fzp, .qa = qa, .sa = sa, .za = za, .w = w, .wp = wp, .cs = cs, .ws = ws->data,
-                  .bias = bias->data, .y = y->data, .gelu = gelu };
+                  .bias = bias->data, .y = y->data };
   int ok = ds_qgemm_run(&q);
   ds_mem_release(buf, rounded);
   if (!ok) return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
@@ -294,7 +293,7 @@ static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const i
 }
 
 /* y, x, w (N, K) i8, wscale, bias[, x_scale, x_zero]: the weight packed on this call */
-static int linear_unpacked(const char *op, ds_tensor *const *t, const ds_tensor *const *fixed, int gelu) {
+static int linear_unpacked(const char *op, ds_tensor *const *t, const ds_tensor *const *fixed) {
   ds_tensor *w = t[2];
   char s1[128];
   int rc;
@@ -306,14 +305,13 @@ static int linear_unpacked(const char *op, ds_tensor *const *t, const ds_tensor 
   if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed weight", op);
   int32_t *cs = (int32_t *)buf;
   int8_t *wp = (int8_t *)(cs + N);
-  rc = linear_int8(op, t[0], t[1], w->data, wp, cs, t[3], t[4], N, K, fixed, gelu);
+  rc = linear_int8(op, t[0], t[1], w->data, wp, cs, t[3], t[4], N, K, fixed);
   ds_mem_release(buf, rounded);
   return rc;
 }
 
 /* y, x, wp (ceil(N/16), ceil(K/4), 64) i8, colsum (N) i32, wscale, bias[, x_scale, x_zero]; K from attrs */
-static int linear_packed(const char *op, ds_tensor *const *t, const double *attrs, const ds_tensor *const *fixed,
-                         int gelu) {
+static int linear_packed(const char *op, ds_tensor *const *t, const double *attrs, const ds_tensor *const *fixed) {
   ds_tensor *wp = t[2], *cs = t[3];
   char s1[128];
   int rc;
@@ -324,41 +322,30 @@ static int linear_packed(const char *op, ds_tensor *const *t, const double *attr
                wp->shape[2] == QG_GROUP,
            "%s: packed weight %s does not hold (N, K) = (%lld, %lld)", op, ds_shape_str(wp, s1), (long long)N,
            (long long)K);
-  return linear_int8(op, t[0], t[1], NULL, wp->data, cs->data, t[4], t[5], N, K, fixed, gelu);
+  return linear_int8(op, t[0], t[1], NULL, wp->data, cs->data, t[4], t[5], N, K, fixed);
 }
 
 /* t = {y (..., N) f32, x (..., K) f32, w (N, K) i8, wscale (N) f32, bias (N) f32} */
 int ds_linear_int8_f32(ds_tensor *const *t, const double *attrs) {
   (void)attrs;
-  return linear_unpacked("linear_int8", t, NULL, 0);
+  return linear_unpacked("linear_int8", t, NULL);
 }
 
 /* t = {y (..., N) f32, x (..., K) f32, wp (ceil(N/16), ceil(K/4), 64) i8, colsum (N) i32, wscale (N), bias (N)};
    attrs: {K} (the packed weight rounds K up to a multiple of 4) */
 int ds_linear_int8_packed_f32(ds_tensor *const *t, const double *attrs) {
-  return linear_packed("linear_int8_packed", t, attrs, NULL, 0);
-}
-
-/* gelu(linear_int8(...)), each output through ds_geluf as the kernel stores it (passes/epilogue.lua): t as above */
-int ds_linear_int8_gelu_f32(ds_tensor *const *t, const double *attrs) {
-  (void)attrs;
-  return linear_unpacked("linear_int8_gelu", t, NULL, 1);
-}
-
-/* gelu(linear_int8_packed(...)): t and attrs as above */
-int ds_linear_int8_packed_gelu_f32(ds_tensor *const *t, const double *attrs) {
-  return linear_packed("linear_int8_packed_gelu", t, attrs, NULL, 1);
+  return linear_packed("linear_int8_packed", t, attrs, NULL);
 }
 
 /* static mode: t = {y, x, w, wscale, bias, x_scale {} f32, x_zero {} u8} */
 int ds_linear_int8_static_f32(ds_tensor *const *t, const double *attrs) {
   (void)attrs;
-  return linear_unpacked("linear_int8_static", t, (const ds_tensor *const *)t + 5, 0);
+  return linear_unpacked("linear_int8_static", t, (const ds_tensor *const *)t + 5);
 }
 
 /* static mode, packed: t = {y, x, wp, colsum, wscale, bias, x_scale, x_zero}; attrs: {K} */
 int ds_linear_int8_static_packed_f32(ds_tensor *const *t, const double *attrs) {
-  return linear_packed("linear_int8_static_packed", t, attrs, (const ds_tensor *const *)t + 6, 0);
+  return linear_packed("linear_int8_static_packed", t, attrs, (const ds_tensor *const *)t + 6);
 }
 
 /* t = {wp (ceil(N/16), ceil(K/4), 64) i8, w (N, K) i8} */

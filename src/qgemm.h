@@ -2,7 +2,6 @@
    weights, exact int32 sums). */
 #ifndef DS_QGEMM_H
 #define DS_QGEMM_H
-#include "mathfn.h"
 #include <stdint.h>
 
 /* The packed weight: W (N, K) s8 as strips of QG_NR = 16 columns; strip s holds, for k-group g (4 k's), 64
@@ -14,8 +13,7 @@
 
 /* Where a tile's outputs go, offset to its first row and column: y[r][c] = float(acc - za[r] * cs[c]) *
    (sa[r] * ws[c]) + bias[c], each step one int32 or IEEE f32 operation in that order on every path, so the bits
-   are the same (ds_qgemm_store writes it out; a vector kernel may compute it in its registers); with gelu set,
-   ds_geluf of that value (the same bits as a gelu after). */
+   are the same (ds_qgemm_store writes it out; a vector kernel may compute it in its registers). */
 typedef struct {
   const float *sa;          /* row scales */
   const int32_t *za;        /* row zero points */
@@ -23,7 +21,6 @@ typedef struct {
   const float *ws, *bias;   /* weight scales, bias */
   float *y;
   int64_t ldy;
-  int gelu;
 } qgemm_out;
 
 /* y (mr x nr) of o = a (mr x 4 G u8, row stride lda; k past K is any value: it meets zero weights) @ the strips
@@ -46,8 +43,8 @@ static inline void ds_qgemm_store(const int32_t *tile, int64_t ldt, int mr, int 
     for (int c = 0; c < nr; c++) {
       int32_t v = tile[r * ldt + c] - zr * o->cs[c];
       float scale = sr * o->ws[c];
-      float d = (float)v * scale, e = d + o->bias[c];
-      yr[c] = o->gelu ? ds_geluf(e) : e;
+      float d = (float)v * scale;
+      yr[c] = d + o->bias[c];
     }
   }
 }
@@ -83,7 +80,6 @@ typedef struct {
   int32_t *cs;              /* (N) weight column sums */
   const float *ws, *bias;   /* (N) weight scales, bias */
   float *y;                 /* (M, N) */
-  int gelu;                 /* 1: y = gelu(y) (qgemm_out's gelu) */
   const qgemm_kernel *kr;   /* set by ds_qgemm_run */
   int bad;                  /* set by ds_qgemm_run: x holds NaN or an infinity */
 } qgemm_job;

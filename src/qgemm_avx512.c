@@ -11,18 +11,11 @@
 /* row r's 16 columns from mask m of the strip whose column sums, scales and bias are cs, ws, bias:
    float(acc - za * cs) * (sa * ws) + bias, each step one operation as in ds_qgemm_store */
 static inline void store16(__m512i acc, int32_t za, float sa, __m512i cs, __m512 ws, __m512 bias, float *y,
-                           __mmask16 m, int gelu) {
+                           __mmask16 m) {
   __m512i v = _mm512_sub_epi32(acc, _mm512_mullo_epi32(_mm512_set1_epi32(za), cs));
   __m512 scale = _mm512_mul_ps(_mm512_set1_ps(sa), ws);
   __m512 d = _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale);
-  __m512 e = _mm512_add_ps(d, bias);
-  if (gelu) {   /* ds_geluf per lane, vectorized through a full-width buffer (a masked store would not forward) */
-    float t[16] __attribute__((aligned(64)));
-    _mm512_store_ps(t, e);
-    for (int c = 0; c < 16; c++) t[c] = ds_geluf(t[c]);
-    e = _mm512_load_ps(t);
-  }
-  _mm512_mask_storeu_ps(y, m, e);
+  _mm512_mask_storeu_ps(y, m, _mm512_add_ps(d, bias));
 }
 
 /* acc += x (u8) . w (s8) in place (GCC copies the accumulators of _mm512_dpbusd_epi32 between registers and
@@ -58,8 +51,8 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int t
   __m512 bi0 = _mm512_maskz_loadu_ps(m0, o->bias), bi1 = _mm512_maskz_loadu_ps(m1, o->bias + 16);
   for (int r = 0; r < mr; r++) {
     float *y = o->y + r * o->ldy;
-    store16(acc0[r], o->za[r], o->sa[r], cs0, ws0, bi0, y, m0, o->gelu);
-    if (two) store16(acc1[r], o->za[r], o->sa[r], cs1, ws1, bi1, y + 16, m1, o->gelu);
+    store16(acc0[r], o->za[r], o->sa[r], cs0, ws0, bi0, y, m0);
+    if (two) store16(acc1[r], o->za[r], o->sa[r], cs1, ws1, bi1, y + 16, m1);
   }
 }
 
@@ -72,4 +65,5 @@ static void micro(int mr, int nr, int64_t G, const uint8_t *a, int64_t lda, cons
     default: if (two) tile(1, 1, nr, G, a, lda, b, o); else tile(1, 0, nr, G, a, lda, b, o);
   }
 }
+
 const qgemm_kernel ds_qgemm_vnni = { MR, 2 * QG_NR, micro };

@@ -135,20 +135,6 @@ M.linear_int8_packed = D.define {
   end,
 }
 
--- gelu(linear_int8(x, w, wscale, bias)) and gelu(linear_int8_packed(...)), the gelu applied to each output tile
--- as it is stored (passes/epilogue.lua): the same bits as the two ops
-M.linear_int8_gelu = D.define {
-  name = "linear_int8_gelu", kind = "fused", kernel = "ds_linear_int8_gelu_%s", dtypes = { f32 = true },
-  lowp_inputs = true, ninputs = 4, internal = true, kernel_dtype = f32_kernel,
-  infer = function(inputs) return M.linear_int8.infer(inputs) end,
-}
-M.linear_int8_packed_gelu = D.define {
-  name = "linear_int8_packed_gelu", kind = "fused", kernel = "ds_linear_int8_packed_gelu_%s",
-  dtypes = { f32 = true }, lowp_inputs = true, ninputs = 5, internal = true, kernel_dtype = f32_kernel,
-  attrs = { { "K", "int" } },
-  infer = function(inputs, a) return M.linear_int8_packed.infer(inputs, a) end,
-}
-
 -- x, packed w, colsum, wscale, bias, x_scale, x_zero_point; attrs: K
 M.linear_int8_static_packed = D.define {
   name = "linear_int8_static_packed", kind = "fused", kernel = "ds_linear_int8_static_packed_%s",
