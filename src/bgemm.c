@@ -8,7 +8,6 @@
 #include <math.h>
 #include <omp.h>
 #include <string.h>
-#include <cpuid.h>
 #include <immintrin.h>
 
 /* below this many multiply-adds one thread runs the whole product */
@@ -43,22 +42,10 @@ static void micro_portable(int mr, int nr, int64_t P, const uint32_t *a, int64_t
 }
 static const bgemm_kernel portable = { 4, 2 * BG_NR, micro_portable };
 
-/* CPUID once (in a virtual machine each one traps to the hypervisor, microseconds a call) */
-static int host_has_avx512bf16(void) {
-  static int known = -1;   /* -1 until probed; racing threads store the same answer */
-  int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
-  if (v < 0) {
-    unsigned a, b, c, d;
-    v = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));   /* AVX512_BF16 */
-    __atomic_store_n(&known, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
-
 /* the path: vdpbf16ps on AVX-512 hosts that have it, the AVX2 emulation, or the portable code (DS_ISA=scalar) */
 static const bgemm_kernel *bf16_kernel(void) {
   int isa = ds_isa();
-  if (isa == DS_ISA_AVX512 && host_has_avx512bf16()) return &ds_bgemm_avx512bf16;
+  if (ds_isa_avx512bf16()) return &ds_bgemm_avx512bf16;
   if (isa == DS_ISA_SCALAR) return &portable;
   return &ds_bgemm_avx2;
 }

@@ -55,6 +55,8 @@ void ds_for_rows(int ndim, const int64_t *shape, int nops, char **base, int64_t 
 /* DS_ISA_SCALAR (DS_ISA=scalar): the integer kernels' portable code; float kernels run their AVX2 code */
 enum { DS_ISA_AVX2 = 1, DS_ISA_AVX512 = 2, DS_ISA_SCALAR = 3 };
 int ds_isa(void);
+int ds_isa_vnni(void);        /* the AVX-512 path with AVX512_VNNI */
+int ds_isa_avx512bf16(void);  /* the AVX-512 path with AVX512_BF16 */
 
 /* kernels.c: a registry row. noperands: the tensors a plan step passes (outputs then inputs), or -1 when the
    step's attrs decide the count, checked by check (dtypes: of the nbuf operands) before the step is added. */

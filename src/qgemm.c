@@ -10,7 +10,6 @@
 #include <math.h>
 #include <omp.h>
 #include <string.h>
-#include <cpuid.h>
 #include <immintrin.h>
 
 /* below this many multiply-adds one thread runs the whole product */
@@ -32,21 +31,10 @@ static void micro_portable(int mr, int nr, int64_t G, const uint8_t *a, int64_t 
 }
 static const qgemm_kernel portable = { 4, 2 * QG_NR, micro_portable };
 
-static int host_has_vnni(void) {
-  static int known = -1;   /* -1 until probed; racing threads store the same answer */
-  int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
-  if (v < 0) {
-    unsigned a, b, c, d;
-    v = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));   /* AVX512_VNNI */
-    __atomic_store_n(&known, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
-
 /* the path: VNNI on AVX-512 hosts that have it, AVX2, or the portable code under DS_ISA=scalar */
 static const qgemm_kernel *int8_kernel(void) {
   int isa = ds_isa();
-  if (isa == DS_ISA_AVX512 && host_has_vnni()) return &ds_qgemm_vnni;
+  if (ds_isa_vnni()) return &ds_qgemm_vnni;
   if (isa == DS_ISA_SCALAR) return &portable;
   return &ds_qgemm_avx2;
 }
