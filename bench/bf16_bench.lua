@@ -78,23 +78,14 @@ for k = 1, args.n do
   random[k] = { ids, mask }
 end
 
-local function compare(data)
-  local agree, dmax = 0, 0
-  for _, d in ipairs(data) do
-    local p32, p16 = c32(d[1], d[2]), c16(d[1], d[2])
-    if p32:argmax(-1):item() == p16:argmax(-1):item() then agree = agree + 1 end
-    dmax = math.max(dmax, (p32 - p16):abs():max():item())
-  end
-  return agree, dmax
-end
 local function ms_per(fn, data)
   for k = 1, math.min(5, #data) do fn(data[k][1], data[k][2]) end
   local t0 = ds.clock()
   for _, d in ipairs(data) do fn(d[1], d[2]):argmax(-1) end
   return (ds.clock() - t0) / #data * 1e3
 end
-local ta, td = compare(texts)
-local ra, rd = compare(random)
+local ta, _, td = stats.agreement(c32, c16, texts)
+local ra, _, rd = stats.agreement(c32, c16, random)
 print(string.format("BERT-style classifier, padded to %d, batch 1, %d threads", T, args.threads))
 print(string.format("  accuracy of bf16 against f32: argmax agreement %d/%d on the evaluation texts, %d/%d on random "
   .. "inputs; max |dprob| %.3g (texts), %.3g (random)", ta, #texts, ra, #random, td, rd))
@@ -112,13 +103,7 @@ local l32 = ds.compile(net, lspecs, { freeze = true })
 local l16 = ds.compile(net, lspecs, { freeze = true, dtype = "bf16" })
 local batches = {}
 for k = 1, math.max(2, math.floor(args.n / 20)) do batches[k] = { ds.rand(64, 1, 28, 28) } end
-local agree, total, dmax = 0, 0, 0
-for _, bt in ipairs(batches) do
-  local y32, y16 = l32(bt[1]), l16(bt[1])
-  agree = agree + (y32:argmax(-1):eq(y16:argmax(-1))):sum():item()
-  total = total + 64
-  dmax = math.max(dmax, (y32 - y16):abs():max():item())
-end
+local agree, total, dmax = stats.agreement(l32, l16, batches)
 local function ms_batch(fn)
   fn(batches[1][1])
   local t0 = ds.clock()

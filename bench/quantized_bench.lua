@@ -81,17 +81,8 @@ for k = 1, args.n do
   random[k] = { ids, mask }
 end
 
-local function compare(f, g, data)
-  local agree, dmax = 0, 0
-  for _, d in ipairs(data) do
-    local p, q = f(d[1], d[2]), g(d[1], d[2])
-    if p:argmax(-1):item() == q:argmax(-1):item() then agree = agree + 1 end
-    dmax = math.max(dmax, (p - q):abs():max():item())
-  end
-  return agree, dmax
-end
-local ta, td = compare(c32, q8, texts)
-local ra, rd = compare(c32, q8, random)
+local ta, _, td = stats.agreement(c32, q8, texts)
+local ra, _, rd = stats.agreement(c32, q8, random)
 print(string.format("BERT-style classifier, batch 1, %d threads", args.threads))
 print(string.format("  int8 against f32 (padded): argmax agreement %d/%d on the evaluation texts (%.1f%%), %d/%d on "
   .. "random inputs; max |dprob| %.3g (texts), %.3g (random)", ta, #texts, 100 * ta / #texts, ra, #random, td, rd))
@@ -99,7 +90,7 @@ print(string.format("  int8 against f32 (padded): argmax agreement %d/%d on the 
 local calibration = {}
 for k = 1, math.min(16, #random) do calibration[k] = random[k] end
 local s8 = ds.quantize(model, { mode = "static", calibration = calibration, specs = padded_specs })
-local sa, sd = compare(c32, s8, texts)
+local sa, _, sd = stats.agreement(c32, s8, texts)
 print(string.format("  static int8 (min-max, %d calibration inputs) against f32: argmax agreement %d/%d on the "
   .. "evaluation texts; max |dprob| %.3g", #calibration, sa, #texts, sd))
 
@@ -161,13 +152,7 @@ local l32 = ds.compile(net, lspecs, { freeze = true })
 local l8 = ds.quantize(net, { ops = { "linear", "conv2d" }, specs = lspecs })
 local batches = {}
 for k = 1, math.max(2, math.floor(args.n / 20)) do batches[k] = { ds.rand(64, 1, 28, 28) } end
-local agree, total, dmax = 0, 0, 0
-for _, bt in ipairs(batches) do
-  local y32, y8 = l32(bt[1]), l8(bt[1])
-  agree = agree + (y32:argmax(-1):eq(y8:argmax(-1))):sum():item()
-  total = total + 64
-  dmax = math.max(dmax, (y32 - y8):abs():max():item())
-end
+local agree, total, dmax = stats.agreement(l32, l8, batches)
 print(string.format("LeNet-5, batch 64, %d threads", args.threads))
 print(string.format("  int8 (Linear and Conv2d) against f32: argmax agreement %d/%d on random images; "
   .. "max |dlogit| %.3g", agree, total, dmax))

@@ -55,4 +55,17 @@ function M.best_round_s(fn, reps, rounds)
   return best
 end
 
+-- two models' outputs (..., classes) on the same inputs (data: a list of argument lists): the rows whose argmax
+-- agree, the rows compared, and the largest |difference| of any output value
+function M.agreement(f, g, data)
+  local agree, total, dmax = 0, 0, 0
+  for _, args in ipairs(data) do
+    local p, q = f(unpack(args)), g(unpack(args))
+    local a, b = p:argmax(-1), q:argmax(-1)
+    agree, total = agree + a:eq(b):sum():item(), total + a:numel()
+    dmax = math.max(dmax, (p - q):abs():max():item())
+  end
+  return agree, total, dmax
+end
+
 return M
