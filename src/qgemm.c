@@ -165,31 +165,46 @@ static int quantize_row(const qgemm_job *q, int64_t m) {
   return 1;
 }
 
-/* columns [j0, j1) (a multiple of the kernel's width apart) of every row */
-static void run_columns(const qgemm_job *q, int64_t j0, int64_t j1) {
+/* the kernel-width column tiles [u0, u1) of the parts, numbered part after part, over every row */
+static void run_units(const qgemm_job *q, int64_t u0, int64_t u1) {
   const int NRK = q->kr->nr;
-  for (int64_t j = j0; j < j1; j += NRK) {
-    int nr = (int)(j1 - j < NRK ? j1 - j : NRK);
-    const int8_t *b = q->wp + (j / QG_NR) * q->G * QG_GROUP;
-    for (int64_t i = 0; i < q->M; i += q->kr->mr) {
-      int mr = (int)(q->M - i < q->kr->mr ? q->M - i : q->kr->mr);
-      qgemm_out o = { q->sa + i, q->za + i, q->cs + j, q->ws + j, q->bias + j, q->y + i * q->N + j, q->N };
-      q->kr->micro(mr, nr, q->G, q->qa + i * q->Kp, q->Kp, b, &o);
+  int64_t ub = 0;   /* the first tile of part p */
+  for (int p = 0; p < q->nparts && ub < u1; p++) {
+    const qgemm_part *pt = &q->parts[p];
+    int64_t up = (pt->N + NRK - 1) / NRK;
+    for (int64_t u = u0 > ub ? u0 : ub; u < u1 && u < ub + up; u++) {
+      int64_t j = (u - ub) * NRK;
+      int nr = (int)(pt->N - j < NRK ? pt->N - j : NRK);
+      const int8_t *b = q->wp + (pt->strip + j / QG_NR) * q->G * QG_GROUP;
+      int64_t c = pt->c + j;
+      for (int64_t i = 0; i < q->M; i += q->kr->mr) {
+        int mr = (int)(q->M - i < q->kr->mr ? q->M - i : q->kr->mr);
+        qgemm_out o = { q->sa + i, q->za + i, q->cs + c, q->ws + c, q->bias + c, pt->y + i * pt->N + j, pt->N };
+        q->kr->micro(mr, nr, q->G, q->qa + i * q->Kp, q->Kp, b, &o);
+      }
     }
+    ub += up;
   }
 }
 
+/* the column tiles of every part */
+static int64_t total_units(const qgemm_job *q) {
+  int64_t units = 0;
+  for (int p = 0; p < q->nparts; p++) units += (q->parts[p].N + q->kr->nr - 1) / q->kr->nr;
+  return units;
+}
+
 /* thread me of nt: its share of the rows to quantize and of the weight to pack, then (once every row is
-   quantized) its share of the columns, in the kernel's widths */
+   quantized) its share of the column tiles */
 static void run_share(qgemm_job *q, int me, int nt) {
   const int NRK = q->kr->nr;
-  int64_t units = (q->N + NRK - 1) / NRK, u0 = units * me / nt, u1 = units * (me + 1) / nt;
-  int64_t j0 = u0 * NRK, j1 = u1 * NRK < q->N ? u1 * NRK : q->N;
+  int64_t units = total_units(q), u0 = units * me / nt, u1 = units * (me + 1) / nt;
   if (q->x) {
     int ok = 1;
     for (int64_t m = q->M * me / nt; m < q->M * (me + 1) / nt && ok; m++) ok = quantize_row(q, m);
     if (!ok) __atomic_store_n(&q->bad, 1, __ATOMIC_RELAXED);
   }
+  int64_t j0 = u0 * NRK, j1 = u1 * NRK < q->N ? u1 * NRK : q->N;   /* one part when w is set */
   if (q->w && j0 < j1) {
     pack_strips(q->w, q->N, q->K, j0 / QG_NR, (j1 + QG_NR - 1) / QG_NR, q->wp);
     colsums(q->w, j0, j1, q->K, q->cs);
@@ -197,14 +212,16 @@ static void run_share(qgemm_job *q, int me, int nt) {
   if (q->x && nt > 1) {
 #pragma omp barrier
   }
-  if (!__atomic_load_n(&q->bad, __ATOMIC_RELAXED) && j0 < j1) run_columns(q, j0, j1);
+  if (!__atomic_load_n(&q->bad, __ATOMIC_RELAXED) && u0 < u1) run_units(q, u0, u1);
 }
 
-/* the product of a quantized x against a packed weight, split by columns (in the kernel's widths) */
+/* the product of a quantized x against a packed weight, split by column tiles (in the kernel's widths) */
 int ds_qgemm_run(qgemm_job *q) {
+  qgemm_part whole = { q->N, 0, 0, q->y };
+  if (!q->parts) { q->parts = &whole; q->nparts = 1; }
   q->kr = int8_kernel();
   q->bad = 0;
-  int64_t units = (q->N + q->kr->nr - 1) / q->kr->nr;
+  int64_t units = total_units(q);
   double macs = (double)q->M * (double)q->N * (double)q->K;
   if (units > 1 && macs >= PAR_MACS && ds_team() > 1) {
     double t0 = ds_team_start();
@@ -215,6 +232,7 @@ int ds_qgemm_run(qgemm_job *q) {
     }
     ds_team_done();
   } else run_share(q, 0, 1);
+  if (q->parts == &whole) { q->parts = NULL; q->nparts = 0; }
   return !q->bad;
 }
 
@@ -240,29 +258,39 @@ static int fixed_params(const char *op, const ds_tensor *t_scale, const ds_tenso
   return DS_OK;
 }
 
-/* the shared part of the linear kernels: y (..., N) from x (..., K), with wp/cs given (packed) or to fill from w
-   (not NULL: packed on this call); fixed: NULL (each row quantized with its own range) or the input's scale and
-   zero point */
-static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const int8_t *w, int8_t *wp, int32_t *cs,
-                       const ds_tensor *ws, const ds_tensor *bias, int64_t N, int64_t K,
-                       const ds_tensor *const *fixed) {
+/* the shared part of the linear kernels: y_p (..., N_p), p < n, from x (..., K): the columns of the product with
+   the weight (N = sum N_p, K) split in turn between them, each part's packed strips starting on a strip of its
+   own; wp/cs given (packed) or to fill from w (not NULL, n = 1: packed on this call); fixed: NULL (each row
+   quantized with its own range) or the input's scale and zero point */
+static int linear_int8(const char *op, ds_tensor *const *ys, const int64_t *Ns, int n, const ds_tensor *x,
+                       const int8_t *w, int8_t *wp, int32_t *cs, const ds_tensor *ws, const ds_tensor *bias,
+                       int64_t K, const ds_tensor *const *fixed) {
   char s1[128], s2[128];
   int rc;
   float fscale = 0;
   int32_t fzp = 0;
-  if ((rc = check(y, DS_F32, op, "output")) || (rc = check(x, DS_F32, op, "input")) ||
-      (rc = check(ws, DS_F32, op, "weight scales")) || (rc = check(bias, DS_F32, op, "bias")))
+  if ((rc = check(x, DS_F32, op, "input")) || (rc = check(ws, DS_F32, op, "weight scales")) ||
+      (rc = check(bias, DS_F32, op, "bias")))
     return rc;
   if (fixed && (rc = fixed_params(op, fixed[0], fixed[1], &fscale, &fzp))) return rc;
   DS_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] == K, "%s: input %s does not end in K = %lld", op,
            ds_shape_str(x, s1), (long long)K);
-  DS_CHECK(y->ndim == x->ndim && y->shape[y->ndim - 1] == N && y->numel / (N > 0 ? N : 1) * K == x->numel,
-           "%s: output %s does not match input %s and N = %lld", op, ds_shape_str(y, s1), ds_shape_str(x, s2),
-           (long long)N);
+  int64_t M = 1, N = 0;
+  for (int d = 0; d < x->ndim - 1; d++) M *= x->shape[d];
+  qgemm_part parts[QG_MAX_PARTS];
+  for (int p = 0, strip = 0; p < n; p++) {
+    const ds_tensor *y = ys[p];
+    if ((rc = check(y, DS_F32, op, "output"))) return rc;
+    DS_CHECK(y->ndim == x->ndim && y->shape[y->ndim - 1] == Ns[p] && y->numel == M * Ns[p],
+             "%s: output %s does not match input %s and N = %lld", op, ds_shape_str(y, s1), ds_shape_str(x, s2),
+             (long long)Ns[p]);
+    parts[p] = (qgemm_part){ Ns[p], N, strip, y->data };
+    N += Ns[p];
+    strip += (int)((Ns[p] + QG_NR - 1) / QG_NR);
+  }
   DS_CHECK(ws->numel == N && bias->numel == N, "%s: weight scales and bias must hold N = %lld values", op,
            (long long)N);
   DS_CHECK(K <= QG_K_MAX, "%s: K = %lld is over %d (the int32 sums could overflow)", op, (long long)K, QG_K_MAX);
-  int64_t M = K > 0 ? x->numel / K : y->numel / (N > 0 ? N : 1);
   if (M == 0 || N == 0) return DS_OK;
   int64_t G = (K + QG_KG - 1) / QG_KG, Kp = G * QG_KG, rounded;
   int64_t bytes = M * Kp + M * (int64_t)(sizeof(float) + sizeof(int32_t)) + 64;
@@ -273,7 +301,7 @@ static int linear_int8(const char *op, ds_tensor *y, const ds_tensor *x, const i
   uint8_t *qa = (uint8_t *)(za + M);
   qgemm_job q = { .M = M, .N = N, .K = K, .G = G, .Kp = Kp, .x = x->data, .fixed = fixed != NULL, .fscale = fscale,
                   .fzp = fzp, .qa = qa, .sa = sa, .za = za, .w = w, .wp = wp, .cs = cs, .ws = ws->data,
-                  .bias = bias->data, .y = y->data };
+                  .bias = bias->data, .nparts = n, .parts = parts };
   int ok = ds_qgemm_run(&q);
   ds_mem_release(buf, rounded);
   if (!ok) return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
@@ -293,24 +321,30 @@ static int linear_unpacked(const char *op, ds_tensor *const *t, const ds_tensor 
   if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed weight", op);
   int32_t *cs = (int32_t *)buf;
   int8_t *wp = (int8_t *)(cs + N);
-  rc = linear_int8(op, t[0], t[1], w->data, wp, cs, t[3], t[4], N, K, fixed);
+  rc = linear_int8(op, t, &N, 1, t[1], w->data, wp, cs, t[3], t[4], K, fixed);
   ds_mem_release(buf, rounded);
   return rc;
 }
 
-/* y, x, wp (ceil(N/16), ceil(K/4), 64) i8, colsum (N) i32, wscale, bias[, x_scale, x_zero]; K from attrs */
-static int linear_packed(const char *op, ds_tensor *const *t, const double *attrs, const ds_tensor *const *fixed) {
-  ds_tensor *wp = t[2], *cs = t[3];
+/* ys (n outputs), then in = {x, wp (sum ceil(N_p/16), ceil(K/4), 64) i8, colsum (N) i32, wscale, bias[, x_scale,
+   x_zero]}; Ns: the outputs' widths (NULL: one output as wide as colsum) */
+static int linear_packed(const char *op, ds_tensor *const *ys, const int64_t *Ns, int n, ds_tensor *const *in,
+                         double k_attr, const ds_tensor *const *fixed) {
+  ds_tensor *wp = in[1], *cs = in[2];
   char s1[128];
   int rc;
   if ((rc = check(wp, DS_I8, op, "packed weight")) || (rc = check(cs, DS_I32, op, "column sums"))) return rc;
-  int64_t N = cs->numel, K = (int64_t)attrs[0];
-  DS_CHECK(attrs[0] >= 0 && attrs[0] <= QG_K_MAX && (double)K == attrs[0], "%s: bad K attribute", op);
-  DS_CHECK(wp->ndim == 3 && wp->shape[0] == (N + QG_NR - 1) / QG_NR && wp->shape[1] == (K + QG_KG - 1) / QG_KG &&
+  int64_t whole = cs->numel, K = (int64_t)k_attr, strips = 0, N = 0;
+  DS_CHECK(k_attr >= 0 && k_attr <= QG_K_MAX && (double)K == k_attr, "%s: bad K attribute", op);
+  if (!Ns) Ns = &whole;
+  for (int p = 0; p < n; p++) { strips += (Ns[p] + QG_NR - 1) / QG_NR; N += Ns[p]; }
+  DS_CHECK(N == cs->numel, "%s: the outputs' widths add up to %lld, the column sums hold %lld", op, (long long)N,
+           (long long)cs->numel);
+  DS_CHECK(wp->ndim == 3 && wp->shape[0] == strips && wp->shape[1] == (K + QG_KG - 1) / QG_KG &&
                wp->shape[2] == QG_GROUP,
            "%s: packed weight %s does not hold (N, K) = (%lld, %lld)", op, ds_shape_str(wp, s1), (long long)N,
            (long long)K);
-  return linear_int8(op, t[0], t[1], NULL, wp->data, cs->data, t[4], t[5], N, K, fixed);
+  return linear_int8(op, ys, Ns, n, in[0], NULL, wp->data, cs->data, in[3], in[4], K, fixed);
 }
 
 /* t = {y (..., N) f32, x (..., K) f32, w (N, K) i8, wscale (N) f32, bias (N) f32} */
@@ -322,7 +356,7 @@ int ds_linear_int8_f32(ds_tensor *const *t, const double *attrs) {
 /* t = {y (..., N) f32, x (..., K) f32, wp (ceil(N/16), ceil(K/4), 64) i8, colsum (N) i32, wscale (N), bias (N)};
    attrs: {K} (the packed weight rounds K up to a multiple of 4) */
 int ds_linear_int8_packed_f32(ds_tensor *const *t, const double *attrs) {
-  return linear_packed("linear_int8_packed", t, attrs, NULL);
+  return linear_packed("linear_int8_packed", t, NULL, 1, t + 1, attrs[0], NULL);
 }
 
 /* static mode: t = {y, x, w, wscale, bias, x_scale {} f32, x_zero {} u8} */
@@ -333,7 +367,34 @@ int ds_linear_int8_static_f32(ds_tensor *const *t, const double *attrs) {
 
 /* static mode, packed: t = {y, x, wp, colsum, wscale, bias, x_scale, x_zero}; attrs: {K} */
 int ds_linear_int8_static_packed_f32(ds_tensor *const *t, const double *attrs) {
-  return linear_packed("linear_int8_static_packed", t, attrs, (const ds_tensor *const *)t + 6);
+  return linear_packed("linear_int8_static_packed", t, NULL, 1, t + 1, attrs[0], (const ds_tensor *const *)t + 6);
+}
+
+/* plan check (its registry row is KV): a step gives n outputs and 5 inputs, attrs {K, n, N_1 .. N_n} */
+int ds_linear_int8_multi_check(int nbuf, const int *dtypes, int nattrs, const double *attrs) {
+  (void)dtypes;
+  DS_CHECK(nattrs >= 2, "linear_int8_multi: attrs {K, n, N_1 .. N_n} missing");
+  double n = attrs[1];
+  DS_CHECK(n >= 1 && n <= QG_MAX_PARTS && n == (double)(int)n && nattrs == 2 + (int)n && nbuf == (int)n + 5,
+           "linear_int8_multi: step has %d operands and %d attrs for %g outputs", nbuf, nattrs, n);
+  return DS_OK;
+}
+
+/* several int8 linears over one x, one product: t = {y_1 (..., N_1) .. y_n, x (..., K), wp (sum ceil(N_p/16),
+   ceil(K/4), 64) i8 (each weight's strips in turn), colsum (N) i32, wscale (N), bias (N)} with N = sum N_p;
+   attrs {K, n, N_1 .. N_n}. Each y_p gets the bits linear_int8_packed gives it alone (the same row quantization,
+   the same sums and dequantization per column), with x quantized once and one parallel region. */
+int ds_linear_int8_multi_f32(ds_tensor *const *t, const double *attrs) {
+  const char *op = "linear_int8_multi";
+  DS_CHECK(attrs[1] >= 1 && attrs[1] <= QG_MAX_PARTS && attrs[1] == (double)(int)attrs[1],
+           "%s: bad output count %g (1 to %d)", op, attrs[1], QG_MAX_PARTS);
+  int n = (int)attrs[1];
+  int64_t Ns[QG_MAX_PARTS];
+  for (int p = 0; p < n; p++) {
+    Ns[p] = (int64_t)attrs[2 + p];
+    DS_CHECK(attrs[2 + p] >= 0 && (double)Ns[p] == attrs[2 + p], "%s: bad output width %g", op, attrs[2 + p]);
+  }
+  return linear_packed(op, t, Ns, n, t + n, attrs[0], NULL);
 }
 
 /* t = {wp (ceil(N/16), ceil(K/4), 64) i8, w (N, K) i8} */

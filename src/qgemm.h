@@ -62,10 +62,19 @@ int ds_qgemm_quantize(const float *x, int64_t n, float scale, int32_t zp, uint8_
 void ds_qgemm_pack(const int8_t *w, int64_t N, int64_t K, int8_t *wp);   /* the packed layout above */
 void ds_qgemm_colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs);
 
+/* One output of a product whose columns go to several tensors (linears over one input, their packed weights one
+   after another, each padded to whole strips): columns [c, c + N) of cs, ws and bias, strips from `strip` on of
+   wp, written to y (M, N). */
+typedef struct {
+  int64_t N, c, strip;
+  float *y;
+} qgemm_part;
+#define QG_MAX_PARTS 16
+
 /* y (M, N) = float(qa @ w^T - za * colsum) * (sa * ws) + bias, row m of qa quantized with (sa[m], za[m]). With x
    set, the rows of x are quantized into qa, sa, za first (with fixed, by fscale and fzp; otherwise each by its own
    range); with w set, w is packed into wp and its column sums into cs first (each thread the columns it
-   multiplies). */
+   multiplies). With parts set, y is split by columns into them (N their sum; w must be NULL). */
 typedef struct {
   int64_t M, N, K, G, Kp;
   const float *x;           /* (M, K) f32 to quantize, or NULL */
@@ -79,7 +88,9 @@ typedef struct {
   int8_t *wp;               /* packed weight */
   int32_t *cs;              /* (N) weight column sums */
   const float *ws, *bias;   /* (N) weight scales, bias */
-  float *y;                 /* (M, N) */
+  float *y;                 /* (M, N), or NULL with parts */
+  int nparts;
+  const qgemm_part *parts;  /* NULL: one part, y */
   const qgemm_kernel *kr;   /* set by ds_qgemm_run */
   int bad;                  /* set by ds_qgemm_run: x holds NaN or an infinity */
 } qgemm_job;

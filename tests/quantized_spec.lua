@@ -80,9 +80,13 @@ describe("linear_int8", function()
       local ws, b = ds.rand(200) * 0.01, ds.randn(200)
       local y = ds.linear_int8(x, w, ws, b)
       local ys = ds.linear_int8_static(x, w, ws, b, ds.full({}, 0.02), ds.full({}, 117, {dtype = "u8"}))
+      local w2, ws2, b2 = w:narrow(1, 1, 72):contiguous(), ws:narrow(1, 1, 72):contiguous(), b:narrow(1, 1, 72):contiguous()
+      local pair = ds.compile(function(a) return ds.linear_int8(a, w, ws, b), ds.linear_int8(a, w2, ws2, b2) end,
+        { ds.spec({ 130, 300 }) }, { freeze = true, convert = false })
+      local m1, m2 = pair(x)
       local ffi = require("ffi")
       local h = 0
-      for _, t in ipairs({ y, ys }) do
+      for _, t in ipairs({ y, ys, m1, m2 }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
@@ -100,6 +104,31 @@ describe("linear_int8", function()
       local cg = ds.compile(fn, { ds.spec({ "n", 100 }) }, o)
       assert.is_true(H.bitwise(cg(x), eager))
       assert.is_true(H.bitwise(cg(x:narrow(1, 2, 3)), eager:narrow(1, 2, 3)))
+    end
+  end)
+
+  it("frozen linears over one input run as one product (linear_int8_multi), each output the eager bits", function()
+    ds.manual_seed(12)
+    local widths, ws_, shared = { 20, 33, 7, 64 }, {}, ds.randn(3, 40)
+    for p, N in ipairs(widths) do
+      local w = (ds.randn(N, 40) * 50):clamp(-127, 127):round():astype("i8")
+      ws_[p] = { w, ds.rand(N) * 0.01 + 0.001, ds.randn(N) }
+    end
+    local function fn(a)   -- four linears of a, one of another value (not merged)
+      local out = {}
+      for p = 1, #widths do out[p] = ds.linear_int8(a, ws_[p][1], ws_[p][2], ws_[p][3]) end
+      out[#out + 1] = ds.linear_int8(a + 1, ws_[1][1], ws_[1][2], ws_[1][3])
+      return unpack(out)
+    end
+    local cg = ds.compile(fn, { ds.spec({ "n", 40 }) }, { freeze = true })
+    local ops = {}
+    for _, node in ipairs(cg.ir.nodes) do ops[node.op] = (ops[node.op] or 0) + 1 end
+    assert.equal(1, ops.linear_int8_multi4)
+    assert.equal(1, ops.linear_int8_packed)
+    for _, x in ipairs({ ds.randn(5, 40) * 2, ds.randn(1, 40), shared }) do
+      local got, want = { cg(x) }, { fn(x) }
+      assert.equal(#want, #got)
+      for p = 1, #want do assert.is_true(H.bitwise(got[p], want[p]), "output " .. p) end
     end
   end)
 

@@ -5,7 +5,8 @@
 -- batch. `linear_int8_static(x, w, wscale, bias, x_scale, x_zero_point)`: the same with x quantized by a fixed
 -- scale ({} f32 > 0) and zero point ({} u8) from calibration (static quantization). For frozen weights
 -- (passes/prepack.lua): `pack_int8_weight` (w -> the kernels' strips), `int8_colsum` (w's row sums, for the zero
--- points) and `linear_int8_packed` / `linear_int8_static_packed`, the same ops reading them.
+-- points) and `linear_int8_packed` / `linear_int8_static_packed`, the same ops reading them; `linear_int8_multi<n>`
+-- several of them over one input as one product.
 -- `conv2d_int8(x (B, C, H, W), w (O, C, kh, kw) i8, wscale (O), bias (O), {stride, padding, dilation})` and
 -- `conv2d_int8_static(..., x_scale, x_zero_point, opts)` (src/qconv.c): each image quantized as a whole (its own
 -- range, or the fixed one), unfolded, the same integer products and f32 dequantization as linear_int8.
@@ -147,6 +148,31 @@ M.linear_int8_static_packed = D.define {
     return { shape = out_shape(inputs[1], a.K, N, "linear_int8_static_packed"), dtype = "f32" }
   end,
 }
+
+-- n int8 linears over one x as one product (passes/prepack.lua): x, the weights packed one after another, their
+-- colsums, wscales and biases joined; attrs: K, sizes = {N_1 .. N_n} -> n outputs (..., N_p), each the bits
+-- linear_int8_packed gives it alone
+local multi = {}
+function M.linear_int8_multi(n)
+  if not multi[n] then
+    multi[n] = D.define {
+      name = "linear_int8_multi" .. n, kind = "fused", kernel = "ds_linear_int8_multi_%s",
+      dtypes = { f32 = true }, lowp_inputs = true, ninputs = 5, noutputs = n, internal = true,
+      kernel_dtype = f32_kernel,
+      attrs = { { "K", "int" }, { "sizes", "ints" } },
+      infer = function(inputs, a)
+        local N, out = 0, {}
+        for p = 1, n do
+          N = N + a.sizes[p]
+          out[p] = { shape = out_shape(inputs[1], a.K, a.sizes[p], "linear_int8_multi"), dtype = "f32" }
+        end
+        check_vectors(inputs[4], inputs[5], N, "linear_int8_multi")
+        return out
+      end,
+    }
+  end
+  return multi[n]
+end
 
 -- the int8 convolution's definition (static: with x_scale, x_zero_point)
 local function conv_def(name, static)

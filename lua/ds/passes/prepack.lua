@@ -5,13 +5,17 @@
 -- nobody reads any more are dropped (dce). All packed weights share one buffer: a fresh 4 KiB page costs a
 -- fault on first touch (dear on a VM), and a buffer of 2 MiB or more is given huge pages (src/pages.c).
 -- An int8 linear layer (ops/quantized.lua) reading a constant weight reads it packed too, with its row sums:
--- the same integers, the same bits.
+-- the same integers, the same bits. Int8 linears over one input become one product with several outputs.
 local D = require("ds.dispatch")
 local sym = require("ds.sym")
 local Tensor = require("ds.tensor")
 local fused_ops = require("ds.ops.fused")
 local quantized = require("ds.ops.quantized")
 local dce = require("ds.passes.dce")
+local IR = require("ds.passes.ir")
+local F = require("ds.ops.common").functions
+
+local MAX_PARTS = 16   -- outputs of one merged int8 product (src/qgemm.h's QG_MAX_PARTS)
 
 local PACKED = { matmul = fused_ops.matmul_packed, matmul_ep = fused_ops.matmul_packed_ep }
 local STRIP = 32   -- columns per strip (src/sgemm.h's SGEMM_STRIP)
@@ -64,6 +68,58 @@ local function pack_int8(ir, const_tensor)
   return n
 end
 
+-- linear_int8_packed nodes reading one x, their other inputs constants -> one linear_int8_multi<n> node writing
+-- all their outputs (attention's query, key and value): x quantized once, one product, the same bits per output;
+-- returns the number of nodes merged away
+local function merge_int8(ir)
+  local tensor, groups, order = {}, {}, {}
+  for _, c in ipairs(ir.consts) do tensor[c.value] = c.tensor end
+  for _, node in ipairs(ir.nodes) do
+    local ins = node.inputs
+    if node.op == "linear_int8_packed" and tensor[ins[2]] and tensor[ins[3]] and tensor[ins[4]] and tensor[ins[5]] then
+      local g = groups[ins[1]]
+      if not g or #g == MAX_PARTS then
+        g = {}
+        groups[ins[1]] = g
+        order[#order + 1] = g
+      end
+      g[#g + 1] = node
+    end
+  end
+  local replace, merged = {}, 0
+  for _, g in ipairs(order) do
+    if #g > 1 then
+      local strips, sizes, parts = 0, {}, { {}, {}, {} }   -- colsums, wscales, biases
+      for p, node in ipairs(g) do
+        strips = strips + tensor[node.inputs[2]].shape[1]
+        sizes[p] = tensor[node.inputs[3]].shape[1]
+        for j = 1, 3 do parts[j][p] = tensor[node.inputs[2 + j]] end
+      end
+      local first = tensor[g[1].inputs[2]]
+      local packed, at = Tensor._empty("i8", { strips, first.shape[2], first.shape[3] }, "prepack"), 1
+      for _, node in ipairs(g) do
+        local wp = tensor[node.inputs[2]]
+        packed:narrow(1, at, wp.shape[1]):copy_(wp)
+        at = at + wp.shape[1]
+      end
+      local ins = { g[1].inputs[1], add_const(ir, "packed_multi" .. g[1].outputs[1], packed) }
+      for j = 1, 3 do ins[2 + j] = add_const(ir, "multi" .. j .. "_" .. g[1].outputs[1], F.cat(parts[j], 1)) end
+      local def = quantized.linear_int8_multi(#g)
+      local node = { op = def.name, def = def, inputs = ins, attrs = { K = g[1].attrs.K, sizes = sizes }, outputs = {},
+                     line = g[1].line }
+      for p, old in ipairs(g) do
+        node.outputs[p] = old.outputs[1]
+        local v = ir.values[old.outputs[1]]
+        v.node, v.index = node, p
+        replace[old] = p == 1 and node or false
+      end
+      merged = merged + #g - 1
+    end
+  end
+  IR.replace_nodes(ir, replace)
+  return merged
+end
+
 -- ir: the late IR (rewritten in place). Returns ir, the number of products now reading a packed weight.
 return function(ir)
   local users, weights, shape_of, total = {}, {}, {}, 0   -- products and the weights they read, in order
@@ -82,6 +138,7 @@ return function(ir)
   local const_tensor = {}
   for _, c in ipairs(ir.consts) do const_tensor[c.value] = c.tensor end
   local int8 = pack_int8(ir, const_tensor)
+  merge_int8(ir)   -- (the products it joins were counted above)
   if #users == 0 then
     if int8 > 0 then dce(ir) end
     return ir, int8
