@@ -275,31 +275,6 @@ describe("ds.generator (continuous batching)", function()
     assert.is_true(rows:narrow(1, 2, 2):eq(0):all():item())
     assert.is_false(rows:narrow(1, 1, 1):eq(0):all():item())
   end)
-
-  for _, compile in ipairs { false, true } do
-    it("by slot: new requests whose prompts pad to the same length go in one call, each getting its tokens alone"
-      .. (compile and " (compiled step)" or " (eager)"), function()
-      local m = model(3)
-      local calls = {}
-      local counted = { max_len = m.max_len, step = function(_, ids, pos, slots)
-        calls[#calls + 1] = { ids:size(1), ids:size(2), slots:totable() }
-        return m:step(ids, pos, slots)
-      end }   -- eager only: a compiled step traces its calls once
-      local gen = ds.generator(compile and m or counted, { slots = 3, max_new_tokens = 3, by_slot = true,
-        compile = compile })
-      local ps = { prompts[1], prompts[2], prompts[3] }   -- padded to 8, 2 and 8 tokens
-      local ids = {}
-      for i, p in ipairs(ps) do ids[i] = gen:start(p) end
-      assert.equal(3, gen:run())
-      if not compile then
-        assert.same({ { 2, 8, { 1, 3 } }, { 1, 2, { 2 } }, { 3, 1, { 1, 2, 3 } }, { 3, 1, { 1, 2, 3 } } }, calls)
-      end
-      for i, p in ipairs(ps) do
-        assert.same(ds.generate(model(1), i64({ p }), { max_new_tokens = 3 }):narrow(2, #p + 1, 3):reshape(-1)
-          :totable(), (gen:result(ids[i])))
-      end
-    end)
-  end
 end)
 
 describe("ds.generate's compiled caches", function()

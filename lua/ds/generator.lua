@@ -151,8 +151,8 @@ local function padded(n, max_len)
   return math.min(p, max_len)
 end
 
--- step with by_slot: the running requests' next tokens in one call over their rows, then the new requests' prompts
--- (their first tokens), one call per padded length
+-- step with by_slot: the running requests' next tokens in one call over their rows, then each new request's prompt
+-- in one call (its first token)
 function Generator:step_slots(events)
   local run, ids, pos, slots, fresh = {}, {}, {}, {}, {}
   for b = 1, self.B do
@@ -170,28 +170,14 @@ function Generator:step_slots(events)
     local cache = {}
     for i, r in ipairs(run) do emit(self, r, next_token(r, logits, i, cache), events) end
   end
-  -- the new requests whose prompts pad to the same length go in one call (n, P): the model computes each row on its
-  -- own, so each row's logits are those of its call alone
-  local groups, order = {}, {}
   for _, r in ipairs(fresh) do
-    local P = padded(#r.prompt, self.model.max_len)
-    if not groups[P] then groups[P] = {}; order[#order + 1] = P end
-    table.insert(groups[P], r)
-  end
-  for _, P in ipairs(order) do
-    local group, ids, pos, slots = groups[P], {}, {}, {}
-    for k, r in ipairs(group) do
-      local T, p = #r.prompt, {}
-      for i = 1, P do p[i] = r.prompt[math.min(i, T)] end
-      ids[k], pos[k], slots[k] = p, 1, r.row
-    end
-    local logits = self.step_fn(F.tensor(ids, { dtype = "i64" }), F.tensor(pos, { dtype = "i64" }),
-      F.tensor(slots, { dtype = "i64" }))   -- (n, P, V)
-    for k, r in ipairs(group) do
-      r.fed = #r.prompt
-      emit(self, r, next_token(r, logits:narrow(1, k, 1):narrow(2, r.fed, 1):reshape(1, logits:size(3)), 1, {}),
-        events)
-    end
+    local T = #r.prompt
+    local p = {}
+    for i = 1, padded(T, self.model.max_len) do p[i] = r.prompt[math.min(i, T)] end
+    local logits = self.step_fn(F.tensor(p, { dtype = "i64" }):reshape(1, #p), F.tensor({ 1 }, { dtype = "i64" }),
+      F.tensor({ r.row }, { dtype = "i64" }))
+    r.fed = T
+    emit(self, r, next_token(r, logits:narrow(2, T, 1):reshape(1, logits:size(3)), 1, {}), events)
   end
 end
 
