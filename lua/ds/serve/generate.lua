@@ -149,6 +149,7 @@ end
 local Cached = setmetatable({}, { __index = Loop })
 Cached.__index = Cached
 local CONNECT_RETRY_S = 0.001   -- the session listens once its pool thread runs: checked this often till then
+local JOIN_WAIT_S = 10          -- how long a worker waits for another worker's session to listen (its CONNECT_S)
 local next_id, sessions = 0, 0
 pcall(ffi.cdef, "int access(const char *path, int mode);")
 
@@ -223,18 +224,27 @@ function Cached:connect(sess)
   return true
 end
 
--- joins the session of the oldest waiting sequence's version if one runs (in any worker), else starts one in a
--- pool thread, connects to it and names its socket in the shared dict while it runs
+-- joins the session of the oldest waiting sequence's version if one runs or starts (in any worker), else claims
+-- the version in the shared dict (one session per version for every worker: workers whose requests come at once
+-- do not each start their own), starts it in a pool thread and connects to it; the dict names its socket while it runs
 function Cached:start_session()
   local version = self.active[1].version
   local key = "session:" .. self.name .. ":" .. version
-  local path = self.dict:get(key)
-  if path then
-    local sess = { version = version, path = path, joined = true }
-    if self:connect(sess) then self.sess, self.running = sess, version; return end
-    if self.dict:get(key) == path then self.dict:delete(key) end   -- it has ended
+  local mine = socket_path(self.name)
+  while not self.dict:add(key, mine) do
+    local path = self.dict:get(key)
+    if path then
+      -- another worker's session: it listens once its pool thread runs, so wait while the dict still names it
+      local sess, give_up = { version = version, path = path, joined = true }, now() + JOIN_WAIT_S
+      while true do
+        if self:connect(sess) then self.sess, self.running = sess, version; return end
+        if self.dict:get(key) ~= path or now() >= give_up then break end
+        ngx.sleep(CONNECT_RETRY_S)
+      end
+      if self.dict:get(key) == path then self.dict:delete(key) end   -- it has ended
+    end
   end
-  local sess = { version = version, path = socket_path(self.name) }
+  local sess = { version = version, path = mine }
   self.sess, self.running = sess, version
   ngx.thread.spawn(function()
     local ok, done, err = self.session(version, sess.path)
@@ -246,9 +256,9 @@ function Cached:start_session()
   while not sess.ended and ffi.C.access(sess.path, 0) ~= 0 do ngx.sleep(CONNECT_RETRY_S) end
   if sess.ended or not self:connect(sess) then
     sess.closed = true   -- the session ends too: it waits for a connection that does not come
+    if self.dict:get(key) == sess.path then self.dict:delete(key) end
     return
   end
-  self.dict:set(key, sess.path)
   sess.key = key
 end
 
