@@ -50,6 +50,10 @@ int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, 
    ep (or NULL) is called on each plane written */
 int conv_depthwise_forward_f32(const geom *g, const float *x, const float *w, const float *b, float *y,
                                const conv_ep *ep);
+/* one f32 depthwise plane y (OH, OW) from its input plane x (H, W), taps w (KH*KW) and bias, straight from x
+   (conv_dw_direct.c): returns 1, or 0 when it does not take the geometry (strides other than 1, except 3x3 at
+   stride 2 with padding 1 and dilation 1) */
+int conv_dw_direct_f32(const geom *g, const float *x, const float *w, float bias, float *y);
 int conv_depthwise_forward_f64(const geom *g, const double *x, const double *w, const double *b, double *y,
                                const conv_ep *ep);
 #endif

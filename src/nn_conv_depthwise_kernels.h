@@ -30,7 +30,7 @@ static void FN(depthwise_planes)(const dw_plan *d, const geom *g, const T *x, co
   int64_t filled = -1, run0 = p0;   /* the input plane in buf; the first plane of the run ep has not seen */
   for (int64_t p = p0; p < p1; p++) {
     int64_t n = p / g->OC, oc = p % g->OC, in = n * g->C + oc / g->OCg;
-    if (!d->s2k3 || !FN(dw3x3s2)(g, x + in * g->hw, w + oc * d->taps, b[oc], y + p * g->ohw)) {
+    if (!FN(dw_direct)(g, x + in * g->hw, w + oc * d->taps, b[oc], y + p * g->ohw)) {
       if (in != filled) FN(conv_phases)(&d->p, x + in * g->hw, buf, d->blen);
       filled = in;
       FN(depthwise_plane)(d, buf, w + oc * d->taps, b[oc], acc, y + p * g->ohw);
@@ -52,8 +52,6 @@ int FN(conv_depthwise_forward)(const geom *g, const T *x, const T *w, const T *b
   dw_plan d;
   conv_phase_init(&d.p, 1, g->H, g->W, g->ph, g->pw, g->Hp, g->Wp, g->sh, g->sw);
   d.OH = g->OH; d.OW = g->OW; d.taps = taps; d.wide = 2 * d.p.Wq <= 3 * g->OW;
-  d.s2k3 = g->KH == 3 && g->KW == 3 && g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 && g->dh == 1 &&
-           g->dw == 1;
   /* a window's run ends inside its phase plane: the planes are all the buffer needs */
   d.blen = d.p.sh * d.p.sw * d.p.plane;
   int64_t shared = (taps * 8 + 63) / 64 * 64, per = ((d.blen + g->OH * d.p.Wq) * (int64_t)sizeof(T) + 63) / 64 * 64;

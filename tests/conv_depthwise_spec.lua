@@ -12,6 +12,11 @@ describe("depthwise conv2d", function()
     -- 3x3 at stride 2, padding 1 (f32's own kernel): widths around its 8-wide steps, a multiplier, tiny planes
     { 1, 3, 48, 48, 1, 3, 3, 2, 1, 1 }, { 2, 2, 9, 33, 2, 3, 3, 2, 1, 1 }, { 1, 2, 16, 17, 1, 3, 3, 2, 1, 1 },
     { 1, 2, 2, 1, 1, 3, 3, 2, 1, 1 }, { 1, 1, 1, 2, 3, 3, 3, 2, 1, 1 }, { 1, 2, 5, 15, 1, 3, 3, 2, 1, 1 },
+    -- stride 1 (f32 straight from the input plane, up to 4 output rows at once): MobileNet's 6x6 maps, rows
+    -- past a multiple of 4, widths around 8, kernels wider than the plane, no padding, asymmetric padding
+    { 1, 80, 6, 6, 1, 3, 3, 1, 1, 1 }, { 2, 3, 7, 9, 1, 3, 3, 1, 1, 1 }, { 1, 2, 13, 17, 2, 5, 5, 1, 2, 1 },
+    { 1, 3, 5, 8, 1, 3, 3, 1, 0, 1 }, { 1, 2, 3, 2, 1, 5, 5, 1, 2, 1 }, { 1, 2, 10, 23, 1, 3, 5, 1, { 0, 2 }, 1 },
+    { 1, 2, 9, 9, 1, 3, 3, 1, 3, 2 }, { 1, 4, 34, 41, 1, 7, 7, 1, 3, 1 },
   }
   for _, dt in ipairs { "f32", "f64" } do
     it("equals the per-group convolutions bit for bit (" .. dt .. ")", function()
@@ -33,6 +38,35 @@ describe("depthwise conv2d", function()
       end
     end)
   end
+
+  local torch = os.execute("env -u LD_PRELOAD /usr/bin/python3 -c 'import torch' 2>/dev/null") == 0;
+  (torch and it or pending)("agrees with PyTorch's conv2d on odd shapes, strides and paddings (f32)", function()
+    local ffi = require("ffi")
+    local dir = H.tmp_dir()
+    local function put(t, name) H.write_file(dir .. "/" .. name, ffi.string(t:data_ptr(), t:numel() * 4)) end
+    ds.manual_seed(13)
+    for i, c in ipairs({ { 1, 80, 6, 6, 3, 3, 1, 1 }, { 2, 5, 11, 19, 5, 5, 1, 2 }, { 1, 3, 17, 13, 3, 3, 2, 1 },
+      { 1, 4, 10, 7, 3, 3, 1, 0 }, { 1, 2, 9, 30, 7, 7, 1, 3 } }) do
+      local N, C, Hh, W, KH, KW, s, p = unpack(c)
+      local x, w, b = ds.randn(N, C, Hh, W), ds.randn(C, 1, KH, KW), ds.randn(C)
+      put(x, "x"); put(w, "w"); put(b, "b")
+      local y = ds.conv2d(x, w, b, { stride = s, padding = p, groups = C })
+      H.write_file(dir .. "/ref.py", string.format([[
+import numpy as np, torch
+d = "%s"
+x = torch.from_numpy(np.fromfile(d + "/x", np.float32).reshape(%d, %d, %d, %d)).double()
+w = torch.from_numpy(np.fromfile(d + "/w", np.float32).reshape(%d, 1, %d, %d)).double()
+b = torch.from_numpy(np.fromfile(d + "/b", np.float32)).double()
+torch.nn.functional.conv2d(x, w, b, stride=%d, padding=%d, groups=%d).numpy().tofile(d + "/y")
+]], dir, N, C, Hh, W, C, KH, KW, s, p, C))
+      assert(os.execute("env -u LD_PRELOAD /usr/bin/python3 " .. dir .. "/ref.py") == 0)
+      local raw = H.read_file(dir .. "/y")
+      local ref = ds.empty(y.shape, { dtype = "f64" })
+      assert.equal(ref:numel() * 8, #raw, "case " .. i)
+      ffi.copy(ref:data_ptr(), raw, #raw)
+      H.close(y, ref, 1e-5, 1e-5)
+    end
+  end)
 
   it("keeps its gradients (the backward kernels are the general ones)", function()
     ds.manual_seed(12)

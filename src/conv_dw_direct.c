@@ -1,0 +1,107 @@
+/* conv_dw_direct.c: one f32 depthwise plane straight from its input plane (no phase planes, no accumulator run in
+   memory), 8 outputs a vector and up to DW_ROWS output rows at once (independent FMA chains, so the FMA latency is
+   hidden on small planes): any kernel at stride 1 (masked loads of the shifted input rows), and 3x3 at stride 2
+   with padding 1 (the even and odd input columns de-interleaved in registers). The chain per value is
+   depthwise_plane's (nn_conv_depthwise_kernels.h): the taps (kh, kw) in order from zero, padding taps multiplying
+   zeros, then + bias, so the same bits. AVX2 + FMA, the build's baseline, on every DS_ISA path. */
+#include "internal.h"
+#include "nn_conv.h"
+#include <immintrin.h>
+
+#define DW_ROWS 4
+
+/* lanes [0, n) of 8 set (n clamped to 0..8): the mask of _mm256_maskload_ps */
+static inline __m256i lanes8(int64_t n) {
+  __m256i n8 = _mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n));
+  return _mm256_cmpgt_epi32(n8, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* the lanes whose column c + lane lies inside [0, W) */
+static inline __m256i inside8(int64_t c, int64_t W) {
+  __m256i col = _mm256_add_epi32(_mm256_set1_epi32((int)c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_and_si256(_mm256_cmpgt_epi32(col, _mm256_set1_epi32(-1)),
+                          _mm256_cmpgt_epi32(_mm256_set1_epi32((int)W), col));
+}
+
+/* the first n (1..8) outputs of row y from v: 4, 2 and 1 lanes at a time below 8 (a masked store, which the
+   compiler would make of a short copy loop, is slow on AMD) */
+static inline void store8(float *y, int64_t n, __m256 v) {
+  if (n >= 8) { _mm256_storeu_ps(y, v); return; }
+  __m128 q = _mm256_castps256_ps128(v);
+  if (n & 4) { _mm_storeu_ps(y, q); y += 4; q = _mm256_extractf128_ps(v, 1); }
+  if (n & 2) { _mm_storel_pi((__m64 *)y, q); y += 2; q = _mm_movehl_ps(q, q); }
+  if (n & 1) _mm_store_ss(y, q);
+}
+
+/* output rows [oh0, oh0 + nr), columns [ow0, ow0 + 8) of a stride-1 plane, nr <= DW_ROWS (a constant per call) */
+__attribute__((always_inline)) static inline void s1_rows(const int nr, const geom *g, const float *x,
+                                                          const float *w, __m256 bias, float *y, int64_t oh0,
+                                                          int64_t ow0) {
+  __m256 acc[DW_ROWS];
+  for (int i = 0; i < nr; i++) acc[i] = _mm256_setzero_ps();
+  for (int64_t kh = 0; kh < g->KH; kh++)
+    for (int64_t kw = 0; kw < g->KW; kw++) {
+      __m256 wv = _mm256_set1_ps(w[kh * g->KW + kw]);
+      int64_t c = ow0 - g->pw + kw * g->dw;
+      __m256i m = inside8(c, g->W);
+      for (int i = 0; i < nr; i++) {
+        int64_t h = oh0 + i - g->ph + kh * g->dh;
+        __m256 v = h >= 0 && h < g->H ? _mm256_maskload_ps(x + h * g->W + c, m) : _mm256_setzero_ps();
+        acc[i] = _mm256_fmadd_ps(wv, v, acc[i]);
+      }
+    }
+  for (int i = 0; i < nr; i++) store8(y + (oh0 + i) * g->OW + ow0, g->OW - ow0, _mm256_add_ps(acc[i], bias));
+}
+
+/* input row h's columns 2 ow - 1, 2 ow, 2 ow + 1 for the 8 outputs from ow0 (zeros outside the plane) */
+static inline void s2_cols(const float *x, int64_t H, int64_t W, int64_t h, int64_t ow0, __m256 *a, __m256 *b,
+                           __m256 *c) {
+  *a = *b = *c = _mm256_setzero_ps();
+  if (h < 0 || h >= H) return;
+  const __m256i back = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+  const float *r = x + h * W;
+  int64_t c0 = 2 * ow0;   /* the input column of output ow0's centre tap */
+  __m256 lo = _mm256_maskload_ps(r + c0, lanes8(W - c0)), hi = _mm256_maskload_ps(r + c0 + 8, lanes8(W - c0 - 8));
+  *b = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xd8));
+  *c = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xdd)), 0xd8));
+  *a = _mm256_blend_ps(_mm256_permutevar8x32_ps(*c, back), _mm256_set1_ps(c0 > 0 ? r[c0 - 1] : 0.0f), 1);
+}
+
+/* output rows [oh0, oh0 + nr), columns [ow0, ow0 + 8) of a 3x3 stride-2 padding-1 plane */
+__attribute__((always_inline)) static inline void s2_rows(const int nr, const geom *g, const float *x,
+                                                          const __m256 *wk, __m256 bias, float *y, int64_t oh0,
+                                                          int64_t ow0) {
+  __m256 acc[DW_ROWS];
+  for (int i = 0; i < nr; i++) acc[i] = _mm256_setzero_ps();
+  for (int kh = 0; kh < 3; kh++)
+    for (int i = 0; i < nr; i++) {
+      __m256 a, b, c;
+      s2_cols(x, g->H, g->W, 2 * (oh0 + i) - 1 + kh, ow0, &a, &b, &c);
+      acc[i] = _mm256_fmadd_ps(wk[3 * kh], a, acc[i]);
+      acc[i] = _mm256_fmadd_ps(wk[3 * kh + 1], b, acc[i]);
+      acc[i] = _mm256_fmadd_ps(wk[3 * kh + 2], c, acc[i]);
+    }
+  for (int i = 0; i < nr; i++) store8(y + (oh0 + i) * g->OW + ow0, g->OW - ow0, _mm256_add_ps(acc[i], bias));
+}
+
+#define ROWS_CASES(CALL) \
+  switch (g->OH - oh0 < DW_ROWS ? g->OH - oh0 : DW_ROWS) { \
+    case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; default: CALL(DW_ROWS); }
+
+int conv_dw_direct_f32(const geom *g, const float *x, const float *w, float bias, float *y) {
+  int s1 = g->sh == 1 && g->sw == 1;
+  int s2k3 = g->KH == 3 && g->KW == 3 && g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 && g->dh == 1 &&
+             g->dw == 1;
+  if (!(s1 || s2k3) || g->Wp + 16 >= INT32_MAX) return 0;   /* columns as 32-bit lanes */
+  __m256 bv = _mm256_set1_ps(bias), wk[9];
+  if (s2k3) for (int k = 0; k < 9; k++) wk[k] = _mm256_set1_ps(w[k]);
+  for (int64_t ow0 = 0; ow0 < g->OW; ow0 += 8)
+    for (int64_t oh0 = 0; oh0 < g->OH; oh0 += DW_ROWS) {
+#define S1(NR) s1_rows(NR, g, x, w, bv, y, oh0, ow0)
+#define S2(NR) s2_rows(NR, g, x, wk, bv, y, oh0, ow0)
+      if (s1) { ROWS_CASES(S1) } else { ROWS_CASES(S2) }
+#undef S1
+#undef S2
+    }
+  return 1;
+}
