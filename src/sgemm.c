@@ -177,12 +177,12 @@ static void run_rows(const product *p, const sgemm_kernel *kr, int tid, int nth)
 }
 
 /* Whether rows() takes the product (at most SGEMM_ROWS_MAX rows, B read in place). Where m rows leave it one
-   vector per row block (AVX2 from 5 rows: 8 of a strip's 32 columns), each k costs a B load and m broadcasts for
+   vector per row block (AVX2 from 7 rows: 8 of a strip's 32 columns), each k costs a B load and m broadcasts for
    m FMAs, against 2 and 6 for 12 in the 6 x 16 micro-kernel, which reads a prepacked weight in place as well:
    a frozen weight of K x N >= 256 Ki floats with N >= 256 goes to the micro-kernel. Zen 4, 2 threads, AVX2, us
-   (busy host, indicative; rows -> micro): 6 x 1024 x 256 44 -> 33, 5 x 2400 x 1024 400-435 -> 255,
-   8 x 1024 x 1024 240 -> 204, 6 x 4096 x 1024 1410-1450 -> 800-1290 (unfrozen ~1250), 8 x 256 x 1024 52 -> 50;
-   rows kept: 8 x 256 x 256 12 (micro 14), 8 x 4096 x 32 27 (53), 8 x 1024 x 64 13 (19). */
+   (busy host, indicative; rows -> micro, when 5-6 rows took one vector too): 6 x 1024 x 256 44 -> 33,
+   5 x 2400 x 1024 400-435 -> 255, 8 x 1024 x 1024 240 -> 204, 8 x 256 x 1024 52 -> 50; rows kept: 8 x 256 x 256
+   12 (micro 14), 8 x 4096 x 32 27 (53), 8 x 1024 x 64 13 (19). */
 static int rows_take(const product *p, const sgemm_kernel *kr) {
   if (p->M > SGEMM_ROWS_MAX || p->bcs != 1) return 0;
   int64_t block = kr->rows((int)p->M, 0, p->K, p->A, p->ars, p->acs, p->B, p->brs, strip_stride(p), p->C, p->ldc, 0);

@@ -62,13 +62,15 @@ typedef struct {
     else SGEMM_SWITCH(1, 0) \
   }
 
-/* A kernel file also defines V (floats per vector), ACC (vector accumulators it can hold beside the B vectors)
-   and row_block(m, nv, full, n, K, a, ars, acs, b, ldb, sstride, c, ldc, load_c) (always inline: m rows x nv
-   vectors of accumulators, masked past n unless full; vector v at b + ROW_VEC(v, sstride)), then SGEMM_ROWS:
-   rows() walks the columns in blocks of ROWS_NV(ACC / m) vectors: a multiple of the vectors in a 32-column
-   strip, or a divisor of them, so a block never straddles strips in part; the columns left after the last
-   whole block go strip by strip (sv vectors), the last strip masked, in one vector when that holds its columns
-   (masked-off lanes cost FMAs all the same: AVX-512, 8 x 4096 @ 4096 x 8 frozen 46 -> 23 us, Zen 4). A block
+/* A kernel file also defines V (floats per vector), ACC (the most vector accumulators a row block holds),
+   ROWS_ACC(m) (the accumulators it gives m rows) and row_block(m, nv, full, n, K, a, ars, acs, b, ldb, sstride, c,
+   ldc, load_c) (always inline: m rows x nv vectors of accumulators, masked past n unless full; vector v at
+   b + ROW_VEC(v, sstride)), then SGEMM_ROWS: rows() walks the columns in blocks of ROWS_NV(ROWS_ACC(m) / m)
+   vectors: a multiple of the vectors in a 32-column strip, or a divisor of them, so a block never straddles
+   strips in part; the columns left after the last whole block go strip by strip (sv vectors), then the rest in
+   one pass of the fewest vectors that hold it, unmasked when it fills them (masked-off lanes cost FMAs all the
+   same, and a masked load more than a plain one: AVX-512, 8 x 4096 @ 4096 x 8 frozen 46 -> 23 us, Zen 4; AVX2,
+   6 x 4096 @ 4096 x 8 7.7 us masked, 5.2 plain; a pass per vector instead costs a pass over B each). A block
    wider than the columns left would load (masked) vectors of strips past B's end: a masked load of an unmapped
    page costs a fault assist, and a frozen 1 x 2400 @ 2400 x 32 (one strip, 14 masked vectors per k) took 8.4 ms
    instead of microseconds (Zen 5). */
@@ -78,12 +80,16 @@ typedef struct {
 /* row_block's arguments after n for the block at column j */
 #define ROWS_AT(j) K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + (j), ldc, load_c
 #define SGEMM_ROWS_CASE(M) case M: { \
-    const int64_t w = ROWS_NV(ACC / M) * V; \
-    const int sv = w > SGEMM_STRIP ? SGEMM_STRIP / V : ROWS_NV(ACC / M); \
+    const int nv = ROWS_NV(ROWS_ACC(M) / M); \
+    const int64_t w = nv * V; \
+    const int sv = w > SGEMM_STRIP ? SGEMM_STRIP / V : nv; \
     int64_t j = 0; \
-    for (; j + w <= n; j += w) row_block(M, ROWS_NV(ACC / M), 1, w, ROWS_AT(j)); \
+    for (; j + w <= n; j += w) row_block(M, nv, 1, w, ROWS_AT(j)); \
     for (; j + sv * V <= n; j += sv * V) row_block(M, sv, 1, sv * V, ROWS_AT(j)); \
-    if (j < n && n - j <= V) row_block(M, 1, 0, n - j, ROWS_AT(j)); \
+    if (j + V == n) row_block(M, 1, 1, V, ROWS_AT(j)); \
+    else if (j < n && n - j < V) row_block(M, 1, 0, n - j, ROWS_AT(j)); \
+    else if (sv >= 2 && j + 2 * V == n) row_block(M, 2, 1, 2 * V, ROWS_AT(j)); \
+    else if (sv >= 2 && j < n && n - j < 2 * V) row_block(M, 2, 0, n - j, ROWS_AT(j)); \
     else if (j < n) row_block(M, sv, 0, n - j, ROWS_AT(j)); \
     break; \
   }
@@ -94,7 +100,7 @@ typedef struct {
       SGEMM_ROWS_CASE(1) SGEMM_ROWS_CASE(2) SGEMM_ROWS_CASE(3) SGEMM_ROWS_CASE(4) \
       SGEMM_ROWS_CASE(5) SGEMM_ROWS_CASE(6) SGEMM_ROWS_CASE(7) SGEMM_ROWS_CASE(8) \
     } \
-    return ROWS_NV(ACC / m) * V; \
+    return ROWS_NV(ROWS_ACC(m) / m) * V; \
   }
 _Static_assert(SGEMM_ROWS_MAX == 8, "SGEMM_ROWS has one case per row count 1 .. SGEMM_ROWS_MAX");
 

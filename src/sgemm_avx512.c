@@ -55,6 +55,7 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int f
 /* m rows x nv vectors of c, all K at once; lanes past n masked unless full */
 #define V 16
 #define ACC 16
+#define ROWS_ACC(m) ACC
 __attribute__((always_inline)) static inline void row_block(const int m, const int nv, const int full, int64_t n,
                                                             int64_t K, const float *a, int64_t ars, int64_t acs,
                                                             const float *b, int64_t ldb, int64_t sstride, float *c,

@@ -31,9 +31,24 @@ describe("prepack", function()
     end
   end)
 
+  it("gives eager's bits for every row count of the row kernel against each kind of column tail", function()
+    ds.manual_seed(6)
+    -- N past the last whole block: one vector whole or masked, two whole or masked, a strip masked (AVX2: 8
+    -- floats a vector; 3 rows take whole strips, 5-6 rows 16 columns, 7-8 rows 8)
+    for _, N in ipairs { 8, 16, 20, 24, 40, 48, 56, 72 } do
+      local w = ds.randn(N, 70)
+      local cg = ds.compile(function(x) return x:matmul(w:t()) end, { ds.spec({ "rows", 70 }) }, { freeze = true })
+      assert.truthy(tostring(cg):find("matmul_packed", 1, true))
+      for rows = 1, 8 do
+        local x = ds.randn(rows, 70)
+        assert(H.bitwise(cg(x), x:matmul(w:t())), string.format("N %d rows %d", N, rows))
+      end
+    end
+  end)
+
   it("few rows against a wide weight, and rows in chunks against a narrow one, give eager's bits on every path",
     function()
-    -- a wide weight: AVX2's micro-kernel from 5 rows; a narrow one (one strip): the row kernel in 8-row chunks
+    -- a wide weight: AVX2's micro-kernel from 7 rows; a narrow one (one strip): the row kernel in 8-row chunks
     local script = [[
       local ds = require("ds")
       ds.manual_seed(5)
