@@ -168,7 +168,12 @@ function M.run(m, path, max_len)
   local gen = ds.generator({ step = step, max_len = max_len }, { slots = slots, by_slot = by_slot, compile = false })
   local lfd, err = listen_on(path)
   if not lfd then return nil, err end
+  -- the steps run on this thread alone (an OpenMP team's second thread would take the core the event loops and the
+  -- clients need; the pool thread's team size is restored after)
+  local threads = ds.get_num_threads()
+  ds.set_num_threads(1)
   local ok, steps = pcall(serve, lfd, gen, slots)
+  ds.set_num_threads(threads)
   C.unlink(path)   -- no new connection from here on
   C.close(lfd)
   if not ok then return nil, tostring(steps) .. " (" .. path .. ")" end
