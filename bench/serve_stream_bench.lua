@@ -6,7 +6,8 @@
 -- it); every streamed answer is checked equal to the one-stream answer, and that to ds.generate's in process. The saved
 -- step runs only the running requests' cache rows and takes a prompt in one call: its time per call (8 rows running,
 -- 1, and a prompt; one thread as the server runs it) and a server whose caches hold one request tell what a stream
--- costs.
+-- costs, and the CPU per token of the session's thread, of the workers' event loops and of the client (curl) where it
+-- goes.
 -- usage (repo root): luajit bench/serve_stream_bench.lua [PORT]   (`make serve-stream-bench`)
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;./bench/?.lua;" .. package.path
 local ds = require("ds")
@@ -111,7 +112,52 @@ local function streams(n)
   return t, answers
 end
 
--- a server on models_dir: one stream (best of 5), then STREAMS at once (best of 3; each answer the one stream's)
+-- CPU seconds so far of the server's worker threads: the workers' event loops (each process's main thread) and the
+-- others (the pool threads: the session's steps), and of this process's finished children (curl, the client)
+local TICK = 1 / tonumber(io.popen("getconf CLK_TCK"):read("*l"))
+local function ticks(stat)   -- utime + stime of a /proc stat line
+  local f = {}
+  for w in stat:match("%) (.*)$"):gmatch("%S+") do f[#f + 1] = w end
+  return tonumber(f[12]) + tonumber(f[13]), f
+end
+local function read(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+local function ls(dir)
+  local p, names = io.popen("ls " .. dir), {}
+  for name in p:lines() do names[#names + 1] = name end
+  p:close()
+  return names
+end
+local function cpu()
+  local master = read(prefix .. "/logs/nginx.pid"):match("%d+")
+  local loops, pool = 0, 0
+  for _, pid in ipairs(ls("/proc")) do
+    local st = pid:match("^%d+$") and read("/proc/" .. pid .. "/stat")
+    if st and st:match("%) %S+ (%d+)") == master then
+      for _, tid in ipairs(ls("/proc/" .. pid .. "/task")) do
+        local t = read("/proc/" .. pid .. "/task/" .. tid .. "/stat")
+        t = t and ticks(t) or 0
+        if tid == pid then loops = loops + t else pool = pool + t end
+      end
+    end
+  end
+  local _, me = ticks(read("/proc/self/stat"))
+  return { loops = loops * TICK, pool = pool * TICK, client = (tonumber(me[14]) + tonumber(me[15])) * TICK }
+end
+-- microseconds per token of each part between two cpu() readings over `tokens` tokens
+local function split(a, b, tokens)
+  local us = function(k) return (b[k] - a[k]) * 1e6 / tokens end
+  return string.format("session %.0f, event loops %.0f, curl %.0f (its start-up in it)", us("pool"), us("loops"),
+    us("client"))
+end
+
+-- a server on models_dir: one stream (best of 5), then STREAMS at once (best of 3; each answer the one stream's);
+-- the CPU per token of each part over those runs
 local function served(models_dir, many)
   sh(string.format("bin/ds-serve %s %d %s start >/dev/null", prefix, PORT, models_dir))
   local ok = false
@@ -124,10 +170,12 @@ local function served(models_dir, many)
   for _ = 1, many and 2 or 0 do streams(STREAMS) end
   streams(1)
   local one, alone = math.huge, nil
+  local c0 = cpu()
   for _ = 1, 5 do
     local t, a = streams(1)
     one, alone = math.min(one, t), a[1]
   end
+  local c1 = cpu()
   assert(alone == want, "the served answer differs from ds.generate's in process")
   local total = math.huge
   for _ = 1, many and 3 or 0 do
@@ -135,10 +183,11 @@ local function served(models_dir, many)
     for i = 1, STREAMS do assert(a[i] == alone, "stream " .. i .. " of " .. STREAMS .. " differs from one alone") end
     total = math.min(total, t)
   end
+  local c2 = cpu()
   os.execute(string.format("bin/ds-serve %s %d %s stop >/dev/null; sleep 1", prefix, PORT, models_dir))
-  return N / one, STREAMS * N / total
+  return N / one, STREAMS * N / total, split(c0, c1, 5 * N), many and split(c1, c2, 3 * STREAMS * N)
 end
-local one, total = served(dir .. "/models" .. STREAMS, true)
+local one, total, cpu1, cpu8 = served(dir .. "/models" .. STREAMS, true)
 local one1 = served(dir .. "/models1", false)
 os.execute("rm -rf " .. dir)
 
@@ -151,5 +200,6 @@ print(string.format("  served, %d concurrent streams (total)   %8.0f  (%.2fx one
   .. "as alone)", STREAMS, total, total / one))
 print(string.format("  served, one stream, caches for 1       %8.0f  (%.2fx the in-process loop)", one1,
   one1 / loop_rate))
+print(string.format("  CPU per token (us; 10 ms ticks): one stream: %s; %d streams: %s", cpu1, STREAMS, cpu8))
 print(string.format("  saved step per call, 1 thread: %d rows running %.3f ms, 1 row %.3f ms, a prompt (16 tokens) "
   .. "%.3f ms (a stream: %d steps, its prompt one)", STREAMS, step8, step1, prefill, N))
