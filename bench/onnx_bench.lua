@@ -19,7 +19,7 @@ local function bench(label, g, inputs)
   local path = dir .. "/" .. label:gsub("%W", "_") .. ".onnx"
   ds.onnx.export(g, path)
   local names = {}
-  for i, inp in ipairs(g.inputs) do names[i] = inp.name end
+  for i, s in ipairs(g.specs) do names[i] = s.name end
   local cg = ds.compile(g, { freeze = true })
   rows[#rows + 1] = { label, ds_ms(cg, inputs), ort_ms(path, names, inputs, 1), ort_ms(path, names, inputs, 2) }
 end

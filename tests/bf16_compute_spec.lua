@@ -7,7 +7,6 @@
 local ds = require("ds")
 local ffi = require("ffi")
 local H = require("helpers")
-local IR = require("ds.passes.ir")
 
 local u = ffi.new("union { double d; uint64_t u; float f[2]; uint32_t w[2]; }")
 local fl = ffi.new("float[1]")
@@ -236,7 +235,7 @@ describe("ds.compile {dtype = 'bf16'}", function()
     local text = tostring(frozen)
     assert.truthy(text:find("matmul_bf16", 1, true))
     assert.truthy(text:find("matmul_bf16_packed(", 1, true))   -- frozen weights packed once
-    local saved = IR.tostring(frozen.base)   -- what ds.save writes: the frozen weight stored bf16 (transposed)
+    local saved = tostring(frozen.base)   -- what ds.save writes: the frozen weight stored bf16 (transposed)
     assert.truthy(saved:find("const %%%d+ = [%w_.]+ bf16%(16,48%)"), saved)
     assert.falsy(text:find("= matmul(", 1, true))
     assert.is_true(H.bitwise(ds.compile(m, { dtype = "bf16" })(x), want))   -- the lazy form (traced on call)

@@ -282,7 +282,7 @@ describe("loop gradients: linear work and honest memory", function()
     assert.same({ 1, 2 }, forward.attrs.saved_vars) -- loop vars: counter, carry, ys (T, 2)
     assert.same({ 1, 2 }, reverse.attrs.reads_vars)
     local body = reverse.attrs.body_graph
-    assert.same({ "saved1", "saved2" }, { body.inputs[#body.inputs - 1].name, body.inputs[#body.inputs].name })
+    assert.same({ "saved1", "saved2" }, { body.specs[#body.specs - 1].name, body.specs[#body.specs].name })
   end)
 
   it("nested loops: the inner loop's gradient inside the outer reverse loop, the same bits compiled", function()

@@ -287,10 +287,10 @@ describe("ds.convert: rewrite rules", function()
     H.raises(function() ds.convert(f)(ds.tensor { 1 }) end, "convert_spec.lua:" .. (line + 4) .. ":", "nonexistent_method")
     local g = ds.trace(function(x) return ds.convert(counters)(x, x + 10) end, { S() })
     local info = debug.getinfo(counters, "S")
-    local src = g.nodes[#g.nodes].source
+    local src = g.nodes[#g.nodes].line
     assert.truthy(src:find("convert_spec.lua:" .. (info.linedefined + 1), 1, true), src)
     local body = g.nodes[#g.nodes].attrs.body_graph
-    assert.truthy(body.nodes[1].source:find("convert_spec.lua:" .. (info.linedefined + 2), 1, true))
+    assert.truthy(body.nodes[1].line:find("convert_spec.lua:" .. (info.linedefined + 2), 1, true))
   end)
 
   it("ds.convert_source shows the rewrite on the original lines", function()

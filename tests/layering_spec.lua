@@ -11,7 +11,7 @@ local LAYERS = {
                                   "ds.files", "ds.safetensors", "ds.state_file", "ds.progress", "ds.help",
                                   "ds.pretty", "ds.plot", "ds.graphviz", "ds.profile_view", "ds.distributed",
                                   "ds.distributions", "ds.autograd_function", "ds.autograd_functional" } },
-  { name = "graph", modules = { "ds.graph", "ds.trace", "ds.control", "ds.ops.control" } },
+  { name = "graph", modules = { "ds.graph", "ds.graph_dot", "ds.trace", "ds.control", "ds.ops.control" } },
   { name = "conversion", modules = { "ds.convert", "ds.convert.*" } },
   { name = "compiler", modules = { "ds.passes.*", "ds.compile", "ds.lazy", "ds.generate", "ds.generator" } },
   { name = "files", modules = { "ds.io", "ds.io.*", "ds.onnx", "ds.onnx.*", "ds.onnx.handlers.*" } },

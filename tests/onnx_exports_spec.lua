@@ -62,9 +62,9 @@ end
 local function assert_dynamic(m, g)
   if not g.values then return end
   for k, j in ipairs(m.feeds[1].inputs) do
-    assert.equal(j.name, g.inputs[k].name)
+    assert.equal(j.name, g.specs[k].name)
     for _, d in ipairs(varying_dims(m, k)) do
-      local size = g.values[g.inputs[k].value].shape[d]
+      local size = g.specs[k].shape[d]
       assert(type(size) ~= "number", j.name .. " dim " .. d .. " is fixed at " .. tostring(size) .. " in ds")
     end
   end

@@ -52,7 +52,7 @@ describe("ONNX recurrent layers against ONNX Runtime", function()
       ds.manual_seed(2)
       local two_lengths = { feeds(extra, 2, I, D, H_, 5, layout), feeds(extra, 2, I, D, H_, 3, layout) }
       local m = agrees(name .. "_dynamic", two_lengths, true)
-      assert.equal("seq", tostring(m.values[m.inputs[1].value].shape[layout == 1 and 2 or 1]))
+      assert.equal("seq", tostring(m.specs[1].shape[layout == 1 and 2 or 1]))
     end)
   end
 
@@ -95,7 +95,7 @@ describe("PyTorch's exports of nn.LSTM, nn.GRU and nn.RNN (dynamic batch and seq
         -- lstm is batch_first (batch, seq, 5); gru and rnn take (seq, batch, 5)
         local m = agrees(string.format("torch_%s%d", kind, opset),
           { { { "x", ds.randn(2, 6, 5) } }, { { "x", ds.randn(3, 1, 5) } }, { { "x", ds.randn(1, 4, 5) } } }, true)
-        local shape = m.values[m.inputs[1].value].shape
+        local shape = m.specs[1].shape
         assert.equal("string", type(tostring(shape[1])))
         assert.is_not.equal("number", type(shape[1]))
         assert.is_not.equal("number", type(shape[2]))

@@ -142,7 +142,7 @@ describe("ds.onnx export", function()
       if not c.export_error then
         paths[#paths + 1] = c.path
         local feed = {}
-        for k, nm in ipairs(c.names) do feed[c.graph.inputs[k].name] = c.inputs[k] end
+        for k, nm in ipairs(c.names) do feed[c.graph.specs[k].name] = c.inputs[k] end
         c.run = #runs + 1
         runs[#runs + 1] = { model = c.path, feeds = { feed } }
       end
@@ -205,7 +205,7 @@ describe("ds.onnx export of dynamic dims and special values", function()
     local runs = { { model = path, feeds = {} } }
     for k, feed in ipairs(feeds) do
       runs[1].feeds[k] = {}
-      for i, t in ipairs(feed) do runs[1].feeds[k][g.inputs[i].name] = t end
+      for i, t in ipairs(feed) do runs[1].feeds[k][g.specs[i].name] = t end
     end
     local r = ort.run(runs)[1]
     assert(not r.error, r.error)
@@ -248,7 +248,7 @@ describe("ds.onnx export of the example models", function()
     local runs = { { model = path, feeds = {} } }
     for k, f in ipairs(feeds) do
       local feed = {}
-      for i, t in ipairs(f) do feed[g.inputs[i].name] = t end
+      for i, t in ipairs(f) do feed[g.specs[i].name] = t end
       runs[1].feeds[k] = feed
     end
     local r = ort.run(runs)[1]
@@ -296,7 +296,7 @@ describe("ds.onnx.load", function()
   for _, name in ipairs({ "lenet", "resblock", "bert" }) do
     it(name .. " (torch.onnx.export) imports, agrees with PyTorch, compiles bitwise and saves", function()
       local g = ds.onnx.load(FIX .. name .. ".onnx")
-      assert.equal("batch", tostring(g.values[g.inputs[1].value].shape[1])) -- dim_param kept dynamic
+      assert.equal("batch", tostring(g.specs[1].shape[1])) -- dim_param kept dynamic
       local cg = ds.compile(g)
       local fx = cjson.decode(H.read_file(FIX .. name .. ".json"))
       ds.save(cg, dir .. "/" .. name)

@@ -2,12 +2,11 @@
 -- (set DS_QUIET_IR=1 to silence) and checking what changed and that results stay bitwise equal.
 local ds = require("ds")
 local H = require("helpers")
-local IR = require("ds.passes.ir")
 local compile = require("ds.compile")
 local lower = require("ds.passes.lower")
 local memplan = require("ds.passes.memplan")
 
-local function ir_of(fn, specs) return compile.from_graph(ds.trace(fn, specs)) end
+local function ir_of(fn, specs) return ds.trace(fn, specs) end -- the traced graph is the IR the passes rewrite
 
 local function show(title, before, after)
   if os.getenv("DS_QUIET_IR") then return end
@@ -24,9 +23,9 @@ end
 local function apply(name, ir)
   local pass = require("ds.passes." .. name)
   if type(pass) == "table" then pass = pass.run end
-  local before = IR.tostring(ir)
+  local before = tostring(ir)
   local _, count = pass(ir)
-  show(name, before, IR.tostring(ir))
+  show(name, before, tostring(ir))
   return count
 end
 
@@ -118,7 +117,7 @@ describe("passes", function()
       lines[#lines + 1] = string.format("buffer %d %s %s%s", r.id, r.kind, r.dtype .. require("ds.shape").str(r.shape),
         r.offset and (" @" .. r.offset) or "")
     end
-    show("memplan", IR.tostring(ir), table.concat(lines, "\n") .. ("\narena %d bytes (unplanned %d)"):format(arena, eager))
+    show("memplan", tostring(ir), table.concat(lines, "\n") .. ("\narena %d bytes (unplanned %d)"):format(arena, eager))
     assert.truthy(stats.inplace >= 1)            -- tanh writes over b
     assert.truthy(arena <= 2 * 64 * 64 * 4)      -- never more than two 16 KiB buffers live at once
     assert.truthy(eager > arena)

@@ -1,8 +1,8 @@
 -- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, rewrite, prune, single_output, fuse, epilogue,
 -- prepack) -> one C plan per concrete input-shape binding (memory planned, cached) -> a callable that runs every
--- kernel in C. Pipeline: M.from_graph (ds.Graph -> the passes' IR, passes/ir.lua) -> M.optimize (passes/dce, cse,
--- fold, rewrite (idioms, passes/rewrite.lua), prune; then single_output, fuse, epilogue and prepack on a copy, so
--- ds.save can write the unfused graph)
+-- kernel in C. Pipeline: a copy of the graph (ds.Graph, graph.lua: the one IR, as traced or as read from a file) ->
+-- M.optimize (passes/dce, cse, fold, rewrite (idioms, passes/rewrite.lua), prune; then single_output, fuse, epilogue
+-- and prepack on a second copy, so ds.save can write the unfused graph)
 -- -> per binding of the symbolic dims: passes/lower.build (steps over buffer layouts) -> passes/memplan (in-place
 -- reuse, arena offsets) -> passes/lower.emit (the C plan of src/runtime.c). A while_loop is one C loop step with
 -- its cond and body as sub-plans (passes/loop.lua) unless it is differentiated or its body holds a cond or print;
@@ -16,10 +16,9 @@ local S = require("ds.shape")
 local sym = require("ds.sym")
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
-local IR = require("ds.passes.ir")
+local Graph = require("ds.graph")
 local lower = require("ds.passes.lower")
 local memplan = require("ds.passes.memplan")
-local ir_dot = require("ds.passes.ir_dot")
 local graphviz = require("ds.graphviz")
 local hyper = require("ds.ops.optim")
 local C = dsffi.C
@@ -47,53 +46,14 @@ local LATE = {
   { "prepack_bf16", autocast.prepack },   -- matmul_bf16's constant weights packed once
 }
 
--- ---- graph (ds.Graph, see graph.lua) -> IR ----
-function M.from_graph(g)
-  local ir = IR.new()
-  for id, v in ipairs(g.values) do
-    ir.values[id] = { id = id, shape = v.shape, dtype = v.dtype, kind = v.kind, name = v.name }
-  end
-  ir.next_id = #g.values + 1
-  ir.name = g.name
-  ir.training = g.training
-  ir.args = g.args
-  for i, inp in ipairs(g.inputs) do
-    ir.inputs[i] = inp.value
-    ir.specs[i] = { name = inp.name, shape = ir.values[inp.value].shape, dtype = ir.values[inp.value].dtype }
-    ir.values[inp.value].index = i
-  end
-  for i, s in ipairs(g.state) do
-    ir.state[i] = { name = s.name, tensor = s.tensor, value = s.value }
-    ir.values[s.value].index = i
-  end
-  for i, c in ipairs(g.constants) do
-    ir.consts[i] = { name = "c" .. c.value, tensor = c.tensor, value = c.value }
-    ir.values[c.value].index = i
-  end
-  for i, node in ipairs(g.nodes) do
-    local n = { op = node.op, def = node.def, inputs = { unpack(node.inputs) }, outputs = { unpack(node.outputs) },
-                attrs = node.attrs, line = node.source }
-    for k, id in ipairs(n.outputs) do ir.values[id].node = n; ir.values[id].index = k end
-    ir.nodes[i] = n
-  end
-  ir.outputs = { unpack(g.outputs) }
-  for i, w in ipairs(g.state_writes) do ir.state_writes[i] = { state = w.state, value = w.value } end
-  for i, w in ipairs(g.input_writes) do ir.input_writes[i] = { input = w.input, value = w.value } end
-  ir.grad_writes = {}
-  for i, w in ipairs(g.grad_writes or {}) do
-    ir.grad_writes[i] = { state = w.state, value = w.value, into_existing = w.into_existing }
-  end
-  return ir
-end
-
 -- grad writes and input writes keep their values alive through the passes (they are outputs of a kind)
 local function with_grad_outputs(ir, fn)
   local n = #ir.outputs
-  for _, w in ipairs(ir.grad_writes or {}) do if w.value then ir.outputs[#ir.outputs + 1] = w.value end end
+  for _, w in ipairs(ir.grad_writes) do if w.value then ir.outputs[#ir.outputs + 1] = w.value end end
   for _, w in ipairs(ir.input_writes) do ir.outputs[#ir.outputs + 1] = w.value end
   local _, count = fn(ir)
   local k = n
-  for _, w in ipairs(ir.grad_writes or {}) do
+  for _, w in ipairs(ir.grad_writes) do
     if w.value then k = k + 1; w.value = ir.outputs[k] end
   end
   for _, w in ipairs(ir.input_writes) do k = k + 1; w.value = ir.outputs[k] end
@@ -112,10 +72,7 @@ function M.optimize(ir, opts, owns_state)
       stats[p[1]] = (stats[p[1]] or 0) + with_grad_outputs(ir, function(x) return p[2](x, opts, stats) end)
     end
   end
-  local base = IR.copy(ir)
-  base.grad_writes = ir.grad_writes
-  local late = IR.copy(ir)
-  late.grad_writes = ir.grad_writes
+  local base, late = Graph.copy(ir), Graph.copy(ir)
   for _, p in ipairs(LATE) do
     if opts[p[1]] ~= false then stats[p[1]] = with_grad_outputs(late, function(x) return p[2](x, opts) end) end
   end
@@ -220,7 +177,7 @@ function Compiled:run(args)
   if self._static and static_ok(ir, args) then
     p, env = self._static, EMPTY
   else
-    env = sym.bind_inputs("compiled " .. (ir.name or "graph"), ir.specs, args)
+    env = sym.bind_inputs("compiled " .. ir.name, ir.specs, args)
     p = self:plan_for(env)
     if not self._dynamic then self._static = p end
   end
@@ -256,7 +213,7 @@ function Compiled:run(args)
   local segs = p.segments
   for k = 1, #segs do
     local seg = segs[k]
-    if C.ds_plan_run_range(plan, seg.from, seg.to) ~= 0 then dsffi.fail("compiled " .. (ir.name or "graph")) end
+    if C.ds_plan_run_range(plan, seg.from, seg.to) ~= 0 then dsffi.fail("compiled " .. ir.name) end
     if seg.lua then run_lua_step(plan, seg.lua, env, keep) end
   end
   for _, w in ipairs(ir.input_writes) do -- the plan wrote the input's buffer; a copy made contiguous goes back
@@ -286,7 +243,7 @@ end
 -- model version this way, so its first request of each shape runs at once
 function Compiled:prepare(args)
   if self._static and static_ok(self.ir, args) then return end
-  local p = self:plan_for(sym.bind_inputs("compiled " .. (self.ir.name or "graph"), self.ir.specs, args))
+  local p = self:plan_for(sym.bind_inputs("compiled " .. self.ir.name, self.ir.specs, args))
   if not self._dynamic then self._static = p end
 end
 
@@ -295,24 +252,12 @@ function Compiled:__call(...)
     local c = self.current()
     if c ~= self then return c(...) end
   end
-  local n = select("#", ...)
-  local argv = { ... }
   local ir = self.ir
-  local tensors = argv
-  if ir.args and n == #ir.args and n ~= #ir.inputs then
-    tensors = {}
-    for k, a in ipairs(ir.args) do
-      if a.input then tensors[a.input] = argv[k]
-      elseif argv[k] ~= a.value then
-        errors.raise(string.format("compiled %s: argument %d was traced as %s, got %s", ir.name or "graph", k,
-          tostring(a.value), tostring(argv[k])))
-      end
-    end
-  end
+  local tensors = Graph.call_inputs(ir, "compiled " .. ir.name, ...)
   if state.trace then
     -- called while tracing another function: its graph becomes part of that trace
     if not self.graph then
-      errors.raise("compiled " .. (ir.name or "graph") .. ": a loaded graph cannot be called while tracing")
+      errors.raise("compiled " .. ir.name .. ": a loaded graph cannot be called while tracing")
     end
     return state.trace.inline(self.graph, tensors)
   end
@@ -389,7 +334,7 @@ function M.format_profile(rows, total, limit)
 end
 
 -- cg:to_dot() / cg:to_svg("g.svg"): the compiled graph as Graphviz (fused regions as clusters)
-function Compiled:to_dot() return ir_dot.dot(self.ir, self.ir.name) end
+function Compiled:to_dot() return self.ir:to_dot() end
 function Compiled:to_svg(path) return graphviz.render(self:to_dot(), path, "to_svg") end
 
 function Compiled:__tostring()
@@ -401,15 +346,15 @@ function Compiled:__tostring()
   for name, n in pairs(s.rewrite_rules or {}) do rules[#rules + 1] = name .. " " .. n end
   table.sort(rules)
   return string.format("compiled %s (dce %d, cse %d, fold %d, rewrite %d%s, prune %d, fuse %d, epilogue %d, " ..
-    "prepack %d)\n%s%s", self.ir.name or "graph", s.dce or 0, s.cse or 0, s.fold or 0, s.rewrite or 0,
+    "prepack %d)\n%s%s", self.ir.name, s.dce or 0, s.cse or 0, s.fold or 0, s.rewrite or 0,
     #rules > 0 and " [" .. table.concat(rules, ", ") .. "]" or "", s.prune or 0, s.fuse or 0, s.epilogue or 0,
-    s.prepack or 0, IR.tostring(self.ir), plan)
+    s.prepack or 0, tostring(self.ir), plan)
 end
 
 local OPTIONS = { dce = true, cse = true, fold = true, rewrite = true, prune = true, single_output = true, fuse = true,
                   epilogue = true, prepack = true, freeze = true, dtype = true }
 
--- ir: the IR from a graph or a loaded file; opts: {dce, cse, fold, rewrite, prune, single_output, fuse, epilogue,
+-- ir: a graph the passes may rewrite (a copy of a traced one, or one read from a file); opts: {dce, cse, fold, rewrite, prune, single_output, fuse, epilogue,
 -- prepack = false to skip, freeze = true for parameters as constants (passes/freeze.lua), rewrite = "all" or
 -- {rule = true} for the rewrites that change bits within a tolerance (passes/rewrite.lua)}; owns_state: as M.optimize
 function M.from_ir(ir, opts, owns_state)
@@ -429,8 +374,10 @@ function M.from_ir(ir, opts, owns_state)
                         _dynamic = sym.contains(late.specs), refresh = refresh }, Compiled)
 end
 
+-- ds.compile of a graph: the passes run on a copy, so graph stays as it was (callable, exportable, inlined when the
+-- compiled graph is called while tracing)
 function M.compile_graph(graph, opts)
-  local cg = M.from_ir(M.from_graph(graph), opts)
+  local cg = M.from_ir(Graph.copy(graph), opts)
   cg.graph = graph
   return cg
 end
@@ -441,7 +388,7 @@ function M.unpacked(compiled)
   local opts = {}
   for k, v in pairs(compiled.opts) do opts[k] = v end
   opts.prepack = false
-  local again = M.from_ir(IR.copy(compiled.base), opts, true)
+  local again = M.from_ir(Graph.copy(compiled.base), opts, true)
   for _, p in pairs(compiled._plans) do again:plan_for(p.env) end
   return again
 end

@@ -56,7 +56,7 @@ local function trace_child(parent, registry, fn, operands, nops, name, extra)
     if is_tensor(x) then
       local val = parent.graph.values[parent:value_of(x)]
       local v = tr:new_value(val.shape, val.dtype, "input", "arg" .. i)
-      g.inputs[#g.inputs + 1] = { name = "arg" .. i, value = v }
+      Graph.add_input(g, v, "arg" .. i)
       args[i] = tr:abstract(v, "arg" .. i)
     else
       args[i] = x
@@ -99,10 +99,8 @@ local function seal(registry, children)
   end
   for _, c in ipairs(children) do
     local g, tr = c.graph, c.tracer
-    for k = 1, #registry.list do
-      g.inputs[#g.inputs + 1] = { name = "capture" .. k, value = tr:capture_input(k) }
-    end
-    for _, e in ipairs(c.extra_inputs) do g.inputs[#g.inputs + 1] = e end
+    for k = 1, #registry.list do Graph.add_input(g, tr:capture_input(k), "capture" .. k) end
+    for _, e in ipairs(c.extra_inputs) do Graph.add_input(g, e.value, e.name) end
     if not c.reads_only then
       for _, k in ipairs(written) do
         g.outputs[#g.outputs + 1] = tr.bound[registry.list[k]] or tr:capture_input(k)
@@ -459,12 +457,15 @@ local function keep_needed_saved(g, n)
   local nodes = {}
   for i = #kept, 1, -1 do nodes[#nodes + 1] = kept[i] end
   g.nodes = nodes
-  local inputs, needed, first_saved = {}, {}, #g.inputs - n
-  for k, inp in ipairs(g.inputs) do
-    if k <= first_saved then inputs[#inputs + 1] = inp
-    elseif live[inp.value] then inputs[#inputs + 1] = inp; needed[#needed + 1] = k - first_saved end
+  local inputs, specs, needed, first_saved = {}, {}, {}, #g.inputs - n
+  for k, id in ipairs(g.inputs) do
+    if k <= first_saved or live[id] then
+      specs[#inputs + 1] = g.specs[k]
+      inputs[#inputs + 1] = id
+      if k > first_saved then needed[#needed + 1] = k - first_saved end
+    end
   end
-  g.inputs = inputs
+  g.inputs, g.specs = inputs, specs
   g:finalize()
   return needed
 end

@@ -1,39 +1,47 @@
--- graph.lua: the traced-graph IR (ds.Graph): plain data, printing, Graphviz, and running it on the eager kernels.
---[[ The IR (all plain Lua data; ds.compile, ds.save and the passes read it):
+-- graph.lua: the graph IR (ds.Graph): the one structure the tracer records, the passes rewrite, ds.save writes and
+-- ds.load reads back; making, linking and copying it, its printer, and running it on the eager kernels (g(...)).
+--[[ The IR (plain Lua data under the ds.Graph metatable; sub-graphs of cond / while_loop are ds.Graphs too):
 
-  graph.name          string
-  graph.values[v]     {shape = {...}, dtype = "f32", kind = "input"|"state"|"const"|"node", name = string|nil}
-                      one entry per value id v (1..#values). A dim is a number or a symbolic dim (ds.sym:
-                      an interned expression over named dims such as batch, 10*batch, n-2).
-  graph.inputs[i]     {name = "x", value = v, spec = ds.spec}   the tensors a call passes, in order
-  graph.args[k]       {input = i} | {value = lua_value}         positional arguments of the traced function:
-                      tensor k is graph input i; other Lua values were traced as constants
-  graph.state[i]      {name = "fc.weight", tensor = T, value = v}
+  g.name              string
+  g.values[id]        {id, shape = {...}, dtype = "f32", kind = "input"|"state"|"const"|"node", name = string|nil,
+                       node = the producer (kind "node"), index = its slot (input i, state i, const i, output k)}
+                      one entry per value id (1..g.next_id-1 for a traced graph; a loaded one keeps the file's ids).
+                      A dim is a number or a symbolic dim (ds.sym: an interned expression over named dims such as
+                      batch, 10*batch, n-2). node and index are set by Graph.link (finalize); a pass that makes or
+                      moves a value sets them itself.
+  g.next_id           the next free value id
+  g.inputs[i]         the value id of input i (the tensors a call passes, in order)
+  g.specs[i]          {name = "x", shape, dtype}: input i's name and type (what a call is checked against)
+  g.args[k]           {input = i} | {value = lua_value}   positional arguments of the traced function: tensor k is
+                      input i; other Lua values were traced as constants (nil for a graph read from a file without)
+  g.state[i]          {name = "fc.weight", tensor = T, value = id}
                       tensors the function read but did not receive; read BY REFERENCE at every run
-  graph.constants[i]  {value = v, number = 2.5, dtype = "f32", tensor = T}  0-d constants from Lua numbers
-  graph.nodes[i]      {op = "add", def = <op-table entry>, inputs = {v...}, attrs = {...},
-                       outputs = {v...}, source = "file.lua:12"}
+  g.consts[i]         {name, tensor = T, value = id, number = 2.5 | nil}  constants: 0-d ones made from Lua numbers
+                      (number set), folded or frozen tensors (passes/fold.lua, freeze.lua), packed weights
+  g.nodes[i]          {op = "add", def = <op-table entry>, inputs = {id...}, attrs = {...}, outputs = {id...},
+                       line = "file.lua:12" | nil, program = <fused chain> (passes/fuse.lua, epilogue.lua)}
                       in topological order. attrs may hold symbolic dims (substituted per run).
                       A node of an op with def.mutates = {i...} has, after its def.noutputs outputs, one more
                       output per mutated input: the updated value (the runner updates a copy).
                       A node whose def has `run` (kind "control": cond, while_loop, print) is executed by
-                      def.run(node, inputs, env) in Lua; its attrs may hold sub-graphs (Graph objects) and
-                      its outputs count is #node.outputs; def.replay(node, inputs) records it again when a
-                      graph holding it is inlined into another trace. def.side_effects marks nodes that must
-                      never be removed (print).
-  graph.outputs       {v...}  the returned tensors
-  graph.state_writes  {{state = i, value = v}...}  after a run, state[i].tensor receives value v (in place)
-  graph.input_writes  {{input = i, value = v}...}  after a run, the caller's input tensor i receives value v
+                      def.run(node, inputs, env, attrs) in Lua; its attrs may hold sub-graphs and its outputs count
+                      is #node.outputs; def.replay(node, inputs) records it again when a graph holding it is
+                      inlined into another trace (finalize gives every node its output metas, node.metas, for it).
+                      def.side_effects marks nodes that must never be removed (print).
+  g.outputs           {id...}  the returned tensors
+  g.state_writes      {{state = i, value = id}...}  after a run, state[i].tensor receives the value (in place)
+  g.input_writes      {{input = i, value = id}...}  after a run, the caller's input tensor i receives the value
                       (the traced function updated an input in place)
-  graph.grad_writes   {{state = i, value = v | false}...}  after a run, state[i].tensor.grad is set to value v
-                      (copied into the existing .grad when it was a tensor when traced), false clears it
-  graph.training      train/eval mode of the traced module (nil for plain functions)
+  g.grad_writes       {{state = i, value = id | false, into_existing}...}  after a run, state[i].tensor.grad is set
+                      to the value (copied into the existing .grad when it was a tensor when traced), false clears it
+  g.training          train/eval mode of the traced module (nil for plain functions)
 
   Sub-graphs (cond branches, loop bodies) use the same layout without state; their inputs are the tensor
   operands followed by captured outer values (attrs.first_capture is the node input of capture 1), their
   outputs the results followed by the new values of the captures listed in attrs.written (a loop's cond
   graph returns its predicate only). The node's outputs are the results followed by those updated captures.
 
+  ds.compile runs the passes on a copy (Graph.copy), so the traced graph stays as it was traced.
   Running: g(...) binds named dims from the inputs (env), substitutes them into dynamic nodes' attrs and
   metas (cached per binding), runs each node with dispatch.run_kernel (the eager kernels) and frees values
   after their last use; then applies state writes and grad writes. Inside a trace, g(...) is inlined.
@@ -44,20 +52,76 @@ local sym = require("ds.sym")
 local errors = require("ds.errors")
 local state = require("ds.state")
 local graphviz = require("ds.graphviz")
+local graph_dot = require("ds.graph_dot")
 local EW = require("ds.ops.elementwise") -- the elementwise ops' defs
 
 local Graph = {}
 Graph.__index = Graph
 
+-- an empty graph named name
 function Graph.new(name)
-  return setmetatable({ name = name or "graph", values = {}, inputs = {}, args = {}, state = {}, constants = {},
-    nodes = {}, outputs = {}, state_writes = {}, input_writes = {}, grad_writes = {}, _plans = {} }, Graph)
+  return setmetatable({ name = name or "graph", values = {}, next_id = 1, inputs = {}, specs = {}, state = {},
+    consts = {}, nodes = {}, outputs = {}, state_writes = {}, input_writes = {}, grad_writes = {} }, Graph)
 end
 
+-- whether g is a ds.Graph
 function Graph.is_graph(g) return getmetatable(g) == Graph end
 
--- ---- finishing: per-node metas, dynamic flags, last uses ----
+-- a new value of g (its id)
+function Graph.add_value(g, shape, dt, kind, name)
+  local id = g.next_id
+  g.next_id = id + 1
+  g.values[id] = { id = id, shape = shape, dtype = dt, kind = kind, name = name }
+  return id
+end
+
+-- value id becomes g's next input, named name
+function Graph.add_input(g, id, name)
+  local v = g.values[id]
+  g.inputs[#g.inputs + 1] = id
+  g.specs[#g.inputs] = { name = name, shape = v.shape, dtype = v.dtype }
+end
+
+-- every value's slot: index (input, state, const, output k of its node) and node (its producer)
+function Graph.link(g)
+  for i, id in ipairs(g.inputs) do g.values[id].index = i end
+  for i, s in ipairs(g.state) do g.values[s.value].index = i end
+  for i, c in ipairs(g.consts) do g.values[c.value].index = i end
+  for _, node in ipairs(g.nodes) do
+    for k, id in ipairs(node.outputs) do g.values[id].node, g.values[id].index = node, k end
+  end
+  return g
+end
+
+-- a structural copy (values, nodes, lists and entries copied; tensors, attrs and sub-graphs shared): what the
+-- passes rewrite, so the graph it was taken from stays as it was
+function Graph.copy(g)
+  local out = Graph.new(g.name)
+  out.next_id, out.args, out.training = g.next_id, g.args, g.training
+  local function shallow(t)
+    local c = {}
+    for k, x in pairs(t) do c[k] = x end
+    return c
+  end
+  for id, v in pairs(g.values) do out.values[id] = shallow(v) end
+  for i, node in ipairs(g.nodes) do
+    local c = shallow(node)
+    c.inputs, c.outputs = { unpack(node.inputs) }, { unpack(node.outputs) }
+    out.nodes[i] = c
+    for _, id in ipairs(c.outputs) do out.values[id].node = c end
+  end
+  out.inputs, out.outputs = { unpack(g.inputs) }, { unpack(g.outputs) }
+  for _, list in ipairs { "specs", "state", "consts", "state_writes", "input_writes", "grad_writes" } do
+    for i, e in ipairs(g[list]) do out[list][i] = shallow(e) end
+  end
+  return out
+end
+
+-- ---- finishing: links, per-node metas, dynamic flags, last uses ----
+-- g:finalize() after the graph is built or changed: Graph.link, each node's output metas and dynamic flag, the
+-- values each node frees when run; returns g
 function Graph:finalize()
+  Graph.link(self)
   local last = {}
   for i, node in ipairs(self.nodes) do
     local metas = {}
@@ -76,7 +140,7 @@ function Graph:finalize()
   for _, w in ipairs(self.input_writes) do keep[w.value] = true end
   for _, w in ipairs(self.grad_writes) do if w.value then keep[w.value] = true end end
   -- frees[i]: values whose last reader is node i (dropped after it runs, so memory follows liveness)
-  self._frees = {}
+  self._frees, self._plans = {}, {}
   for v, i in pairs(last) do
     if not keep[v] and self.values[v].kind == "node" then
       local f = self._frees[i] or {}
@@ -88,150 +152,110 @@ function Graph:finalize()
 end
 
 -- ---- printing ----
-local function type_str(val) return val.dtype .. " " .. S.str(val.shape) end
-
+-- a stable text for an attr value (tables with sorted keys, symbolic dims, exact numbers; a sub-graph as its text)
 local function attr_str(v)
-  if Graph.is_graph(v) then return "<graph " .. v.name .. ">" end
-  if type(v) == "table" and not sym.is(v) then
+  if type(v) == "table" and getmetatable(v) == nil then
     local parts = {}
-    for i = 1, #v do parts[i] = attr_str(v[i]) end
-    for k, x in pairs(v) do
-      if type(k) ~= "number" then parts[#parts + 1] = tostring(k) .. "=" .. attr_str(x) end
-    end
+    for i, x in ipairs(v) do parts[i] = attr_str(x) end
+    local keys = {}
+    for k in pairs(v) do if type(k) ~= "number" then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. attr_str(v[k]) end
     return "{" .. table.concat(parts, ",") .. "}"
+  elseif type(v) == "number" then
+    if v ~= v then return "nan" end
+    return string.format("%.17g", v)
   end
-  if type(v) == "string" then return string.format("%q", v) end
   return tostring(v)
 end
 
-local function attrs_str(def, attrs)
+-- "k=v, ..." of node's attrs, sorted by name (the passes compare nodes by it); shown = true leaves out sub-graphs
+-- (the printer shows them below their node)
+function Graph.attrs_str(node, shown)
+  local keys = {}
+  for k, v in pairs(node.attrs) do if not (shown and Graph.is_graph(v)) then keys[#keys + 1] = k end end
+  table.sort(keys)
   local parts = {}
-  for _, a in ipairs(def.attrs or {}) do
-    local v = attrs[a[1]]
-    if v ~= nil and not Graph.is_graph(v) then parts[#parts + 1] = a[1] .. "=" .. attr_str(v) end
-  end
-  return #parts > 0 and (" {" .. table.concat(parts, ", ") .. "}") or ""
+  for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. attr_str(node.attrs[k]) end
+  return table.concat(parts, ", ")
 end
 
-function Graph:_lines(lines, indent)
-  local function vname(v) return "%" .. v end
+-- fused node body: "fused[add, relu](%1, %2)"
+local function program_str(node)
+  local ops, args = {}, {}
+  for i, step in ipairs(node.program.steps) do ops[i] = step.op end
+  for i, id in ipairs(node.inputs) do args[i] = "%" .. id end
+  return string.format("%s[%s](%s)", node.op, table.concat(ops, ", "), table.concat(args, ", "))
+end
+
+local function vtype(v) return v.dtype .. S.str(v.shape) end
+
+local function ids(list)
+  local out = {}
+  for i, id in ipairs(list) do out[i] = "%" .. id end
+  return table.concat(out, ", ")
+end
+
+local function add_lines(g, lines, ind)
   local ins = {}
-  for _, inp in ipairs(self.inputs) do ins[#ins + 1] = inp.name .. ": " .. type_str(self.values[inp.value]) end
-  local mode = self.training == nil and "" or (self.training and " [train]" or " [eval]")
-  lines[#lines + 1] = string.format("%sgraph %s(%s)%s", indent, self.name, table.concat(ins, ", "), mode)
-  local ind = indent .. "  "
-  for _, inp in ipairs(self.inputs) do
-    lines[#lines + 1] = string.format("%s%s = input %s : %s", ind, vname(inp.value), inp.name,
-      type_str(self.values[inp.value]))
+  for i, id in ipairs(g.inputs) do ins[i] = string.format("%s %%%d: %s", g.specs[i].name, id, vtype(g.values[id])) end
+  local mode = g.training == nil and "" or (g.training and " [train]" or " [eval]")
+  lines[#lines + 1] = string.format("%sgraph %s(%s)%s", ind, g.name, table.concat(ins, ", "), mode)
+  ind = ind .. "  "
+  for _, s in ipairs(g.state) do
+    lines[#lines + 1] = string.format("%sstate %%%d = %s %s", ind, s.value, s.name, vtype(g.values[s.value]))
   end
-  for _, s in ipairs(self.state) do
-    lines[#lines + 1] = string.format("%s%s = state %s : %s", ind, vname(s.value), s.name,
-      type_str(self.values[s.value]))
+  for _, c in ipairs(g.consts) do
+    lines[#lines + 1] = string.format("%sconst %%%d = %s %s", ind, c.value,
+      c.number ~= nil and tostring(c.number) or c.name, vtype(g.values[c.value]))
   end
-  for _, c in ipairs(self.constants) do
-    lines[#lines + 1] = string.format("%s%s = const %s : %s", ind, vname(c.value), tostring(c.number), c.dtype)
-  end
-  for _, node in ipairs(self.nodes) do
-    local outs, ins_ = {}, {}
-    for _, v in ipairs(node.outputs) do outs[#outs + 1] = vname(v) end
-    for _, v in ipairs(node.inputs) do ins_[#ins_ + 1] = vname(v) end
+  for _, node in ipairs(g.nodes) do
+    local a = Graph.attrs_str(node, true)
+    local body = node.program and program_str(node) or (node.op .. "(" .. ids(node.inputs)
+      .. (a ~= "" and (#node.inputs > 0 and ", " or "") .. a or "") .. ")")
     local types = {}
-    for _, v in ipairs(node.outputs) do types[#types + 1] = type_str(self.values[v]) end
-    local lhs = #outs > 0 and (table.concat(outs, ", ") .. " = ") or ""
-    lines[#lines + 1] = string.format("%s%s%s(%s)%s%s   -- %s", ind, lhs, node.op, table.concat(ins_, ", "),
-      attrs_str(node.def, node.attrs), #types > 0 and (" : " .. table.concat(types, ", ")) or "", node.source)
-    for _, a in ipairs(node.def.attrs or {}) do
-      local g = node.attrs[a[1]]
-      if Graph.is_graph(g) then
+    for k, id in ipairs(node.outputs) do types[k] = vtype(g.values[id]) end
+    lines[#lines + 1] = string.format("%s%s%s  %s%s", ind, #node.outputs > 0 and (ids(node.outputs) .. " = ") or "",
+      body, table.concat(types, ", "), node.line and ("  -- " .. node.line) or "")
+    for _, a in ipairs(node.def.attrs or {}) do -- sub-graphs in the op's attr order
+      local sub = node.attrs[a[1]]
+      if Graph.is_graph(sub) then
         lines[#lines + 1] = ind .. "  " .. a[1] .. ":"
-        g:_lines(lines, ind .. "    ")
+        add_lines(sub, lines, ind .. "    ")
       end
     end
   end
-  local outs = {}
-  for _, v in ipairs(self.outputs) do outs[#outs + 1] = vname(v) end
-  lines[#lines + 1] = ind .. "return " .. table.concat(outs, ", ")
-  for _, w in ipairs(self.state_writes) do
-    lines[#lines + 1] = string.format("%sstate %s <- %s", ind, self.state[w.state].name, vname(w.value))
+  for _, w in ipairs(g.state_writes) do
+    lines[#lines + 1] = string.format("%sstate %s <- %%%d", ind, g.state[w.state].name, w.value)
   end
-  for _, w in ipairs(self.input_writes) do
-    lines[#lines + 1] = string.format("%sinput %s <- %s", ind, self.inputs[w.input].name, vname(w.value))
+  for _, w in ipairs(g.input_writes) do
+    lines[#lines + 1] = string.format("%sinput %s <- %%%d", ind, g.specs[w.input].name, w.value)
   end
-  for _, w in ipairs(self.grad_writes) do
-    lines[#lines + 1] = string.format("%sstate %s.grad <- %s", ind, self.state[w.state].name, w.value and
-      vname(w.value) or "nil")
+  for _, w in ipairs(g.grad_writes) do
+    lines[#lines + 1] = string.format("%sstate %s.grad <- %s", ind, g.state[w.state].name,
+      w.value and ("%" .. w.value) or "nil")
   end
+  lines[#lines + 1] = ind .. "return " .. ids(g.outputs)
 end
 
+-- the graph as text: inputs, state, constants, one line per node (fused chains as fused[ops]; sub-graphs indented
+-- below their node), writes, outputs
 function Graph:__tostring()
   local lines = {}
-  self:_lines(lines, "")
+  add_lines(self, lines, "")
   return table.concat(lines, "\n")
 end
 
--- Graphviz text: values are edges labelled with their type, ops and inputs are boxes
-function Graph:to_dot()
-  local out = { "digraph \"" .. self.name .. "\" {", "  rankdir=TB; node [fontname=\"Helvetica\", fontsize=10];" }
-  local producer = {}
-  local function esc(s) return (tostring(s):gsub("\"", "\\\"")) end
-  for _, inp in ipairs(self.inputs) do
-    local id = "v" .. inp.value
-    producer[inp.value] = id
-    out[#out + 1] = string.format("  %s [shape=invhouse, style=filled, fillcolor=\"#d8e8ff\", label=\"%s\\n%s\"];", id,
-      esc(inp.name), esc(type_str(self.values[inp.value])))
-  end
-  for _, s in ipairs(self.state) do
-    local id = "v" .. s.value
-    producer[s.value] = id
-    out[#out + 1] = string.format("  %s [shape=cylinder, style=filled, fillcolor=\"#fff0c8\", label=\"%s\\n%s\"];", id,
-      esc(s.name), esc(type_str(self.values[s.value])))
-  end
-  for _, c in ipairs(self.constants) do
-    local id = "v" .. c.value
-    producer[c.value] = id
-    out[#out + 1] = string.format("  %s [shape=plaintext, label=\"%s\"];", id, esc(tostring(c.number)))
-  end
-  for i, node in ipairs(self.nodes) do
-    local id = "n" .. i
-    out[#out + 1] = string.format("  %s [shape=box, style=\"rounded,filled\", fillcolor=\"#eeeeee\", " ..
-      "label=\"%s%s\\n%s\", tooltip=\"%s\"];",
-      id, esc(node.op), esc(attrs_str(node.def, node.attrs)), esc(node.source), esc(node.source))
-    for _, v in ipairs(node.inputs) do
-      out[#out + 1] = string.format("  %s -> %s [label=\"%s\", fontsize=8];", producer[v], id,
-        esc(type_str(self.values[v])))
-    end
-    for _, v in ipairs(node.outputs) do producer[v] = id end
-  end
-  for k, v in ipairs(self.outputs) do
-    out[#out + 1] = string.format("  out%d [shape=house, style=filled, fillcolor=\"#d8ffd8\", label=\"output " ..
-      "%d\"];", k, k)
-    out[#out + 1] = string.format("  %s -> out%d [label=\"%s\", fontsize=8];", producer[v], k,
-      esc(type_str(self.values[v])))
-  end
-  for _, w in ipairs(self.state_writes) do
-    out[#out + 1] = string.format("  %s -> v%d [style=dashed, color=\"#aa6600\", label=\"write\", fontsize=8];",
-      producer[w.value], self.state[w.state].value)
-  end
-  out[#out + 1] = "}"
-  return table.concat(out, "\n") .. "\n"
-end
-
--- graph:to_svg("g.svg"): the Graphviz picture (ops as boxes, inputs, state, outputs; source lines as tooltips)
+-- g:to_dot(): the Graphviz text (graph_dot.lua: ops as boxes with their source lines as tooltips, inputs, state,
+-- outputs; each fused region of a compiled graph a cluster)
+function Graph:to_dot() return graph_dot.dot(self, function(node) return Graph.attrs_str(node, true) end) end
+-- g:to_svg("g.svg"): that picture rendered by Graphviz's dot
 function Graph:to_svg(path) return graphviz.render(self:to_dot(), path, "graph:to_svg") end
 
 -- ---- running ----
 -- Bind symbolic dims from the actual inputs (env may carry the enclosing graph's bindings).
 function Graph:bind(args, env)
-  local specs = self._input_specs
-  if not specs then
-    specs = {}
-    for i, inp in ipairs(self.inputs) do
-      local v = self.values[inp.value]
-      specs[i] = { name = inp.name, shape = v.shape, dtype = v.dtype }
-    end
-    self._input_specs = specs
-  end
-  return sym.bind_inputs("graph " .. self.name, specs, args, env)
+  return sym.bind_inputs("graph " .. self.name, self.specs, args, env)
 end
 
 -- per-binding resolved attrs/metas of the dynamic nodes
@@ -257,12 +281,13 @@ end
 -- Run on concrete tensors (args = the tensor inputs in order); returns the list of outputs.
 -- Also applies state writes (and grad writes) unless skip_writes.
 function Graph:run(args, env, skip_writes)
+  if not self._frees then self:finalize() end -- a copy, or a graph read from a file
   env = self:bind(args, env)
   local plan = plan_for(self, env)
   local vals = {}
-  for i, inp in ipairs(self.inputs) do vals[inp.value] = args[i] end
+  for i, id in ipairs(self.inputs) do vals[id] = args[i] end
   for _, s in ipairs(self.state) do vals[s.value] = s.tensor end
-  for _, c in ipairs(self.constants) do vals[c.value] = c.tensor end
+  for _, c in ipairs(self.consts) do vals[c.value] = c.tensor end
   local frees = self._frees
   local prev_trace = state.trace
   state.trace = nil
@@ -319,23 +344,26 @@ function Graph:apply_writes(vals, args)
   end
 end
 
--- g(x, y, ...): the traced function's positional arguments (or just its tensor inputs)
-function Graph:__call(...)
+-- the tensor inputs of a call with the traced function's positional arguments (or just its tensor inputs); what
+-- names the callee in errors ("graph f", "compiled f")
+function Graph.call_inputs(g, what, ...)
   local n = select("#", ...)
   local argv = { ... }
-  local tensors
-  if n == #self.args and n ~= #self.inputs then
-    tensors = {}
-    for k, a in ipairs(self.args) do
-      if a.input then tensors[a.input] = argv[k]
-      elseif argv[k] ~= a.value then
-        errors.raise(string.format("graph %s: argument %d was traced as %s, got %s; trace again for a new value",
-          self.name, k, tostring(a.value), tostring(argv[k])))
-      end
+  if not (g.args and n == #g.args and n ~= #g.inputs) then return argv end
+  local tensors = {}
+  for k, a in ipairs(g.args) do
+    if a.input then tensors[a.input] = argv[k]
+    elseif argv[k] ~= a.value then
+      errors.raise(string.format("%s: argument %d was traced as %s, got %s; trace again for a new value", what, k,
+        tostring(a.value), tostring(argv[k])))
     end
-  else
-    tensors = argv
   end
+  return tensors
+end
+
+-- g(x, y, ...): the traced function's positional arguments (or just its tensor inputs)
+function Graph:__call(...)
+  local tensors = Graph.call_inputs(self, "graph " .. self.name, ...)
   if state.trace then return state.trace.inline(self, tensors) end
   return unpack((self:run(tensors)), 1, #self.outputs)
 end

@@ -1,4 +1,5 @@
--- trace.lua: ds.trace / ds.spec: run Lua code on abstract tensors (shape + dtype, no data) and record a ds.Graph.
+-- trace.lua: ds.trace / ds.spec: run Lua code on abstract tensors (shape + dtype, no data) and record a ds.Graph
+-- (graph.lua: the IR the passes rewrite and ds.save writes).
 -- The tracer is what dispatch calls as state.trace.record for every op; it also turns in-place ops into
 -- functional nodes (writes into a narrow view into index_copy_ of its base), reads outside tensors as graph state
 -- by reference, and records state writes.
@@ -113,12 +114,7 @@ local function new_tracer(graph, parent, registry)
 end
 M.new_tracer = new_tracer
 
-function Tracer:new_value(shape, dt, kind, name)
-  local vals = self.graph.values
-  local v = #vals + 1
-  vals[v] = { shape = shape, dtype = dt, kind = kind, name = name }
-  return v
-end
+function Tracer:new_value(shape, dt, kind, name) return Graph.add_value(self.graph, shape, dt, kind, name) end
 
 -- an abstract tensor bound to value v of this tracer's graph
 function Tracer:abstract(v, name)
@@ -180,8 +176,8 @@ function Tracer:constant(x, c)
   local v = self.consts[key]
   if v then return v end
   v = self:new_value({}, x.dtype, "const")
-  local cs = self.graph.constants
-  cs[#cs + 1] = { value = v, number = c, dtype = x.dtype, tensor = x }
+  local cs = self.graph.consts
+  cs[#cs + 1] = { name = "c" .. v, value = v, number = c, tensor = x }
   self.consts[key] = v
   return v
 end
@@ -266,7 +262,7 @@ function Tracer:record_op(def, inputs, attrs, metas, out)
     end
   end
   local node = { op = def.name, def = def, inputs = ivids, attrs = copy_attrs(attrs), outputs = {},
-                 source = self.source or errors.user_site() }
+                 line = self.line or errors.user_site() }
   local nout = #metas
   for i = 1, nout do node.outputs[i] = self:new_value(metas[i].shape, metas[i].dtype, "node") end
   if def.mutates then
@@ -323,9 +319,9 @@ end
 -- calling a Graph inside a trace records its nodes into this trace (with autograd)
 function Tracer:inline_(g, args)
   local vals = {}
-  for i, inp in ipairs(g.inputs) do vals[inp.value] = args[i] end
+  for i, id in ipairs(g.inputs) do vals[id] = args[i] end
   for _, s in ipairs(g.state) do vals[s.value] = s.tensor end
-  for _, c in ipairs(g.constants) do vals[c.value] = c.tensor end
+  for _, c in ipairs(g.consts) do vals[c.value] = c.tensor end
   for _, node in ipairs(g.nodes) do
     local ins = {}
     for j, v in ipairs(node.inputs) do ins[j] = vals[v] end
@@ -420,7 +416,7 @@ function Tracer:lift_escaped()
       node.def.run then
       errors.raise(string.format("trace: a tensor computed inside the traced function was stored outside it, in %s "
         .. "(made at %s); create it before tracing (or inside ds.init_scope(fn)) so the graph can keep it as state",
-        clean_path(path), node and node.source or "?"))
+        clean_path(path), node and node.line or "?"))
     end
     local meta = { shape = g.values[origin].shape, dtype = g.values[origin].dtype }
     local c = lifted[t]
@@ -485,7 +481,7 @@ function Tracer:finish_root(results, nres)
   -- inputs updated in place are written back into the caller's tensors
   for i, x in ipairs(self.input_objects) do
     local now = rawget(x, "_vid")
-    if now ~= g.inputs[i].value then g.input_writes[#g.input_writes + 1] = { input = i, value = now } end
+    if now ~= g.inputs[i] then g.input_writes[#g.input_writes + 1] = { input = i, value = now } end
   end
   self:lift_escaped()
   for _, x in ipairs(self.written_order) do
@@ -522,7 +518,7 @@ function M.bind_args(tr, specs, nargs, names)
         else shape[i] = d end
       end
       local v = tr:new_value(shape, s.dtype, "input", name)
-      g.inputs[#g.inputs + 1] = { name = name, value = v, spec = s }
+      Graph.add_input(g, v, name)
       g.args[k] = { input = #g.inputs }
       args[k] = tr:abstract(v, name)
       tr.input_objects[#g.inputs] = args[k]
@@ -534,20 +530,20 @@ function M.bind_args(tr, specs, nargs, names)
   return args
 end
 
--- the parameter names of a Lua function (for naming inputs whose spec has no name)
 -- fn(...) with the nodes it records naming `label` as their source instead of the user's Lua line (an
 -- imported model's nodes name the ONNX node they come from); outside a trace, just fn(...)
 function M.with_source(label, fn, ...)
   local tr = state.trace
   if not tr then return fn(...) end
-  local saved = tr.source
-  tr.source = label
+  local saved = tr.line
+  tr.line = label
   local res = { pcall(fn, ...) }
-  tr.source = saved
+  tr.line = saved
   if not res[1] then error(res[2], 0) end
   return unpack(res, 2, table.maxn(res))
 end
 
+-- the parameter names of a Lua function (for naming inputs whose spec has no name)
 function M.param_names(fn, skip_self)
   local names = {}
   if type(fn) ~= "function" then return names end
@@ -597,6 +593,7 @@ function M.trace(target, specs, opts)
     fn = converter(target, opts.convert)
   end
   local g = Graph.new(name)
+  g.args = {}
   if module then g.training = module.training ~= false end
   local tr = new_tracer(g, nil, nil)
   tr.written_order = {}

@@ -1,4 +1,5 @@
--- io/graph_reader.lua: the graph file's validator: a decoded graph document -> IR, every field checked
+-- io/graph_reader.lua: the graph file's validator: a decoded graph document -> the graph IR (ds.Graph), every field
+-- checked
 -- (values defined once and before use; ops, input counts, attrs through the op table's schema, output
 -- shapes and dtypes as the op's shape inference gives; state and constants against the params file).
 -- Errors name the file and the node or field (L.fail).
@@ -7,7 +8,6 @@ local D = require("ds.dispatch")
 local S = require("ds.shape")
 local sym = require("ds.sym")
 local dtype = require("ds.dtype")
-local IR = require("ds.passes.ir")
 local Graph = require("ds.graph")
 local random = require("ds.random")
 
@@ -150,7 +150,7 @@ local function load_node(L, n, where, values, define, use)
     end
   end
   local node = { op = n.op, def = def, inputs = inputs, attrs = attrs, outputs = {},
-                 source = type(n.source) == "string" and n.source or nil }
+                 line = type(n.source) == "string" and n.source or nil }
   for k, o in ipairs(outs) do
     local ow = where .. " output " .. k
     check_keys(L, o, set { "value", "dtype", "shape" }, ow)
@@ -194,20 +194,31 @@ local function value_ids(L, make)
   return define, use
 end
 
+-- value ids of g as the file gives them: define(id, shape, dtype, kind, where) records one, use(id, where) checks one
+local function graph_values(L, g)
+  return value_ids(L, function(id, shape, dt, kind)
+    g.values[id] = { id = id, shape = shape, dtype = dt, kind = kind }
+    if id >= g.next_id then g.next_id = id + 1 end
+    return g.values[id]
+  end)
+end
+
+-- the graph's inputs from the document's list (where: "input" or "<sub-graph> input")
+local function load_inputs(L, g, inputs, where, define)
+  for i, inp in ipairs(inputs) do
+    local w = where .. " " .. i
+    check_keys(L, inp, set { "name", "value", "dtype", "shape" }, w)
+    define(inp.value, parse_shape(L, inp.shape, w), parse_dtype(L, inp.dtype, w), "input", w)
+    Graph.add_input(g, inp.value, type(inp.name) == "string" and inp.name or ("x" .. i))
+  end
+end
+
 -- a sub-graph document -> a ds.Graph (values local to it; checked like the top level)
 load_subgraph = function(L, doc, where)
   check_keys(L, doc, set { "name", "inputs", "constants", "nodes", "outputs" }, where)
   local g = Graph.new(type(doc.name) == "string" and doc.name or "subgraph")
-  local define, use = value_ids(L, function(id, shape, dt, kind)
-    g.values[id] = { shape = shape, dtype = dt, kind = kind }
-    return g.values[id]
-  end)
-  for i, inp in ipairs(list(L, doc.inputs, where .. " inputs")) do
-    local w = where .. " input " .. i
-    check_keys(L, inp, set { "name", "value", "dtype", "shape" }, w)
-    define(inp.value, parse_shape(L, inp.shape, w), parse_dtype(L, inp.dtype, w), "input", w)
-    g.inputs[i] = { name = type(inp.name) == "string" and inp.name or ("x" .. i), value = inp.value }
-  end
+  local define, use = graph_values(L, g)
+  load_inputs(L, g, list(L, doc.inputs, where .. " inputs"), where .. " input", define)
   for i, c in ipairs(list(L, doc.constants, where .. " constants")) do
     local w = where .. " constant " .. i
     check_keys(L, c, set { "value", "number", "dtype" }, w)
@@ -215,7 +226,7 @@ load_subgraph = function(L, doc, where)
     if type(c.number) == "table" and c.number["$float"] ~= nil then c.number = attr_in(L, c.number, w) end -- -inf
     if type(c.number) ~= "number" and type(c.number) ~= "boolean" then L.fail(w .. ": number missing") end
     define(c.value, {}, dt, "const", w)
-    g.constants[i] = { value = c.value, number = c.number, dtype = dt, tensor = D.scalar(c.number, dt) }
+    g.consts[i] = { name = "c" .. c.value, value = c.value, number = c.number, tensor = D.scalar(c.number, dt) }
   end
   for i, n in ipairs(list(L, doc.nodes, where .. " nodes")) do
     g.nodes[i] = load_node(L, n, string.format("%s node %d", where, i), g.values, define, use)
@@ -224,17 +235,12 @@ load_subgraph = function(L, doc, where)
   return g:finalize()
 end
 
--- The graph document -> IR (values defined once, before use; ops, attrs and shapes as the op table says).
+-- The graph document -> a ds.Graph (values defined once, before use; ops, attrs and shapes as the op table says).
 -- params: { entries = name -> safetensors entry (dtype, shape), tensor = function(entry) -> tensor }: a
 -- state or constant tensor is made when the graph names it, and the file may hold no other tensor.
 function M.build(L, doc, params)
-  local ir = IR.new()
-  ir.name = type(doc.name) == "string" and doc.name or "graph"
-  local define, use = value_ids(L, function(id, shape, dt, kind)
-    ir.values[id] = { id = id, shape = shape, dtype = dt, kind = kind }
-    if id >= ir.next_id then ir.next_id = id + 1 end
-    return ir.values[id]
-  end)
+  local ir = Graph.new(type(doc.name) == "string" and doc.name or "graph")
+  local define, use = graph_values(L, ir)
   local unused = {}
   for name in pairs(params.entries) do unused[name] = true end
   local function tensor_for(name, dt, shape, where)
@@ -254,17 +260,9 @@ function M.build(L, doc, params)
     local shape = parse_shape(L, e.shape, where)
     if sym.contains(shape) then L.fail(where .. ": " .. what .. " shapes are concrete") end
     local v = define(e.value, shape, parse_dtype(L, e.dtype, where), kind, where)
-    v.index = i
     return { name = e.name, tensor = tensor_for(e.name, v.dtype, shape, where), value = e.value }
   end
-  for i, inp in ipairs(list(L, doc.inputs, "inputs")) do
-    local where = "input " .. i
-    check_keys(L, inp, set { "name", "value", "dtype", "shape" }, where)
-    local v = define(inp.value, parse_shape(L, inp.shape, where), parse_dtype(L, inp.dtype, where), "input", where)
-    v.index = i
-    ir.inputs[i] = inp.value
-    ir.specs[i] = { name = type(inp.name) == "string" and inp.name or ("x" .. i), shape = v.shape, dtype = v.dtype }
-  end
+  load_inputs(L, ir, list(L, doc.inputs, "inputs"), "input", define)
   for i, s in ipairs(list(L, doc.state, "state")) do
     ir.state[i] = stored(s, i, "state", "state")
     -- the generator state binds to this process's generator, so ds.manual_seed drives loaded graphs as eager code
@@ -273,10 +271,7 @@ function M.build(L, doc, params)
   for i, c in ipairs(list(L, doc.constants, "constants")) do ir.consts[i] = stored(c, i, "const", "constant") end
   for name in pairs(unused) do L.fail("params file holds tensor '" .. name .. "' that the graph does not name") end
   for i, n in ipairs(list(L, doc.nodes, "nodes")) do
-    local node = load_node(L, n, string.format("node %d", i), ir.values, define, use)
-    node.line = node.source
-    for k, id in ipairs(node.outputs) do ir.values[id].node = node; ir.values[id].index = k end
-    ir.nodes[i] = node
+    ir.nodes[i] = load_node(L, n, string.format("node %d", i), ir.values, define, use)
   end
   for k, id in ipairs(list(L, doc.outputs, "outputs")) do ir.outputs[k] = use(id, "output " .. k) end
   for k, w in ipairs(list(L, doc.state_writes, "state_writes")) do
@@ -300,7 +295,6 @@ function M.build(L, doc, params)
     end
     ir.input_writes[k] = { input = w.input, value = w.value }
   end
-  ir.grad_writes = {}
   for k, w in ipairs(list(L, doc.grad_writes, "grad_writes")) do
     check_keys(L, w, set { "state", "value", "into_existing" }, "grad write " .. k)
     if not is_int(w.state) or not ir.state[w.state] then
@@ -323,7 +317,7 @@ function M.build(L, doc, params)
   for k, site in ipairs(list(L, doc.train_sites, "train_sites")) do -- written for readers; recomputed on save
     if type(site) ~= "string" then L.fail("train_sites " .. k .. " must be a string") end
   end
-  return ir
+  return Graph.link(ir)
 end
 
 

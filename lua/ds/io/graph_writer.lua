@@ -1,5 +1,5 @@
--- io/graph_writer.lua: the graph file (name.json) of a compiled graph: the document (inputs, state,
--- constants, nodes, outputs, writes) and its JSON text (exact doubles, sorted keys, one node per line).
+-- io/graph_writer.lua: the graph file (name.json) of a graph (ds.Graph, a compiled graph's base): the document
+-- (inputs, state, constants, nodes, outputs, writes) and its JSON text (exact doubles, sorted keys, one node per line).
 local cjson = require("cjson.safe")
 local sym = require("ds.sym")
 local errors = require("ds.errors")
@@ -91,7 +91,7 @@ local function dims_out(shape)
 end
 
 -- a node as the graph file holds it (values: the id -> {shape, dtype} table of its graph)
-local function node_doc(node, values, source)
+local function node_doc(node, values)
   local outs = {}
   for k, id in ipairs(node.outputs) do
     local v = values[id]
@@ -99,24 +99,30 @@ local function node_doc(node, values, source)
   end
   local attrs = {}
   for k, a in pairs(node.attrs) do attrs[k] = a end
-  return { op = node.op, inputs = node.inputs, attrs = attrs, outputs = outs, source = source }
+  return { op = node.op, inputs = node.inputs, attrs = attrs, outputs = outs, source = node.line }
 end
 
--- a sub-graph (cond branch, loop body; graph.lua's layout): inputs, 0-d constants inline, nodes, outputs
-subgraph_doc = function(g)
-  local doc = { name = g.name, inputs = {}, constants = {}, nodes = {}, outputs = g.outputs }
-  if #g.state > 0 or #g.state_writes > 0 then errors.raise("save: sub-graph " .. g.name .. " has state") end
-  for i, inp in ipairs(g.inputs) do
-    local v = g.values[inp.value]
-    doc.inputs[i] = { name = inp.name, value = inp.value, dtype = v.dtype, shape = dims_out(v.shape) }
+-- the document's inputs of graph g
+local function inputs_doc(g)
+  local out = {}
+  for i, id in ipairs(g.inputs) do
+    local v = g.values[id]
+    out[i] = { name = g.specs[i].name, value = id, dtype = v.dtype, shape = dims_out(v.shape) }
   end
-  for i, c in ipairs(g.constants) do
+  return out
+end
+
+-- a sub-graph (cond branch, loop body): inputs, 0-d constants inline (their numbers), nodes, outputs
+subgraph_doc = function(g)
+  local doc = { name = g.name, inputs = inputs_doc(g), constants = {}, nodes = {}, outputs = g.outputs }
+  if #g.state > 0 or #g.state_writes > 0 then errors.raise("save: sub-graph " .. g.name .. " has state") end
+  for i, c in ipairs(g.consts) do
     if type(c.number) ~= "number" and type(c.number) ~= "boolean" then
       errors.raise("save: sub-graph constant is not a number")
     end
-    doc.constants[i] = { value = c.value, number = c.number, dtype = c.dtype }
+    doc.constants[i] = { value = c.value, number = c.number, dtype = g.values[c.value].dtype }
   end
-  for i, node in ipairs(g.nodes) do doc.nodes[i] = node_doc(node, g.values, node.source) end
+  for i, node in ipairs(g.nodes) do doc.nodes[i] = node_doc(node, g.values) end
   return doc
 end
 
@@ -126,13 +132,9 @@ function M.document(ir, ds_version)
   local tensors = {}
   local doc = {
     format = M.FORMAT, format_version = M.FORMAT_VERSION, ds_version = ds_version,
-    name = ir.name or "graph", inputs = {}, state = {}, constants = {}, nodes = {}, outputs = ir.outputs,
+    name = ir.name, inputs = inputs_doc(ir), state = {}, constants = {}, nodes = {}, outputs = ir.outputs,
     state_writes = {}, grad_writes = {},
   }
-  for i, id in ipairs(ir.inputs) do
-    local v, spec = ir.values[id], ir.specs[i]
-    doc.inputs[i] = { name = spec.name or ("x" .. i), value = id, dtype = v.dtype, shape = dims_out(v.shape) }
-  end
   if ir.args then
     local args, ok = {}, true
     for k, a in ipairs(ir.args) do
@@ -156,13 +158,13 @@ function M.document(ir, ds_version)
     local v = ir.values[c.value]
     doc.constants[i] = { name = name, value = c.value, dtype = v.dtype, shape = dims_out(v.shape) }
   end
-  for i, node in ipairs(ir.nodes) do doc.nodes[i] = node_doc(node, ir.values, node.line) end
+  for i, node in ipairs(ir.nodes) do doc.nodes[i] = node_doc(node, ir.values) end
   for i, w in ipairs(ir.state_writes) do doc.state_writes[i] = { state = w.state, value = w.value } end
-  for i, w in ipairs(ir.grad_writes or {}) do
+  for i, w in ipairs(ir.grad_writes) do
     doc.grad_writes[i] = { state = w.state, value = w.value or false, into_existing = w.into_existing or false }
   end
   -- inputs the function updated in place (only when there are any: older readers refuse the field)
-  if #(ir.input_writes or {}) > 0 then
+  if #ir.input_writes > 0 then
     doc.input_writes = {}
     for i, w in ipairs(ir.input_writes) do doc.input_writes[i] = { input = w.input, value = w.value } end
   end
@@ -174,7 +176,7 @@ end
 
 -- a graph that trains (gradients or optimizer updates), not a predictor
 function M.trains(ir)
-  if #(ir.grad_writes or {}) > 0 then return true end
+  if #ir.grad_writes > 0 then return true end
   for _, n in ipairs(ir.nodes) do if n.def.kind == "update" then return true end end
   return false
 end
@@ -189,7 +191,7 @@ function M.train_sites(ir)
     if n.def.kind == "random" then sites[#sites + 1] = string.format("random draw (%s) at %s", n.op, n.line or "?") end
   end
   local trained = {}
-  for _, w in ipairs(ir.grad_writes or {}) do trained[w.state] = true end
+  for _, w in ipairs(ir.grad_writes) do trained[w.state] = true end
   for _, w in ipairs(ir.state_writes) do
     local s, n = ir.state[w.state], ir.values[w.value].node
     if s.name ~= "rng_state" and not trained[w.state] and not (n and n.def.kind == "update") then

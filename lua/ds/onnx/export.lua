@@ -180,11 +180,11 @@ function Writer:write_graph(g, bind)
   local names = {}
   for v, name in pairs(bind) do names[v] = name end
   self.names = names
-  for _, c in ipairs(g.constants) do
+  for _, c in ipairs(g.consts) do
     local name = self:fresh("k")
     local t = c.tensor
-    self.initializers[#self.initializers + 1] = { name = name, data_type = types.onnx_type(c.dtype, "a constant"),
-      dims = t and t.shape or {}, raw_data = t and types.tensor_bytes(t) or types.list_bytes({ c.number }, c.dtype) }
+    self.initializers[#self.initializers + 1] = { name = name,
+      data_type = types.onnx_type(g.values[c.value].dtype, "a constant"), dims = t.shape, raw_data = types.tensor_bytes(t) }
     names[c.value] = name
   end
   local used = {}
@@ -258,21 +258,21 @@ function M.model(graph_or_compiled, opts)
   w.root, w.scope = root, root
   local graph = { name = opts.name or g.name, input = {}, output = {}, initializer = w.initializers }
   local bind = {}
-  for _, inp in ipairs(g.inputs) do
-    local val = g.values[inp.value]
-    local name = w:claim(inp.name)
-    bind[inp.value] = name
+  for i, id in ipairs(g.inputs) do
+    local val, iname = g.values[id], g.specs[i].name
+    local name = w:claim(iname)
+    bind[id] = name
     for axis, d in ipairs(val.shape) do
       if type(d) ~= "number" then
         if opts.dynamic == false then
-          error("ds.onnx.export: input " .. inp.name .. " has the dynamic dim " .. tostring(d) .. " and {dynamic = " ..
+          error("ds.onnx.export: input " .. iname .. " has the dynamic dim " .. tostring(d) .. " and {dynamic = " ..
             "false} was asked; trace with fixed sizes, or export with dynamic = true", 0)
         end
         local nm = sym.symbol_name(d)
         if nm and not root.dim_source[nm] then root.dim_source[nm] = { input = name, axis = axis } end
       end
     end
-    graph.input[#graph.input + 1] = M.value_info(name, val, "input " .. inp.name)
+    graph.input[#graph.input + 1] = M.value_info(name, val, "input " .. iname)
   end
   -- Shape(input) once per input that names a dim
   local shape_of = {}

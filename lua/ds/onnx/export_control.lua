@@ -31,7 +31,7 @@ M.cond = function(w, n)
     local results
     local nodes = w:subgraph_nodes(function()
       local bind = {}
-      for j, inp in ipairs(g.inputs) do bind[inp.value] = n.ins[j + 1] end
+      for j, id in ipairs(g.inputs) do bind[id] = n.ins[j + 1] end
       local names = w:write_graph(g, bind)
       results = {}
       for k, v in ipairs(g.outputs) do results[k] = names[v] end
@@ -49,7 +49,7 @@ M.while_loop = function(w, n)
   if a.reads then
     error(string.format("ds.onnx.export: while_loop (%s) is the reverse loop of a traced loop's gradient: it reads the "
       .. "trips its forward loop saves in ds's loop runtime, which has no ONNX form (export the forward only)",
-      n.node.source or "?"), 0)
+      n.node.line or "?"), 0)
   end
   local nv = a.nresults
   local ncap = #n.ins - nv
@@ -58,8 +58,8 @@ M.while_loop = function(w, n)
   -- the ds graph's inputs bound to: vars -> vars[i], capture k -> caps[k]
   local function bind_of(g, vars, caps)
     local bind = {}
-    for i = 1, nv do bind[g.inputs[i].value] = vars[i] end
-    for k = 1, ncap do bind[g.inputs[nv + k].value] = caps[k] end
+    for i = 1, nv do bind[g.inputs[i]] = vars[i] end
+    for k = 1, ncap do bind[g.inputs[nv + k]] = caps[k] end
     return bind
   end
   local outer_caps = {}

@@ -93,7 +93,7 @@ local function arg_reduce(onnx)
       x, axis = to_shape(w, x, { -1 }), 0
     else
       if #dims ~= 1 then error("ds.onnx.export: " .. n.node.op .. " over " .. #dims .. " dims has no ONNX form (" ..
-        (n.node.source or "?") .. ")", 0) end
+        (n.node.line or "?") .. ")", 0) end
       axis = axis0(dims[1])
     end
     local i = w:one(onnx, { x }, { axis = A.int(axis), keepdims = A.int(1), select_last_index = A.int(0) })
@@ -203,7 +203,7 @@ FORMS.arange = function(w, n)
   local a, dt = n.node.attrs, n.outm[1].dtype
   if type(a.length) ~= "number" then
     error("ds.onnx.export: arange with the dynamic length " .. tostring(a.length) .. " has no ONNX form here (" ..
-      (n.node.source or "?") .. ")", 0)
+      (n.node.line or "?") .. ")", 0)
   end
   local limit = a.start + a.step * (a.length - 0.5)
   if not dtype.is_float[dt] then limit = a.start + a.step * a.length end
@@ -394,7 +394,7 @@ function M.write(w, node, n)
   local form = FORMS[node.op]
   if not form then
     local why = NO_FORM[node.op] or "no ONNX mapping is written for it (lua/ds/onnx/export_ops.lua)"
-    error(string.format("ds.onnx.export: op %s has no ONNX form: %s (%s)", node.op, why, node.source or "?"), 0)
+    error(string.format("ds.onnx.export: op %s has no ONNX form: %s (%s)", node.op, why, node.line or "?"), 0)
   end
   form(w, n)
 end

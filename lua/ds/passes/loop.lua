@@ -2,7 +2,7 @@
 -- the captures the loop updates (KV caches, the random generator's state) become state of the sub-IR written back
 -- in place, its 0-d constants fill nodes; each input and state slot says which loop operand it reads. The passes
 -- that need no constant tensors run on it as ds.compile runs them (dce, cse, single_output, fuse, epilogue).
-local IR = require("ds.passes.ir")
+local Graph = require("ds.graph")
 local dce = require("ds.passes.dce")
 local cse = require("ds.passes.cse")
 local single_output = require("ds.passes.single_output")
@@ -25,30 +25,28 @@ function M.sub_ir(g, node, reads_only)
   local a = node.attrs
   local n, ncap = a.nresults, #node.inputs - a.nresults
   if #g.inputs ~= n + ncap or #g.state > 0 then return nil end
-  local ir = IR.new()
-  ir.name = g.name
-  for id, v in ipairs(g.values) do
+  local ir = Graph.new(g.name)
+  for id, v in pairs(g.values) do
     ir.values[id] = { id = id, shape = v.shape, dtype = v.dtype, kind = v.kind, name = v.name }
   end
-  ir.next_id = #g.values + 1
+  ir.next_id = g.next_id
   local written = {}   -- capture k -> its slot among the written outputs
   if not reads_only then for j, k in ipairs(a.written or {}) do written[k] = j end end
   local sources, state_of = { input = {}, state = {} }, {}
-  for p, inp in ipairs(g.inputs) do
-    local v = ir.values[inp.value]
+  for p, id in ipairs(g.inputs) do
+    local v, name = ir.values[id], g.specs[p].name
     if p > n and written[p - n] then
-      ir.state[#ir.state + 1] = { name = inp.name, value = inp.value }
+      ir.state[#ir.state + 1] = { name = name, value = id }
       v.kind, v.index = "state", #ir.state
       sources.state[#ir.state] = p - 1
       state_of[p - n] = #ir.state
     else
-      ir.inputs[#ir.inputs + 1] = inp.value
-      ir.specs[#ir.inputs] = { name = inp.name, shape = v.shape, dtype = v.dtype }
+      Graph.add_input(ir, id, name)
       v.kind, v.index = "input", #ir.inputs
       sources.input[#ir.inputs] = p - 1
     end
   end
-  for _, c in ipairs(g.constants) do
+  for _, c in ipairs(g.consts) do
     local v = ir.values[c.value]
     if type(c.number) ~= "number" or #v.shape ~= 0 then return nil end
     local fill = { op = "full", def = creation.full, inputs = {}, outputs = { c.value },
@@ -58,7 +56,7 @@ function M.sub_ir(g, node, reads_only)
   end
   for _, node_ in ipairs(g.nodes) do
     local x = { op = node_.op, def = node_.def, inputs = { unpack(node_.inputs) }, outputs = { unpack(node_.outputs) },
-                attrs = node_.attrs, line = node_.source }
+                attrs = node_.attrs, line = node_.line }
     for k, id in ipairs(x.outputs) do ir.values[id].node = x; ir.values[id].index = k end
     ir.nodes[#ir.nodes + 1] = x
   end
