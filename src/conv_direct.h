@@ -30,4 +30,5 @@ typedef struct {
 
 extern const conv_kernel ds_conv_avx2;     /* conv_direct_avx2.c */
 extern const conv_kernel ds_conv_avx512;   /* conv_direct_avx512.c */
+extern const conv_kernel ds_conv_avx512_r8;   /* conv_direct_avx512_r8.c: conv_rows in 8-row tiles, no conv_dots */
 #endif

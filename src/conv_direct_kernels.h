@@ -1,8 +1,8 @@
 /* conv_direct_kernels.h: conv_rows and conv_dots (conv_direct.h) written once over a logical 16-float vector.
    A kernel file defines vec, vzero(), vset1(x), vload(p), vstore(p, v), vfma(a, b, c) (a * b + c, one rounding
    per lane), VKEEP(v) (keeps v in registers: the compiler would otherwise reload it as an FMA operand),
-   TILE_ROWS, TILE_NV (vectors per row of a conv_rows tile, at most 4), DOT_ROWS and DOT_COLS, then includes
-   this. */
+   TILE_ROWS, TILE_NV (vectors per row of a conv_rows tile, at most 4), DOT_ROWS and DOT_COLS (or CONV_ROWS_ONLY
+   for conv_rows alone), then includes this. */
 
 /* TILE_ROWS rows x nv vectors of c, all K at once (nv is a constant in each instantiation) */
 __attribute__((always_inline)) static inline void rows_tile(const int nv, int64_t K, const float *a, int64_t lda,
@@ -39,6 +39,7 @@ static void conv_rows(int64_t rows, int64_t nvec, int64_t K, const float *a, int
 #undef ROWS_CASE
 _Static_assert(TILE_NV >= 1 && TILE_NV <= 4, "conv_rows has one case per vector count 1 .. 4");
 
+#ifndef CONV_ROWS_ONLY
 static void conv_dots(int64_t rows, int64_t cols, int64_t nimg, int64_t nvec, const float *d, int64_t ldd,
                       int64_t dstride, const float *b, int64_t bstride, const int64_t *koff, float *acc) {
   for (int64_t r0 = 0; r0 < rows; r0 += DOT_ROWS)
@@ -63,3 +64,4 @@ static void conv_dots(int64_t rows, int64_t cols, int64_t nimg, int64_t nvec, co
         for (int j = 0; j < DOT_COLS; j++) vstore(acc + ((r0 + r) * cols + j0 + j) * CONV_LANES, s[r * DOT_COLS + j]);
     }
 }
+#endif

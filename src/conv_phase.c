@@ -1,5 +1,6 @@
-/* conv_phase.c: an image's planes, zero-bordered and split by stride phase, so that every window a strided
-   convolution reads is one contiguous run over its wide output (the direct and the depthwise forward passes). */
+/* conv_phase.c: an image's planes, zero-bordered and split by stride phase (or by kernel column), so that every
+   window a strided convolution reads is one contiguous run over its wide output (the direct and the depthwise
+   forward passes). */
 #include "internal.h"
 #include "nn_conv.h"
 
@@ -8,11 +9,24 @@ void conv_phase_init(phase_geom *p, int64_t C, int64_t H, int64_t W, int64_t top
   p->C = C; p->H = H; p->W = W; p->top = top; p->left = left; p->sh = sh; p->sw = sw;
   p->Hq = (Hp + sh - 1) / sh; p->Wq = (Wp + sw - 1) / sw;
   p->plane = p->Hq * p->Wq;
+  p->kx = 0; p->kdw = 1;
+}
+
+void conv_phase_init_cols(phase_geom *p, int64_t C, int64_t H, int64_t W, int64_t top, int64_t left, int64_t Hp,
+                          int64_t OW, int64_t KW, int64_t sw, int64_t dw) {
+  p->C = C; p->H = H; p->W = W; p->top = top; p->left = left; p->sh = 1; p->sw = sw;
+  p->Hq = Hp; p->Wq = OW; p->plane = Hp * OW; p->kx = KW; p->kdw = dw;
 }
 
 /* window (c, kh, kw) of output (oh, ow) starts in phase plane (c, (kh*dh) % sh, (kw*dw) % sw) at row
    oh + (kh*dh) / sh, column ow + (kw*dw) / sw: at koff + oh * Wq + ow */
 void conv_phase_offsets(const phase_geom *p, int64_t KH, int64_t KW, int64_t dh, int64_t dw, int64_t *koff) {
+  if (p->kx) {   /* column planes: window (c, kh, kw) is plane (c, kw) from row kh * dh */
+    for (int64_t c = 0; c < p->C; c++)
+      for (int64_t kh = 0; kh < KH; kh++)
+        for (int64_t kw = 0; kw < KW; kw++) koff[(c * KH + kh) * KW + kw] = (c * p->kx + kw) * p->plane + kh * dh * p->Wq;
+    return;
+  }
   for (int64_t c = 0; c < p->C; c++)
     for (int64_t kh = 0; kh < KH; kh++)
       for (int64_t kw = 0; kw < KW; kw++) {
@@ -24,7 +38,7 @@ void conv_phase_offsets(const phase_geom *p, int64_t KH, int64_t KW, int64_t dh,
 
 /* elements a phase buffer needs so that each window (offsets koff[0 .. K)) can be read for span elements */
 int64_t conv_phase_len(const phase_geom *p, const int64_t *koff, int64_t K, int64_t span) {
-  int64_t n = p->C * p->sh * p->sw * p->plane;
+  int64_t n = p->C * (p->kx ? p->kx : p->sh * p->sw) * p->plane;
   for (int64_t k = 0; k < K; k++) if (koff[k] + span > n) n = koff[k] + span;
   return n;
 }
@@ -39,5 +53,7 @@ static split2 split2_of(int64_t W, int64_t left, int64_t Wq) {
   if (t.no > Wq - t.o0) t.no = Wq - t.o0;
   return t;
 }
+/* short row copies: a plain loop, not a memcpy call per 10-element row */
+#define NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #define KERNELS "conv_phase_kernels.h"
 #include "float_kernels.h"

@@ -21,10 +21,36 @@ static void FN(phase_row2)(T *restrict d0, T *restrict d1, const T *restrict s, 
   for (int64_t j = o0 + no; j < Wq; j++) o[j] = 0;
 }
 
+/* dst (C, kx, Hq, OW) = column planes (nn_conv.h): plane (c, kw) row i column ow = padded input (c, i,
+   ow * sw + kw * kdw), zeros outside the input; then dst[planes .. len) is zeroed */
+NO_MEMCPY static void FN(column_planes)(const phase_geom *p, const T *x, T *dst, int64_t len) {
+  int64_t OW = p->Wq, sw = p->sw;
+  T *d = dst;
+  for (int64_t c = 0; c < p->C; c++)
+    for (int64_t kw = 0; kw < p->kx; kw++) {
+      /* input column ow * sw + kw * kdw - left: inside for ow in [j0, j1) */
+      int64_t o = kw * p->kdw - p->left, j0 = o >= 0 ? 0 : (-o + sw - 1) / sw;
+      int64_t j1 = p->W - o <= 0 ? 0 : (p->W - o + sw - 1) / sw;
+      if (j1 > OW) j1 = OW;
+      if (j0 > j1) j0 = j1;
+      for (int64_t i = 0; i < p->Hq; i++, d += OW) {
+        int64_t h = i - p->top;
+        if (h < 0 || h >= p->H) { for (int64_t j = 0; j < OW; j++) d[j] = 0; continue; }
+        const T *s = x + (c * p->H + h) * p->W + o;   /* a plain loop: a memcpy call per short row costs more */
+        for (int64_t j = 0; j < j0; j++) d[j] = 0;
+        if (sw == 1) for (int64_t j = j0; j < j1; j++) d[j] = s[j];
+        else for (int64_t j = j0; j < j1; j++) d[j] = s[j * sw];
+        for (int64_t j = j1; j < OW; j++) d[j] = 0;
+      }
+    }
+  for (int64_t i = d - dst; i < len; i++) dst[i] = 0;
+}
+
 /* dst (C, sh, sw, Hq, Wq) = the C planes (H, W) at x placed at (top, left) in zeros, phase plane (c, r, q) holding
    the padded rows r, r + sh, ... and columns q, q + sw, ...; every element of the planes is written, then
    dst[planes .. len) is zeroed */
 void FN(conv_phases)(const phase_geom *p, const T *x, T *dst, int64_t len) {
+  if (p->kx) { FN(column_planes)(p, x, dst, len); return; }
   int64_t sh = p->sh, sw = p->sw, Wq = p->Wq, plane = p->plane;
   split2 t2 = split2_of(p->W, p->left, Wq);
   for (int64_t c = 0; c < p->C; c++) {

@@ -17,10 +17,16 @@ typedef struct {
 
 /* An image's C planes (H, W) placed at (top, left) in zero-bordered planes (Hp, Wp) and split by stride phase
    into C * sh * sw planes (Hq, Wq) (conv_phase.c): a window of a convolution with strides (sh, sw) is then one
-   contiguous run over the wide output (OH rows of Wq, the columns past OW dropped). Stride 1: the padded planes. */
-typedef struct { int64_t C, H, W, top, left, sh, sw, Hq, Wq, plane; } phase_geom;
+   contiguous run over the wide output (OH rows of Wq, the columns past OW dropped). Stride 1: the padded planes.
+   Column planes (kx > 0, row stride 1 only): C * kx planes (Hq = Hp, Wq = OW), plane (c, kw) holding padded
+   column ow * sw + kw * kdw at column ow: every window is then one run over the output itself (no dropped
+   columns), for kx times the copy. */
+typedef struct { int64_t C, H, W, top, left, sh, sw, Hq, Wq, plane, kx, kdw; } phase_geom;
 void conv_phase_init(phase_geom *p, int64_t C, int64_t H, int64_t W, int64_t top, int64_t left, int64_t Hp,
                      int64_t Wp, int64_t sh, int64_t sw);
+/* column planes of a KW-wide kernel (column stride sw, dilation dw) with OW output columns */
+void conv_phase_init_cols(phase_geom *p, int64_t C, int64_t H, int64_t W, int64_t top, int64_t left, int64_t Hp,
+                          int64_t OW, int64_t KW, int64_t sw, int64_t dw);
 /* koff[(c * KH + kh) * KW + kw] = where window (c, kh, kw) of output (0, 0) starts in the phase planes */
 void conv_phase_offsets(const phase_geom *p, int64_t KH, int64_t KW, int64_t dh, int64_t dw, int64_t *koff);
 /* elements of a phase buffer from which each of the K windows can be read for span elements */

@@ -1,5 +1,6 @@
 /* nn_conv_direct.c: f32 convolutions read straight from a zero-bordered copy of each image, without a column
-   matrix: the forward pass (any stride: the copy split by stride phase, conv_phase.c) and the stride-1 input
+   matrix: the forward pass (any stride: the copy split by stride phase, or by kernel column where the wide rows
+   would waste vectors, conv_phase.c) and the stride-1 input
    gradient as an implicit GEMM over shifted windows (conv_rows), the stride-1 weight gradient as lane-wise dot
    products (conv_dots). Kernels per ISA behind conv_direct.h. */
 #include "internal.h"
@@ -195,12 +196,24 @@ static const float *pad_rows(const float *w, int64_t G, int64_t n, int64_t rows,
   return a;
 }
 
+/* column planes (nn_conv.h) instead of the wide rows of the phase planes (Wq columns a row) when they save at least
+   1/8 of the vectors a row of output takes (LeNet-5's 10x10 maps from 14x14: 7 instead of 9), at row stride 1 */
+static int use_columns(const geom *g, int64_t Wq) {
+  int64_t wide = (g->OH * Wq + CONV_LANES - 1) / CONV_LANES, cols = (g->ohw + CONV_LANES - 1) / CONV_LANES;
+  return g->sh == 1 && g->KW > 1 && 8 * cols <= 7 * wide;
+}
+
 int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y, const conv_ep *ep) {
   inner_conv v = { g->N, g->G, { 0 }, g->OCg, g->OH, g->OW, g->KH, g->KW, g->dh, g->dw, 0 };
   conv_phase_init(&v.p, g->Cg, g->H, g->W, g->ph, g->pw, g->Hp, g->Wp, g->sh, g->sw);
-  if (2 * v.p.Wq > 3 * g->OW || g->ckk > DIRECT_K_MAX) return CONV_NOT_DIRECT;   /* at most 50% extra columns */
+  if (use_columns(g, v.p.Wq))
+    conv_phase_init_cols(&v.p, g->Cg, g->H, g->W, g->ph, g->pw, g->Hp, g->OW, g->KW, g->sw, g->dw);
+  else if (2 * v.p.Wq > 3 * g->OW) return CONV_NOT_DIRECT;   /* at most 50% extra columns */
+  if (g->ckk > DIRECT_K_MAX) return CONV_NOT_DIRECT;
   if (g->N == 0) return DS_OK;
   const conv_kernel *kr = isa_kernel();
+  if (kr == &ds_conv_avx512 && round_up(g->OCg, 8) < round_up(g->OCg, kr->tile_rows))
+    kr = &ds_conv_avx512_r8;   /* fewer zero rows: 8-row tiles */
   v.rows = round_up(g->OCg, kr->tile_rows);
   int64_t rounded;
   const float *a = pad_rows(w, g->G, g->OCg, v.rows, g->ckk, &rounded);

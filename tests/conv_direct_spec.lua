@@ -36,6 +36,10 @@ local cases = {
   { 1, 3, 15, 15, 6, 3, 3, { 2, 2 }, { 2, 2 }, { 2, 2 }, 1 }, { 2, 6, 10, 10, 8, 3, 3, { 2, 2 }, { 1, 1 }, { 1, 1 }, 2 },
   { 1, 24, 12, 12, 40, 1, 1, { 2, 2 }, { 0, 0 }, { 1, 1 }, 1 }, { 1, 80, 1, 1, 20, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
   { 1, 6, 14, 14, 16, 5, 5, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
+  -- row stride 1 with few output columns a padded row: column planes (LeNet's c1 and c2), a column stride,
+  -- dilation with one-sided padding, a map narrower than a vector
+  { 2, 1, 28, 28, 6, 5, 5, { 1, 1 }, { 2, 2 }, { 1, 1 }, 1 }, { 2, 3, 12, 9, 10, 3, 5, { 1, 2 }, { 1, 2 }, { 1, 1 }, 1 },
+  { 1, 2, 13, 11, 5, 3, 3, { 1, 1 }, { 0, 1 }, { 1, 2 }, 1 }, { 1, 4, 7, 5, 7, 3, 3, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
 }
 
 describe("direct conv2d forward at any stride", function()
@@ -77,8 +81,10 @@ describe("direct conv2d forward at any stride", function()
       local yp = ds.conv2d(xp, wp, bp)
       assert(ds.equal(yp, ds.conv2d(ds.cat({ xp, xp }, 1), wp, bp):narrow(1, 2, 1)), "batch 1 differs from batch 2")
       local ffi = require("ffi")
+      local xc, wc, bc = ds.randn(3, 6, 14, 14), ds.randn(16, 6, 5, 5), ds.randn(16)   -- column planes
+      local yc = ds.conv2d(xc, wc, bc)
       local h = 0
-      for _, t in ipairs({ y, y1, yp }) do
+      for _, t in ipairs({ y, y1, yp, yc }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
