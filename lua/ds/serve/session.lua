@@ -151,6 +151,26 @@ local function rows_of(m)
   return rows, #specs == 3
 end
 
+-- The plans of every call shape a by-slot session makes, built once per loaded model m before its first session
+-- listens: n running rows of one token (n = 1 .. slots) and a prompt of P tokens in one row (P as ds.generator pads
+-- it: powers of two, then max_len). A shape's first call builds its plan (~5 ms), which otherwise stalls every
+-- running stream the first time a batch size or prompt length comes up. The calls write cache positions that a
+-- request's own prompt writes again before any query reads them.
+local warmed = setmetatable({}, { __mode = "k" })
+local function warm(m, slots, max_len)
+  if warmed[m] then return end
+  local i64 = { dtype = "i64" }
+  local all = ds.arange(1, slots + 1, i64)
+  for n = 1, slots do m(ds.ones({ n, 1 }, i64), ds.ones({ n }, i64), all) end
+  local P = 1
+  while true do
+    m(ds.ones({ 1, P }, i64), ds.ones({ 1 }, i64), all)
+    if P >= max_len then break end
+    P = math.min(2 * P, max_len)
+  end
+  warmed[m] = true
+end
+
 -- M.run(m, path, max_len) -> true, steps | nil, error: a session of the loaded step model m (rows_of) whose caches
 -- hold max_len positions, listening on path for the workers' event loops
 function M.run(m, path, max_len)
@@ -166,12 +186,18 @@ function M.run(m, path, max_len)
     end
   end
   local gen = ds.generator({ step = step, max_len = max_len }, { slots = slots, by_slot = by_slot, compile = false })
-  local lfd, err = listen_on(path)
-  if not lfd then return nil, err end
   -- the steps run on this thread alone (an OpenMP team's second thread would take the core the event loops and the
   -- clients need; the pool thread's team size is restored after)
   local threads = ds.get_num_threads()
   ds.set_num_threads(1)
+  local okw, why = true, nil
+  if by_slot then okw, why = pcall(warm, m, slots, max_len) end
+  local lfd, err
+  if okw then lfd, err = listen_on(path) else err = "warm-up: " .. tostring(why) end
+  if not lfd then
+    ds.set_num_threads(threads)
+    return nil, err
+  end
   local ok, steps = pcall(serve, lfd, gen, slots)
   ds.set_num_threads(threads)
   C.unlink(path)   -- no new connection from here on
