@@ -80,29 +80,38 @@ static void colsums(const int8_t *w, int64_t n0, int64_t n1, int64_t K, int32_t 
 
 void ds_qgemm_colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs) { colsums(w, 0, N, K, cs); }
 
-/* lo = min(0, min x), hi = max(0, max x) (exact: the order does not matter); 0 when x holds NaN or an infinity
-   (x - x is NaN exactly then) */
-static int finite_range(const float *x, int64_t n, float *lo_out, float *hi_out) {
+/* lo = min(0, min x), hi = max(0, max x) over nseg runs of len values, run s at x + s * step (exact: the order
+   does not matter); 0 when x holds NaN or an infinity (x - x is NaN exactly then) */
+static int finite_range_runs(const float *x, int64_t nseg, int64_t len, int64_t step, float *lo_out,
+                             float *hi_out) {
   __m256 lo = _mm256_setzero_ps(), hi = lo, bad = lo;
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    __m256 v = _mm256_loadu_ps(x + k), d = _mm256_sub_ps(v, v);
-    lo = _mm256_min_ps(lo, v);
-    hi = _mm256_max_ps(hi, v);
-    bad = _mm256_or_ps(bad, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+  float a = 0, b = 0;
+  for (int64_t s = 0; s < nseg; s++) {
+    const float *xs = x + s * step;
+    int64_t k = 0;
+    for (; k + 8 <= len; k += 8) {
+      __m256 v = _mm256_loadu_ps(xs + k), d = _mm256_sub_ps(v, v);
+      lo = _mm256_min_ps(lo, v);
+      hi = _mm256_max_ps(hi, v);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+    }
+    for (; k < len; k++) {
+      if (!isfinite(xs[k])) return 0;
+      a = xs[k] < a ? xs[k] : a;
+      b = xs[k] > b ? xs[k] : b;
+    }
   }
   if (_mm256_movemask_ps(bad)) return 0;
-  float l[8], h[8], a = 0, b = 0;
+  float l[8], h[8];
   _mm256_storeu_ps(l, lo);
   _mm256_storeu_ps(h, hi);
   for (int i = 0; i < 8; i++) { a = l[i] < a ? l[i] : a; b = h[i] > b ? h[i] : b; }
-  for (; k < n; k++) {
-    if (!isfinite(x[k])) return 0;
-    a = x[k] < a ? x[k] : a;
-    b = x[k] > b ? x[k] : b;
-  }
   *lo_out = a; *hi_out = b;
   return 1;
+}
+
+static int finite_range(const float *x, int64_t n, float *lo_out, float *hi_out) {
+  return finite_range_runs(x, 1, n, 0, lo_out, hi_out);
 }
 
 /* ONNX's DynamicQuantizeLinear's scale and zero point of the range [lo, hi] (qgemm.h) */
@@ -153,15 +162,18 @@ int ds_qgemm_quantize(const float *x, int64_t n, float scale, int32_t zp, uint8_
   return 1;
 }
 
-/* row m of q->x into q->qa (zeros past K), q->sa, q->za; 0: it holds NaN or an infinity */
+/* row m of q->x into q->qa (zeros past K), q->sa, q->za; 0: it holds NaN or an infinity. A row in runs (q->xrow)
+   gets the range and values it would get whole: min, max and the quantization are per value. */
 static int quantize_row(const qgemm_job *q, int64_t m) {
-  const float *xr = q->x + m * q->K;
+  int64_t nseg = q->xrow ? q->nseg : 1, len = q->K / nseg, step = q->xrow ? q->segstride : 0;
+  const float *xr = q->xrow ? q->x + q->xrow[m] : q->x + m * q->K;
+  uint8_t *qr = q->qa + m * q->Kp;
   float lo, hi;
-  if (!finite_range(xr, q->K, &lo, &hi)) return 0;
+  if (!finite_range_runs(xr, nseg, len, step, &lo, &hi)) return 0;
   if (q->fixed) { q->sa[m] = q->fscale; q->za[m] = q->fzp; }
   else range_params(lo, hi, &q->sa[m], &q->za[m]);
-  quantize_finite(xr, q->K, q->sa[m], q->za[m], q->qa + m * q->Kp);
-  memset(q->qa + m * q->Kp + q->K, 0, (size_t)(q->Kp - q->K));
+  for (int64_t s = 0; s < nseg; s++) quantize_finite(xr + s * step, len, q->sa[m], q->za[m], qr + s * len);
+  memset(qr + q->K, 0, (size_t)(q->Kp - q->K));
   return 1;
 }
 
@@ -262,26 +274,30 @@ static int fixed_params(const char *op, const ds_tensor *t_scale, const ds_tenso
    the weight (N = sum N_p, K) split in turn between them, each part's packed strips starting on a strip of its
    own; wp/cs given (packed) or to fill from w (not NULL, n = 1: packed on this call); fixed: NULL (each row
    quantized with its own range) or the input's scale and zero point */
-static int linear_int8(const char *op, ds_tensor *const *ys, const int64_t *Ns, int n, const ds_tensor *x,
+static int linear_int8(const char *op, ds_tensor *const *ys, const int64_t *Ns, int n, const ds_tensor *x, int xdims,
                        const int8_t *w, int8_t *wp, int32_t *cs, const ds_tensor *ws, const ds_tensor *bias,
                        int64_t K, const ds_tensor *const *fixed) {
   char s1[128], s2[128];
   int rc;
   float fscale = 0;
   int32_t fzp = 0;
-  if ((rc = check(x, DS_F32, op, "input")) || (rc = check(ws, DS_F32, op, "weight scales")) ||
-      (rc = check(bias, DS_F32, op, "bias")))
-    return rc;
+  if ((rc = check(ws, DS_F32, op, "weight scales")) || (rc = check(bias, DS_F32, op, "bias"))) return rc;
+  DS_CHECK(x, "%s: missing input", op);
+  DS_CHECK(x->dtype == DS_F32, "%s: input must be f32, got %s", op, ds_dtype_name(x->dtype));
   if (fixed && (rc = fixed_params(op, fixed[0], fixed[1], &fscale, &fzp))) return rc;
-  DS_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] == K, "%s: input %s does not end in K = %lld", op,
-           ds_shape_str(x, s1), (long long)K);
+  int nd = x->ndim, lead = nd - xdims;
+  DS_CHECK(lead >= 0 && x->shape[nd - 1] * (xdims == 2 ? x->shape[nd - 2] : 1) == K,
+           "%s: input %s does not end in K = %lld", op, ds_shape_str(x, s1), (long long)K);
+  int contiguous = ds_tensor_is_contiguous(x);
+  DS_CHECK(contiguous || x->shape[nd - 1] == 1 || x->strides[nd - 1] == 1,
+           "%s: input %s must have a unit-stride last dim", op, ds_shape_str(x, s1));
   int64_t M = 1, N = 0;
-  for (int d = 0; d < x->ndim - 1; d++) M *= x->shape[d];
+  for (int d = 0; d < lead; d++) M *= x->shape[d];
   qgemm_part parts[QG_MAX_PARTS];
   for (int p = 0, strip = 0; p < n; p++) {
     const ds_tensor *y = ys[p];
     if ((rc = check(y, DS_F32, op, "output"))) return rc;
-    DS_CHECK(y->ndim == x->ndim && y->shape[y->ndim - 1] == Ns[p] && y->numel == M * Ns[p],
+    DS_CHECK(y->ndim == lead + 1 && y->shape[lead] == Ns[p] && y->numel == M * Ns[p],
              "%s: output %s does not match input %s and N = %lld", op, ds_shape_str(y, s1), ds_shape_str(x, s2),
              (long long)Ns[p]);
     parts[p] = (qgemm_part){ Ns[p], N, strip, y->data };
@@ -293,15 +309,23 @@ static int linear_int8(const char *op, ds_tensor *const *ys, const int64_t *Ns, 
   DS_CHECK(K <= QG_K_MAX, "%s: K = %lld is over %d (the int32 sums could overflow)", op, (long long)K, QG_K_MAX);
   if (M == 0 || N == 0) return DS_OK;
   int64_t G = (K + QG_KG - 1) / QG_KG, Kp = G * QG_KG, rounded;
-  int64_t bytes = M * Kp + M * (int64_t)(sizeof(float) + sizeof(int32_t)) + 64;
+  int64_t rows = contiguous ? 0 : M;   /* row offsets of a strided x */
+  int64_t bytes = rows * (int64_t)sizeof(int64_t) + M * Kp + M * (int64_t)(sizeof(float) + sizeof(int32_t)) + 64;
   char *buf = ds_mem_alloc(bytes, &rounded);
   if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the quantized input", op);
-  float *sa = (float *)buf;
+  int64_t *xrow = (int64_t *)buf;
+  float *sa = (float *)(xrow + rows);
   int32_t *za = (int32_t *)(sa + M);
   uint8_t *qa = (uint8_t *)(za + M);
-  qgemm_job q = { .M = M, .N = N, .K = K, .G = G, .Kp = Kp, .x = x->data, .fixed = fixed != NULL, .fscale = fscale,
-                  .fzp = fzp, .qa = qa, .sa = sa, .za = za, .w = w, .wp = wp, .cs = cs, .ws = ws->data,
-                  .bias = bias->data, .nparts = n, .parts = parts };
+  for (int64_t m = 0; m < rows; m++) {   /* the leading dims' strides, the last one fastest */
+    int64_t off = 0, rest = m;
+    for (int d = lead - 1; d >= 0; d--) { off += rest % x->shape[d] * x->strides[d]; rest /= x->shape[d]; }
+    xrow[m] = off;
+  }
+  qgemm_job q = { .M = M, .N = N, .K = K, .G = G, .Kp = Kp, .x = x->data, .xrow = contiguous ? NULL : xrow,
+                  .nseg = xdims == 2 ? x->shape[nd - 2] : 1, .segstride = xdims == 2 ? x->strides[nd - 2] : 0,
+                  .fixed = fixed != NULL, .fscale = fscale, .fzp = fzp, .qa = qa, .sa = sa, .za = za, .w = w,
+                  .wp = wp, .cs = cs, .ws = ws->data, .bias = bias->data, .nparts = n, .parts = parts };
   int ok = ds_qgemm_run(&q);
   ds_mem_release(buf, rounded);
   if (!ok) return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
@@ -321,21 +345,23 @@ static int linear_unpacked(const char *op, ds_tensor *const *t, const ds_tensor 
   if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed weight", op);
   int32_t *cs = (int32_t *)buf;
   int8_t *wp = (int8_t *)(cs + N);
-  rc = linear_int8(op, t, &N, 1, t[1], w->data, wp, cs, t[3], t[4], K, fixed);
+  rc = linear_int8(op, t, &N, 1, t[1], 1, w->data, wp, cs, t[3], t[4], K, fixed);
   ds_mem_release(buf, rounded);
   return rc;
 }
 
 /* ys (n outputs), then in = {x, wp (sum ceil(N_p/16), ceil(K/4), 64) i8, colsum (N) i32, wscale, bias[, x_scale,
-   x_zero]}; Ns: the outputs' widths (NULL: one output as wide as colsum) */
+   x_zero]}; Ns: the outputs' widths (NULL: one output as wide as colsum); a = {K, xdims}: x (..., K) or, xdims 2,
+   (..., H, D) read as rows of K = H * D (any strides but a unit-stride last dim: attention's heads, transposed) */
 static int linear_packed(const char *op, ds_tensor *const *ys, const int64_t *Ns, int n, ds_tensor *const *in,
-                         double k_attr, const ds_tensor *const *fixed) {
+                         const double *a, const ds_tensor *const *fixed) {
   ds_tensor *wp = in[1], *cs = in[2];
   char s1[128];
   int rc;
   if ((rc = check(wp, DS_I8, op, "packed weight")) || (rc = check(cs, DS_I32, op, "column sums"))) return rc;
-  int64_t whole = cs->numel, K = (int64_t)k_attr, strips = 0, N = 0;
-  DS_CHECK(k_attr >= 0 && k_attr <= QG_K_MAX && (double)K == k_attr, "%s: bad K attribute", op);
+  int64_t whole = cs->numel, K = (int64_t)a[0], strips = 0, N = 0;
+  DS_CHECK(a[0] >= 0 && a[0] <= QG_K_MAX && (double)K == a[0], "%s: bad K attribute", op);
+  DS_CHECK(a[1] == 0 || a[1] == 1 || a[1] == 2, "%s: bad xdims attribute %g (1 or 2)", op, a[1]);
   if (!Ns) Ns = &whole;
   for (int p = 0; p < n; p++) { strips += (Ns[p] + QG_NR - 1) / QG_NR; N += Ns[p]; }
   DS_CHECK(N == cs->numel, "%s: the outputs' widths add up to %lld, the column sums hold %lld", op, (long long)N,
@@ -344,7 +370,7 @@ static int linear_packed(const char *op, ds_tensor *const *ys, const int64_t *Ns
                wp->shape[2] == QG_GROUP,
            "%s: packed weight %s does not hold (N, K) = (%lld, %lld)", op, ds_shape_str(wp, s1), (long long)N,
            (long long)K);
-  return linear_int8(op, ys, Ns, n, in[0], NULL, wp->data, cs->data, in[3], in[4], K, fixed);
+  return linear_int8(op, ys, Ns, n, in[0], a[1] == 2 ? 2 : 1, NULL, wp->data, cs->data, in[3], in[4], K, fixed);
 }
 
 /* t = {y (..., N) f32, x (..., K) f32, w (N, K) i8, wscale (N) f32, bias (N) f32} */
@@ -354,9 +380,9 @@ int ds_linear_int8_f32(ds_tensor *const *t, const double *attrs) {
 }
 
 /* t = {y (..., N) f32, x (..., K) f32, wp (ceil(N/16), ceil(K/4), 64) i8, colsum (N) i32, wscale (N), bias (N)};
-   attrs: {K} (the packed weight rounds K up to a multiple of 4) */
+   attrs: {K, xdims} (the packed weight rounds K up to a multiple of 4; xdims: linear_packed) */
 int ds_linear_int8_packed_f32(ds_tensor *const *t, const double *attrs) {
-  return linear_packed("linear_int8_packed", t, NULL, 1, t + 1, attrs[0], NULL);
+  return linear_packed("linear_int8_packed", t, NULL, 1, t + 1, attrs, NULL);
 }
 
 /* static mode: t = {y, x, w, wscale, bias, x_scale {} f32, x_zero {} u8} */
@@ -365,36 +391,37 @@ int ds_linear_int8_static_f32(ds_tensor *const *t, const double *attrs) {
   return linear_unpacked("linear_int8_static", t, (const ds_tensor *const *)t + 5);
 }
 
-/* static mode, packed: t = {y, x, wp, colsum, wscale, bias, x_scale, x_zero}; attrs: {K} */
+/* static mode, packed: t = {y, x, wp, colsum, wscale, bias, x_scale, x_zero}; attrs: {K, xdims} */
 int ds_linear_int8_static_packed_f32(ds_tensor *const *t, const double *attrs) {
-  return linear_packed("linear_int8_static_packed", t, NULL, 1, t + 1, attrs[0], (const ds_tensor *const *)t + 6);
+  return linear_packed("linear_int8_static_packed", t, NULL, 1, t + 1, attrs, (const ds_tensor *const *)t + 6);
 }
 
-/* plan check (its registry row is KV): a step gives n outputs and 5 inputs, attrs {K, n, N_1 .. N_n} */
+/* plan check (its registry row is KV): a step gives n outputs and 5 inputs, attrs {K, xdims, n, N_1 .. N_n} */
 int ds_linear_int8_multi_check(int nbuf, const int *dtypes, int nattrs, const double *attrs) {
   (void)dtypes;
-  DS_CHECK(nattrs >= 2, "linear_int8_multi: attrs {K, n, N_1 .. N_n} missing");
-  double n = attrs[1];
-  DS_CHECK(n >= 1 && n <= QG_MAX_PARTS && n == (double)(int)n && nattrs == 2 + (int)n && nbuf == (int)n + 5,
+  DS_CHECK(nattrs >= 3, "linear_int8_multi: attrs {K, xdims, n, N_1 .. N_n} missing");
+  double n = attrs[2];
+  DS_CHECK(n >= 1 && n <= QG_MAX_PARTS && n == (double)(int)n && nattrs == 3 + (int)n && nbuf == (int)n + 5,
            "linear_int8_multi: step has %d operands and %d attrs for %g outputs", nbuf, nattrs, n);
   return DS_OK;
 }
 
-/* several int8 linears over one x, one product: t = {y_1 (..., N_1) .. y_n, x (..., K), wp (sum ceil(N_p/16),
-   ceil(K/4), 64) i8 (each weight's strips in turn), colsum (N) i32, wscale (N), bias (N)} with N = sum N_p;
-   attrs {K, n, N_1 .. N_n}. Each y_p gets the bits linear_int8_packed gives it alone (the same row quantization,
-   the same sums and dequantization per column), with x quantized once and one parallel region. */
+/* several int8 linears over one x, one product: t = {y_1 (..., N_1) .. y_n, x, wp (sum ceil(N_p/16), ceil(K/4),
+   64) i8 (each weight's strips in turn), colsum (N) i32, wscale (N), bias (N)} with N = sum N_p; attrs {K, xdims,
+   n, N_1 .. N_n} (x as linear_packed reads it). Each y_p gets the bits linear_int8_packed gives it alone (the
+   same row quantization, the same sums and dequantization per column), with x quantized once and one parallel
+   region. */
 int ds_linear_int8_multi_f32(ds_tensor *const *t, const double *attrs) {
   const char *op = "linear_int8_multi";
-  DS_CHECK(attrs[1] >= 1 && attrs[1] <= QG_MAX_PARTS && attrs[1] == (double)(int)attrs[1],
-           "%s: bad output count %g (1 to %d)", op, attrs[1], QG_MAX_PARTS);
-  int n = (int)attrs[1];
+  DS_CHECK(attrs[2] >= 1 && attrs[2] <= QG_MAX_PARTS && attrs[2] == (double)(int)attrs[2],
+           "%s: bad output count %g (1 to %d)", op, attrs[2], QG_MAX_PARTS);
+  int n = (int)attrs[2];
   int64_t Ns[QG_MAX_PARTS];
   for (int p = 0; p < n; p++) {
-    Ns[p] = (int64_t)attrs[2 + p];
-    DS_CHECK(attrs[2 + p] >= 0 && (double)Ns[p] == attrs[2 + p], "%s: bad output width %g", op, attrs[2 + p]);
+    Ns[p] = (int64_t)attrs[3 + p];
+    DS_CHECK(attrs[3 + p] >= 0 && (double)Ns[p] == attrs[3 + p], "%s: bad output width %g", op, attrs[3 + p]);
   }
-  return linear_packed(op, t, Ns, n, t + n, attrs[0], NULL);
+  return linear_packed(op, t, Ns, n, t + n, attrs, NULL);
 }
 
 /* t = {wp (ceil(N/16), ceil(K/4), 64) i8, w (N, K) i8} */

@@ -78,6 +78,8 @@ typedef struct {
 typedef struct {
   int64_t M, N, K, G, Kp;
   const float *x;           /* (M, K) f32 to quantize, or NULL */
+  const int64_t *xrow;      /* NULL: row m of x at m * K; else row m at x + xrow[m], as nseg runs of K / nseg */
+  int64_t nseg, segstride;  /* unit-stride values, run s at s * segstride */
   int fixed;
   float fscale;
   int32_t fzp;

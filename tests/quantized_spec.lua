@@ -84,9 +84,14 @@ describe("linear_int8", function()
       local pair = ds.compile(function(a) return ds.linear_int8(a, w, ws, b), ds.linear_int8(a, w2, ws2, b2) end,
         { ds.spec({ 130, 300 }) }, { freeze = true, convert = false })
       local m1, m2 = pair(x)
+      local w3, ws3, b3 = w:narrow(2, 1, 64):contiguous(), ws, b
+      local heads = ds.compile(function(t) return ds.linear_int8((t * 1):transpose(1, 2):reshape(130, 64), w3, ws3, b3) end,
+        { ds.spec({ 4, 130, 16 }) }, { freeze = true, convert = false })
+      local hy = heads(x:narrow(2, 1, 64):contiguous():reshape(130, 4, 16):transpose(1, 2):contiguous())
+      assert(heads.ir.nodes[3].attrs.xdims == 2)
       local ffi = require("ffi")
       local h = 0
-      for _, t in ipairs({ y, ys, m1, m2 }) do
+      for _, t in ipairs({ y, ys, m1, m2, hy }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
@@ -130,6 +135,35 @@ describe("linear_int8", function()
       assert.equal(#want, #got)
       for p = 1, #want do assert.is_true(H.bitwise(got[p], want[p]), "output " .. p) end
     end
+  end)
+
+  it("frozen linears read attention's heads (B, H, T, D) transposed in place (xdims 2), the eager bits", function()
+    ds.manual_seed(13)
+    local w = (ds.randn(24, 48) * 50):clamp(-127, 127):round():astype("i8")
+    local w2 = (ds.randn(40, 48) * 50):clamp(-127, 127):round():astype("i8")
+    local ws, b, ws2, b2 = ds.rand(24) * 0.01, ds.randn(24), ds.rand(40) * 0.01, ds.randn(40)
+    local function heads(t)   -- t (B, 4, T, 12) from a kernel -> (B, T, 48)
+      local B, T = t:size(1), t:size(3)
+      return (t * 1):transpose(2, 3):reshape(B, T, 48)
+    end
+    local one = function(t) return ds.linear_int8(heads(t), w, ws, b) end
+    local two = function(t) local x = heads(t); return ds.linear_int8(x, w, ws, b), ds.linear_int8(x, w2, ws2, b2) end
+    local last = function(t) return ds.linear_int8((t * 1):transpose(3, 4):reshape(t:size(1), t:size(3), 48), w, ws, b) end
+    for _, c in ipairs({ { one, "linear_int8_packed", true }, { two, "linear_int8_multi2", true },
+                         { last, "linear_int8_packed", false } }) do
+      local cg = ds.compile(c[1], { ds.spec({ "b", 4, "t", 12 }) }, { freeze = true })
+      local seen
+      for _, node in ipairs(cg.ir.nodes) do if node.op == c[2] then seen = node.attrs.xdims == 2 end end
+      assert.equal(c[3], seen, c[2])
+      for _, x in ipairs({ ds.randn(2, 4, 5, 12), ds.randn(1, 4, 9, 12) * 3 }) do
+        local got, want = { cg(x) }, { c[1](x) }
+        for p = 1, #want do assert.is_true(H.bitwise(got[p], want[p]), c[2] .. " output " .. p) end
+      end
+    end
+    local bad = ds.randn(1, 4, 5, 12)
+    bad[{ 1, 3, 2, 7 }] = 0 / 0
+    local cg = ds.compile(one, { ds.spec({ 1, 4, 5, 12 }) }, { freeze = true })
+    H.raises(function() cg(bad) end, "linear_int8_packed", "NaN or an infinity")
   end)
 
   it("static: x quantized with a fixed scale and zero point is the documented computation, bit for bit", function()

@@ -35,6 +35,19 @@ local function out_shape(x, K, N, op)
   return out
 end
 
+-- x (..., H, D) read as rows of K = H * D when xdims is 2 (passes/prepack.lua: attention's heads), else x (..., K):
+-- the output shape (..., N)
+local function rows_shape(x, K, N, xdims, op)
+  if xdims ~= 2 then return out_shape(x, K, N, op) end
+  local xs, out = x._shape, {}
+  if #xs < 2 or not S.same(xs[#xs - 1] * xs[#xs], K) then
+    raise("%s: input %s does not end in H x D = K = %s", op, S.str(xs), tostring(K))
+  end
+  for i = 1, #xs - 2 do out[i] = xs[i] end
+  out[#xs - 1] = N
+  return out
+end
+
 local function check_vectors(ws, b, N, op)
   need_dtype(ws, "f32", "wscale", op)
   need_dtype(b, "f32", "bias", op)
@@ -124,34 +137,34 @@ M.linear_int8_static = D.define {
   end,
 }
 
--- x, packed w, colsum, wscale, bias; attrs: K
+-- x, packed w, colsum, wscale, bias; attrs: K, xdims (rows_shape)
 M.linear_int8_packed = D.define {
   name = "linear_int8_packed", kind = "fused", kernel = "ds_linear_int8_packed_%s",
   dtypes = { f32 = true }, lowp_inputs = true, ninputs = 5, internal = true, kernel_dtype = f32_kernel,
-  attrs = { { "K", "int" } },
+  attrs = { { "K", "int" }, { "xdims", "int", 1 } },
   infer = function(inputs, a)
     local N = inputs[3]._shape[1]
     check_vectors(inputs[4], inputs[5], N, "linear_int8_packed")
-    return { shape = out_shape(inputs[1], a.K, N, "linear_int8_packed"), dtype = "f32" }
+    return { shape = rows_shape(inputs[1], a.K, N, a.xdims, "linear_int8_packed"), dtype = "f32" }
   end,
 }
 
--- x, packed w, colsum, wscale, bias, x_scale, x_zero_point; attrs: K
+-- x, packed w, colsum, wscale, bias, x_scale, x_zero_point; attrs: K, xdims (rows_shape)
 M.linear_int8_static_packed = D.define {
   name = "linear_int8_static_packed", kind = "fused", kernel = "ds_linear_int8_static_packed_%s",
   dtypes = { f32 = true }, lowp_inputs = true, ninputs = 7, internal = true, kernel_dtype = f32_kernel,
-  attrs = { { "K", "int" } },
+  attrs = { { "K", "int" }, { "xdims", "int", 1 } },
   infer = function(inputs, a)
     local N = inputs[3]._shape[1]
     check_vectors(inputs[4], inputs[5], N, "linear_int8_static_packed")
     check_fixed(inputs[6], inputs[7], "linear_int8_static_packed")
-    return { shape = out_shape(inputs[1], a.K, N, "linear_int8_static_packed"), dtype = "f32" }
+    return { shape = rows_shape(inputs[1], a.K, N, a.xdims, "linear_int8_static_packed"), dtype = "f32" }
   end,
 }
 
 -- n int8 linears over one x as one product (passes/prepack.lua): x, the weights packed one after another, their
--- colsums, wscales and biases joined; attrs: K, sizes = {N_1 .. N_n} -> n outputs (..., N_p), each the bits
--- linear_int8_packed gives it alone
+-- colsums, wscales and biases joined; attrs: K, xdims (rows_shape), sizes = {N_1 .. N_n} -> n outputs (..., N_p),
+-- each the bits linear_int8_packed gives it alone
 local multi = {}
 function M.linear_int8_multi(n)
   if not multi[n] then
@@ -159,12 +172,12 @@ function M.linear_int8_multi(n)
       name = "linear_int8_multi" .. n, kind = "fused", kernel = "ds_linear_int8_multi_%s",
       dtypes = { f32 = true }, lowp_inputs = true, ninputs = 5, noutputs = n, internal = true,
       kernel_dtype = f32_kernel,
-      attrs = { { "K", "int" }, { "sizes", "ints" } },
+      attrs = { { "K", "int" }, { "xdims", "int", 1 }, { "sizes", "ints" } },
       infer = function(inputs, a)
         local N, out = 0, {}
         for p = 1, n do
           N = N + a.sizes[p]
-          out[p] = { shape = out_shape(inputs[1], a.K, a.sizes[p], "linear_int8_multi"), dtype = "f32" }
+          out[p] = { shape = rows_shape(inputs[1], a.K, a.sizes[p], a.xdims, "linear_int8_multi"), dtype = "f32" }
         end
         check_vectors(inputs[4], inputs[5], N, "linear_int8_multi")
         return out

@@ -5,9 +5,11 @@
 -- nobody reads any more are dropped (dce). All packed weights share one buffer: a fresh 4 KiB page costs a
 -- fault on first touch (dear on a VM), and a buffer of 2 MiB or more is given huge pages (src/pages.c).
 -- An int8 linear layer (ops/quantized.lua) reading a constant weight reads it packed too, with its row sums:
--- the same integers, the same bits. Int8 linears over one input become one product with several outputs.
+-- the same integers, the same bits. Int8 linears over one input become one product with several outputs, and
+-- one reading attention's heads transposed and reshaped reads them in place.
 local D = require("ds.dispatch")
 local sym = require("ds.sym")
+local S = require("ds.shape")
 local Tensor = require("ds.tensor")
 local fused_ops = require("ds.ops.fused")
 local quantized = require("ds.ops.quantized")
@@ -68,6 +70,39 @@ local function pack_int8(ir, const_tensor)
   return n
 end
 
+-- x = [contiguous](reshape(t)) merging t's last two dims, t a transpose (of other dims) of a kernel's output
+-- (attention's heads, (B, H, T, D) -> (B, T, H, D)): the int8 linears read t itself as rows of H x D (xdims 2),
+-- quantizing each row from its runs, with no copy; returns the number of nodes rewritten
+local function read_heads(ir)
+  local n = 0
+  local function producer(id, op)
+    local v = ir.values[id]
+    return v.kind == "node" and v.node.op == op and v.node or nil
+  end
+  for _, node in ipairs(ir.nodes) do
+    if node.op == "linear_int8_packed" then
+      local x = node.inputs[1]
+      local c = producer(x, "contiguous")
+      local r = producer(c and c.inputs[1] or x, "reshape")
+      local t = r and r.inputs[1]
+      local tr = t and producer(t, "transpose")
+      local ts, rs = t and ir.values[t].shape, r and ir.values[r.outputs[1]].shape
+      local src = tr and ir.values[tr.inputs[1]]
+      if src and src.kind == "node" and not src.node.def.view and #ts >= 3 and #rs == #ts - 1
+        and tr.attrs.dim0 < #ts and tr.attrs.dim1 < #ts and type(ts[#ts]) == "number"
+        and type(ts[#ts - 1]) == "number" and S.same(rs[#rs], ts[#ts - 1] * ts[#ts]) then
+        local prefix = true
+        for d = 1, #rs - 1 do prefix = prefix and S.same(rs[d], ts[d]) end
+        if prefix then
+          node.inputs[1], node.attrs.xdims = t, 2
+          n = n + 1
+        end
+      end
+    end
+  end
+  return n
+end
+
 -- linear_int8_packed nodes reading one x, their other inputs constants -> one linear_int8_multi<n> node writing
 -- all their outputs (attention's query, key and value): x quantized once, one product, the same bits per output;
 -- returns the number of nodes merged away
@@ -77,10 +112,11 @@ local function merge_int8(ir)
   for _, node in ipairs(ir.nodes) do
     local ins = node.inputs
     if node.op == "linear_int8_packed" and tensor[ins[2]] and tensor[ins[3]] and tensor[ins[4]] and tensor[ins[5]] then
-      local g = groups[ins[1]]
+      local key = ins[1] .. ":" .. (node.attrs.xdims or 1)
+      local g = groups[key]
       if not g or #g == MAX_PARTS then
         g = {}
-        groups[ins[1]] = g
+        groups[key] = g
         order[#order + 1] = g
       end
       g[#g + 1] = node
@@ -105,7 +141,7 @@ local function merge_int8(ir)
       local ins = { g[1].inputs[1], add_const(ir, "packed_multi" .. g[1].outputs[1], packed) }
       for j = 1, 3 do ins[2 + j] = add_const(ir, "multi" .. j .. "_" .. g[1].outputs[1], F.cat(parts[j], 1)) end
       local def = quantized.linear_int8_multi(#g)
-      local node = { op = def.name, def = def, inputs = ins, attrs = { K = g[1].attrs.K, sizes = sizes }, outputs = {},
+      local node = { op = def.name, def = def, inputs = ins, attrs = { K = g[1].attrs.K, xdims = g[1].attrs.xdims, sizes = sizes }, outputs = {},
                      line = g[1].line }
       for p, old in ipairs(g) do
         node.outputs[p] = old.outputs[1]
@@ -138,7 +174,8 @@ return function(ir)
   local const_tensor = {}
   for _, c in ipairs(ir.consts) do const_tensor[c.value] = c.tensor end
   local int8 = pack_int8(ir, const_tensor)
-  merge_int8(ir)   -- (the products it joins were counted above)
+  read_heads(ir)   -- (the products these two rewrite were counted above)
+  merge_int8(ir)
   if #users == 0 then
     if int8 > 0 then dce(ir) end
     return ir, int8
