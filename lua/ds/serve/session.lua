@@ -151,23 +151,17 @@ local function rows_of(m)
   return rows, #specs == 3
 end
 
--- The plans of every call shape a by-slot session makes, built once per loaded model m before its first session
--- listens: n running rows of one token (n = 1 .. slots) and a prompt of P tokens in one row (P as ds.generator pads
--- it: powers of two, then max_len). A shape's first call builds its plan (~5 ms), which otherwise stalls every
--- running stream the first time a batch size or prompt length comes up. The calls write cache positions that a
--- request's own prompt writes again before any query reads them.
+-- The plans of every decode step a by-slot session makes (n running rows of one token, n = 1 .. slots), built once
+-- per loaded model m before its first session listens: a shape's first call builds its plan (~5 ms), which otherwise
+-- stalls every running stream the first time a batch size comes up (requests joining in waves). Prompt shapes stay
+-- lazy: a warm-up call would compute a whole prompt of each padded length, up to max_len tokens. The calls write
+-- cache position 1 of rows 1 .. slots, which a request's own prompt writes again before any query reads it.
 local warmed = setmetatable({}, { __mode = "k" })
-local function warm(m, slots, max_len)
+local function warm(m, slots)
   if warmed[m] then return end
   local i64 = { dtype = "i64" }
   local all = ds.arange(1, slots + 1, i64)
   for n = 1, slots do m(ds.ones({ n, 1 }, i64), ds.ones({ n }, i64), all) end
-  local P = 1
-  while true do
-    m(ds.ones({ 1, P }, i64), ds.ones({ 1 }, i64), all)
-    if P >= max_len then break end
-    P = math.min(2 * P, max_len)
-  end
   warmed[m] = true
 end
 
@@ -191,7 +185,7 @@ function M.run(m, path, max_len)
   local threads = ds.get_num_threads()
   ds.set_num_threads(1)
   local okw, why = true, nil
-  if by_slot then okw, why = pcall(warm, m, slots, max_len) end
+  if by_slot then okw, why = pcall(warm, m, slots) end
   local lfd, err
   if okw then lfd, err = listen_on(path) else err = "warm-up: " .. tostring(why) end
   if not lfd then
