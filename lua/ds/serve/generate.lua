@@ -231,7 +231,9 @@ function Cached:start_session()
   local version = self.active[1].version
   local key = "session:" .. self.name .. ":" .. version
   local mine = socket_path(self.name)
-  while not self.dict:add(key, mine) do
+  while true do
+    local claimed, why = self.dict:add(key, mine)
+    if claimed or why ~= "exists" then break end   -- a full dict: this session goes unnamed (no other worker joins)
     local path = self.dict:get(key)
     if path then
       -- another worker's session: it listens once its pool thread runs, so wait while the dict still names it
