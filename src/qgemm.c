@@ -31,16 +31,18 @@ static void micro_portable(int mr, int nr, int64_t G, const uint8_t *a, int64_t 
 }
 static const qgemm_kernel portable = { 4, 2 * QG_NR, micro_portable };
 
-/* the path: VNNI on AVX-512 hosts that have it, AVX2, or the portable code under DS_ISA=scalar */
-static const qgemm_kernel *int8_kernel(void) {
+/* the path: VNNI on AVX-512 hosts that have it (6 x 64 tiles when every output is at least 64 wide: a quarter
+   of a broadcast per vpdpbusd instead of half; 8 x 32 below, where the wide tile would be mostly empty), AVX2, or
+   the portable code under DS_ISA=scalar */
+static const qgemm_kernel *int8_kernel(int64_t narrowest) {
   int isa = ds_isa();
-  if (ds_isa_vnni()) return &ds_qgemm_vnni;
+  if (ds_isa_vnni()) return narrowest >= 64 ? &ds_qgemm_vnni_wide : &ds_qgemm_vnni;
   if (isa == DS_ISA_SCALAR) return &portable;
   return &ds_qgemm_avx2;
 }
 
 const char *ds_int8_path(void) {
-  const qgemm_kernel *k = int8_kernel();
+  const qgemm_kernel *k = int8_kernel(0);
   return k == &ds_qgemm_vnni ? "avx512-vnni" : k == &portable ? "scalar" : "avx2";
 }
 
@@ -231,7 +233,9 @@ static void run_share(qgemm_job *q, int me, int nt) {
 int ds_qgemm_run(qgemm_job *q) {
   qgemm_part whole = { q->N, 0, 0, q->y };
   if (!q->parts) { q->parts = &whole; q->nparts = 1; }
-  q->kr = int8_kernel();
+  int64_t narrowest = q->parts[0].N;
+  for (int p = 1; p < q->nparts; p++) narrowest = q->parts[p].N < narrowest ? q->parts[p].N : narrowest;
+  q->kr = int8_kernel(narrowest);
   q->bad = 0;
   int64_t units = total_units(q);
   double macs = (double)q->M * (double)q->N * (double)q->K;

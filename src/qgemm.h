@@ -52,7 +52,7 @@ static inline void ds_qgemm_store(const int32_t *tile, int64_t ldt, int mr, int 
 /* 255 * 127 * K < 2^31 */
 #define QG_K_MAX 65536
 
-extern const qgemm_kernel ds_qgemm_avx2, ds_qgemm_vnni;
+extern const qgemm_kernel ds_qgemm_avx2, ds_qgemm_vnni, ds_qgemm_vnni_wide;
 
 /* The driver's pieces, shared with qconv.c (qgemm.c). Quantization of f32 values to u8 (round half to even):
    the range [lo, hi] = [min(0, min x), max(0, max x)], scale = (hi - lo) / 255, zero point =

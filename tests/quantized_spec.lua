@@ -50,7 +50,8 @@ local function case(M, K, N, seed)
   return x, w, ds.rand(N) * 0.01 + 0.001, ds.randn(N)
 end
 
-local SHAPES = { { 1, 4, 16 }, { 3, 10, 20 }, { 9, 37, 33 }, { 17, 64, 70 }, { 2, 1, 1 }, { 5, 130, 47 } }
+local SHAPES = { { 1, 4, 16 }, { 3, 10, 20 }, { 9, 37, 33 }, { 17, 64, 70 }, { 2, 1, 1 }, { 5, 130, 47 },
+  { 13, 100, 130 }, { 7, 36, 96 }, { 20, 9, 64 } }   -- (the last three: VNNI's wide tiles, each strip count)
 
 describe("linear_int8", function()
   it("is the documented computation, bit for bit", function()
