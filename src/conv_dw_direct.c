@@ -1,9 +1,10 @@
 /* conv_dw_direct.c: one f32 depthwise plane straight from its input plane (no phase planes, no accumulator run in
    memory), 8 outputs a vector and up to DW_ROWS output rows at once (independent FMA chains, so the FMA latency is
    hidden on small planes): any kernel at stride 1 (masked loads of the shifted input rows), and 3x3 at stride 2
-   with padding 1 (the even and odd input columns de-interleaved in registers). The chain per value is
-   depthwise_plane's (nn_conv_depthwise_kernels.h): the taps (kh, kw) in order from zero, padding taps multiplying
-   zeros, then + bias, so the same bits. AVX2 + FMA, the build's baseline, on every DS_ISA path. */
+   with padding 1 (the even and odd input columns de-interleaved in registers; on the AVX-512 path 16 outputs a
+   vector, conv_dw_direct_avx512.c). The chain per value is depthwise_plane's (nn_conv_depthwise_kernels.h): the
+   taps (kh, kw) in order from zero, padding taps multiplying zeros, then + bias, so the same bits on every path.
+   AVX2 + FMA (the build's baseline) on every DS_ISA path otherwise. */
 #include "internal.h"
 #include "nn_conv.h"
 #include <immintrin.h>
@@ -44,6 +45,7 @@ __attribute__((always_inline)) static inline void s1_rows(const int nr, const ge
       __m256 wv = _mm256_set1_ps(w[kh * g->KW + kw]);
       int64_t c = ow0 - g->pw + kw * g->dw;
       __m256i m = inside8(c, g->W);
+#pragma GCC unroll 4
       for (int i = 0; i < nr; i++) {
         int64_t h = oh0 + i - g->ph + kh * g->dh;
         __m256 v = h >= 0 && h < g->H ? _mm256_maskload_ps(x + h * g->W + c, m) : _mm256_setzero_ps();
@@ -93,6 +95,7 @@ int conv_dw_direct_f32(const geom *g, const float *x, const float *w, float bias
   int s2k3 = g->KH == 3 && g->KW == 3 && g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 && g->dh == 1 &&
              g->dw == 1;
   if (!(s1 || s2k3) || g->Wp + 16 >= INT32_MAX) return 0;   /* columns as 32-bit lanes */
+  if (s2k3 && ds_isa() == DS_ISA_AVX512) { conv_dw3x3s2_avx512(g, x, w, bias, y); return 1; }
   __m256 bv = _mm256_set1_ps(bias), wk[9];
   if (s2k3) for (int k = 0; k < 9; k++) wk[k] = _mm256_set1_ps(w[k]);
   for (int64_t ow0 = 0; ow0 < g->OW; ow0 += 8)

@@ -60,6 +60,8 @@ int conv_depthwise_forward_f32(const geom *g, const float *x, const float *w, co
    (conv_dw_direct.c): returns 1, or 0 when it does not take the geometry (strides other than 1, except 3x3 at
    stride 2 with padding 1 and dilation 1) */
 int conv_dw_direct_f32(const geom *g, const float *x, const float *w, float bias, float *y);
+/* its 3x3 stride-2 padding-1 plane on AVX-512 (conv_dw_direct_avx512.c) */
+void conv_dw3x3s2_avx512(const geom *g, const float *x, const float *w, float bias, float *y);
 int conv_depthwise_forward_f64(const geom *g, const double *x, const double *w, const double *b, double *y,
                                const conv_ep *ep);
 #endif
