@@ -241,6 +241,28 @@ describe("random ops in graphs", function()
   end)
 end)
 
+describe("abstract tensors", function()
+  it("have a metatable of their own: the class's methods and operators, comparisons pointing at ds.cond", function()
+    local Tensor = require("ds.tensor")
+    local seen
+    local g = ds.trace(function(x)
+      seen = x
+      assert.is_true(debug.getmetatable(x) == Tensor._abstract_mt and ds.is_tensor(x))
+      local y = (x + 1):relu()   -- operators and methods as on a concrete tensor
+      assert.is_true(debug.getmetatable(y) == Tensor._abstract_mt)
+      return y
+    end, { ds.spec({ 3 }) })
+    assert.is_true(debug.getmetatable(ds.zeros(3)) == Tensor._mt)
+    assert.is_false(Tensor._mt == Tensor._abstract_mt)
+    for name, f in pairs(Tensor._mt) do
+      if name ~= "__lt" and name ~= "__le" then assert(Tensor._abstract_mt[name] == f, name .. " differs") end
+    end
+    H.raises(function() return seen < seen end, "x:lt(y)", "ds.cond")
+    H.raises(function() return ds.zeros(2) <= ds.zeros(2) end, "x:le(y)")
+    assert.same({ 1, 2, 1 }, g(ds.tensor({ 0, 1, 0 })):totable())
+  end)
+end)
+
 describe("honest errors", function()
   it("item, totable, tonumber and comparisons name the line and point to ds.cond", function()
     local err = H.raises(function() ds.trace(function(x) return x:sum():item() end, { ds.spec({ 2 }) }) end,

@@ -10,6 +10,11 @@ local ffi, C = dsffi.ffi, dsffi.C
 local Tensor = {}          -- methods
 local mt = { __metatable = "ds.Tensor" }
 Tensor._mt = mt
+-- Abstract tensors (shape and dtype, no storage: the tracer's, trace.lua) have a metatable of their own: the same class
+-- and the same metamethods (a metamethod declared through Tensor._define goes into both), except < and <=, which say
+-- the values exist only when the graph runs (below). Tracing swaps nothing in the class or in either metatable.
+local abstract_mt = { __metatable = "ds.Tensor" }
+Tensor._abstract_mt = abstract_mt
 
 local shape_buf = ffi.new("int64_t[8]")
 local stride_buf = ffi.new("int64_t[8]")
@@ -153,12 +158,27 @@ mt.__newindex = function(x, k, v)
   end
   rawset(x, k, v)
 end
+abstract_mt.__index, abstract_mt.__newindex = mt.__index, mt.__newindex
 
 local function abstract_read(x, what)
   errors.raise(string.format("%s: cannot read the value of an abstract tensor while tracing (%s); "
     .. "use ds.cond / ds.while_loop for data-dependent control flow", what, errors.user_site()))
 end
 Tensor._abstract_read = abstract_read
+
+-- Lua's < and <= must give booleans; an abstract tensor has no values to compare (a concrete one's message is in
+-- ops/init.lua). Comparing an abstract tensor with a concrete one is Lua's own "attempt to compare two table values",
+-- which the tracer's error handler explains the same way (trace.lua, run_traced).
+local function abstract_compare(what)
+  return function()
+    errors.raise(string.format("%s: a comparison that must give a Lua boolean cannot read abstract tensors while "
+      .. "tracing (%s); compare with x:lt(y) / x:le(y) (bool tensors) and branch with ds.cond / ds.while_loop",
+      what, errors.user_site()))
+  end
+end
+abstract_mt.__lt = abstract_compare("tensor < tensor")
+abstract_mt.__le = abstract_compare("tensor <= tensor")
+local ABSTRACT_OWN = { __lt = true, __le = true } -- the metamethods abstract tensors do not share
 -- the C tensor of x; an abstract tensor (while tracing) has none
 local function concrete(x, what)
   local c = rawget(x, "_c")
@@ -309,12 +329,14 @@ function Tensor._define(module, methods, replace)
     end
     owner[name] = module
     rawset(into, name, f)
+    if into == mt and not ABSTRACT_OWN[name] then rawset(abstract_mt, name, f) end
   end
 end
 function Tensor._freeze()
   frozen = true
   setmetatable(Tensor, { __newindex = closed("the Tensor class") })
   setmetatable(mt, { __newindex = closed("the tensors' metatable") })
+  setmetatable(abstract_mt, { __newindex = closed("the abstract tensors' metatable") })
 end
 
 -- Every method needs a tensor as self (x:m() or Tensor.m(x)): ds.Tensor.is_contiguous({}) is an error

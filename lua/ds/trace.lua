@@ -116,11 +116,12 @@ M.new_tracer = new_tracer
 
 function Tracer:new_value(shape, dt, kind, name) return Graph.add_value(self.graph, shape, dt, kind, name) end
 
--- an abstract tensor bound to value v of this tracer's graph
+-- an abstract tensor bound to value v of this tracer's graph (its own metatable, Tensor._abstract_mt: the class's
+-- methods, comparisons that point at ds.cond)
 function Tracer:abstract(v, name)
   local val = self.graph.values[v]
   return setmetatable({ _shape = val.shape, dtype = val.dtype, _vid = v, _origin = v, _tracer = self,
-    _name = name or ("%" .. v) }, Tensor._mt)
+    _name = name or ("%" .. v) }, Tensor._abstract_mt)
 end
 
 local function copy_attrs(v)
@@ -356,8 +357,8 @@ end
 
 -- ---- running a function under a tracer ----
 -- Tracing swaps no Tensor method or metamethod: tensor.lua's storage queries, item and totable raise the honest
--- error for an abstract tensor (it has no storage), and ops/init.lua's __lt/__le point at ds.cond while
--- state.trace is set.
+-- error for an abstract tensor (it has no storage), and abstract tensors have a metatable of their own
+-- (Tensor._abstract_mt) whose __lt/__le point at ds.cond.
 -- The one global it replaces is _G.tonumber, which Lua 5.1 forces: tonumber consults no metamethod (any table gives
 -- nil), and the user's code (the traced function, its callees, its source-converted copy, which took its environment
 -- when it was made) reads tonumber from _G. So while run_traced runs fn, and only then (restored on return and on

@@ -5,7 +5,6 @@ local D = require("ds.dispatch")
 local Tensor = require("ds.tensor")
 local errors = require("ds.errors")
 local S = require("ds.shape")
-local state = require("ds.state")
 
 require("ds.ops.elementwise")
 require("ds.ops.elementwise_compose")
@@ -76,17 +75,10 @@ for _, def in ipairs(D.list) do
 end
 Tensor._define("ds.ops", fast, true)
 
--- Lua's __eq/__lt must give booleans: tensors compare by identity; use x:eq(y), x:lt(y). While tracing the
--- message points at ds.cond (the values exist only when the graph runs).
+-- Lua's __eq/__lt must give booleans: tensors compare by identity; use x:eq(y), x:lt(y). (Abstract tensors, while
+-- tracing, have their own < and <=, tensor.lua's, pointing at ds.cond.)
 local function compare(what, method)
-  return function()
-    if state.trace then
-      errors.raise(string.format("%s: a comparison that must give a Lua boolean cannot read abstract tensors while "
-        .. "tracing (%s); compare with x:lt(y) / x:le(y) (bool tensors) and branch with ds.cond / ds.while_loop",
-        what, errors.user_site()))
-    end
-    errors.raise(string.format("%s: use x:%s(y), which gives a bool tensor", what, method))
-  end
+  return function() errors.raise(string.format("%s: use x:%s(y), which gives a bool tensor", what, method)) end
 end
 
 -- torch.equal: same shape and every element equal (NaN is unequal to itself, like PyTorch)
