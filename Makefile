@@ -11,7 +11,7 @@ BUSTED  := busted
 BUILD   ?= build
 DEPS    := gcc libc6-dev luajit2 libluajit2-5.1-dev libopenblas-dev libopenblas0-openmp lua-cjson lua-busted openmpi-bin libopenmpi-dev \
            zlib1g-dev dataset-fashion-mnist luarocks python3 nginx libnginx-mod-http-lua curl wrk graphviz \
-           lua-readline tmux librsvg2-bin
+           lua-readline lua-socket tmux librsvg2-bin
 DS_LIB_PATH = $(abspath $(BUILD))/libds.so
 ASAN_LIB_PATH = $(abspath $(BUILD))/asan/libds.so
 RUN_LUA = DS_LIB=$(DS_LIB_PATH) LUA_PATH="./lua/?.lua;./lua/?/init.lua;;" luajit
