@@ -196,6 +196,30 @@ static const float *pad_rows(const float *w, int64_t G, int64_t n, int64_t rows,
   return a;
 }
 
+/* a 1x1 kernel on 1x1 planes (squeeze-excite convs) runs as scalar chains up to this many multiply-adds */
+#define DOT_1X1_MAX 1e5
+
+/* y (N, OC, 1, 1) = that conv of x (N, C, 1, 1): per value the FMA chain over the group's input channels in order
+   from zero, then + bias (conv_rows' chain, without a 16-lane vector and a row tile for one column); 8 output
+   channels' chains interleaved. Not vectorized: across output channels it would need gathers. */
+__attribute__((optimize("no-tree-vectorize")))
+static void conv_1x1_planes(const geom *g, const float *x, const float *w, const float *b, float *y) {
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t gi = 0; gi < g->G; gi++) {
+      const float *xg = x + n * g->C + gi * g->Cg;
+      for (int64_t o0 = 0; o0 < g->OCg; o0 += 8) {
+        int64_t m = g->OCg - o0 < 8 ? g->OCg - o0 : 8, oc = gi * g->OCg + o0;
+        const float *wo = w + oc * g->Cg;
+        float acc[8] = { 0 };
+        for (int64_t k = 0; k < g->Cg; k++)
+          for (int64_t j = 0; j < m; j++) acc[j] = fmaf(wo[j * g->Cg + k], xg[k], acc[j]);
+        float *yo = y + n * g->OC + oc;
+        if (b) for (int64_t j = 0; j < m; j++) yo[j] = acc[j] + b[oc + j];
+        else for (int64_t j = 0; j < m; j++) yo[j] = acc[j];
+      }
+    }
+}
+
 /* column planes (nn_conv.h) instead of the wide rows of the phase planes (Wq columns a row) when they save at least
    1/8 of the vectors a row of output takes (LeNet-5's 10x10 maps from 14x14: 7 instead of 9), at row stride 1 */
 static int use_columns(const geom *g, int64_t Wq) {
@@ -204,6 +228,12 @@ static int use_columns(const geom *g, int64_t Wq) {
 }
 
 int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y, const conv_ep *ep) {
+  if (g->H == 1 && g->W == 1 && g->KH == 1 && g->KW == 1 && g->ph == 0 && g->pw == 0 &&
+      (double)g->N * (double)g->OC * (double)g->Cg <= DOT_1X1_MAX) {
+    conv_1x1_planes(g, x, w, b, y);
+    if (ep && g->N > 0) ep->apply(ep, 0, g->N, 0, g->OC);
+    return DS_OK;
+  }
   inner_conv v = { g->N, g->G, { 0 }, g->OCg, g->OH, g->OW, g->KH, g->KW, g->dh, g->dw, 0 };
   conv_phase_init(&v.p, g->Cg, g->H, g->W, g->ph, g->pw, g->Hp, g->Wp, g->sh, g->sw);
   if (use_columns(g, v.p.Wq))

@@ -40,6 +40,8 @@ local cases = {
   -- dilation with one-sided padding, a map narrower than a vector
   { 2, 1, 28, 28, 6, 5, 5, { 1, 1 }, { 2, 2 }, { 1, 1 }, 1 }, { 2, 3, 12, 9, 10, 3, 5, { 1, 2 }, { 1, 2 }, { 1, 1 }, 1 },
   { 1, 2, 13, 11, 5, 3, 3, { 1, 1 }, { 0, 1 }, { 1, 2 }, 1 }, { 1, 4, 7, 5, 7, 3, 3, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
+  -- 1x1 kernels on 1x1 planes (scalar chains): grouped, several images, channel counts off the 8-chain blocks
+  { 3, 12, 1, 1, 9, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 3 }, { 2, 7, 1, 1, 13, 1, 1, { 2, 2 }, { 0, 0 }, { 1, 1 }, 1 },
 }
 
 describe("direct conv2d forward at any stride", function()
