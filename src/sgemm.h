@@ -79,6 +79,13 @@ typedef struct {
 #define SGEMM_COL(b, col, sstride) ((b) + ((col) >> 5) * (sstride) + ((col) & 31))
 /* row_block's arguments after n for the block at column j */
 #define ROWS_AT(j) K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + (j), ldc, load_c
+/* the columns [j, n) left after the whole strips, in one pass (the case's locals j, n; sv) */
+#define SGEMM_ROWS_TAIL(M, sv) \
+    if (j + V == n) row_block(M, 1, 1, V, ROWS_AT(j)); \
+    else if (j < n && n - j < V) row_block(M, 1, 0, n - j, ROWS_AT(j)); \
+    else if ((sv) >= 2 && j + 2 * V == n) row_block(M, 2, 1, 2 * V, ROWS_AT(j)); \
+    else if ((sv) >= 2 && j < n && n - j < 2 * V) row_block(M, 2, 0, n - j, ROWS_AT(j)); \
+    else if (j < n) row_block(M, sv, 0, n - j, ROWS_AT(j));
 #define SGEMM_ROWS_CASE(M) case M: { \
     const int nv = ROWS_NV(ROWS_ACC(M) / M); \
     const int64_t w = nv * V; \
@@ -86,12 +93,7 @@ typedef struct {
     int64_t j = 0; \
     for (; j + w <= n; j += w) row_block(M, nv, 1, w, ROWS_AT(j)); \
     for (; j + sv * V <= n; j += sv * V) row_block(M, sv, 1, sv * V, ROWS_AT(j)); \
-    if (j + V == n) row_block(M, 1, 1, V, ROWS_AT(j)); \
-    else if (j < n && n - j < V) row_block(M, 1, 0, n - j, ROWS_AT(j)); \
-    else if (sv >= 2 && j + 2 * V == n) row_block(M, 2, 1, 2 * V, ROWS_AT(j)); \
-    else if (sv >= 2 && j < n && n - j < 2 * V) row_block(M, 2, 0, n - j, ROWS_AT(j)); \
-    else if (j < n) row_block(M, sv, 0, n - j, ROWS_AT(j)); \
-    break; \
+    SGEMM_ROWS_TAIL(M, sv) break; \
   }
 #define SGEMM_ROWS \
   static int64_t rows(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b, \
