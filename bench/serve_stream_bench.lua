@@ -2,12 +2,16 @@
 -- against the same model generating in process: the character GPT of examples/char_gpt.lua (briefly trained),
 -- greedy, 48 new tokens after a 13-character prompt (its block is 64); tokens/s of one stream, of 8 concurrent streams
 -- (continuous batching over 8 cache rows), and of ds.generate in process (compiled step per token, and the compiled
--- loop). A served stream is timed from its request to its last event by curl's own trace (no process start-up in
--- it); every streamed answer is checked equal to the one-stream answer, and that to ds.generate's in process. The saved
--- step runs only the running requests' cache rows and takes a prompt in one call: its time per call (8 rows running,
--- 1, and a prompt; one thread as the server runs it) and a server whose caches hold one request tell what a stream
--- costs, and the CPU per token of the session's thread, of the workers' event loops and of the client (curl) where it
--- goes.
+-- loop). The client is one LuaJIT process (bench/sse_client.lua: lua-socket, non-blocking sockets and select) that
+-- opens every connection, sends the requests back to back and times each stream from its request to its last event
+-- (its start-up not in it): a real client runs on another machine, and with curl (a process, or one curl's parallel
+-- transfers) on the same 2 cores the client cost as much CPU per token as the server's session, so the bench measured
+-- curl. Every streamed answer is checked equal to the one-stream answer (its token events in order, complete, and equal
+-- to its final event), and that to ds.generate's in process. The saved step runs only the running requests' cache
+-- rows and takes a prompt in one call: its time per call (8 rows running, 1, at a stream's mean cache position, and a
+-- prompt; one thread as the server runs it), the ratio of 8 streams to one those allow, and a server whose caches
+-- hold one request tell what a stream costs, and the CPU per token (the
+-- scheduler's run time) of the session's thread, of the workers' event loops and of the client where it goes.
 -- usage (repo root): luajit bench/serve_stream_bench.lua [PORT]   (`make serve-stream-bench`)
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;./bench/?.lua;" .. package.path
 local ds = require("ds")
@@ -53,12 +57,13 @@ local loop_rate = rate({ max_new_tokens = N })
 local want = table.concat({ unpack(ds.generate(model, prompt, { max_new_tokens = N }):reshape(-1):totable(), #p + 1) },
   ",")
 
--- the saved step's milliseconds per call on one thread with n rows of t tokens running (of the 8-row model)
-local function step_ms(n, t)
+-- the saved step's milliseconds per call on one thread with n rows of t tokens running at cache position at (of the
+-- 8-row model): a stream's steps attend to 13 .. 60 positions, at 37 on average (attention grows with it)
+local function step_ms(n, t, at)
   local threads = ds.get_num_threads()
   ds.set_num_threads(1)
   local m = ds.load(string.format("%s/models%d/char_gpt", dir, STREAMS))
-  local x, pos = ds.ones({ n, t }, { dtype = "i64" }), ds.ones({ n }, { dtype = "i64" })
+  local x, pos = ds.ones({ n, t }, { dtype = "i64" }), ds.full({ n }, at, { dtype = "i64" })
   local rows = ds.arange(1, STREAMS + 1, { dtype = "i64" })
   for _ = 1, 20 do m(x, pos, rows) end
   local best = math.huge
@@ -70,56 +75,30 @@ local function step_ms(n, t)
   ds.set_num_threads(threads)
   return best * 1000
 end
-local step8, step1, prefill = step_ms(STREAMS, 1), step_ms(1, 1), step_ms(1, 16)
+local mid = #p + N / 2
+local step8, step1, prefill = step_ms(STREAMS, 1, mid), step_ms(1, 1, mid), step_ms(1, 16, 1)
+-- the ratio of 8 streams to one the step alone allows: 8 prompts and N steps of 8 rows against a prompt and N steps
+-- of one row
+local cap = (STREAMS * N / (N * step8 + STREAMS * prefill)) / (N / (N * step1 + prefill))
 
--- seconds of a curl trace line "HH:MM:SS.micro ..."
-local function stamp(line)
-  local h, m, s = line:match("^(%d+):(%d+):([%d.]+) ")
-  return h and (h * 3600 + m * 60 + s) or nil
-end
-
--- n streams at once from one curl (parallel transfers, every connection opened at once): the seconds from the first
--- request to the last event and each stream's final event (the whole answer)
+-- n streams at once from one client process (bench/sse_client.lua: one LuaJIT process, non-blocking sockets and
+-- select, every connection opened and every request sent back to back): the seconds from the first request to the
+-- last event, each stream's answer (its tokens) and the client's CPU seconds over the streams (its start-up not in it)
 local body = string.format('{"text": "%s", "max_tokens": %d}', PROMPT, N)
 local function streams(n)
-  local urls, outs = {}, {}
-  for i = 1, n do
-    urls[i] = string.format("http://127.0.0.1:%d/generate/char_gpt", PORT)
-    outs[i] = string.format("-o %s/out%d", dir, i)
+  local p = io.popen(string.format("luajit bench/sse_client.lua %d %d /generate/char_gpt '%s'", PORT, n, body))
+  local res = cjson.decode(p:read("*a"))
+  assert(p:close() and res, "the client failed")
+  local t, answers = 0, {}
+  for i, st in ipairs(res.streams) do
+    assert(#st.tokens == N, "stream " .. i .. " did not end with " .. N .. " tokens")
+    answers[i], t = table.concat(st.tokens, ","), math.max(t, st.last)
   end
-  sh(string.format("curl -sfN -Z --parallel-immediate --parallel-max %d --trace-time --trace-ascii %s/trace -d '%s' "
-    .. "%s %s 2>/dev/null", n, dir, body, table.concat(urls, " "), table.concat(outs, " ")))
-  local first, last = math.huge, -math.huge   -- the trace's first line (connecting) and last data received
-  for line in io.lines(dir .. "/trace") do
-    local t = stamp(line)
-    if t then
-      first = math.min(first, t)
-      if line:find("<= Recv data", 1, true) then last = math.max(last, t) end
-    end
-  end
-  local t = last - first
-  if t < 0 then t = t + 86400 end   -- past midnight
-  assert(t > 0 and t < 3600, "curl's trace has no request and reply times")
-  local answers = {}
-  for i = 1, n do
-    local final
-    for line in io.lines(string.format("%s/out%d", dir, i)) do
-      if line:find('"done":true', 1, true) then final = cjson.decode(line:sub(7)) end
-    end
-    assert(final and final.count == N, "stream " .. i .. " did not end with " .. N .. " tokens")
-    answers[i] = table.concat(final.tokens, ",")
-  end
-  return t, answers
+  return t, answers, res.cpu
 end
 
--- CPU seconds so far of the server's worker threads: the workers' event loops (each process's main thread) and the
--- others (the pool threads: the session's steps), and of this process's finished children (curl, the client)
-local TICK = 1 / tonumber(io.popen("getconf CLK_TCK"):read("*l"))
-local function ticks(stat)   -- utime + stime of a /proc stat line
-  local f = {}
-  for w in stat:match("%) (.*)$"):gmatch("%S+") do f[#f + 1] = w end
-  return tonumber(f[12]) + tonumber(f[13]), f
-end
+-- CPU seconds so far (the scheduler's run time, nanoseconds) of the server's worker threads: the workers' event loops
+-- (each process's main thread) and the others (the pool threads: the session's steps)
 local function read(path)
   local f = io.open(path)
   if not f then return nil end
@@ -140,20 +119,19 @@ local function cpu()
     local st = pid:match("^%d+$") and read("/proc/" .. pid .. "/stat")
     if st and st:match("%) %S+ (%d+)") == master then
       for _, tid in ipairs(ls("/proc/" .. pid .. "/task")) do
-        local t = read("/proc/" .. pid .. "/task/" .. tid .. "/stat")
-        t = t and ticks(t) or 0
+        local t = read("/proc/" .. pid .. "/task/" .. tid .. "/schedstat")
+        t = t and tonumber(t:match("^%d+")) / 1e9 or 0
         if tid == pid then loops = loops + t else pool = pool + t end
       end
     end
   end
-  local _, me = ticks(read("/proc/self/stat"))
-  return { loops = loops * TICK, pool = pool * TICK, client = (tonumber(me[14]) + tonumber(me[15])) * TICK }
+  return { loops = loops, pool = pool }
 end
--- microseconds per token of each part between two cpu() readings over `tokens` tokens
-local function split(a, b, tokens)
-  local us = function(k) return (b[k] - a[k]) * 1e6 / tokens end
-  return string.format("session %.0f, event loops %.0f, curl %.0f (its start-up in it)", us("pool"), us("loops"),
-    us("client"))
+-- microseconds per token of each part between two cpu() readings over `tokens` tokens, the client's `client` seconds
+local function split(a, b, client, tokens)
+  local us = function(s) return s * 1e6 / tokens end
+  return string.format("session %.1f, event loops %.1f, client %.1f", us(b.pool - a.pool), us(b.loops - a.loops),
+    us(client))
 end
 
 -- a server on models_dir: one stream (best of 5), then STREAMS at once (best of 3; each answer the one stream's);
@@ -169,23 +147,24 @@ local function served(models_dir, many)
   -- warm: each worker's session and its plan (built on a thread VM's first call; the streams spread over workers)
   for _ = 1, many and 2 or 0 do streams(STREAMS) end
   streams(1)
-  local one, alone = math.huge, nil
+  local one, alone, client1, client8 = math.huge, nil, 0, 0
   local c0 = cpu()
   for _ = 1, 5 do
-    local t, a = streams(1)
-    one, alone = math.min(one, t), a[1]
+    local t, a, c = streams(1)
+    one, alone, client1 = math.min(one, t), a[1], client1 + c
   end
   local c1 = cpu()
   assert(alone == want, "the served answer differs from ds.generate's in process")
   local total = math.huge
   for _ = 1, many and 3 or 0 do
-    local t, a = streams(STREAMS)
+    local t, a, c = streams(STREAMS)
     for i = 1, STREAMS do assert(a[i] == alone, "stream " .. i .. " of " .. STREAMS .. " differs from one alone") end
-    total = math.min(total, t)
+    total, client8 = math.min(total, t), client8 + c
   end
   local c2 = cpu()
   os.execute(string.format("bin/ds-serve %s %d %s stop >/dev/null; sleep 1", prefix, PORT, models_dir))
-  return N / one, STREAMS * N / total, split(c0, c1, 5 * N), many and split(c1, c2, 3 * STREAMS * N)
+  return N / one, STREAMS * N / total, split(c0, c1, client1, 5 * N),
+    many and split(c1, c2, client8, 3 * STREAMS * N)
 end
 local one, total, cpu1, cpu8 = served(dir .. "/models" .. STREAMS, true)
 local one1 = served(dir .. "/models1", false)
@@ -200,6 +179,7 @@ print(string.format("  served, %d concurrent streams (total)   %8.0f  (%.2fx one
   .. "as alone)", STREAMS, total, total / one))
 print(string.format("  served, one stream, caches for 1       %8.0f  (%.2fx the in-process loop)", one1,
   one1 / loop_rate))
-print(string.format("  CPU per token (us; 10 ms ticks): one stream: %s; %d streams: %s", cpu1, STREAMS, cpu8))
-print(string.format("  saved step per call, 1 thread: %d rows running %.3f ms, 1 row %.3f ms, a prompt (16 tokens) "
-  .. "%.3f ms (a stream: %d steps, its prompt one)", STREAMS, step8, step1, prefill, N))
+print(string.format("  CPU per token (us): one stream: %s; %d streams: %s", cpu1, STREAMS, cpu8))
+print(string.format("  saved step per call, 1 thread, at position %d: %d rows running %.3f ms, 1 row %.3f ms, a prompt "
+  .. "(16 tokens) %.3f ms (a stream: %d steps, its prompt one): they allow 8 streams %.2fx one", mid, STREAMS, step8,
+  step1, prefill, N, cap))
