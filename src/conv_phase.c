@@ -36,6 +36,13 @@ void conv_phase_offsets(const phase_geom *p, int64_t KH, int64_t KW, int64_t dh,
       }
 }
 
+/* whether a phase buffer of len elements would be the image itself: no border, stride 1, and no window reading
+   past the planes */
+int conv_phase_is_image(const phase_geom *p, int64_t len) {
+  return !p->kx && p->sh == 1 && p->sw == 1 && p->top == 0 && p->left == 0 && p->Hq == p->H && p->Wq == p->W &&
+         len == p->C * p->plane;
+}
+
 /* elements a phase buffer needs so that each window (offsets koff[0 .. K)) can be read for span elements */
 int64_t conv_phase_len(const phase_geom *p, const int64_t *koff, int64_t K, int64_t span) {
   int64_t n = p->C * (p->kx ? p->kx : p->sh * p->sw) * p->plane;

@@ -31,6 +31,8 @@ void conv_phase_init_cols(phase_geom *p, int64_t C, int64_t H, int64_t W, int64_
 void conv_phase_offsets(const phase_geom *p, int64_t KH, int64_t KW, int64_t dh, int64_t dw, int64_t *koff);
 /* elements of a phase buffer from which each of the K windows can be read for span elements */
 int64_t conv_phase_len(const phase_geom *p, const int64_t *koff, int64_t K, int64_t span);
+/* 1 when a phase buffer of len elements equals the image (the planes need no copy) */
+int conv_phase_is_image(const phase_geom *p, int64_t len);
 /* dst (len elements) = the phase planes of the image at x, zeros after them */
 void conv_phases_f32(const phase_geom *p, const float *x, float *dst, int64_t len);
 void conv_phases_f64(const phase_geom *p, const double *x, double *dst, int64_t len);

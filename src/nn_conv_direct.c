@@ -95,7 +95,7 @@ typedef struct {
   float *dst;
   const scratch *s;
   const int64_t *koff;
-  int64_t K, nvec, ldc, blen;
+  int64_t K, nvec, ldc, blen;   /* blen: 0 when the phase planes are the image itself (read in place) */
   const conv_ep *ep;   /* the forward pass's epilogue, per (image, group) written, or NULL */
 } inner_job;
 
@@ -107,8 +107,9 @@ static void inner_images(const inner_job *j) {
   for (int64_t n = 0; n < v->N; n++)
     for (int64_t gi = 0; gi < v->G; gi++) {
       int64_t ig = n * v->G + gi;
-      conv_phases_f32(&v->p, j->src + ig * in, buf, j->blen);
-      j->kr->rows(v->rows, j->nvec, j->K, j->a + gi * v->rows * j->K, j->K, buf, j->koff, c, j->ldc);
+      const float *b = j->src + ig * in;
+      if (j->blen) { conv_phases_f32(&v->p, b, buf, j->blen); b = buf; }
+      j->kr->rows(v->rows, j->nvec, j->K, j->a + gi * v->rows * j->K, j->K, b, j->koff, c, j->ldc);
       take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst + ig * v->Co * v->Ho * v->Wo,
                 j->bias ? j->bias + gi * v->Co : NULL, 0, v->Ho * v->p.Wq);
       if (j->ep) j->ep->apply(j->ep, n, 1, gi * v->Co, v->Co);
@@ -151,6 +152,7 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   int64_t nvec = (v->Ho * v->p.Wq + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
   conv_phase_offsets(&v->p, v->KH, v->KW, v->dh, v->dw, koff);
   int64_t blen = conv_phase_len(&v->p, koff, K, ldc);
+  if (conv_phase_is_image(&v->p, blen)) blen = 0;   /* 1x1 convs over planes of whole vectors: no copy */
   /* one image worth sharing: its threads split the image */
   int split = v->N * v->G == 1 && (double)v->rows * (double)ldc * (double)K >= SPLIT_MIN;
   int nt = par || split ? ds_team() : 1;
@@ -161,12 +163,12 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, ep };
   if (par && split) {
     float *buf = (float *)s.base, *c = buf + blen;
-    conv_phases_f32(&v->p, src, buf, blen);
+    if (blen) conv_phases_f32(&v->p, src, buf, blen);
     double t0 = ds_team_start();
     #pragma omp parallel num_threads(nt)
     {
       ds_team_arrive(t0);
-      inner_split(&job, buf, c);
+      inner_split(&job, blen ? buf : src, c);
     }
     ds_team_done();
   } else if (par) {

@@ -42,6 +42,8 @@ local cases = {
   { 1, 2, 13, 11, 5, 3, 3, { 1, 1 }, { 0, 1 }, { 1, 2 }, 1 }, { 1, 4, 7, 5, 7, 3, 3, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
   -- 1x1 kernels on 1x1 planes (scalar chains): grouped, several images, channel counts off the 8-chain blocks
   { 3, 12, 1, 1, 9, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 3 }, { 2, 7, 1, 1, 13, 1, 1, { 2, 2 }, { 0, 0 }, { 1, 1 }, 1 },
+  -- 1x1 at stride 1 over planes of whole vectors (read in place, no copy): grouped, one image split by threads
+  { 2, 6, 4, 8, 10, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 2 }, { 1, 40, 8, 8, 48, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
 }
 
 describe("direct conv2d forward at any stride", function()
@@ -85,8 +87,10 @@ describe("direct conv2d forward at any stride", function()
       local ffi = require("ffi")
       local xc, wc, bc = ds.randn(3, 6, 14, 14), ds.randn(16, 6, 5, 5), ds.randn(16)   -- column planes
       local yc = ds.conv2d(xc, wc, bc)
+      local xi, wi, bi = ds.randn(1, 40, 8, 8), ds.randn(48, 40, 1, 1), ds.randn(48)   -- read in place, split
+      local yi = ds.conv2d(xi, wi, bi)
       local h = 0
-      for _, t in ipairs({ y, y1, yp, yc }) do
+      for _, t in ipairs({ y, y1, yp, yc, yi }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
