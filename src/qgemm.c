@@ -86,6 +86,7 @@ void ds_qgemm_colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs) { cols
    does not matter); 0 when x holds NaN or an infinity (x - x is NaN exactly then) */
 static int finite_range_runs(const float *x, int64_t nseg, int64_t len, int64_t step, float *lo_out,
                              float *hi_out) {
+  if (ds_isa() == DS_ISA_AVX512) return ds_qgemm_range_runs_avx512(x, nseg, len, step, lo_out, hi_out);
   __m256 lo = _mm256_setzero_ps(), hi = lo, bad = lo;
   float a = 0, b = 0;
   for (int64_t s = 0; s < nseg; s++) {
@@ -138,6 +139,10 @@ int ds_qgemm_range(const float *x, int64_t n, float *scale, int32_t *zp) {
 static void quantize_finite(const float *x, int64_t n, float scale, int32_t zp, uint8_t *q) {
   if (scale == 0) {
     memset(q, 0, (size_t)n);
+    return;
+  }
+  if (ds_isa() == DS_ISA_AVX512) {
+    ds_qgemm_quantize_avx512(x, n, scale, zp, q);
     return;
   }
   const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps((float)zp), zero = _mm256_setzero_ps(),

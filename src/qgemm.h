@@ -60,6 +60,9 @@ extern const qgemm_kernel ds_qgemm_avx2, ds_qgemm_vnni, ds_qgemm_vnni_wide;
 int ds_qgemm_range(const float *x, int64_t n, float *scale, int32_t *zp);   /* 0: x holds NaN or an infinity */
 int ds_qgemm_quantize(const float *x, int64_t n, float scale, int32_t zp, uint8_t *q);   /* 0: NaN or inf */
 void ds_qgemm_pack(const int8_t *w, int64_t N, int64_t K, int8_t *wp);   /* the packed layout above */
+/* qgemm.c's range over runs and quantization of finite x (scale > 0) on AVX-512 hosts: the same values */
+int ds_qgemm_range_runs_avx512(const float *x, int64_t nseg, int64_t len, int64_t step, float *lo, float *hi);
+void ds_qgemm_quantize_avx512(const float *x, int64_t n, float scale, int32_t zp, uint8_t *q);
 void ds_qgemm_colsums(const int8_t *w, int64_t N, int64_t K, int32_t *cs);
 
 /* One output of a product whose columns go to several tensors (linears over one input, their packed weights one

@@ -118,3 +118,41 @@ static void wmicro(int mr, int nr, int64_t G, const uint8_t *a, int64_t lda, con
 }
 
 const qgemm_kernel ds_qgemm_vnni_wide = { WMR, WNS * QG_NR, wmicro };
+
+/* qgemm.c's row quantization 16 lanes at a time, each lane the same IEEE operations as its 8-lane code: the range
+   (a masked tail reads zeros, which min(0, .) and max(0, .) ignore) ... */
+int ds_qgemm_range_runs_avx512(const float *x, int64_t nseg, int64_t len, int64_t step, float *lo_out,
+                               float *hi_out) {
+  __m512 lo = _mm512_setzero_ps(), hi = lo;
+  __mmask16 bad = 0;
+  for (int64_t s = 0; s < nseg; s++) {
+    const float *xs = x + s * step;
+    for (int64_t k = 0; k < len; k += 16) {
+      __mmask16 m = len - k >= 16 ? 0xffff : (__mmask16)((1u << (len - k)) - 1);
+      __m512 v = _mm512_maskz_loadu_ps(m, xs + k), d = _mm512_sub_ps(v, v);
+      lo = _mm512_min_ps(lo, v);
+      hi = _mm512_max_ps(hi, v);
+      bad |= _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q);
+    }
+  }
+  if (bad) return 0;
+  float l[16], h[16], a = 0, b = 0;
+  _mm512_storeu_ps(l, lo);
+  _mm512_storeu_ps(h, hi);
+  for (int i = 0; i < 16; i++) { a = l[i] < a ? l[i] : a; b = h[i] > b ? h[i] : b; }
+  *lo_out = a; *hi_out = b;
+  return 1;
+}
+
+/* ... and q = clamp(round(x / scale) + zp, 0, 255) of finite x, scale > 0 (the quotient rounded half to even) */
+void ds_qgemm_quantize_avx512(const float *x, int64_t n, float scale, int32_t zp, uint8_t *q) {
+  const __m512 s = _mm512_set1_ps(scale), z = _mm512_set1_ps((float)zp), zero = _mm512_setzero_ps(),
+               top = _mm512_set1_ps(255);
+  for (int64_t k = 0; k < n; k += 16) {
+    __mmask16 m = n - k >= 16 ? 0xffff : (__mmask16)((1u << (n - k)) - 1);
+    __m512 v = _mm512_roundscale_ps(_mm512_div_ps(_mm512_maskz_loadu_ps(m, x + k), s),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, z), zero), top);
+    _mm512_mask_cvtusepi32_storeu_epi8(q + k, m, _mm512_cvtps_epi32(v));
+  }
+}
