@@ -22,16 +22,18 @@ local CONNECT_S = 10     -- how long it waits for the worker that started it to 
 local RBUF = 65536
 local rbuf = ffi.new("char[?]", RBUF)
 
--- the fds of fds (a list) readable within timeout_ms (0: now), as a set
-local function readable(fds, timeout_ms)
-  local n = #fds
-  local p = ffi.new("struct ds_pollfd[?]", n)
-  for i = 1, n do p[i - 1].fd, p[i - 1].events = fds[i], POLLIN end
-  local ready = {}
-  if C.poll(p, n, timeout_ms) > 0 then
-    for i = 1, n do if p[i - 1].revents ~= 0 then ready[fds[i]] = true end end
+-- poll over lfd and the connections' fds, in a pollfd array kept from call to call (no allocation per step) -> the
+-- array: entry 0 is lfd, entry i the connection conns[i]
+local pfd, pcap = nil, 0
+local function poll(lfd, conns, timeout_ms)
+  local n = #conns + 1
+  if n > pcap then pcap = math.max(2 * pcap, n, 8); pfd = ffi.new("struct ds_pollfd[?]", pcap) end
+  pfd[0].fd, pfd[0].events, pfd[0].revents = lfd, POLLIN, 0
+  for i = 1, n - 1 do pfd[i].fd, pfd[i].events, pfd[i].revents = conns[i].fd, POLLIN, 0 end
+  if C.poll(pfd, n, timeout_ms) <= 0 then
+    for i = 0, n - 1 do pfd[i].revents = 0 end
   end
-  return ready
+  return pfd
 end
 
 -- a socket listening on path, or nil and why. It listens under another name first and is renamed to path: the
@@ -68,9 +70,11 @@ end
 -- connected -> steps. Every worker of the server may connect (serve/generate.lua finds the session in the shared
 -- dict ds_generate), so requests of all workers share the model's rows. In, per connection: "S {id, ids, opts}" (a
 -- request: ds.generator:start's prompt and options; id unique on that connection) and "C id" (cancel) lines; out:
--- "id token 0|1" (1: its last token) and "id ! error" lines, one write per connection and step.
-local function serve(lfd, gen, slots)
-  local conns, waiting, running, steps, idle_since = {}, {}, {}, 0, nil   -- running: generator id -> request
+-- "id token 0|1" (1: its last token) and "id ! error" lines, one write per connection and step (all its rows'
+-- lines). conns (the caller's, empty): the connections, {fd, inbuf, out (lines), nout}, open ones left in it on an
+-- error for the caller to close.
+local function serve(lfd, gen, slots, conns)
+  local waiting, running, steps, idle_since = {}, {}, 0, nil   -- running: generator id -> request
   local function drop(c)   -- a connection gone: its requests end
     C.close(c.fd)
     for i, x in ipairs(conns) do if x == c then table.remove(conns, i); break end end
@@ -81,26 +85,26 @@ local function serve(lfd, gen, slots)
     for id, r in pairs(running) do if r.conn == c and r.id == rid then gen:cancel(id); running[id] = nil end end
     for i = #waiting, 1, -1 do if waiting[i].conn == c and waiting[i].id == rid then table.remove(waiting, i) end end
   end
+  local function conn(fd) return { fd = fd, inbuf = "", out = {}, nout = 0 } end
+  local function put(c, line) c.nout = c.nout + 1; c.out[c.nout] = line end
   -- the first connection (the worker that started the session) comes within CONNECT_S
-  local first = readable({ lfd }, CONNECT_S * 1000)[lfd] and C.accept(lfd, nil, nil) or -1
+  local first = poll(lfd, conns, CONNECT_S * 1000)[0].revents ~= 0 and C.accept(lfd, nil, nil) or -1
   if first < 0 then error("the event loop did not connect", 0) end
-  conns[1], idle_since = { fd = first, inbuf = "" }, ds.clock()
+  conns[1], idle_since = conn(first), ds.clock()
+  local gone = {}
   while #conns > 0 do
     local busy = gen:active() > 0 or #waiting > 0
     if not busy and ds.clock() - idle_since >= IDLE_S then break end
-    local fds = { lfd }
-    for i, c in ipairs(conns) do fds[i + 1] = c.fd end
-    local ready = readable(fds, busy and 0 or math.max(0, math.ceil((IDLE_S - (ds.clock() - idle_since)) * 1000)))
-    if ready[lfd] then
-      local fd = C.accept(lfd, nil, nil)
-      if fd >= 0 then conns[#conns + 1] = { fd = fd, inbuf = "" } end
-    end
-    for _, c in ipairs({ unpack(conns) }) do
-      if ready[c.fd] then
-        local n = tonumber(C.recv(c.fd, rbuf, RBUF, 0))
-        if n <= 0 then drop(c)
+    local n = #conns
+    local p = poll(lfd, conns, busy and 0 or math.max(0, math.ceil((IDLE_S - (ds.clock() - idle_since)) * 1000)))
+    local accept = p[0].revents ~= 0
+    for i = 1, n do
+      local c = conns[i]
+      if p[i].revents ~= 0 then
+        local got = tonumber(C.recv(c.fd, rbuf, RBUF, 0))
+        if got <= 0 then gone[#gone + 1] = c
         else
-          c.inbuf = c.inbuf .. ffi.string(rbuf, n)
+          c.inbuf = c.inbuf .. ffi.string(rbuf, got)
           for line in c.inbuf:gmatch("([^\n]*)\n") do
             if line:sub(1, 2) == "S " then
               local r = cjson.decode(line:sub(3))
@@ -113,8 +117,11 @@ local function serve(lfd, gen, slots)
         end
       end
     end
-    local out = {}   -- connection -> lines
-    local function put(c, line) out[c] = out[c] or {}; table.insert(out[c], line) end
+    for i = #gone, 1, -1 do drop(gone[i]); gone[i] = nil end
+    if accept then
+      local fd = C.accept(lfd, nil, nil)
+      if fd >= 0 then conns[#conns + 1] = conn(fd) end
+    end
     while gen:active() < slots and #waiting > 0 do
       local r = table.remove(waiting, 1)
       local ok, id, why = pcall(gen.start, gen, r.ids, r.opts)
@@ -131,11 +138,15 @@ local function serve(lfd, gen, slots)
       end
       steps, idle_since = steps + 1, ds.clock()
     end
-    for c, lines in pairs(out) do
-      if not send_all(c.fd, table.concat(lines)) then drop(c) end
+    for i = 1, #conns do
+      local c = conns[i]
+      if c.nout > 0 then
+        if not send_all(c.fd, table.concat(c.out, "", 1, c.nout)) then gone[#gone + 1] = c end
+        c.nout = 0
+      end
     end
+    for i = #gone, 1, -1 do drop(gone[i]); gone[i] = nil end
   end
-  for _, c in ipairs(conns) do C.close(c.fd) end
   return steps
 end
 
@@ -192,7 +203,9 @@ function M.run(m, path, max_len)
     ds.set_num_threads(threads)
     return nil, err
   end
-  local ok, steps = pcall(serve, lfd, gen, slots)
+  local conns = {}
+  local ok, steps = pcall(serve, lfd, gen, slots, conns)
+  for _, c in ipairs(conns) do C.close(c.fd) end   -- on an error too: the event loops see the session end
   ds.set_num_threads(threads)
   C.unlink(path)   -- no new connection from here on
   C.close(lfd)
