@@ -20,6 +20,7 @@ local char_gpt = require("char_gpt")
 local CM = require("char_gpt_model")
 
 local PORT = tonumber(arg[1]) or 8097
+local WARM_S = 0.02   -- CPU seconds a pool thread runs in its first session (its plans built: ~40 ms)
 local N, PROMPT, STREAMS = 48, "This License ", 8   -- 13 + 48 - 1 positions: the model holds 64
 local dir = os.tmpname(); os.remove(dir)
 local prefix = dir .. "/ngx"
@@ -112,20 +113,21 @@ local function ls(dir)
   p:close()
   return names
 end
+-- (and each pool thread's, by thread id)
 local function cpu()
   local master = read(prefix .. "/logs/nginx.pid"):match("%d+")
-  local loops, pool = 0, 0
+  local loops, pool, each = 0, 0, {}
   for _, pid in ipairs(ls("/proc")) do
     local st = pid:match("^%d+$") and read("/proc/" .. pid .. "/stat")
     if st and st:match("%) %S+ (%d+)") == master then
       for _, tid in ipairs(ls("/proc/" .. pid .. "/task")) do
         local t = read("/proc/" .. pid .. "/task/" .. tid .. "/schedstat")
         t = t and tonumber(t:match("^%d+")) / 1e9 or 0
-        if tid == pid then loops = loops + t else pool = pool + t end
+        if tid == pid then loops = loops + t else pool, each[tid] = pool + t, t end
       end
     end
   end
-  return { loops = loops, pool = pool }
+  return { loops = loops, pool = pool, each = each }
 end
 -- microseconds per token of each part between two cpu() readings over `tokens` tokens, the client's `client` seconds
 local function split(a, b, client, tokens)
@@ -144,8 +146,17 @@ local function served(models_dir, many)
     os.execute("sleep 0.1")
   end
   assert(ok, "the server did not come up")
-  -- warm: each worker's session and its plan (built on a thread VM's first call; the streams spread over workers)
-  for _ = 1, many and 2 or 0 do streams(STREAMS) end
+  -- warm: every pool thread's VM builds its plans (tens of ms) in the first session it runs, and a session starts in
+  -- any pool thread of the worker its first request reached: streams, each set after the last session has ended,
+  -- until every pool thread has run one (its plan builds kept out of the timed runs and the CPU per token)
+  local before = cpu().each
+  for _ = 1, 40 do
+    streams(many and STREAMS or 1)
+    os.execute("sleep 0.1")   -- the session ends (50 ms idle)
+    local all = true
+    for tid, t in pairs(cpu().each) do all = all and t - (before[tid] or 0) >= WARM_S end
+    if all then break end
+  end
   streams(1)
   local one, alone, client1, client8 = math.huge, nil, 0, 0
   local c0 = cpu()
