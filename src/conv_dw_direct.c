@@ -1,6 +1,7 @@
 /* conv_dw_direct.c: one f32 depthwise plane straight from its input plane (no phase planes, no accumulator run in
    memory), 8 outputs a vector and up to DW_ROWS output rows at once (independent FMA chains, so the FMA latency is
-   hidden on small planes): any kernel at stride 1 (masked loads of the shifted input rows), and 3x3 at stride 2
+   hidden on small planes): any kernel at stride 1 (up to 8 rows from a zero-bordered copy of planes up to
+   DW_PAD_MAX floats, masked loads of the shifted input rows above), and 3x3 at stride 2
    with padding 1 (the even and odd input columns de-interleaved in registers; on the AVX-512 path 16 outputs a
    vector, conv_dw_direct_avx512.c). The chain per value is depthwise_plane's (nn_conv_depthwise_kernels.h): the
    taps (kh, kw) in order from zero, padding taps multiplying zeros, then + bias, so the same bits on every path.
@@ -55,6 +56,40 @@ __attribute__((always_inline)) static inline void s1_rows(const int nr, const ge
   for (int i = 0; i < nr; i++) store8(y + (oh0 + i) * g->OW + ow0, g->OW - ow0, _mm256_add_ps(acc[i], bias));
 }
 
+/* a stride-1 plane whose zero-bordered copy takes at most this many floats (stack) is read from the copy */
+#define DW_PAD_MAX 4096
+/* output rows at once from the copy: 8 independent FMA chains cover the FMA latency on two ports */
+#define DW_PAD_ROWS 8
+
+/* output rows [oh0, oh0 + nr), nr <= DW_PAD_ROWS, columns [ow0, ow0 + 8) of a stride-1 plane from its
+   zero-bordered copy xp (rows of R, padded row 0 = input row -ph, padded column 0 = input column -pw): plain
+   loads, the lanes past OW reading spare columns whose results are not stored; padding taps multiply the copy's
+   zeros (s1_rows' chain) */
+__attribute__((always_inline)) static inline void s1_rows_pad(const int nr, const geom *g, const float *xp,
+                                                              int64_t R, const float *w, __m256 bias, float *y,
+                                                              int64_t oh0, int64_t ow0) {
+  __m256 acc[DW_PAD_ROWS];
+  for (int i = 0; i < nr; i++) acc[i] = _mm256_setzero_ps();
+  for (int64_t kh = 0; kh < g->KH; kh++)
+    for (int64_t kw = 0; kw < g->KW; kw++) {
+      __m256 wv = _mm256_set1_ps(w[kh * g->KW + kw]);
+      const float *s = xp + (oh0 + kh * g->dh) * R + ow0 + kw * g->dw;
+#pragma GCC unroll 8
+      for (int i = 0; i < nr; i++) acc[i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + i * R), acc[i]);
+    }
+  for (int i = 0; i < nr; i++) store8(y + (oh0 + i) * g->OW + ow0, g->OW - ow0, _mm256_add_ps(acc[i], bias));
+}
+
+/* xp (rows, R) + 8 spare zeros = the input plane read by a stride-1 conv, at (ph, pw) in zeros */
+static void pad_plane(const geom *g, const float *x, float *xp, int64_t rows, int64_t R) {
+  memset(xp, 0, (size_t)(rows * R + 8) * sizeof(float));
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t h = r - g->ph, c0 = g->pw > 0 ? 0 : -g->pw, c1 = g->W < R - g->pw ? g->W : R - g->pw;
+    if (h < 0 || h >= g->H || c1 <= c0) continue;
+    memcpy(xp + r * R + c0 + g->pw, x + h * g->W + c0, (size_t)(c1 - c0) * sizeof(float));
+  }
+}
+
 /* input row h's columns 2 ow - 1, 2 ow, 2 ow + 1 for the 8 outputs from ow0 (zeros outside the plane) */
 static inline void s2_cols(const float *x, int64_t H, int64_t W, int64_t h, int64_t ow0, __m256 *a, __m256 *b,
                            __m256 *c) {
@@ -97,6 +132,21 @@ int conv_dw_direct_f32(const geom *g, const float *x, const float *w, float bias
   if (!(s1 || s2k3) || g->Wp + 16 >= INT32_MAX) return 0;   /* columns as 32-bit lanes */
   if (s2k3 && ds_isa() == DS_ISA_AVX512) { conv_dw3x3s2_avx512(g, x, w, bias, y); return 1; }
   __m256 bv = _mm256_set1_ps(bias), wk[9];
+  /* a small stride-1 plane: the rows and columns its outputs read, copied once with their zero border */
+  int64_t prow = g->OH + (g->KH - 1) * g->dh, R = g->OW + (g->KW - 1) * g->dw;
+  if (s1 && prow * R + 8 <= DW_PAD_MAX) {
+    float xp[DW_PAD_MAX];
+    pad_plane(g, x, xp, prow, R);
+    for (int64_t ow0 = 0; ow0 < g->OW; ow0 += 8)
+      for (int64_t oh0 = 0; oh0 < g->OH; oh0 += DW_PAD_ROWS) {
+#define P1(NR) case NR: s1_rows_pad(NR, g, xp, R, w, bv, y, oh0, ow0); break;
+        switch (g->OH - oh0 < DW_PAD_ROWS ? g->OH - oh0 : DW_PAD_ROWS) {
+          P1(1) P1(2) P1(3) P1(4) P1(5) P1(6) P1(7) default: P1(8)
+        }
+#undef P1
+      }
+    return 1;
+  }
   if (s2k3) for (int k = 0; k < 9; k++) wk[k] = _mm256_set1_ps(w[k]);
   for (int64_t ow0 = 0; ow0 < g->OW; ow0 += 8)
     for (int64_t oh0 = 0; oh0 < g->OH; oh0 += DW_ROWS) {
