@@ -11,6 +11,10 @@ local F = require("ds.ops")
 local generate = require("ds.generate")
 local lazy = require("ds.lazy")
 local trace = require("ds.trace")
+local ffi = require("ffi")
+
+local I64 = { dtype = "i64" }
+local i64_ptr = ffi.typeof("int64_t*")
 
 local M = {}
 
@@ -19,8 +23,9 @@ Generator.__index = Generator
 
 -- ds.generator(model, {slots, by_slot = false, compile = true, max_new_tokens, temperature, top_k, top_p, min_p,
 -- eos}): slots: the rows of model's KV caches (its batch); by_slot: model:step(ids (n, t) i64, pos (n) i64, slots (n)
--- i64) -> logits (n, t, V) runs the cache rows slots only, row b's t tokens at positions pos[b] ..; the other options
--- are the requests' defaults
+-- i64) -> logits (n, t, V) runs the cache rows slots only, row b's t tokens at positions pos[b] .. (a decode step's
+-- three inputs are the same tensors each step, rewritten in place: read them during the call); the other options are
+-- the requests' defaults
 function M.generator(model, opts)
   if type(model) ~= "table" or type(model.step) ~= "function" or type(model.max_len) ~= "number" then
     errors.raise("generator: model must have step(ids (B, 1) i64, pos (B) i64) -> logits (B, 1, V) and max_len "
@@ -40,7 +45,7 @@ function M.generator(model, opts)
       or { trace.spec({ B, 1 }, "i64"), trace.spec({ B }, "i64") })
   end
   return setmetatable({ model = model, defaults = o, B = B, by_slot = o.by_slot, step_fn = step, rows = {},
-    by_id = {}, last_id = 0 }, Generator)
+    by_id = {}, last_id = 0, inputs = {}, running = {}, joining = {} }, Generator)
 end
 
 -- the prompt as a Lua list of 1-based ids
@@ -151,31 +156,57 @@ local function padded(n, max_len)
   return math.min(p, max_len)
 end
 
+-- the step's i64 inputs for n running rows, made once per n and written in place each step: ids (n, 1), pos (n),
+-- slots (n), each with its data pointer
+local function slot_inputs(self, n)
+  local s = self.inputs[n]
+  if not s then
+    local ids, pos, slots = F.zeros({ n, 1 }, I64), F.zeros({ n }, I64), F.zeros({ n }, I64)
+    s = { ids = ids, pos = pos, slots = slots, ids_p = ffi.cast(i64_ptr, ids:data_ptr()),
+          pos_p = ffi.cast(i64_ptr, pos:data_ptr()), slots_p = ffi.cast(i64_ptr, slots:data_ptr()) }
+    self.inputs[n] = s
+  end
+  return s
+end
+
 -- step with by_slot: the running requests' next tokens in one call over their rows, then each new request's prompt
--- in one call (its first token)
+-- in one call (its first token); the row lists are kept across steps (emptied after use)
 function Generator:step_slots(events)
-  local run, ids, pos, slots, fresh = {}, {}, {}, {}, {}
+  local run, fresh, n, nf = self.running, self.joining, 0, 0
   for b = 1, self.B do
     local r = self.rows[b]
-    if r and r.fed < #r.prompt then fresh[#fresh + 1] = r
-    elseif r then
-      run[#run + 1], ids[#ids + 1], pos[#pos + 1], slots[#slots + 1] = r, { r.tokens[#r.tokens] }, r.fed + #r.tokens, b
+    if r and r.fed < #r.prompt then nf = nf + 1; fresh[nf] = r
+    elseif r then n = n + 1; run[n] = r end
+  end
+  if n > 0 then
+    local s = slot_inputs(self, n)
+    for i = 1, n do
+      local r = run[i]
+      local k = #r.tokens
+      s.ids_p[i - 1], s.pos_p[i - 1], s.slots_p[i - 1] = r.tokens[k], r.fed + k, r.row
+    end
+    local logits = self.step_fn(s.ids, s.pos, s.slots)   -- (n, 1, V)
+    local greedy   -- the argmax's data, its tensor (n, 1) kept in s (alive while read)
+    for i = 1, n do
+      local r = run[i]
+      local tok
+      if r.opts.temperature == 0 then   -- every row's argmax in one call (exact: the same as row by row)
+        if not greedy then s.best = logits:argmax(-1); greedy = ffi.cast(i64_ptr, s.best:data_ptr()) end
+        tok = tonumber(greedy[i - 1])
+      else
+        tok = draw(r, logits:narrow(1, i, 1):reshape(1, logits:size(3)))
+      end
+      run[i] = nil
+      emit(self, r, tok, events)
     end
   end
-  if #run > 0 then
-    local n = #run
-    local logits = self.step_fn(F.tensor(ids, { dtype = "i64" }), F.tensor(pos, { dtype = "i64" }),
-      F.tensor(slots, { dtype = "i64" }))
-    logits = logits:reshape(n, logits:size(3))
-    local cache = {}
-    for i, r in ipairs(run) do emit(self, r, next_token(r, logits, i, cache), events) end
-  end
-  for _, r in ipairs(fresh) do
+  for i = 1, nf do
+    local r = fresh[i]
+    fresh[i] = nil
     local T = #r.prompt
     local p = {}
-    for i = 1, padded(T, self.model.max_len) do p[i] = r.prompt[math.min(i, T)] end
-    local logits = self.step_fn(F.tensor(p, { dtype = "i64" }):reshape(1, #p), F.tensor({ 1 }, { dtype = "i64" }),
-      F.tensor({ r.row }, { dtype = "i64" }))
+    for j = 1, padded(T, self.model.max_len) do p[j] = r.prompt[math.min(j, T)] end
+    local logits = self.step_fn(F.tensor(p, I64):reshape(1, #p), F.tensor({ 1 }, I64), F.tensor({ r.row }, I64))
     r.fed = T
     emit(self, r, next_token(r, logits:narrow(2, T, 1):reshape(1, logits:size(3)), 1, {}), events)
   end
