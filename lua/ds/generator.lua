@@ -92,7 +92,7 @@ function Generator:start(prompt, opts)
   if not row then return nil, "full" end
   self.last_id = self.last_id + 1
   local r = { id = self.last_id, row = row, prompt = ids, fed = 0, tokens = {}, opts = o,
-              rng = o.seed and { o.seed, 0 } or nil }
+              rng = o.seed and ffi.new("int64_t[2]", o.seed, 0) or nil }
   self.rows[row], self.by_id[r.id] = r, r
   return r.id
 end
@@ -117,15 +117,17 @@ function Generator:active()
   return n
 end
 
--- row r's next token from its logits (1, V), drawn on its own generator state when it has a seed
+-- row r's next token from its logits (1, V), drawn on its own generator state (r.rng, int64_t[2]: seed, offset) when
+-- it has a seed: swapped into the global state (i64 (2)) through its data pointer for the draw
 local function draw(r, logits)
   if not r.rng then return generate.pick(logits, r.opts):item() end
   local st = random.state()
-  local saved = st:clone()
-  st:copy_(F.tensor(r.rng, { dtype = "i64" }))
+  local p, own = ffi.cast(i64_ptr, st:data_ptr()), r.rng
+  local seed, offset = p[0], p[1]
+  p[0], p[1] = own[0], own[1]
   local tok = generate.pick(logits, r.opts):item()
-  r.rng = st:totable()
-  st:copy_(saved)
+  own[0], own[1] = p[0], p[1]
+  p[0], p[1] = seed, offset
   return tok
 end
 
@@ -186,7 +188,7 @@ function Generator:step_slots(events)
       s.ids_p[i - 1], s.pos_p[i - 1], s.slots_p[i - 1] = r.tokens[k], r.fed + k, r.row
     end
     local logits = self.step_fn(s.ids, s.pos, s.slots)   -- (n, 1, V)
-    local greedy   -- the argmax's data, its tensor (n, 1) kept in s (alive while read)
+    local greedy, rows   -- the argmax's data (its tensor (n, 1) kept in s: alive while read); the logits (n, V)
     for i = 1, n do
       local r = run[i]
       local tok
@@ -194,7 +196,8 @@ function Generator:step_slots(events)
         if not greedy then s.best = logits:argmax(-1); greedy = ffi.cast(i64_ptr, s.best:data_ptr()) end
         tok = tonumber(greedy[i - 1])
       else
-        tok = draw(r, logits:narrow(1, i, 1):reshape(1, logits:size(3)))
+        rows = rows or logits:reshape(n, logits:size(3))
+        tok = draw(r, rows:narrow(1, i, 1))
       end
       run[i] = nil
       emit(self, r, tok, events)
