@@ -4,10 +4,45 @@
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma")
 #include "elementwise_ops.h"
 #include "elementwise_table.h"
+#include <immintrin.h>
 
-/* one loop per f32 unary row of elementwise.def */
+/* gelu over blocks of GELU_BLOCK values: the inputs with |x| >= 0.85 or NaN packed together (compress) and their
+   lane masks kept, the cheap half (ds_gelu_smallf) on every value, the tail half (ds_gelu_tailf) on the packed
+   inputs only, its results expanded back into their lanes; each value gets ds_geluf's result (o may be a: the
+   inputs are read before any output of their block is written). The tail costs ~6x the small half, and most
+   activations are small. */
+#define GELU_BLOCK 512
+static void wide_gelu_split(float *o, const float *a, int64_t n) {
+  float xs[GELU_BLOCK + 16], ys[GELU_BLOCK + 16];
+  __mmask16 ks[GELU_BLOCK / 16];
+  const __m512 lim = _mm512_set1_ps(0.85f);
+  for (int64_t b = 0; b < n; b += GELU_BLOCK) {
+    int64_t m = n - b < GELU_BLOCK ? n - b : GELU_BLOCK, nt = 0;
+    float *ob = o + b;
+    const float *ab = a + b;
+    for (int64_t i = 0; i < m; i += 16) {
+      __mmask16 in = m - i >= 16 ? 0xffff : (__mmask16)((1u << (m - i)) - 1);
+      __m512 x = _mm512_maskz_loadu_ps(in, ab + i);
+      __mmask16 k = _mm512_mask_cmp_ps_mask(in, _mm512_abs_ps(x), lim, _CMP_NLT_UQ);
+      _mm512_storeu_ps(xs + nt, _mm512_maskz_compress_ps(k, x));
+      ks[i / 16] = k;
+      nt += __builtin_popcount(k);
+    }
+    for (int64_t i = 0; i < m; i++) ob[i] = ds_gelu_smallf(ab[i]);
+    for (int64_t j = 0; j < nt; j++) ys[j] = ds_gelu_tailf(xs[j]);
+    for (int64_t i = 0, j = 0; j < nt; i += 16) {
+      __mmask16 k = ks[i / 16];
+      if (!k) continue;
+      _mm512_mask_storeu_ps(ob + i, k, _mm512_maskz_expand_ps(k, _mm512_loadu_ps(ys + j)));
+      j += __builtin_popcount(k);
+    }
+  }
+}
+
+/* one loop per f32 unary row of elementwise.def (gelu's: the split above) */
 #define WIDE_LOOP_f32(OP) \
   static void wide_##OP(float *o, const float *a, int64_t n) { \
+    if (EW_OP_##OP == EW_OP_gelu) { wide_gelu_split(o, a, n); return; } \
     for (int64_t i = 0; i < n; i++) o[i] = el_##OP##_f32(a[i]); \
   }
 #define WIDE_ENTRY_f32(OP) [EW_OP_##OP] = wide_##OP,

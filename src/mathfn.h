@@ -209,21 +209,28 @@ static inline float ds_siluf(float x) { return (float)((double)x * ds_sigmoid_d(
    x (c0 + Q(x^2)) with c0 = sqrt(2/pi) rounded and Q its remainder. Above, g = gelu(-|x|) = -exp(-x^2/2) S(t) with
    S = z erfc(z) exp(z^2) / sqrt 2 (z = |x|/sqrt 2) a fit in t = 1/(1 + |x|/2) - mid: S varies slowly, t carries
    1/(1 + |x|/2)'s rounding errors (d + de, t0 (1 + tr)), x^2 = h + l exactly, so the tail keeps its relative
-   accuracy; gelu(x) = g for x < 0, x + g for x > 0. mid = 0.5711 puts S(mid) within 0.001 ulp of an f32. */
-static inline float ds_geluf(float x) {
-  float a = fabsf(x);
-  a = a < 15.0f ? a : 15.0f;   /* gelu(-15) rounds to -0 */
-  float h = a * a, l = fmaf(a, a, -h);
+   accuracy; gelu(x) = g for x < 0, x + g for x > 0. mid = 0.5711 puts S(mid) within 0.001 ulp of an f32.
+   The two halves are separate functions: ds_gelu_smallf for |x| < 0.85, ds_gelu_tailf for the rest (NaN, +-inf
+   included); ds_geluf picks one per element, and the AVX-512 loop (elementwise_avx512.c) runs the tail only on
+   the lanes that need it, so every path gives the same bits. */
+static inline float ds_gelu_smallf(float x) {
+  float h = x * x;
   float p = -0x1.0cd6c4p-16f;
   p = fmaf(p, h, 0x1.df06b8p-13f);
   p = fmaf(p, h, -0x1.371f6ap-9f);
   p = fmaf(p, h, 0x1.46cf86p-6f);
   p = fmaf(p, h, -0x1.105836p-3f);
   p = fmaf(p, h, -0x1.86d47ep-26f);
-  float xs = x < 0.0f ? -a : a;  /* x clamped */
-  float e = fmaf(xs, 0x1.988454p-1f, xs * p);
-  float hx = 0.5f * xs;
+  float e = fmaf(x, 0x1.988454p-1f, x * p);
+  float hx = 0.5f * x;
   float small = fmaf(hx, e, hx);
+  return x == 0.0f ? x : small;
+}
+
+static inline float ds_gelu_tailf(float x) {
+  float a = fabsf(x);
+  a = a < 15.0f ? a : 15.0f;   /* gelu(-15) rounds to -0 */
+  float h = a * a, l = fmaf(a, a, -h);
   float d = fmaf(0.5f, a, 1.0f), de = fmaf(0.5f, a, 1.0f - d);  /* 1 + a/2 = d + de exactly */
   float t0 = 1.0f / d, tr = fmaf(-d, t0, 1.0f);                /* 1/d = t0 (1 + tr) to 2^-48 */
   float t = (t0 - 0.5711f) + t0 * fmaf(-de, t0, tr); /* 1/(1 + a/2) - mid */
@@ -239,10 +246,14 @@ static inline float ds_geluf(float x) {
   s = fmaf(s, t, -0x1.b8f2p-2f);
   s = fmaf(s, t, 0x1.3c395cp-2f);
   float g = -ds_exp_hilo_mulf(-0.5f * h, -0.5f * l, s);
-  float big = x < 0.0f ? g : x + g;
-  float f = a < 0.85f ? (x == 0.0f ? x : small) : big;
+  float f = x < 0.0f ? g : x + g;
   f = x == -INFINITY ? NAN : f;
   return x != x ? x : f;
+}
+
+static inline float ds_geluf(float x) {
+  float small = ds_gelu_smallf(x), tail = ds_gelu_tailf(x);
+  return fabsf(x) < 0.85f ? small : tail;
 }
 
 /* gelu, tanh form: x/2 (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */

@@ -313,3 +313,30 @@ describe("elementwise errors", function()
     assert.matches("does not broadcast", ffi.string(require("ds.ffi").C.ds_last_error()))
   end)
 end)
+
+describe("gelu's two halves", function()
+  -- the AVX-512 loop packs the inputs with |x| >= 0.85 (and NaN, inf) and runs the tail formula on those only;
+  -- each value must get the same bits wherever it sits: shuffled among other values, sorted, alone, in place
+  it("give each value the same bits in any order, alone and in place, at lengths across blocks and vector tails", function()
+    local ffi = require("ffi")
+    local gelu = ds.nn.functional.gelu
+    local specials = { 0 / 0, 1 / 0, -1 / 0, 0.85, -0.85, 0.8499999, -0.8499999, 0, -0.0, 15, -15, 20, -20 }
+    ds.manual_seed(5)
+    for _, n in ipairs { 1, 15, 17, 511, 512, 513, 1040, 3001 } do
+      local x = ds.randn(n) * 1.5
+      local p = ffi.cast("float *", x:data_ptr())
+      for k = 1, math.min(n, #specials) do p[(k * 37) % n] = specials[k] end
+      local y = gelu(x)
+      local perm = ds.randperm(n)
+      assert.is_true(H.bitwise(gelu(x:index_select(1, perm)), y:index_select(1, perm)), "shuffled, n = " .. n)
+      local sorted, order = x:sort()
+      assert.is_true(H.bitwise(gelu(sorted), y:index_select(1, order)), "sorted, n = " .. n)
+      local z = x:clone()
+      z:gelu_()
+      assert.is_true(H.bitwise(z, y), "in place, n = " .. n)
+      for k = 1, n, math.max(1, math.floor(n / 40)) do
+        assert.is_true(H.bitwise(gelu(x:narrow(1, k, 1)), y:narrow(1, k, 1)), "alone, n = " .. n)
+      end
+    end
+  end)
+end)
