@@ -140,14 +140,16 @@ local function emit(self, r, tok, events)
   events[#events + 1] = { id = r.id, token = tok, done = r.done }
 end
 
--- row r's next token from logits (n, V), its row i; greedy: every row's argmax at once (exact, so the same as row by
--- row), kept in cache (a flat list: no closure per step, which LuaJIT would not compile)
-local function next_token(r, logits, i, cache)
+-- row r's next token from a step's logits (n, 1, V), its row i: greedy rows read one argmax over every row (exact:
+-- the same as row by row), made at the step's first greedy row and kept in s (its data read while its tensor lives);
+-- sampled rows draw from their row of one (n, V) view, also kept in s
+local function row_token(s, r, logits, i)
   if r.opts.temperature == 0 then
-    cache.greedy = cache.greedy or logits:argmax(-1):_flat()
-    return cache.greedy[i]
+    if not s.greedy then s.best = logits:argmax(-1); s.greedy = ffi.cast(i64_ptr, s.best:data_ptr()) end
+    return tonumber(s.greedy[i - 1])
   end
-  return draw(r, logits:narrow(1, i, 1))
+  s.rows = s.rows or logits:reshape(logits:size(1), logits:size(3))
+  return draw(r, s.rows:narrow(1, i, 1))
 end
 
 -- a prompt of T tokens goes in as a call of the next power of two tokens (at most max_len; the padding's cache
@@ -188,19 +190,11 @@ function Generator:step_slots(events)
       s.ids_p[i - 1], s.pos_p[i - 1], s.slots_p[i - 1] = r.tokens[k], r.fed + k, r.row
     end
     local logits = self.step_fn(s.ids, s.pos, s.slots)   -- (n, 1, V)
-    local greedy, rows   -- the argmax's data (its tensor (n, 1) kept in s: alive while read); the logits (n, V)
+    s.greedy, s.rows = nil, nil
     for i = 1, n do
       local r = run[i]
-      local tok
-      if r.opts.temperature == 0 then   -- every row's argmax in one call (exact: the same as row by row)
-        if not greedy then s.best = logits:argmax(-1); greedy = ffi.cast(i64_ptr, s.best:data_ptr()) end
-        tok = tonumber(greedy[i - 1])
-      else
-        rows = rows or logits:reshape(n, logits:size(3))
-        tok = draw(r, rows:narrow(1, i, 1))
-      end
       run[i] = nil
-      emit(self, r, tok, events)
+      emit(self, r, row_token(s, r, logits, i), events)
     end
   end
   for i = 1, nf do
@@ -211,7 +205,28 @@ function Generator:step_slots(events)
     for j = 1, padded(T, self.model.max_len) do p[j] = r.prompt[math.min(j, T)] end
     local logits = self.step_fn(F.tensor(p, I64):reshape(1, #p), F.tensor({ 1 }, I64), F.tensor({ r.row }, I64))
     r.fed = T
-    emit(self, r, next_token(r, logits:narrow(2, T, 1):reshape(1, logits:size(3)), 1, {}), events)
+    emit(self, r, row_token({}, r, logits:narrow(2, T, 1), 1), events)
+  end
+end
+
+-- step without by_slot: every row in one call (ids (B, 1) and pos (B) rewritten in place); an idle row computes a
+-- throwaway token at position 1, a request still reading its prompt feeds its next prompt token
+function Generator:step_rows(events)
+  local s = slot_inputs(self, self.B)
+  for b = 1, self.B do
+    local r = self.rows[b]
+    if not r then s.ids_p[b - 1], s.pos_p[b - 1] = 1, 1
+    elseif r.fed < #r.prompt then s.ids_p[b - 1], s.pos_p[b - 1] = r.prompt[r.fed + 1], r.fed + 1
+    else s.ids_p[b - 1], s.pos_p[b - 1] = r.tokens[#r.tokens], r.fed + #r.tokens end
+  end
+  local logits = self.step_fn(s.ids, s.pos)   -- (B, 1, V)
+  s.greedy, s.rows = nil, nil
+  for b = 1, self.B do
+    local r = self.rows[b]
+    if r then
+      if r.fed < #r.prompt then r.fed = r.fed + 1 end
+      if r.fed == #r.prompt then emit(self, r, row_token(s, r, logits, b), events) end
+    end
   end
 end
 
@@ -220,32 +235,7 @@ end
 -- request past its prompt gains a token
 function Generator:step()
   local events = {}
-  if self.by_slot then
-    autograd.no_grad(self.step_slots, self, events)
-    return events
-  end
-  local ids, pos = {}, {}
-  for b = 1, self.B do
-    local r = self.rows[b]
-    if not r then ids[b], pos[b] = 1, 1
-    else
-      local n = r.fed + #r.tokens
-      ids[b] = r.fed < #r.prompt and r.prompt[r.fed + 1] or r.tokens[#r.tokens]
-      pos[b] = n + (r.fed < #r.prompt and 1 or 0)
-    end
-  end
-  autograd.no_grad(function()
-    local logits = self.step_fn(F.tensor(ids, { dtype = "i64" }):reshape(self.B, 1), F.tensor(pos, { dtype = "i64" }))
-    logits = logits:reshape(self.B, logits:size(3))
-    local cache = {}
-    for b = 1, self.B do
-      local r = self.rows[b]
-      if r then
-        if r.fed < #r.prompt then r.fed = r.fed + 1 end
-        if r.fed == #r.prompt then emit(self, r, next_token(r, logits, b, cache), events) end
-      end
-    end
-  end)
+  autograd.no_grad(self.by_slot and self.step_slots or self.step_rows, self, events)
   return events
 end
 
