@@ -3,7 +3,10 @@
    lane per column as ds_qgemm_store computes it. ds_qgemm_vnni: 8 rows x 32 columns (two packed strips, 16
    accumulators, a broadcast of four activation bytes per two vpdpbusd); ds_qgemm_vnni_wide: 6 rows x 64 columns
    (four strips, 24 accumulators, a broadcast per four vpdpbusd), faster on Zen 4 where the outputs are wide
-   enough to fill it (int8 linears 128 x 256 -> 768 or 1024: 6-9%, timed on a busy host). */
+   enough to fill it (int8 linears 128 x 256 -> 768 or 1024: 6-9%, timed on a busy host). Not for its fewer
+   broadcasts: with the data in L1, 8 x 32, 6 x 64 and an embedded-broadcast variant all reach the same 472
+   GOP/s per core; the gain is likely memory traffic (each activation row read once per 64 output columns
+   instead of per 32), which was not measured apart. */
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
 #include "qgemm.h"
 #include <immintrin.h>
