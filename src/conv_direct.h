@@ -10,9 +10,9 @@
 /* The implicit GEMM of a convolution: c (rows x 16*nvec, row stride ldc) = a (rows x K, row stride lda) @ B,
    where B's row k is the 16*nvec floats at b + koff[k] (a shifted window of a padded image). rows is a
    multiple of tile_rows (the caller pads a and c with spare rows). Each c element is one FMA chain from +0
-   over k in order. */
+   over k in order, then + bias[row] (one add) when bias is not NULL. */
 typedef void (*conv_rows_fn)(int64_t rows, int64_t nvec, int64_t K, const float *a, int64_t lda, const float *b,
-                             const int64_t *koff, float *c, int64_t ldc);
+                             const int64_t *koff, float *c, int64_t ldc, const float *bias);
 
 /* The weight gradient's dot products, lane by lane, over nimg images (image i's d and b at d + i * dstride,
    b + i * bstride): for i < nimg, then v < nvec in order, for each r < rows, j < cols and lane l,

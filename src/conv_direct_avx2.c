@@ -11,6 +11,7 @@ static inline void vstore(float *p, vec v) { _mm256_storeu_ps(p, v.lo); _mm256_s
 static inline vec vfma(vec a, vec b, vec c) {
   return (vec){ _mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi) };
 }
+static inline vec vadd(vec a, vec b) { return (vec){ _mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi) }; }
 #define VKEEP(v) __asm__("" : "+x"((v).lo), "+x"((v).hi))
 
 #define TILE_ROWS 6   /* 6 x 2 ymm accumulators + 2 B + 1 broadcast */

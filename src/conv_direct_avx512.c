@@ -9,6 +9,7 @@ static inline vec vset1(float x) { return _mm512_set1_ps(x); }
 static inline vec vload(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vstore(float *p, vec v) { _mm512_storeu_ps(p, v); }
 static inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
 #define VKEEP(v) __asm__("" : "+v"(v))
 
 #define TILE_ROWS 6   /* 6 x 4 zmm accumulators + 4 B vectors + 1 broadcast */

@@ -10,6 +10,7 @@ static inline vec vset1(float x) { return _mm512_set1_ps(x); }
 static inline vec vload(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vstore(float *p, vec v) { _mm512_storeu_ps(p, v); }
 static inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
 
 #define TILE_ROWS 8   /* 8 x 3 zmm accumulators + 3 B vectors + 1 broadcast */
 #define TILE_NV 3

@@ -1,13 +1,13 @@
 /* conv_direct_kernels.h: conv_rows and conv_dots (conv_direct.h) written once over a logical 16-float vector.
    A kernel file defines vec, vzero(), vset1(x), vload(p), vstore(p, v), vfma(a, b, c) (a * b + c, one rounding
-   per lane), VKEEP(v) (keeps v in registers: the compiler would otherwise reload it as an FMA operand),
-   TILE_ROWS, TILE_NV (vectors per row of a conv_rows tile, at most 4), DOT_ROWS and DOT_COLS (or CONV_ROWS_ONLY
-   for conv_rows alone), then includes this. */
+   per lane), vadd(a, b), VKEEP(v) (keeps v in registers: the compiler would otherwise reload it as an FMA
+   operand), TILE_ROWS, TILE_NV (vectors per row of a conv_rows tile, at most 4), DOT_ROWS and DOT_COLS (or
+   CONV_ROWS_ONLY for conv_rows alone), then includes this. */
 
 /* TILE_ROWS rows x nv vectors of c, all K at once (nv is a constant in each instantiation) */
 __attribute__((always_inline)) static inline void rows_tile(const int nv, int64_t K, const float *a, int64_t lda,
                                                             const float *b, const int64_t *koff, float *c,
-                                                            int64_t ldc) {
+                                                            int64_t ldc, const float *bias) {
   vec acc[TILE_ROWS * TILE_NV];   /* row r, vector v at acc[r * nv + v] */
   for (int i = 0; i < TILE_ROWS * nv; i++) acc[i] = vzero();
   for (int64_t k = 0; k < K; k++) {
@@ -19,17 +19,20 @@ __attribute__((always_inline)) static inline void rows_tile(const int nv, int64_
       for (int v = 0; v < nv; v++) acc[r * nv + v] = vfma(ar, bv[v], acc[r * nv + v]);
     }
   }
+  if (bias)
+    for (int r = 0; r < TILE_ROWS; r++)
+      for (int v = 0; v < nv; v++) acc[r * nv + v] = vadd(acc[r * nv + v], vset1(bias[r]));
   for (int r = 0; r < TILE_ROWS; r++)
     for (int v = 0; v < nv; v++) vstore(c + r * ldc + CONV_LANES * v, acc[r * nv + v]);
 }
 
 #define ROWS_CASE(NV) \
   case NV: rows_tile(NV <= TILE_NV ? NV : 1, K, a + r0 * lda, lda, b + v0 * CONV_LANES, koff, \
-                     c + r0 * ldc + v0 * CONV_LANES, ldc); break;
+                     c + r0 * ldc + v0 * CONV_LANES, ldc, bias ? bias + r0 : NULL); break;
 
 /* column blocks outside, row blocks inside: a block's K windows of B stay in L1 across the rows */
 static void conv_rows(int64_t rows, int64_t nvec, int64_t K, const float *a, int64_t lda, const float *b,
-                      const int64_t *koff, float *c, int64_t ldc) {
+                      const int64_t *koff, float *c, int64_t ldc, const float *bias) {
   for (int64_t v0 = 0; v0 < nvec; v0 += TILE_NV) {
     int64_t nv = nvec - v0 < TILE_NV ? nvec - v0 : TILE_NV;
     for (int64_t r0 = 0; r0 < rows; r0 += TILE_ROWS)

@@ -96,6 +96,7 @@ typedef struct {
   const scratch *s;
   const int64_t *koff;
   int64_t K, nvec, ldc, blen;   /* blen: 0 when the phase planes are the image itself (read in place) */
+  int direct;   /* c is dst itself (ldc = Ho * Wo, no dropped columns, no spare rows): the kernel adds the bias */
   const conv_ep *ep;   /* the forward pass's epilogue, per (image, group) written, or NULL */
 } inner_job;
 
@@ -108,37 +109,45 @@ static void inner_images(const inner_job *j) {
     for (int64_t gi = 0; gi < v->G; gi++) {
       int64_t ig = n * v->G + gi;
       const float *b = j->src + ig * in;
+      float *d = j->dst + ig * v->Co * v->Ho * v->Wo;
+      const float *bias = j->bias ? j->bias + gi * v->Co : NULL;
       if (j->blen) { conv_phases_f32(&v->p, b, buf, j->blen); b = buf; }
-      j->kr->rows(v->rows, j->nvec, j->K, j->a + gi * v->rows * j->K, j->K, b, j->koff, c, j->ldc);
-      take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst + ig * v->Co * v->Ho * v->Wo,
-                j->bias ? j->bias + gi * v->Co : NULL, 0, v->Ho * v->p.Wq);
+      j->kr->rows(v->rows, j->nvec, j->K, j->a + gi * v->rows * j->K, j->K, b, j->koff, j->direct ? d : c, j->ldc,
+                  j->direct ? bias : NULL);
+      if (!j->direct) take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, d, bias, 0, v->Ho * v->p.Wq);
       if (j->ep) j->ep->apply(j->ep, n, 1, gi * v->Co, v->Co);
     }
 }
 
 /* One image (N = G = 1) shared by the threads of the enclosing region, its phase planes already at buf: each
    thread computes its share of c's row tiles (or of its column blocks, when there are fewer row tiles than
-   blocks), puts it out plus the bias and runs ep on whole planes. Each value is the same FMA chain whatever the
-   split, so the bits do not depend on the thread count. */
+   blocks), puts it out plus the bias (or writes it to dst plus the bias, direct) and runs ep on whole planes.
+   Each value is the same FMA chain whatever the split, so the bits do not depend on the thread count. */
 static void inner_split(const inner_job *j, const float *buf, float *c) {
   const inner_conv *v = j->v;
   int t = omp_get_thread_num(), nt = omp_get_num_threads();
   int64_t tr = j->kr->tile_rows, tiles = v->rows / tr, blocks = (j->nvec + SPLIT_NV - 1) / SPLIT_NV;
   int64_t L = v->Ho * v->p.Wq, plane = v->Ho * v->Wo;
+  if (j->direct) c = j->dst;   /* ldc = plane */
   if (tiles >= blocks) {
     int64_t r0 = tiles * t / nt * tr, r1 = tiles * (t + 1) / nt * tr, c1 = r1 < v->Co ? r1 : v->Co;
-    if (r1 > r0) j->kr->rows(r1 - r0, j->nvec, j->K, j->a + r0 * j->K, j->K, buf, j->koff, c + r0 * j->ldc, j->ldc);
+    if (r1 > r0)
+      j->kr->rows(r1 - r0, j->nvec, j->K, j->a + r0 * j->K, j->K, buf, j->koff, c + r0 * j->ldc, j->ldc,
+                  j->direct && j->bias ? j->bias + r0 : NULL);
     if (c1 <= r0) return;
-    take_cols(c + r0 * j->ldc, j->ldc, c1 - r0, v->Ho, v->Wo, v->p.Wq, j->dst + r0 * plane, j->bias ? j->bias + r0 : NULL,
-              0, L);
+    if (!j->direct)
+      take_cols(c + r0 * j->ldc, j->ldc, c1 - r0, v->Ho, v->Wo, v->p.Wq, j->dst + r0 * plane,
+                j->bias ? j->bias + r0 : NULL, 0, L);
     if (j->ep) j->ep->apply(j->ep, 0, 1, r0, c1 - r0);
     return;
   }
   int64_t v0 = blocks * t / nt * SPLIT_NV, v1 = blocks * (t + 1) / nt * SPLIT_NV;
   if (v1 > j->nvec) v1 = j->nvec;
   if (v1 > v0) {
-    j->kr->rows(v->rows, v1 - v0, j->K, j->a, j->K, buf + v0 * CONV_LANES, j->koff, c + v0 * CONV_LANES, j->ldc);
-    take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst, j->bias, v0 * CONV_LANES, v1 * CONV_LANES);
+    j->kr->rows(v->rows, v1 - v0, j->K, j->a, j->K, buf + v0 * CONV_LANES, j->koff, c + v0 * CONV_LANES, j->ldc,
+                j->direct ? j->bias : NULL);
+    if (!j->direct)
+      take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst, j->bias, v0 * CONV_LANES, v1 * CONV_LANES);
   }
   if (!j->ep) return;
   #pragma omp barrier
@@ -153,14 +162,16 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   conv_phase_offsets(&v->p, v->KH, v->KW, v->dh, v->dw, koff);
   int64_t blen = conv_phase_len(&v->p, koff, K, ldc);
   if (conv_phase_is_image(&v->p, blen)) blen = 0;   /* 1x1 convs over planes of whole vectors: no copy */
+  /* no dropped columns, planes of whole vectors, no spare rows: the kernel writes dst (no take_cols) */
+  int direct = v->p.Wq == v->Wo && ldc == v->Ho * v->Wo && v->rows == v->Co;
   /* one image worth sharing: its threads split the image */
   int split = v->N * v->G == 1 && (double)v->rows * (double)ldc * (double)K >= SPLIT_MIN;
   int nt = par || split ? ds_team() : 1;
   par = nt > 1;
   scratch s;
-  if (!scratch_take(&s, 0, (blen + v->rows * ldc) * 4, split ? 1 : nt))
+  if (!scratch_take(&s, 0, (blen + (direct ? CONV_LANES : v->rows * ldc)) * 4, split ? 1 : nt))
     return ds_fail(DS_ENOMEM, "%s: out of memory for the padded images", op);
-  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, ep };
+  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, direct, ep };
   if (par && split) {
     float *buf = (float *)s.base, *c = buf + blen;
     if (blen) conv_phases_f32(&v->p, src, buf, blen);

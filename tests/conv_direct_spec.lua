@@ -44,6 +44,11 @@ local cases = {
   { 3, 12, 1, 1, 9, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 3 }, { 2, 7, 1, 1, 13, 1, 1, { 2, 2 }, { 0, 0 }, { 1, 1 }, 1 },
   -- 1x1 at stride 1 over planes of whole vectors (read in place, no copy): grouped, one image split by threads
   { 2, 6, 4, 8, 10, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 2 }, { 1, 40, 8, 8, 48, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
+  -- written straight into the output (whole-vector planes, no spare tile rows): 8-row tiles, grouped, several
+  -- images; 5x5, 7x7 and 6x6 maps (not whole vectors: put out as before)
+  { 1, 16, 12, 12, 40, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 }, { 2, 12, 4, 4, 24, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 2 },
+  { 1, 9, 5, 5, 11, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 }, { 1, 7, 7, 7, 13, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
+  { 1, 80, 6, 6, 96, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
 }
 
 describe("direct conv2d forward at any stride", function()
@@ -64,6 +69,17 @@ describe("direct conv2d forward at any stride", function()
       local ref = ds.cat(parts, 2)
       assert.same(ref.shape, y.shape)
       assert.is_true(H.bitwise(y, ref), table.concat(c, ",", 1, 7))
+    end
+  end)
+
+  it("without a bias: the products alone, bit for bit (written straight into the output or put out)", function()
+    ds.manual_seed(22)
+    for _, c in ipairs({ { 1, 16, 12, 12, 40 }, { 2, 5, 8, 8, 18 }, { 1, 7, 7, 7, 13 } }) do
+      local N, C, Hh, W, OC = unpack(c)
+      local x, w = ds.randn(N, C, Hh, W), ds.randn(OC, C, 1, 1)
+      local col = columns(x, 1, 1, { stride = { 1, 1 }, padding = { 0, 0 }, dilation = { 1, 1 } })
+      local ref = w:reshape(OC, C):matmul(col):reshape(N, OC, Hh, W)
+      assert.is_true(H.bitwise(ds.conv2d(x, w), ref), table.concat(c, ","))
     end
   end)
 
@@ -89,8 +105,10 @@ describe("direct conv2d forward at any stride", function()
       local yc = ds.conv2d(xc, wc, bc)
       local xi, wi, bi = ds.randn(1, 40, 8, 8), ds.randn(48, 40, 1, 1), ds.randn(48)   -- read in place, split
       local yi = ds.conv2d(xi, wi, bi)
+      local xq, wq, bq = ds.randn(1, 16, 24, 24), ds.randn(24, 16, 1, 1), ds.randn(24)   -- straight out, by columns
+      local yq = ds.conv2d(xq, wq, bq)
       local h = 0
-      for _, t in ipairs({ y, y1, yp, yc, yi }) do
+      for _, t in ipairs({ y, y1, yp, yc, yi, yq }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
