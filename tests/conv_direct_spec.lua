@@ -49,6 +49,9 @@ local cases = {
   { 1, 16, 12, 12, 40, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 }, { 2, 12, 4, 4, 24, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 2 },
   { 1, 9, 5, 5, 11, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 }, { 1, 7, 7, 7, 13, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
   { 1, 80, 6, 6, 96, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
+  -- column stride 2: widths past 32, odd and even, left padding 0, 1 and 2
+  { 1, 2, 9, 67, 5, 3, 3, { 2, 2 }, { 1, 2 }, { 1, 1 }, 1 }, { 1, 3, 5, 40, 4, 3, 3, { 2, 2 }, { 0, 0 }, { 1, 1 }, 1 },
+  { 1, 1, 7, 33, 3, 3, 3, { 1, 2 }, { 1, 1 }, { 1, 1 }, 1 },
 }
 
 describe("direct conv2d forward at any stride", function()
@@ -107,8 +110,10 @@ describe("direct conv2d forward at any stride", function()
       local yi = ds.conv2d(xi, wi, bi)
       local xq, wq, bq = ds.randn(1, 16, 24, 24), ds.randn(24, 16, 1, 1), ds.randn(24)   -- straight out, by columns
       local yq = ds.conv2d(xq, wq, bq)
+      local xs, ws, bs = ds.randn(1, 3, 19, 71), ds.randn(8, 3, 3, 3), ds.randn(8)   -- stride 2, wide odd rows
+      local ys = ds.conv2d(xs, ws, bs, { stride = 2, padding = 2 })
       local h = 0
-      for _, t in ipairs({ y, y1, yp, yc, yi, yq }) do
+      for _, t in ipairs({ y, y1, yp, yc, yi, yq, ys }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
