@@ -64,6 +64,11 @@ int conv_depthwise_forward_f32(const geom *g, const float *x, const float *w, co
 int conv_dw_direct_f32(const geom *g, const float *x, const float *w, float bias, float *y);
 /* its 3x3 stride-2 padding-1 plane on AVX-512 (conv_dw_direct_avx512.c) */
 void conv_dw3x3s2_avx512(const geom *g, const float *x, const float *w, float bias, float *y);
+/* planes [p, p + np) (np <= DW_SMALL_PLANES) of y (N * OC planes) at once, on AVX-512, for stride-1 planes whose
+   outputs read at most 8 padded columns (conv_dw_small_avx512.c): returns 1, or 0 when it does not take them */
+#define DW_SMALL_PLANES 4
+int conv_dw_small_avx512(const geom *g, const float *x, const float *w, const float *b, float *y, int64_t p,
+                         int64_t np);
 int conv_depthwise_forward_f64(const geom *g, const double *x, const double *w, const double *b, double *y,
                                const conv_ep *ep);
 #endif

@@ -2,8 +2,9 @@
    3x3 and 5x5 convs, any stride, padding, dilation, channel multiplier) as plane-by-plane FMA chains over the
    kernel's taps, in the order (kh, kw) from zero, then + bias: the same chain per element as im2col + GEMM, so
    the same bits, without a GEMM call per channel. f32 planes at stride 1, and 3x3 at stride 2, come straight from
-   the input plane (conv_dw_direct.c); otherwise each input plane is split by stride phase (conv_phase.c), so every
-   tap's window is one contiguous run over the wide output rows. */
+   the input plane (conv_dw_direct.c; small stride-1 planes 4 at once on AVX-512, conv_dw_small_avx512.c);
+   otherwise each input plane is split by stride phase (conv_phase.c), so every tap's window is one contiguous run
+   over the wide output rows. */
 #include "internal.h"
 #include "nn_conv.h"
 #include <math.h>
@@ -28,6 +29,15 @@ static int dw_direct_f32(const geom *g, const float *x, const float *w, float bi
   return conv_dw_direct_f32(g, x, w, bias, y);
 }
 static int dw_direct_f64(const geom *g, const double *x, const double *w, double bias, double *y) { return 0; }
+/* np small planes from p at once (conv_dw_small_avx512.c, f32 on the AVX-512 path): 1 when done */
+static int dw_small_f32(const geom *g, const float *x, const float *w, const float *b, float *y, int64_t p,
+                        int64_t np) {
+  return ds_isa() == DS_ISA_AVX512 && conv_dw_small_avx512(g, x, w, b, y, p, np);
+}
+static int dw_small_f64(const geom *g, const double *x, const double *w, const double *b, double *y, int64_t p,
+                        int64_t np) {
+  return 0;
+}
 
 #define FMA(a, b, c) _Generic((a), float: fmaf, default: fma)(a, b, c)
 #define KERNELS "nn_conv_depthwise_kernels.h"

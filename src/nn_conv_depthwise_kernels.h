@@ -28,9 +28,12 @@ static void FN(depthwise_planes)(const dw_plan *d, const geom *g, const T *x, co
                                  const conv_ep *ep, int64_t p0, int64_t p1, T *buf) {
   T *acc = buf + d->blen;
   int64_t filled = -1, run0 = p0;   /* the input plane in buf; the first plane of the run ep has not seen */
+  int64_t done = p0;   /* planes before it computed several at once */
   for (int64_t p = p0; p < p1; p++) {
     int64_t n = p / g->OC, oc = p % g->OC, in = n * g->C + oc / g->OCg;
-    if (!FN(dw_direct)(g, x + in * g->hw, w + oc * d->taps, b[oc], y + p * g->ohw)) {
+    int64_t np = p1 - p < DW_SMALL_PLANES ? p1 - p : DW_SMALL_PLANES;
+    if (p >= done && FN(dw_small)(g, x, w, b, y, p, np)) done = p + np;
+    if (p >= done && !FN(dw_direct)(g, x + in * g->hw, w + oc * d->taps, b[oc], y + p * g->ohw)) {
       if (in != filled) FN(conv_phases)(&d->p, x + in * g->hw, buf, d->blen);
       filled = in;
       FN(depthwise_plane)(d, buf, w + oc * d->taps, b[oc], acc, y + p * g->ohw);

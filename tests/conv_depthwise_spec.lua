@@ -19,6 +19,10 @@ describe("depthwise conv2d", function()
     { 1, 3, 5, 8, 1, 3, 3, 1, 0, 1 }, { 1, 2, 3, 2, 1, 5, 5, 1, 2, 1 }, { 1, 2, 10, 23, 1, 3, 5, 1, { 0, 2 }, 1 },
     { 1, 2, 9, 9, 1, 3, 3, 1, 3, 2 }, { 1, 4, 34, 41, 1, 7, 7, 1, 3, 1 }, { 1, 2, 70, 60, 1, 3, 3, 1, 1, 1 },
     { 1, 3, 17, 5, 1, 3, 3, 1, 1, 1 },
+    -- stride 1 with at most 8 padded columns read (AVX-512: 4 planes at once, two rows a vector): planes of
+    -- several images and a multiplier in one group of 4, 8 and 2 output rows, dilation with uneven padding
+    { 2, 5, 5, 5, 2, 3, 3, 1, 1, 1 }, { 1, 9, 8, 6, 1, 3, 3, 1, 1, 1 }, { 1, 3, 2, 1, 1, 3, 3, 1, 1, 1 },
+    { 1, 5, 4, 4, 1, 3, 3, 1, { 1, 2 }, 2 },
   }
   for _, dt in ipairs { "f32", "f64" } do
     it("equals the per-group convolutions bit for bit (" .. dt .. ")", function()
@@ -78,7 +82,7 @@ torch.nn.functional.conv2d(x, w, b, stride=%d, padding=%d, groups=%d).numpy().to
       ds.manual_seed(14)
       local h = 0
       for _, c in ipairs({ { 2, 16, 33, 35, 2, 1 }, { 1, 24, 13, 7, 2, 1 }, { 1, 80, 6, 6, 1, 1 }, { 2, 6, 11, 19, 1, 2 },
-        { 1, 7, 5, 5, 1, 1 }, { 1, 3, 17, 9, 1, 1 }, { 1, 2, 70, 60, 1, 1 } }) do
+        { 1, 7, 5, 5, 1, 1 }, { 1, 3, 17, 9, 1, 1 }, { 1, 2, 70, 60, 1, 1 }, { 3, 5, 7, 6, 1, 1 } }) do
         local N, C, Hh, W, s, p = unpack(c)
         local x, w, b = ds.randn(N, C, Hh, W), ds.randn(C, 1, 2 * p + 1, 2 * p + 1), ds.randn(C)
         local y = ds.conv2d(x, w, b, { stride = s, padding = p, groups = C })
