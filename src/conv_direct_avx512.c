@@ -1,15 +1,7 @@
 /* conv_direct_avx512.c: the direct convolution kernels on AVX-512 (a logical vector is one zmm). */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma")
 #include "conv_direct.h"
-#include <immintrin.h>
-
-typedef __m512 vec;
-static inline vec vzero(void) { return _mm512_setzero_ps(); }
-static inline vec vset1(float x) { return _mm512_set1_ps(x); }
-static inline vec vload(const float *p) { return _mm512_loadu_ps(p); }
-static inline void vstore(float *p, vec v) { _mm512_storeu_ps(p, v); }
-static inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
-static inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
+#include "conv_vec_avx512.h"
 #define VKEEP(v) __asm__("" : "+v"(v))
 
 #define TILE_ROWS 6   /* 6 x 4 zmm accumulators + 4 B vectors + 1 broadcast */

@@ -2,15 +2,7 @@
    divides and 6 does not (16, 40, 80 channels: no zero rows computed); conv_direct.h's ds_conv_avx512_r8. */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma")
 #include "conv_direct.h"
-#include <immintrin.h>
-
-typedef __m512 vec;
-static inline vec vzero(void) { return _mm512_setzero_ps(); }
-static inline vec vset1(float x) { return _mm512_set1_ps(x); }
-static inline vec vload(const float *p) { return _mm512_loadu_ps(p); }
-static inline void vstore(float *p, vec v) { _mm512_storeu_ps(p, v); }
-static inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
-static inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
+#include "conv_vec_avx512.h"
 
 #define TILE_ROWS 8   /* 8 x 3 zmm accumulators + 3 B vectors + 1 broadcast */
 #define TILE_NV 3
