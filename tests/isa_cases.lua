@@ -56,6 +56,10 @@ return function()
   -- gelu's AVX-512 loop packs the tail inputs of each block: the sweep shuffled mixes them in every vector
   add("mathfn gelu, inputs shuffled", ds.nn.functional.gelu(xs:index_select(1, ds.randperm(xs:numel()))))
   local F = ds.nn.functional
+  -- hardswish, hardsigmoid (AVX-512: max/min for the clamp): the sweep, then the clamp's edges and NaN's signs
+  local hx = ds.cat({ xs, ds.tensor({ -3, 3, -6, 6, -2.9999998, 2.9999998, 0 / 0, -(0 / 0), 1 / 0, -1 / 0 }) })
+  add("hardswish", F.hardswish(hx))
+  add("hardsigmoid", F.hardsigmoid(hx))
   local chain = ds.compile(function(t) return F.silu(ds.tanh(t) * 3) + F.gelu(t) * ds.sigmoid(t) end,
     { ds.spec({ xs:numel() }, "f32", "t") })
   add("compiled chain tanh, silu, gelu, sigmoid", chain(xs))
