@@ -358,13 +358,14 @@ typedef struct {
 } conv_block_ep;
 static void conv_block_apply(const conv_ep *e, int64_t n0, int64_t m, int64_t c0, int64_t nc) {
   const iter *w = &((const conv_block_ep *)e)->whole;
-  iter it = *w;
-  int64_t lo[4] = {n0, c0, 0, 0};
+  iter it;   /* the operands' rows only: a whole iter is ~5 KB, copied per block */
+  it.p = w->p; it.nops = w->nops;
+  memcpy(it.shape, w->shape, sizeof it.shape);
   it.shape[0] = m; it.shape[1] = nc;
   for (int k = 0; k < it.nops; k++) {
-    int64_t off = 0;
-    for (int d = 0; d < 2; d++) off += lo[d] * it.st[k][d];
-    it.base[k] = w->base[k] + off * it.es[k];
+    memcpy(it.st[k], w->st[k], sizeof it.st[k]);
+    it.es[k] = w->es[k];
+    it.base[k] = w->base[k] + (n0 * it.st[k][0] + c0 * it.st[k][1]) * it.es[k];
   }
   int nd = it.nd = ds_coalesce(4, it.shape, it.nops, it.st);
   int64_t rows = 1;
