@@ -15,6 +15,10 @@ local header = read(here .. "/ds.h") or read(here .. "/../../src/ds.h")
 if not header then error("ds: cannot find ds.h next to " .. here .. " or in the source tree", 0) end
 header = header:gsub("#[^\n]*", "")
 ffi.cdef(header)
+-- poll(2), for the REPL (stdin) and serve/session.lua (its sockets): a C function has one FFI declaration per
+-- process, so it is declared here once (pcall: a program may have declared the same before loading ds)
+pcall(ffi.cdef, "struct ds_pollfd { int fd; short events; short revents; };")
+pcall(ffi.cdef, "int poll(struct ds_pollfd *fds, unsigned long nfds, int timeout);")
 
 local function load_lib()
   local tried = {}

@@ -16,8 +16,6 @@ local M = {}
 
 ffi.cdef [[
 int ds_sigint_install(void);
-struct ds_repl_pollfd { int fd; short events; short revents; };
-int poll(struct ds_repl_pollfd *fds, unsigned long nfds, int timeout);
 extern int rl_catch_signals;
 extern int rl_done;
 int rl_forced_update_display(void);
@@ -141,7 +139,7 @@ local function terminal_reader()
   readline.set_readline_name("ds")
   readline.set_completion_append_character("")
   readline.set_complete_function(function(text, from, to) return safe_completions(text:sub(from, to)) end)
-  local fds = ffi.new("struct ds_repl_pollfd[1]", { { fd = 0, events = POLLIN } })
+  local fds = ffi.new("struct ds_pollfd[1]", { { fd = 0, events = POLLIN } })
   local function read(prompt)
     local line, done = nil, false
     -- the handler is removed as the line completes (else readline shows the next prompt itself)

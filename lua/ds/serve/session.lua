@@ -4,15 +4,14 @@
 local ffi = require("ffi")
 local cjson = require("cjson.safe")
 local ds = require("ds")
+require("ds.ffi")   -- poll(2) and struct ds_pollfd
 
 local M = {}
 local C = ffi.C
 for _, decl in ipairs {
   "struct ds_sockaddr_un { unsigned short sun_family; char sun_path[108]; };",
-  "struct ds_pollfd { int fd; short events; short revents; };",
   "int socket(int domain, int type, int protocol);", "int bind(int fd, const void *addr, unsigned int len);",
   "int listen(int fd, int backlog);", "int accept(int fd, void *addr, void *len);",
-  "int poll(struct ds_pollfd *fds, unsigned long nfds, int timeout);",
   "long recv(int fd, void *buf, size_t len, int flags);", "long send(int fd, const void *buf, size_t len, int flags);",
   "int close(int fd);", "int unlink(const char *path);", "int rename(const char *from, const char *to);",
 } do pcall(ffi.cdef, decl) end
