@@ -28,6 +28,14 @@ typedef void (*sgemm_micro_fn)(int mr, int nr, int64_t kc, const float *ap, cons
    element as micro(), so the same bits. Returns the columns per row block it takes for m rows (with n = 0 it
    computes nothing: the driver asks it so). */
 #define SGEMM_ROWS_MAX 8
+/* the row kernel's loops over rows and vectors, unrolled whole by GCC so every accumulator stays a register; clang,
+   which builds only the sanitizer and fuzz libraries, is left to choose: unrolled whole under its sanitizers one
+   file took over 5 minutes to compile. Unrolling changes no arithmetic (the same bits either way). */
+#ifdef __clang__
+#define SGEMM_UNROLL_WHOLE
+#else
+#define SGEMM_UNROLL_WHOLE _Pragma("GCC unroll 16")
+#endif
 #define SGEMM_STRIP 32
 typedef int64_t (*sgemm_rows_fn)(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b,
                                  int64_t ldb, int64_t sstride, float *c, int64_t ldc, int load_c);
