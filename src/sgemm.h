@@ -31,10 +31,11 @@ typedef void (*sgemm_micro_fn)(int mr, int nr, int64_t kc, const float *ap, cons
 /* the row kernel's loops over rows and vectors, unrolled whole by GCC so every accumulator stays a register; clang,
    which builds only the sanitizer and fuzz libraries, is left to choose: unrolled whole under its sanitizers one
    file took over 5 minutes to compile. Unrolling changes no arithmetic (the same bits either way). */
+#define SGEMM_PRAGMA(x) _Pragma(#x)
 #ifdef __clang__
-#define SGEMM_UNROLL_WHOLE
+#define SGEMM_UNROLL_WHOLE(n)
 #else
-#define SGEMM_UNROLL_WHOLE _Pragma("GCC unroll 16")
+#define SGEMM_UNROLL_WHOLE(n) SGEMM_PRAGMA(GCC unroll n)   /* n: the most trips (ACC, the accumulators) */
 #endif
 #define SGEMM_STRIP 32
 typedef int64_t (*sgemm_rows_fn)(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b,

@@ -71,30 +71,30 @@ __attribute__((always_inline)) static inline void row_block(const int m, const i
   __m256i mk[ACC];
   __m256 acc[ACC];   /* row r, vector v at acc[r * nv + v] (m * nv <= ACC); the loops unrolled whole, so every
                         accumulator stays a register (3 rows x 2 vectors kept copies in memory: 4.7 -> 8.5 us) */
-#pragma GCC unroll 12
+SGEMM_UNROLL_WHOLE(12)
   for (int v = 0; v < nv; v++) mk[v] = lanes(full ? 8 : (int)(n - 8 * v < 8 ? n - 8 * v : 8));
-#pragma GCC unroll 12
+SGEMM_UNROLL_WHOLE(12)
   for (int r = 0; r < m; r++)
-#pragma GCC unroll 12
+SGEMM_UNROLL_WHOLE(12)
     for (int v = 0; v < nv; v++)
       acc[r * nv + v] = !load_c ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(c + r * ldc + 8 * v)
                                                       : _mm256_maskload_ps(c + r * ldc + 8 * v, mk[v]);
   for (int64_t k = 0; k < K; k++) {
     __m256 bv[ACC];
-#pragma GCC unroll 12
+SGEMM_UNROLL_WHOLE(12)
     for (int v = 0; v < nv; v++)
       bv[v] = full ? _mm256_loadu_ps(b + ROW_VEC(v, sstride)) : _mm256_maskload_ps(b + ROW_VEC(v, sstride), mk[v]);
-#pragma GCC unroll 12
+SGEMM_UNROLL_WHOLE(12)
     for (int r = 0; r < m; r++) {
       __m256 ar = _mm256_broadcast_ss(a + r * ars + k * acs);
-#pragma GCC unroll 12
+SGEMM_UNROLL_WHOLE(12)
       for (int v = 0; v < nv; v++) acc[r * nv + v] = _mm256_fmadd_ps(ar, bv[v], acc[r * nv + v]);
     }
     b += ldb;
   }
-#pragma GCC unroll 12
+SGEMM_UNROLL_WHOLE(12)
   for (int r = 0; r < m; r++)
-#pragma GCC unroll 12
+SGEMM_UNROLL_WHOLE(12)
     for (int v = 0; v < nv; v++) {
       if (full) _mm256_storeu_ps(c + r * ldc + 8 * v, acc[r * nv + v]);
       else _mm256_maskstore_ps(c + r * ldc + 8 * v, mk[v], acc[r * nv + v]);

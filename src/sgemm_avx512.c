@@ -68,32 +68,32 @@ __attribute__((always_inline)) static inline void row_block(const int m, const i
   __mmask16 mk[ACC];
   __m512 acc[ACC];   /* row r, vector v at acc[r * nv + v] (m * nv <= ACC); the loops unrolled whole, so every
                         accumulator stays a register (5 x 2400 @ 2400 x 8, one masked vector, 7.5 -> 3.4 us) */
-SGEMM_UNROLL_WHOLE
+SGEMM_UNROLL_WHOLE(16)
   for (int v = 0; v < nv; v++) {
     int64_t left = n - 16 * v;
     mk[v] = full || left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
   }
-SGEMM_UNROLL_WHOLE
+SGEMM_UNROLL_WHOLE(16)
   for (int r = 0; r < m; r++)
-SGEMM_UNROLL_WHOLE
+SGEMM_UNROLL_WHOLE(16)
     for (int v = 0; v < nv; v++)
       acc[r * nv + v] = load_c ? _mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v) : _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k++) {
     __m512 bv[ACC];
-SGEMM_UNROLL_WHOLE
+SGEMM_UNROLL_WHOLE(16)
     for (int v = 0; v < nv; v++)
       bv[v] = full ? _mm512_loadu_ps(b + ROW_VEC(v, sstride)) : _mm512_maskz_loadu_ps(mk[v], b + ROW_VEC(v, sstride));
-SGEMM_UNROLL_WHOLE
+SGEMM_UNROLL_WHOLE(16)
     for (int r = 0; r < m; r++) {
       __m512 ar = _mm512_set1_ps(a[r * ars + k * acs]);
-SGEMM_UNROLL_WHOLE
+SGEMM_UNROLL_WHOLE(16)
       for (int v = 0; v < nv; v++) acc[r * nv + v] = _mm512_fmadd_ps(ar, bv[v], acc[r * nv + v]);
     }
     b += ldb;
   }
-SGEMM_UNROLL_WHOLE
+SGEMM_UNROLL_WHOLE(16)
   for (int r = 0; r < m; r++)
-SGEMM_UNROLL_WHOLE
+SGEMM_UNROLL_WHOLE(16)
     for (int v = 0; v < nv; v++) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mk[v], acc[r * nv + v]);
 }
 
