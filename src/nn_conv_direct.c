@@ -97,8 +97,19 @@ typedef struct {
   const int64_t *koff;
   int64_t K, nvec, ldc, blen;   /* blen: 0 when the phase planes are the image itself (read in place) */
   int direct;   /* c is dst itself (ldc = Ho * Wo, no dropped columns, no spare rows): the kernel adds the bias */
+  int by_row;   /* output rows of whole vectors from wider phase rows: written to dst row by row (by_rows) */
   const conv_ep *ep;   /* the forward pass's epilogue, per (image, group) written, or NULL */
 } inner_job;
+
+/* output rows [h0, h1) of one image's group straight into d (Co planes Ho x Wo, Wo a multiple of 16) plus bias:
+   row h is the kernel over the windows at b + h * Wq (the wide rows' dropped columns are never computed) */
+static void by_rows(const inner_job *j, const float *a, const float *b, float *d, const float *bias, int64_t h0,
+                    int64_t h1) {
+  const inner_conv *v = j->v;
+  for (int64_t h = h0; h < h1; h++)
+    j->kr->rows(v->rows, v->Wo / CONV_LANES, j->K, a, j->K, b + h * v->p.Wq, j->koff, d + h * v->Wo,
+                v->Ho * v->Wo, bias);
+}
 
 static void inner_images(const inner_job *j) {
   const inner_conv *v = j->v;
@@ -112,16 +123,20 @@ static void inner_images(const inner_job *j) {
       float *d = j->dst + ig * v->Co * v->Ho * v->Wo;
       const float *bias = j->bias ? j->bias + gi * v->Co : NULL;
       if (j->blen) { conv_phases_f32(&v->p, b, buf, j->blen); b = buf; }
-      j->kr->rows(v->rows, j->nvec, j->K, j->a + gi * v->rows * j->K, j->K, b, j->koff, j->direct ? d : c, j->ldc,
-                  j->direct ? bias : NULL);
-      if (!j->direct) take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, d, bias, 0, v->Ho * v->p.Wq);
+      const float *a = j->a + gi * v->rows * j->K;
+      if (j->by_row) by_rows(j, a, b, d, bias, 0, v->Ho);
+      else {
+        j->kr->rows(v->rows, j->nvec, j->K, a, j->K, b, j->koff, j->direct ? d : c, j->ldc, j->direct ? bias : NULL);
+        if (!j->direct) take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, d, bias, 0, v->Ho * v->p.Wq);
+      }
       if (j->ep) j->ep->apply(j->ep, n, 1, gi * v->Co, v->Co);
     }
 }
 
 /* One image (N = G = 1) shared by the threads of the enclosing region, its phase planes already at buf: each
    thread computes its share of c's row tiles (or of its column blocks, when there are fewer row tiles than
-   blocks), puts it out plus the bias (or writes it to dst plus the bias, direct) and runs ep on whole planes.
+   blocks; or of the output rows, by_row), puts it out plus the bias (or writes it to dst plus the bias, direct)
+   and runs ep on whole planes.
    Each value is the same FMA chain whatever the split, so the bits do not depend on the thread count. */
 static void inner_split(const inner_job *j, const float *buf, float *c) {
   const inner_conv *v = j->v;
@@ -129,7 +144,8 @@ static void inner_split(const inner_job *j, const float *buf, float *c) {
   int64_t tr = j->kr->tile_rows, tiles = v->rows / tr, blocks = (j->nvec + SPLIT_NV - 1) / SPLIT_NV;
   int64_t L = v->Ho * v->p.Wq, plane = v->Ho * v->Wo;
   if (j->direct) c = j->dst;   /* ldc = plane */
-  if (tiles >= blocks) {
+  if (j->by_row) by_rows(j, j->a, buf, j->dst, j->bias, v->Ho * t / nt, v->Ho * (t + 1) / nt);
+  else if (tiles >= blocks) {
     int64_t r0 = tiles * t / nt * tr, r1 = tiles * (t + 1) / nt * tr, c1 = r1 < v->Co ? r1 : v->Co;
     if (r1 > r0)
       j->kr->rows(r1 - r0, j->nvec, j->K, j->a + r0 * j->K, j->K, buf, j->koff, c + r0 * j->ldc, j->ldc,
@@ -140,14 +156,15 @@ static void inner_split(const inner_job *j, const float *buf, float *c) {
                 j->bias ? j->bias + r0 : NULL, 0, L);
     if (j->ep) j->ep->apply(j->ep, 0, 1, r0, c1 - r0);
     return;
-  }
-  int64_t v0 = blocks * t / nt * SPLIT_NV, v1 = blocks * (t + 1) / nt * SPLIT_NV;
-  if (v1 > j->nvec) v1 = j->nvec;
-  if (v1 > v0) {
-    j->kr->rows(v->rows, v1 - v0, j->K, j->a, j->K, buf + v0 * CONV_LANES, j->koff, c + v0 * CONV_LANES, j->ldc,
-                j->direct ? j->bias : NULL);
-    if (!j->direct)
-      take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst, j->bias, v0 * CONV_LANES, v1 * CONV_LANES);
+  } else {
+    int64_t v0 = blocks * t / nt * SPLIT_NV, v1 = blocks * (t + 1) / nt * SPLIT_NV;
+    if (v1 > j->nvec) v1 = j->nvec;
+    if (v1 > v0) {
+      j->kr->rows(v->rows, v1 - v0, j->K, j->a, j->K, buf + v0 * CONV_LANES, j->koff, c + v0 * CONV_LANES, j->ldc,
+                  j->direct ? j->bias : NULL);
+      if (!j->direct)
+        take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst, j->bias, v0 * CONV_LANES, v1 * CONV_LANES);
+    }
   }
   if (!j->ep) return;
   #pragma omp barrier
@@ -164,14 +181,16 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   if (conv_phase_is_image(&v->p, blen)) blen = 0;   /* 1x1 convs over planes of whole vectors: no copy */
   /* no dropped columns, planes of whole vectors, no spare rows: the kernel writes dst (no take_cols) */
   int direct = v->p.Wq == v->Wo && ldc == v->Ho * v->Wo && v->rows == v->Co;
+  /* output rows of at least two whole vectors, no spare rows (the stem's 48 columns of 49-wide phase rows) */
+  int by_row = !direct && v->Wo % CONV_LANES == 0 && v->Wo >= 2 * CONV_LANES && v->rows == v->Co;
   /* one image worth sharing: its threads split the image */
   int split = v->N * v->G == 1 && (double)v->rows * (double)ldc * (double)K >= SPLIT_MIN;
   int nt = par || split ? ds_team() : 1;
   par = nt > 1;
   scratch s;
-  if (!scratch_take(&s, 0, (blen + (direct ? CONV_LANES : v->rows * ldc)) * 4, split ? 1 : nt))
+  if (!scratch_take(&s, 0, (blen + (direct || by_row ? CONV_LANES : v->rows * ldc)) * 4, split ? 1 : nt))
     return ds_fail(DS_ENOMEM, "%s: out of memory for the padded images", op);
-  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, direct, ep };
+  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, direct, by_row, ep };
   if (par && split) {
     float *buf = (float *)s.base, *c = buf + blen;
     if (blen) conv_phases_f32(&v->p, src, buf, blen);

@@ -52,6 +52,8 @@ local cases = {
   -- column stride 2: widths past 32, odd and even, left padding 0, 1 and 2
   { 1, 2, 9, 67, 5, 3, 3, { 2, 2 }, { 1, 2 }, { 1, 1 }, 1 }, { 1, 3, 5, 40, 4, 3, 3, { 2, 2 }, { 0, 0 }, { 1, 1 }, 1 },
   { 1, 1, 7, 33, 3, 3, 3, { 1, 2 }, { 1, 1 }, { 1, 1 }, 1 },
+  -- output rows of whole vectors from wider phase rows (written row by row): 8-row tiles grouped, 6-row tiles
+  { 2, 4, 9, 64, 16, 3, 3, { 2, 2 }, { 1, 1 }, { 1, 1 }, 2 }, { 1, 3, 10, 96, 12, 3, 3, { 2, 2 }, { 1, 1 }, { 1, 1 }, 1 },
 }
 
 describe("direct conv2d forward at any stride", function()
@@ -112,8 +114,14 @@ describe("direct conv2d forward at any stride", function()
       local yq = ds.conv2d(xq, wq, bq)
       local xs, ws, bs = ds.randn(1, 3, 19, 71), ds.randn(8, 3, 3, 3), ds.randn(8)   -- stride 2, wide odd rows
       local ys = ds.conv2d(xs, ws, bs, { stride = 2, padding = 2 })
+      local xr, wr, br = ds.randn(1, 3, 40, 64), ds.randn(16, 3, 3, 3), ds.randn(16)   -- stride 2, by output rows
+      local orow = { stride = 2, padding = 1 }
+      local yr = ds.conv2d(xr, wr, br, orow)
+      local fr = ds.compile(function(t) return ds.nn.functional.hardswish(ds.conv2d(t, wr, br, orow)) end,
+        { ds.spec({ 1, 3, 40, 64 }) }, { freeze = true, convert = false })
+      assert(ds.equal(fr(xr), ds.nn.functional.hardswish(yr)), "compiled by rows differs from eager")
       local h = 0
-      for _, t in ipairs({ y, y1, yp, yc, yi, yq, ys }) do
+      for _, t in ipairs({ y, y1, yp, yc, yi, yq, ys, yr }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
