@@ -11,7 +11,10 @@
 /* Each score is fma(q[i,e], k[j,e], acc) for e = 0 .. E-1 in order from 0, then times scale; the mask
    is applied (bool false or j > i under is_causal: -inf; float: added); softmax takes the exact max,
    exps (ds_expf), their sum in 16 lanes (lane j % 16, lanes added pairwise) and multiplies by 1 / sum;
-   each output element is fma(w[i,j], v[j,c], acc) for j = 0 .. S-1 in order. Every element is thus
+   each output element is fma(w[i,j], v[j,c], acc) for j = 0 .. S-1 in order (a tile's chains stop after the
+   last key any of its rows weighs nonzero when v is finite from there on: the remaining fma(+0, v, acc) = acc
+   change nothing; the f32 AVX-512 build also skips exps of 16-key blocks that are all +0, as with key padding
+   masked by -10000, so a padded query costs about its real keys' share of the weighted sum). Every element is thus
    one fixed computation: rows do not depend on L, on the tiling, the thread count or the vector width,
    and the AVX-512 build of the tile code (wider vectors, more rows per tile) gives the same bits. A query
    of few rows (a decode step) runs the same sums on k and v in place, without packing them. */
@@ -142,6 +145,33 @@ static int64_t scratch_elems(const geom *g, int mr) {
 /* the element type's fused multiply-add and exp, for the templates */
 #define T_FMA(a, b, c) _Generic((a), float: fmaf, default: fma)(a, b, c)
 #define T_EXP(x) _Generic((x), float: ds_expf, default: exp)(x)
+#define EXPF_ZERO_BELOW -103.972077f   /* ds_expf(x) is +0 for x below this (mathfn.h) */
+/* col[e] = element e0 + e of rows 0 .. 15 of k (row stride kr, contiguous columns), rows >= n zero: a 16 x 16
+   block transposed in registers (AVX-512 f32 builds) */
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), always_inline))
+static inline void transpose16_avx512(const float *k, int64_t kr, int n, __m512 col[16]) {
+  __m512 r[16], t[16], u[16];
+  for (int i = 0; i < 16; i++) r[i] = i < n ? _mm512_loadu_ps(k + i * kr) : _mm512_setzero_ps();
+  for (int i = 0; i < 16; i += 2) {       /* 128-bit lane c: (r[i][4c], r[i+1][4c], r[i][4c+1], r[i+1][4c+1]) */
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {       /* u[g + m], 128-bit lane c: element 4c + m of rows g .. g+3 */
+    u[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+    u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
+    u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+  }
+  for (int m = 0; m < 4; m++) {           /* col[e]: element e of rows 0 .. 15 */
+    __m512 x0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88), x1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
+    __m512 y0 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88), y1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
+    col[m] = _mm512_shuffle_f32x4(x0, y0, 0x88);
+    col[8 + m] = _mm512_shuffle_f32x4(x0, y0, 0xDD);
+    col[4 + m] = _mm512_shuffle_f32x4(x1, y1, 0x88);
+    col[12 + m] = _mm512_shuffle_f32x4(x1, y1, 0xDD);
+  }
+}
+
 /* scores of n <= 16 keys (rows of k, contiguous columns, row stride kr) for one query row q (column stride qc):
    w[l] = fma(q[e], k[l, e], acc) for e = 0 .. E-1 in order, as in the tile code; 16 x 16 blocks of k are
    transposed in registers (AVX-512 f32 direct path), rows >= n zero; w[n .. 15] are written (w holds Sp) */
@@ -150,31 +180,67 @@ static void scores16_avx512(const float *q, int64_t qc, const float *k, int64_t 
   __m512 acc = _mm512_setzero_ps();
   int64_t e0 = 0;
   for (; e0 + 16 <= E; e0 += 16) {
-    __m512 r[16], t[16], u[16], col[16];
-    for (int i = 0; i < 16; i++) r[i] = i < n ? _mm512_loadu_ps(k + i * kr + e0) : _mm512_setzero_ps();
-    for (int i = 0; i < 16; i += 2) {       /* 128-bit lane c: (r[i][4c], r[i+1][4c], r[i][4c+1], r[i+1][4c+1]) */
-      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int g = 0; g < 16; g += 4) {       /* u[g + m], 128-bit lane c: element 4c + m of rows g .. g+3 */
-      u[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
-      u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
-      u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
-      u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
-    }
-    for (int m = 0; m < 4; m++) {           /* col[e]: element e of rows 0 .. 15 */
-      __m512 x0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88), x1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
-      __m512 y0 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88), y1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
-      col[m] = _mm512_shuffle_f32x4(x0, y0, 0x88);
-      col[8 + m] = _mm512_shuffle_f32x4(x0, y0, 0xDD);
-      col[4 + m] = _mm512_shuffle_f32x4(x1, y1, 0x88);
-      col[12 + m] = _mm512_shuffle_f32x4(x1, y1, 0xDD);
-    }
+    __m512 col[16];
+    transpose16_avx512(k + e0, kr, n, col);
     for (int e = 0; e < 16; e++) acc = _mm512_fmadd_ps(_mm512_set1_ps(q[(e0 + e) * qc]), col[e], acc);
   }
   _mm512_storeu_ps(w, acc);
   for (int l = 0; l < n; l++)
     for (int64_t e = e0; e < E; e++) w[l] = fmaf(q[e * qc], k[l * kr + e], w[l]);
+}
+
+/* kt (E x Sp, row stride Sp) = k^T for rows of k (S x E, row stride kr, contiguous columns), columns >= S zero;
+   whole 16 x 16 blocks through registers */
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), noinline))
+static void pack_kt_avx512(const float *k, int64_t kr, int64_t S, int64_t E, int64_t Sp, float *kt) {
+  int64_t e0 = 0;
+  for (; e0 + 16 <= E; e0 += 16)
+    for (int64_t j0 = 0; j0 < Sp; j0 += 16) {
+      __m512 col[16];
+      transpose16_avx512(k + j0 * kr + e0, kr, (int)(S - j0 < 16 ? S - j0 : 16), col);
+      for (int e = 0; e < 16; e++) _mm512_storeu_ps(kt + (e0 + e) * Sp + j0, col[e]);
+    }
+  for (int64_t e = e0; e < E; e++) {
+    for (int64_t j = 0; j < S; j++) kt[e * Sp + j] = k[j * kr + e];
+    for (int64_t j = S; j < Sp; j++) kt[e * Sp + j] = 0;
+  }
+}
+
+/* the f32 softmax of a row of masked, scaled scores w (Sp columns, -inf from S on) in place, in the tile code's
+   order (softmax_row: the lanes' max, ds_expf, 16 lane sums, 1 / sum) on AVX-512 registers; whole 16-column
+   blocks whose exps are all +0 (every w - max below EXPF_ZERO_BELOW) are set to +0 without them. Returns the end
+   (<= S) of the last block whose exps were computed: every weight from there on is +0. */
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), noinline))
+static int64_t softmax_f32_avx512(float *w, int64_t S, int64_t Sp) {
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < Sp; j += LANES) m = _mm512_max_ps(_mm512_loadu_ps(w + j), m);   /* w > m ? w : m */
+  float lane[LANES];
+  _mm512_storeu_ps(lane, m);
+  for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] = lane[l + h] > lane[l] ? lane[l + h] : lane[l];
+  float mx = lane[0];
+  const __m512 vmx = _mm512_set1_ps(mx), below = _mm512_set1_ps(EXPF_ZERO_BELOW);
+  __m512 sum = _mm512_setzero_ps();
+  int64_t end = 0;
+  for (int64_t j = 0; j < Sp; j += LANES) {
+    __m512 d = _mm512_sub_ps(_mm512_loadu_ps(w + j), vmx);
+    if (!_mm512_cmp_ps_mask(d, below, _CMP_NLT_UQ)) {   /* all below (NaN is not) */
+      _mm512_storeu_ps(w + j, _mm512_setzero_ps());
+      continue;
+    }
+    float x[LANES];
+    _mm512_storeu_ps(x, d);
+    for (int l = 0; l < LANES; l++) x[l] = ds_expf(x[l]);
+    __m512 e = _mm512_loadu_ps(x);
+    _mm512_storeu_ps(w + j, e);
+    sum = _mm512_add_ps(sum, e);
+    end = j + LANES;
+  }
+  _mm512_storeu_ps(lane, sum);
+  for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] += lane[l + h];
+  float rs = 1 / lane[0];
+  end = end < S ? end : S;
+  for (int64_t j = 0; j < end; j++) w[j] = w[j] * rs;
+  return end;
 }
 
 #define KERNELS "nn_attention_tiles.h"
@@ -186,10 +252,14 @@ static void scores16_avx512(const float *q, int64_t qc, const float *k, int64_t 
 #define MR_AVX2 4
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
 static void units_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *scr) {
-  units_f32(g, MR_AVX512, u0, u1, scr);
+  units_f32(g, MR_AVX512, 1, u0, u1, scr);
 }
-static void units_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *scr) { units_f32(g, MR_AVX2, u0, u1, scr); }
-static void units_f64_any(const geom *g, int64_t u0, int64_t u1, double *scr) { units_f64(g, MR_AVX2, u0, u1, scr); }
+static void units_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *scr) {
+  units_f32(g, MR_AVX2, 0, u0, u1, scr);
+}
+static void units_f64_any(const geom *g, int64_t u0, int64_t u1, double *scr) {
+  units_f64(g, MR_AVX2, 0, u0, u1, scr);
+}
 
 /* queries of few rows (a decode step's one) skip the packing: each build's direct runner and the most rows
    it takes (the f32 AVX-512 build, whose scores transpose k in registers, beats the tiles up to 4) */

@@ -20,33 +20,52 @@ static inline __attribute__((always_inline)) void FN(micro)(const int mr, int64_
     for (int r = 0; r < rows; r++) for (int j = 0; j < nr; j++) c[r * ldc + j] = acc[r][j];
   }
 }
-/* pack K^T (E x Sp) and V (S x Evp) of batch entry with offsets off */
-static inline __attribute__((always_inline)) void FN(pack_kv)(const geom *g, const int64_t off[4], T *kt, T *vp) {
+/* pack K^T (E x Sp) and V (S x Evp) of batch entry with offsets off (wide: the f32 AVX-512 build, which
+   transposes contiguous k columns in registers); returns 1 + the last key whose v row holds NaN or an infinity
+   (0 if none): weights of 0 may skip the keys after it (units) */
+static inline __attribute__((always_inline)) int64_t FN(pack_kv)(const geom *g, const int wide,
+                                                               const int64_t off[4], T *kt, T *vp) {
   const T *k = (const T *)g->k + off[1], *v = (const T *)g->v + off[2];
-  for (int64_t e = 0; e < g->E; e++) {
-    for (int64_t j = 0; j < g->S; j++) kt[e * g->Sp + j] = k[j * g->kr + e * g->kc];
-    for (int64_t j = g->S; j < g->Sp; j++) kt[e * g->Sp + j] = 0;
-  }
+  if (wide && sizeof(T) == sizeof(float) && g->kc == 1)
+    pack_kt_avx512((const float *)k, g->kr, g->S, g->E, g->Sp, (float *)kt);
+  else
+    for (int64_t e = 0; e < g->E; e++) {
+      for (int64_t j = 0; j < g->S; j++) kt[e * g->Sp + j] = k[j * g->kr + e * g->kc];
+      for (int64_t j = g->S; j < g->Sp; j++) kt[e * g->Sp + j] = 0;
+    }
+  int64_t vbad = 0;
   for (int64_t j = 0; j < g->S; j++) {
-    for (int64_t c = 0; c < g->Ev; c++) vp[j * g->Evp + c] = v[j * g->vr + c * g->vc];
-    for (int64_t c = g->Ev; c < g->Evp; c++) vp[j * g->Evp + c] = 0;
+    const T *vj = v + j * g->vr;
+    T *d = vp + j * g->Evp;
+    int bad = 0;   /* x - x is 0 exactly when x is finite */
+    if (g->vc == 1) for (int64_t c = 0; c < g->Ev; c++) { d[c] = vj[c]; bad |= !(vj[c] - vj[c] == 0); }
+    else for (int64_t c = 0; c < g->Ev; c++) { d[c] = vj[c * g->vc]; bad |= !(d[c] - d[c] == 0); }
+    for (int64_t c = g->Ev; c < g->Evp; c++) d[c] = 0;
+    if (bad) vbad = j + 1;
   }
+  return vbad;
 }
-/* scores of row i (global query index, Sp columns) -> softmax weights in place; columns >= S end 0 */
-static inline __attribute__((always_inline)) void FN(softmax_row)(const geom *g, const int64_t off[4],
-    int64_t i, T *w) {
+
+/* scores of row i (global query index, Sp columns) -> softmax weights in place; columns >= S end 0. Returns
+   n <= S with every weight from n on +0 (wide, the f32 AVX-512 build: softmax_f32_avx512, which skips whole
+   blocks of +0 exps; else S) */
+static inline __attribute__((always_inline)) int64_t FN(softmax_row)(const geom *g, const int wide,
+    const int64_t off[4], int64_t i, T *w) {
   const T neg = -(T)INFINITY, scale = (T)g->scale;
   int64_t S_ = g->S, Sp = g->Sp;
   for (int64_t j = 0; j < S_; j++) w[j] = w[j] * scale;
   for (int64_t j = S_; j < Sp; j++) w[j] = neg;
   if (g->mask == MASK_BOOL) {
     const uint8_t *m = (const uint8_t *)g->m + off[3] + i * g->mr;
-    for (int64_t j = 0; j < S_; j++) w[j] = m[j * g->mc] ? w[j] : neg;
+    if (g->mc == 1) for (int64_t j = 0; j < S_; j++) w[j] = m[j] ? w[j] : neg;
+    else for (int64_t j = 0; j < S_; j++) w[j] = m[j * g->mc] ? w[j] : neg;
   } else if (g->mask == MASK_FLOAT) {
     const T *m = (const T *)g->m + off[3] + i * g->mr;
-    for (int64_t j = 0; j < S_; j++) w[j] = w[j] + m[j * g->mc];
+    if (g->mc == 1) for (int64_t j = 0; j < S_; j++) w[j] = w[j] + m[j];
+    else for (int64_t j = 0; j < S_; j++) w[j] = w[j] + m[j * g->mc];
   }
   if (g->causal) for (int64_t j = i + 1; j < S_; j++) w[j] = neg;
+  if (wide && sizeof(T) == sizeof(float)) return softmax_f32_avx512((float *)w, S_, Sp);
   T lane[LANES];
   for (int l = 0; l < LANES; l++) lane[l] = neg;
   for (int64_t j = 0; j < Sp; j += LANES)
@@ -60,6 +79,7 @@ static inline __attribute__((always_inline)) void FN(softmax_row)(const geom *g,
   for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] += lane[l + h];
   T rs = 1 / lane[0];
   for (int64_t j = 0; j < S_; j++) w[j] = w[j] * rs;
+  return S_;
 }
 /* query rows without packing (few rows: a pack would serve only them), the tile code's sums in the same
    order: units u0 .. u1-1 (unit = batch entry x query row), k and v read in place; w: Sp scores; wide:
@@ -92,7 +112,7 @@ static inline __attribute__((always_inline)) void FN(direct)(const geom *g, cons
       for (int64_t e = 0; e < g->E; e++) acc = T_FMA(q[e * g->qc], k[j0 * g->kr + e * g->kc], acc);
       w[j0] = acc;
     }
-    FN(softmax_row)(g, off, i, w);
+    FN(softmax_row)(g, wide, off, i, w);
     T *out = (T *)g->out + bi * g->L * g->Ev + i * g->orow;
     for (int64_t c0 = 0; c0 < g->Ev; c0 += NR) {
       int nr = (int)(g->Ev - c0 < NR ? g->Ev - c0 : NR);
@@ -109,24 +129,36 @@ static inline __attribute__((always_inline)) void FN(direct)(const geom *g, cons
   }
 }
 /* units u0 .. u1-1 (unit = batch entry x tile of MR query rows); scratch as in scratch_elems */
-static inline __attribute__((always_inline)) void FN(units)(const geom *g, const int MR, int64_t u0,
+static inline __attribute__((always_inline)) void FN(units)(const geom *g, const int MR, const int wide, int64_t u0,
     int64_t u1, T *scr) {
   T *kt = scr, *vp = kt + g->E * g->Sp, *qt = vp + g->S * g->Evp, *sc = qt + MR * g->E;
-  int64_t tiles = (g->L + MR - 1) / MR, packed = -1, off[4];
+  int64_t tiles = (g->L + MR - 1) / MR, packed = -1, off[4], vbad = 0;
   for (int64_t u = u0; u < u1; u++) {
     int64_t bi = u / tiles, i0 = (u % tiles) * MR;
     int rows = (int)(g->L - i0 < MR ? g->L - i0 : MR);
     batch_offsets(g, bi, off);
-    if (packed != bi) { FN(pack_kv)(g, off, kt, vp); packed = bi; }
+    if (packed != bi) { vbad = FN(pack_kv)(g, wide, off, kt, vp); packed = bi; }
     const T *q = (const T *)g->q + off[0];
-    for (int r = 0; r < MR; r++)
-      for (int64_t e = 0; e < g->E; e++) qt[r * g->E + e] = r < rows ? q[(i0 + r) * g->qr + e * g->qc] : 0;
+    for (int r = 0; r < MR; r++) {
+      const T *qr = q + (i0 + r) * g->qr;
+      T *d = qt + r * g->E;
+      if (r >= rows) for (int64_t e = 0; e < g->E; e++) d[e] = 0;
+      else if (g->qc == 1) for (int64_t e = 0; e < g->E; e++) d[e] = qr[e];
+      else for (int64_t e = 0; e < g->E; e++) d[e] = qr[e * g->qc];
+    }
     for (int64_t j0 = 0; j0 < g->Sp; j0 += NR)
       FN(micro)(MR, g->E, qt, g->E, kt + j0, g->Sp, sc + j0, g->Sp, MR, NR);
-    for (int r = 0; r < rows; r++) FN(softmax_row)(g, off, i0 + r, sc + r * g->Sp);
+    /* the keys the output's sums need: those before the tile rows' trailing +0 weights, and any non-finite v
+       row. The rest would add fma(+0, v, acc) = acc for finite v (acc starts at +0 and a sum from +0 is never
+       -0), so the chains end there with the same bits. */
+    int64_t live = vbad;
+    for (int r = 0; r < rows; r++) {
+      int64_t n = FN(softmax_row)(g, wide, off, i0 + r, sc + r * g->Sp);
+      live = n > live ? n : live;
+    }
     T *out = (T *)g->out + bi * g->L * g->Ev + i0 * g->orow;
     for (int64_t c0 = 0; c0 < g->Evp; c0 += NR)
-      FN(micro)(MR, g->S, sc, g->Sp, vp + c0, g->Evp, out + c0, g->orow, rows,
+      FN(micro)(MR, live, sc, g->Sp, vp + c0, g->Evp, out + c0, g->orow, rows,
           (int)(g->Ev - c0 < NR ? g->Ev - c0 : NR));
   }
 }

@@ -122,6 +122,50 @@ describe("scaled_dot_product_attention gives the same bits everywhere", function
   end)
 end)
 
+describe("scaled_dot_product_attention with padded keys (the sums stop after a tile's last nonzero weight)", function()
+  -- BERT's key padding: 14 of 100 keys visible, the rest -10000 added (their weights exactly 0)
+  local q, k, v = wave(0, { 1, 2, 100, 16 }), wave(1, { 1, 2, 100, 16 }), wave(2, { 1, 2, 100, 8 })
+  local vis = ds.arange(100):lt(14)
+  local bias = ((1 - vis:astype("f32")) * -10000):reshape(1, 1, 1, 100)
+
+  it("equals rows computed alone, the bool mask, PyTorch's definition in f64, and the same bits on every path", function()
+    local all = sdpa(q, k, v, { mask = bias })
+    for _, i in ipairs { 1, 8, 9, 100 } do
+      assert.is_true(H.bitwise(sdpa(q:narrow(3, i, 1), k, v, { mask = bias }), all:narrow(3, i, 1)), "row " .. i)
+    end
+    assert.is_true(H.bitwise(all, sdpa(q, k, v, { mask = vis:reshape(1, 1, 1, 100) })))
+    local ref = sdpa(q:narrow(3, 1, 100):astype("f64"), k:narrow(3, 1, 14):astype("f64"), v:narrow(3, 1, 14):astype("f64"))
+    H.close(all, ref:astype("f32"), 1e-5, 2e-6)
+    H.same_bits_on_every_path([[
+      local ds = require("ds")
+      local ffi = require("ffi")
+      local function wave(phase, shape)
+        local n = 1
+        for _, d in ipairs(shape) do n = n * d end
+        return ds.sin(ds.arange(n, { dtype = "f32" }) * 0.37 + phase):reshape(shape) * 2
+      end
+      local bias = ((1 - ds.arange(100):lt(14):astype("f32")) * -10000):reshape(1, 1, 1, 100)
+      local y = ds.scaled_dot_product_attention(wave(0, { 1, 2, 100, 16 }), wave(1, { 1, 2, 100, 16 }),
+        wave(2, { 1, 2, 100, 8 }), { mask = bias })
+      local p, h = ffi.cast("uint8_t *", y:data_ptr()), 0
+      for i = 0, y:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
+      io.write(ds.info().isa, " ", h)
+    ]])
+  end)
+
+  it("a NaN or an infinity in v at a hidden key still makes its column NaN (0 * inf), as in PyTorch", function()
+    local clean = sdpa(q, k, v, { mask = bias })
+    for _, bad in ipairs { math.huge, 0 / 0 } do
+      local vb = v:clone()
+      vb:narrow(3, 90, 1):narrow(4, 3, 1):fill_(bad)   -- key 90 (hidden), feature 3
+      local y = sdpa(q, k, vb, { mask = bias })
+      assert.is_true(y:narrow(4, 3, 1):ne(y:narrow(4, 3, 1)):all():item())
+      assert.is_true(H.bitwise(y:narrow(4, 1, 2), clean:narrow(4, 1, 2)))
+      assert.is_true(H.bitwise(y:narrow(4, 4, 5), clean:narrow(4, 4, 5)))
+    end
+  end)
+end)
+
 describe("scaled_dot_product_attention options and errors", function()
   local q, k, v = wave(0, { 2, 3, 4 }), wave(1, { 2, 5, 4 }), wave(2, { 2, 5, 3 })
   it("rejects bad input before any work", function()
