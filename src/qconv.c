@@ -1,13 +1,24 @@
 /* qconv.c: int8 2-D convolution (groups = 1): each image of x (f32) is quantized to u8 with its own scale and
-   zero point (dynamic) or the fixed ones of calibration (static), unfolded (im2col: one row of C * kh * kw bytes
-   per output pixel, the zero point where the window leaves the padded image, so padding is an exact 0), multiplied
-   by the per-output-channel s8 weight in qgemm.c's exact int32 sums and dequantized as linear_int8 is:
-   y = float(acc - zp * colsum) * (scale * wscale) + bias. The same bits on every host, ISA path, thread count and
-   batch composition. */
+   zero point (dynamic) or the fixed ones of calibration (static) into a copy padded with the zero point (so
+   padding is an exact 0), its output pixels taken in bands whose taps are gathered four k's per pixel
+   (qconv.h's layout), multiplied by the per-output-channel s8 weight in exact int32 sums with the pixels along
+   the vector lanes (VNNI, AVX2 or the portable path: the same integers) and dequantized as linear_int8 is:
+   y = float(acc - zp * colsum) * (scale * wscale) + bias, written straight into (B, O, OH, OW). The same bits on
+   every host, ISA path, thread count and batch composition. */
 #include "internal.h"
 #include "qgemm.h"
+#include "qconv.h"
 #include <math.h>
+#include <omp.h>
 #include <string.h>
+#include <immintrin.h>
+
+/* below this many multiply-adds one thread runs the whole convolution */
+#define PAR_MACS (1 << 19)
+/* a band's taps are kept near this size (bytes), to stay in L1/L2 while every channel block reads them */
+#define BAND_BYTES 32768
+/* spare bytes after each padded image and band: the 16-pixel gathers may read and write past a run's end */
+#define SLACK 64
 
 static int check(const ds_tensor *t, int dtype, const char *op, const char *what) {
   DS_CHECK(t, "%s: missing %s", op, what);
@@ -18,33 +29,144 @@ static int check(const ds_tensor *t, int dtype, const char *op, const char *what
 
 typedef struct { int64_t C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW; } geometry;
 
-/* rows (OH * OW, Kp) of the image q (C, H, W) u8, the columns in w's (C, kh, kw) order, zp outside the image and
-   0 past K: a kernel row inside the image is copied without bounds checks */
-static void im2col(const geometry *g, const uint8_t *q, uint8_t zp, int64_t Kp, uint8_t *rows) {
-  int64_t K = g->C * g->kh * g->kw, kw = g->kw;
-  for (int64_t oh = 0; oh < g->OH; oh++)
-    for (int64_t ow = 0; ow < g->OW; ow++) {
-      uint8_t *r = rows + (oh * g->OW + ow) * Kp, *end = r + Kp;
-      int64_t w0 = ow * g->sw - g->pw, dw = g->dw;
-      int inside = w0 >= 0 && w0 + (kw - 1) * dw < g->W;
-      /* a kernel row of at most 8 contiguous bytes moves as one 8-byte word when that stays in this output row
-         (the bytes past it are rewritten next); the read may pass the image's end into its 8 spare bytes */
-      int word = inside && dw == 1 && kw <= 8;
-      for (int64_t c = 0; c < g->C; c++)
-        for (int64_t i = 0; i < g->kh; i++, r += kw) {
-          int64_t h = oh * g->sh - g->ph + i * g->dh;
-          if (h < 0 || h >= g->H) {
-            memset(r, zp, (size_t)kw);
-            continue;
-          }
-          const uint8_t *src = q + (c * g->H + h) * g->W;
-          if (word && r + 8 <= end) memcpy(r, src + w0, 8);
-          else if (inside)
-            for (int64_t j = 0; j < kw; j++) r[j] = src[w0 + j * dw];
-          else
-            for (int64_t j = 0; j < kw; j++) r[j] = w0 + j * dw >= 0 && w0 + j * dw < g->W ? src[w0 + j * dw] : zp;
-        }
-      memset(r, 0, (size_t)(Kp - K));
+typedef struct {
+  geometry g;
+  int64_t B, O, K, G, P, Hp, Wp, img;   /* img: bytes per image: padded (C, Hp, Wp), slack[, flat (C, H, W)] */
+  int64_t bw, nb, band;                 /* pixels per band (a multiple of 16), bands per image, bytes per band */
+  const float *x;
+  float *y;
+  int fixed;
+  float fscale;
+  int32_t fzp;
+  uint8_t *qp;                          /* (B) padded images */
+  float *sa;                            /* (B) image scales */
+  int32_t *za;                          /* (B) image zero points */
+  const int64_t *tap;                   /* (G, 4) offset of tap k's first pixel in a padded image (a k past K
+                                           repeats its group's first: it meets zero weights) */
+  const int32_t *wk, *w16, *cs;
+  const float *ws, *bias;
+  uint8_t *taps;                        /* one band per thread */
+  qconv_band_fn fn;
+  int bad;
+} qconv_job;
+
+/* the portable path: the same sums as the vector kernels, one output at a time */
+static void band_portable(const qconv_band *b) {
+  for (int64_t o = 0; o < b->O; o++) {
+    int32_t zc = b->za * b->cs[o];
+    float scale = b->sa * b->ws[o];
+    for (int64_t p = 0; p < b->n; p++) {
+      int32_t acc = 0;
+      for (int64_t g = 0; g < b->G; g++) {
+        int8_t w[4];
+        memcpy(w, &b->wk[o * b->G + g], 4);
+        const uint8_t *a = b->a + (g * b->bw + p) * 4;
+        for (int t = 0; t < 4; t++) acc += (int32_t)a[t] * (int32_t)w[t];
+      }
+      b->y[o * b->ldy + p] = ds_qconv_value(acc, zc, scale, b->bias[o]);
+    }
+  }
+}
+
+/* the path: VNNI on AVX-512 hosts that have it, the portable code under DS_ISA=scalar, AVX2 otherwise (as
+   qgemm.c chooses) */
+static qconv_band_fn band_kernel(void) {
+  if (ds_isa_vnni()) return ds_qconv_band_vnni;
+  if (ds_isa() == DS_ISA_SCALAR) return band_portable;
+  return ds_qconv_band_avx2;
+}
+
+/* image b of x quantized into its padded copy (the zero point around it): in one call, straight into place
+   without padding, else into the flat copy after the slack and moved row by row; 0: NaN or an infinity */
+static int quantize_image(qconv_job *j, int64_t b) {
+  const geometry *g = &j->g;
+  int64_t CHW = g->C * g->H * g->W, padded = g->C * j->Hp * j->Wp;
+  const float *xb = j->x + b * CHW;
+  float s = j->fscale;
+  int32_t zp = j->fzp;
+  if (!j->fixed && !ds_qgemm_range(xb, CHW, &s, &zp)) return 0;
+  uint8_t *q = j->qp + b * j->img, *flat = padded == CHW ? q : q + padded + SLACK;
+  if (!ds_qgemm_quantize(xb, CHW, s, zp, flat)) return 0;
+  if (flat != q) {
+    memset(q, zp, (size_t)padded);
+    for (int64_t r = 0; r < g->C * g->H; r++)
+      memcpy(q + (r / g->H * j->Hp + r % g->H + g->ph) * j->Wp + g->pw, flat + r * g->W, (size_t)g->W);
+  }
+  memset(q + padded, 0, SLACK);
+  j->sa[b] = s;
+  j->za[b] = zp;
+  return 1;
+}
+
+/* d[4 i + t] = s_t[i * step] for i < n; with step 1 sixteen pixels at a time, which may read up to 15 bytes
+   past each s_t + n and write up to 60 past d + 4 n */
+static inline void interleave4(const uint8_t *const *s, int64_t step, int64_t n, uint8_t *d) {
+  if (step != 1) {
+    for (int64_t i = 0; i < n; i++)
+      for (int t = 0; t < 4; t++) d[4 * i + t] = s[t][i * step];
+    return;
+  }
+  for (int64_t i = 0; i < n; i += 16) {
+    __m128i a = _mm_loadu_si128((const __m128i *)(s[0] + i)), b = _mm_loadu_si128((const __m128i *)(s[1] + i));
+    __m128i c = _mm_loadu_si128((const __m128i *)(s[2] + i)), e = _mm_loadu_si128((const __m128i *)(s[3] + i));
+    __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
+    __m128i ce0 = _mm_unpacklo_epi8(c, e), ce1 = _mm_unpackhi_epi8(c, e);
+    _mm_storeu_si128((__m128i *)(d + 4 * i), _mm_unpacklo_epi16(ab0, ce0));
+    _mm_storeu_si128((__m128i *)(d + 4 * i + 16), _mm_unpackhi_epi16(ab0, ce0));
+    _mm_storeu_si128((__m128i *)(d + 4 * i + 32), _mm_unpacklo_epi16(ab1, ce1));
+    _mm_storeu_si128((__m128i *)(d + 4 * i + 48), _mm_unpackhi_epi16(ab1, ce1));
+  }
+}
+
+/* the taps (G, bw, 4) of pixels [p0, p0 + n) of padded image q: per k-group, each output row's run of pixels
+   from four source rows (j->tap); in increasing pixel order, so what a run writes past its end is rewritten by
+   the next run or group, and the pixels from n to the next multiple of 16 are zeroed */
+static void gather_band(const qconv_job *j, const uint8_t *q, int64_t p0, int64_t n, uint8_t *a) {
+  const geometry *g = &j->g;
+  int64_t n16 = (n + 15) / 16 * 16;
+  for (int64_t gi = 0; gi < j->G; gi++) {
+    const int64_t *tap = j->tap + 4 * gi;
+    const uint8_t *base[4] = { q + tap[0], q + tap[1], q + tap[2], q + tap[3] };
+    uint8_t *d = a + gi * j->bw * 4;
+    int64_t ow = p0 % g->OW, row = p0 / g->OW * g->sh * j->Wp;   /* the run's first column, its row's offset */
+    for (int64_t p = 0; p < n; p += g->OW - ow, ow = 0, row += g->sh * j->Wp) {
+      int64_t run = g->OW - ow < n - p ? g->OW - ow : n - p, off = row + ow * g->sw;
+      const uint8_t *s[4] = { base[0] + off, base[1] + off, base[2] + off, base[3] + off };
+      interleave4(s, g->sw, run, d + p * 4);
+    }
+    memset(d + n * 4, 0, (size_t)((n16 - n) * 4));
+  }
+}
+
+/* thread me of nt: its share of the images to quantize, then (once all are) its share of the bands */
+static void run_share(qconv_job *j, int me, int nt) {
+  int ok = 1;
+  for (int64_t b = j->B * me / nt; b < j->B * (me + 1) / nt && ok; b++) ok = quantize_image(j, b);
+  if (!ok) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
+  if (nt > 1) {
+#pragma omp barrier
+  }
+  if (__atomic_load_n(&j->bad, __ATOMIC_RELAXED)) return;
+  uint8_t *a = j->taps + me * j->band;
+  int64_t units = j->B * j->nb;
+  for (int64_t u = units * me / nt; u < units * (me + 1) / nt; u++) {
+    int64_t b = u / j->nb, p0 = u % j->nb * j->bw, n = j->P - p0 < j->bw ? j->P - p0 : j->bw;
+    gather_band(j, j->qp + b * j->img, p0, n, a);
+    qconv_band cb = { j->G, j->bw, n, j->O, a, j->wk, j->w16, j->cs, j->ws, j->bias, j->za[b], j->sa[b],
+                      j->y + b * j->O * j->P + p0, j->P };
+    j->fn(&cb);
+  }
+}
+
+/* the weight w (O, K) s8 as qconv.h's wk (O, G) and w16 (O, G, 2) */
+static void pack_weight(const int8_t *w, int64_t O, int64_t K, int64_t G, int32_t *wk, int32_t *w16) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t g = 0; g < G; g++) {
+      int8_t four[4] = { 0, 0, 0, 0 };
+      memcpy(four, w + o * K + 4 * g, (size_t)(K - 4 * g < 4 ? K - 4 * g : 4));
+      memcpy(&wk[o * G + g], four, 4);
+      w16[(o * G + g) * 2] = (int32_t)((uint32_t)(uint16_t)four[0] | (uint32_t)(uint16_t)four[2] << 16);
+      w16[(o * G + g) * 2 + 1] = (int32_t)((uint32_t)(uint16_t)four[1] | (uint32_t)(uint16_t)four[3] << 16);
     }
 }
 
@@ -86,48 +208,56 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
            (long long)O);
   DS_CHECK(K <= QG_K_MAX, "%s: C * kh * kw = %lld is over %d (the int32 sums could overflow)", op, (long long)K,
            QG_K_MAX);
-  int64_t P = g.OH * g.OW, M = B * P, CHW = g.C * g.H * g.W;
-  if (M == 0 || O == 0) return DS_OK;
-  int64_t G = (K + QG_KG - 1) / QG_KG, Kp = G * QG_KG, S = (O + QG_NR - 1) / QG_NR, rounded;
-  int64_t bytes = (M * O + M) * (int64_t)sizeof(float) + (M + O) * (int64_t)sizeof(int32_t) + S * G * QG_GROUP +
-                  B * (CHW + 8) + M * Kp + 64;
-  char *buf = ds_mem_alloc(bytes, &rounded);
-  if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the unfolded input", op);
-  float *out = (float *)buf;                 /* (M, O) */
-  float *sa = out + M * O;                   /* (M) */
-  int32_t *za = (int32_t *)(sa + M);         /* (M) */
-  int32_t *cs = za + M;                      /* (O) */
-  int8_t *wp = (int8_t *)(cs + O);           /* packed weight */
-  uint8_t *qimg = (uint8_t *)(wp + S * G * QG_GROUP);   /* (B, C, H, W), each image followed by 8 spare bytes */
-  uint8_t *rows = qimg + B * (CHW + 8);      /* (M, Kp) */
-  ds_qgemm_pack(w->data, O, K, wp);
-  ds_qgemm_colsums(w->data, O, K, cs);
-  const float *xp = x->data;
-  int bad = 0, par = B > 1 && M * Kp >= DS_PAR_MIN;
-  DS_PAR_FOR(par, b, B, {   /* each image quantized and unfolded on its own */
-    float s = fscale;
-    int32_t zp = fzp;
-    int ok = fixed || ds_qgemm_range(xp + b * CHW, CHW, &s, &zp);
-    ok = ok && ds_qgemm_quantize(xp + b * CHW, CHW, s, zp, qimg + b * (CHW + 8));
-    if (!ok) __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
-    else {
-      im2col(&g, qimg + b * (CHW + 8), (uint8_t)zp, Kp, rows + b * P * Kp);
-      for (int64_t p = 0; p < P; p++) { sa[b * P + p] = s; za[b * P + p] = zp; }
-    }
-  });
-  if (bad) {
-    ds_mem_release(buf, rounded);
-    return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
+  int64_t P = g.OH * g.OW;
+  if (B == 0 || P == 0 || O == 0) return DS_OK;
+  qconv_job j = { .g = g, .B = B, .O = O, .K = K, .G = (K + 3) / 4, .P = P, .Hp = g.H + 2 * g.ph,
+                  .Wp = g.W + 2 * g.pw, .x = x->data, .y = y->data, .fixed = fixed, .fscale = fscale, .fzp = fzp,
+                  .ws = ws->data, .bias = bias->data, .fn = band_kernel() };
+  j.img = g.C * j.Hp * j.Wp + SLACK + (g.ph || g.pw ? g.C * g.H * g.W : 0);   /* padded, slack, flat */
+  /* bands of about BAND_BYTES of taps; at least two per thread when the batch alone gives fewer */
+  int64_t P16 = (P + 15) / 16 * 16, bw = BAND_BYTES / (4 * j.G) / 16 * 16;
+  bw = bw < 16 ? 16 : bw > P16 ? P16 : bw;
+  int nt = ds_team(), par = nt > 1 && (double)B * P * O * K >= PAR_MACS;
+  int64_t nb = (P + bw - 1) / bw;
+  if (par && B * nb < 2 * nt) {
+    int64_t want = (2 * nt + B - 1) / B, split = ((P + want - 1) / want + 15) / 16 * 16;
+    bw = split < bw ? split : bw;
+    nb = (P + bw - 1) / bw;
   }
-  qgemm_job q = { .M = M, .N = O, .K = K, .G = G, .Kp = Kp, .qa = rows, .sa = sa, .za = za, .wp = wp, .cs = cs,
-                  .ws = ws->data, .bias = bias->data, .y = out };
-  ds_qgemm_run(&q);
-  float *yp = y->data;   /* (M, O) -> (B, O, P) */
-  DS_PAR_FOR(par, b, B, {
-    for (int64_t o = 0; o < O; o++)
-      for (int64_t p = 0; p < P; p++) yp[(b * O + o) * P + p] = out[(b * P + p) * O + o];
-  });
+  par = par && B * nb > 1;
+  j.bw = bw;
+  j.nb = nb;
+  j.band = j.G * bw * 4 + SLACK;
+  int64_t rounded, wkn = O * j.G;
+  int64_t bytes = 4 * j.G * (int64_t)sizeof(int64_t) + B * (int64_t)(sizeof(float) + sizeof(int32_t)) +
+                  (O + 3 * wkn) * (int64_t)sizeof(int32_t) + B * j.img + (par ? nt : 1) * j.band + 64;
+  char *buf = ds_mem_alloc(bytes, &rounded);
+  if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the quantized input", op);
+  int64_t *tap = (int64_t *)buf;             /* (G, 4) */
+  for (int64_t k = 0; k < 4 * j.G; k++) {
+    int64_t kk = k < K ? k : k / 4 * 4, c = kk / (g.kh * g.kw), i = kk % (g.kh * g.kw) / g.kw, jj = kk % g.kw;
+    tap[k] = (c * j.Hp + i * g.dh) * j.Wp + jj * g.dw;
+  }
+  j.tap = tap;
+  j.sa = (float *)(tap + 4 * j.G);           /* (B) */
+  j.za = (int32_t *)(j.sa + B);              /* (B) */
+  int32_t *cs = j.za + B, *wk = cs + O, *w16 = wk + wkn;   /* (O), (O, G), (O, G, 2) */
+  j.qp = (uint8_t *)(w16 + 2 * wkn);         /* (B) padded images */
+  j.taps = j.qp + B * j.img;                 /* a band per thread */
+  ds_qgemm_colsums(w->data, O, K, cs);
+  pack_weight(w->data, O, K, j.G, wk, w16);
+  j.cs = cs; j.wk = wk; j.w16 = w16;
+  if (par) {
+    double t0 = ds_team_start();
+#pragma omp parallel num_threads(nt)
+    {
+      ds_team_arrive(t0);
+      run_share(&j, omp_get_thread_num(), omp_get_num_threads());
+    }
+    ds_team_done();
+  } else run_share(&j, 0, 1);
   ds_mem_release(buf, rounded);
+  if (j.bad) return ds_fail(DS_EINVAL, "%s: the input holds NaN or an infinity (it cannot be quantized)", op);
   return DS_OK;
 }
 
