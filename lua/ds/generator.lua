@@ -35,17 +35,25 @@ function M.generator(model, opts)
     by_slot = "boolean" })
   if not o.slots then errors.raise("generator: option slots (the batch the model's caches hold) is required") end
   local B = o.slots
-  local function step(ids, pos, slots)
-    if slots == nil then return model:step(ids, pos) end
-    return model:step(ids, pos, slots)
-  end
+  -- compiled: the step as one plan; without it step_fn calls model:step itself (no closure per generator: the JIT's
+  -- traces through one generator's steps serve the next one over the same kind of model)
+  local compiled
   if o.compile ~= false then
-    step = lazy.compile(step, o.by_slot
-      and { trace.spec({ "n", "t" }, "i64"), trace.spec({ "n" }, "i64"), trace.spec({ "n" }, "i64") }
+    compiled = lazy.compile(function(ids, pos, slots)
+      if slots == nil then return model:step(ids, pos) end
+      return model:step(ids, pos, slots)
+    end, o.by_slot and { trace.spec({ "n", "t" }, "i64"), trace.spec({ "n" }, "i64"), trace.spec({ "n" }, "i64") }
       or { trace.spec({ B, 1 }, "i64"), trace.spec({ B }, "i64") })
   end
-  return setmetatable({ model = model, defaults = o, B = B, by_slot = o.by_slot, step_fn = step, rows = {},
+  return setmetatable({ model = model, defaults = o, B = B, by_slot = o.by_slot, compiled = compiled, rows = {},
     by_id = {}, last_id = 0, inputs = {}, running = {}, joining = {} }, Generator)
+end
+
+-- one model step: logits of ids (n, t) at pos (n) (in cache rows slots (n) with by_slot)
+function Generator:step_fn(ids, pos, slots)
+  if self.compiled then return self.compiled(ids, pos, slots) end
+  if slots == nil then return self.model:step(ids, pos) end
+  return self.model:step(ids, pos, slots)
 end
 
 -- the prompt as a Lua list of 1-based ids
@@ -189,7 +197,7 @@ function Generator:step_slots(events)
       local k = #r.tokens
       s.ids_p[i - 1], s.pos_p[i - 1], s.slots_p[i - 1] = r.tokens[k], r.fed + k, r.row
     end
-    local logits = self.step_fn(s.ids, s.pos, s.slots)   -- (n, 1, V)
+    local logits = self:step_fn(s.ids, s.pos, s.slots)   -- (n, 1, V)
     s.greedy, s.rows = nil, nil
     for i = 1, n do
       local r = run[i]
@@ -203,7 +211,7 @@ function Generator:step_slots(events)
     local T = #r.prompt
     local p = {}
     for j = 1, padded(T, self.model.max_len) do p[j] = r.prompt[math.min(j, T)] end
-    local logits = self.step_fn(F.tensor(p, I64):reshape(1, #p), F.tensor({ 1 }, I64), F.tensor({ r.row }, I64))
+    local logits = self:step_fn(F.tensor(p, I64):reshape(1, #p), F.tensor({ 1 }, I64), F.tensor({ r.row }, I64))
     r.fed = T
     emit(self, r, row_token({}, r, logits:narrow(2, T, 1), 1), events)
   end
@@ -219,7 +227,7 @@ function Generator:step_rows(events)
     elseif r.fed < #r.prompt then s.ids_p[b - 1], s.pos_p[b - 1] = r.prompt[r.fed + 1], r.fed + 1
     else s.ids_p[b - 1], s.pos_p[b - 1] = r.tokens[#r.tokens], r.fed + #r.tokens end
   end
-  local logits = self.step_fn(s.ids, s.pos)   -- (B, 1, V)
+  local logits = self:step_fn(s.ids, s.pos)   -- (B, 1, V)
   s.greedy, s.rows = nil, nil
   for b = 1, self.B do
     local r = self.rows[b]
