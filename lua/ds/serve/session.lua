@@ -20,6 +20,7 @@ local IDLE_S = 0.05      -- a session ends after this long with no request runni
 local CONNECT_S = 10     -- how long it waits for the worker that started it to connect
 local RBUF = 65536
 local rbuf = ffi.new("char[?]", RBUF)
+local i64_ptr = ffi.typeof("int64_t *")
 
 -- poll over lfd and the connections' fds, in a pollfd array kept from call to call (no allocation per step) -> the
 -- array: entry 0 is lfd, entry i the connection conns[i]
@@ -65,32 +66,59 @@ local function send_all(fd, s)
   return true
 end
 
+-- a session's connection (fd, inbuf, out: its lines this step, nout) and the helpers of serve below: module-level
+-- functions, not closures made per session, so the JIT's traces of one session's loop serve the next (a closure
+-- made per session fails the traces' guards on it, and its side traces were recorded again every session)
+local function conn(fd) return { fd = fd, inbuf = "", out = {}, nout = 0 } end
+local function put(c, line) c.nout = c.nout + 1; c.out[c.nout] = line end
+
+-- the requests of connection c end (id: only its request id, else all of them)
+local function cancel(st, c, rid)
+  for id, r in pairs(st.running) do
+    if r.conn == c and (rid == nil or r.id == rid) then st.gen:cancel(id); st.running[id] = nil end
+  end
+  local waiting = st.waiting
+  for i = #waiting, 1, -1 do
+    if waiting[i].conn == c and (rid == nil or waiting[i].id == rid) then table.remove(waiting, i) end
+  end
+end
+
+-- a connection gone: closed, its requests end
+local function drop(st, c)
+  C.close(c.fd)
+  for i, x in ipairs(st.conns) do if x == c then table.remove(st.conns, i); break end end
+  cancel(st, c, nil)
+end
+
+-- connection c's new bytes: its complete lines ("S {...}" requests, "C id" cancellations) taken
+local function take_lines(st, c, got)
+  c.inbuf = c.inbuf .. ffi.string(rbuf, got)
+  for line in c.inbuf:gmatch("([^\n]*)\n") do
+    if line:sub(1, 2) == "S " then
+      local r = cjson.decode(line:sub(3))
+      if r then r.conn = c; st.waiting[#st.waiting + 1] = r end
+    elseif line:sub(1, 2) == "C " then
+      local rid = tonumber(line:sub(3))
+      if rid then cancel(st, c, rid) end
+    end
+  end
+  c.inbuf = c.inbuf:match("[^\n]*$")
+end
+
 -- The session over the listening socket lfd until no request has run or waited for IDLE_S, or no event loop is
 -- connected -> steps. Every worker of the server may connect (serve/generate.lua finds the session in the shared
 -- dict ds_generate), so requests of all workers share the model's rows. In, per connection: "S {id, ids, opts}" (a
 -- request: ds.generator:start's prompt and options; id unique on that connection) and "C id" (cancel) lines; out:
 -- "id token 0|1" (1: its last token) and "id ! error" lines, one write per connection and step (all its rows'
--- lines). conns (the caller's, empty): the connections, {fd, inbuf, out (lines), nout}, open ones left in it on an
--- error for the caller to close.
+-- lines). conns (the caller's, empty): the connections, open ones left in it on an error for the caller to close.
 local function serve(lfd, gen, slots, conns)
-  local waiting, running, steps, idle_since = {}, {}, 0, nil   -- running: generator id -> request
-  local function drop(c)   -- a connection gone: its requests end
-    C.close(c.fd)
-    for i, x in ipairs(conns) do if x == c then table.remove(conns, i); break end end
-    for id, r in pairs(running) do if r.conn == c then gen:cancel(id); running[id] = nil end end
-    for i = #waiting, 1, -1 do if waiting[i].conn == c then table.remove(waiting, i) end end
-  end
-  local function cancel(c, rid)
-    for id, r in pairs(running) do if r.conn == c and r.id == rid then gen:cancel(id); running[id] = nil end end
-    for i = #waiting, 1, -1 do if waiting[i].conn == c and waiting[i].id == rid then table.remove(waiting, i) end end
-  end
-  local function conn(fd) return { fd = fd, inbuf = "", out = {}, nout = 0 } end
-  local function put(c, line) c.nout = c.nout + 1; c.out[c.nout] = line end
+  local st = { gen = gen, conns = conns, waiting = {}, running = {} }   -- running: generator id -> request
+  local waiting, running, steps = st.waiting, st.running, 0
   -- the first connection (the worker that started the session) comes within CONNECT_S
   local first = poll(lfd, conns, CONNECT_S * 1000)[0].revents ~= 0 and C.accept(lfd, nil, nil) or -1
   if first < 0 then error("the event loop did not connect", 0) end
-  conns[1], idle_since = conn(first), ds.clock()
-  local gone = {}
+  conns[1] = conn(first)
+  local idle_since, gone = ds.clock(), {}
   while #conns > 0 do
     local busy = gen:active() > 0 or #waiting > 0
     if not busy and ds.clock() - idle_since >= IDLE_S then break end
@@ -101,22 +129,10 @@ local function serve(lfd, gen, slots, conns)
       local c = conns[i]
       if p[i].revents ~= 0 then
         local got = tonumber(C.recv(c.fd, rbuf, RBUF, 0))
-        if got <= 0 then gone[#gone + 1] = c
-        else
-          c.inbuf = c.inbuf .. ffi.string(rbuf, got)
-          for line in c.inbuf:gmatch("([^\n]*)\n") do
-            if line:sub(1, 2) == "S " then
-              local r = cjson.decode(line:sub(3))
-              if r then r.conn = c; waiting[#waiting + 1] = r end
-            elseif line:sub(1, 2) == "C " then
-              cancel(c, tonumber(line:sub(3)))
-            end
-          end
-          c.inbuf = c.inbuf:match("[^\n]*$")
-        end
+        if got <= 0 then gone[#gone + 1] = c else take_lines(st, c, got) end
       end
     end
-    for i = #gone, 1, -1 do drop(gone[i]); gone[i] = nil end
+    for i = #gone, 1, -1 do drop(st, gone[i]); gone[i] = nil end
     if accept then
       local fd = C.accept(lfd, nil, nil)
       if fd >= 0 then conns[#conns + 1] = conn(fd) end
@@ -128,7 +144,9 @@ local function serve(lfd, gen, slots, conns)
       else put(r.conn, string.format("%d ! %s\n", r.id, (tostring(ok and why or id):gsub("\n", " ")))) end
     end
     if gen:active() > 0 then
-      for _, ev in ipairs(gen:step()) do
+      local events = gen:step()
+      for i = 1, #events do
+        local ev = events[i]
         local r = running[ev.id]
         if r then
           put(r.conn, string.format("%d %d %d\n", r.id, ev.token, ev.done and 1 or 0))
@@ -144,7 +162,7 @@ local function serve(lfd, gen, slots, conns)
         c.nout = 0
       end
     end
-    for i = #gone, 1, -1 do drop(gone[i]); gone[i] = nil end
+    for i = #gone, 1, -1 do drop(st, gone[i]); gone[i] = nil end
   end
   return steps
 end
@@ -175,21 +193,40 @@ local function warm(m, slots)
   warmed[m] = true
 end
 
+-- The generator's model over the loaded step model m (methods, not closures made per session: the JIT's traces
+-- through them serve every session). With by_slot, step(ids (n, t), pos (n), run (n)) calls m with its slots input
+-- (slots) i64: the generator's rows first, then the other rows, written in place (one tensor for every call: m reads
+-- it during the call).
+local Model, BySlot = {}, {}
+Model.__index, BySlot.__index = Model, BySlot
+function Model:step(ids, pos) return self.m(ids, pos) end
+function BySlot:step(ids, pos, run)
+  local n, o, taken, slots = run:numel(), self.order_p, self.taken, self.slots
+  local rp = ffi.cast(i64_ptr, run:data_ptr())
+  for s = 1, slots do taken[s] = false end
+  for i = 0, n - 1 do
+    local s = rp[i]
+    o[i], taken[tonumber(s)] = s, true
+  end
+  for s = 1, slots do
+    if not taken[s] then o[n] = s; n = n + 1 end
+  end
+  return self.m(ids, pos, self.order)
+end
+local function step_model(m, slots, by_slot, max_len)
+  if not by_slot then return setmetatable({ m = m, max_len = max_len }, Model) end
+  local order = ds.zeros({ slots }, { dtype = "i64" })
+  return setmetatable({ m = m, max_len = max_len, slots = slots, order = order, taken = ffi.new("bool[?]", slots + 1),
+                        order_p = ffi.cast(i64_ptr, order:data_ptr()) }, BySlot)
+end
+
 -- M.run(m, path, max_len) -> true, steps | nil, error: a session of the loaded step model m (rows_of) whose caches
 -- hold max_len positions, listening on path for the workers' event loops
 function M.run(m, path, max_len)
   local okr, slots, by_slot = pcall(rows_of, m)
   if not okr then return nil, tostring(slots) end
-  local step = function(_, ids, pos) return m(ids, pos) end
-  if by_slot then   -- the generator's slots (n), then the other rows (a flat list: totable's closure stops the JIT)
-    step = function(_, ids, pos, run)
-      local order, taken = run:_flat(), {}
-      for _, s in ipairs(order) do taken[s] = true end
-      for s = 1, slots do if not taken[s] then order[#order + 1] = s end end
-      return m(ids, pos, ds.tensor(order, { dtype = "i64" }))
-    end
-  end
-  local gen = ds.generator({ step = step, max_len = max_len }, { slots = slots, by_slot = by_slot, compile = false })
+  local gen = ds.generator(step_model(m, slots, by_slot, max_len), { slots = slots, by_slot = by_slot,
+    compile = false })
   -- the steps run on this thread alone (an OpenMP team's second thread would take the core the event loops and the
   -- clients need; the pool thread's team size is restored after)
   local threads = ds.get_num_threads()
