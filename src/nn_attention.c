@@ -13,8 +13,9 @@
    exps (ds_expf), their sum in 16 lanes (lane j % 16, lanes added pairwise) and multiplies by 1 / sum;
    each output element is fma(w[i,j], v[j,c], acc) for j = 0 .. S-1 in order (a tile's chains stop after the
    last key any of its rows weighs nonzero when v is finite from there on: the remaining fma(+0, v, acc) = acc
-   change nothing; the f32 AVX-512 build also skips exps of 16-key blocks that are all +0, as with key padding
-   masked by -10000, so a padded query costs about its real keys' share of the weighted sum). Every element is thus
+   change nothing; the f32 AVX-512 build also skips exps of 16-key blocks that are all +0, and under a float mask
+   the scores of 16-key strips whose bound proves every weight +0 (scores_pruned), as with key padding masked by
+   -10000: a padded query costs about its real keys' share). Every element is thus
    one fixed computation: rows do not depend on L, on the tiling, the thread count or the vector width,
    and the AVX-512 build of the tile code (wider vectors, more rows per tile) gives the same bits. A query
    of few rows (a decode step) runs the same sums on k and v in place, without packing them. */
@@ -137,9 +138,9 @@ static int make_geom(geom *g, ds_tensor *const *t, const double *attrs, int dtyp
 }
 
 /* per-thread scratch: K^T packed (E x Sp), V packed (S x Evp), the query tile (mr x E), scores and
-   weights (mr x Sp); all zero padded */
+   weights (mr x Sp), all zero padded; the largest |k| of each strip of keys (Sp / NR) */
 static int64_t scratch_elems(const geom *g, int mr) {
-  return g->E * g->Sp + g->S * g->Evp + mr * g->E + mr * g->Sp;
+  return g->E * g->Sp + g->S * g->Evp + mr * g->E + mr * g->Sp + g->Sp / NR;
 }
 
 /* the element type's fused multiply-add and exp, for the templates */
@@ -189,21 +190,64 @@ static void scores16_avx512(const float *q, int64_t qc, const float *k, int64_t 
     for (int64_t e = e0; e < E; e++) w[l] = fmaf(q[e * qc], k[l * kr + e], w[l]);
 }
 
-/* kt (E x Sp, row stride Sp) = k^T for rows of k (S x E, row stride kr, contiguous columns), columns >= S zero;
-   whole 16 x 16 blocks through registers */
+/* kt (E x Sp, row stride Sp) = k^T for rows of k (S x E, row stride kr, contiguous columns), columns >= S zero,
+   whole 16 x 16 blocks through registers; km[s] = the largest |k| among strip s's 16 keys (NaN if one is NaN) */
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), noinline))
-static void pack_kt_avx512(const float *k, int64_t kr, int64_t S, int64_t E, int64_t Sp, float *kt) {
-  int64_t e0 = 0;
-  for (; e0 + 16 <= E; e0 += 16)
-    for (int64_t j0 = 0; j0 < Sp; j0 += 16) {
+static void pack_kt_avx512(const float *k, int64_t kr, int64_t S, int64_t E, int64_t Sp, float *kt, float *km) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t j0 = 0; j0 < Sp; j0 += 16) {
+    int n = (int)(S - j0 < 16 ? S - j0 : 16);
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 nan = 0;
+    int64_t e0 = 0;
+    for (; e0 + 16 <= E; e0 += 16) {
       __m512 col[16];
-      transpose16_avx512(k + j0 * kr + e0, kr, (int)(S - j0 < 16 ? S - j0 : 16), col);
-      for (int e = 0; e < 16; e++) _mm512_storeu_ps(kt + (e0 + e) * Sp + j0, col[e]);
+      transpose16_avx512(k + j0 * kr + e0, kr, n, col);
+      for (int e = 0; e < 16; e++) {
+        _mm512_storeu_ps(kt + (e0 + e) * Sp + j0, col[e]);
+        mx = _mm512_max_ps(_mm512_andnot_ps(sign, col[e]), mx);
+        nan |= _mm512_cmp_ps_mask(col[e], col[e], _CMP_UNORD_Q);
+      }
     }
-  for (int64_t e = e0; e < E; e++) {
-    for (int64_t j = 0; j < S; j++) kt[e * Sp + j] = k[j * kr + e];
-    for (int64_t j = S; j < Sp; j++) kt[e * Sp + j] = 0;
+    float m = _mm512_reduce_max_ps(mx);
+    for (int64_t e = e0; e < E; e++)
+      for (int j = 0; j < 16; j++) {
+        float x = j < n ? k[(j0 + j) * kr + e] : 0;
+        kt[e * Sp + j0 + j] = x;
+        if (x != x) nan = 1;
+        m = fabsf(x) > m ? fabsf(x) : m;
+      }
+    km[j0 / 16] = nan ? NAN : m;
   }
+}
+
+/* the largest of n <= 16 mask values m[j * mc] (NaN if one is NaN) and sum_e |q[e]| of E values, for the tile
+   code's pruned scores (f32 AVX-512 build) */
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), noinline))
+static double strip_max_avx512(const float *m, int64_t mc, int n) {
+  __m512 x = _mm512_set1_ps(-INFINITY);
+  if (mc == 1) x = _mm512_mask_loadu_ps(x, (__mmask16)((1u << n) - 1), m);
+  else {
+    float b[16];
+    for (int j = 0; j < 16; j++) b[j] = j < n ? m[j * mc] : -INFINITY;
+    x = _mm512_loadu_ps(b);
+  }
+  if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) return NAN;
+  return _mm512_reduce_max_ps(x);
+}
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), noinline))
+static double abs_sum_avx512(const float *q, int64_t E) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512d a = _mm512_setzero_pd(), b = _mm512_setzero_pd();
+  int64_t e = 0;
+  for (; e + 16 <= E; e += 16) {
+    __m512 v = _mm512_andnot_ps(sign, _mm512_loadu_ps(q + e));
+    a = _mm512_add_pd(a, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    b = _mm512_add_pd(b, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+  }
+  double s = _mm512_reduce_add_pd(_mm512_add_pd(a, b));
+  for (; e < E; e++) s += fabs((double)q[e]);
+  return s;
 }
 
 /* the f32 softmax of a row of masked, scaled scores w (Sp columns, -inf from S on) in place, in the tile code's

@@ -24,10 +24,10 @@ static inline __attribute__((always_inline)) void FN(micro)(const int mr, int64_
    transposes contiguous k columns in registers); returns 1 + the last key whose v row holds NaN or an infinity
    (0 if none): weights of 0 may skip the keys after it (units) */
 static inline __attribute__((always_inline)) int64_t FN(pack_kv)(const geom *g, const int wide,
-                                                               const int64_t off[4], T *kt, T *vp) {
+                                                               const int64_t off[4], T *kt, T *vp, float *km) {
   const T *k = (const T *)g->k + off[1], *v = (const T *)g->v + off[2];
   if (wide && sizeof(T) == sizeof(float) && g->kc == 1)
-    pack_kt_avx512((const float *)k, g->kr, g->S, g->E, g->Sp, (float *)kt);
+    pack_kt_avx512((const float *)k, g->kr, g->S, g->E, g->Sp, (float *)kt, km);
   else
     for (int64_t e = 0; e < g->E; e++) {
       for (int64_t j = 0; j < g->S; j++) kt[e * g->Sp + j] = k[j * g->kr + e * g->kc];
@@ -128,16 +128,61 @@ static inline __attribute__((always_inline)) void FN(direct)(const geom *g, cons
     }
   }
 }
+/* the scores of a tile (qt: MR x E) against K^T (kt) under a float mask, strip by strip, except strips no row
+   can weigh (f32 AVX-512 build, K^T packed with km: scale > 0): there every exp is +0, so the scores are set to
+   -inf instead (the same weights, the same max). A strip is skipped when, for every row r, a bound on its scores,
+   U = sum_e |q_e| * km * scale * (1 + (2E + 4) 2^-24) + (the strip's largest mask value), is below a score the
+   row already has (lo: the first computed strip's largest) by 110: |the fma chain| <= (1 + 1.07 E 2^-24) sum
+   |q_e k_e| for E < 2^20 (sum |q_e| in f64), the f32 roundings of the product by scale, the mask add and the subtraction of the max
+   stay under 1 while |U|, |lo| < 1e6, so w - max < -109 < EXPF_ZERO_BELOW. */
+static inline __attribute__((always_inline)) void FN(scores_pruned)(const geom *g, const int MR,
+    const int64_t off[4], int64_t i0, int rows, const T *qt, const T *kt, const float *km, T *sc) {
+  double A[8], lo[8], slack = 1 + (2.0 * (double)g->E + 4) * 0x1p-24;
+  for (int r = 0; r < rows; r++) {
+    A[r] = abs_sum_avx512((const float *)qt + r * g->E, g->E) * g->scale * slack;
+    lo[r] = -INFINITY;
+  }
+  int have_lo = 0;
+  for (int64_t j0 = 0; j0 < g->Sp; j0 += NR) {
+    int n = (int)(g->S - j0 < NR ? g->S - j0 : NR), skip = have_lo && km[j0 / NR] <= 3e38f;
+    double mx = 0;
+    for (int r = 0; r < rows && skip; r++) {
+      if (r == 0 || g->mr != 0)   /* the strip's largest mask value (one for all rows of a key padding mask) */
+        mx = strip_max_avx512((const float *)g->m + off[3] + (i0 + r) * g->mr + j0 * g->mc, g->mc, n);
+      double U = A[r] * km[j0 / NR] + mx;
+      skip = fabs(U) < 1e6 && U - lo[r] < -110;
+    }
+    if (skip) {
+      for (int r = 0; r < MR; r++) for (int j = 0; j < NR; j++) sc[r * g->Sp + j0 + j] = -(T)INFINITY;
+      continue;
+    }
+    FN(micro)(MR, g->E, qt, g->E, kt + j0, g->Sp, sc + j0, g->Sp, MR, NR);
+    if (have_lo) continue;
+    have_lo = 1;   /* lo: this strip's largest scaled, masked score per row, as softmax_row computes them */
+    for (int r = 0; r < rows; r++) {
+      const T *m = (const T *)g->m + off[3] + (i0 + r) * g->mr + j0 * g->mc;
+      for (int j = 0; j < n; j++) {
+        T w = sc[r * g->Sp + j0 + j] * (T)g->scale;
+        w = w + m[j * g->mc];
+        lo[r] = w > lo[r] ? w : lo[r];
+      }
+      if (!(fabs(lo[r]) < 1e6)) have_lo = 0;   /* no usable bound for this row: keep computing */
+    }
+  }
+}
 /* units u0 .. u1-1 (unit = batch entry x tile of MR query rows); scratch as in scratch_elems */
 static inline __attribute__((always_inline)) void FN(units)(const geom *g, const int MR, const int wide, int64_t u0,
     int64_t u1, T *scr) {
   T *kt = scr, *vp = kt + g->E * g->Sp, *qt = vp + g->S * g->Evp, *sc = qt + MR * g->E;
+  float *km = (float *)(sc + MR * g->Sp);
+  const int prune = wide && sizeof(T) == sizeof(float) && g->kc == 1 && g->mask == MASK_FLOAT && g->scale > 0 &&
+                    g->scale < 1e30;
   int64_t tiles = (g->L + MR - 1) / MR, packed = -1, off[4], vbad = 0;
   for (int64_t u = u0; u < u1; u++) {
     int64_t bi = u / tiles, i0 = (u % tiles) * MR;
     int rows = (int)(g->L - i0 < MR ? g->L - i0 : MR);
     batch_offsets(g, bi, off);
-    if (packed != bi) { vbad = FN(pack_kv)(g, wide, off, kt, vp); packed = bi; }
+    if (packed != bi) { vbad = FN(pack_kv)(g, wide, off, kt, vp, km); packed = bi; }
     const T *q = (const T *)g->q + off[0];
     for (int r = 0; r < MR; r++) {
       const T *qr = q + (i0 + r) * g->qr;
@@ -146,8 +191,10 @@ static inline __attribute__((always_inline)) void FN(units)(const geom *g, const
       else if (g->qc == 1) for (int64_t e = 0; e < g->E; e++) d[e] = qr[e];
       else for (int64_t e = 0; e < g->E; e++) d[e] = qr[e * g->qc];
     }
-    for (int64_t j0 = 0; j0 < g->Sp; j0 += NR)
-      FN(micro)(MR, g->E, qt, g->E, kt + j0, g->Sp, sc + j0, g->Sp, MR, NR);
+    if (prune) FN(scores_pruned)(g, MR, off, i0, rows, qt, kt, km, sc);
+    else
+      for (int64_t j0 = 0; j0 < g->Sp; j0 += NR)
+        FN(micro)(MR, g->E, qt, g->E, kt + j0, g->Sp, sc + j0, g->Sp, MR, NR);
     /* the keys the output's sums need: those before the tile rows' trailing +0 weights, and any non-finite v
        row. The rest would add fma(+0, v, acc) = acc for finite v (acc starts at +0 and a sum from +0 is never
        -0), so the chains end there with the same bits. */

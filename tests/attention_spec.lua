@@ -153,6 +153,44 @@ describe("scaled_dot_product_attention with padded keys (the sums stop after a t
     ]])
   end)
 
+  it("a hidden key whose score outweighs the mask still counts; per-row masks; same bits on every path", function()
+    local kb = k:clone()
+    kb:narrow(3, 60, 1):copy_(q:narrow(3, 5, 1) * 3000)   -- row 5's score for hidden key 60: ~ +1e4 over the mask
+    local all = sdpa(q, kb, v, { mask = bias })
+    for _, i in ipairs { 1, 5, 6, 100 } do
+      assert.is_true(H.bitwise(sdpa(q:narrow(3, i, 1), kb, v, { mask = bias }), all:narrow(3, i, 1)), "row " .. i)
+    end
+    H.close(all:narrow(3, 5, 1), v:narrow(3, 60, 1), 1e-6, 1e-6)   -- key 60 takes all of row 5's weight
+    local rows = ds.arange(100):reshape(100, 1) % 40 + 3                  -- row i sees keys 1 .. 3 + (i-1) % 40
+    local per_row = ds.where(ds.arange(100):reshape(1, 100):lt(rows), 0, -10000):astype("f32")
+    local y = sdpa(q, k, v, { mask = per_row })
+    for _, i in ipairs { 1, 40, 41, 77 } do
+      assert.is_true(H.bitwise(sdpa(q:narrow(3, i, 1), k, v, { mask = per_row:narrow(1, i, 1) }), y:narrow(3, i, 1)),
+        "per-row mask, row " .. i)
+    end
+    H.same_bits_on_every_path([[
+      local ds = require("ds")
+      local ffi = require("ffi")
+      local function wave(phase, shape)
+        local n = 1
+        for _, d in ipairs(shape) do n = n * d end
+        return ds.sin(ds.arange(n, { dtype = "f32" }) * 0.37 + phase):reshape(shape) * 2
+      end
+      local q, k, v = wave(0, { 1, 2, 100, 16 }), wave(1, { 1, 2, 100, 16 }), wave(2, { 1, 2, 100, 8 })
+      k:narrow(3, 60, 1):copy_(q:narrow(3, 5, 1) * 3000)
+      local bias = ((1 - ds.arange(100):lt(14):astype("f32")) * -10000):reshape(1, 1, 1, 100)
+      local rows = ds.arange(100):reshape(100, 1) % 40 + 3
+      local per_row = ds.where(ds.arange(100):reshape(1, 100):lt(rows), 0, -10000):astype("f32")
+      local h = 0
+      for _, m in ipairs({ bias, per_row }) do
+        local y = ds.scaled_dot_product_attention(q, k, v, { mask = m })
+        local p = ffi.cast("uint8_t *", y:data_ptr())
+        for i = 0, y:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
+      end
+      io.write(ds.info().isa, " ", h)
+    ]])
+  end)
+
   it("a NaN or an infinity in v at a hidden key still makes its column NaN (0 * inf), as in PyTorch", function()
     local clean = sdpa(q, k, v, { mask = bias })
     for _, bad in ipairs { math.huge, 0 / 0 } do
