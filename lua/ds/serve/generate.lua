@@ -185,23 +185,51 @@ local function socket_path(name)
   return #path < 108 and path or "/tmp/" .. file
 end
 
--- a line of the session: "rid token 0|1" or "rid ! error"
+-- a line of the session: "rid token 0|1" or "rid ! error" -> 1 when it gave a request a token, else 0 (plain finds,
+-- no patterns: this runs per token)
 function Cached:on_line(line)
-  local rid, tok, last = line:match("^(%d+) (%d+) ([01])$")
-  local s = self.by_rid[tonumber(rid or line:match("^(%d+) !"))]
-  if not s or s.done then return end
-  if not rid then
-    s.error = "model step failed: " .. line:match("^%d+ ! (.*)$")
-    return self:finish(s, "error")
+  local sp = line:find(" ", 1, true)
+  local s = sp and self.by_rid[tonumber(line:sub(1, sp - 1))]
+  if not s or s.done then return 0 end
+  if line:byte(sp + 1) == 33 then   -- "!"
+    s.error = "model step failed: " .. line:sub(sp + 3)
+    self:finish(s, "error")
+    return 0
   end
-  tok = tonumber(tok)
+  local tok = tonumber(line:sub(sp + 1, -3))
   s.tokens[#s.tokens + 1] = tok
-  metrics.count("ds_generated_tokens_total", self.name)
-  if last == "1" then
+  if line:byte(-1) == 49 then   -- "1": its last token
     self:finish(s, s.eos and tok == s.eos and "eos" or s.capped and "max_length" or "length")
   elseif s.sema:count() < 1 then
     s.sema:post(1)
   end
+  return 1
+end
+
+-- the reader light thread of a session's socket: each read's lines handed to on_line (the tokens counted once per
+-- read), until the socket closes; then sess.closed. A module-level function (ngx.thread.spawn's arguments), not a
+-- closure per session: the JIT's traces of one session's reader serve the next.
+local function read_session(self, sess, sock)
+  local rest = ""
+  while true do
+    local data, err = sock:receiveany(65536)
+    if data then
+      local text, at, tokens = rest .. data, 1, 0
+      while true do
+        local nl = text:find("\n", at, true)
+        if not nl then break end
+        tokens = tokens + self:on_line(text:sub(at, nl - 1))
+        at = nl + 1
+      end
+      rest = text:sub(at)
+      if tokens > 0 then metrics.count("ds_generated_tokens_total", self.name, nil, tokens) end
+    elseif err ~= "timeout" then
+      break
+    end
+  end
+  sess.closed = true
+  if sess.joined then sess.ended = true end   -- another worker's session: its end is the socket's
+  if self.wake:count() < 1 then self.wake:post(1) end
 end
 
 -- connects to sess.path and starts a reader light thread handing the session's lines to on_line -> true, or nil
@@ -211,16 +239,7 @@ function Cached:connect(sess)
   if not (sock and sock:connect("unix:" .. sess.path)) then return nil end
   sock:settimeouts(1000, 60000, 60000)
   sess.sock = sock
-  sess.reader = ngx.thread.spawn(function()
-    while true do
-      local line, err = sock:receive("*l")
-      if line then self:on_line(line)
-      elseif err ~= "timeout" then break end
-    end
-    sess.closed = true
-    if sess.joined then sess.ended = true end   -- another worker's session: its end is the socket's
-    if self.wake:count() < 1 then self.wake:post(1) end
-  end)
+  sess.reader = ngx.thread.spawn(read_session, self, sess, sock)
   return true
 end
 
