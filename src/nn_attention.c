@@ -250,18 +250,28 @@ static double abs_sum_avx512(const float *q, int64_t E) {
   return s;
 }
 
-/* the f32 softmax of a row of masked, scaled scores w (Sp columns, -inf from S on) in place, in the tile code's
-   order (softmax_row: the lanes' max, ds_expf, 16 lane sums, 1 / sum) on AVX-512 registers; whole 16-column
-   blocks whose exps are all +0 (every w - max below EXPF_ZERO_BELOW) are set to +0 without them. Returns the end
-   (<= S) of the last block whose exps were computed: every weight from there on is +0. */
+/* the f32 softmax of a row of scores w (Sp columns) in place, in the tile code's order (softmax_row: w * scale,
+   + the mask, -inf from S on; the lanes' max, ds_expf, 16 lane sums added pairwise, 1 / sum) on AVX-512
+   registers; fm: a contiguous float mask row or NULL; prepped: w is already scaled and masked (other masks).
+   Whole 16-column blocks whose exps are all +0 (every w - max below EXPF_ZERO_BELOW) are set to +0 without
+   them. Returns the end (<= S) of the last block whose exps were computed: every weight from there on is +0. */
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), noinline))
-static int64_t softmax_f32_avx512(float *w, int64_t S, int64_t Sp) {
-  __m512 m = _mm512_set1_ps(-INFINITY);
-  for (int64_t j = 0; j < Sp; j += LANES) m = _mm512_max_ps(_mm512_loadu_ps(w + j), m);   /* w > m ? w : m */
-  float lane[LANES];
-  _mm512_storeu_ps(lane, m);
-  for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] = lane[l + h] > lane[l] ? lane[l + h] : lane[l];
-  float mx = lane[0];
+static int64_t softmax_f32_avx512(float *w, int64_t S, int64_t Sp, float scale, const float *fm, int prepped) {
+  const __m512 ninf = _mm512_set1_ps(-INFINITY), vs = _mm512_set1_ps(scale);
+  __m512 m = ninf;
+  for (int64_t j = 0; j < Sp; j += LANES) {
+    __m512 x = _mm512_loadu_ps(w + j);
+    if (!prepped) {
+      __mmask16 in = S - j >= LANES ? 0xffff : S - j > 0 ? (__mmask16)((1u << (S - j)) - 1) : 0;
+      x = _mm512_mul_ps(x, vs);
+      if (fm) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(in, fm + j));
+      x = _mm512_mask_blend_ps(in, ninf, x);
+      _mm512_storeu_ps(w + j, x);
+    }
+    m = _mm512_max_ps(x, m);   /* x > m ? x : m: no lane is NaN */
+  }
+  /* the tree of the tile code: lane l against lane l + h, h = 8, 4, 2, 1 (a max is exact: any order) */
+  float mx = _mm512_reduce_max_ps(m);
   const __m512 vmx = _mm512_set1_ps(mx), below = _mm512_set1_ps(EXPF_ZERO_BELOW);
   __m512 sum = _mm512_setzero_ps();
   int64_t end = 0;
@@ -279,11 +289,20 @@ static int64_t softmax_f32_avx512(float *w, int64_t S, int64_t Sp) {
     sum = _mm512_add_ps(sum, e);
     end = j + LANES;
   }
-  _mm512_storeu_ps(lane, sum);
-  for (int h = LANES / 2; h; h /= 2) for (int l = 0; l < h; l++) lane[l] += lane[l + h];
-  float rs = 1 / lane[0];
+  /* lane l += lane l + h for h = 8, 4, 2, 1, as the tile code adds them */
+  __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(sum),
+                            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sum), 1)));
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+  const __m512 rs = _mm512_set1_ps(1 / _mm_cvtss_f32(s1));
   end = end < S ? end : S;
-  for (int64_t j = 0; j < end; j++) w[j] = w[j] * rs;
+  int64_t j = 0;
+  for (; j + LANES <= end; j += LANES) _mm512_storeu_ps(w + j, _mm512_mul_ps(_mm512_loadu_ps(w + j), rs));
+  if (j < end) {
+    __mmask16 k = (__mmask16)((1u << (end - j)) - 1);
+    _mm512_mask_storeu_ps(w + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + j), rs));
+  }
   return end;
 }
 

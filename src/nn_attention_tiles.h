@@ -53,6 +53,10 @@ static inline __attribute__((always_inline)) int64_t FN(softmax_row)(const geom 
     const int64_t off[4], int64_t i, T *w) {
   const T neg = -(T)INFINITY, scale = (T)g->scale;
   int64_t S_ = g->S, Sp = g->Sp;
+  if (wide && sizeof(T) == sizeof(float) && !g->causal && (g->mask == MASK_NONE || (g->mask == MASK_FLOAT &&
+      g->mc == 1)))   /* scale and mask in the same pass as the max */
+    return softmax_f32_avx512((float *)w, S_, Sp, (float)scale,
+                              g->mask == MASK_FLOAT ? (const float *)g->m + off[3] + i * g->mr : NULL, 0);
   for (int64_t j = 0; j < S_; j++) w[j] = w[j] * scale;
   for (int64_t j = S_; j < Sp; j++) w[j] = neg;
   if (g->mask == MASK_BOOL) {
@@ -65,7 +69,7 @@ static inline __attribute__((always_inline)) int64_t FN(softmax_row)(const geom 
     else for (int64_t j = 0; j < S_; j++) w[j] = w[j] + m[j * g->mc];
   }
   if (g->causal) for (int64_t j = i + 1; j < S_; j++) w[j] = neg;
-  if (wide && sizeof(T) == sizeof(float)) return softmax_f32_avx512((float *)w, S_, Sp);
+  if (wide && sizeof(T) == sizeof(float)) return softmax_f32_avx512((float *)w, S_, Sp, 1, NULL, 1);
   T lane[LANES];
   for (int l = 0; l < LANES; l++) lane[l] = neg;
   for (int64_t j = 0; j < Sp; j += LANES)
