@@ -47,6 +47,7 @@ typedef struct {
   const float *ws, *bias;
   uint8_t *taps;                        /* one band per thread */
   qconv_band_fn fn;
+  int vbmi;                             /* gather unit-stride taps with ds_qconv_gather_vbmi */
   int bad;
 } qconv_job;
 
@@ -76,6 +77,16 @@ static qconv_band_fn band_kernel(void) {
   return ds_qconv_band_avx2;
 }
 
+/* the VBMI gather on AVX-512 hosts that have it (the same bytes as interleave4) */
+static int vbmi_host(void) {
+  static int known = -1;
+  if (known < 0) {
+    __builtin_cpu_init();
+    known = __builtin_cpu_supports("avx512vbmi");
+  }
+  return ds_isa() == DS_ISA_AVX512 && known;
+}
+
 /* image b of x quantized into its padded copy (the zero point around it): in one call, straight into place
    without padding, else into the flat copy after the slack and moved row by row; 0: NaN or an infinity */
 static int quantize_image(qconv_job *j, int64_t b) {
@@ -86,7 +97,9 @@ static int quantize_image(qconv_job *j, int64_t b) {
   int32_t zp = j->fzp;
   if (!j->fixed && !ds_qgemm_range(xb, CHW, &s, &zp)) return 0;
   uint8_t *q = j->qp + b * j->img, *flat = padded == CHW ? q : q + padded + SLACK;
-  if (!ds_qgemm_quantize(xb, CHW, s, zp, flat)) return 0;
+  if (!j->fixed && s > 0 && ds_isa() == DS_ISA_AVX512)   /* x is finite: ds_qgemm_quantize without its range */
+    ds_qgemm_quantize_avx512(xb, CHW, s, zp, flat);
+  else if (!ds_qgemm_quantize(xb, CHW, s, zp, flat)) return 0;
   if (flat != q) {
     memset(q, zp, (size_t)padded);
     for (int64_t r = 0; r < g->C * g->H; r++)
@@ -129,11 +142,13 @@ static void gather_band(const qconv_job *j, const uint8_t *q, int64_t p0, int64_
     const uint8_t *base[4] = { q + tap[0], q + tap[1], q + tap[2], q + tap[3] };
     uint8_t *d = a + gi * j->bw * 4;
     int64_t ow = p0 % g->OW, row = p0 / g->OW * g->sh * j->Wp;   /* the run's first column, its row's offset */
-    for (int64_t p = 0; p < n; p += g->OW - ow, ow = 0, row += g->sh * j->Wp) {
-      int64_t run = g->OW - ow < n - p ? g->OW - ow : n - p, off = row + ow * g->sw;
-      const uint8_t *s[4] = { base[0] + off, base[1] + off, base[2] + off, base[3] + off };
-      interleave4(s, g->sw, run, d + p * 4);
-    }
+    if (j->vbmi && g->sw == 1) ds_qconv_gather_vbmi(base, ow, row, g->OW, g->sh * j->Wp, n, d);
+    else
+      for (int64_t p = 0; p < n; p += g->OW - ow, ow = 0, row += g->sh * j->Wp) {
+        int64_t run = g->OW - ow < n - p ? g->OW - ow : n - p, off = row + ow * g->sw;
+        const uint8_t *s[4] = { base[0] + off, base[1] + off, base[2] + off, base[3] + off };
+        interleave4(s, g->sw, run, d + p * 4);
+      }
     memset(d + n * 4, 0, (size_t)((n16 - n) * 4));
   }
 }
@@ -212,7 +227,7 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
   if (B == 0 || P == 0 || O == 0) return DS_OK;
   qconv_job j = { .g = g, .B = B, .O = O, .K = K, .G = (K + 3) / 4, .P = P, .Hp = g.H + 2 * g.ph,
                   .Wp = g.W + 2 * g.pw, .x = x->data, .y = y->data, .fixed = fixed, .fscale = fscale, .fzp = fzp,
-                  .ws = ws->data, .bias = bias->data, .fn = band_kernel() };
+                  .ws = ws->data, .bias = bias->data, .fn = band_kernel(), .vbmi = vbmi_host() };
   j.img = g.C * j.Hp * j.Wp + SLACK + (g.ph || g.pw ? g.C * g.H * g.W : 0);   /* padded, slack, flat */
   /* bands of about BAND_BYTES of taps; at least two per thread when the batch alone gives fewer */
   int64_t P16 = (P + 15) / 16 * 16, bw = BAND_BYTES / (4 * j.G) / 16 * 16;

@@ -27,6 +27,10 @@ typedef struct {
 typedef void (*qconv_band_fn)(const qconv_band *b);
 void ds_qconv_band_vnni(const qconv_band *b);   /* qconv_avx512.c: 64 pixels x 6 channels per tile */
 void ds_qconv_band_avx2(const qconv_band *b);   /* qconv_avx2.c: 16 pixels x 4 channels per tile */
+/* qconv_vbmi.c: one k-group's taps of unit-stride pixels on AVX-512 VBMI hosts: d[4 p + t] = base[t][off_p],
+   pixel p of n from column ow of the output row at offset row on (rows of OW, rowstep bytes apart) */
+void ds_qconv_gather_vbmi(const uint8_t *const *base, int64_t ow, int64_t row, int64_t OW, int64_t rowstep,
+                          int64_t n, uint8_t *d);
 
 /* the epilogue of one output */
 static inline float ds_qconv_value(int32_t acc, int32_t zc, float scale, float bias) {
