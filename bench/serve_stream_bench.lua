@@ -2,7 +2,7 @@
 -- against the same model generating in process: the character GPT of examples/char_gpt.lua (briefly trained),
 -- greedy, 48 new tokens after a 13-character prompt (its block is 64); tokens/s of one stream, of 8 concurrent streams
 -- (continuous batching over 8 cache rows), and of ds.generate in process (compiled step per token, and the compiled
--- loop). The client is one LuaJIT process (bench/sse_client.lua: lua-socket, non-blocking sockets and select) that
+-- loop). The client is one LuaJIT process (bench/sse_client.lua: its FFI over socket, poll and recv) that
 -- opens every connection, sends the requests back to back and times each stream from its request to its last event
 -- (its start-up not in it): a real client runs on another machine, and with curl (a process, or one curl's parallel
 -- transfers) on the same 2 cores the client cost as much CPU per token as the server's session, so the bench measured
@@ -20,7 +20,11 @@ local char_gpt = require("char_gpt")
 local CM = require("char_gpt_model")
 
 local PORT = tonumber(arg[1]) or 8097
-local WARM_S = 0.02   -- CPU seconds a pool thread runs in its first session (its plans built: ~40 ms)
+-- sessions each pool thread runs before the timed runs: its plans built (~40 ms, the first) and its JIT's traces
+-- settled (a pool thread's VM recorded 130-150 traces in its first 8-stream session, 10-50 in each of its next few,
+-- 3-12 after ten: jit.attach over a scratch server; a server runs for hours). A round in which a pool thread ran for
+-- SESSION_S CPU seconds counts as a session of it.
+local WARM_SESSIONS, SESSION_S = 10, 0.002
 local N, PROMPT, STREAMS = 48, "This License ", 8   -- 13 + 48 - 1 positions: the model holds 64
 local dir = os.tmpname(); os.remove(dir)
 local prefix = dir .. "/ngx"
@@ -82,8 +86,8 @@ local step8, step1, prefill = step_ms(STREAMS, 1, mid), step_ms(1, 1, mid), step
 -- of one row
 local cap = (STREAMS * N / (N * step8 + STREAMS * prefill)) / (N / (N * step1 + prefill))
 
--- n streams at once from one client process (bench/sse_client.lua: one LuaJIT process, non-blocking sockets and
--- select, every connection opened and every request sent back to back): the seconds from the first request to the
+-- n streams at once from one client process (bench/sse_client.lua: one LuaJIT process, its FFI over socket, poll and
+-- recv, every connection opened and every request sent back to back): the seconds from the first request to the
 -- last event, each stream's answer (its tokens) and the client's CPU seconds over the streams (its start-up not in it)
 local body = string.format('{"text": "%s", "max_tokens": %d}', PROMPT, N)
 local function streams(n)
@@ -146,15 +150,21 @@ local function served(models_dir, many)
     os.execute("sleep 0.1")
   end
   assert(ok, "the server did not come up")
-  -- warm: every pool thread's VM builds its plans (tens of ms) in the first session it runs, and a session starts in
-  -- any pool thread of the worker its first request reached: streams, each set after the last session has ended,
-  -- until every pool thread has run one (its plan builds kept out of the timed runs and the CPU per token)
-  local before = cpu().each
-  for _ = 1, 40 do
-    streams(many and STREAMS or 1)
+  -- warm: every pool thread's VM builds its plans (tens of ms) in the first session it runs and JIT-compiles its
+  -- loop over its next ones, and a session starts in any pool thread of the worker its first request reached:
+  -- streams (one and STREAMS in turn), each set after the last session has ended, until every pool thread has run
+  -- WARM_SESSIONS (plan builds and trace recording kept out of the timed runs and the CPU per token)
+  local seen, rounds = {}, 0
+  for round = 1, 150 do
+    rounds = round
+    local before = cpu().each
+    streams(many and round % 2 == 0 and STREAMS or 1)
     os.execute("sleep 0.1")   -- the session ends (50 ms idle)
     local all = true
-    for tid, t in pairs(cpu().each) do all = all and t - (before[tid] or 0) >= WARM_S end
+    for tid, t in pairs(cpu().each) do
+      if t - (before[tid] or 0) >= SESSION_S then seen[tid] = (seen[tid] or 0) + 1 end
+      all = all and (seen[tid] or 0) >= WARM_SESSIONS
+    end
     if all then break end
   end
   streams(1)
@@ -175,9 +185,9 @@ local function served(models_dir, many)
   local c2 = cpu()
   os.execute(string.format("bin/ds-serve %s %d %s stop >/dev/null; sleep 1", prefix, PORT, models_dir))
   return N / one, STREAMS * N / total, split(c0, c1, client1, 5 * N),
-    many and split(c1, c2, client8, 3 * STREAMS * N)
+    many and split(c1, c2, client8, 3 * STREAMS * N), rounds
 end
-local one, total, cpu1, cpu8 = served(dir .. "/models" .. STREAMS, true)
+local one, total, cpu1, cpu8, rounds = served(dir .. "/models" .. STREAMS, true)
 local one1 = served(dir .. "/models1", false)
 os.execute("rm -rf " .. dir)
 
@@ -190,7 +200,8 @@ print(string.format("  served, %d concurrent streams (total)   %8.0f  (%.2fx one
   .. "as alone)", STREAMS, total, total / one))
 print(string.format("  served, one stream, caches for 1       %8.0f  (%.2fx the in-process loop)", one1,
   one1 / loop_rate))
-print(string.format("  CPU per token (us): one stream: %s; %d streams: %s", cpu1, STREAMS, cpu8))
+print(string.format("  CPU per token (us): one stream: %s; %d streams: %s (after %d warm-up rounds)", cpu1, STREAMS,
+  cpu8, rounds))
 print(string.format("  saved step per call, 1 thread, at position %d: %d rows running %.3f ms, 1 row %.3f ms, a prompt "
   .. "(16 tokens) %.3f ms (a stream: %d steps, its prompt one): they allow 8 streams %.2fx one", mid, STREAMS, step8,
   step1, prefill, N, cap))
