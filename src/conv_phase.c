@@ -52,9 +52,9 @@ int64_t conv_phase_len(const phase_geom *p, const int64_t *koff, int64_t K, int6
 
 /* stride-2 columns: input column w of a row goes to phase (w + left) % 2, column (w + left) / 2; the even input
    columns land in phase row e from e0 on (ne of them), the odd ones in phase row o from o0 on (no of them) */
-typedef struct { int64_t e_odd, e0, o0, ne, no; } split2;
+typedef struct { int64_t e_odd, e0, o0, ne, no; int avx512; } split2;   /* avx512: f32 runs by conv_deint2_avx512 */
 static split2 split2_of(int64_t W, int64_t left, int64_t Wq) {
-  split2 t = { left & 1, left >> 1, (left + 1) >> 1, (W + 1) >> 1, W >> 1 };
+  split2 t = { left & 1, left >> 1, (left + 1) >> 1, (W + 1) >> 1, W >> 1, ds_isa() == DS_ISA_AVX512 };
   t.e0 = t.e0 < Wq ? t.e0 : Wq; t.o0 = t.o0 < Wq ? t.o0 : Wq;
   if (t.ne > Wq - t.e0) t.ne = Wq - t.e0;
   if (t.no > Wq - t.o0) t.no = Wq - t.o0;

@@ -15,6 +15,8 @@ static void FN(phase_row2)(T *restrict d0, T *restrict d1, const T *restrict s, 
   int64_t e0 = t->e0, o0 = t->o0, ne = t->ne, no = t->no, k = 0;
   for (int64_t j = 0; j < e0; j++) e[j] = 0;
   for (int64_t j = 0; j < o0; j++) o[j] = 0;
+  if (sizeof(T) == 4 && t->avx512)
+    k = conv_deint2_avx512((float *)(e + e0), (float *)(o + o0), (const float *)s, no < ne ? no : ne);
   for (; k < no && k < ne; k++) { e[e0 + k] = s[2 * k]; o[o0 + k] = s[2 * k + 1]; }
   for (; k < ne; k++) e[e0 + k] = s[2 * k];
   for (int64_t j = e0 + ne; j < Wq; j++) e[j] = 0;
@@ -48,19 +50,21 @@ NO_MEMCPY static void FN(column_planes)(const phase_geom *p, const T *x, T *dst,
 
 /* dst (C, sh, sw, Hq, Wq) = the C planes (H, W) at x placed at (top, left) in zeros, phase plane (c, r, q) holding
    the padded rows r, r + sh, ... and columns q, q + sw, ...; every element of the planes is written, then
-   dst[planes .. len) is zeroed */
-void FN(conv_phases)(const phase_geom *p, const T *x, T *dst, int64_t len) {
-  if (p->kx) { FN(column_planes)(p, x, dst, len); return; }
+   dst[planes .. len) is zeroed. Part `part` of `parts` of it: the phase rows [i0, i1) of every plane, and that
+   share of the zeros after them (column planes: all in part 0). */
+void FN(conv_phases_part)(const phase_geom *p, const T *x, T *dst, int64_t len, int part, int parts) {
+  if (p->kx) { if (part == 0) FN(column_planes)(p, x, dst, len); return; }
   int64_t sh = p->sh, sw = p->sw, Wq = p->Wq, plane = p->plane;
+  int64_t i0 = p->Hq * part / parts, i1 = p->Hq * (part + 1) / parts, n = p->C * sh * sw * plane;
   split2 t2 = split2_of(p->W, p->left, Wq);
   for (int64_t c = 0; c < p->C; c++) {
     const T *xc = x + c * p->H * p->W;
     T *dc = dst + c * sh * sw * plane;
     if (sh == 1 && sw == 1 && p->top == 0 && p->left == 0 && p->Hq == p->H && Wq == p->W) {
-      memcpy(dc, xc, (size_t)(plane * (int64_t)sizeof(T)));   /* no border: the plane itself */
+      memcpy(dc + i0 * Wq, xc + i0 * Wq, (size_t)((i1 - i0) * Wq * (int64_t)sizeof(T)));   /* no border: the plane */
       continue;
     }
-    for (int64_t ii = 0; ii < p->Hq; ii++)
+    for (int64_t ii = i0; ii < i1; ii++)
       for (int64_t r = 0; r < sh; r++) {   /* padded row ii * sh + r: row ii of the phase planes (c, r, .) */
         T *d = dc + r * sw * plane + ii * Wq;
         int64_t h = ii * sh + r - p->top;
@@ -80,7 +84,11 @@ void FN(conv_phases)(const phase_geom *p, const T *x, T *dst, int64_t len) {
         }
       }
   }
-  for (int64_t i = p->C * sh * sw * plane; i < len; i++) dst[i] = 0;
+  for (int64_t i = n + (len - n) * part / parts, e = n + (len - n) * (part + 1) / parts; i < e; i++) dst[i] = 0;
+}
+
+void FN(conv_phases)(const phase_geom *p, const T *x, T *dst, int64_t len) {
+  FN(conv_phases_part)(p, x, dst, len, 0, 1);
 }
 
 #undef T

@@ -36,6 +36,11 @@ int conv_phase_is_image(const phase_geom *p, int64_t len);
 /* dst (len elements) = the phase planes of the image at x, zeros after them */
 void conv_phases_f32(const phase_geom *p, const float *x, float *dst, int64_t len);
 void conv_phases_f64(const phase_geom *p, const double *x, double *dst, int64_t len);
+/* part `part` of `parts` of conv_phases_f32 (the phase rows [Hq * part / parts, Hq * (part + 1) / parts) of every
+   plane and that share of the zeros after them; column planes all in part 0): the parts together write it all */
+void conv_phases_part_f32(const phase_geom *p, const float *x, float *dst, int64_t len, int part, int parts);
+/* e[k] = s[2k], o[k] = s[2k + 1] for k below n rounded down to 16, on AVX-512 (conv_phase_avx512.c): that count */
+int64_t conv_deint2_avx512(float *e, float *o, const float *s, int64_t n);
 
 /* Parallelize over images when there are several and the work is well above a parallel region's cost. */
 static inline int conv_worth_parallel(const geom *g) {

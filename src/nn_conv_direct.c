@@ -133,7 +133,7 @@ static void inner_images(const inner_job *j) {
     }
 }
 
-/* One image (N = G = 1) shared by the threads of the enclosing region, its phase planes already at buf: each
+/* One image (N = G = 1) shared by the threads of the enclosing region, its phase planes at buf: each
    thread computes its share of c's row tiles (or of its column blocks, when there are fewer row tiles than
    blocks; or of the output rows, by_row), puts it out plus the bias (or writes it to dst plus the bias, direct)
    and runs ep on whole planes.
@@ -193,11 +193,14 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, direct, by_row, ep };
   if (par && split) {
     float *buf = (float *)s.base, *c = buf + blen;
-    if (blen) conv_phases_f32(&v->p, src, buf, blen);
     double t0 = ds_team_start();
     #pragma omp parallel num_threads(nt)
     {
       ds_team_arrive(t0);
+      if (blen) {   /* the phase planes by rows among the threads */
+        conv_phases_part_f32(&v->p, src, buf, blen, omp_get_thread_num(), omp_get_num_threads());
+        #pragma omp barrier
+      }
       inner_split(&job, blen ? buf : src, c);
     }
     ds_team_done();
