@@ -180,7 +180,7 @@ static inline __attribute__((always_inline)) void FN(units)(const geom *g, const
   T *kt = scr, *vp = kt + g->E * g->Sp, *qt = vp + g->S * g->Evp, *sc = qt + MR * g->E;
   float *km = (float *)(sc + MR * g->Sp);
   const int prune = wide && sizeof(T) == sizeof(float) && g->kc == 1 && g->mask == MASK_FLOAT && g->scale > 0 &&
-                    g->scale < 1e30;
+                    g->scale < 1e30 && g->E < (1 << 20);   /* scores_pruned's bound holds for E < 2^20 */
   int64_t tiles = (g->L + MR - 1) / MR, packed = -1, off[4], vbad = 0;
   for (int64_t u = u0; u < u1; u++) {
     int64_t bi = u / tiles, i0 = (u % tiles) * MR;
