@@ -18,6 +18,9 @@ for _, decl in ipairs {
 local AF_UNIX, SOCK_STREAM, SOCK_CLOEXEC, POLLIN, MSG_NOSIGNAL = 1, 1, 0x80000, 1, 0x4000
 local IDLE_S = 0.05      -- a session ends after this long with no request running or waiting
 local CONNECT_S = 10     -- how long it waits for the worker that started it to connect
+-- a connection's token lines are written at most this often (each write wakes that worker's event loop, which then
+-- writes each of its streams); a request's last line, an error, or a session with nothing left to run writes at once
+local FLUSH_S = 0.0005
 local RBUF = 65536
 local rbuf = ffi.new("char[?]", RBUF)
 local i64_ptr = ffi.typeof("int64_t *")
@@ -69,8 +72,12 @@ end
 -- a session's connection (fd, inbuf, out: its lines this step, nout) and the helpers of serve below: module-level
 -- functions, not closures made per session, so the JIT's traces of one session's loop serve the next (a closure
 -- made per session fails the traces' guards on it, and its side traces were recorded again every session)
-local function conn(fd) return { fd = fd, inbuf = "", out = {}, nout = 0 } end
-local function put(c, line) c.nout = c.nout + 1; c.out[c.nout] = line end
+local function conn(fd) return { fd = fd, inbuf = "", out = {}, nout = 0, now = false, written = 0 } end
+local function put(c, line, now)
+  c.nout = c.nout + 1
+  c.out[c.nout] = line
+  c.now = c.now or now
+end
 
 -- the requests of connection c end (id: only its request id, else all of them)
 local function cancel(st, c, rid)
@@ -109,8 +116,9 @@ end
 -- connected -> steps. Every worker of the server may connect (serve/generate.lua finds the session in the shared
 -- dict ds_generate), so requests of all workers share the model's rows. In, per connection: "S {id, ids, opts}" (a
 -- request: ds.generator:start's prompt and options; id unique on that connection) and "C id" (cancel) lines; out:
--- "id token 0|1" (1: its last token) and "id ! error" lines, one write per connection and step (all its rows'
--- lines). conns (the caller's, empty): the connections, open ones left in it on an error for the caller to close.
+-- "id token 0|1" (1: its last token) and "id ! error" lines, one write per connection (all its rows' lines) after a
+-- step that ends one of its requests, or leaves none running, else every FLUSH_S. conns (the caller's, empty): the
+-- connections, open ones left in it on an error for the caller to close.
 local function serve(lfd, gen, slots, conns)
   local st = { gen = gen, conns = conns, waiting = {}, running = {} }   -- running: generator id -> request
   local waiting, running, steps = st.waiting, st.running, 0
@@ -141,7 +149,7 @@ local function serve(lfd, gen, slots, conns)
       local r = table.remove(waiting, 1)
       local ok, id, why = pcall(gen.start, gen, r.ids, r.opts)
       if ok and id then running[id] = r
-      else put(r.conn, string.format("%d ! %s\n", r.id, (tostring(ok and why or id):gsub("\n", " ")))) end
+      else put(r.conn, string.format("%d ! %s\n", r.id, (tostring(ok and why or id):gsub("\n", " "))), true) end
     end
     if gen:active() > 0 then
       local events = gen:step()
@@ -149,17 +157,18 @@ local function serve(lfd, gen, slots, conns)
         local ev = events[i]
         local r = running[ev.id]
         if r then
-          put(r.conn, string.format("%d %d %d\n", r.id, ev.token, ev.done and 1 or 0))
+          put(r.conn, string.format("%d %d %d\n", r.id, ev.token, ev.done and 1 or 0), ev.done)
           if ev.done then running[ev.id] = nil end
         end
       end
       steps, idle_since = steps + 1, ds.clock()
     end
+    local t, last = ds.clock(), gen:active() == 0
     for i = 1, #conns do
       local c = conns[i]
-      if c.nout > 0 then
+      if c.nout > 0 and (c.now or last or t - c.written >= FLUSH_S) then
         if not send_all(c.fd, table.concat(c.out, "", 1, c.nout)) then gone[#gone + 1] = c end
-        c.nout = 0
+        c.nout, c.now, c.written = 0, false, t
       end
     end
     for i = #gone, 1, -1 do drop(st, gone[i]); gone[i] = nil end
