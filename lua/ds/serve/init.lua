@@ -244,17 +244,26 @@ local function gen_request(req, e, s)
   return g
 end
 
--- token id -> its text in the vocab (char -> id), built once per version
-local inverse = setmetatable({}, { __mode = "k" })
+-- token id -> its text in the vocab (char -> id), and that text as a JSON string, built once per version
+local inverse, inverse_json = setmetatable({}, { __mode = "k" }), setmetatable({}, { __mode = "k" })
 local function token_text(e, id)
   if not e.vocab then return nil end
   local inv = inverse[e]
   if not inv then
     inv = {}
-    for ch, i in pairs(e.vocab) do inv[i] = ch end
-    inverse[e] = inv
+    local js = {}
+    for ch, i in pairs(e.vocab) do inv[i], js[i] = ch, cjson.encode(ch) end
+    inverse[e], inverse_json[e] = inv, js
   end
   return inv[id]
+end
+
+-- token k of a stream as a Server-Sent Event: data: {"index", "token"[, "logit"][, "text"]} (written out, no table
+-- and no cjson.encode of one per token: this runs per token and stream)
+local function token_event(e, k, tok, logit)
+  local text = token_text(e, tok) and inverse_json[e][tok]
+  return 'data: {"index":' .. k .. ',"token":' .. tok .. (logit and ',"logit":' .. cjson.encode(logit) or "")
+    .. (text and ',"text":' .. text or "") .. "}\n\n"
 end
 
 -- POST /generate/name: {"ids": [...] or "text": "...", "max_tokens", "timeout_ms", "eos", "stream"}. Streamed
@@ -297,8 +306,7 @@ function M.generate(name)
     if g.stream then
       local events = {}
       for k = sent + 1, #seq.tokens do
-        events[#events + 1] = "data: " .. cjson.encode { index = k, token = seq.tokens[k], logit = seq.logits[k],
-          text = token_text(e, seq.tokens[k]) } .. "\n\n"
+        events[#events + 1] = token_event(e, k, seq.tokens[k], seq.logits[k])
       end
       sent = #seq.tokens
       local stop = seq.done or seq.cancelled
