@@ -27,13 +27,14 @@ void conv_phase_offsets(const phase_geom *p, int64_t KH, int64_t KW, int64_t dh,
         for (int64_t kw = 0; kw < KW; kw++) koff[(c * KH + kh) * KW + kw] = (c * p->kx + kw) * p->plane + kh * dh * p->Wq;
     return;
   }
-  for (int64_t c = 0; c < p->C; c++)
-    for (int64_t kh = 0; kh < KH; kh++)
-      for (int64_t kw = 0; kw < KW; kw++) {
-        int64_t r = kh * dh, q = kw * dw;
-        koff[(c * KH + kh) * KW + kw] = ((c * p->sh + r % p->sh) * p->sw + q % p->sw) * p->plane +
-                                        r / p->sh * p->Wq + q / p->sw;
-      }
+  /* the divisions once per tap (kh, kw), the channels inside: a 1x1 conv over 80 channels spent ~1 us on them */
+  int64_t cstride = p->sh * p->sw * p->plane, KK = KH * KW;
+  for (int64_t kh = 0; kh < KH; kh++)
+    for (int64_t kw = 0; kw < KW; kw++) {
+      int64_t r = kh * dh, q = kw * dw;
+      int64_t o = (r % p->sh * p->sw + q % p->sw) * p->plane + r / p->sh * p->Wq + q / p->sw;
+      for (int64_t c = 0, *k = koff + kh * KW + kw; c < p->C; c++, k += KK, o += cstride) *k = o;
+    }
 }
 
 /* whether a phase buffer of len elements would be the image itself: no border, stride 1, and no window reading
