@@ -41,8 +41,9 @@ typedef struct {
   uint8_t *qp;                          /* (B) padded images */
   float *sa;                            /* (B) image scales */
   int32_t *za;                          /* (B) image zero points */
-  const int64_t *tap;                   /* (G, 4) offset of tap k's first pixel in a padded image (a k past K
-                                           repeats its group's first: it meets zero weights) */
+  const int64_t *tap;                   /* (G, 4) offset of each group's taps' first pixel in a padded image
+                                           (group_taps; a missing tap repeats its group's first: it meets a zero
+                                           weight) */
   const int32_t *wk, *w16, *cs;
   const float *ws, *bias;
   uint8_t *taps;                        /* one band per thread */
@@ -132,8 +133,9 @@ static inline void interleave4(const uint8_t *const *s, int64_t step, int64_t n,
 }
 
 /* the taps (G, bw, 4) of pixels [p0, p0 + n) of padded image q: per k-group, each output row's run of pixels
-   from four source rows (j->tap); in increasing pixel order, so what a run writes past its end is rewritten by
-   the next run or group, and the pixels from n to the next multiple of 16 are zeroed */
+   from four source rows (j->tap; on VBMI hosts a window of four adjacent columns from one); in increasing pixel
+   order, so what a run writes past its end is rewritten by the next run or group, and the pixels from n to the
+   next multiple of 16 are zeroed */
 static void gather_band(const qconv_job *j, const uint8_t *q, int64_t p0, int64_t n, uint8_t *a) {
   const geometry *g = &j->g;
   int64_t n16 = (n + 15) / 16 * 16;
@@ -142,7 +144,8 @@ static void gather_band(const qconv_job *j, const uint8_t *q, int64_t p0, int64_
     const uint8_t *base[4] = { q + tap[0], q + tap[1], q + tap[2], q + tap[3] };
     uint8_t *d = a + gi * j->bw * 4;
     int64_t ow = p0 % g->OW, row = p0 / g->OW * g->sh * j->Wp;   /* the run's first column, its row's offset */
-    if (j->vbmi && g->sw == 1) ds_qconv_gather_vbmi(base, ow, row, g->OW, g->sh * j->Wp, n, d);
+    int window = tap[1] == tap[0] + 1 && tap[2] == tap[0] + 2 && tap[3] == tap[0] + 3;
+    if (j->vbmi && g->sw == 1) ds_qconv_gather_vbmi(base, window, ow, row, g->OW, g->sh * j->Wp, n, d);
     else
       for (int64_t p = 0; p < n; p += g->OW - ow, ow = 0, row += g->sh * j->Wp) {
         int64_t run = g->OW - ow < n - p ? g->OW - ow : n - p, off = row + ow * g->sw;
@@ -173,12 +176,25 @@ static void run_share(qconv_job *j, int me, int nt) {
   }
 }
 
-/* the weight w (O, K) s8 as qconv.h's wk (O, G) and w16 (O, G, 2) */
-static void pack_weight(const int8_t *w, int64_t O, int64_t K, int64_t G, int32_t *wk, int32_t *w16) {
+/* the k of each group's four taps (-1: none): for each input channel and kernel row its whole windows of four
+   adjacent columns (gathered from one source run on VBMI hosts), then the other taps in k order, four by four;
+   the int32 sums are exact, so the grouping does not change them */
+static void group_taps(const geometry *g, int64_t G, int32_t *gk) {
+  int64_t n = 0, nw = g->dw == 1 ? g->kw / 4 : 0;
+  for (int64_t r = 0; r < g->C * g->kh; r++)
+    for (int64_t t = 0; t < 4 * nw; t++) gk[n++] = (int32_t)(r * g->kw + t);
+  for (int64_t r = 0; r < g->C * g->kh; r++)
+    for (int64_t c = 4 * nw; c < g->kw; c++) gk[n++] = (int32_t)(r * g->kw + c);
+  while (n < 4 * G) gk[n++] = -1;
+}
+
+/* the weight w (O, K) s8 as qconv.h's wk (O, G) and w16 (O, G, 2), group g's taps gk[4 g .. 4 g + 3] */
+static void pack_weight(const int8_t *w, int64_t O, int64_t K, int64_t G, const int32_t *gk, int32_t *wk,
+                        int32_t *w16) {
   for (int64_t o = 0; o < O; o++)
     for (int64_t g = 0; g < G; g++) {
-      int8_t four[4] = { 0, 0, 0, 0 };
-      memcpy(four, w + o * K + 4 * g, (size_t)(K - 4 * g < 4 ? K - 4 * g : 4));
+      int8_t four[4];
+      for (int t = 0; t < 4; t++) four[t] = gk[4 * g + t] < 0 ? 0 : w[o * K + gk[4 * g + t]];
       memcpy(&wk[o * G + g], four, 4);
       w16[(o * G + g) * 2] = (int32_t)((uint32_t)(uint16_t)four[0] | (uint32_t)(uint16_t)four[2] << 16);
       w16[(o * G + g) * 2 + 1] = (int32_t)((uint32_t)(uint16_t)four[1] | (uint32_t)(uint16_t)four[3] << 16);
@@ -244,23 +260,26 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
   j.nb = nb;
   j.band = j.G * bw * 4 + SLACK;
   int64_t rounded, wkn = O * j.G;
-  int64_t bytes = 4 * j.G * (int64_t)sizeof(int64_t) + B * (int64_t)(sizeof(float) + sizeof(int32_t)) +
-                  (O + 3 * wkn) * (int64_t)sizeof(int32_t) + B * j.img + (par ? nt : 1) * j.band + 64;
+  int64_t bytes = 4 * j.G * (int64_t)(sizeof(int64_t) + sizeof(int32_t)) +
+                  B * (int64_t)(sizeof(float) + sizeof(int32_t)) + (O + 3 * wkn) * (int64_t)sizeof(int32_t) +
+                  B * j.img + (par ? nt : 1) * j.band + 64;
   char *buf = ds_mem_alloc(bytes, &rounded);
   if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the quantized input", op);
   int64_t *tap = (int64_t *)buf;             /* (G, 4) */
-  for (int64_t k = 0; k < 4 * j.G; k++) {
-    int64_t kk = k < K ? k : k / 4 * 4, c = kk / (g.kh * g.kw), i = kk % (g.kh * g.kw) / g.kw, jj = kk % g.kw;
-    tap[k] = (c * j.Hp + i * g.dh) * j.Wp + jj * g.dw;
+  int32_t *gk = (int32_t *)(tap + 4 * j.G);  /* (G, 4) */
+  group_taps(&g, j.G, gk);
+  for (int64_t q = 0; q < 4 * j.G; q++) {
+    int64_t k = gk[q] >= 0 ? gk[q] : gk[q / 4 * 4], c = k / (g.kh * g.kw), i = k % (g.kh * g.kw) / g.kw;
+    tap[q] = (c * j.Hp + i * g.dh) * j.Wp + k % g.kw * g.dw;
   }
   j.tap = tap;
-  j.sa = (float *)(tap + 4 * j.G);           /* (B) */
+  j.sa = (float *)(gk + 4 * j.G);            /* (B) */
   j.za = (int32_t *)(j.sa + B);              /* (B) */
   int32_t *cs = j.za + B, *wk = cs + O, *w16 = wk + wkn;   /* (O), (O, G), (O, G, 2) */
   j.qp = (uint8_t *)(w16 + 2 * wkn);         /* (B) padded images */
   j.taps = j.qp + B * j.img;                 /* a band per thread */
   ds_qgemm_colsums(w->data, O, K, cs);
-  pack_weight(w->data, O, K, j.G, wk, w16);
+  pack_weight(w->data, O, K, j.G, gk, wk, w16);
   j.cs = cs; j.wk = wk; j.w16 = w16;
   if (par) {
     double t0 = ds_team_start();

@@ -73,6 +73,10 @@ local CASES = {
   { { 2, 5, 6, 6, 33, 1, 1 }, { stride = { 2, 2 }, padding = { 0, 0 }, dilation = { 1, 1 } } },
   -- 1600 output pixels: two bands of taps, the second starting inside an output row; 13 channels: partial tiles
   { { 1, 3, 40, 40, 13, 3, 3 }, { stride = { 1, 1 }, padding = { 1, 1 }, dilation = { 1, 1 } } },
+  -- kernel rows of 5, 4 and 7 taps: a window of four adjacent columns per row, the rest grouped after them
+  { { 2, 3, 11, 12, 7, 5, 5 }, { stride = { 1, 1 }, padding = { 2, 2 }, dilation = { 1, 1 } } },
+  { { 1, 2, 9, 10, 5, 3, 4 }, { stride = { 1, 1 }, padding = { 1, 0 }, dilation = { 1, 1 } } },
+  { { 1, 2, 10, 9, 6, 2, 7 }, { stride = { 1, 1 }, padding = { 0, 3 }, dilation = { 1, 1 } } },
 }
 
 describe("conv2d_int8", function()
@@ -106,8 +110,8 @@ describe("conv2d_int8", function()
       local xs, xz = ds.full({}, 0.03), ds.full({}, 120, { dtype = "u8" })
       local ys = ds.conv2d_int8_static(x, w, ws, b, xs, xz, { stride = 2 })
       local x1 = ds.randn(1, 4, 48, 48)
-      local w1 = (ds.randn(10, 4, 3, 3) * 60):clamp(-127, 127):round():astype("i8")
-      local y1 = ds.conv2d_int8(x1, w1, ds.rand(10) * 0.01, ds.randn(10), { padding = 1 })
+      local w1 = (ds.randn(10, 4, 3, 5) * 60):clamp(-127, 127):round():astype("i8")
+      local y1 = ds.conv2d_int8(x1, w1, ds.rand(10) * 0.01, ds.randn(10), { padding = { 1, 2 } })
       local ffi = require("ffi")
       local h = 0
       for _, t in ipairs({ y, ys, y1 }) do
