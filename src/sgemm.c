@@ -205,6 +205,25 @@ static void run_row_chunks(const product *p, const sgemm_kernel *kr, int tid, in
   }
 }
 
+/* A product of at most SGEMM_ROWS_MAX rows against a transposed B read in place (B (k, n) at B[n * bcs + k]: x @ W^T
+   of a linear layer with W (N, K) not prepacked): thread tid of nth takes its share of the columns (in 32-column
+   units) and the kernel's rows_t() runs over them, transposing W in registers. Packing 32-column strips of W for
+   the micro-kernel cost 2-5x as much (Zen 4, 1 thread, us, indicative: 1 x 256 x 256 11.8 -> 5.7, 4 x 256 x 256
+   13.1 -> 8.9, 1 x 1024 x 1024 174 -> 119, 8 x 1024 x 8 11.7 -> 4.1); from 9 rows on the micro-kernel's one
+   transpose per strip for all its rows costs less than a pass of rows_t() per 8 rows (16 x 1024 x 1024 458 us
+   packed, 551 in two passes). */
+static int rows_t_take(const product *p) {
+  return !p->sstride && p->brs == 1 && p->bcs != 1 && p->M <= SGEMM_ROWS_MAX;
+}
+
+static void run_rows_t(const product *p, const sgemm_kernel *kr, int tid, int nth) {
+  int64_t units = (p->N + 31) / 32, j0 = tid * units / nth * 32, j1 = (tid + 1) * units / nth * 32;
+  if (j1 > p->N) j1 = p->N;
+  if (j0 < j1)
+    kr->rows_t((int)p->M, j1 - j0, p->K, p->A, p->ars, p->acs, p->B + j0 * p->bcs, p->bcs, p->C + j0, p->ldc,
+               p->accumulate);
+}
+
 /* One product by thread tid of the nth threads working on it. Per panel of NC columns and block of KC k's,
    the panel's B strips are packed into bp (shared): one panel split by columns, each thread packs the strips it
    computes and no thread waits; otherwise the threads pack all strips together and meet at barriers (the same
@@ -212,6 +231,7 @@ static void run_row_chunks(const product *p, const sgemm_kernel *kr, int tid, in
    runs strip by strip (in L1) over the block's A panels (in L2). */
 static void run_product(const product *p, const sgemm_kernel *kr, int tid, int nth, float *ap, float *bp) {
   if (rows_take(p, kr)) { run_rows(p, kr, tid, nth); return; }
+  if (rows_t_take(p)) { run_rows_t(p, kr, tid, nth); return; }
   if (p->sstride && p->N <= SGEMM_STRIP) { run_row_chunks(p, kr, tid, nth); return; }
   const int MR = kr->mr, NR = kr->nr;
   int64_t i0, i1, j0, j1;

@@ -40,10 +40,16 @@ typedef void (*sgemm_micro_fn)(int mr, int nr, int64_t kc, const float *ap, cons
 #define SGEMM_STRIP 32
 typedef int64_t (*sgemm_rows_fn)(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b,
                                  int64_t ldb, int64_t sstride, float *c, int64_t ldc, int load_c);
+/* c (m x n, row stride ldc) = a (m x K, as rows()) @ W^T for W (n x K) row-major (row stride ldw, k unit-stride: a
+   linear layer's weight not prepacked), 1 <= m <= SGEMM_ROWS_MAX, any n, all K in one pass: W's rows read along k
+   and transposed in registers (sgemm_rows_t.h). The same FMA chain per c element as micro(), so the same bits. */
+typedef void (*sgemm_rows_t_fn)(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *w,
+                                int64_t ldw, float *c, int64_t ldc, int load_c);
 typedef struct {
   int mr, nr;             /* micro-tile rows and columns */
   sgemm_micro_fn micro;
   sgemm_rows_fn rows;
+  sgemm_rows_t_fn rows_t;
 } sgemm_kernel;
 
 /* A kernel file defines MR, NR and tile(mr, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c) (always

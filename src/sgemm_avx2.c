@@ -104,4 +104,8 @@ SGEMM_UNROLL_WHOLE(12)
 SGEMM_MICRO
 SGEMM_ROWS
 
-const sgemm_kernel ds_sgemm_avx2 = { MR, NR, micro, rows };
+/* transposed-B blocks: 4 groups (4 chains in flight) for one row, 2 for 2-4, 1 from 5 (16 registers) */
+#define T_NV(m) ((m) == 1 ? 4 : (m) <= 4 ? 2 : 1)
+#include "sgemm_rows_t.h"
+
+const sgemm_kernel ds_sgemm_avx2 = { MR, NR, micro, rows, rows_t };

@@ -100,4 +100,8 @@ SGEMM_UNROLL_WHOLE(16)
 SGEMM_MICRO
 SGEMM_ROWS
 
-const sgemm_kernel ds_sgemm_avx512 = { MR, NR, micro, rows };
+/* transposed-B blocks: 4 groups up to 4 rows, 2 from 5 (at most 16 accumulators of the 32 registers) */
+#define T_NV(m) ((m) <= 4 ? 4 : 2)
+#include "sgemm_rows_t.h"
+
+const sgemm_kernel ds_sgemm_avx512 = { MR, NR, micro, rows, rows_t };

@@ -155,6 +155,24 @@ describe("matmul", function()
     assert.is_true(H.bitwise(ad:narrow(1, 2, 1):matmul(wd:t()), ad:matmul(wd:t()):narrow(1, 2, 1)))
   end)
 
+  it("x @ W^T of up to 8 rows with W read in place (the transposed row kernel): tails of rows, columns and k", function()
+    for _, s in ipairs { { 1, 1 }, { 3, 9 }, { 16, 8 }, { 17, 33 }, { 35, 41 }, { 64, 100 }, { 259, 77 }, { 1030, 130 } } do
+      local K, N = s[1], s[2]
+      local big, w = rnd(20, K), rnd(N, K)
+      local tiles = big:matmul(w:t())   -- 20 rows: the micro-kernel's tiles
+      check(tiles, big, w:t())
+      local wt = w:t():contiguous()     -- W^T row-major: the row kernel reading it as a frozen weight
+      for m = 1, 8 do
+        local a, tag = big:narrow(1, 2, m), m .. " x " .. K .. " x " .. N
+        local y = a:matmul(w:t())
+        assert.is_true(H.bitwise(y, tiles:narrow(1, 2, m)), tag .. " against the tiles")
+        assert.is_true(H.bitwise(y, a:matmul(wt)), tag .. " against W^T row-major")
+      end
+      local strided = big:narrow(1, 4, 5):t():contiguous():t()   -- a with unit row stride
+      assert.is_true(H.bitwise(strided:matmul(w:t()), tiles:narrow(1, 4, 5)), "strided a, K " .. K .. " N " .. N)
+    end
+  end)
+
   it("1 and 2 threads agree bitwise for f32 and f64 products of every size", function()
     local before = ds.get_num_threads()
     for _, s in ipairs { { 300, 1100, 40 }, { 8, 1024, 2100 }, { 200, 256, 300 }, { 1, 1024, 1024 } } do

@@ -1,6 +1,6 @@
 -- tests/isa_cases.lua: the products tests/isa_spec.lua runs on every ISA path (in-process and in a child
--- with DS_ISA set): matmul over micro-tile tails, K blocks, strides and batches, linear and conv2d with their
--- gradients, a compiled linear + gelu, a prepacked frozen weight, the f32 math functions over
+-- with DS_ISA set): matmul over micro-tile and row-kernel tails, K blocks, strides and batches, linear and conv2d
+-- with their gradients, a compiled linear + gelu, a prepacked frozen weight, the f32 math functions over
 -- tests/mathfn_sweep.lua's inputs (eager and in a fused chain), softmax, log_softmax and attention.
 -- Returns a list of { name, tensor }, the same inputs every time.
 local ds = require("ds")
@@ -19,6 +19,8 @@ return function()
     add("matmul a^T " .. tag, a:t():contiguous():t():matmul(b))
     add("f64 matmul " .. tag, a:astype("f64"):matmul(b:astype("f64")))
   end
+  local wr = rnd(77, 259)   -- x @ W^T of up to 8 rows, W read in place: the transposed row kernel's tails
+  for _, m in ipairs { 1, 2, 5, 8 } do add("matmul by w^T, " .. m .. " rows", rnd(m, 259):matmul(wr:t())) end
   add("batched", rnd(5, 20, 70):matmul(rnd(5, 70, 40)))
   add("broadcast batch", rnd(3, 1, 9, 33):matmul(rnd(4, 33, 18)))
   local x, w, bias = rnd(6, 40):requires_grad_(), rnd(24, 40):requires_grad_(), rnd(24):requires_grad_()
