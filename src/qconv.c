@@ -156,24 +156,39 @@ static void gather_band(const qconv_job *j, const uint8_t *q, int64_t p0, int64_
   }
 }
 
-/* thread me of nt: its share of the images to quantize, then (once all are) its share of the bands */
+/* band u (of image u / nb) gathered into a and multiplied */
+static void run_band(const qconv_job *j, int64_t u, uint8_t *a) {
+  int64_t b = u / j->nb, p0 = u % j->nb * j->bw, n = j->P - p0 < j->bw ? j->P - p0 : j->bw;
+  gather_band(j, j->qp + b * j->img, p0, n, a);
+  qconv_band cb = { j->G, j->bw, n, j->O, a, j->wk, j->w16, j->cs, j->ws, j->bias, j->za[b], j->sa[b],
+                    j->y + b * j->O * j->P + p0, j->P };
+  j->fn(&cb);
+}
+
+/* thread me of nt: with two images or more a thread, its share of the images, each quantized and then its bands
+   run while it is in cache; with fewer, its share of the images to quantize, then (once all are) of the bands */
 static void run_share(qconv_job *j, int me, int nt) {
+  uint8_t *a = j->taps + me * j->band;
+  int64_t b0 = j->B * me / nt, b1 = j->B * (me + 1) / nt;
+  if (j->B >= 2 * nt) {
+    for (int64_t b = b0; b < b1; b++) {
+      if (!quantize_image(j, b)) {
+        __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
+        return;
+      }
+      for (int64_t u = b * j->nb; u < (b + 1) * j->nb; u++) run_band(j, u, a);
+    }
+    return;
+  }
   int ok = 1;
-  for (int64_t b = j->B * me / nt; b < j->B * (me + 1) / nt && ok; b++) ok = quantize_image(j, b);
+  for (int64_t b = b0; b < b1 && ok; b++) ok = quantize_image(j, b);
   if (!ok) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
   if (nt > 1) {
 #pragma omp barrier
   }
   if (__atomic_load_n(&j->bad, __ATOMIC_RELAXED)) return;
-  uint8_t *a = j->taps + me * j->band;
   int64_t units = j->B * j->nb;
-  for (int64_t u = units * me / nt; u < units * (me + 1) / nt; u++) {
-    int64_t b = u / j->nb, p0 = u % j->nb * j->bw, n = j->P - p0 < j->bw ? j->P - p0 : j->bw;
-    gather_band(j, j->qp + b * j->img, p0, n, a);
-    qconv_band cb = { j->G, j->bw, n, j->O, a, j->wk, j->w16, j->cs, j->ws, j->bias, j->za[b], j->sa[b],
-                      j->y + b * j->O * j->P + p0, j->P };
-    j->fn(&cb);
-  }
+  for (int64_t u = units * me / nt; u < units * (me + 1) / nt; u++) run_band(j, u, a);
 }
 
 /* the k of each group's four taps (-1: none): for each input channel and kernel row its whole windows of four
