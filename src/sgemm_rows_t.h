@@ -9,16 +9,17 @@ static inline __m256i t_lanes(int64_t n) {
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* t[j] (j < 4) = W's column k + j across the 8 rows at p (row stride ldw; with clamp, rows from nrows on read as row
-   0): the 128-bit runs at k of rows i and i + 4 paired as they load (vinsertf128 from memory; masked loads of the
-   k's left when tail), then two rounds of in-lane shuffles */
-__attribute__((always_inline)) static inline void t_quad(__m256 t[4], const float *p, int64_t ldw, const int clamp,
-                                                         int64_t nrows, const int tail, __m128i mk) {
+/* t[j] (j < 4) = W's column k + j across rows r0 .. r0 + 7 of the block at wk = w + k (row stride ldw; with clamp,
+   rows from n on read as the block's row 0): the 128-bit runs at k of rows i and i + 4 paired as they load
+   (vinsertf128 from memory; masked loads of the k's left when tail), then two rounds of in-lane shuffles */
+__attribute__((always_inline)) static inline void t_quad(__m256 t[4], const float *wk, int r0, int64_t ldw,
+                                                         const int clamp, int64_t n, const int tail, __m128i mk) {
   __m256 s[4];
   for (int i = 0; i < 4; i++) {
-    const float *r0 = p + (clamp && i >= nrows ? 0 : i) * ldw, *r4 = p + (clamp && i + 4 >= nrows ? 0 : i + 4) * ldw;
-    __m128 lo = tail ? _mm_maskload_ps(r0, mk) : _mm_loadu_ps(r0);
-    __m128 hi = tail ? _mm_maskload_ps(r4, mk) : _mm_loadu_ps(r4);
+    const float *lo_row = wk + (clamp && r0 + i >= n ? 0 : r0 + i) * ldw;
+    const float *hi_row = wk + (clamp && r0 + i + 4 >= n ? 0 : r0 + i + 4) * ldw;
+    __m128 lo = tail ? _mm_maskload_ps(lo_row, mk) : _mm_loadu_ps(lo_row);
+    __m128 hi = tail ? _mm_maskload_ps(hi_row, mk) : _mm_loadu_ps(hi_row);
     s[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
   }
   __m256 u0 = _mm256_unpacklo_ps(s[0], s[1]), u1 = _mm256_unpackhi_ps(s[0], s[1]);
@@ -64,7 +65,7 @@ SGEMM_UNROLL_WHOLE(4)
       for (int q = 0; q < T_CH; q += 4) {
         const int64_t k = kv + q;
         __m256 t[4];
-        t_quad(t, w + 8 * v * L + k, L, clamp, n - 8 * v, 0, none);
+        t_quad(t, w + k, 8 * v, L, clamp, n, 0, none);
 SGEMM_UNROLL_WHOLE(4)
         for (int j = 0; j < 4; j++)
 SGEMM_UNROLL_WHOLE(8)
@@ -78,7 +79,7 @@ SGEMM_UNROLL_WHOLE(8)
 SGEMM_UNROLL_WHOLE(4)
     for (int v = 0; v < nv; v++) {
       __m256 t[4];
-      t_quad(t, w + 8 * v * ldw + k, ldw, clamp, n - 8 * v, 0, none);
+      t_quad(t, w + k, 8 * v, ldw, clamp, n, 0, none);
 SGEMM_UNROLL_WHOLE(4)
       for (int j = 0; j < 4; j++)
 SGEMM_UNROLL_WHOLE(8)
@@ -91,7 +92,7 @@ SGEMM_UNROLL_WHOLE(8)
 SGEMM_UNROLL_WHOLE(4)
     for (int v = 0; v < nv; v++) {
       __m256 t[4];
-      t_quad(t, w + 8 * v * ldw + k, ldw, clamp, n - 8 * v, 1, mq);
+      t_quad(t, w + k, 8 * v, ldw, clamp, n, 1, mq);
       for (int j = 0; j < kk; j++)
 SGEMM_UNROLL_WHOLE(8)
         for (int r = 0; r < m; r++)

@@ -156,7 +156,8 @@ describe("matmul", function()
   end)
 
   it("x @ W^T of up to 8 rows with W read in place (the transposed row kernel): tails of rows, columns and k", function()
-    for _, s in ipairs { { 1, 1 }, { 3, 9 }, { 16, 8 }, { 17, 33 }, { 35, 41 }, { 64, 100 }, { 259, 77 }, { 1030, 130 } } do
+    for _, s in ipairs { { 1, 1 }, { 3, 9 }, { 16, 8 }, { 5, 20 }, { 17, 33 }, { 35, 41 }, { 36, 49 }, { 64, 100 },
+                         { 259, 77 }, { 1030, 130 } } do
       local K, N = s[1], s[2]
       local big, w = rnd(20, K), rnd(N, K)
       local tiles = big:matmul(w:t())   -- 20 rows: the micro-kernel's tiles
