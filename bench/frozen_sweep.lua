@@ -1,7 +1,8 @@
 -- bench/frozen_sweep.lua: x (M, K) @ W^T + b for W (N, K), compiled with the weight frozen (prepacked) and
 -- unfrozen, beside OpenBLAS (cblas_sgemm on the same operands), over a sweep of shapes: M 1..16 and 128,
 -- K 64..4096, N 8..1024; microseconds per call (the best of 15 batches, the three timed in turn: us_per_call), the
--- worst frozen / unfrozen ratios, and the regions team.c held on one thread (`held`). A shape where frozen came out
+-- worst frozen / unfrozen ratios, unfrozen against OpenBLAS for M <= 16 (how many shapes it matches, the geometric
+-- mean and worst ratio), and the regions team.c held on one thread (`held`). A shape where frozen came out
 -- slower is timed again (retime) before it counts, and its two GEMM kernels are timed alone, so a slower kernel
 -- shows apart from per-call overhead and noise.
 -- usage (from the repo root): luajit bench/frozen_sweep.lua [THREADS [K,K,...]] (the K to sweep; all by default);
@@ -99,6 +100,8 @@ print(string.format("# frozen sweep: ISA %s, %d threads, OpenBLAS core %s", info
 print("M\tK\tN\tfrozen_us\tunfrozen_us\tblas_us\tfrozen/unfrozen\tfrozen/blas\theld\tretimed_frozen_us"
   .. "\tretimed_unfrozen_us\tretimes\tkernel_packed_us\tkernel_in_place_us")
 local worst, flagged, slower, held_total = { ratio = 0 }, 0, {}, 0
+-- unfrozen against OpenBLAS for M <= 16 (eager decoding and ds.generate's steps): shapes, wins, log-ratio sum, worst
+local few = { shapes = 0, faster = 0, log_sum = 0, worst = { ratio = 0 } }
 for _, K in ipairs(KS) do
   for _, N in ipairs(NS) do
     ds.manual_seed(0)
@@ -118,6 +121,12 @@ for _, K in ipairs(KS) do
       end })
       local t_frozen, t_unfrozen, t_blas = t[1], t[2], t[3]
       local held = ds.info().starved_regions - held0
+      if M <= 16 then
+        local ub = t_unfrozen / t_blas
+        few.shapes, few.log_sum = few.shapes + 1, few.log_sum + math.log(ub)
+        if ub <= 1 then few.faster = few.faster + 1 end
+        if ub > few.worst.ratio then few.worst = { ratio = ub, M = M, K = K, N = N } end
+      end
       held_total = held_total + held
       local r, again = t_frozen / t_unfrozen, "-\t-\t-\t-\t-"
       if r > 1 then
@@ -138,3 +147,7 @@ print(string.format("# frozen slower than unfrozen in %d of %d shapes (%d flagge
   .. "frozen/unfrozen %.2f at M %d K %d N %d (re-timed where flagged); %d regions held on one thread during the sweep",
   #slower, #MS * #KS * #NS, flagged, worst.ratio, worst.M or 0, worst.K or 0, worst.N or 0, held_total))
 for _, line in ipairs(slower) do print("# slower: " .. line) end
+print(string.format("# unfrozen vs OpenBLAS, M <= 16: unfrozen as fast or faster in %d of %d shapes; geometric mean "
+  .. "unfrozen/blas %.2f; worst %.2f at M %d K %d N %d", few.faster, few.shapes,
+  math.exp(few.log_sum / math.max(few.shapes, 1)), few.worst.ratio, few.worst.M or 0, few.worst.K or 0,
+  few.worst.N or 0))
