@@ -32,16 +32,19 @@ __attribute__((always_inline)) static inline void tile(const int nv, const int n
       for (int v = 0; v < nv; v++) acc[o][v] = dpbusd(acc[o][v], x[v], w);
     }
   }
-  for (int o = 0; o < no; o++) {
+  __mmask16 m[NV];   /* the pixels of each vector in the band, worked out once a tile */
+  for (int v = 0; v < nv; v++) {
+    int64_t left = b->n - p0 - 16 * v;
+    m[v] = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+  }
+  float *y = b->y + o0 * b->ldy + p0;
+  for (int o = 0; o < no; o++, y += b->ldy) {
     int64_t c = o0 + o;
     __m512i zc = _mm512_set1_epi32(b->za * b->cs[c]);
     __m512 scale = _mm512_set1_ps(b->sa * b->ws[c]), bias = _mm512_set1_ps(b->bias[c]);
-    float *y = b->y + c * b->ldy + p0;
     for (int v = 0; v < nv; v++) {
-      int64_t left = b->n - p0 - 16 * v;
-      __mmask16 m = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
       __m512 d = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[o][v], zc)), scale);
-      _mm512_mask_storeu_ps(y + 16 * v, m, _mm512_add_ps(d, bias));
+      _mm512_mask_storeu_ps(y + 16 * v, m[v], _mm512_add_ps(d, bias));
     }
   }
 }
