@@ -306,6 +306,8 @@ static int64_t softmax_f32_avx512(float *w, int64_t S, int64_t Sp, float scale, 
   return end;
 }
 
+#include "nn_attention_decode.h"
+
 #define KERNELS "nn_attention_tiles.h"
 #include "float_kernels.h"
 
@@ -327,7 +329,9 @@ static void units_f64_any(const geom *g, int64_t u0, int64_t u1, double *scr) {
 /* queries of few rows (a decode step's one) skip the packing: each build's direct runner and the most rows
    it takes (the f32 AVX-512 build, whose scores transpose k in registers, beats the tiles up to 4) */
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
-static void direct_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *w) { direct_f32(g, 1, u0, u1, w); }
+static void direct_f32_avx512(const geom *g, int64_t u0, int64_t u1, float *w) {
+  if (!decode_units_f32(g, u0, u1, w)) direct_f32(g, 1, u0, u1, w);   /* no mask: nn_attention_decode.h */
+}
 static void direct_f32_avx2(const geom *g, int64_t u0, int64_t u1, float *w) { direct_f32(g, 0, u0, u1, w); }
 static void direct_f64_any(const geom *g, int64_t u0, int64_t u1, double *w) { direct_f64(g, 0, u0, u1, w); }
 static int64_t pick_direct_f32(void (**run)(const geom *, int64_t, int64_t, float *)) {
@@ -335,6 +339,11 @@ static int64_t pick_direct_f32(void (**run)(const geom *, int64_t, int64_t, floa
   *run = direct_f32_avx2;
   return 1;
 }
+/* a one-row segment's heads at once (segment_unit): the f32 AVX-512 build's decode_heads_f32 */
+static int (*pick_heads_f32(void))(const geom *, int64_t, int64_t, int64_t, int64_t, float *) {
+  return ds_isa() == DS_ISA_AVX512 ? decode_heads_f32 : NULL;
+}
+static int (*pick_heads_f64(void))(const geom *, int64_t, int64_t, int64_t, int64_t, double *) { return NULL; }
 static int64_t pick_direct_f64(void (**run)(const geom *, int64_t, int64_t, double *)) {
   *run = direct_f64_any;
   return 1;

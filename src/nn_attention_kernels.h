@@ -41,22 +41,27 @@ int FN(ds_scaled_dot_product_attention)(ds_tensor *const *t, const double *attrs
   return failed ? ds_fail(DS_ENOMEM, "scaled_dot_product_attention: out of memory for scratch") : DS_OK;
 }
 
-/* (sequence, head) unit u of a segment call: its queries over its keys, the direct runner for few queries */
-static void FN(segment_unit)(const geom *g0, const segment *sg, ds_tensor *const *t, int64_t u, FN(runner) run,
-    int mr, FN(runner) direct, int64_t direct_l, T *scr) {
+/* a one-row segment's heads all at once (the f32 AVX-512 build: decode_heads_f32); 0 when it does not apply */
+typedef int (*FN(heads_runner))(const geom *, int64_t, int64_t, int64_t, int64_t, T *);
+/* (sequence, head) unit u of a segment call: its queries over its keys, the direct runner for few queries; with
+   heads (not NULL), a head-0 unit of one query row runs all the sequence's heads. Returns the units done. */
+static int64_t FN(segment_unit)(const geom *g0, const segment *sg, ds_tensor *const *t, int64_t u, FN(runner) run,
+    int mr, FN(runner) direct, int64_t direct_l, FN(heads_runner) heads, T *scr) {
   ds_tensor *q = t[1], *k = t[2], *v = t[3];
   int64_t H = q->shape[1];
   const segment *s = &sg[u / H];
   int64_t h = u % H;
-  if (s->nq == 0 || s->nk == 0) return;
+  if (s->nq == 0 || s->nk == 0) return 1;
   geom g = *g0;
   g.L = s->nq; g.S = s->nk; g.Sp = round_up(s->nk, NR);
   g.q = (const T *)q->data + s->q0 * q->strides[0] + h * q->strides[1];
   g.k = (const T *)k->data + s->k0 * k->strides[0] + h * k->strides[1];
   g.v = (const T *)v->data + s->k0 * v->strides[0] + h * v->strides[1];
   g.out = (T *)t[0]->data + s->q0 * g.orow + h * g.Ev;
+  if (heads && h == 0 && heads(&g, H, q->strides[1], k->strides[1], v->strides[1], scr)) return H;
   if (g.L <= direct_l) direct(&g, 0, g.L, scr);   /* its Sp scores fit the tile scratch */
   else run(&g, 0, (g.L + mr - 1) / mr, scr);
+  return 1;
 }
 
 int FN(ds_segment_attention)(ds_tensor *const *t, const double *attrs) {
@@ -92,13 +97,14 @@ int FN(ds_segment_attention)(ds_tensor *const *t, const double *attrs) {
       }
 #pragma omp for schedule(dynamic)
       for (int64_t u = 0; u < units; u++)
-        if (scr) FN(segment_unit)(&g0, sg, t, u, run, mr, direct, direct_l, scr);
+        if (scr) FN(segment_unit)(&g0, sg, t, u, run, mr, direct, direct_l, NULL, scr);
       free(scr);
     }
   } else if (covered > 0 && g0.Ev > 0) {   /* no inactive region: it costs ~1.2 us */
     T *scr = aligned_alloc(64, bytes);
     if (!scr) failed = 1;
-    for (int64_t u = 0; scr && u < units; u++) FN(segment_unit)(&g0, sg, t, u, run, mr, direct, direct_l, scr);
+    for (int64_t u = 0; scr && u < units;)   /* its 4 Sp scores fit the tile scratch (mr >= 4) */
+      u += FN(segment_unit)(&g0, sg, t, u, run, mr, direct, direct_l, FN(pick_heads)(), scr);
     free(scr);
   }
   free(sg);

@@ -1,7 +1,8 @@
 -- tests/attention_decode_spec.lua: scaled_dot_product_attention's path for queries of few rows (k and v read in
 -- place, a KV-cache decode step) gives the bits of the packed tile path: a row alone equals its place in a longer
 -- query, a causal prompt row equals its decode step over the cached keys, for masks, scales, strides, odd sizes,
--- f32 and f64, 1 and 2 threads, and segment_attention's short sequences (every ISA path: attention_spec).
+-- f32 and f64, 1 and 2 threads, and segment_attention's short sequences (every ISA path: attention_spec); the f32
+-- AVX-512 build's unmasked decode rows (src/nn_attention_decode.h: a segment's heads four at a time) likewise.
 local ds = require("ds")
 local H = require("helpers")
 
@@ -99,5 +100,63 @@ describe("one query row (decode path) gives the bits of the tile path", function
       local tile = sdpa(tiled(qb), kb, vb):narrow(2, 1, n):transpose(1, 2)   -- (n, 4, 16)
       assert.is_true(H.bitwise(out:narrow(1, qs[b][1], n), tile), "sequence " .. b)
     end
+  end)
+end)
+describe("unmasked decode rows (a KV cache's one-row segments, heads together) give the bits of the tile path", function()
+  local I = function(t) return ds.tensor(t, { dtype = "i64" }) end
+  -- a cache (slots, heads, L, D) read as KVCache:rows_view does: rows of D, heads L rows apart
+  local function rows_view(buf)
+    local _, Hh, L, D = unpack(buf._shape)
+    return buf:reshape(-1):unfold(1, ((Hh - 1) * L + 1) * D, D):unfold(2, D, L * D)
+  end
+  -- heads 1, 3, 4, 6 (groups of 4 and the rest), E with and without a tail of E % 8, Ev whole and masked 32s;
+  -- key counts across the blocks of 8 and their groups of up to 6 (1 .. 100)
+  for _, c in ipairs { { 4, 32, 32 }, { 6, 20, 40 }, { 3, 16, 24 }, { 1, 8, 72 } } do
+    local Hh, E, Ev = c[1], c[2], c[3]
+    it(("%d heads, E %d, Ev %d: each sequence's row equals its tile-path row"):format(Hh, E, Ev), function()
+      local counts = { 1, 5, 8, 9, 37, 49, 100 }
+      local kc, vc = wave(1, { #counts, Hh, 104, E }), wave(2, { #counts, Hh, 104, Ev })
+      local q = wave(0, { #counts, Hh, E })
+      local qs, ks = {}, {}
+      for b, n in ipairs(counts) do qs[b], ks[b] = { b, 1 }, { (b - 1) * Hh * 104 + 1, n } end
+      local out = ds.segment_attention(q, rows_view(kc), rows_view(vc), I(qs), I(ks))
+      for b, n in ipairs(counts) do
+        local qb = q:narrow(1, b, 1):transpose(1, 2)                       -- (Hh, 1, E)
+        local kb, vb = kc:select(1, b):narrow(2, 1, n), vc:select(1, b):narrow(2, 1, n)
+        local tile = sdpa(tiled(qb), kb, vb):narrow(2, 1, 1):transpose(1, 2)   -- (1, Hh, Ev)
+        assert.is_true(H.bitwise(out:narrow(1, b, 1), tile), n .. " keys")
+        assert.is_true(H.bitwise(sdpa(qb, kb, vb), tile:transpose(1, 2)), n .. " keys, dense")
+      end
+    end)
+  end
+
+  it("a key weighted +0 with an infinite v still makes its column NaN, as the tiles do; large scores", function()
+    local q, k, v = wave(0, { 1, 4, 16 }), wave(1, { 40, 4, 16 }), wave(2, { 40, 4, 16 })
+    k:narrow(1, 3, 1):copy_(q * -50)             -- key 3: a score far below the others (weight +0)
+    k:narrow(1, 7, 1):copy_(q * 20)              -- key 7: large scores (exps near the bottom of the range)
+    v:narrow(1, 3, 1):narrow(3, 5, 1):fill_(math.huge)
+    local out = ds.segment_attention(q, k, v, I { { 1, 1 } }, I { { 1, 40 } })
+    local tile = sdpa(tiled(q:transpose(1, 2)), k:transpose(1, 2), v:transpose(1, 2)):narrow(2, 1, 1):transpose(1, 2)
+    assert.is_true(H.bitwise(out, tile))
+    assert.is_true(out:narrow(3, 5, 1):ne(out:narrow(3, 5, 1)):all():item())
+    assert.is_false(out:narrow(3, 6, 1):ne(out:narrow(3, 6, 1)):any():item())
+  end)
+
+  it("gives the same bits on every ISA path", function()
+    H.same_bits_on_every_path([[
+      local ds = require("ds")
+      local ffi = require("ffi")
+      local function wave(phase, shape)
+        local n = 1
+        for _, d in ipairs(shape) do n = n * d end
+        return ds.sin(ds.arange(n, { dtype = "f32" }) * 0.37 + phase):reshape(shape) * 2
+      end
+      local q, k, v = wave(0, { 3, 6, 20 }), wave(1, { 120, 6, 20 }), wave(2, { 120, 6, 40 })
+      local I = function(t) return ds.tensor(t, { dtype = "i64" }) end
+      local y = ds.segment_attention(q, k, v, I { { 1, 1 }, { 2, 1 }, { 3, 1 } }, I { { 1, 9 }, { 10, 37 }, { 21, 100 } })
+      local p, h = ffi.cast("uint8_t *", y:data_ptr()), 0
+      for i = 0, y:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
+      io.write(ds.info().isa, " ", h)
+    ]])
   end)
 end)
