@@ -1,10 +1,11 @@
 /* qconv.c: int8 2-D convolution (groups = 1): each image of x (f32) is quantized to u8 with its own scale and
    zero point (dynamic) or the fixed ones of calibration (static) into a copy padded with the zero point (so
-   padding is an exact 0), its output pixels taken in bands whose taps are gathered four k's per pixel
-   (qconv.h's layout), multiplied by the per-output-channel s8 weight in exact int32 sums with the pixels along
+   padding is an exact 0), its output pixels taken in bands whose taps are gathered four per pixel (qconv.h's
+   layout; group_taps), multiplied by the per-output-channel s8 weight in exact int32 sums with the pixels along
    the vector lanes (VNNI, AVX2 or the portable path: the same integers) and dequantized as linear_int8 is:
    y = float(acc - zp * colsum) * (scale * wscale) + bias, written straight into (B, O, OH, OW). The same bits on
-   every host, ISA path, thread count and batch composition. */
+   every host, ISA path, thread count and batch composition (images, or with few images bands, split over the
+   threads). */
 #include "internal.h"
 #include "qgemm.h"
 #include "qconv.h"
@@ -15,7 +16,8 @@
 
 /* below this many multiply-adds one thread runs the whole convolution */
 #define PAR_MACS (1 << 19)
-/* a band's taps are kept near this size (bytes), to stay in L1/L2 while every channel block reads them */
+/* a band's taps are kept near this size (bytes; but 64 pixels at least), to stay in L1/L2 while every channel
+   block reads them */
 #define BAND_BYTES 32768
 /* spare bytes after each padded image and band: the 16-pixel gathers may read and write past a run's end */
 #define SLACK 64
