@@ -52,12 +52,9 @@ __attribute__((always_inline)) static inline void tile(const int nv, const int n
 #define ROW(V) \
   case V: \
     switch (no) { \
-      case 6: tile(V, 6, b, p0, o0); break; \
-      case 5: tile(V, 5, b, p0, o0); break; \
-      case 4: tile(V, 4, b, p0, o0); break; \
-      case 3: tile(V, 3, b, p0, o0); break; \
-      case 2: tile(V, 2, b, p0, o0); break; \
-      default: tile(V, 1, b, p0, o0); \
+      case 6: tile(V, 6, b, p0, o0); break; case 5: tile(V, 5, b, p0, o0); break; \
+      case 4: tile(V, 4, b, p0, o0); break; case 3: tile(V, 3, b, p0, o0); break; \
+      case 2: tile(V, 2, b, p0, o0); break; default: tile(V, 1, b, p0, o0); \
     } \
     break;
 void ds_qconv_band_vnni(const qconv_band *b) {
