@@ -9,9 +9,9 @@
 -- curl. Every streamed answer is checked equal to the one-stream answer (its token events in order, complete, and equal
 -- to its final event), and that to ds.generate's in process. The saved step runs only the running requests' cache
 -- rows and takes a prompt in one call: its time per call (8 rows running, 1, at a stream's mean cache position, and a
--- prompt; one thread as the server runs it), the ratio of 8 streams to one those allow, and a server whose caches
--- hold one request tell what a stream costs, and the CPU per token (the
--- scheduler's run time) of the session's thread, of the workers' event loops and of the client where it goes.
+-- prompt; one thread as the server runs it, and two), the ratio of 8 streams to one those allow, and a server whose
+-- caches hold one request tell what a stream costs, and the CPU per token (the scheduler's run time) of the session's
+-- thread, of the workers' event loops and of the client where it goes.
 -- usage (repo root): luajit bench/serve_stream_bench.lua [PORT]   (`make serve-stream-bench`)
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;./bench/?.lua;" .. package.path
 local ds = require("ds")
@@ -62,11 +62,11 @@ local loop_rate = rate({ max_new_tokens = N })
 local want = table.concat({ unpack(ds.generate(model, prompt, { max_new_tokens = N }):reshape(-1):totable(), #p + 1) },
   ",")
 
--- the saved step's milliseconds per call on one thread with n rows of t tokens running at cache position at (of the
--- 8-row model): a stream's steps attend to 13 .. 60 positions, at 37 on average (attention grows with it)
-local function step_ms(n, t, at)
-  local threads = ds.get_num_threads()
-  ds.set_num_threads(1)
+-- the saved step's milliseconds per call on `threads` threads with n rows of t tokens running at cache position at
+-- (of the 8-row model): a stream's steps attend to 13 .. 60 positions, at 37 on average (attention grows with it)
+local function step_ms(n, t, at, threads)
+  local was = ds.get_num_threads()
+  ds.set_num_threads(threads)
   local m = ds.load(string.format("%s/models%d/char_gpt", dir, STREAMS))
   local x, pos = ds.ones({ n, t }, { dtype = "i64" }), ds.full({ n }, at, { dtype = "i64" })
   local rows = ds.arange(1, STREAMS + 1, { dtype = "i64" })
@@ -77,11 +77,13 @@ local function step_ms(n, t, at)
     for _ = 1, 40 do m(x, pos, rows) end
     best = math.min(best, (ds.clock() - t0) / 40)
   end
-  ds.set_num_threads(threads)
+  ds.set_num_threads(was)
   return best * 1000
 end
 local mid = #p + N / 2
-local step8, step1, prefill = step_ms(STREAMS, 1, mid), step_ms(1, 1, mid), step_ms(1, 16, 1)
+local step8, step1, prefill = step_ms(STREAMS, 1, mid, 1), step_ms(1, 1, mid, 1), step_ms(1, 16, 1, 1)
+-- the same on two threads (the session steps on one: docs/SERVING.md)
+local step8_2, prefill_2 = step_ms(STREAMS, 1, mid, 2), step_ms(1, 16, 1, 2)
 -- the ratio of 8 streams to one the step alone allows: 8 prompts and N steps of 8 rows against a prompt and N steps
 -- of one row
 local cap = (STREAMS * N / (N * step8 + STREAMS * prefill)) / (N / (N * step1 + prefill))
@@ -203,5 +205,5 @@ print(string.format("  served, one stream, caches for 1       %8.0f  (%.2fx the 
 print(string.format("  CPU per token (us): one stream: %s; %d streams: %s (after %d warm-up rounds)", cpu1, STREAMS,
   cpu8, rounds))
 print(string.format("  saved step per call, 1 thread, at position %d: %d rows running %.3f ms, 1 row %.3f ms, a prompt "
-  .. "(16 tokens) %.3f ms (a stream: %d steps, its prompt one): they allow 8 streams %.2fx one", mid, STREAMS, step8,
-  step1, prefill, N, cap))
+  .. "(16 tokens) %.3f ms (a stream: %d steps, its prompt one): they allow 8 streams %.2fx one; on 2 threads: %d rows "
+  .. "%.3f ms, a prompt %.3f ms", mid, STREAMS, step8, step1, prefill, N, cap, STREAMS, step8_2, prefill_2))
