@@ -57,6 +57,7 @@ enum { DS_ISA_AVX2 = 1, DS_ISA_AVX512 = 2, DS_ISA_SCALAR = 3 };
 int ds_isa(void);
 int ds_isa_vnni(void);        /* the AVX-512 path with AVX512_VNNI */
 int ds_isa_avx512bf16(void);  /* the AVX-512 path with AVX512_BF16 */
+int ds_isa_vbmi(void);        /* the AVX-512 path with AVX512_VBMI */
 
 /* kernels.c: a registry row. noperands: the tensors a plan step passes (outputs then inputs), or -1 when the
    step's attrs decide the count, checked by check (dtypes: of the nbuf operands) before the step is added. */

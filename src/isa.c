@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 static int isa_level = -1;          /* DS_ISA_AVX2, DS_ISA_AVX512 or DS_ISA_SCALAR once chosen */
-static int has_vnni, has_bf16;      /* AVX512_VNNI, AVX512_BF16 on an AVX-512 host (probed with the level) */
+static int has_vnni, has_bf16, has_vbmi; /* AVX512_VNNI, _BF16, _VBMI on an AVX-512 host (probed with the level) */
 static char isa_error[160];
 
 /* AVX-512 F/DQ/BW/VL usable: cpuid bits and the OS saving the zmm/opmask state (XCR0 bits 1,2,5,6,7). */
@@ -26,6 +26,7 @@ static void isa_choose(void) {
   if (host == DS_ISA_AVX512) {
     unsigned a, b, c, d;
     has_vnni = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+    has_vbmi = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 1));
     has_bf16 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
   }
   const char *want = getenv("DS_ISA");
@@ -46,10 +47,11 @@ int ds_isa(void) {
   return isa_level;
 }
 
-/* the AVX-512 path is in use and the host has vpdpbusd (VNNI) / vdpbf16ps (BF16); cpuid ran once with the choice
-   (in a virtual machine each cpuid traps to the hypervisor, microseconds a call) */
+/* the AVX-512 path is in use and the host has vpdpbusd (VNNI) / vdpbf16ps (BF16) / vpermb (VBMI); cpuid ran once
+   with the choice (in a virtual machine each cpuid traps to the hypervisor, microseconds a call) */
 int ds_isa_vnni(void) { return ds_isa() == DS_ISA_AVX512 && has_vnni; }
 int ds_isa_avx512bf16(void) { return ds_isa() == DS_ISA_AVX512 && has_bf16; }
+int ds_isa_vbmi(void) { return ds_isa() == DS_ISA_AVX512 && has_vbmi; }
 
 const char *ds_isa_name(void) {
   int isa = ds_isa();

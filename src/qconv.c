@@ -80,16 +80,6 @@ static qconv_band_fn band_kernel(void) {
   return ds_qconv_band_avx2;
 }
 
-/* the VBMI gather on AVX-512 hosts that have it (the same bytes as interleave4) */
-static int vbmi_host(void) {
-  static int known = -1;
-  if (known < 0) {
-    __builtin_cpu_init();
-    known = __builtin_cpu_supports("avx512vbmi");
-  }
-  return ds_isa() == DS_ISA_AVX512 && known;
-}
-
 /* image b of x quantized into its padded copy (the zero point around it): in one call, straight into place
    without padding, else into the flat copy after the slack and moved row by row; 0: NaN or an infinity */
 static int quantize_image(qconv_job *j, int64_t b) {
@@ -260,7 +250,7 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
   if (B == 0 || P == 0 || O == 0) return DS_OK;
   qconv_job j = { .g = g, .B = B, .O = O, .K = K, .G = (K + 3) / 4, .P = P, .Hp = g.H + 2 * g.ph,
                   .Wp = g.W + 2 * g.pw, .x = x->data, .y = y->data, .fixed = fixed, .fscale = fscale, .fzp = fzp,
-                  .ws = ws->data, .bias = bias->data, .fn = band_kernel(), .vbmi = vbmi_host() };
+                  .ws = ws->data, .bias = bias->data, .fn = band_kernel(), .vbmi = ds_isa_vbmi() };
   j.img = g.C * j.Hp * j.Wp + SLACK + (g.ph || g.pw ? g.C * g.H * g.W : 0);   /* padded, slack, flat */
   /* bands of about BAND_BYTES of taps; at least two per thread when the batch alone gives fewer */
   int64_t P16 = (P + 15) / 16 * 16, bw = BAND_BYTES / (4 * j.G) / 16 * 16;
