@@ -239,12 +239,13 @@ FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -march=$(MARCH) -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 # clang ignores "#pragma GCC target": the AVX-512 sources get the features on their command line instead (BF16 and
-# VNNI for the bf16 and int8 GEMM tiles)
+# VNNI for the bf16 and int8 GEMM tiles; VBMI for the int8 convolution's gather, on its own file only)
 FUZZ_AVX512  := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mavx512bf16 -mavx512vnni
+FUZZ_ISA      = $(if $(findstring vbmi,$*),$(FUZZ_AVX512) -mavx512vbmi,$(if $(findstring avx512,$*),$(FUZZ_AVX512)))
 fuzz: DEPS += clang libclang-rt-14-dev libomp-14-dev
 $(BUILD)/fuzz/%.o: src/%.c $(HDRS)
 	@mkdir -p $(BUILD)/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(if $(findstring avx512,$*),$(FUZZ_AVX512)) -fsanitize=fuzzer-no-link -std=gnu11 -fPIC \
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(FUZZ_ISA) -fsanitize=fuzzer-no-link -std=gnu11 -fPIC \
 	  -ffp-contract=off -fno-math-errno -fno-trapping-math -Wno-unknown-pragmas -Wno-unknown-attributes -Isrc -c $< -o $@
 $(BUILD)/fuzz/libds.so: $(SRCS:src/%.c=$(BUILD)/fuzz/%.o)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -shared -L$(BLASDIR) -l:libopenblas.so.0 -Wl,-rpath,$(BLASDIR) -lz -lm \
