@@ -143,14 +143,7 @@ describe("unmasked decode rows (a KV cache's one-row segments, heads together) g
   end)
 
   it("gives the same bits on every ISA path", function()
-    H.same_bits_on_every_path([[
-      local ds = require("ds")
-      local ffi = require("ffi")
-      local function wave(phase, shape)
-        local n = 1
-        for _, d in ipairs(shape) do n = n * d end
-        return ds.sin(ds.arange(n, { dtype = "f32" }) * 0.37 + phase):reshape(shape) * 2
-      end
+    H.same_bits_on_every_path(H.WAVE_PRELUDE .. [[
       local q, k, v = wave(0, { 3, 6, 20 }), wave(1, { 120, 6, 20 }), wave(2, { 120, 6, 40 })
       local I = function(t) return ds.tensor(t, { dtype = "i64" }) end
       local y = ds.segment_attention(q, k, v, I { { 1, 1 }, { 2, 1 }, { 3, 1 } }, I { { 1, 9 }, { 10, 37 }, { 21, 100 } })

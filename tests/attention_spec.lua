@@ -100,14 +100,7 @@ describe("scaled_dot_product_attention gives the same bits everywhere", function
   end)
 
   it("gives the same bits on every ISA path and thread count (tiles, and the decode path of 1-4 query rows)", function()
-    local paths = H.same_bits_on_every_path([[
-      local ds = require("ds")
-      local ffi = require("ffi")
-      local function wave(phase, shape)
-        local n = 1
-        for _, d in ipairs(shape) do n = n * d end
-        return ds.sin(ds.arange(n, { dtype = "f32" }) * 0.37 + phase):reshape(shape) * 2
-      end
+    local paths = H.same_bits_on_every_path(H.WAVE_PRELUDE .. [[
       local k, v = wave(1, { 2, 4, 70, 32 }), wave(2, { 2, 4, 70, 24 })
       local mask = ds.arange(70):lt(61):reshape(1, 1, 1, 70)
       local h = 0
@@ -136,14 +129,7 @@ describe("scaled_dot_product_attention with padded keys (the sums stop after a t
     assert.is_true(H.bitwise(all, sdpa(q, k, v, { mask = vis:reshape(1, 1, 1, 100) })))
     local ref = sdpa(q:narrow(3, 1, 100):astype("f64"), k:narrow(3, 1, 14):astype("f64"), v:narrow(3, 1, 14):astype("f64"))
     H.close(all, ref:astype("f32"), 1e-5, 2e-6)
-    H.same_bits_on_every_path([[
-      local ds = require("ds")
-      local ffi = require("ffi")
-      local function wave(phase, shape)
-        local n = 1
-        for _, d in ipairs(shape) do n = n * d end
-        return ds.sin(ds.arange(n, { dtype = "f32" }) * 0.37 + phase):reshape(shape) * 2
-      end
+    H.same_bits_on_every_path(H.WAVE_PRELUDE .. [[
       local bias = ((1 - ds.arange(100):lt(14):astype("f32")) * -10000):reshape(1, 1, 1, 100)
       local y = ds.scaled_dot_product_attention(wave(0, { 1, 2, 100, 16 }), wave(1, { 1, 2, 100, 16 }),
         wave(2, { 1, 2, 100, 8 }), { mask = bias })
@@ -168,14 +154,7 @@ describe("scaled_dot_product_attention with padded keys (the sums stop after a t
       assert.is_true(H.bitwise(sdpa(q:narrow(3, i, 1), k, v, { mask = per_row:narrow(1, i, 1) }), y:narrow(3, i, 1)),
         "per-row mask, row " .. i)
     end
-    H.same_bits_on_every_path([[
-      local ds = require("ds")
-      local ffi = require("ffi")
-      local function wave(phase, shape)
-        local n = 1
-        for _, d in ipairs(shape) do n = n * d end
-        return ds.sin(ds.arange(n, { dtype = "f32" }) * 0.37 + phase):reshape(shape) * 2
-      end
+    H.same_bits_on_every_path(H.WAVE_PRELUDE .. [[
       local q, k, v = wave(0, { 1, 2, 100, 16 }), wave(1, { 1, 2, 100, 16 }), wave(2, { 1, 2, 100, 8 })
       k:narrow(3, 60, 1):copy_(q:narrow(3, 5, 1) * 3000)
       local bias = ((1 - ds.arange(100):lt(14):astype("f32")) * -10000):reshape(1, 1, 1, 100)

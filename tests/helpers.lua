@@ -90,6 +90,18 @@ end
 -- the kernel paths and thread counts a same-bits check runs under, each in a child luajit
 H.PATH_ENVS = { "", "DS_ISA=avx2", "DS_ISA=scalar", "OMP_NUM_THREADS=1", "DS_ISA=avx2 OMP_NUM_THREADS=1" }
 
+-- the start of a same_bits_on_every_path script: ds, ffi and wave(phase, shape), a smooth f32 tensor of that shape
+-- (sin of a ramp, in [-2, 2]) that every path builds the same
+H.WAVE_PRELUDE = [[
+      local ds = require("ds")
+      local ffi = require("ffi")
+      local function wave(phase, shape)
+        local n = 1
+        for _, d in ipairs(shape) do n = n * d end
+        return ds.sin(ds.arange(n, { dtype = "f32" }) * 0.37 + phase):reshape(shape) * 2
+      end
+]]
+
 -- runs script (Lua source without single quotes; it writes "<kernel path> <hash of its outputs' bytes>") under
 -- each of H.PATH_ENVS, checks that every hash equals the first and returns the kernel path each run named
 function H.same_bits_on_every_path(script)
