@@ -244,24 +244,28 @@ local function gen_request(req, e, s)
   return g
 end
 
--- token id -> its text in the vocab (char -> id), and that text as a JSON string, built once per version
-local inverse, inverse_json = setmetatable({}, { __mode = "k" }), setmetatable({}, { __mode = "k" })
-local function token_text(e, id)
+-- the vocab (char -> id) inverted once per version: {text = id -> its text, json = id -> that text as a JSON string}
+local inverse = setmetatable({}, { __mode = "k" })
+local function vocab_of(e)
   if not e.vocab then return nil end
   local inv = inverse[e]
   if not inv then
-    inv = {}
-    local js = {}
-    for ch, i in pairs(e.vocab) do inv[i], js[i] = ch, cjson.encode(ch) end
-    inverse[e], inverse_json[e] = inv, js
+    inv = { text = {}, json = {} }
+    for ch, i in pairs(e.vocab) do inv.text[i], inv.json[i] = ch, cjson.encode(ch) end
+    inverse[e] = inv
   end
-  return inv[id]
+  return inv
+end
+local function token_text(e, id)
+  local inv = vocab_of(e)
+  return inv and inv.text[id]
 end
 
 -- token k of a stream as a Server-Sent Event: data: {"index", "token"[, "logit"][, "text"]} (written out, no table
 -- and no cjson.encode of one per token: this runs per token and stream)
 local function token_event(e, k, tok, logit)
-  local text = token_text(e, tok) and inverse_json[e][tok]
+  local inv = vocab_of(e)
+  local text = inv and inv.json[tok]
   return 'data: {"index":' .. k .. ',"token":' .. tok .. (logit and ',"logit":' .. cjson.encode(logit) or "")
     .. (text and ',"text":' .. text or "") .. "}\n\n"
 end
