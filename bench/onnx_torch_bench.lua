@@ -48,8 +48,8 @@ bench("MobileNet batch 1", "mobilenet", { "image" }, mobile)
 bench("keyword head batch 1", "keyword_head", { "feats" }, kws)
 
 local info = ds.info()
-print(string.format("ds: isa %s, %d threads; ONNX Runtime 1.30.0; PyTorch exports (opset 14)", info.isa,
-  ds.get_num_threads()))
+print(string.format("ds: isa %s, %d threads; ONNX Runtime 1.30.0; PyTorch exports (opset 14); starved regions %d, "
+  .. "holds on one thread %d", info.isa, ds.get_num_threads(), info.starved_regions, info.starved_holds))
 print(string.format("%-22s %10s %12s %12s %12s %9s", "workload (ms/call)", "ds frozen", "ds +rewrite", "ORT 1 thr",
   "ORT 2 thr", "ds/ORT"))
 for _, r in ipairs(rows) do

@@ -57,8 +57,9 @@ int64_t ds_mem_peak_bytes(void);
 void ds_mem_empty_cache(void);
 void ds_set_num_threads(int n);
 int ds_get_num_threads(void);
-/* parallel regions whose threads started late (a busy host): each puts ds on one thread for a while (team.c) */
+/* parallel regions whose threads started late, and the holds on one thread they started (a busy host; team.c) */
 long ds_team_starved(void);
+long ds_team_holds(void);
 const char *ds_blas_corename(void);
 const char *ds_blas_config(void);
 int ds_blas_num_threads(void);

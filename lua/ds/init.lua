@@ -60,6 +60,7 @@ function ds.info()
     library = dsffi.libpath,
     threads = C.ds_get_num_threads(),
     starved_regions = tonumber(C.ds_team_starved()),   -- regions whose threads the host starved (team.c)
+    starved_holds = tonumber(C.ds_team_holds()),       -- times ds went to one thread for a while (team.c)
     blas_threads = C.ds_blas_num_threads(),
     blas_core = ffi.string(C.ds_blas_corename()),
     blas_config = ffi.string(C.ds_blas_config()),
