@@ -257,8 +257,8 @@ describe("ds.generator (continuous batching)", function()
   end)
   end
 
-  it("by slot: a step runs only the running rows, a prompt is one call (eager: the cache rows of idle slots stay "
-    .. "untouched)", function()
+  it("by slot: a step runs only the running rows, a prompt goes in chunks of powers of two (eager: the cache rows of "
+    .. "idle slots stay untouched)", function()
     local m = model(3)
     local calls = {}
     local counted = { max_len = m.max_len, step = function(_, ids, pos, slots)
@@ -268,12 +268,37 @@ describe("ds.generator (continuous batching)", function()
     local gen = ds.generator(counted, { slots = 3, max_new_tokens = 3, by_slot = true, compile = false })
     local id = gen:start({ 3, 1, 4, 1, 5 })
     assert.equal(3, gen:run())
-    assert.same({ { 1, 8, { 1 } }, { 1, 1, { 1 } }, { 1, 1, { 1 } } }, calls)   -- 5 prompt tokens padded to 8
+    assert.same({ { 1, 4, { 1 } }, { 1, 1, { 1 } }, { 1, 1, { 1 } }, { 1, 1, { 1 } } }, calls)   -- 5 prompt tokens: 4, 1
     assert.same(ds.generate(model(1), i64({ { 3, 1, 4, 1, 5 } }), { max_new_tokens = 3 }):narrow(2, 6, 3)
       :reshape(-1):totable(), (gen:result(id)))
     local rows = m.blocks[1].cache.k_cache:reshape(3, -1)
     assert.is_true(rows:narrow(1, 2, 2):eq(0):all():item())
     assert.is_false(rows:narrow(1, 1, 1):eq(0):all():item())
+  end)
+
+  it("by slot: the prompts of requests joining together share a call per chunk size, each answer as alone", function()
+    local m = model(3)
+    local calls = {}
+    local counted = { max_len = m.max_len, step = function(_, ids, pos, slots)
+      calls[#calls + 1] = { ids:size(1), ids:size(2), pos:totable(), slots:totable() }
+      return m:step(ids, pos, slots)
+    end }
+    for _, compile in ipairs { false, true } do
+      calls = {}
+      local gen = ds.generator(compile and model(3) or counted, { slots = 3, max_new_tokens = 4, by_slot = true,
+        compile = compile })
+      local ids = { gen:start(prompts[1]), gen:start(prompts[2]), gen:start(prompts[3]) }   -- 5, 2 and 7 tokens
+      gen:step()
+      -- 5 = 4 + 1, 2 = 2, 7 = 4 + 2 + 1: chunks of 4 (rows 1, 3), of 2 (rows 2, 3 at 1 and 5), of 1 (rows 1, 3)
+      if not compile then
+        assert.same({ { 2, 4, { 1, 1 }, { 1, 3 } }, { 2, 2, { 1, 5 }, { 2, 3 } }, { 2, 1, { 5, 7 }, { 1, 3 } } }, calls)
+      end
+      gen:run()
+      for i = 1, 3 do
+        local want = ds.generate(model(1), i64({ prompts[i] }), { max_new_tokens = 4 })
+        assert.same(want:narrow(2, #prompts[i] + 1, 4):reshape(-1):totable(), (gen:result(ids[i])), "prompt " .. i)
+      end
+    end
   end)
 end)
 

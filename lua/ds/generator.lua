@@ -1,7 +1,7 @@
 -- generator.lua: ds.generator, step-wise decoding of many requests in one running batch (continuous batching):
 -- requests join a free row between two steps and leave when done; each step is one model:step over every row, each
 -- row at its own position, so a request's tokens are bitwise those it gets alone (docs/GENERATION.md). With by_slot,
--- a step runs only the rows of running requests, and a request's prompt goes in one call.
+-- a step runs only the rows of running requests, and the prompts of requests joining together go in a few calls.
 local errors = require("ds.errors")
 local options = require("ds.options")
 local Tensor = require("ds.tensor")
@@ -160,14 +160,6 @@ local function row_token(s, r, logits, i)
   return draw(r, s.rows:narrow(1, i, 1))
 end
 
--- a prompt of T tokens goes in as a call of the next power of two tokens (at most max_len; the padding's cache
--- positions are written again before any query sees them), so a plan serves every prompt length up to it
-local function padded(n, max_len)
-  local p = 1
-  while p < n do p = p * 2 end
-  return math.min(p, max_len)
-end
-
 -- the step's i64 inputs for n running rows, made once per n and written in place each step: ids (n, 1), pos (n),
 -- slots (n), each with its data pointer
 local function slot_inputs(self, n)
@@ -181,8 +173,39 @@ local function slot_inputs(self, n)
   return s
 end
 
--- step with by_slot: the running requests' next tokens in one call over their rows, then each new request's prompt
--- in one call (its first token); the row lists are kept across steps (emptied after use)
+-- the prompts of the requests joining at this step (fresh[1 .. nf]) in chunks of powers of two tokens, largest first
+-- (13 tokens: 8, 4, 1), each size one call over every prompt with that chunk left (ids (m, c) at each row's next
+-- position): no padding computed, a plan per (rows, power of two), and the prompts joining together share their
+-- calls. A prompt's first token comes from its last chunk's last row.
+local function prompts(self, fresh, nf, events)
+  local c = 1
+  for i = 1, nf do while 2 * c <= #fresh[i].prompt - fresh[i].fed do c = 2 * c end end
+  while c >= 1 do
+    local ids, pos, slots, rows = {}, {}, {}, {}
+    for i = 1, nf do
+      local r = fresh[i]
+      if #r.prompt - r.fed >= c then
+        rows[#rows + 1], pos[#pos + 1], slots[#slots + 1] = r, r.fed + 1, r.row
+        ids[#ids + 1] = { unpack(r.prompt, r.fed + 1, r.fed + c) }
+      end
+    end
+    if #rows > 0 then
+      local logits = self:step_fn(F.tensor(ids, I64), F.tensor(pos, I64), F.tensor(slots, I64))   -- (m, c, V)
+      local s, last = {}, nil
+      for i, r in ipairs(rows) do
+        r.fed = r.fed + c
+        if r.fed == #r.prompt then
+          last = last or logits:narrow(2, c, 1)                                                     -- (m, 1, V)
+          emit(self, r, row_token(s, r, last, i), events)
+        end
+      end
+    end
+    c = c / 2
+  end
+end
+
+-- step with by_slot: the running requests' next tokens in one call over their rows, then the new requests' prompts
+-- (prompts: their first tokens); the row lists are kept across steps (emptied after use)
 function Generator:step_slots(events)
   local run, fresh, n, nf = self.running, self.joining, 0, 0
   for b = 1, self.B do
@@ -205,16 +228,8 @@ function Generator:step_slots(events)
       emit(self, r, row_token(s, r, logits, i), events)
     end
   end
-  for i = 1, nf do
-    local r = fresh[i]
-    fresh[i] = nil
-    local T = #r.prompt
-    local p = {}
-    for j = 1, padded(T, self.model.max_len) do p[j] = r.prompt[math.min(j, T)] end
-    local logits = self:step_fn(F.tensor(p, I64):reshape(1, #p), F.tensor({ 1 }, I64), F.tensor({ r.row }, I64))
-    r.fed = T
-    emit(self, r, row_token({}, r, logits:narrow(2, T, 1), 1), events)
-  end
+  if nf > 0 then prompts(self, fresh, nf, events) end
+  for i = 1, nf do fresh[i] = nil end
 end
 
 -- step without by_slot: every row in one call (ids (B, 1) and pos (B) rewritten in place); an idle row computes a
