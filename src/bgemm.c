@@ -13,17 +13,6 @@
 /* below this many multiply-adds one thread runs the whole product */
 #define PAR_MACS (1 << 19)
 
-static inline float w_odd(uint32_t w) { uint32_t u = w & 0xffff0000u; float x; memcpy(&x, &u, 4); return x; }
-static inline float w_even(uint32_t w) { uint32_t u = w << 16; float x; memcpy(&x, &u, 4); return x; }
-/* a subnormal made the zero of its sign */
-static inline float ftz(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  if (!(u & 0x7f800000u)) u &= 0x80000000u;
-  memcpy(&x, &u, 4);
-  return x;
-}
-
 /* the portable path: the dot of bgemm.h written out, one output at a time */
 static void micro_portable(int mr, int nr, int64_t P, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
                            int64_t ldc) {
@@ -33,8 +22,8 @@ static void micro_portable(int mr, int nr, int64_t P, const uint32_t *a, int64_t
       float acc = 0.0f;
       for (int64_t p = 0; p < P; p++) {
         uint32_t x = a[r * lda + p], y = w[p * BG_NR];
-        acc = ftz(fmaf(w_odd(x), w_odd(y), acc));
-        acc = ftz(fmaf(w_even(x), w_even(y), acc));
+        acc = ds_bgemm_ftz(fmaf(ds_bgemm_odd(x), ds_bgemm_odd(y), acc));
+        acc = ds_bgemm_ftz(fmaf(ds_bgemm_even(x), ds_bgemm_even(y), acc));
       }
       if (acc != acc) { uint32_t u = BG_NAN; memcpy(&acc, &u, 4); }
       c[r * ldc + j] = acc;

@@ -29,6 +29,15 @@ extern const bgemm_kernel ds_bgemm_avx2, ds_bgemm_avx512bf16;
 
 /* the bf16 bits with a subnormal made the zero of its sign (vdpbf16ps's denormals-are-zero) */
 static inline uint32_t ds_bgemm_daz(uint16_t h) { return (h & 0x7f80u) ? h : (uint32_t)(h & 0x8000u); }
+/* the f32 values of a word's halves (k = 2p + 1, k = 2p) */
+static inline float ds_bgemm_odd(uint32_t w) { union { uint32_t u; float f; } v = { w & 0xffff0000u }; return v.f; }
+static inline float ds_bgemm_even(uint32_t w) { union { uint32_t u; float f; } v = { w << 16 }; return v.f; }
+/* a subnormal made the zero of its sign (vdpbf16ps's flush-to-zero) */
+static inline float ds_bgemm_ftz(float x) {
+  union { float f; uint32_t u; } v = { x };
+  if (!(v.u & 0x7f800000u)) v.u &= 0x80000000u;
+  return v.f;
+}
 
 void ds_bgemm_pack_a(const uint16_t *a, int64_t M, int64_t K, uint32_t *ap);   /* (M, P) words */
 void ds_bgemm_pack_b(const uint16_t *b, int64_t K, int64_t N, uint32_t *bp);   /* the strips above */

@@ -1,43 +1,177 @@
-/* bgemm_conv.c: 2-D convolution (groups 1) of bf16 operands with f32 accumulation: for a run of images, im2col
-   straight into the GEMM's packed rows (one row per output position, k = (c, kh, kw) as PyTorch's unfold orders
-   it, zero past the borders) times the weight packed as b (C KH KW, OC), then the f32 bias added: every output is
-   ds's bf16 dot (bgemm.h) plus the bias, the same bits on every path and run length. Kernel: ds_conv2d_bf16_bf16. */
+/* bgemm_conv.c: 2-D convolution (groups 1) of bf16 operands with f32 accumulation: each image of x is copied,
+   subnormals zeroed, into a zero-bordered padded copy; its output pixels are taken in bands whose taps are
+   gathered pair by pair of k (k = (c, kh, kw), PyTorch's unfold order; bgemm_conv.h's layout), multiplied by the
+   weight with the pixels along the vector lanes (vdpbf16ps, its AVX2 emulation or the portable dot: bgemm.h's dot
+   of the column and the weight's row) and the f32 bias added, written straight into (N, OC, OH, OW). The same bits
+   on every host, ISA path, thread count and batch composition (images, or with few images bands, split over the
+   threads). Kernel: ds_conv2d_bf16_bf16. */
 #include "internal.h"
 #include "bgemm.h"
+#include "bgemm_conv.h"
+#include <math.h>
+#include <omp.h>
 #include <string.h>
+#include <immintrin.h>
+
+/* below this many multiply-adds one thread runs the whole convolution */
+#define PAR_MACS (1 << 19)
+/* a band's taps are kept near this size (bytes; but 64 pixels at least), to stay in L1/L2 while every channel
+   block reads them */
+#define BAND_BYTES 32768
+/* spare words after each padded image and band: the 16-pixel gathers read and write up to 15 past a run's end */
+#define SLACK 32
 
 typedef struct { int64_t N, C, H, W, OC, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw; } geom;
 
-/* the packed rows of images [n0, n0 + m) of x: row (n, oh, ow) is uint16 (2 P) = its column, k = (c, kh, kw),
-   then a 0 when K is odd (the words of bgemm.h are pairs of uint16 in memory order); koff/kh/kw: per k, the offset
-   of the tap in an image and its row and column shifts */
-static void im2col(const uint16_t *x, const geom *g, int64_t n0, int64_t m, int64_t P, const int64_t *koff,
-                   const int64_t *khd, const int64_t *kwd, uint16_t *a) {
-  int64_t K = g->C * g->KH * g->KW, hw = g->H * g->W;
-  for (int64_t n = 0; n < m; n++) {
-    const uint16_t *xi = x + (n0 + n) * g->C * hw;
-    for (int64_t oh = 0; oh < g->OH; oh++)
-      for (int64_t ow = 0; ow < g->OW; ow++) {
-        uint16_t *r = a + ((n * g->OH + oh) * g->OW + ow) * 2 * P;
-        int64_t ih0 = oh * g->sh - g->ph, iw0 = ow * g->sw - g->pw;
-        for (int64_t k = 0; k < K; k++) {
-          int64_t ih = ih0 + khd[k], iw = iw0 + kwd[k];
-          r[k] = ih < 0 || ih >= g->H || iw < 0 || iw >= g->W ? 0
-                 : (uint16_t)ds_bgemm_daz(xi[koff[k] + ih0 * g->W + iw0]);
-        }
-        if (K % 2) r[K] = 0;
+typedef struct {
+  geom g;
+  int64_t K, P, L, Hp, Wp, img;   /* L = OH OW pixels; img: words per padded image, (C, Hp, Wp) then SLACK */
+  int64_t bw, nb, band;           /* pixels per band (a multiple of 16), bands per image, words per band */
+  const uint16_t *x;
+  float *y;
+  uint16_t *xp;                   /* (N) padded images */
+  const int64_t *tap;             /* (2 P) offset of tap k in a padded image, -1 past K */
+  const uint32_t *w;              /* (OC, P) */
+  const float *wf, *bias;         /* (OC, P, 2), (OC) */
+  uint32_t *taps;                 /* one band per thread */
+  bconv_band_fn fn;
+} bconv_job;
+
+/* the portable path: bgemm.h's dot written out, one output at a time */
+static void band_portable(const bconv_band *b) {
+  for (int64_t o = 0; o < b->O; o++) {
+    const float *wf = b->wf + o * b->P * 2;
+    for (int64_t i = 0; i < b->n; i++) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < b->P; p++) {
+        uint32_t x = b->a[p * b->bw + i];
+        acc = ds_bgemm_ftz(fmaf(ds_bgemm_odd(x), wf[2 * p], acc));
+        acc = ds_bgemm_ftz(fmaf(ds_bgemm_even(x), wf[2 * p + 1], acc));
       }
+      if (acc != acc) { uint32_t u = BG_NAN; memcpy(&acc, &u, 4); }
+      b->y[o * b->ldy + i] = acc + b->bias[o];
+    }
   }
 }
 
-/* images per GEMM: about 4M words of packed rows (at least one image) */
-#define CHUNK_WORDS ((int64_t)1 << 22)
+/* the path, as bgemm.c chooses: vdpbf16ps on AVX-512 BF16 hosts, the portable code under DS_ISA=scalar, AVX2
+   otherwise */
+static bconv_band_fn band_kernel(void) {
+  if (ds_isa_avx512bf16()) return ds_bconv_band_avx512bf16;
+  if (ds_isa() == DS_ISA_SCALAR) return band_portable;
+  return ds_bconv_band_avx2;
+}
+
+/* d = s (n bf16) with subnormals made the zeros of their signs, 16 at a time */
+static void copy_daz(const uint16_t *s, int64_t n, uint16_t *d) {
+  const __m256i expo = _mm256_set1_epi16(0x7f80), rest = _mm256_set1_epi16(0x7fff);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(s + i));
+    __m256i sub = _mm256_cmpeq_epi16(_mm256_and_si256(v, expo), _mm256_setzero_si256());
+    _mm256_storeu_si256((__m256i *)(d + i), _mm256_andnot_si256(_mm256_and_si256(sub, rest), v));
+  }
+  for (; i < n; i++) d[i] = (uint16_t)ds_bgemm_daz(s[i]);
+}
+
+/* image n of x into its padded copy: zeros around it, then the slack */
+static void pad_image(const bconv_job *j, int64_t n) {
+  const geom *g = &j->g;
+  int64_t hw = g->H * g->W, padded = g->C * j->Hp * j->Wp;
+  const uint16_t *xi = j->x + n * g->C * hw;
+  uint16_t *q = j->xp + n * j->img;
+  if (padded == g->C * hw) copy_daz(xi, padded, q);
+  else {
+    memset(q, 0, (size_t)padded * sizeof(uint16_t));
+    for (int64_t r = 0; r < g->C * g->H; r++)
+      copy_daz(xi + r * g->W, g->W, q + (r / g->H * j->Hp + r % g->H + g->ph) * j->Wp + g->pw);
+  }
+  memset(q + padded, 0, SLACK * sizeof(uint16_t));
+}
+
+/* d[i] = s0[i step] | s1[i step] << 16 (s1 NULL: 0) for i < n; with step 1 sixteen at a time, which may read up to
+   15 values past s0 + n and s1 + n and write up to 15 words past d + n */
+static inline void pairs(const uint16_t *s0, const uint16_t *s1, int64_t step, int64_t n, uint32_t *d) {
+  if (step != 1) {
+    for (int64_t i = 0; i < n; i++) d[i] = (uint32_t)s0[i * step] | (s1 ? (uint32_t)s1[i * step] << 16 : 0);
+    return;
+  }
+  for (int64_t i = 0; i < n; i += 16) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)(s0 + i));
+    __m256i b = s1 ? _mm256_loadu_si256((const __m256i *)(s1 + i)) : _mm256_setzero_si256();
+    __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);   /* pixels 0-3 8-11, 4-7 12-15 */
+    _mm256_storeu_si256((__m256i *)(d + i), _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256((__m256i *)(d + i + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+}
+
+/* the taps (P, bw) of pixels [p0, p0 + n) of padded image q: per pair of k, each output row's run of pixels, in
+   increasing pixel order (what a run writes past its end is rewritten by the next run or pair), the pixels from n
+   to the next multiple of 16 zeroed */
+static void gather_band(const bconv_job *j, const uint16_t *q, int64_t p0, int64_t n, uint32_t *a) {
+  const geom *g = &j->g;
+  int64_t n16 = (n + 15) / 16 * 16, rowstep = g->sh * j->Wp;
+  for (int64_t p = 0; p < j->P; p++) {
+    int64_t t0 = j->tap[2 * p], t1 = j->tap[2 * p + 1];
+    uint32_t *d = a + p * j->bw;
+    int64_t ow = p0 % g->OW, row = p0 / g->OW * rowstep;   /* the run's first column, its row's offset */
+    for (int64_t i = 0; i < n; i += g->OW - ow, ow = 0, row += rowstep) {
+      int64_t run = g->OW - ow < n - i ? g->OW - ow : n - i, off = row + ow * g->sw;
+      pairs(q + t0 + off, t1 >= 0 ? q + t1 + off : NULL, g->sw, run, d + i);
+    }
+    memset(d + n, 0, (size_t)(n16 - n) * sizeof(uint32_t));
+  }
+}
+
+/* band u (of image u / nb) gathered into a and multiplied */
+static void run_band(const bconv_job *j, int64_t u, uint32_t *a) {
+  int64_t n = u / j->nb, p0 = u % j->nb * j->bw, len = j->L - p0 < j->bw ? j->L - p0 : j->bw;
+  gather_band(j, j->xp + n * j->img, p0, len, a);
+  bconv_band b = { j->P, j->bw, len, j->g.OC, a, j->w, j->wf, j->bias, j->y + n * j->g.OC * j->L + p0, j->L };
+  j->fn(&b);
+}
+
+/* thread me of nt: with two images or more a thread, its share of the images, each padded and then its bands run
+   while it is in cache; with fewer, its share of the images to pad, then (once all are) of the bands */
+static void run_share(const bconv_job *j, int me, int nt) {
+  uint32_t *a = j->taps + me * j->band;
+  int64_t N = j->g.N, n0 = N * me / nt, n1 = N * (me + 1) / nt;
+  if (N >= 2 * nt) {
+    for (int64_t n = n0; n < n1; n++) {
+      pad_image(j, n);
+      for (int64_t u = n * j->nb; u < (n + 1) * j->nb; u++) run_band(j, u, a);
+    }
+    return;
+  }
+  for (int64_t n = n0; n < n1; n++) pad_image(j, n);
+  if (nt > 1) {
+#pragma omp barrier
+  }
+  int64_t units = N * j->nb;
+  for (int64_t u = units * me / nt; u < units * (me + 1) / nt; u++) run_band(j, u, a);
+}
 
 static int check(const ds_tensor *t, int dtype, const char *op, const char *what) {
   DS_CHECK(t, "%s: missing %s", op, what);
   DS_CHECK(t->dtype == dtype, "%s: %s must be %s, got %s", op, what, ds_dtype_name(dtype), ds_dtype_name(t->dtype));
   DS_CHECK(ds_tensor_is_contiguous(t), "%s: %s must be contiguous", op, what);
   return DS_OK;
+}
+
+/* the band width and count: bands of about BAND_BYTES of taps (at least a 64-pixel tile), at least two per thread
+   when the batch alone gives fewer and the work is parallel */
+static void bands(bconv_job *j, int nt, int par) {
+  int64_t L16 = (j->L + 15) / 16 * 16, bw = j->P > 0 ? BAND_BYTES / (4 * j->P) / 16 * 16 : L16;
+  bw = bw < 64 ? 64 : bw > L16 ? L16 : bw;
+  int64_t nb = (j->L + bw - 1) / bw;
+  if (par && j->g.N * nb < 2 * nt) {
+    int64_t want = (2 * nt + j->g.N - 1) / j->g.N, split = ((j->L + want - 1) / want + 15) / 16 * 16;
+    bw = split < bw ? split : bw;
+    nb = (j->L + bw - 1) / bw;
+  }
+  j->bw = bw;
+  j->nb = nb;
+  j->band = j->P * bw + SLACK;
 }
 
 /* t = {y (N, OC, OH, OW) f32, x (N, C, H, W) bf16, w (OC, C, KH, KW) bf16, b (OC) f32}; attrs: stride (2),
@@ -65,45 +199,48 @@ int ds_conv2d_bf16_bf16(ds_tensor *const *t, const double *attrs) {
                g.OH == oh && g.OW == ow,
            "%s: input %s, weight %s, output %s do not agree", op, ds_shape_str(x, s1), ds_shape_str(w, s2),
            ds_shape_str(y, s3));
-  int64_t L = g.OH * g.OW, K = g.C * g.KH * g.KW, P = (K + 1) / 2, S = (g.OC + BG_NR - 1) / BG_NR, rounded;
   if (y->numel == 0) return DS_OK;
-  int64_t per = L * P > 0 ? CHUNK_WORDS / (L * P) : g.N;
-  int64_t m = per < 1 ? 1 : per > g.N ? g.N : per;
-  int64_t bytes = (m * L * P + S * P * BG_NR) * (int64_t)sizeof(uint32_t) + m * L * g.OC * (int64_t)sizeof(float) +
-                  3 * K * (int64_t)sizeof(int64_t) + 64;
-  uint32_t *ap = ds_mem_alloc(bytes, &rounded);
-  if (!ap) return ds_fail(DS_ENOMEM, "%s: out of memory for the packed operands", op);
-  uint32_t *bp = ap + m * L * P;
-  float *c = (float *)(bp + S * P * BG_NR);
-  int64_t *koff = (int64_t *)(c + m * L * g.OC), *khd = koff + K, *kwd = khd + K;
-  for (int64_t k = 0; k < K; k++) {
-    int64_t kk = g.KH * g.KW, ch = k / kk, kh = k % kk / g.KW, kw = k % g.KW;
-    khd[k] = kh * g.dh;
-    kwd[k] = kw * g.dw;
-    koff[k] = (ch * g.H + khd[k]) * g.W + kwd[k];
+  int64_t K = g.C * g.KH * g.KW, P = (K + 1) / 2, Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw;
+  bconv_job j = { .g = g, .K = K, .P = P, .L = g.OH * g.OW, .Hp = Hp, .Wp = Wp, .img = g.C * Hp * Wp + SLACK,
+                  .x = x->data, .y = y->data, .bias = b->data, .fn = band_kernel() };
+  int nt = ds_team(), par = nt > 1 && (double)g.N * j.L * g.OC * K >= PAR_MACS;
+  bands(&j, nt, par);
+  par = par && g.N * j.nb > 1;
+  int64_t rounded, wn = g.OC * P;
+  int64_t bytes = 2 * P * (int64_t)sizeof(int64_t) + 3 * wn * (int64_t)sizeof(uint32_t) +
+                  (g.N * j.img + 1) * (int64_t)sizeof(uint16_t) + (par ? nt : 1) * j.band * (int64_t)sizeof(uint32_t) +
+                  64;
+  char *buf = ds_mem_alloc(bytes, &rounded);
+  if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the padded input", op);
+  int64_t *tap = (int64_t *)buf;                      /* (2 P) */
+  uint32_t *wp = (uint32_t *)(tap + 2 * P);           /* (OC, P) */
+  float *wf = (float *)(wp + wn);                     /* (OC, P, 2) */
+  j.taps = (uint32_t *)(wf + 2 * wn);                 /* a band per thread */
+  j.xp = (uint16_t *)(j.taps + (par ? nt : 1) * j.band);   /* (N) padded images */
+  for (int64_t k = 0; k < 2 * P; k++) {
+    int64_t kk = g.KH * g.KW, c = k / kk, kh = k % kk / g.KW, kw = k % g.KW;
+    tap[k] = k < K ? (c * Hp + kh * g.dh) * Wp + kw * g.dw : -1;
   }
   const uint16_t *wd = w->data;
-  for (int64_t s = 0; s < S; s++)   /* b (K, OC) = w (OC, K) transposed, in strips */
-    for (int64_t p = 0; p < P; p++)
-      for (int j = 0; j < BG_NR; j++) {
-        int64_t n = s * BG_NR + j;
-        uint32_t lo = n < g.OC ? ds_bgemm_daz(wd[n * K + 2 * p]) : 0;
-        uint32_t hi = n < g.OC && 2 * p + 1 < K ? ds_bgemm_daz(wd[n * K + 2 * p + 1]) : 0;
-        bp[(s * P + p) * BG_NR + j] = lo | hi << 16;
-      }
-  const float *bias = b->data;
-  float *yd = y->data;
-  for (int64_t n0 = 0; n0 < g.N; n0 += m) {
-    int64_t mm = g.N - n0 < m ? g.N - n0 : m;
-    im2col(x->data, &g, n0, mm, P, koff, khd, kwd, (uint16_t *)ap);
-    ds_bgemm_run(mm * L, g.OC, K, NULL, ap, NULL, bp, c);
-    for (int64_t n = 0; n < mm; n++) {
-      float *yi = yd + (n0 + n) * g.OC * L;
-      const float *ci = c + n * L * g.OC;
-      for (int64_t o = 0; o < g.OC; o++)
-        for (int64_t l = 0; l < L; l++) yi[o * L + l] = ci[l * g.OC + o] + bias[o];
+  for (int64_t o = 0; o < g.OC; o++)   /* the weight's pairs of k, as the taps' */
+    for (int64_t p = 0; p < P; p++) {
+      uint32_t lo = ds_bgemm_daz(wd[o * K + 2 * p]), hi = 2 * p + 1 < K ? ds_bgemm_daz(wd[o * K + 2 * p + 1]) : 0;
+      wp[o * P + p] = lo | hi << 16;
+      wf[(o * P + p) * 2] = ds_bgemm_odd(wp[o * P + p]);
+      wf[(o * P + p) * 2 + 1] = ds_bgemm_even(wp[o * P + p]);
     }
-  }
-  ds_mem_release(ap, rounded);
+  j.tap = tap;
+  j.w = wp;
+  j.wf = wf;
+  if (par) {
+    double t0 = ds_team_start();
+#pragma omp parallel num_threads(nt)
+    {
+      ds_team_arrive(t0);
+      run_share(&j, omp_get_thread_num(), omp_get_num_threads());
+    }
+    ds_team_done();
+  } else run_share(&j, 0, 1);
+  ds_mem_release(buf, rounded);
   return DS_OK;
 }

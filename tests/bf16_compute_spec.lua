@@ -151,8 +151,20 @@ describe("matmul_bf16", function()
         for i = 0, t:numel() - 1 do seed = (seed * 1103515245 + 12345) % 2147483648; p[i] = seed % 65536 end
       end
       local c4 = ds.matmul_bf16(bits[1], bits[2])
+      -- the convolution on any bit patterns, the shapes of LeNet-5 in a batch (images over the threads) and one image
+      -- (bands over the threads)
+      local xb, wb = ds.empty({ 2, 3, 9, 11 }, { dtype = "bf16" }), ds.empty({ 7, 3, 3, 3 }, { dtype = "bf16" })
+      for _, t in ipairs({ xb, wb }) do
+        local p = ffi.cast("uint16_t *", t:data_ptr())
+        for i = 0, t:numel() - 1 do seed = (seed * 1103515245 + 12345) % 2147483648; p[i] = seed % 65536 end
+      end
+      local c5 = ds.conv2d_bf16(xb, wb, ds.randn(7), { padding = 1 })
+      local w1, w2 = ds.randn(6, 1, 5, 5):astype("bf16"), ds.randn(16, 6, 5, 5):astype("bf16")
+      local c6 = ds.conv2d_bf16(ds.randn(5, 1, 28, 28):astype("bf16"), w1, ds.randn(6), { padding = 2 })
+      local c7 = ds.conv2d_bf16(ds.randn(5, 6, 14, 14):astype("bf16"), w2, ds.randn(16))
+      local c8 = ds.conv2d_bf16(ds.randn(1, 1, 28, 28):astype("bf16"), w1, ds.randn(6), { padding = 2 })
       local h = 0
-      for _, t in ipairs({ c, c2, c3, c4 }) do
+      for _, t in ipairs({ c, c2, c3, c4, c5, c6, c7, c8 }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
@@ -166,15 +178,26 @@ describe("matmul_bf16", function()
   it("conv2d_bf16 is PyTorch's unfold (im2col) times the weight on matmul_bf16, plus the bias, bit for bit", function()
     ds.manual_seed(9)
     local x, w, b = ds.randn(2, 3, 7, 6):astype("bf16"), ds.randn(5, 3, 3, 2):astype("bf16"), ds.randn(5)
-    local cases = { {}, { stride = 2, padding = 1 }, { padding = { 2, 1 }, dilation = { 2, 1 }, stride = { 1, 2 } } }
-    for _, o in ipairs(cases) do
-      local y = ds.conv2d_bf16(x, w, b, o)
+    local cases = { {}, { stride = 2, padding = 1 }, { padding = { 2, 1 }, dilation = { 2, 1 }, stride = { 1, 2 } },
+                    { stride = { 2, 1 }, padding = { 0, 1 } } }
+    -- x, w, b, options: the cases above, then K odd (25, 27), 1, 13 and 16 channels, bands of several output rows
+    -- and of rows narrower than a vector (LeNet-5's two convolutions), a row wider than a band
+    local function unfolded(x_, w_, b_, o)
+      local y = ds.conv2d_bf16(x_, w_, b_, o)
+      local oc, kh, kw = w_:size(1), w_:size(3), w_:size(4)
       local u = { stride = o.stride or 1, padding = o.padding or 0, dilation = o.dilation or 1 }
-      local cols = ds.F.unfold(x, { 3, 2 }, u)
-      local mm = ds.matmul_bf16(cols:transpose(2, 3), w:reshape(5, 18):t())   -- (N, L, OC)
-      assert.is_true(H.bitwise(y, (mm:transpose(2, 3) + b:reshape(5, 1)):reshape(y:size())))
+      local cols = ds.F.unfold(x_, { kh, kw }, u)
+      local mm = ds.matmul_bf16(cols:transpose(2, 3), w_:reshape(oc, -1):t())   -- (N, L, OC)
+      assert.is_true(H.bitwise(y, (mm:transpose(2, 3) + b_:reshape(oc, 1)):reshape(y:size())))
     end
-    -- an image alone equals it inside a batch the kernel runs in two chunks (about 4M words of packed rows each)
+    for _, o in ipairs(cases) do unfolded(x, w, b, o) end
+    local bf = function(...) return ds.randn(...):astype("bf16") end
+    unfolded(bf(3, 1, 28, 28), bf(6, 1, 5, 5), ds.randn(6), { padding = 2 })
+    unfolded(bf(2, 6, 14, 14), bf(16, 6, 5, 5), ds.randn(16), {})
+    unfolded(bf(2, 3, 11, 9), bf(13, 3, 3, 3), ds.randn(13), { padding = 1 })
+    unfolded(bf(1, 64, 3, 200), bf(2, 64, 3, 3), ds.randn(2), { padding = { 0, 1 }, stride = { 1, 3 } })
+    unfolded(bf(1, 64, 3, 70), bf(2, 64, 3, 3), ds.randn(2), {})
+    -- an image alone equals it inside a batch (the images shared among the threads; one image's bands)
     local xb, wb, bb = ds.randn(20, 16, 64, 64):astype("bf16"), ds.randn(8, 16, 3, 3):astype("bf16"), ds.randn(8)
     local yb = ds.conv2d_bf16(xb, wb, bb, { padding = 1 })
     for n = 1, 20, 19 do
