@@ -1,7 +1,10 @@
 /* conv_ep.h: a conv2d epilogue (fused.c's conv2d_ep): a callback the conv2d forward kernels (nn_conv.c's im2col
    path, the direct and the depthwise paths) call on each block of output they have just written -- images
    [n0, n0 + m), channels [c0, c0 + nc), whole OH x OW planes -- so the fused elementwise chain runs on cache-hot
-   values, on the thread that wrote them. */
+   values, on the thread that wrote them. A chain that is one activation alone on the conv's output (act: hardswish)
+   may instead be applied by the kernel to the values in its registers before they are stored (the direct path's
+   tiles: the divides overlap the next tile's multiply-adds, and no pass reads the output back); a kernel doing so
+   does not call apply for those values. The elementwise kernel's ops, so the same bits. */
 #ifndef DS_CONV_EP_H
 #define DS_CONV_EP_H
 #include "ds.h"
@@ -9,7 +12,10 @@
 typedef struct conv_ep conv_ep;
 struct conv_ep {
   void (*apply)(const conv_ep *ep, int64_t n0, int64_t m, int64_t c0, int64_t nc);
+  int act;   /* CONV_ACT_*: the chain as one activation a kernel may apply itself, or CONV_ACT_NONE */
 };
+#define CONV_ACT_NONE 0
+#define CONV_ACT_HARDSWISH 1   /* el_hardswish_f32: x * min(max(x + 3, 0), 6) / 6 */
 
 /* conv2d (t = out, x, w, b; attrs: stride, padding, dilation, groups), calling ep per block when not NULL */
 int ds_conv2d_ep_run_f32(ds_tensor *const *t, const double *attrs, const conv_ep *ep);

@@ -393,6 +393,10 @@ static int conv2d_ep(ds_tensor *const *t, const double *attrs,
   DS_CHECK(o->ndim == 4, "conv2d epilogue: output must be 4-D");
   conv_block_ep cb;
   cb.ep.apply = conv_block_apply;
+  /* hardswish alone on the f32 output: the direct conv kernels may apply it as they write (conv_ep.h) */
+  const instr *i0 = &p.ins[0];
+  cb.ep.act = p.ninstr == 1 && nin == 1 && i0->op == EW_OP_hardswish && i0->dt == DS_F32 && i0->a == -1 &&
+              p.outreg[0] == i0->dst ? CONV_ACT_HARDSWISH : CONV_ACT_NONE;
   iter *it = &cb.whole;
   it->p = &p; it->nops = nin + 1; it->nd = 4;
   char b1[128], b2[128];
