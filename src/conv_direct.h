@@ -2,6 +2,7 @@
 #ifndef DS_CONV_DIRECT_H
 #define DS_CONV_DIRECT_H
 #include <stdint.h>
+#include "conv_ep.h"
 
 /* Every path works on logical vectors of 16 floats (one zmm, or two ymm on AVX2), so the lane a value falls in
    and each lane's FMA chain are the same on every ISA path: the same bits. */
@@ -10,9 +11,10 @@
 /* The implicit GEMM of a convolution: c (rows x 16*nvec, row stride ldc) = a (rows x K, row stride lda) @ B,
    where B's row k is the 16*nvec floats at b + koff[k] (a shifted window of a padded image). rows is a
    multiple of tile_rows (the caller pads a and c with spare rows). Each c element is one FMA chain from +0
-   over k in order, then + bias[row] (one add) when bias is not NULL. */
+   over k in order, then + bias[row] (one add) when bias is not NULL, then the activation act (conv_ep.h's
+   CONV_ACT_*: hardswish as el_hardswish_f32's ops) unless it is CONV_ACT_NONE. */
 typedef void (*conv_rows_fn)(int64_t rows, int64_t nvec, int64_t K, const float *a, int64_t lda, const float *b,
-                             const int64_t *koff, float *c, int64_t ldc, const float *bias);
+                             const int64_t *koff, float *c, int64_t ldc, const float *bias, int act);
 
 /* The weight gradient's dot products, lane by lane, over nimg images (image i's d and b at d + i * dstride,
    b + i * bstride): for i < nimg, then v < nvec in order, for each r < rows, j < cols and lane l,

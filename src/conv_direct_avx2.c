@@ -12,6 +12,13 @@ static inline vec vfma(vec a, vec b, vec c) {
   return (vec){ _mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi) };
 }
 static inline vec vadd(vec a, vec b) { return (vec){ _mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi) }; }
+/* el_hardswish_f32 as conv_vec_avx512.h's vhardswish, per ymm */
+static inline __m256 hswish8(__m256 x) {
+  const __m256 six = _mm256_set1_ps(6.0f);
+  __m256 y = _mm256_min_ps(six, _mm256_max_ps(_mm256_setzero_ps(), _mm256_add_ps(x, _mm256_set1_ps(3.0f))));
+  return _mm256_div_ps(_mm256_mul_ps(x, y), six);
+}
+static inline vec vhardswish(vec x) { return (vec){ hswish8(x.lo), hswish8(x.hi) }; }
 #define VKEEP(v) __asm__("" : "+x"((v).lo), "+x"((v).hi))
 
 #define TILE_ROWS 6   /* 6 x 2 ymm accumulators + 2 B + 1 broadcast */

@@ -1,13 +1,19 @@
 /* conv_direct_kernels.h: conv_rows and conv_dots (conv_direct.h) written once over a logical 16-float vector.
    A kernel file defines vec, vzero(), vset1(x), vload(p), vstore(p, v), vfma(a, b, c) (a * b + c, one rounding
-   per lane), vadd(a, b), VKEEP(v) (keeps v in registers: the compiler would otherwise reload it as an FMA
-   operand), TILE_ROWS, TILE_NV (vectors per row of a conv_rows tile, at most 4), DOT_ROWS and DOT_COLS (or
-   CONV_ROWS_ONLY for conv_rows alone), then includes this. */
+   per lane), vadd(a, b), vhardswish(v) (el_hardswish_f32 per lane), VKEEP(v) (keeps v in registers: the compiler
+   would otherwise reload it as an FMA operand), TILE_ROWS, TILE_NV (vectors per row of a conv_rows tile, at most
+   4), DOT_ROWS and DOT_COLS (or CONV_ROWS_ONLY for conv_rows alone), then includes this. */
+
+/* the activation on a tile just stored (in L1), out of line: inside rows_tile its constants spilled accumulators */
+__attribute__((noinline)) static void tile_hardswish(int nv, float *c, int64_t ldc) {
+  for (int r = 0; r < TILE_ROWS; r++)
+    for (int v = 0; v < nv; v++) vstore(c + r * ldc + CONV_LANES * v, vhardswish(vload(c + r * ldc + CONV_LANES * v)));
+}
 
 /* TILE_ROWS rows x nv vectors of c, all K at once (nv is a constant in each instantiation) */
 __attribute__((always_inline)) static inline void rows_tile(const int nv, int64_t K, const float *a, int64_t lda,
                                                             const float *b, const int64_t *koff, float *c,
-                                                            int64_t ldc, const float *bias) {
+                                                            int64_t ldc, const float *bias, int act) {
   vec acc[TILE_ROWS * TILE_NV];   /* row r, vector v at acc[r * nv + v] */
   for (int i = 0; i < TILE_ROWS * nv; i++) acc[i] = vzero();
   for (int64_t k = 0; k < K; k++) {
@@ -24,15 +30,16 @@ __attribute__((always_inline)) static inline void rows_tile(const int nv, int64_
       for (int v = 0; v < nv; v++) acc[r * nv + v] = vadd(acc[r * nv + v], vset1(bias[r]));
   for (int r = 0; r < TILE_ROWS; r++)
     for (int v = 0; v < nv; v++) vstore(c + r * ldc + CONV_LANES * v, acc[r * nv + v]);
+  if (act == CONV_ACT_HARDSWISH) tile_hardswish(nv, c, ldc);
 }
 
 #define ROWS_CASE(NV) \
   case NV: rows_tile(NV <= TILE_NV ? NV : 1, K, a + r0 * lda, lda, b + v0 * CONV_LANES, koff, \
-                     c + r0 * ldc + v0 * CONV_LANES, ldc, bias ? bias + r0 : NULL); break;
+                     c + r0 * ldc + v0 * CONV_LANES, ldc, bias ? bias + r0 : NULL, act); break;
 
 /* column blocks outside, row blocks inside: a block's K windows of B stay in L1 across the rows */
 static void conv_rows(int64_t rows, int64_t nvec, int64_t K, const float *a, int64_t lda, const float *b,
-                      const int64_t *koff, float *c, int64_t ldc, const float *bias) {
+                      const int64_t *koff, float *c, int64_t ldc, const float *bias, int act) {
   for (int64_t v0 = 0; v0 < nvec; v0 += TILE_NV) {
     int64_t nv = nvec - v0 < TILE_NV ? nvec - v0 : TILE_NV;
     for (int64_t r0 = 0; r0 < rows; r0 += TILE_ROWS)

@@ -2,9 +2,9 @@
    path, the direct and the depthwise paths) call on each block of output they have just written -- images
    [n0, n0 + m), channels [c0, c0 + nc), whole OH x OW planes -- so the fused elementwise chain runs on cache-hot
    values, on the thread that wrote them. A chain that is one activation alone on the conv's output (act: hardswish)
-   may instead be applied by the kernel to the values in its registers before they are stored (the direct path's
-   tiles: the divides overlap the next tile's multiply-adds, and no pass reads the output back); a kernel doing so
-   does not call apply for those values. The elementwise kernel's ops, so the same bits. */
+   may instead be applied by the kernel itself (the direct path: on each register tile just stored, still in L1,
+   or as it puts out the columns; no later pass over the output, no barrier before it); a kernel doing so does not
+   call apply for those values. The elementwise kernel's ops, so the same bits. */
 #ifndef DS_CONV_EP_H
 #define DS_CONV_EP_H
 #include "ds.h"

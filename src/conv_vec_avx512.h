@@ -11,4 +11,11 @@ static inline vec vload(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vstore(float *p, vec v) { _mm512_storeu_ps(p, v); }
 static inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
 static inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
+/* el_hardswish_f32 (x * clamp(x + 3, 0, 6) / 6), the clamp as max(0, .) then min(6, .) (the same values as its
+   selects: max/min return the second operand on NaN and on equal zeros), then the multiply and the divide */
+static inline vec vhardswish(vec x) {
+  const vec six = _mm512_set1_ps(6.0f);
+  vec y = _mm512_min_ps(six, _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(x, _mm512_set1_ps(3.0f))));
+  return _mm512_div_ps(_mm512_mul_ps(x, y), six);
+}
 #endif

@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "nn_conv.h"
 #include "conv_direct.h"
+#include "elementwise_ops.h"
 #include <omp.h>
 
 static const conv_kernel *isa_kernel(void) { return ds_isa() == DS_ISA_AVX512 ? &ds_conv_avx512 : &ds_conv_avx2; }
@@ -54,9 +55,9 @@ static void put_planes(const float *src, int64_t C, int64_t H, int64_t W, float 
 }
 
 /* the wide columns [l0, l1) of the first C rows of src (row c at src + c * ldc; image row h at h * rowlen, its
-   columns past W dropped) into dst (C, H, W), plus bias[c] when given */
+   columns past W dropped) into dst (C, H, W), plus bias[c] when given, then the activation act (CONV_ACT_*) */
 static void take_cols(const float *src, int64_t ldc, int64_t C, int64_t H, int64_t W, int64_t rowlen, float *dst,
-                      const float *bias, int64_t l0, int64_t l1) {
+                      const float *bias, int act, int64_t l0, int64_t l1) {
   if (rowlen == W) { W *= H; rowlen = W; H = 1; }   /* no column dropped: each plane is one run */
   for (int64_t c = 0; c < C; c++) {
     float b = bias ? bias[c] : 0.0f;   /* in a register: the stores below cannot change it */
@@ -66,6 +67,7 @@ static void take_cols(const float *src, int64_t ldc, int64_t C, int64_t H, int64
       int64_t w0 = l0 - h * rowlen > 0 ? l0 - h * rowlen : 0, w1 = l1 - h * rowlen < W ? l1 - h * rowlen : W;
       if (bias) for (int64_t w = w0; w < w1; w++) d[w] = s[w] + b;
       else for (int64_t w = w0; w < w1; w++) d[w] = s[w];
+      if (act == CONV_ACT_HARDSWISH) for (int64_t w = w0; w < w1; w++) d[w] = el_hardswish_f32(d[w]);
     }
   }
 }
@@ -98,7 +100,8 @@ typedef struct {
   int64_t K, nvec, ldc, blen;   /* blen: 0 when the phase planes are the image itself (read in place) */
   int direct;   /* c is dst itself (ldc = Ho * Wo, no dropped columns, no spare rows): the kernel adds the bias */
   int by_row;   /* output rows of whole vectors from wider phase rows: written to dst row by row (by_rows) */
-  const conv_ep *ep;   /* the forward pass's epilogue, per (image, group) written, or NULL */
+  int act;      /* the epilogue's activation, applied by the kernel or take_cols as they write (CONV_ACT_*) */
+  const conv_ep *ep;   /* the forward pass's epilogue, per (image, group) written, or NULL (none, or act) */
 } inner_job;
 
 /* output rows [h0, h1) of one image's group straight into d (Co planes Ho x Wo, Wo a multiple of 16) plus bias:
@@ -108,7 +111,7 @@ static void by_rows(const inner_job *j, const float *a, const float *b, float *d
   const inner_conv *v = j->v;
   for (int64_t h = h0; h < h1; h++)
     j->kr->rows(v->rows, v->Wo / CONV_LANES, j->K, a, j->K, b + h * v->p.Wq, j->koff, d + h * v->Wo,
-                v->Ho * v->Wo, bias);
+                v->Ho * v->Wo, bias, j->act);
 }
 
 static void inner_images(const inner_job *j) {
@@ -126,8 +129,9 @@ static void inner_images(const inner_job *j) {
       const float *a = j->a + gi * v->rows * j->K;
       if (j->by_row) by_rows(j, a, b, d, bias, 0, v->Ho);
       else {
-        j->kr->rows(v->rows, j->nvec, j->K, a, j->K, b, j->koff, j->direct ? d : c, j->ldc, j->direct ? bias : NULL);
-        if (!j->direct) take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, d, bias, 0, v->Ho * v->p.Wq);
+        j->kr->rows(v->rows, j->nvec, j->K, a, j->K, b, j->koff, j->direct ? d : c, j->ldc, j->direct ? bias : NULL,
+                    j->direct ? j->act : CONV_ACT_NONE);
+        if (!j->direct) take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, d, bias, j->act, 0, v->Ho * v->p.Wq);
       }
       if (j->ep) j->ep->apply(j->ep, n, 1, gi * v->Co, v->Co);
     }
@@ -149,11 +153,11 @@ static void inner_split(const inner_job *j, const float *buf, float *c) {
     int64_t r0 = tiles * t / nt * tr, r1 = tiles * (t + 1) / nt * tr, c1 = r1 < v->Co ? r1 : v->Co;
     if (r1 > r0)
       j->kr->rows(r1 - r0, j->nvec, j->K, j->a + r0 * j->K, j->K, buf, j->koff, c + r0 * j->ldc, j->ldc,
-                  j->direct && j->bias ? j->bias + r0 : NULL);
+                  j->direct && j->bias ? j->bias + r0 : NULL, j->direct ? j->act : CONV_ACT_NONE);
     if (c1 <= r0) return;
     if (!j->direct)
       take_cols(c + r0 * j->ldc, j->ldc, c1 - r0, v->Ho, v->Wo, v->p.Wq, j->dst + r0 * plane,
-                j->bias ? j->bias + r0 : NULL, 0, L);
+                j->bias ? j->bias + r0 : NULL, j->act, 0, L);
     if (j->ep) j->ep->apply(j->ep, 0, 1, r0, c1 - r0);
     return;
   } else {
@@ -161,9 +165,10 @@ static void inner_split(const inner_job *j, const float *buf, float *c) {
     if (v1 > j->nvec) v1 = j->nvec;
     if (v1 > v0) {
       j->kr->rows(v->rows, v1 - v0, j->K, j->a, j->K, buf + v0 * CONV_LANES, j->koff, c + v0 * CONV_LANES, j->ldc,
-                  j->direct ? j->bias : NULL);
+                  j->direct ? j->bias : NULL, j->direct ? j->act : CONV_ACT_NONE);
       if (!j->direct)
-        take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst, j->bias, v0 * CONV_LANES, v1 * CONV_LANES);
+        take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst, j->bias, j->act, v0 * CONV_LANES,
+                  v1 * CONV_LANES);
     }
   }
   if (!j->ep) return;
@@ -190,7 +195,10 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
   scratch s;
   if (!scratch_take(&s, 0, (blen + (direct || by_row ? CONV_LANES : v->rows * ldc)) * 4, split ? 1 : nt))
     return ds_fail(DS_ENOMEM, "%s: out of memory for the padded images", op);
-  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, direct, by_row, ep };
+  /* the epilogue's activation in the kernel's registers (or take_cols) instead of a pass over the output */
+  int act = ep ? ep->act : CONV_ACT_NONE;
+  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, direct, by_row, act,
+                    act == CONV_ACT_NONE ? ep : NULL };
   if (par && split) {
     float *buf = (float *)s.base, *c = buf + blen;
     double t0 = ds_team_start();

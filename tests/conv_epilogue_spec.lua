@@ -19,6 +19,12 @@ local CONVS = {
   { "3x3 stride 1, 4 images", 4, 16, 16, 16, 32, 3, 1, 1, 1 },
   { "3x3 stride 2, 4 images", 4, 16, 18, 18, 32, 3, 2, 1, 1 },
   { "depthwise 3x3, 4 images", 4, 32, 20, 20, 32, 3, 1, 1, 32 },
+  -- batch 1 on the direct path, where a lone hardswish runs in the kernel's tiles (or as it puts out the columns):
+  -- rows of 48 outputs from 49-wide phase rows, split by rows among the threads (MobileNet's stem)
+  { "stem: 3x3 stride 2, batch 1", 1, 3, 96, 96, 16, 3, 2, 1, 1 },
+  { "1x1 on 8x8 maps, written in place", 1, 16, 8, 8, 24, 1, 1, 0, 1 },
+  { "1x1 on 24x24 maps, in place, split among the threads", 1, 16, 24, 24, 24, 1, 1, 0, 1 },
+  { "1x1 80 -> 96 on 6x6 maps, columns put out, split among the threads", 1, 80, 6, 6, 96, 1, 1, 0, 1 },
 }
 
 -- chain(y, extra): the elementwise chain after the conv; extra is a tensor shaped like the output (residual) or
@@ -68,6 +74,26 @@ describe("conv2d epilogues", function()
       end)
     end
   end
+
+  it("hardswish in the direct kernel: special values (+-inf, NaN, -3, +-0, huge) as the unfused graph", function()
+    local vals = { 1 / 0, -1 / 0, 0 / 0, -3, 3, -0.0, 0, -2.9999998, 3.0000002, 1e38, -1e38, 1e-40, 0.5, -0.5, 6, -6 }
+    -- a 1x1 conv with weights 1 and bias 0 passes the values through (fma(1, v, +0), then + 0)
+    for _, hw in ipairs({ { 16, 16 }, { 6, 6 }, { 1, 48 } }) do
+      local n = hw[1] * hw[2]
+      local data = {}
+      for i = 1, n do data[i] = vals[(i - 1) % #vals + 1] end
+      local x = ds.tensor(data):reshape(1, 1, hw[1], hw[2])
+      local w, b = ds.ones(8, 1, 1, 1), ds.zeros(8)
+      local f = function(x_, w_, b_) return F.hardswish(F.conv2d(x_, w_, b_)) end
+      check(f, { x, w, b }, "special values " .. hw[1] .. "x" .. hw[2])
+    end
+    -- and through a 3x3 stride-2 conv without bias: rows of 48 outputs (the stem's tiles), specials in row 1
+    ds.manual_seed(4)
+    local data = (ds.randn(96 * 96) * 4):totable()
+    for i, v in ipairs(vals) do data[2 * i] = v end
+    check(function(x_, w_) return F.hardswish(F.conv2d(x_, w_, nil, { stride = 2, padding = 1 })) end,
+      { ds.tensor(data):reshape(1, 1, 96, 96), ds.randn(16, 1, 3, 3) }, "special values, stride 2")
+  end)
 
   it("f64 and a conv without bias: the same bits too, the chain shown in the printed IR", function()
     ds.manual_seed(6)
