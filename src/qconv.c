@@ -5,7 +5,8 @@
    the vector lanes (VNNI, AVX2 or the portable path: the same integers) and dequantized as linear_int8 is:
    y = float(acc - zp * colsum) * (scale * wscale) + bias, written straight into (B, O, OH, OW). The same bits on
    every host, ISA path, thread count and batch composition (images, or with few images bands, split over the
-   threads). */
+   threads). The weight's layout (its sums, its k-groups, its taps' positions) is made on each call, or once for a
+   constant weight (ds_pack_int8_conv_weight_i8, passes/prepack.lua) and read by the _packed kernels. */
 #include "internal.h"
 #include "qgemm.h"
 #include "qconv.h"
@@ -184,20 +185,32 @@ static void run_share(qconv_job *j, int me, int nt) {
 }
 
 /* the k of each group's four taps (-1: none): for each input channel and kernel row its whole windows of four
-   adjacent columns (gathered from one source run on VBMI hosts), then the other taps in k order, four by four;
-   the int32 sums are exact, so the grouping does not change them */
-static void group_taps(const geometry *g, int64_t G, int32_t *gk) {
-  int64_t n = 0, nw = g->dw == 1 ? g->kw / 4 : 0;
-  for (int64_t r = 0; r < g->C * g->kh; r++)
-    for (int64_t t = 0; t < 4 * nw; t++) gk[n++] = (int32_t)(r * g->kw + t);
-  for (int64_t r = 0; r < g->C * g->kh; r++)
-    for (int64_t c = 4 * nw; c < g->kw; c++) gk[n++] = (int32_t)(r * g->kw + c);
+   adjacent columns (window: unit dilation; gathered from one source run on VBMI hosts), then the other taps in k
+   order, four by four; the int32 sums are exact, so the grouping does not change them */
+static void group_taps(int64_t C, int64_t kh, int64_t kw, int window, int64_t G, int32_t *gk) {
+  int64_t n = 0, nw = window ? kw / 4 : 0;
+  for (int64_t r = 0; r < C * kh; r++)
+    for (int64_t t = 0; t < 4 * nw; t++) gk[n++] = (int32_t)(r * kw + t);
+  for (int64_t r = 0; r < C * kh; r++)
+    for (int64_t c = 4 * nw; c < kw; c++) gk[n++] = (int32_t)(r * kw + c);
   while (n < 4 * G) gk[n++] = -1;
 }
 
-/* the weight w (O, K) s8 as qconv.h's wk (O, G) and w16 (O, G, 2), group g's taps gk[4 g .. 4 g + 3] */
-static void pack_weight(const int8_t *w, int64_t O, int64_t K, int64_t G, const int32_t *gk, int32_t *wk,
-                        int32_t *w16) {
+/* the packed weight (int32 words): a header {O, C, kh, kw, window}, cs (O) the weight sums over k, qconv.h's wk
+   (O, G) and w16 (O, G, 2), then for the 4 G taps of the groups their channel, kernel row and column (a missing
+   tap: its group's first, which meets a zero weight) */
+#define PK_HEAD 5
+static int64_t packed_len(int64_t O, int64_t G) { return PK_HEAD + O * (1 + 3 * G) + 12 * G; }
+
+/* w (O, C, kh, kw) s8 packed into p (packed_len words) */
+static void pack_conv_weight(const int8_t *w, int64_t O, int64_t C, int64_t kh, int64_t kw, int window, int32_t *p) {
+  int64_t K = C * kh * kw, G = (K + 3) / 4;
+  int32_t *cs = p + PK_HEAD, *wk = cs + O, *w16 = wk + O * G, *tc = w16 + 2 * O * G, *ti = tc + 4 * G;
+  int32_t *tj = ti + 4 * G, *gk = tj;   /* the groups' k in tj's place, replaced from the last tap down */
+  int32_t head[PK_HEAD] = { (int32_t)O, (int32_t)C, (int32_t)kh, (int32_t)kw, window };
+  memcpy(p, head, sizeof head);
+  ds_qgemm_colsums(w, O, K, cs);
+  group_taps(C, kh, kw, window, G, gk);
   for (int64_t o = 0; o < O; o++)
     for (int64_t g = 0; g < G; g++) {
       int8_t four[4];
@@ -206,17 +219,37 @@ static void pack_weight(const int8_t *w, int64_t O, int64_t K, int64_t G, const 
       w16[(o * G + g) * 2] = (int32_t)((uint32_t)(uint16_t)four[0] | (uint32_t)(uint16_t)four[2] << 16);
       w16[(o * G + g) * 2 + 1] = (int32_t)((uint32_t)(uint16_t)four[1] | (uint32_t)(uint16_t)four[3] << 16);
     }
+  for (int64_t q = 4 * G - 1; q >= 0; q--) {   /* gk[q] and its group's first (at or below q) are still unread */
+    int64_t k = gk[q] >= 0 ? gk[q] : gk[q / 4 * 4];
+    tc[q] = (int32_t)(k / (kh * kw));
+    ti[q] = (int32_t)(k % (kh * kw) / kw);
+    tj[q] = (int32_t)(k % kw);
+  }
 }
 
-/* t = {y (B, O, OH, OW), x (B, C, H, W), w (O, C, kh, kw) i8, wscale (O), bias (O)[, x_scale {} f32, x_zero {} u8]};
-   attrs: stride h, w, padding h, w, dilation h, w */
-static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, int fixed) {
+/* t = {wp (packed_len) i32, w (O, C, kh, kw) i8}; attrs: dilation w: w packed once (passes/prepack.lua) */
+int ds_pack_int8_conv_weight_i8(ds_tensor *const *t, const double *attrs) {
+  const char *op = "pack_int8_conv_weight";
+  char s1[128], s2[128];
+  int rc;
+  if ((rc = check(t[0], DS_I32, op, "packed weight")) || (rc = check(t[1], DS_I8, op, "weight"))) return rc;
+  const ds_tensor *wp = t[0], *w = t[1];
+  DS_CHECK(w->ndim == 4 && w->shape[1] * w->shape[2] * w->shape[3] <= QG_K_MAX && attrs[0] >= 1 &&
+               wp->numel == packed_len(w->shape[0], (w->shape[1] * w->shape[2] * w->shape[3] + 3) / 4),
+           "%s: %s cannot hold %s packed", op, ds_shape_str(wp, s1), ds_shape_str(w, s2));
+  pack_conv_weight(w->data, w->shape[0], w->shape[1], w->shape[2], w->shape[3], attrs[0] == 1, wp->data);
+  return DS_OK;
+}
+
+/* t = {y (B, O, OH, OW), x (B, C, H, W), w (O, C, kh, kw) i8 or, packed, its words (packed_len) i32, wscale (O),
+   bias (O)[, x_scale {} f32, x_zero {} u8]}; attrs: stride h, w, padding h, w, dilation h, w[, packed: kh, kw] */
+static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, int fixed, int packed) {
   ds_tensor *y = t[0], *x = t[1], *w = t[2], *ws = t[3], *bias = t[4];
   char s1[128], s2[128];
   int rc;
   if ((rc = check(y, DS_F32, op, "output")) || (rc = check(x, DS_F32, op, "input")) ||
-      (rc = check(w, DS_I8, op, "weight")) || (rc = check(ws, DS_F32, op, "weight scales")) ||
-      (rc = check(bias, DS_F32, op, "bias")))
+      (rc = check(w, packed ? DS_I32 : DS_I8, op, packed ? "packed weight" : "weight")) ||
+      (rc = check(ws, DS_F32, op, "weight scales")) || (rc = check(bias, DS_F32, op, "bias")))
     return rc;
   float fscale = 0;
   int32_t fzp = 0;
@@ -228,14 +261,24 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
     DS_CHECK(isfinite(fscale) && fscale > 0, "%s: the input scale must be positive and finite, got %g", op,
              (double)fscale);
   }
-  DS_CHECK(x->ndim == 4 && w->ndim == 4 && x->shape[1] == w->shape[1], "%s: input %s and weight %s must be "
-           "(B, C, H, W) and (O, C, kh, kw)", op, ds_shape_str(x, s1), ds_shape_str(w, s2));
-  for (int i = 0; i < 6; i++)
-    DS_CHECK(attrs[i] == floor(attrs[i]) && attrs[i] >= (i >= 2 && i < 4 ? 0 : 1), "%s: bad stride, padding or "
-             "dilation", op);
-  geometry g = { x->shape[1], x->shape[2], x->shape[3], w->shape[2], w->shape[3], (int64_t)attrs[0],
-                 (int64_t)attrs[1], (int64_t)attrs[2], (int64_t)attrs[3], (int64_t)attrs[4], (int64_t)attrs[5], 0, 0 };
-  int64_t B = x->shape[0], O = w->shape[0], K = g.C * g.kh * g.kw;
+  DS_CHECK(x->ndim == 4 && (packed || (w->ndim == 4 && x->shape[1] == w->shape[1])), "%s: input %s and weight %s "
+           "must be (B, C, H, W) and (O, C, kh, kw)", op, ds_shape_str(x, s1), ds_shape_str(w, s2));
+  for (int i = 0; i < (packed ? 8 : 6); i++)
+    DS_CHECK(attrs[i] == floor(attrs[i]) && attrs[i] >= (i >= 2 && i < 4 ? 0 : 1), "%s: bad stride, padding, "
+             "dilation or kernel size", op);
+  geometry g = { x->shape[1], x->shape[2], x->shape[3], packed ? (int64_t)attrs[6] : w->shape[2],
+                 packed ? (int64_t)attrs[7] : w->shape[3], (int64_t)attrs[0], (int64_t)attrs[1], (int64_t)attrs[2],
+                 (int64_t)attrs[3], (int64_t)attrs[4], (int64_t)attrs[5], 0, 0 };
+  int64_t B = x->shape[0], O = packed ? ws->numel : w->shape[0], K = g.C * g.kh * g.kw, G = (K + 3) / 4;
+  DS_CHECK(K <= QG_K_MAX, "%s: C * kh * kw = %lld is over %d (the int32 sums could overflow)", op, (long long)K,
+           QG_K_MAX);
+  if (packed) {
+    const int32_t *h = w->data;
+    DS_CHECK(w->numel == packed_len(O, G) && h[0] == O && h[1] == g.C && h[2] == g.kh && h[3] == g.kw &&
+                 h[4] == (g.dw == 1),
+             "%s: the packed weight %s is not that of (%lld, %lld, %lld, %lld) with this dilation", op,
+             ds_shape_str(w, s1), (long long)O, (long long)g.C, (long long)g.kh, (long long)g.kw);
+  }
   g.OH = (g.H + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
   g.OW = (g.W + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
   DS_CHECK(g.OH >= 1 && g.OW >= 1, "%s: the kernel does not fit the padded input %s", op, ds_shape_str(x, s1));
@@ -244,11 +287,9 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
            (long long)O, (long long)g.OH, (long long)g.OW);
   DS_CHECK(ws->numel == O && bias->numel == O, "%s: weight scales and bias must hold O = %lld values", op,
            (long long)O);
-  DS_CHECK(K <= QG_K_MAX, "%s: C * kh * kw = %lld is over %d (the int32 sums could overflow)", op, (long long)K,
-           QG_K_MAX);
   int64_t P = g.OH * g.OW;
   if (B == 0 || P == 0 || O == 0) return DS_OK;
-  qconv_job j = { .g = g, .B = B, .O = O, .K = K, .G = (K + 3) / 4, .P = P, .Hp = g.H + 2 * g.ph,
+  qconv_job j = { .g = g, .B = B, .O = O, .K = K, .G = G, .P = P, .Hp = g.H + 2 * g.ph,
                   .Wp = g.W + 2 * g.pw, .x = x->data, .y = y->data, .fixed = fixed, .fscale = fscale, .fzp = fzp,
                   .ws = ws->data, .bias = bias->data, .fn = band_kernel(), .vbmi = ds_isa_vbmi() };
   j.img = g.C * j.Hp * j.Wp + SLACK + (g.ph || g.pw ? g.C * g.H * g.W : 0);   /* padded, slack, flat */
@@ -266,28 +307,34 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
   j.bw = bw;
   j.nb = nb;
   j.band = j.G * bw * 4 + SLACK;
-  int64_t rounded, wkn = O * j.G;
-  int64_t bytes = 4 * j.G * (int64_t)(sizeof(int64_t) + sizeof(int32_t)) +
-                  B * (int64_t)(sizeof(float) + sizeof(int32_t)) + (O + 3 * wkn) * (int64_t)sizeof(int32_t) +
-                  B * j.img + (par ? nt : 1) * j.band + 64;
+  int64_t rounded, words = packed ? 0 : packed_len(O, G);
+  int64_t bytes = 4 * j.G * (int64_t)sizeof(int64_t) + B * (int64_t)(sizeof(float) + sizeof(int32_t)) +
+                  words * (int64_t)sizeof(int32_t) + B * j.img + (par ? nt : 1) * j.band + 64;
   char *buf = ds_mem_alloc(bytes, &rounded);
   if (!buf) return ds_fail(DS_ENOMEM, "%s: out of memory for the quantized input", op);
   int64_t *tap = (int64_t *)buf;             /* (G, 4) */
-  int32_t *gk = (int32_t *)(tap + 4 * j.G);  /* (G, 4) */
-  group_taps(&g, j.G, gk);
-  for (int64_t q = 0; q < 4 * j.G; q++) {
-    int64_t k = gk[q] >= 0 ? gk[q] : gk[q / 4 * 4], c = k / (g.kh * g.kw), i = k % (g.kh * g.kw) / g.kw;
-    tap[q] = (c * j.Hp + i * g.dh) * j.Wp + k % g.kw * g.dw;
+  j.sa = (float *)(tap + 4 * j.G);           /* (B) */
+  j.za = (int32_t *)(j.sa + B);              /* (B) */
+  int32_t *pk = packed ? w->data : j.za + B; /* the packed weight, or its place here */
+  j.qp = (uint8_t *)(j.za + B + words);      /* (B) padded images */
+  j.taps = j.qp + B * j.img;                 /* a band per thread */
+  if (!packed) pack_conv_weight(w->data, O, g.C, g.kh, g.kw, g.dw == 1, pk);
+  j.cs = pk + PK_HEAD;
+  j.wk = j.cs + O;
+  j.w16 = j.wk + O * G;
+  const int32_t *tc = j.w16 + 2 * O * G, *ti = tc + 4 * G, *tj = ti + 4 * G;
+  int inside = 1;   /* a packed weight's taps within the kernel, its sums possible (a crafted plan's could be any) */
+  for (int64_t o = 0; o < O; o++) inside &= j.cs[o] >= -128 * K && j.cs[o] <= 127 * K;
+  for (int64_t q = 0; q < 4 * G; q++) {
+    inside &= tc[q] >= 0 && tc[q] < g.C && ti[q] >= 0 && ti[q] < g.kh && tj[q] >= 0 && tj[q] < g.kw;
+    tap[q] = ((int64_t)tc[q] * j.Hp + ti[q] * g.dh) * j.Wp + tj[q] * g.dw;
+  }
+  if (!inside) {
+    ds_mem_release(buf, rounded);
+    return ds_fail(DS_EINVAL, "%s: the packed weight's taps or sums do not fit its (%lld, %lld) kernel", op,
+                   (long long)g.kh, (long long)g.kw);
   }
   j.tap = tap;
-  j.sa = (float *)(gk + 4 * j.G);            /* (B) */
-  j.za = (int32_t *)(j.sa + B);              /* (B) */
-  int32_t *cs = j.za + B, *wk = cs + O, *w16 = wk + wkn;   /* (O), (O, G), (O, G, 2) */
-  j.qp = (uint8_t *)(w16 + 2 * wkn);         /* (B) padded images */
-  j.taps = j.qp + B * j.img;                 /* a band per thread */
-  ds_qgemm_colsums(w->data, O, K, cs);
-  pack_weight(w->data, O, K, j.G, gk, wk, w16);
-  j.cs = cs; j.wk = wk; j.w16 = w16;
   if (par) {
     double t0 = ds_team_start();
 #pragma omp parallel num_threads(nt)
@@ -302,7 +349,14 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
   return DS_OK;
 }
 
-int ds_conv2d_int8_f32(ds_tensor *const *t, const double *attrs) { return conv_int8("conv2d_int8", t, attrs, 0); }
+int ds_conv2d_int8_f32(ds_tensor *const *t, const double *attrs) { return conv_int8("conv2d_int8", t, attrs, 0, 0); }
 int ds_conv2d_int8_static_f32(ds_tensor *const *t, const double *attrs) {
-  return conv_int8("conv2d_int8_static", t, attrs, 1);
+  return conv_int8("conv2d_int8_static", t, attrs, 1, 0);
+}
+/* the same reading the weight packed by ds_pack_int8_conv_weight_i8 (attrs: the six above, then kh, kw) */
+int ds_conv2d_int8_packed_f32(ds_tensor *const *t, const double *attrs) {
+  return conv_int8("conv2d_int8_packed", t, attrs, 0, 1);
+}
+int ds_conv2d_int8_static_packed_f32(ds_tensor *const *t, const double *attrs) {
+  return conv_int8("conv2d_int8_static_packed", t, attrs, 1, 1);
 }

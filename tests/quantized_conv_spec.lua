@@ -1,8 +1,9 @@
 -- tests/quantized_conv_spec.lua: conv2d_int8 and conv2d_int8_static (src/qconv.c): their values are the
 -- documented computation written out here (each image quantized as a whole, or with the fixed scale and zero
 -- point; padding taps hold the zero point; exact integer sums; the f32 dequantization), bit for bit; the same
--- bits on every ISA path and for an image alone or inside a batch; compiled = eager; nn.QuantizedConv2d through
--- ds.quantize {ops = {"linear", "conv2d"}} (dynamic and static), saved and loaded; refusals naming the op.
+-- bits on every ISA path and for an image alone or inside a batch; compiled = eager (the weight packed once);
+-- nn.QuantizedConv2d through ds.quantize {ops = {"linear", "conv2d"}} (dynamic and static), saved and loaded;
+-- refusals naming the op.
 local ds = require("ds")
 local ffi = require("ffi")
 local H = require("helpers")
@@ -112,9 +113,12 @@ describe("conv2d_int8", function()
       local x1 = ds.randn(1, 4, 48, 48)
       local w1 = (ds.randn(10, 4, 3, 5) * 60):clamp(-127, 127):round():astype("i8")
       local y1 = ds.conv2d_int8(x1, w1, ds.rand(10) * 0.01, ds.randn(10), { padding = { 1, 2 } })
+      local cg = ds.compile(function(a) return ds.conv2d_int8(a, w, ws, b, { padding = 1 }) end,
+        { ds.spec({ 2, 16, 12, 12 }) }, { freeze = true, convert = false })
+      local yc = cg(x)   -- the weight packed once
       local ffi = require("ffi")
       local h = 0
-      for _, t in ipairs({ y, ys, y1 }) do
+      for _, t in ipairs({ y, ys, y1, yc }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end
@@ -129,6 +133,37 @@ describe("conv2d_int8", function()
     local cg = ds.compile(fn, { ds.spec({ "n", 2, 9, 9 }) }, { freeze = true })
     assert.is_true(H.bitwise(cg(x), fn(x)))
     assert.is_true(H.bitwise(cg(x:narrow(1, 2, 1)), fn(x):narrow(1, 2, 1)))
+  end)
+
+  it("compiled with a frozen weight reads it packed once (dynamic, static, dilated), the same bits", function()
+    local xs, xz = ds.full({}, 0.04), ds.full({}, 100, { dtype = "u8" })
+    for _, o in ipairs({ { padding = 1 }, { dilation = { 1, 2 }, padding = { 0, 2 }, stride = { 2, 1 } } }) do
+      local x, w, ws, b = case(2, 3, 9, 11, 5, 3, 5, 13)
+      local function fn(a) return ds.conv2d_int8(a, w, ws, b, o), ds.conv2d_int8_static(a, w, ws, b, xs, xz, o) end
+      local cg = ds.compile(fn, { ds.spec({ "n", 3, 9, 11 }) }, { freeze = true })
+      local text = tostring(cg)
+      assert.truthy(text:find("conv2d_int8_packed(", 1, true))
+      assert.truthy(text:find("conv2d_int8_static_packed(", 1, true))
+      local y, ys = cg(x)
+      local e, es = fn(x)
+      assert.is_true(H.bitwise(y, e))
+      assert.is_true(H.bitwise(ys, es))
+    end
+    -- a packed weight is checked against the convolution that reads it (its shape and column dilation)
+    local Q, D = require("ds.ops.quantized"), require("ds.dispatch")
+    local x, w, ws, b = case(1, 2, 7, 7, 3, 3, 3, 1)
+    local pack = Q.pack_int8_conv_weight
+    local wp = D.run_kernel(pack, { w }, { dilation = 1 }, { pack.infer({ w }) })[1]
+    assert.is_true(H.bitwise(D.call(Q.conv2d_int8_packed, { x, wp, ws, b }, { kernel = { 3, 3 } }),
+      ds.conv2d_int8(x, w, ws, b)))
+    H.raises(function() D.call(Q.conv2d_int8_packed, { x, wp, ws, b }, { kernel = { 3, 3 }, dilation = { 1, 2 } }) end,
+      "conv2d_int8_packed", "not that of (3, 2, 3, 3) with this dilation")
+    H.raises(function() D.call(Q.conv2d_int8_packed, { x, wp, ws, b }, { kernel = { 3, 2 } }) end,
+      "conv2d_int8_packed", "packed weight")
+    local taps = wp:numel() - 12 * 5   -- (5 groups of four taps: channel, row, column each)
+    wp[taps + 1] = 2   -- the first tap's channel past C = 2
+    H.raises(function() D.call(Q.conv2d_int8_packed, { x, wp, ws, b }, { kernel = { 3, 3 } }) end,
+      "conv2d_int8_packed", "do not fit its (3, 3) kernel")
   end)
 
   it("refuses NaN, wrong dtypes, shapes and options, naming the op", function()

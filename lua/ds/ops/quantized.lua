@@ -9,7 +9,8 @@
 -- several of them over one input as one product.
 -- `conv2d_int8(x (B, C, H, W), w (O, C, kh, kw) i8, wscale (O), bias (O), {stride, padding, dilation})` and
 -- `conv2d_int8_static(..., x_scale, x_zero_point, opts)` (src/qconv.c): each image quantized as a whole (its own
--- range, or the fixed one), unfolded, the same integer products and f32 dequantization as linear_int8.
+-- range, or the fixed one), unfolded, the same integer products and f32 dequantization as linear_int8;
+-- `pack_int8_conv_weight` and `conv2d_int8[_static]_packed`, the same reading a constant weight packed once.
 local C = require("ds.ops.common")
 local D = require("ds.dispatch")
 local S = require("ds.shape")
@@ -239,6 +240,41 @@ local function conv_def(name, static)
 end
 M.conv2d_int8 = conv_def("conv2d_int8", false)
 M.conv2d_int8_static = conv_def("conv2d_int8_static", true)
+
+-- for a constant weight (passes/prepack.lua): w (O, C, kh, kw) i8 -> its layout for src/qconv.c as int32 words
+-- (attrs: the convolution's column dilation, which decides the grouping of the taps), and conv2d_int8[_static]
+-- reading it (attrs: stride, padding, dilation, kernel = {kh, kw}); the same bits
+M.pack_int8_conv_weight = D.define {
+  name = "pack_int8_conv_weight", kind = "fused", kernel = "ds_pack_int8_conv_weight_%s", dtypes = { i8 = true },
+  ninputs = 1, internal = true, attrs = { { "dilation", "int", 1 } },
+  infer = function(inputs)
+    local w = inputs[1]._shape
+    local G = math.floor((w[2] * w[3] * w[4] + 3) / 4)
+    return { shape = { 5 + w[1] * (1 + 3 * G) + 12 * G }, dtype = "i32" }   -- src/qconv.c's packed_len
+  end,
+}
+
+local function conv_packed_def(name, static)
+  return D.define {
+    name = name, kind = "fused", kernel = "ds_" .. name .. "_%s", dtypes = { f32 = true }, lowp_inputs = true,
+    ninputs = static and 6 or 4, internal = true, kernel_dtype = f32_kernel,
+    attrs = { { "stride", "ints", { 1, 1 } }, { "padding", "ints", { 0, 0 } }, { "dilation", "ints", { 1, 1 } },
+              { "kernel", "ints" } },
+    pack = function(a)
+      return { a.stride[1], a.stride[2], a.padding[1], a.padding[2], a.dilation[1], a.dilation[2], a.kernel[1],
+               a.kernel[2] }
+    end,
+    infer = function(inputs, a)
+      local xs, k, O = inputs[1]._shape, a.kernel, inputs[3]._shape[1]
+      check_vectors(inputs[3], inputs[4], O, name)
+      local ws = { O, xs[2], k[1], k[2] }
+      return { shape = { xs[1], O, conv_out(xs[3], k[1], a.stride[1], a.padding[1], a.dilation[1], name, xs, ws),
+        conv_out(xs[4], k[2], a.stride[2], a.padding[2], a.dilation[2], name, xs, ws) }, dtype = "f32" }
+    end,
+  }
+end
+M.conv2d_int8_packed = conv_packed_def("conv2d_int8_packed", false)
+M.conv2d_int8_static_packed = conv_packed_def("conv2d_int8_static_packed", true)
 
 -- x, w, wscale checked as tensors, bias (nil: zeros) made one: the list of inputs of op
 local function linear_inputs(op, x, w, wscale, bias)

@@ -5,7 +5,7 @@
 -- nobody reads any more are dropped (dce). All packed weights share one buffer: a fresh 4 KiB page costs a
 -- fault on first touch (dear on a VM), and a buffer of 2 MiB or more is given huge pages (src/pages.c).
 -- An int8 linear layer (ops/quantized.lua) reading a constant weight reads it packed too, with its row sums:
--- the same integers, the same bits. Int8 linears over one input become one product with several outputs, and
+-- the same integers, the same bits; an int8 convolution's constant weight likewise. Int8 linears over one input become one product with several outputs, and
 -- one reading attention's heads transposed and reshaped reads them in place.
 local D = require("ds.dispatch")
 local sym = require("ds.sym")
@@ -64,6 +64,35 @@ local function pack_int8(ir, const_tensor)
       node.op, node.def = def.name, def
       node.inputs = { ins[1], p[1], p[2], ins[3], ins[4], ins[5], ins[6] }   -- x, wp, colsum, wscale, bias[, xs, xz]
       node.attrs = { K = p[3] }
+      n = n + 1
+    end
+  end
+  return n
+end
+
+-- the int8 convolutions and their forms reading a packed weight
+local CONV_PACKED = { conv2d_int8 = quantized.conv2d_int8_packed,
+  conv2d_int8_static = quantized.conv2d_int8_static_packed }
+
+-- conv2d_int8[_static] nodes reading a constant i8 weight (O, C, kh, kw) -> conv2d_int8[_static]_packed reading
+-- its layout for src/qconv.c (its sums, k-groups and tap positions; one per weight and column dilation), so no
+-- call redoes it; returns the number of nodes rewritten
+local function pack_int8_conv(ir, const_tensor)
+  local done, n = {}, 0
+  for _, node in ipairs(ir.nodes) do
+    local w = CONV_PACKED[node.op] and ir.values[node.inputs[2]]
+    if w and w.kind == "const" and const_tensor[w.id] and not sym.contains(w.shape) then
+      local a, pack = node.attrs, quantized.pack_int8_conv_weight
+      local key = w.id .. ":" .. a.dilation[2]
+      if not done[key] then
+        local wt, pa = const_tensor[w.id], { dilation = a.dilation[2] }
+        done[key] = add_const(ir, "packed" .. w.id, D.run_kernel(pack, { wt }, pa, { pack.infer({ wt }, pa) })[1])
+      end
+      local def = CONV_PACKED[node.op]
+      node.op, node.def = def.name, def
+      node.inputs[2] = done[key]
+      node.attrs = { stride = a.stride, padding = a.padding, dilation = a.dilation,
+                     kernel = { w.shape[3], w.shape[4] } }
       n = n + 1
     end
   end
@@ -173,7 +202,7 @@ return function(ir)
   end
   local const_tensor = {}
   for _, c in ipairs(ir.consts) do const_tensor[c.value] = c.tensor end
-  local int8 = pack_int8(ir, const_tensor)
+  local int8 = pack_int8(ir, const_tensor) + pack_int8_conv(ir, const_tensor)
   read_heads(ir)   -- (the products these two rewrite were counted above)
   merge_int8(ir)
   if #users == 0 then
