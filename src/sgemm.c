@@ -166,10 +166,12 @@ static int64_t block_rows(int64_t rows, int MR) {
 static int64_t strip_stride(const product *p) { return p->sstride ? p->sstride : SGEMM_STRIP; }
 
 /* A product of at most SGEMM_ROWS_MAX rows with B read in place (unit column stride or prepacked): thread tid
-   of nth takes its share of the columns (in 64-column units) and the kernel's rows() walks B's rows along
-   them. */
+   of nth takes its share of the columns (in 32-column strips, as run_rows_t does) and the kernel's rows() walks B's
+   rows along them. In 64-column units a 64-column weight went whole to one thread, and unfrozen (split in two) came
+   out faster than frozen: AVX-512 8 x 1024 x 64 9.5 vs 7.9 us, 8 x 2400 x 64 21.5 vs 16.4 (Zen 4, 2 threads). */
 static void run_rows(const product *p, const sgemm_kernel *kr, int tid, int nth) {
-  int64_t units = (p->N + 63) / 64, j0 = tid * units / nth * 64, j1 = (tid + 1) * units / nth * 64;
+  int64_t units = (p->N + SGEMM_STRIP - 1) / SGEMM_STRIP;
+  int64_t j0 = tid * units / nth * SGEMM_STRIP, j1 = (tid + 1) * units / nth * SGEMM_STRIP;
   if (j1 > p->N) j1 = p->N;
   if (j0 < j1)
     kr->rows((int)p->M, j1 - j0, p->K, p->A, p->ars, p->acs, SGEMM_COL(p->B, j0, strip_stride(p)), p->brs,
@@ -182,11 +184,15 @@ static void run_rows(const product *p, const sgemm_kernel *kr, int tid, int nth)
    a frozen weight of K x N >= 256 Ki floats with N >= 256 goes to the micro-kernel. Zen 4, 2 threads, AVX2, us
    (busy host, indicative; rows -> micro, when 5-6 rows took one vector too): 6 x 1024 x 256 44 -> 33,
    5 x 2400 x 1024 400-435 -> 255, 8 x 1024 x 1024 240 -> 204, 8 x 256 x 1024 52 -> 50; rows kept: 8 x 256 x 256
-   12 (micro 14), 8 x 4096 x 32 27 (53), 8 x 1024 x 64 13 (19). */
+   12 (micro 14), 8 x 4096 x 32 27 (53), 8 x 1024 x 64 13 (19). Not where the micro-kernel's last panel would be
+   one row (AVX2: 7 rows as 6 + 1, a one-row tile of 2 accumulators waiting on the FMA latency): frozen 7 x 4096 x
+   1024 came out slower than unfrozen. Zen 4, 1 thread, kernel alone, us, micro -> rows (indicative): 7 x 2400 x 256
+   128-140 -> 106-110, 7 x 1024 x 256 54-56 -> 50, 7 x 1024 x 1024 202-253 -> 202-207, 7 x 4096 x 1024 990-1340 ->
+   946-989 (W^T in place 1085-1185). */
 static int rows_take(const product *p, const sgemm_kernel *kr) {
   if (p->M > SGEMM_ROWS_MAX || p->bcs != 1) return 0;
   int64_t block = kr->rows((int)p->M, 0, p->K, p->A, p->ars, p->acs, p->B, p->brs, strip_stride(p), p->C, p->ldc, 0);
-  return !(p->sstride && block < SGEMM_STRIP / 2 && p->N >= 256 && p->K * p->N >= 256 * 1024);
+  return !(p->sstride && block < SGEMM_STRIP / 2 && p->M % kr->mr != 1 && p->N >= 256 && p->K * p->N >= 256 * 1024);
 }
 
 /* A prepacked weight of one strip (N <= 32) against more rows than rows() takes goes to rows() in chunks of

@@ -79,21 +79,34 @@ typedef struct {
 
 /* A kernel file also defines V (floats per vector), ACC (the most vector accumulators a row block holds),
    ROWS_ACC(m) (the accumulators it gives m rows) and row_block(m, nv, full, n, K, a, ars, acs, b, ldb, sstride, c,
-   ldc, load_c) (always inline: m rows x nv vectors of accumulators, masked past n unless full; vector v at
-   b + ROW_VEC(v, sstride)), then SGEMM_ROWS: rows() walks the columns in blocks of ROWS_NV(ROWS_ACC(m) / m)
-   vectors: a multiple of the vectors in a 32-column strip, or a divisor of them, so a block never straddles
-   strips in part; the columns left after the last whole block go strip by strip (sv vectors), then the rest in
-   one pass of the fewest vectors that hold it, unmasked when it fills them (masked-off lanes cost FMAs all the
-   same, and a masked load more than a plain one: AVX-512, 8 x 4096 @ 4096 x 8 frozen 46 -> 23 us, Zen 4; AVX2,
-   6 x 4096 @ 4096 x 8 7.7 us masked, 5.2 plain; a pass per vector instead costs a pass over B each). A block
+   ldc, load_c, ahead) (always inline: m rows x nv vectors of accumulators, masked past n unless full; vector v at
+   b + ROW_VEC(v, sstride); ahead: prefetch the whole 32-column strip row SGEMM_ROWS_AHEAD rows on), then
+   SGEMM_ROWS: rows() walks the columns in blocks of ROWS_NV(ROWS_ACC(m) / m) vectors: a multiple of the vectors in
+   a 32-column strip, or a divisor of them, so a block never straddles strips in part. Blocks narrower than a strip
+   (AVX2 from 4 rows) against a share of B of at least SGEMM_ROWS_BIG floats (past the L2) take the strip's passes
+   SGEMM_ROWS_KC k's at a time, the first pass prefetching whole strip rows for the others (an exact f32 store of c
+   between k blocks continues each chain, as in the driver's KC blocks): the passes then find B and A in L1 instead
+   of each streaming half-used lines from L3 or memory. AVX2, Zen 4, 1 thread, kernel alone, frozen, us, one pass
+   per block -> k blocks (busy host, ranges over runs, indicative): 7 x 4096 x 1024 1146-1606 -> 946-989 (the 6 x 16
+   micro-kernel 990-1340, W^T in place 1085-1185), 6 x 4096 x 1024 782-1168 -> 568-580; smaller weights, in L2,
+   lost 5-10% to the extra passes' c and k-block overhead and keep one pass. The columns left after the last whole
+   block go strip by strip (sv vectors), then the rest in one pass of the fewest vectors that hold it, unmasked when
+   it fills them (masked-off lanes cost FMAs all the same, and a masked load more than a plain one: AVX-512,
+   8 x 4096 @ 4096 x 8 frozen 46 -> 23 us, Zen 4; AVX2, 6 x 4096 @ 4096 x 8 7.7 us masked, 5.2 plain; a pass per
+   vector instead costs a pass over B each). A block
    wider than the columns left would load (masked) vectors of strips past B's end: a masked load of an unmapped
    page costs a fault assist, and a frozen 1 x 2400 @ 2400 x 32 (one strip, 14 masked vectors per k) took 8.4 ms
    instead of microseconds (Zen 5). */
 #define ROW_VEC(v, sstride) ((v) * V / SGEMM_STRIP * (sstride) + (v) * V % SGEMM_STRIP)
 #define ROWS_NV(nv) ((nv) >= SGEMM_STRIP / V ? (nv) / (SGEMM_STRIP / V) * (SGEMM_STRIP / V) : (nv) >= 2 ? 2 : 1)
 #define SGEMM_COL(b, col, sstride) ((b) + ((col) >> 5) * (sstride) + ((col) & 31))
-/* row_block's arguments after n for the block at column j */
-#define ROWS_AT(j) K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + (j), ldc, load_c
+#define SGEMM_ROWS_KC 256        /* k's per pass over a strip's rows: 32 KiB of a strip, in L1 */
+#define SGEMM_ROWS_BIG (1 << 20)  /* K x columns of B (floats, 4 MiB) from which the passes go by k blocks */
+#define SGEMM_ROWS_AHEAD 48       /* strip rows a k-block pass prefetches ahead */
+/* row_block's arguments after n for the block at column j: all K, or the k block at k0 (ahead: prefetching) */
+#define ROWS_AT(j) K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + (j), ldc, load_c, 0
+#define ROWS_AT_K(j, k0, ahead) (K - (k0) < SGEMM_ROWS_KC ? K - (k0) : SGEMM_ROWS_KC), a + (k0) * acs, ars, acs, \
+    SGEMM_COL(b, j, sstride) + (k0) * ldb, ldb, sstride, c + (j), ldc, load_c || (k0) > 0, ahead
 /* the columns [j, n) left after the whole strips, in one pass (the case's locals j, n; sv) */
 #define SGEMM_ROWS_TAIL(M, sv) \
     if (j + V == n) row_block(M, 1, 1, V, ROWS_AT(j)); \
@@ -101,22 +114,31 @@ typedef struct {
     else if ((sv) >= 2 && j + 2 * V == n) row_block(M, 2, 1, 2 * V, ROWS_AT(j)); \
     else if ((sv) >= 2 && j < n && n - j < 2 * V) row_block(M, 2, 0, n - j, ROWS_AT(j)); \
     else if (j < n) row_block(M, sv, 0, n - j, ROWS_AT(j));
-#define SGEMM_ROWS_CASE(M) case M: { \
-    const int nv = ROWS_NV(ROWS_ACC(M) / M); \
-    const int64_t w = nv * V; \
-    const int sv = w > SGEMM_STRIP ? SGEMM_STRIP / V : nv; \
-    int64_t j = 0; \
+/* the whole strips from column j on, their passes of w-column blocks SGEMM_ROWS_KC k's at a time (the case's locals) */
+#define SGEMM_ROWS_KBLOCKS(M, nv, w) \
+    for (; j + SGEMM_STRIP <= n; j += SGEMM_STRIP) \
+      for (int64_t k0 = 0; k0 < K; k0 += SGEMM_ROWS_KC) \
+        for (int64_t jj = j; jj < j + SGEMM_STRIP; jj += w) row_block(M, nv, 1, w, ROWS_AT_K(jj, k0, jj == j));
+/* rows_M(): rows() for M rows, a function of its own (noinline): with every M's loops in one function GCC kept row
+   pointers in stack slots across them (AVX2 2 x 1024 x 32: 1.55 -> 2.07 us when the k-block loops came in) */
+#define SGEMM_ROWS_M(M) \
+  static __attribute__((noinline)) void rows_##M(int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, \
+      const float *b, int64_t ldb, int64_t sstride, float *c, int64_t ldc, int load_c) { \
+    const int nv = ROWS_NV(ROWS_ACC(M) / M), sv = nv * V > SGEMM_STRIP ? SGEMM_STRIP / V : nv; \
+    const int64_t w = nv * V; int64_t j = 0; \
+    if (w < SGEMM_STRIP && K * n >= SGEMM_ROWS_BIG) SGEMM_ROWS_KBLOCKS(M, nv, w) \
     for (; j + w <= n; j += w) row_block(M, nv, 1, w, ROWS_AT(j)); \
     for (; j + sv * V <= n; j += sv * V) row_block(M, sv, 1, sv * V, ROWS_AT(j)); \
-    SGEMM_ROWS_TAIL(M, sv) break; \
+    SGEMM_ROWS_TAIL(M, sv) \
   }
+#define SGEMM_ROWS_CALL(M) case M: rows_##M(n, K, a, ars, acs, b, ldb, sstride, c, ldc, load_c); break;
 #define SGEMM_ROWS \
+  SGEMM_ROWS_M(1) SGEMM_ROWS_M(2) SGEMM_ROWS_M(3) SGEMM_ROWS_M(4) \
+  SGEMM_ROWS_M(5) SGEMM_ROWS_M(6) SGEMM_ROWS_M(7) SGEMM_ROWS_M(8) \
   static int64_t rows(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b, \
                       int64_t ldb, int64_t sstride, float *c, int64_t ldc, int load_c) { \
-    switch (m) { \
-      SGEMM_ROWS_CASE(1) SGEMM_ROWS_CASE(2) SGEMM_ROWS_CASE(3) SGEMM_ROWS_CASE(4) \
-      SGEMM_ROWS_CASE(5) SGEMM_ROWS_CASE(6) SGEMM_ROWS_CASE(7) SGEMM_ROWS_CASE(8) \
-    } \
+    if (n > 0) switch (m) { SGEMM_ROWS_CALL(1) SGEMM_ROWS_CALL(2) SGEMM_ROWS_CALL(3) SGEMM_ROWS_CALL(4) \
+                            SGEMM_ROWS_CALL(5) SGEMM_ROWS_CALL(6) SGEMM_ROWS_CALL(7) SGEMM_ROWS_CALL(8) } \
     return ROWS_NV(ROWS_ACC(m) / m) * V; \
   }
 _Static_assert(SGEMM_ROWS_MAX == 8, "SGEMM_ROWS has one case per row count 1 .. SGEMM_ROWS_MAX");

@@ -48,7 +48,7 @@ describe("prepack", function()
 
   it("few rows against a wide weight, and rows in chunks against a narrow one, give eager's bits on every path",
     function()
-    -- a wide weight: AVX2's micro-kernel from 7 rows; a narrow one (one strip): the row kernel in 8-row chunks
+    -- a wide weight: AVX2's micro-kernel at 8 rows; a narrow one (one strip): the row kernel in 8-row chunks
     local script = [[
       local ds = require("ds")
       ds.manual_seed(5)
@@ -65,6 +65,36 @@ describe("prepack", function()
           assert(ds.equal(y, x:matmul(w)), rows .. " rows: frozen differs from eager")
           local p = ffi.cast("uint8_t *", y:data_ptr())
           for i = 0, y:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
+        end
+      end
+      io.write(ds.info().isa, " ", h)
+    ]]
+    H.same_bits_on_every_path(script)
+  end)
+
+  it("a weight past the L2 against 1-8 rows (the row kernel by k blocks on AVX2) gives eager's bits on every path",
+    function()
+    -- K x N over SGEMM_ROWS_BIG floats even in one thread's half (2 threads split the columns in 32-column strips),
+    -- K not a multiple of the 256-k block, N with a strip tail; a 64-column weight split between 2 threads
+    local script = [[
+      local ds = require("ds")
+      ds.manual_seed(8)
+      local ffi = require("ffi")
+      local h = 0
+      for _, threads in ipairs({ 1, 2 }) do
+        ds.set_num_threads(threads)
+        for _, kn in ipairs({ { 4100, 600 }, { 2400, 64 } }) do
+          local w = ds.randn(kn[2], kn[1])
+          local cg = ds.compile(function(x) return x:matmul(w:t()) end, { ds.spec({ "rows", kn[1] }) },
+            { freeze = true, convert = false })
+          assert(tostring(cg):find("matmul_packed", 1, true), "not prepacked")
+          for rows = 1, 8 do
+            local x = ds.randn(rows, kn[1])
+            local y = cg(x)
+            assert(ds.equal(y, x:matmul(w:t())), rows .. " rows: frozen differs from eager")
+            local p = ffi.cast("uint8_t *", y:data_ptr())
+            for i = 0, y:numel() * 4 - 1, 4 do h = (h * 31 + p[i] + p[i + 3] * 7) % 2147483647 end
+          end
         end
       end
       io.write(ds.info().isa, " ", h)
