@@ -191,8 +191,9 @@ end
 -- The plans of every decode step a by-slot session makes (n running rows of one token, n = 1 .. slots), built once
 -- per loaded model m before its first session listens: a shape's first call builds its plan (~5 ms), which otherwise
 -- stalls every running stream the first time a batch size comes up (requests joining in waves). Prompt shapes stay
--- lazy: a warm-up call would compute a whole prompt of each padded length, up to max_len tokens. The calls write
--- cache position 1 of rows 1 .. slots, which a request's own prompt writes again before any query reads it.
+-- lazy: a warm-up call would compute a prompt chunk of each row count and power of two (ds.generator), up to slots x
+-- max_len tokens. The calls write cache position 1 of rows 1 .. slots, which a request's own prompt writes again
+-- before any query reads it.
 local warmed = setmetatable({}, { __mode = "k" })
 local function warm(m, slots)
   if warmed[m] then return end
