@@ -12,9 +12,11 @@
    where B's row k is the 16*nvec floats at b + koff[k] (a shifted window of a padded image). rows is a
    multiple of tile_rows (the caller pads a and c with spare rows). Each c element is one FMA chain from +0
    over k in order, then + bias[row] (one add) when bias is not NULL, then the activation act (conv_ep.h's
-   CONV_ACT_*: hardswish as el_hardswish_f32's ops) unless it is CONV_ACT_NONE. */
+   CONV_ACT_*: hardswish as el_hardswish_f32's ops) unless it is CONV_ACT_NONE. With half set (and act none), only
+   the first 8 floats of the last vector are computed and written (the columns after them are not needed: MobileNet's
+   6x6 maps, 36 columns in 2.5 vectors instead of 3). */
 typedef void (*conv_rows_fn)(int64_t rows, int64_t nvec, int64_t K, const float *a, int64_t lda, const float *b,
-                             const int64_t *koff, float *c, int64_t ldc, const float *bias, int act);
+                             const int64_t *koff, float *c, int64_t ldc, const float *bias, int act, int half);
 
 /* The weight gradient's dot products, lane by lane, over nimg images (image i's d and b at d + i * dstride,
    b + i * bstride): for i < nimg, then v < nvec in order, for each r < rows, j < cols and lane l,

@@ -12,6 +12,7 @@ static inline vec vfma(vec a, vec b, vec c) {
   return (vec){ _mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi) };
 }
 static inline vec vadd(vec a, vec b) { return (vec){ _mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi) }; }
+static inline __m256 vlow(vec v) { return v.lo; }
 /* el_hardswish_f32 as conv_vec_avx512.h's vhardswish, per ymm */
 static inline __m256 hswish8(__m256 x) {
   const __m256 six = _mm256_set1_ps(6.0f);

@@ -11,6 +11,7 @@ static inline vec vload(const float *p) { return _mm512_loadu_ps(p); }
 static inline void vstore(float *p, vec v) { _mm512_storeu_ps(p, v); }
 static inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
 static inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
+static inline __m256 vlow(vec v) { return _mm512_castps512_ps256(v); }
 /* el_hardswish_f32 (x * clamp(x + 3, 0, 6) / 6), the clamp as max(0, .) then min(6, .) (the same values as its
    selects: max/min return the second operand on NaN and on equal zeros), then the multiply and the divide */
 static inline vec vhardswish(vec x) {

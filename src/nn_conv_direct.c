@@ -101,6 +101,7 @@ typedef struct {
   int direct;   /* c is dst itself (ldc = Ho * Wo, no dropped columns, no spare rows): the kernel adds the bias */
   int by_row;   /* output rows of whole vectors from wider phase rows: written to dst row by row (by_rows) */
   int act;      /* the epilogue's activation, applied by the kernel or take_cols as they write (CONV_ACT_*) */
+  int half;     /* the wide columns end in the first half of a vector: the kernel computes that half only */
   const conv_ep *ep;   /* the forward pass's epilogue, per (image, group) written, or NULL (none, or act) */
 } inner_job;
 
@@ -111,7 +112,7 @@ static void by_rows(const inner_job *j, const float *a, const float *b, float *d
   const inner_conv *v = j->v;
   for (int64_t h = h0; h < h1; h++)
     j->kr->rows(v->rows, v->Wo / CONV_LANES, j->K, a, j->K, b + h * v->p.Wq, j->koff, d + h * v->Wo,
-                v->Ho * v->Wo, bias, j->act);
+                v->Ho * v->Wo, bias, j->act, 0);
 }
 
 static void inner_images(const inner_job *j) {
@@ -130,7 +131,7 @@ static void inner_images(const inner_job *j) {
       if (j->by_row) by_rows(j, a, b, d, bias, 0, v->Ho);
       else {
         j->kr->rows(v->rows, j->nvec, j->K, a, j->K, b, j->koff, j->direct ? d : c, j->ldc, j->direct ? bias : NULL,
-                    j->direct ? j->act : CONV_ACT_NONE);
+                    j->direct ? j->act : CONV_ACT_NONE, j->half);
         if (!j->direct) take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, d, bias, j->act, 0, v->Ho * v->p.Wq);
       }
       if (j->ep) j->ep->apply(j->ep, n, 1, gi * v->Co, v->Co);
@@ -153,7 +154,7 @@ static void inner_split(const inner_job *j, const float *buf, float *c) {
     int64_t r0 = tiles * t / nt * tr, r1 = tiles * (t + 1) / nt * tr, c1 = r1 < v->Co ? r1 : v->Co;
     if (r1 > r0)
       j->kr->rows(r1 - r0, j->nvec, j->K, j->a + r0 * j->K, j->K, buf, j->koff, c + r0 * j->ldc, j->ldc,
-                  j->direct && j->bias ? j->bias + r0 : NULL, j->direct ? j->act : CONV_ACT_NONE);
+                  j->direct && j->bias ? j->bias + r0 : NULL, j->direct ? j->act : CONV_ACT_NONE, j->half);
     if (c1 <= r0) return;
     if (!j->direct)
       take_cols(c + r0 * j->ldc, j->ldc, c1 - r0, v->Ho, v->Wo, v->p.Wq, j->dst + r0 * plane,
@@ -165,7 +166,7 @@ static void inner_split(const inner_job *j, const float *buf, float *c) {
     if (v1 > j->nvec) v1 = j->nvec;
     if (v1 > v0) {
       j->kr->rows(v->rows, v1 - v0, j->K, j->a, j->K, buf + v0 * CONV_LANES, j->koff, c + v0 * CONV_LANES, j->ldc,
-                  j->direct ? j->bias : NULL, j->direct ? j->act : CONV_ACT_NONE);
+                  j->direct ? j->bias : NULL, j->direct ? j->act : CONV_ACT_NONE, v1 == j->nvec && j->half);
       if (!j->direct)
         take_cols(c, j->ldc, v->Co, v->Ho, v->Wo, v->p.Wq, j->dst, j->bias, j->act, v0 * CONV_LANES,
                   v1 * CONV_LANES);
@@ -181,6 +182,8 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
                      const float *bias, int par, const char *op, const conv_ep *ep) {
   int64_t K = v->p.C * v->KH * v->KW, koff[DIRECT_K_MAX];
   int64_t nvec = (v->Ho * v->p.Wq + CONV_LANES - 1) / CONV_LANES, ldc = nvec * CONV_LANES;
+  int64_t tail = v->Ho * v->p.Wq % CONV_LANES;   /* wide columns in the last vector: at most 8 take a half one */
+  int half = tail > 0 && tail <= CONV_LANES / 2;
   conv_phase_offsets(&v->p, v->KH, v->KW, v->dh, v->dw, koff);
   int64_t blen = conv_phase_len(&v->p, koff, K, ldc);
   if (conv_phase_is_image(&v->p, blen)) blen = 0;   /* 1x1 convs over planes of whole vectors: no copy */
@@ -197,7 +200,7 @@ static int run_inner(const inner_conv *v, const conv_kernel *kr, const float *a,
     return ds_fail(DS_ENOMEM, "%s: out of memory for the padded images", op);
   /* the epilogue's activation in the kernel's registers (or take_cols) instead of a pass over the output */
   int act = ep ? ep->act : CONV_ACT_NONE;
-  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, direct, by_row, act,
+  inner_job job = { v, kr, a, src, bias, dst, &s, koff, K, nvec, ldc, blen, direct, by_row, act, half,
                     act == CONV_ACT_NONE ? ep : NULL };
   if (par && split) {
     float *buf = (float *)s.base, *c = buf + blen;

@@ -45,7 +45,8 @@ local cases = {
   -- 1x1 at stride 1 over planes of whole vectors (read in place, no copy): grouped, one image split by threads
   { 2, 6, 4, 8, 10, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 2 }, { 1, 40, 8, 8, 48, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
   -- written straight into the output (whole-vector planes, no spare tile rows): 8-row tiles, grouped, several
-  -- images; 5x5, 7x7 and 6x6 maps (not whole vectors: put out as before)
+  -- images; 5x5, 7x7 and 6x6 maps (not whole vectors: put out as before; 7x7's 49 and 6x6's 36 columns end in a
+  -- half vector, of which the kernel computes 8 lanes)
   { 1, 16, 12, 12, 40, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 }, { 2, 12, 4, 4, 24, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 2 },
   { 1, 9, 5, 5, 11, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 }, { 1, 7, 7, 7, 13, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
   { 1, 80, 6, 6, 96, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
