@@ -187,11 +187,12 @@ int ds_conv2d_bf16_bf16(ds_tensor *const *t, const double *attrs) {
     return rc;
   DS_CHECK(x->ndim == 4 && w->ndim == 4 && y->ndim == 4 && b->ndim == 1, "%s: input %s, weight %s, output %s: "
            "expected 4-D", op, ds_shape_str(x, s1), ds_shape_str(w, s2), ds_shape_str(y, s3));
+  for (int i = 0; i < 6; i++)
+    DS_CHECK(attrs[i] == floor(attrs[i]) && attrs[i] >= (i >= 2 && i < 4 ? 0 : 1) && attrs[i] < 2147483648.0,
+             "%s: bad stride, padding or dilation", op);
   geom g = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3],
              y->shape[2], y->shape[3], (int64_t)attrs[0], (int64_t)attrs[1], (int64_t)attrs[2], (int64_t)attrs[3],
              (int64_t)attrs[4], (int64_t)attrs[5] };
-  DS_CHECK(g.sh >= 1 && g.sw >= 1 && g.ph >= 0 && g.pw >= 0 && g.dh >= 1 && g.dw >= 1, "%s: bad stride, padding "
-           "or dilation", op);
   int64_t eh = (g.KH - 1) * g.dh + 1, ew = (g.KW - 1) * g.dw + 1;
   int64_t oh = g.H + 2 * g.ph >= eh ? (g.H + 2 * g.ph - eh) / g.sh + 1 : 0;
   int64_t ow = g.W + 2 * g.pw >= ew ? (g.W + 2 * g.pw - ew) / g.sw + 1 : 0;

@@ -264,7 +264,8 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
   DS_CHECK(x->ndim == 4 && (packed || (w->ndim == 4 && x->shape[1] == w->shape[1])), "%s: input %s and weight %s "
            "must be (B, C, H, W) and (O, C, kh, kw)", op, ds_shape_str(x, s1), ds_shape_str(w, s2));
   for (int i = 0; i < (packed ? 8 : 6); i++)
-    DS_CHECK(attrs[i] == floor(attrs[i]) && attrs[i] >= (i >= 2 && i < 4 ? 0 : 1), "%s: bad stride, padding, "
+    DS_CHECK(attrs[i] == floor(attrs[i]) && attrs[i] >= (i >= 2 && i < 4 ? 0 : 1) && attrs[i] < 2147483648.0,
+             "%s: bad stride, padding, "
              "dilation or kernel size", op);
   geometry g = { x->shape[1], x->shape[2], x->shape[3], packed ? (int64_t)attrs[6] : w->shape[2],
                  packed ? (int64_t)attrs[7] : w->shape[3], (int64_t)attrs[0], (int64_t)attrs[1], (int64_t)attrs[2],
