@@ -158,12 +158,13 @@ static int check(const ds_tensor *t, int dtype, const char *op, const char *what
   return DS_OK;
 }
 
-/* the band width and count: bands of about BAND_BYTES of taps (at least a 64-pixel tile), at least two per thread
-   when the batch alone gives fewer and the work is parallel */
+/* the band width and count: as many bands as BAND_BYTES of taps a band (but 64 pixels at least) need, sharing the
+   pixels evenly; at least two per thread when the batch alone gives fewer and the work is parallel */
 static void bands(bconv_job *j, int nt, int par) {
   int64_t L16 = (j->L + 15) / 16 * 16, bw = j->P > 0 ? BAND_BYTES / (4 * j->P) / 16 * 16 : L16;
   bw = bw < 64 ? 64 : bw > L16 ? L16 : bw;
   int64_t nb = (j->L + bw - 1) / bw;
+  bw = ((j->L + nb - 1) / nb + 15) / 16 * 16;   /* the pixels shared evenly (100: 64 + 36, not 96 + 4) */
   if (par && j->g.N * nb < 2 * nt) {
     int64_t want = (2 * nt + j->g.N - 1) / j->g.N, split = ((j->L + want - 1) / want + 15) / 16 * 16;
     bw = split < bw ? split : bw;
