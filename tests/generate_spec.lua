@@ -276,7 +276,8 @@ describe("ds.generator (continuous batching)", function()
     assert.is_false(rows:narrow(1, 1, 1):eq(0):all():item())
   end)
 
-  it("by slot: the prompts of requests joining together share a call per chunk size, each answer as alone", function()
+  it("by slot: the prompts of requests joining together: a call per chunk of 2 or more tokens, one for the last single "
+    .. "tokens; each answer as alone", function()
     local m = model(3)
     local calls = {}
     local counted = { max_len = m.max_len, step = function(_, ids, pos, slots)
@@ -289,9 +290,10 @@ describe("ds.generator (continuous batching)", function()
         compile = compile })
       local ids = { gen:start(prompts[1]), gen:start(prompts[2]), gen:start(prompts[3]) }   -- 5, 2 and 7 tokens
       gen:step()
-      -- 5 = 4 + 1, 2 = 2, 7 = 4 + 2 + 1: chunks of 4 (rows 1, 3), of 2 (rows 2, 3 at 1 and 5), of 1 (rows 1, 3)
+      -- 5 = 4 + 1, 2 = 2, 7 = 4 + 2 + 1: row 1's 4, row 2's 2, row 3's 4 and 2, then rows 1 and 3's last tokens
       if not compile then
-        assert.same({ { 2, 4, { 1, 1 }, { 1, 3 } }, { 2, 2, { 1, 5 }, { 2, 3 } }, { 2, 1, { 5, 7 }, { 1, 3 } } }, calls)
+        assert.same({ { 1, 4, { 1 }, { 1 } }, { 1, 2, { 1 }, { 2 } }, { 1, 4, { 1 }, { 3 } }, { 1, 2, { 5 }, { 3 } },
+          { 2, 1, { 5, 7 }, { 1, 3 } } }, calls)
       end
       gen:run()
       for i = 1, 3 do

@@ -173,35 +173,40 @@ local function slot_inputs(self, n)
   return s
 end
 
--- the prompts of the requests joining at this step (fresh[1 .. nf]) in chunks of powers of two tokens, largest first
--- (13 tokens: 8, 4, 1), each size one call over every prompt with that chunk left (ids (m, c) at each row's next
--- position): no padding computed, a plan per (rows, power of two), and the prompts joining together share their
--- calls. A prompt's first token comes from its last chunk's last row.
-local function prompts(self, fresh, nf, events)
-  local c = 1
-  for i = 1, nf do while 2 * c <= #fresh[i].prompt - fresh[i].fed do c = 2 * c end end
-  while c >= 1 do
-    local ids, pos, slots, rows = {}, {}, {}, {}
-    for i = 1, nf do
-      local r = fresh[i]
-      if #r.prompt - r.fed >= c then
-        rows[#rows + 1], pos[#pos + 1], slots[#slots + 1] = r, r.fed + 1, r.row
-        ids[#ids + 1] = { unpack(r.prompt, r.fed + 1, r.fed + c) }
-      end
-    end
-    if #rows > 0 then
-      local logits = self:step_fn(F.tensor(ids, I64), F.tensor(pos, I64), F.tensor(slots, I64))   -- (m, c, V)
-      local s, last = {}, nil
-      for i, r in ipairs(rows) do
-        r.fed = r.fed + c
-        if r.fed == #r.prompt then
-          last = last or logits:narrow(2, c, 1)                                                     -- (m, 1, V)
-          emit(self, r, row_token(s, r, last, i), events)
-        end
-      end
-    end
-    c = c / 2
+-- one call of c tokens of each prompt in rows (ids (m, c) at each row's next position); a prompt's first token comes
+-- from its last chunk's last row
+local function chunk(self, rows, c, events)
+  local ids, pos, slots = {}, {}, {}
+  for i, r in ipairs(rows) do
+    pos[i], slots[i], ids[i] = r.fed + 1, r.row, { unpack(r.prompt, r.fed + 1, r.fed + c) }
   end
+  local logits = self:step_fn(F.tensor(ids, I64), F.tensor(pos, I64), F.tensor(slots, I64))   -- (m, c, V)
+  local s, last = {}, nil
+  for i, r in ipairs(rows) do
+    r.fed = r.fed + c
+    if r.fed == #r.prompt then
+      last = last or logits:narrow(2, c, 1)                                                     -- (m, 1, V)
+      emit(self, r, row_token(s, r, last, i), events)
+    end
+  end
+end
+
+-- the prompts of the requests joining at this step (fresh[1 .. nf]) in chunks of powers of two tokens, largest first
+-- (13 tokens: 8, 4, 1; nothing padded): a chunk of c > 1 tokens is a call of its own, (1, c), and the last tokens of
+-- the prompts that have one left share a call, (m, 1), the shape of a decode step over m rows. So the plans are
+-- those of the decode steps and one per power of two (warmed by a serving session), whichever prompts come together.
+local function prompts(self, fresh, nf, events)
+  for i = 1, nf do
+    local r, c = fresh[i], 2
+    while 2 * c <= #r.prompt - r.fed do c = 2 * c end
+    while c >= 2 do
+      if #r.prompt - r.fed >= c then chunk(self, { r }, c, events) end
+      c = c / 2
+    end
+  end
+  local ones = {}
+  for i = 1, nf do if fresh[i].fed < #fresh[i].prompt then ones[#ones + 1] = fresh[i] end end
+  if #ones > 0 then chunk(self, ones, 1, events) end
 end
 
 -- step with by_slot: the running requests' next tokens in one call over their rows, then the new requests' prompts
