@@ -35,6 +35,7 @@ typedef struct {
   const float *wf, *bias;         /* (OC, P, 2), (OC) */
   uint32_t *taps;                 /* one band per thread */
   bconv_band_fn fn;
+  int avx512;                     /* gather unit-stride taps with ds_bconv_gather_avx512 */
 } bconv_job;
 
 /* the portable path: bgemm.h's dot written out, one output at a time */
@@ -115,10 +116,13 @@ static void gather_band(const bconv_job *j, const uint16_t *q, int64_t p0, int64
     int64_t t0 = j->tap[2 * p], t1 = j->tap[2 * p + 1];
     uint32_t *d = a + p * j->bw;
     int64_t ow = p0 % g->OW, row = p0 / g->OW * rowstep;   /* the run's first column, its row's offset */
-    for (int64_t i = 0; i < n; i += g->OW - ow, ow = 0, row += rowstep) {
-      int64_t run = g->OW - ow < n - i ? g->OW - ow : n - i, off = row + ow * g->sw;
-      pairs(q + t0 + off, t1 >= 0 ? q + t1 + off : NULL, g->sw, run, d + i);
-    }
+    if (j->avx512 && g->sw == 1)
+      ds_bconv_gather_avx512(q + t0, t1 >= 0 ? q + t1 : NULL, ow, row, g->OW, rowstep, n, d);
+    else
+      for (int64_t i = 0; i < n; i += g->OW - ow, ow = 0, row += rowstep) {
+        int64_t run = g->OW - ow < n - i ? g->OW - ow : n - i, off = row + ow * g->sw;
+        pairs(q + t0 + off, t1 >= 0 ? q + t1 + off : NULL, g->sw, run, d + i);
+      }
     memset(d + n, 0, (size_t)(n16 - n) * sizeof(uint32_t));
   }
 }
@@ -204,7 +208,8 @@ int ds_conv2d_bf16_bf16(ds_tensor *const *t, const double *attrs) {
   if (y->numel == 0) return DS_OK;
   int64_t K = g.C * g.KH * g.KW, P = (K + 1) / 2, Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw;
   bconv_job j = { .g = g, .K = K, .P = P, .L = g.OH * g.OW, .Hp = Hp, .Wp = Wp, .img = g.C * Hp * Wp + SLACK,
-                  .x = x->data, .y = y->data, .bias = b->data, .fn = band_kernel() };
+                  .x = x->data, .y = y->data, .bias = b->data, .fn = band_kernel(),
+                  .avx512 = ds_isa() == DS_ISA_AVX512 };
   int nt = ds_team(), par = nt > 1 && (double)g.N * j.L * g.OC * K >= PAR_MACS;
   bands(&j, nt, par);
   par = par && g.N * j.nb > 1;

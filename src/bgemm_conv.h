@@ -22,4 +22,9 @@ typedef struct {
 typedef void (*bconv_band_fn)(const bconv_band *b);
 void ds_bconv_band_avx512bf16(const bconv_band *b);   /* bgemm_conv_avx512.c: 64 pixels x 6 channels a tile */
 void ds_bconv_band_avx2(const bconv_band *b);         /* bgemm_conv_avx2.c: 16 pixels x 4 channels a tile */
+/* bgemm_conv_gather_avx512.c: one pair's taps of n unit-stride pixels on AVX-512 hosts, d[p] = s0[off_p] |
+   s1[off_p] << 16 (s1 NULL: 0), pixel p from column ow of the output row at offset row on (rows of OW, rowstep
+   values apart) */
+void ds_bconv_gather_avx512(const uint16_t *s0, const uint16_t *s1, int64_t ow, int64_t row, int64_t OW,
+                            int64_t rowstep, int64_t n, uint32_t *d);
 #endif
