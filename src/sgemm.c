@@ -178,22 +178,14 @@ static void run_rows(const product *p, const sgemm_kernel *kr, int tid, int nth)
              strip_stride(p), p->C + j0, p->ldc, p->accumulate);
 }
 
-/* Whether rows() takes the product (at most SGEMM_ROWS_MAX rows, B read in place). Where m rows leave it one
-   vector per row block (AVX2 from 7 rows: 8 of a strip's 32 columns), each k costs a B load and m broadcasts for
-   m FMAs, against 2 and 6 for 12 in the 6 x 16 micro-kernel, which reads a prepacked weight in place as well:
-   a frozen weight of K x N >= 256 Ki floats with N >= 256 goes to the micro-kernel. Zen 4, 2 threads, AVX2, us
-   (busy host, indicative; rows -> micro, when 5-6 rows took one vector too): 6 x 1024 x 256 44 -> 33,
-   5 x 2400 x 1024 400-435 -> 255, 8 x 1024 x 1024 240 -> 204, 8 x 256 x 1024 52 -> 50; rows kept: 8 x 256 x 256
-   12 (micro 14), 8 x 4096 x 32 27 (53), 8 x 1024 x 64 13 (19). Not where the micro-kernel's last panel would be
-   one row (AVX2: 7 rows as 6 + 1, a one-row tile of 2 accumulators waiting on the FMA latency): frozen 7 x 4096 x
-   1024 came out slower than unfrozen. Zen 4, 1 thread, kernel alone, us, micro -> rows (indicative): 7 x 2400 x 256
-   128-140 -> 106-110, 7 x 1024 x 256 54-56 -> 50, 7 x 1024 x 1024 202-253 -> 202-207, 7 x 4096 x 1024 990-1340 ->
-   946-989 (W^T in place 1085-1185). */
-static int rows_take(const product *p, const sgemm_kernel *kr) {
-  if (p->M > SGEMM_ROWS_MAX || p->bcs != 1) return 0;
-  int64_t block = kr->rows((int)p->M, 0, p->K, p->A, p->ars, p->acs, p->B, p->brs, strip_stride(p), p->C, p->ldc, 0);
-  return !(p->sstride && block < SGEMM_STRIP / 2 && p->M % kr->mr != 1 && p->N >= 256 && p->K * p->N >= 256 * 1024);
-}
+/* Whether rows() takes the product: at most SGEMM_ROWS_MAX rows, B read in place. A frozen weight used to go to
+   the 6 x 16 micro-kernel from 7 rows on AVX2 when wide (N >= 256, K x N >= 256 Ki floats), while rows() gave those
+   rows one vector per block; with 7-8 rows in two groups (sgemm_avx2.c) rows() is as fast or faster. Zen 4,
+   1 thread, kernel alone, frozen, us, micro -> rows (busy host, indicative): 7 x 2400 x 1024 492 -> 359,
+   7 x 4096 x 1024 1431 -> 1104-1226 (W^T in place 1202), 8 x 1024 x 1024 205 -> 197, 8 x 256 x 1024 48 -> 45,
+   8 x 4096 x 256 225 -> 196, 8 x 4096 x 1024 1543 -> 1337; the micro-kernel ran 7 rows as 6 + 1, its one-row tile
+   of 2 accumulators waiting on the FMA latency (frozen 7 x 4096 x 1024 came out slower than unfrozen). */
+static int rows_take(const product *p) { return p->M <= SGEMM_ROWS_MAX && p->bcs == 1; }
 
 /* A prepacked weight of one strip (N <= 32) against more rows than rows() takes goes to rows() in chunks of
    SGEMM_ROWS_MAX rows, the threads taking whole chunks: the micro-kernel would fill 16- or 32-column tiles with a
@@ -241,7 +233,7 @@ static void run_rows_t(const product *p, const sgemm_kernel *kr, int tid, int nt
    32.7 -> 20.9, 16 x 1024 x 1024 527 -> 420) */
 #define IN_PLACE_ROWS 16
 static void run_product(const product *p, const sgemm_kernel *kr, int tid, int nth, float *ap, float *bp) {
-  if (rows_take(p, kr)) { run_rows(p, kr, tid, nth); return; }
+  if (rows_take(p)) { run_rows(p, kr, tid, nth); return; }
   if (rows_t_take(p)) { run_rows_t(p, kr, tid, nth); return; }
   if (p->sstride && p->N <= SGEMM_STRIP) { run_row_chunks(p, kr, tid, nth); return; }
   const int MR = kr->mr, NR = kr->nr;

@@ -61,6 +61,7 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int f
 #define V 16
 #define ACC 16
 #define ROWS_ACC(m) ACC
+#define ROWS_SPLIT(m) 0   /* 16 accumulators give every row count 1 .. 8 a whole strip or more in one group */
 /* m rows x n <= 8 columns (a last block of one vector), a ymm each: Zen 4 runs a zmm FMA as two 256-bit halves,
    so a zmm with its upper half masked off costs a whole FMA slot, and from 5 rows such a tail was FMA-bound (m
    cycles per k) where ymm leaves it at the FMA latency (4 cycles per k). The same FMA per lane, so the same bits.

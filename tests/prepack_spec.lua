@@ -48,7 +48,7 @@ describe("prepack", function()
 
   it("few rows against a wide weight, and rows in chunks against a narrow one, give eager's bits on every path",
     function()
-    -- a wide weight: AVX2's micro-kernel at 8 rows; a narrow one (one strip): the row kernel in 8-row chunks
+    -- a wide weight: the row kernel (AVX2: 7-8 rows in two groups); a narrow one (one strip): in 8-row chunks
     local script = [[
       local ds = require("ds")
       ds.manual_seed(5)
@@ -72,10 +72,11 @@ describe("prepack", function()
     H.same_bits_on_every_path(script)
   end)
 
-  it("a weight past the L2 against 1-8 rows (the row kernel by k blocks on AVX2) gives eager's bits on every path",
+  it("a weight past the caches against 1-8 rows (the row kernel by k blocks on AVX2) gives eager's bits on every path",
     function()
-    -- K x N over SGEMM_ROWS_BIG floats even in one thread's half (2 threads split the columns in 32-column strips),
-    -- K not a multiple of the 256-k block, N with a strip tail; a 64-column weight split between 2 threads
+    -- K x N over SGEMM_ROWS_SPLIT_MAX floats on 1 thread (AVX2's 7-8 rows in one group) and over SGEMM_ROWS_BIG in
+    -- each thread's half on 2 (the columns split in 32-column strips), K not a multiple of the 256-k block, N with a
+    -- strip tail; a 64-column weight split between 2 threads
     local script = [[
       local ds = require("ds")
       ds.manual_seed(8)
@@ -83,7 +84,7 @@ describe("prepack", function()
       local h = 0
       for _, threads in ipairs({ 1, 2 }) do
         ds.set_num_threads(threads)
-        for _, kn in ipairs({ { 4100, 600 }, { 2400, 64 } }) do
+        for _, kn in ipairs({ { 4100, 1030 }, { 2400, 64 } }) do
           local w = ds.randn(kn[2], kn[1])
           local cg = ds.compile(function(x) return x:matmul(w:t()) end, { ds.spec({ "rows", kn[1] }) },
             { freeze = true, convert = false })
