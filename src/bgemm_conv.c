@@ -224,17 +224,23 @@ int ds_conv2d_bf16_bf16(ds_tensor *const *t, const double *attrs) {
   float *wf = (float *)(wp + wn);                     /* (OC, P, 2) */
   j.taps = (uint32_t *)(wf + 2 * wn);                 /* a band per thread */
   j.xp = (uint16_t *)(j.taps + (par ? nt : 1) * j.band);   /* (N) padded images */
-  for (int64_t k = 0; k < 2 * P; k++) {
-    int64_t kk = g.KH * g.KW, c = k / kk, kh = k % kk / g.KW, kw = k % g.KW;
-    tap[k] = k < K ? (c * Hp + kh * g.dh) * Wp + kw * g.dw : -1;
-  }
+  int64_t k = 0;   /* tap k = (c, kh, kw) in order, then -1 past K */
+  for (int64_t c = 0; c < g.C; c++)
+    for (int64_t i = 0; i < g.KH; i++)
+      for (int64_t jw = 0; jw < g.KW; jw++) tap[k++] = (c * Hp + i * g.dh) * Wp + jw * g.dw;
+  if (k < 2 * P) tap[k] = -1;
   const uint16_t *wd = w->data;
-  for (int64_t o = 0; o < g.OC; o++)   /* the weight's pairs of k, as the taps' */
-    for (int64_t p = 0; p < P; p++) {
-      uint32_t lo = ds_bgemm_daz(wd[o * K + 2 * p]), hi = 2 * p + 1 < K ? ds_bgemm_daz(wd[o * K + 2 * p + 1]) : 0;
-      wp[o * P + p] = lo | hi << 16;
-      wf[(o * P + p) * 2] = ds_bgemm_odd(wp[o * P + p]);
-      wf[(o * P + p) * 2 + 1] = ds_bgemm_even(wp[o * P + p]);
+  uint16_t *wh = (uint16_t *)wp;   /* the weight's pairs of k as the taps': the rows, subnormals zeroed, 0 past K */
+  for (int64_t o = 0; o < g.OC; o++) {
+    copy_daz(wd + o * K, K, wh + o * 2 * P);
+    if (K % 2) wh[o * 2 * P + K] = 0;
+  }
+  if (j.fn != ds_bconv_band_avx512bf16)   /* the f32 halves the other paths read */
+    for (int64_t i = 0; i < wn; i++) {
+      uint32_t v;
+      memcpy(&v, (const char *)wp + 4 * i, 4);
+      wf[2 * i] = ds_bgemm_odd(v);
+      wf[2 * i + 1] = ds_bgemm_even(v);
     }
   j.tap = tap;
   j.w = wp;
