@@ -4,7 +4,7 @@
 -- BERT-style classifier (examples/bert_sentiment.lua, padded to 128, batch 1) compiled frozen in f32 and with
 -- {dtype = "bf16"}: per-prediction times, argmax agreement and max |dprob| of bf16 against f32 on the example's
 -- evaluation texts and on random inputs (the inputs of bench/bert_bench.lua); LeNet-5
--- (examples/lenet_fashion_mnist.lua, batch 64) likewise.
+-- (examples/lenet_fashion_mnist.lua, batch 64) likewise, with its two convolutions timed step by step.
 -- usage (repo root): luajit bench/bf16_bench.lua [--threads 2] [--n 200] [--reps 50] [--smoke]
 package.path = "./bench/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
 local ds = require("ds")
@@ -116,3 +116,15 @@ print(string.format("  accuracy of bf16 against f32: argmax agreement %d/%d on r
 local b32, b16 = ms_batch(l32), ms_batch(l16)
 print(string.format("  compiled frozen f32     %.3f ms per batch", b32))
 print(string.format("  compiled frozen bf16    %.3f ms per batch  (%.2fx f32)", b16, b16 / b32))
+-- the two convolutions per batch (cg:profile's steps, in plan order), f32 beside bf16
+local function conv_steps(cg)
+  local rows, out = cg:profile(math.max(2, args.reps), batches[1][1]), {}
+  for _, r in ipairs(rows) do if r.op:find("conv2d", 1, true) then out[#out + 1] = r end end
+  table.sort(out, function(x, y) return x.step < y.step end)
+  return out
+end
+local s32, s16 = conv_steps(l32), conv_steps(l16)
+for k = 1, math.min(#s32, #s16) do
+  print(string.format("  conv%d: f32 %.3f ms, bf16 %.3f ms per batch  (%.2fx)", k, s32[k].ms, s16[k].ms,
+    s16[k].ms / s32[k].ms))
+end
