@@ -10,8 +10,10 @@
 #include <math.h>
 #include <omp.h>
 
-/* above this many multiply-adds (planes * OH * OW * taps) the planes are shared among the threads */
-#define DW_PAR_MIN 5e4
+/* above this many multiply-adds (planes * OH * OW * taps) the planes are shared among the threads (was 5e4: a
+   MobileNet-style export's 16 x 24x24 stride-2 planes, 8e4 in ~6 us, gained nothing from a region on the busy
+   2-vCPU VM; see nn_conv_direct.c's SPLIT_MIN) */
+#define DW_PAR_MIN 5e5
 /* the epilogue runs on at most this many output elements at a time (cache-hot) */
 #define DW_EP_RUN 8192
 

@@ -21,8 +21,11 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
    im2col path is used instead */
 #define DOT_ACC_MAX 32768
 /* one image is shared by the threads above this many multiply-adds (rows x wide columns x K), in row tiles or in
-   blocks of SPLIT_NV vectors of columns */
-#define SPLIT_MIN 1e5
+   blocks of SPLIT_NV vectors of columns. Was 1e5; on the 2-vCPU VM (busy host) a PyTorch MobileNet-style export at
+   batch 1 ran no faster with its stem (1e6, ~26 us) and 1x1 convs (1.4e5 .. 3.7e5) split than on one thread, in
+   the best of 3 passes of 200 calls, and ~6% slower in their median over 15 such runs (a worker late by less than
+   team.c's 1 ms costs every call); LeNet-5 at batch 1 (1.6e5, 2.7e5) the same */
+#define SPLIT_MIN 2e6
 #define SPLIT_NV 4
 
 /* the weight gradient's windows: koff[(c * KH + kh) * KW + kw] = where window (c, kh, kw) starts in C planes of

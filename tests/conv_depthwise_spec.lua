@@ -82,7 +82,8 @@ torch.nn.functional.conv2d(x, w, b, stride=%d, padding=%d, groups=%d).numpy().to
       ds.manual_seed(14)
       local h = 0
       for _, c in ipairs({ { 2, 16, 33, 35, 2, 1 }, { 1, 24, 13, 7, 2, 1 }, { 1, 80, 6, 6, 1, 1 }, { 2, 6, 11, 19, 1, 2 },
-        { 1, 7, 5, 5, 1, 1 }, { 1, 3, 17, 9, 1, 1 }, { 1, 2, 70, 60, 1, 1 }, { 3, 5, 7, 6, 1, 1 } }) do
+        { 1, 7, 5, 5, 1, 1 }, { 1, 3, 17, 9, 1, 1 }, { 1, 2, 70, 60, 1, 1 }, { 3, 5, 7, 6, 1, 1 },
+        { 1, 32, 48, 48, 1, 1 }, { 2, 24, 96, 64, 2, 1 } }) do   -- the last two over DW_PAR_MIN: planes on the threads
         local N, C, Hh, W, s, p = unpack(c)
         local x, w, b = ds.randn(N, C, Hh, W), ds.randn(C, 1, 2 * p + 1, 2 * p + 1), ds.randn(C)
         local y = ds.conv2d(x, w, b, { stride = s, padding = p, groups = C })

@@ -55,6 +55,10 @@ local cases = {
   { 1, 1, 7, 33, 3, 3, 3, { 1, 2 }, { 1, 1 }, { 1, 1 }, 1 },
   -- output rows of whole vectors from wider phase rows (written row by row): 8-row tiles grouped, 6-row tiles
   { 2, 4, 9, 64, 16, 3, 3, { 2, 2 }, { 1, 1 }, { 1, 1 }, 2 }, { 1, 3, 10, 96, 12, 3, 3, { 2, 2 }, { 1, 1 }, { 1, 1 }, 1 },
+  -- one image over SPLIT_MIN (2e6 multiply-adds), shared by the threads: by output rows, written in place, by row
+  -- tiles put out (columns ending in a half vector), by column blocks (the last one ending in a half vector)
+  { 1, 3, 128, 192, 16, 3, 3, { 2, 2 }, { 1, 1 }, { 1, 1 }, 1 }, { 1, 64, 32, 32, 64, 1, 1, { 1, 1 }, { 0, 0 }, { 1, 1 }, 1 },
+  { 1, 32, 29, 29, 48, 3, 3, { 1, 1 }, { 1, 1 }, { 1, 1 }, 1 }, { 1, 16, 65, 63, 6, 3, 3, { 1, 1 }, { 1, 1 }, { 1, 1 }, 1 },
 }
 
 describe("direct conv2d forward at any stride", function()
@@ -89,7 +93,7 @@ describe("direct conv2d forward at any stride", function()
     end
   end)
 
-  -- batch 1 splits the image among the threads (by columns for the stem, by row tiles for the 1x1)
+  -- batch 1 over SPLIT_MIN splits the image among the threads (by output rows, row tiles or column blocks)
   it("gives the same bits on every ISA path and thread count, eager and compiled, batch 1 and more", function()
     local script = [[
       local ds = require("ds")
@@ -103,15 +107,15 @@ describe("direct conv2d forward at any stride", function()
       local y3 = f(x)
       assert(ds.equal(y3, ds.nn.functional.hardswish(y)), "compiled differs from eager")
       assert(ds.equal(y1, y3:narrow(1, 1, 1)), "batch 1 differs from batch 3")
-      local xp, wp, bp = ds.randn(1, 80, 6, 6), ds.randn(96, 80, 1, 1), ds.randn(96)   -- one image, split by rows
+      local xp, wp, bp = ds.randn(1, 80, 6, 6), ds.randn(96, 80, 1, 1), ds.randn(96)   -- one image, half vectors
       local yp = ds.conv2d(xp, wp, bp)
       assert(ds.equal(yp, ds.conv2d(ds.cat({ xp, xp }, 1), wp, bp):narrow(1, 2, 1)), "batch 1 differs from batch 2")
       local ffi = require("ffi")
       local xc, wc, bc = ds.randn(3, 6, 14, 14), ds.randn(16, 6, 5, 5), ds.randn(16)   -- column planes
       local yc = ds.conv2d(xc, wc, bc)
-      local xi, wi, bi = ds.randn(1, 40, 8, 8), ds.randn(48, 40, 1, 1), ds.randn(48)   -- read in place, split
+      local xi, wi, bi = ds.randn(1, 40, 8, 8), ds.randn(48, 40, 1, 1), ds.randn(48)   -- read in place
       local yi = ds.conv2d(xi, wi, bi)
-      local xq, wq, bq = ds.randn(1, 16, 24, 24), ds.randn(24, 16, 1, 1), ds.randn(24)   -- straight out, by columns
+      local xq, wq, bq = ds.randn(1, 16, 24, 24), ds.randn(24, 16, 1, 1), ds.randn(24)   -- straight out
       local yq = ds.conv2d(xq, wq, bq)
       local xs, ws, bs = ds.randn(1, 3, 19, 71), ds.randn(8, 3, 3, 3), ds.randn(8)   -- stride 2, wide odd rows
       local ys = ds.conv2d(xs, ws, bs, { stride = 2, padding = 2 })
@@ -121,8 +125,21 @@ describe("direct conv2d forward at any stride", function()
       local fr = ds.compile(function(t) return ds.nn.functional.hardswish(ds.conv2d(t, wr, br, orow)) end,
         { ds.spec({ 1, 3, 40, 64 }) }, { freeze = true, convert = false })
       assert(ds.equal(fr(xr), ds.nn.functional.hardswish(yr)), "compiled by rows differs from eager")
+      -- one image shared by the threads: by output rows (compiled with hardswish too), in place, row tiles put
+      -- out, column blocks
+      local big = {}
+      for i, c in ipairs({ { 3, 128, 192, 16, 3, 2 }, { 64, 32, 32, 64, 1, 1 }, { 32, 29, 29, 48, 3, 1 },
+        { 16, 65, 63, 6, 3, 1 } }) do
+        local C, Hh, W, OC, K, s = unpack(c)
+        local xb, wb, bb = ds.randn(1, C, Hh, W), ds.randn(OC, C, K, K), ds.randn(OC)
+        local ob = { stride = s, padding = (K - 1) / 2 }
+        big[i] = ds.conv2d(xb, wb, bb, ob)
+        local fb = ds.compile(function(t) return ds.nn.functional.hardswish(ds.conv2d(t, wb, bb, ob)) end,
+          { ds.spec({ 1, C, Hh, W }) }, { freeze = true, convert = false })
+        assert(ds.equal(fb(xb), ds.nn.functional.hardswish(big[i])), "compiled one-image split differs from eager")
+      end
       local h = 0
-      for _, t in ipairs({ y, y1, yp, yc, yi, yq, ys, yr }) do
+      for _, t in ipairs({ y, y1, yp, yc, yi, yq, ys, yr, unpack(big) }) do
         local p = ffi.cast("uint8_t *", t:data_ptr())
         for i = 0, t:numel() * 4 - 1 do h = (h * 31 + p[i]) % 2147483647 end
       end

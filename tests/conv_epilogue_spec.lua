@@ -20,11 +20,14 @@ local CONVS = {
   { "3x3 stride 2, 4 images", 4, 16, 18, 18, 32, 3, 2, 1, 1 },
   { "depthwise 3x3, 4 images", 4, 32, 20, 20, 32, 3, 1, 1, 32 },
   -- batch 1 on the direct path, where a lone hardswish runs in the kernel's tiles (or as it puts out the columns):
-  -- rows of 48 outputs from 49-wide phase rows, split by rows among the threads (MobileNet's stem)
+  -- rows of 48 outputs from 49-wide phase rows (MobileNet's stem), 1x1 written in place, 1x1 put out; then one
+  -- image over SPLIT_MIN shared by the threads, by output rows, in place, by row tiles put out
   { "stem: 3x3 stride 2, batch 1", 1, 3, 96, 96, 16, 3, 2, 1, 1 },
   { "1x1 on 8x8 maps, written in place", 1, 16, 8, 8, 24, 1, 1, 0, 1 },
-  { "1x1 on 24x24 maps, in place, split among the threads", 1, 16, 24, 24, 24, 1, 1, 0, 1 },
-  { "1x1 80 -> 96 on 6x6 maps, columns put out, split among the threads", 1, 80, 6, 6, 96, 1, 1, 0, 1 },
+  { "1x1 80 -> 96 on 6x6 maps, columns put out", 1, 80, 6, 6, 96, 1, 1, 0, 1 },
+  { "3x3 stride 2 at 128x192, split by output rows", 1, 3, 128, 192, 16, 3, 2, 1, 1 },
+  { "1x1 64 -> 64 on 32x32 maps, split, in place", 1, 64, 32, 32, 64, 1, 1, 0, 1 },
+  { "3x3 on 29x29 maps, split by row tiles, put out", 1, 32, 29, 29, 48, 3, 1, 1, 1 },
 }
 
 -- chain(y, extra): the elementwise chain after the conv; extra is a tensor shaped like the output (residual) or
