@@ -8,11 +8,10 @@
 -- transfers) on the same 2 cores the client cost as much CPU per token as the server's session, so the bench measured
 -- curl. Every streamed answer is checked equal to the one-stream answer (its token events in order, complete, and equal
 -- to its final event), and that to ds.generate's in process. The saved step runs only the running requests' cache
--- rows and takes a prompt in a few calls (chunks of powers of two): its time per call (8 rows running, 1, at a stream's
--- mean cache position) and a prompt's calls (alone, and 8 joining together; one thread as the server runs them, and
--- two), the ratio of 8 streams to one those allow, and a server whose
--- caches hold one request tell what a stream costs, and the CPU per token (the scheduler's run time) of the session's
--- thread, of the workers' event loops and of the client where it goes.
+-- rows and takes a short prompt in one call: its time per call (8 rows running, 1, at a stream's mean cache position,
+-- and the prompt's; one thread as the server runs it, and two), the ratio of 8 streams to one those allow, and a
+-- server whose caches hold one request tell what a stream costs, and the CPU per token (the scheduler's run time) of
+-- the session's thread, of the workers' event loops and of the client where it goes.
 -- usage (repo root): luajit bench/serve_stream_bench.lua [PORT]   (`make serve-stream-bench`)
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;./bench/?.lua;" .. package.path
 local ds = require("ds")
@@ -82,25 +81,23 @@ local function step_ms(n, t, at, threads)
   return best * 1000
 end
 local mid = #p + N / 2
--- a prompt's calls as ds.generator makes them (chunks of powers of two, largest first: a call of its own per chunk of
--- 2 or more tokens, the prompts' last single tokens one call over their rows) -> ms of one prompt, of `many` at once
-local function prompt_ms(many, threads)
-  local at, c, wide = 1, 1, 0
+-- a prompt's calls as ds.generator makes them (chunks of 16 * 2^k tokens, largest first, then the rest in one call:
+-- the 13-character prompt is one call of 13) -> ms
+local function prompt_ms(threads)
+  local at, c, ms = 1, 16, 0
   while 2 * c <= #p do c = 2 * c end
-  while c >= 2 do
-    if #p - at + 1 >= c then wide, at = wide + step_ms(1, c, at, threads), at + c end
+  while c >= 16 do
+    if #p - at + 1 >= c then ms, at = ms + step_ms(1, c, at, threads), at + c end
     c = c / 2
   end
-  local last = at <= #p
-  return wide + (last and step_ms(1, 1, at, threads) or 0), many * wide + (last and step_ms(many, 1, at, threads) or 0)
+  return ms + (at <= #p and step_ms(1, #p - at + 1, at, threads) or 0)
 end
-local step8, step1 = step_ms(STREAMS, 1, mid, 1), step_ms(1, 1, mid, 1)
-local prefill, prefill8 = prompt_ms(STREAMS, 1)
+local step8, step1, prefill = step_ms(STREAMS, 1, mid, 1), step_ms(1, 1, mid, 1), prompt_ms(1)
 -- the same on two threads (the session steps on one: docs/SERVING.md)
-local step8_2, prefill_2 = step_ms(STREAMS, 1, mid, 2), prompt_ms(1, 2)
--- the ratio of 8 streams to one the step alone allows: 8 prompts joining together and N steps of 8 rows against a
--- prompt and N steps of one row
-local cap = (STREAMS * N / (N * step8 + prefill8)) / (N / (N * step1 + prefill))
+local step8_2, prefill_2 = step_ms(STREAMS, 1, mid, 2), prompt_ms(2)
+-- the ratio of 8 streams to one the step alone allows: 8 prompts and N steps of 8 rows against a prompt and N steps
+-- of one row
+local cap = (STREAMS * N / (N * step8 + STREAMS * prefill)) / (N / (N * step1 + prefill))
 
 -- n streams at once from one client process (bench/sse_client.lua: one LuaJIT process, its FFI over socket, poll and
 -- recv, every connection opened and every request sent back to back): the seconds from the first request to the
@@ -219,6 +216,5 @@ print(string.format("  served, one stream, caches for 1       %8.0f  (%.2fx the 
 print(string.format("  CPU per token (us): one stream: %s; %d streams: %s (after %d warm-up rounds)", cpu1, STREAMS,
   cpu8, rounds))
 print(string.format("  saved step per call, 1 thread, at position %d: %d rows running %.3f ms, 1 row %.3f ms, a prompt "
-  .. "(%d tokens) %.3f ms, %d together %.3f ms (a stream: %d steps and its prompt): they allow 8 streams %.2fx one; on "
-  .. "2 threads: %d rows %.3f ms, a prompt %.3f ms", mid, STREAMS, step8, step1, #p, prefill, STREAMS, prefill8, N, cap,
-  STREAMS, step8_2, prefill_2))
+  .. "(%d tokens) %.3f ms (a stream: %d steps and its prompt): they allow 8 streams %.2fx one; on 2 threads: %d rows "
+  .. "%.3f ms, a prompt %.3f ms", mid, STREAMS, step8, step1, #p, prefill, N, cap, STREAMS, step8_2, prefill_2))

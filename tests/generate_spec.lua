@@ -257,8 +257,8 @@ describe("ds.generator (continuous batching)", function()
   end)
   end
 
-  it("by slot: a step runs only the running rows, a prompt goes in chunks of powers of two (eager: the cache rows of "
-    .. "idle slots stay untouched)", function()
+  it("by slot: a step runs only the running rows, a prompt is one call (eager: the cache rows of idle slots stay "
+    .. "untouched)", function()
     local m = model(3)
     local calls = {}
     local counted = { max_len = m.max_len, step = function(_, ids, pos, slots)
@@ -268,7 +268,7 @@ describe("ds.generator (continuous batching)", function()
     local gen = ds.generator(counted, { slots = 3, max_new_tokens = 3, by_slot = true, compile = false })
     local id = gen:start({ 3, 1, 4, 1, 5 })
     assert.equal(3, gen:run())
-    assert.same({ { 1, 4, { 1 } }, { 1, 1, { 1 } }, { 1, 1, { 1 } }, { 1, 1, { 1 } } }, calls)   -- 5 prompt tokens: 4, 1
+    assert.same({ { 1, 5, { 1 } }, { 1, 1, { 1 } }, { 1, 1, { 1 } } }, calls)   -- 5 prompt tokens: one call
     assert.same(ds.generate(model(1), i64({ { 3, 1, 4, 1, 5 } }), { max_new_tokens = 3 }):narrow(2, 6, 3)
       :reshape(-1):totable(), (gen:result(id)))
     local rows = m.blocks[1].cache.k_cache:reshape(3, -1)
@@ -276,29 +276,31 @@ describe("ds.generator (continuous batching)", function()
     assert.is_false(rows:narrow(1, 1, 1):eq(0):all():item())
   end)
 
-  it("by slot: the prompts of requests joining together: a call per chunk of 2 or more tokens, one for the last single "
-    .. "tokens; each answer as alone", function()
+  it("by slot: a prompt of 16 tokens or more goes in chunks of 16 * 2^k and its last T % 16 tokens, each answer as "
+    .. "alone", function()
     local m = model(3)
     local calls = {}
     local counted = { max_len = m.max_len, step = function(_, ids, pos, slots)
       calls[#calls + 1] = { ids:size(1), ids:size(2), pos:totable(), slots:totable() }
       return m:step(ids, pos, slots)
     end }
+    local long = {}
+    for i = 1, 19 do long[i] = i % 7 + 1 end
+    local ask = { long, prompts[2], prompts[3] }   -- 19, 2 and 7 tokens
     for _, compile in ipairs { false, true } do
       calls = {}
       local gen = ds.generator(compile and model(3) or counted, { slots = 3, max_new_tokens = 4, by_slot = true,
         compile = compile })
-      local ids = { gen:start(prompts[1]), gen:start(prompts[2]), gen:start(prompts[3]) }   -- 5, 2 and 7 tokens
+      local ids = { gen:start(ask[1]), gen:start(ask[2]), gen:start(ask[3]) }
       gen:step()
-      -- 5 = 4 + 1, 2 = 2, 7 = 4 + 2 + 1: row 1's 4, row 2's 2, row 3's 4 and 2, then rows 1 and 3's last tokens
-      if not compile then
-        assert.same({ { 1, 4, { 1 }, { 1 } }, { 1, 2, { 1 }, { 2 } }, { 1, 4, { 1 }, { 3 } }, { 1, 2, { 5 }, { 3 } },
-          { 2, 1, { 5, 7 }, { 1, 3 } } }, calls)
+      if not compile then   -- row 1: 16 at 1, then 3 at 17; rows 2 and 3: one call each
+        assert.same({ { 1, 16, { 1 }, { 1 } }, { 1, 3, { 17 }, { 1 } }, { 1, 2, { 1 }, { 2 } },
+          { 1, 7, { 1 }, { 3 } } }, calls)
       end
       gen:run()
       for i = 1, 3 do
-        local want = ds.generate(model(1), i64({ prompts[i] }), { max_new_tokens = 4 })
-        assert.same(want:narrow(2, #prompts[i] + 1, 4):reshape(-1):totable(), (gen:result(ids[i])), "prompt " .. i)
+        local want = ds.generate(model(1), i64({ ask[i] }), { max_new_tokens = 4 })
+        assert.same(want:narrow(2, #ask[i] + 1, 4):reshape(-1):totable(), (gen:result(ids[i])), "prompt " .. i)
       end
     end
   end)

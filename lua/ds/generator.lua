@@ -1,7 +1,7 @@
 -- generator.lua: ds.generator, step-wise decoding of many requests in one running batch (continuous batching):
 -- requests join a free row between two steps and leave when done; each step is one model:step over every row, each
 -- row at its own position, so a request's tokens are bitwise those it gets alone (docs/GENERATION.md). With by_slot,
--- a step runs only the rows of running requests, and the prompts of requests joining together go in a few calls.
+-- a step runs only the rows of running requests, and a request's prompt goes in one call or a few.
 local errors = require("ds.errors")
 local options = require("ds.options")
 local Tensor = require("ds.tensor")
@@ -173,40 +173,31 @@ local function slot_inputs(self, n)
   return s
 end
 
--- one call of c tokens of each prompt in rows (ids (m, c) at each row's next position); a prompt's first token comes
--- from its last chunk's last row
-local function chunk(self, rows, c, events)
-  local ids, pos, slots = {}, {}, {}
-  for i, r in ipairs(rows) do
-    pos[i], slots[i], ids[i] = r.fed + 1, r.row, { unpack(r.prompt, r.fed + 1, r.fed + c) }
-  end
-  local logits = self:step_fn(F.tensor(ids, I64), F.tensor(pos, I64), F.tensor(slots, I64))   -- (m, c, V)
-  local s, last = {}, nil
-  for i, r in ipairs(rows) do
-    r.fed = r.fed + c
-    if r.fed == #r.prompt then
-      last = last or logits:narrow(2, c, 1)                                                     -- (m, 1, V)
-      emit(self, r, row_token(s, r, last, i), events)
-    end
-  end
+-- request r's next c prompt tokens in one call (ids (1, c) at its next position); its last call's last row gives its
+-- first token
+local function chunk(self, r, c, events)
+  local ids = F.tensor({ { unpack(r.prompt, r.fed + 1, r.fed + c) } }, I64)
+  local logits = self:step_fn(ids, F.tensor({ r.fed + 1 }, I64), F.tensor({ r.row }, I64))   -- (1, c, V)
+  r.fed = r.fed + c
+  if r.fed == #r.prompt then emit(self, r, row_token({}, r, logits:narrow(2, c, 1), 1), events) end
 end
 
--- the prompts of the requests joining at this step (fresh[1 .. nf]) in chunks of powers of two tokens, largest first
--- (13 tokens: 8, 4, 1; nothing padded): a chunk of c > 1 tokens is a call of its own, (1, c), and the last tokens of
--- the prompts that have one left share a call, (m, 1), the shape of a decode step over m rows. So the plans are
--- those of the decode steps and one per power of two (warmed by a serving session), whichever prompts come together.
+-- A prompt of T tokens goes in as calls (1, c) of chunks of EXACT * 2^k tokens, its binary digits from EXACT up,
+-- largest first, then its last T % EXACT tokens in one call (13 tokens: one call of 13; 45: 32, then 13): nothing
+-- padded, at most a few calls (each streams the weights once), and plans for 1 .. EXACT - 1 tokens and the chunks.
+local EXACT = 16
+
+-- the prompts of the requests joining at this step (fresh[1 .. nf]), each in its calls
 local function prompts(self, fresh, nf, events)
   for i = 1, nf do
-    local r, c = fresh[i], 2
+    local r, c = fresh[i], EXACT
     while 2 * c <= #r.prompt - r.fed do c = 2 * c end
-    while c >= 2 do
-      if #r.prompt - r.fed >= c then chunk(self, { r }, c, events) end
+    while c >= EXACT do
+      if #r.prompt - r.fed >= c then chunk(self, r, c, events) end
       c = c / 2
     end
+    if r.fed < #r.prompt then chunk(self, r, #r.prompt - r.fed, events) end
   end
-  local ones = {}
-  for i = 1, nf do if fresh[i].fed < #fresh[i].prompt then ones[#ones + 1] = fresh[i] end end
-  if #ones > 0 then chunk(self, ones, 1, events) end
 end
 
 -- step with by_slot: the running requests' next tokens in one call over their rows, then the new requests' prompts

@@ -188,21 +188,19 @@ local function rows_of(m)
   return rows, #specs == 3
 end
 
--- The plans of every call a by-slot session makes, built once per loaded model m before its first session listens: a
--- shape's first call builds its plan (~5 ms), which otherwise stalls every running stream the first time it comes up
--- (requests joining in waves). The shapes (ds.generator): n rows of one token, n = 1 .. slots (decode steps, and the
--- last tokens of the prompts joining together), and one row of c tokens, c = 2, 4, .. <= max_len (a prompt's chunks;
--- 126 tokens computed for a max_len of 64; up to the first the model refuses: a serve.json max_length past its caches
--- fails such a prompt itself). The calls write cache positions 1 .. c of row 1 and position 1 of rows 1 .. slots,
--- which a request's own prompt writes again before any query reads them.
+-- The plans of every decode step a by-slot session makes (n running rows of one token, n = 1 .. slots), built once
+-- per loaded model m before its first session listens: a shape's first call builds its plan (~5 ms), which otherwise
+-- stalls every running stream the first time a batch size comes up (requests joining in waves). Prompt shapes stay
+-- lazy (ds.generator: one row of 1 .. 15 tokens, or chunks of 16, 32, ..): a plan keeps ~0.3 MB of Lua heap that
+-- every full GC cycle walks, and 17 more of them made each session ~0.3-0.9 ms slower (char GPT, 1 and 8 requests,
+-- 1 thread, busy host, indicative). The calls write cache position 1 of rows 1 .. slots, which a request's own
+-- prompt writes again before any query reads it.
 local warmed = setmetatable({}, { __mode = "k" })
-local function warm(m, slots, max_len)
+local function warm(m, slots)
   if warmed[m] then return end
   local i64 = { dtype = "i64" }
   local all = ds.arange(1, slots + 1, i64)
   for n = 1, slots do m(ds.ones({ n, 1 }, i64), ds.ones({ n }, i64), all) end
-  local c = 2
-  while c <= max_len and pcall(m, ds.ones({ 1, c }, i64), ds.ones({ 1 }, i64), all) do c = 2 * c end
   warmed[m] = true
 end
 
@@ -245,7 +243,7 @@ function M.run(m, path, max_len)
   local threads = ds.get_num_threads()
   ds.set_num_threads(1)
   local okw, why = true, nil
-  if by_slot then okw, why = pcall(warm, m, slots, max_len) end
+  if by_slot then okw, why = pcall(warm, m, slots) end
   local lfd, err
   if okw then lfd, err = listen_on(path) else err = "warm-up: " .. tostring(why) end
   if not lfd then
