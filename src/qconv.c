@@ -295,7 +295,7 @@ static int conv_int8(const char *op, ds_tensor *const *t, const double *attrs, i
                   .ws = ws->data, .bias = bias->data, .fn = band_kernel(), .vbmi = ds_isa_vbmi() };
   j.img = g.C * j.Hp * j.Wp + SLACK + (g.ph || g.pw ? g.C * g.H * g.W : 0);   /* padded, slack, flat */
   /* bands of about BAND_BYTES of taps; at least two per thread when the batch alone gives fewer */
-  int64_t P16 = (P + 15) / 16 * 16, bw = BAND_BYTES / (4 * j.G) / 16 * 16;
+  int64_t P16 = (P + 15) / 16 * 16, bw = j.G > 0 ? BAND_BYTES / (4 * j.G) / 16 * 16 : P16;   /* (C = 0: no taps) */
   bw = bw < 64 ? 64 : bw > P16 ? P16 : bw;   /* at least a whole VNNI tile of pixels */
   int nt = ds_team(), par = nt > 1 && (double)B * P * O * K >= PAR_MACS;
   int64_t nb = (P + bw - 1) / bw;

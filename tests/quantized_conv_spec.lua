@@ -91,13 +91,16 @@ describe("conv2d_int8", function()
     end
   end)
 
-  it("an image alone gives the bits it gets inside a batch; an all-zero image gives the bias", function()
+  it("an image alone gives the bits it gets inside a batch; an all-zero image (or none) gives the bias", function()
     local x, w, ws, b = case(4, 3, 8, 8, 6, 3, 3, 9)
     x[{ 3 }] = 0
     local o = { padding = 1 }
     local all = ds.conv2d_int8(x, w, ws, b, o)
     for n = 1, 4 do assert.is_true(H.bitwise(ds.conv2d_int8(x:narrow(1, n, 1), w, ws, b, o), all:narrow(1, n, 1))) end
     assert.is_true(H.bitwise(all[3], b:reshape(6, 1, 1):expand(6, 8, 8):contiguous()))
+    -- no input channels (no taps at all): the bias too
+    local none = ds.conv2d_int8(ds.zeros(2, 0, 8, 8), w:narrow(2, 1, 0), ws, b, o)
+    assert.is_true(H.bitwise(none, b:reshape(1, 6, 1, 1):expand(2, 6, 8, 8):contiguous()))
   end)
 
   it("gives the same bits on every ISA path and thread count (one image split in bands over the threads too)", function()
