@@ -165,6 +165,27 @@ static int64_t block_rows(int64_t rows, int MR) {
 /* B's strip stride in sgemm.h's layouts: prepacked, or a matrix read in place (unit column stride) */
 static int64_t strip_stride(const product *p) { return p->sstride ? p->sstride : SGEMM_STRIP; }
 
+/* rows [i0, i0 + m) x columns [j0, j1) (j0 starts a strip) by the kernel's rows(): more than rows_group + 2 rows in
+   its two groups over the whole strips while all of B is under ROWS_GROUPS_MAX floats, the columns past them by all m
+   rows at once. Past the caches (the threads share the L3) a second pass over B costs more than it saves: AVX2,
+   8 x 4096 x 1024, 1 thread, 1337 us in one group, 1776 in two; 7 x 4096 x 1024, 2 threads (a half each),
+   ~500 us W^T in place, 916 frozen in two groups (busy host, indicative). */
+#define ROWS_GROUPS_MAX (1 << 22)
+static void rows_at(const product *p, const sgemm_kernel *kr, int64_t i0, int m, int64_t j0, int64_t j1) {
+  const int64_t ss = strip_stride(p);
+  const float *a = p->A + i0 * p->ars;
+  float *c = p->C + i0 * p->ldc;
+  const int g = kr->rows_group && m > kr->rows_group + 2 && p->K * p->N < ROWS_GROUPS_MAX ? kr->rows_group : 0;
+  const int64_t js = g && j1 > j0 ? j0 + (j1 - j0) / SGEMM_STRIP * SGEMM_STRIP : j0;   /* the grouped strips' end */
+  if (js > j0) {
+    kr->rows(g, js - j0, p->K, a, p->ars, p->acs, SGEMM_COL(p->B, j0, ss), p->brs, ss, c + j0, p->ldc, p->accumulate);
+    kr->rows(m - g, js - j0, p->K, a + g * p->ars, p->ars, p->acs, SGEMM_COL(p->B, j0, ss), p->brs, ss,
+             c + g * p->ldc + j0, p->ldc, p->accumulate);
+  }
+  if (j1 > js)
+    kr->rows(m, j1 - js, p->K, a, p->ars, p->acs, SGEMM_COL(p->B, js, ss), p->brs, ss, c + js, p->ldc, p->accumulate);
+}
+
 /* A product of at most SGEMM_ROWS_MAX rows with B read in place (unit column stride or prepacked): thread tid
    of nth takes its share of the columns (in 32-column strips, as run_rows_t does) and the kernel's rows() walks B's
    rows along them. In 64-column units a 64-column weight went whole to one thread, and unfrozen (split in two) came
@@ -172,15 +193,12 @@ static int64_t strip_stride(const product *p) { return p->sstride ? p->sstride :
 static void run_rows(const product *p, const sgemm_kernel *kr, int tid, int nth) {
   int64_t units = (p->N + SGEMM_STRIP - 1) / SGEMM_STRIP;
   int64_t j0 = tid * units / nth * SGEMM_STRIP, j1 = (tid + 1) * units / nth * SGEMM_STRIP;
-  if (j1 > p->N) j1 = p->N;
-  if (j0 < j1)
-    kr->rows((int)p->M, j1 - j0, p->K, p->A, p->ars, p->acs, SGEMM_COL(p->B, j0, strip_stride(p)), p->brs,
-             strip_stride(p), p->C + j0, p->ldc, p->accumulate);
+  rows_at(p, kr, 0, (int)p->M, j0, j1 < p->N ? j1 : p->N);
 }
 
 /* Whether rows() takes the product: at most SGEMM_ROWS_MAX rows, B read in place. A frozen weight used to go to
    the 6 x 16 micro-kernel from 7 rows on AVX2 when wide (N >= 256, K x N >= 256 Ki floats), while rows() gave those
-   rows one vector per block; with 7-8 rows in two groups (sgemm_avx2.c) rows() is as fast or faster. Zen 4,
+   rows one vector per block; with 7-8 rows in two groups (rows_at) rows() is as fast or faster. Zen 4,
    1 thread, kernel alone, frozen, us, micro -> rows (busy host, indicative): 7 x 2400 x 1024 492 -> 359,
    7 x 4096 x 1024 1431 -> 1104-1226 (W^T in place 1202), 8 x 1024 x 1024 205 -> 197, 8 x 256 x 1024 48 -> 45,
    8 x 4096 x 256 225 -> 196, 8 x 4096 x 1024 1543 -> 1337; the micro-kernel ran 7 rows as 6 + 1, its one-row tile
@@ -197,9 +215,7 @@ static void run_row_chunks(const product *p, const sgemm_kernel *kr, int tid, in
   int64_t chunks = (p->M + SGEMM_ROWS_MAX - 1) / SGEMM_ROWS_MAX;
   for (int64_t q = tid * chunks / nth; q < (tid + 1) * chunks / nth; q++) {
     int64_t i0 = q * SGEMM_ROWS_MAX;
-    int m = (int)(p->M - i0 < SGEMM_ROWS_MAX ? p->M - i0 : SGEMM_ROWS_MAX);
-    kr->rows(m, p->N, p->K, p->A + i0 * p->ars, p->ars, p->acs, p->B, p->brs, strip_stride(p), p->C + i0 * p->ldc,
-             p->ldc, p->accumulate);
+    rows_at(p, kr, i0, (int)(p->M - i0 < SGEMM_ROWS_MAX ? p->M - i0 : SGEMM_ROWS_MAX), 0, p->N);
   }
 }
 

@@ -49,6 +49,8 @@ typedef struct {
   sgemm_micro_fn micro;
   sgemm_rows_fn rows;
   sgemm_rows_t_fn rows_t;
+  int rows_group;         /* > 0: rows() is faster on m > rows_group + 2 rows in two groups, rows_group rows and the
+                             rest, each a pass over B (the driver runs them so: sgemm.c's rows_at) */
 } sgemm_kernel;
 
 /* A kernel file defines MR, NR and tile(mr, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c) (always
@@ -77,9 +79,7 @@ typedef struct {
   }
 
 /* A kernel file also defines V (floats per vector), ACC (the most vector accumulators a row block holds),
-   ROWS_ACC(m) (the accumulators it gives m rows), ROWS_SPLIT(m) (0, or the rows of a first group: rows() then runs
-   the whole strips as two groups of rows, each a pass over B, while B's share is under SGEMM_ROWS_SPLIT_MAX floats)
-   and row_block(m, nv, full, n, K, a, ars, acs, b, ldb, sstride, c,
+   ROWS_ACC(m) (the accumulators it gives m rows) and row_block(m, nv, full, n, K, a, ars, acs, b, ldb, sstride, c,
    ldc, load_c, ahead) (always inline: m rows x nv vectors of accumulators, masked past n unless full; vector v at
    b + ROW_VEC(v, sstride); ahead: prefetch the whole 32-column strip row SGEMM_ROWS_AHEAD rows on), then
    SGEMM_ROWS: rows() walks the columns in blocks of ROWS_NV(ROWS_ACC(m) / m) vectors: a multiple of the vectors in
@@ -104,8 +104,6 @@ typedef struct {
 #define SGEMM_ROWS_KC 256        /* k's per pass over a strip's rows: 32 KiB of a strip, in L1 */
 #define SGEMM_ROWS_BIG (1 << 20)  /* K x columns of B (floats, 4 MiB) from which the passes go by k blocks */
 #define SGEMM_ROWS_AHEAD 48       /* strip rows a k-block pass prefetches ahead */
-#define SGEMM_ROWS_SPLIT_MAX (1 << 22)  /* K x columns of B (floats, 16 MiB) from which rows() runs all m rows at once:
-                                           beyond the caches a second pass over B costs more than it saves */
 /* row_block's arguments after n for the block at column j: all K, or the k block at k0 (ahead: prefetching) */
 #define ROWS_AT(j) K, a, ars, acs, SGEMM_COL(b, j, sstride), ldb, sstride, c + (j), ldc, load_c, 0
 #define ROWS_AT_K(j, k0, ahead) (K - (k0) < SGEMM_ROWS_KC ? K - (k0) : SGEMM_ROWS_KC), a + (k0) * acs, ars, acs, \
@@ -135,21 +133,13 @@ typedef struct {
     SGEMM_ROWS_TAIL(M, sv) \
   }
 #define SGEMM_ROWS_CALL(M) case M: rows_##M(n, K, a, ars, acs, b, ldb, sstride, c, ldc, load_c); break;
-/* the whole strips for rows [0, g) and then [g, m), the columns past them for all m rows (rows()'s locals) */
-#define SGEMM_ROWS_GROUPS \
-    const int64_t n32 = n / SGEMM_STRIP * SGEMM_STRIP; \
-    rows(g, n32, K, a, ars, acs, b, ldb, sstride, c, ldc, load_c); \
-    rows(m - g, n32, K, a + g * ars, ars, acs, b, ldb, sstride, c + g * ldc, ldc, load_c); \
-    rows(m, n - n32, K, a, ars, acs, SGEMM_COL(b, n32, sstride), ldb, sstride, c + n32, ldc, load_c);
 #define SGEMM_ROWS \
   SGEMM_ROWS_M(1) SGEMM_ROWS_M(2) SGEMM_ROWS_M(3) SGEMM_ROWS_M(4) \
   SGEMM_ROWS_M(5) SGEMM_ROWS_M(6) SGEMM_ROWS_M(7) SGEMM_ROWS_M(8) \
   static void rows(int m, int64_t n, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b, \
                    int64_t ldb, int64_t sstride, float *c, int64_t ldc, int load_c) { \
-    const int g = ROWS_SPLIT(m); \
-    if (g && n >= SGEMM_STRIP && K * n < SGEMM_ROWS_SPLIT_MAX) { SGEMM_ROWS_GROUPS } \
-    else if (n > 0) switch (m) { SGEMM_ROWS_CALL(1) SGEMM_ROWS_CALL(2) SGEMM_ROWS_CALL(3) SGEMM_ROWS_CALL(4) \
-                                   SGEMM_ROWS_CALL(5) SGEMM_ROWS_CALL(6) SGEMM_ROWS_CALL(7) SGEMM_ROWS_CALL(8) } \
+    if (n > 0) switch (m) { SGEMM_ROWS_CALL(1) SGEMM_ROWS_CALL(2) SGEMM_ROWS_CALL(3) SGEMM_ROWS_CALL(4) \
+                            SGEMM_ROWS_CALL(5) SGEMM_ROWS_CALL(6) SGEMM_ROWS_CALL(7) SGEMM_ROWS_CALL(8) } \
   }
 _Static_assert(SGEMM_ROWS_MAX == 8, "SGEMM_ROWS has one case per row count 1 .. SGEMM_ROWS_MAX");
 

@@ -64,12 +64,12 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int f
    49 -> 32 / 116 -> 60, 6 x 2400 x 1024 (was the micro-kernel's) 296 -> 277 / 786 -> 650. */
 #define ACC 12
 #define ROWS_ACC(m) ((m) == 1 ? 8 : ACC)
-/* 7-8 rows as 4 + 3-4, each group 2 vectors (8 and 6-8 accumulators) over B in turn: in one group they got one
+/* rows_group: 7-8 rows as 4 + 3-4, each group 2 vectors (8 and 6-8 accumulators) over B in turn: in one group one
    vector (a B load and m broadcasts per m FMAs, load-bound). Zen 4, 1 thread, kernel alone, frozen, us, one group
    -> two (busy host, indicative): 7 x 1024 x 1024 216 -> 153 (the 6 x 16 micro-kernel 200), 7 x 4096 x 256
    220 -> 152, 8 x 2400 x 256 126 -> 109 (micro 131), 8 x 1024 x 64 14.2 -> 9.9, 8 x 256 x 32 1.67 -> 1.42;
    8 x 4096 x 1024 (16 MiB of weight, one pass by k blocks) 1337 in one group, 1776 in two (micro 1543). */
-#define ROWS_SPLIT(m) ((m) >= 7 ? 4 : 0)
+#define ROWS_GROUP 4
 __attribute__((always_inline)) static inline void row_block(const int m, const int nv, const int full, int64_t n,
                                                             int64_t K, const float *a, int64_t ars, int64_t acs,
                                                             const float *b, int64_t ldb, int64_t sstride, float *c,
@@ -123,4 +123,4 @@ SGEMM_ROWS
 #define T_NV(m) ((m) == 1 ? 4 : (m) <= 4 ? 2 : 1)
 #include "sgemm_rows_t.h"
 
-const sgemm_kernel ds_sgemm_avx2 = { MR, NR, micro, rows, rows_t };
+const sgemm_kernel ds_sgemm_avx2 = { MR, NR, micro, rows, rows_t, ROWS_GROUP };

@@ -61,7 +61,6 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int f
 #define V 16
 #define ACC 16
 #define ROWS_ACC(m) ACC
-#define ROWS_SPLIT(m) 0   /* 16 accumulators give every row count 1 .. 8 a whole strip or more in one group */
 /* m rows x n <= 8 columns (a last block of one vector), a ymm each: Zen 4 runs a zmm FMA as two 256-bit halves,
    so a zmm with its upper half masked off costs a whole FMA slot, and from 5 rows such a tail was FMA-bound (m
    cycles per k) where ymm leaves it at the FMA latency (4 cycles per k). The same FMA per lane, so the same bits.
@@ -132,4 +131,5 @@ SGEMM_ROWS
 #define T_NV(m) ((m) <= 4 ? 4 : 2)
 #include "sgemm_rows_t.h"
 
-const sgemm_kernel ds_sgemm_avx512 = { MR, NR, micro, rows, rows_t };
+/* rows_group 0: 16 accumulators give every row count 1 .. 8 a whole strip or more in one group */
+const sgemm_kernel ds_sgemm_avx512 = { MR, NR, micro, rows, rows_t, 0 };

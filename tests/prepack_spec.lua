@@ -74,9 +74,9 @@ describe("prepack", function()
 
   it("a weight past the caches against 1-8 rows (the row kernel by k blocks on AVX2) gives eager's bits on every path",
     function()
-    -- K x N over SGEMM_ROWS_SPLIT_MAX floats on 1 thread (AVX2's 7-8 rows in one group) and over SGEMM_ROWS_BIG in
-    -- each thread's half on 2 (the columns split in 32-column strips), K not a multiple of the 256-k block, N with a
-    -- strip tail; a 64-column weight split between 2 threads
+    -- K x N over sgemm.c's ROWS_GROUPS_MAX floats (AVX2's 7-8 rows in one group) and over SGEMM_ROWS_BIG in each
+    -- thread's half on 2 (the columns split in 32-column strips), K not a multiple of the 256-k block, N with a
+    -- strip tail; a 64-column weight (7-8 rows in two groups) split between 2 threads
     local script = [[
       local ds = require("ds")
       ds.manual_seed(8)
