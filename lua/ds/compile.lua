@@ -92,8 +92,7 @@ function Compiled:plan_for(env)
   local arena, eager, stats = memplan(L)
   local plan, segments, log = lower.emit(L, arena)
   p = { plan = plan, segments = segments, log = log, env = env, L = L, arena_bytes = arena, eager_bytes = eager,
-    stats = stats, inputs = {}, state = {},
-        outputs = {}, keep = {} }
+    stats = stats, inputs = {}, state = {}, outputs = {}, keep = {}, reshape = {} }
   for _, r in ipairs(L.roots) do
     if r.kind == "const" then
       local c = self.ir.consts[r.index]
@@ -105,6 +104,9 @@ function Compiled:plan_for(env)
     elseif r.kind == "state" then p.state[r.index] = r
     elseif r.kind == "output" and r.index then p.outputs[r.index] = r
     end
+  end
+  for i, r in ipairs(p.outputs) do -- an output computed in place of its buffer may be a reshape of it
+    if not S.equal(r.shape, L.outputs[i].shape) then p.reshape[#p.reshape + 1] = i end
   end
   self._plans[key] = p
   self._nplans = self._nplans + 1
@@ -151,13 +153,16 @@ local function run_lua_step(plan, s, env, keep)
   end
 end
 
--- a graph without dynamic dims has one plan: inputs need only a dtype/shape check
-local function static_ok(ir, args)
-  if #args ~= #ir.inputs then return false end
-  for i, id in ipairs(ir.inputs) do
-    local t, v = args[i], ir.values[id]
-    if type(t) ~= "table" or not rawget(t, "_c") or t.dtype ~= v.dtype then return false end
-    local a, b = t._shape, v.shape
+-- the inputs fit plan p: each a concrete tensor of the dtype and shape p's input buffer was planned for. The specs
+-- fix every input's shape once the symbolic dims are bound (and each dim is bound from an input's shape), so inputs
+-- that fit bind the same dims: the call may skip sym.bind_inputs (its messages, the plan key's string) and reuse p.
+local function fits(p, args)
+  local ins = p.inputs
+  if #args ~= #ins then return false end
+  for i = 1, #ins do
+    local t, r = args[i], ins[i]
+    if getmetatable(t) ~= "ds.Tensor" or not rawget(t, "_c") or t.dtype ~= r.dtype then return false end
+    local a, b = t._shape, r.shape
     if #a ~= #b then return false end
     for d = 1, #b do if a[d] ~= b[d] then return false end end
   end
@@ -168,27 +173,29 @@ local function fail_bind(what, i)
   dsffi.fail(string.format("compiled graph: %s %s", what, tostring(i)))
 end
 
--- run on the tensor inputs (in the graph's input order); returns the outputs as a list
+-- run on the tensor inputs (in the graph's input order); returns the outputs as a list. Inputs that fit the last
+-- call's plan reuse it as they are; others are bound (sym.bind_inputs checks them) and get their binding's plan.
 function Compiled:run(args)
   local ir = self.ir
   local refresh = self.refresh -- optimizer hyper-parameters (a scheduler's lr): read now, as an eager step would
   for i = 1, #refresh do refresh[i]() end
-  local p, env
-  if self._static and static_ok(ir, args) then
-    p, env = self._static, EMPTY
-  else
-    env = sym.bind_inputs("compiled " .. ir.name, ir.specs, args)
-    p = self:plan_for(env)
-    if not self._dynamic then self._static = p end
+  local p = self._last_plan
+  if not (p and fits(p, args)) then
+    p = self:plan_for(sym.bind_inputs(self.label, ir.specs, args))
+    self._last_plan = p
   end
-  self._last_plan = p
   local plan = p.plan
-  local keep = {}
-  for i, r in ipairs(p.inputs) do
+  local copies, keep -- what the plan reads that only this call holds: contiguous copies of inputs (by input), the
+  -- Lua steps' results
+  local ins = p.inputs
+  for i = 1, #ins do
     local x = args[i]
-    if C.ds_tensor_is_contiguous(x._c) == 0 then x = x:contiguous() end
-    keep[i] = x
-    if C.ds_plan_bind(plan, r.buffer, x._c) ~= 0 then fail_bind("input", i) end
+    if C.ds_tensor_is_contiguous(x._c) == 0 then
+      x = x:contiguous()
+      copies = copies or {}
+      copies[i] = x
+    end
+    if C.ds_plan_bind(plan, ins[i].buffer, x._c) ~= 0 then fail_bind("input", i) end
   end
   local graph_state = ir.state
   for i, r in ipairs(p.state) do
@@ -196,13 +203,15 @@ function Compiled:run(args)
     if C.ds_plan_bind(plan, r.buffer, t._c) ~= 0 then fail_bind("state", graph_state[i].name) end
   end
   local outs = {}
-  for i, r in ipairs(p.outputs) do
+  local routs = p.outputs
+  for i = 1, #routs do
+    local r = routs[i]
     local o = Tensor._empty(r.dtype, r.shape, "compiled graph", OUTPUT_GC_BYTES)
     outs[i] = o
     if C.ds_plan_bind(plan, r.buffer, o._c) ~= 0 then fail_bind("output", i) end
   end
   local grads = p.L.grads
-  local gvals = {}
+  local gvals = #grads > 0 and {} or EMPTY
   for k = 1, #grads do
     local g = grads[k]
     if g.root then
@@ -214,11 +223,14 @@ function Compiled:run(args)
   for k = 1, #segs do
     local seg = segs[k]
     if C.ds_plan_run_range(plan, seg.from, seg.to) ~= 0 then dsffi.fail("compiled " .. ir.name) end
-    if seg.lua then run_lua_step(plan, seg.lua, env, keep) end
+    if seg.lua then
+      keep = keep or {}
+      run_lua_step(plan, seg.lua, p.env, keep)
+    end
   end
   for _, w in ipairs(ir.input_writes) do -- the plan wrote the input's buffer; a copy made contiguous goes back
-    local x = args[w.input]
-    if keep[w.input] ~= x then x:copy_(keep[w.input]) end
+    local c = copies and copies[w.input]
+    if c then args[w.input]:copy_(c) end
   end
   for k = 1, #grads do
     local g = grads[k]
@@ -232,9 +244,10 @@ function Compiled:run(args)
       rawset(t, "grad", v)
     end
   end
-  for i, o in ipairs(outs) do -- an output computed in place of its buffer may be a reshape of it
-    local shape = p.L.outputs[i].shape
-    if not S.equal(o._shape, shape) then outs[i] = o:reshape(shape) end
+  local reshape = p.reshape
+  for i = 1, #reshape do -- an output computed in place of its buffer may be a reshape of it
+    local k = reshape[i]
+    outs[k] = outs[k]:reshape(p.L.outputs[k].shape)
   end
   return outs
 end
@@ -242,9 +255,7 @@ end
 -- build the plan for tensor inputs like args (the graph's input order) without running it: a server warms a new
 -- model version this way, so its first request of each shape runs at once
 function Compiled:prepare(args)
-  if self._static and static_ok(self.ir, args) then return end
-  local p = self:plan_for(sym.bind_inputs("compiled " .. self.ir.name, self.ir.specs, args))
-  if not self._dynamic then self._static = p end
+  self:plan_for(sym.bind_inputs(self.label, self.ir.specs, args))
 end
 
 function Compiled:__call(...)
@@ -253,7 +264,7 @@ function Compiled:__call(...)
     if c ~= self then return c(...) end
   end
   local ir = self.ir
-  local tensors = Graph.call_inputs(ir, "compiled " .. ir.name, ...)
+  local tensors = Graph.call_inputs(ir, self.label, ...)
   if state.trace then
     -- called while tracing another function: its graph becomes part of that trace
     if not self.graph then
@@ -371,7 +382,7 @@ function M.from_ir(ir, opts, owns_state)
   for _, s in ipairs(ir.state) do refresh[#refresh + 1] = hyper.refresh[s.tensor] end
   local base, late, stats = M.optimize(ir, opts, owns_state)
   return setmetatable({ base = base, ir = late, stats = stats, opts = opts or {}, _plans = {}, _nplans = 0,
-                        _dynamic = sym.contains(late.specs), refresh = refresh }, Compiled)
+                        refresh = refresh, label = "compiled " .. late.name }, Compiled)
 end
 
 -- ds.compile of a graph: the passes run on a copy, so graph stays as it was (callable, exportable, inlined when the
