@@ -16,6 +16,7 @@ local COUNTERS = {
   { "ds_errors_total", "prediction requests not answered 200, by reason" },
   { "ds_reloads_total", "new model versions loaded by a worker (ok) or refused, the old one serving (failed)" },
   { "ds_generated_tokens_total", "tokens streamed by generation requests" },
+  { "ds_generation_sessions_total", "KV-cache generation sessions started (each in a pool thread, its own cache rows)" },
   { "ds_generations_total", "generation requests ended, by reason (length, eos, max_length, deadline, cancelled, "
     .. "error)" },
 }
