@@ -60,7 +60,7 @@ describe("serve KV-cache session", function()
         if f then res = f:read("*a"); f:close(); break end
         os.execute("sleep 0.1")
       end
-      assert.equal("eof ", res)
+      assert.equal("eof R 4\n", res)   -- its rows, then closed: no token
     end)
 
   it("builds the plans of every decode step before it listens; a short prompt is one call", function()

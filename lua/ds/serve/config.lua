@@ -14,13 +14,15 @@ local M = {}
 -- vocab: a JSON file next to the model (part of its version); labels: class names; outputs: output names;
 -- positions: the text adapter's token limit. generate: served at POST /generate/NAME (serve/generate.lua) as a
 -- step model; max_length: its prompt + generated tokens; eos: its end token id; kv_cache: the step model keeps KV
--- caches (ids (slots, 1), pos (slots)) and runs in a ds.generator session (serve/generate.lua).
+-- caches (ids (slots, 1), pos (slots)) and runs in ds.generator sessions (serve/generate.lua); sessions: how many
+-- of them a version runs at once (each in a pool thread with its own cache rows; 2: one per core of a 2-core host).
 M.DEFAULTS = { adapter = "tensor", max_batch = 32, max_tokens = 2048, max_wait_ms = 1, queue_limit = 256,
-               timeout_ms = 1000, warm = false, generate = false, max_length = 128 }
+               timeout_ms = 1000, warm = false, generate = false, max_length = 128, sessions = 2 }
 local FIELDS = { adapter = "string", vocab = "string", max_batch = "number", max_tokens = "number",
                  max_wait_ms = "number", queue_limit = "number", timeout_ms = "number", warm = "boolean",
                  labels = "table", outputs = "table", positions = "number", generate = "boolean",
-                 max_length = "number", eos = "number", kv_cache = "boolean" }
+                 max_length = "number", eos = "number", kv_cache = "boolean",
+                 sessions = "number" }
 M.ADAPTERS = { tensor = "ds.serve.tensor", image = "ds.serve.image", text = "ds.serve.text" }
 
 -- the names of the ds graph files in dir (NAME.json with "format": "ds-graph")
@@ -61,7 +63,8 @@ local function settings(s, where)
   if m.adapter == "text" and not m.vocab then fail("%s: the text adapter needs a \"vocab\" file", where) end
   if m.generate and m.adapter ~= "tensor" then fail("%s: a generate model takes token ids (no adapter)", where) end
   if m.kv_cache and not m.generate then fail("%s: kv_cache is for generate models", where) end
-  m.max_batch, m.max_tokens = math.floor(m.max_batch), math.floor(m.max_tokens)
+  if s.sessions and not m.kv_cache then fail("%s: sessions is for kv_cache models", where) end
+  m.max_batch, m.max_tokens, m.sessions = math.floor(m.max_batch), math.floor(m.max_tokens), math.floor(m.sessions)
   return m
 end
 

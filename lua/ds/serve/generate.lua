@@ -8,6 +8,7 @@ local ffi = require("ffi")
 local cjson = require("cjson.safe")
 local semaphore = ngx and require("ngx.semaphore")
 local metrics = require("ds.serve.metrics")
+local models = ngx and require("ds.serve.models")
 
 local M = {}
 local Loop = {}
@@ -141,26 +142,38 @@ end
 
 -- ---- KV-cache step models: ds.generator sessions (docs/SERVING.md "KV caches") ----
 -- The generator's caches live in the one thread VM that runs its session (compute.session), so requests reach it
--- over a Unix socket the session listens on (serve/session.lua) instead of one thread call per step: this loop
--- joins the running session of the oldest waiting request's version (any worker's: the shared dict ds_generate
--- names its socket), or starts one in this worker's pool; it writes each request (and cancellation) as a line, and
--- a reader light thread wakes on each line of tokens the session writes after a step and hands the tokens to their
--- requests at once (no polling on either side). The requests of every worker share one session's rows.
+-- over a Unix socket the session listens on (serve/session.lua) instead of one thread call per step. A version runs
+-- up to cfg.sessions sessions at once, each in its own pool thread with its own cache rows (any worker's: the shared
+-- dict ds_generate names their sockets, "session:NAME:VERSION:K", and counts each one's busy rows, "rows:PATH"): a
+-- waiting request joins the running session with the fewest busy rows; a new one starts (in this worker's pool) when
+-- every running one has at least half its rows busy and fewer than cfg.sessions run, so 8 streams run as 2 sessions of
+-- 4 rows, one per core. The loop writes each request (and cancellation) as a line, and a reader light thread per
+-- session wakes on each line of tokens it writes after a step and hands the tokens to their requests at once (no
+-- polling on either side). The requests of every worker share the sessions' rows.
 local Cached = setmetatable({}, { __index = Loop })
 Cached.__index = Cached
-local CONNECT_RETRY_S = 0.001   -- the session listens once its pool thread runs: checked this often till then
+local CONNECT_RETRY_S = 0.001   -- a session listens once its pool thread runs: checked this often till then
 local JOIN_WAIT_S = 10          -- how long a worker waits for another worker's session to listen (its CONNECT_S)
-local next_id, sessions = 0, 0
+local next_id, started = 0, 0
 pcall(ffi.cdef, "int access(const char *path, int mode);")
+
+local function wake(self) if self.wake:count() < 1 then self.wake:post(1) end end
 
 -- name, cfg as M.new; session(version, path) -> ok, true, steps | error (models.session)
 function M.cached(name, cfg, session)
-  return setmetatable({ name = name, cfg = cfg, session = session, active = {}, seen = {}, wake = semaphore.new(0),
-                        by_rid = {}, dict = ngx.shared.ds_generate }, Cached)
+  return setmetatable({ name = name, cfg = cfg, session = session, active = {}, seen = {},
+                        wake = semaphore.new(0), by_rid = {}, sessions = {}, by_path = {},
+                        dict = ngx.shared.ds_generate }, Cached)
+end
+
+-- adds the versions of the waiting sequences and of the sessions this worker talks to to the set `into`
+function Cached:versions(into)
+  for _, s in ipairs(self.active) do into[s.version] = true end
+  for _, sess in ipairs(self.sessions) do into[sess.version] = true end
 end
 
 -- seq as Loop:submit, with opts (ds.generator's start options: max_new_tokens, eos, temperature, top_k, top_p,
--- min_p, seed): sent to the session of its version by the loop
+-- min_p, seed): sent to a session of its version by the loop
 function Cached:submit(seq)
   local ok, reason, msg = Loop.submit(self, seq)
   if not ok then return nil, reason, msg end
@@ -170,24 +183,38 @@ function Cached:submit(seq)
   return seq
 end
 
+-- seq no longer holds a row of the session it was sent to (counted once)
+function Cached:release(seq)
+  local sess = seq.counted
+  if not sess then return end
+  seq.counted, sess.mine = nil, sess.mine - 1
+  self.dict:incr("rows:" .. sess.path, -1)
+end
+
 -- as Loop:finish; the loop then drops it from the running ones
 function Cached:finish(seq, reason)
   Loop.finish(self, seq, reason)
+  self:release(seq)
   self.by_rid[seq.rid] = nil
-  if self.wake:count() < 1 then self.wake:post(1) end
+  wake(self)
 end
 
 -- the socket of a new session: in nginx's temp directory (/tmp if that path is too long for a socket address)
 local function socket_path(name)
-  sessions = sessions + 1
-  local file = string.format("ds-gen-%d-%d-%s.sock", ngx.worker.pid(), sessions, name)
+  started = started + 1
+  local file = string.format("ds-gen-%d-%d-%s.sock", ngx.worker.pid(), started, name)
   local path = ngx.config.prefix() .. "temp/" .. file
   return #path < 108 and path or "/tmp/" .. file
 end
 
--- a line of the session: "rid token 0|1" or "rid ! error" -> 1 when it gave a request a token, else 0 (plain finds,
--- no patterns: this runs per token)
-function Cached:on_line(line)
+-- a line of session sess: "rid token 0|1", "rid ! error", or "R rows" (its first: how many cache rows it has) -> 1
+-- when it gave a request a token, else 0 (plain finds, no patterns: this runs per token)
+function Cached:on_line(sess, line)
+  if line:byte(1) == 82 then   -- "R"
+    sess.rows = tonumber(line:sub(3))
+    wake(self)
+    return 0
+  end
   local sp = line:find(" ", 1, true)
   local s = sp and self.by_rid[tonumber(line:sub(1, sp - 1))]
   if not s or s.done then return 0 end
@@ -218,7 +245,7 @@ local function read_session(self, sess, sock)
       while true do
         local nl = text:find("\n", at, true)
         if not nl then break end
-        tokens = tokens + self:on_line(text:sub(at, nl - 1))
+        tokens = tokens + self:on_line(sess, text:sub(at, nl - 1))
         at = nl + 1
       end
       rest = text:sub(at)
@@ -229,11 +256,11 @@ local function read_session(self, sess, sock)
   end
   sess.closed = true
   if sess.joined then sess.ended = true end   -- another worker's session: its end is the socket's
-  if self.wake:count() < 1 then self.wake:post(1) end
+  wake(self)
 end
 
 -- connects to sess.path and starts a reader light thread handing the session's lines to on_line -> true, or nil
--- when nothing listens there (sess.closed: the reader has stopped)
+-- when nothing listens there
 function Cached:connect(sess)
   local sock = ffi.C.access(sess.path, 0) == 0 and ngx.socket.tcp()
   if not (sock and sock:connect("unix:" .. sess.path)) then return nil end
@@ -243,104 +270,196 @@ function Cached:connect(sess)
   return true
 end
 
--- joins the session of the oldest waiting sequence's version if one runs or starts (in any worker), else claims
--- the version in the shared dict (one session per version for every worker: workers whose requests come at once
--- do not each start their own), starts it in a pool thread and connects to it; the dict names its socket while it runs
-function Cached:start_session()
-  local version = self.active[1].version
-  local key = "session:" .. self.name .. ":" .. version
-  local mine = socket_path(self.name)
-  while true do
-    local claimed, why = self.dict:add(key, mine)
-    if claimed or why ~= "exists" then break end   -- a full dict: this session goes unnamed (no other worker joins)
-    local path = self.dict:get(key)
-    if path then
-      -- another worker's session: it listens once its pool thread runs, so wait while the dict still names it
-      local sess, give_up = { version = version, path = path, joined = true }, now() + JOIN_WAIT_S
-      while true do
-        if self:connect(sess) then self.sess, self.running = sess, version; return end
-        if self.dict:get(key) ~= path or now() >= give_up then break end
-        ngx.sleep(CONNECT_RETRY_S)
-      end
-      if self.dict:get(key) == path then self.dict:delete(key) end   -- it has ended
+-- light thread: joins another worker's session, which listens once its pool thread runs: tried while the dict still
+-- names it (a session named for longer than JOIN_WAIT_S that never listened has ended: unnamed)
+local function join(self, sess)
+  local give_up = now() + JOIN_WAIT_S
+  while not self:connect(sess) do
+    local named = self.dict:get(sess.key) == sess.path
+    if not named or now() >= give_up then
+      if named then self.dict:delete(sess.key) end
+      sess.closed, sess.ended = true, true
+      break
     end
+    ngx.sleep(CONNECT_RETRY_S)
   end
-  local sess = { version = version, path = mine }
-  self.sess, self.running = sess, version
-  ngx.thread.spawn(function()
-    local ok, done, err = self.session(version, sess.path)
-    if self.dict:get(key) == sess.path then self.dict:delete(key) end
-    sess.ended = true
-    if not (ok and done) then sess.failure = tostring(ok and err or done) end
-    if self.wake:count() < 1 then self.wake:post(1) end
-  end)
+  wake(self)
+end
+
+-- light thread: a session this worker started, in its pool until it ends (unnamed then)
+local function run_own(self, sess)
+  local ok, done, err = self.session(sess.version, sess.path)
+  if sess.key and self.dict:get(sess.key) == sess.path then self.dict:delete(sess.key) end
+  self.dict:delete("rows:" .. sess.path)
+  sess.ended = true
+  if not (ok and done) then sess.failure = tostring(ok and err or done) end
+  wake(self)
+end
+
+-- light thread: connects to a session this worker started once it listens
+local function connect_own(self, sess)
   while not sess.ended and ffi.C.access(sess.path, 0) ~= 0 do ngx.sleep(CONNECT_RETRY_S) end
   if sess.ended or not self:connect(sess) then
     sess.closed = true   -- the session ends too: it waits for a connection that does not come
-    if self.dict:get(key) == sess.path then self.dict:delete(key) end
-    return
+    if sess.key and self.dict:get(sess.key) == sess.path then self.dict:delete(sess.key) end
   end
-  sess.key = key
+  wake(self)
 end
 
--- the session has ended: on a failure the sequences of its version end with "error"; those sent to it that have no
--- token yet go to the next session (it ended idle as they came, or its worker went away), the others end with
--- "error" (a session another worker ran ended while they ran)
-function Cached:end_session()
-  local sess = self.sess
-  self.sess, self.running = nil, nil
+local function add(self, sess)
+  sess.mine = 0
+  self.sessions[#self.sessions + 1], self.by_path[sess.path] = sess, sess
+  self.running = true
+end
+
+local function session_key(self, version, k) return "session:" .. self.name .. ":" .. version .. ":" .. k end
+
+-- joins the sessions of `version` the dict names that this worker does not talk to yet (any worker's)
+function Cached:discover(version)
+  for k = 1, self.cfg.sessions do
+    local key = session_key(self, version, k)
+    local path = self.dict:get(key)
+    if path and not self.by_path[path] then
+      local sess = { version = version, path = path, key = key, joined = true }
+      add(self, sess)
+      ngx.thread.spawn(join, self, sess)
+    end
+  end
+end
+
+-- starts a session of `version` in this worker's pool under the first free name (unnamed if the dict is full: no
+-- other worker joins it); false when every name is taken (another worker's session: discover joins it)
+function Cached:start(version)
+  local path = socket_path(self.name)
+  for k = 1, self.cfg.sessions do
+    local key = session_key(self, version, k)
+    local claimed, why = self.dict:add(key, path)
+    if claimed or why ~= "exists" then
+      local sess = { version = version, path = path, key = claimed and key or nil }
+      self.dict:set("rows:" .. path, 0)
+      metrics.count("ds_generation_sessions_total", self.name)
+      add(self, sess)
+      ngx.thread.spawn(run_own, self, sess)
+      ngx.thread.spawn(connect_own, self, sess)
+      return true
+    end
+  end
+  return false
+end
+
+-- where a waiting sequence of `version` goes: the ready session (connected, its rows known) with the fewest busy
+-- rows; nil to wait: a session is starting and every ready one has at least half its rows busy, or none is ready.
+-- Starts a session when every live one (ready or starting) has at least half its rows busy, fewer than
+-- cfg.sessions live, and this worker's pool has room (a version's first session starts regardless).
+function Cached:choose(version)
+  local best, best_busy, live, starting, half = nil, math.huge, 0, false, true
+  for _, sess in ipairs(self.sessions) do
+    if sess.version == version and not sess.closed and not sess.ended then
+      live = live + 1
+      if sess.rows then
+        local busy = self.dict:get("rows:" .. sess.path) or sess.mine
+        if busy < best_busy then best, best_busy = sess, busy end
+        half = half and 2 * busy >= sess.rows
+      else
+        starting = true
+      end
+    end
+  end
+  if half and not starting and live < self.cfg.sessions and (live == 0 or models.session_room())
+     and self:start(version) then
+    return nil
+  end
+  if best and (not (half and starting)) then return best end
+  return nil
+end
+
+-- the session has ended: on its failure the sequences of its version not yet running elsewhere end with "error";
+-- those sent to it that have no token yet go to another session (it ended idle as they came, or its worker went
+-- away), the others end with "error" (a session another worker ran ended while they ran)
+function Cached:end_session(sess)
+  for i, x in ipairs(self.sessions) do if x == sess then table.remove(self.sessions, i); break end end
+  self.by_path[sess.path] = nil
+  self.running = #self.sessions > 0 or nil
   if sess.sock then sess.sock:close() end
   if sess.failure then ngx.log(ngx.ERR, self.name, ": generation session failed: ", sess.failure) end
   for _, s in ipairs(self.active) do
-    if sess.failure and s.version == sess.version then
+    if sess.failure and s.version == sess.version and (s.sent == sess or not s.sent) then
       s.error = "model step failed: " .. sess.failure
       self:finish(s, "error")
     elseif s.sent == sess and not s.done and #s.tokens > 0 then
       s.error = "the generation session ended"
       self:finish(s, "error")
     elseif s.sent == sess then
+      self:release(s)
       s.sent = nil
     end
   end
 end
 
--- the sequences that end here (cancelled, past their deadline) are dropped as Loop:sweep does; those the session
--- runs are cancelled there (one write)
+-- lines for session sess, written at once per session and step of the loop
+local function queue(out, sess, line)
+  local q = out[sess]
+  if not q then q = {}; out[sess] = q end
+  q[#q + 1] = line
+end
+local function flush(out)
+  for sess, lines in pairs(out) do
+    if not sess.sock:send(lines) then sess.sock:close() end   -- the reader sees it closed
+  end
+end
+
+-- the sequences that end here (cancelled, past their deadline) are dropped as Loop:sweep does; those a session runs
+-- are cancelled there (one write per session)
 function Cached:sweep()
-  local sess, out, t = self.sess, {}, now()
+  local out, t = {}, now()
   for _, s in ipairs(self.active) do
-    if s.sent and s.sent == sess and not s.done and (s.cancelled or t >= s.deadline) then
-      out[#out + 1] = "C " .. s.rid .. "\n"
+    local sess = s.sent
+    if sess and sess.sock and not sess.closed and not s.done and (s.cancelled or t >= s.deadline) then
+      queue(out, sess, "C " .. s.rid .. "\n")
     end
   end
-  if #out > 0 and not sess.sock:send(out) then sess.sock:close() end   -- the reader sees it closed
+  flush(out)
   Loop.sweep(self)
 end
 
--- the requests not yet sent to the session of their version, written at once
+-- the waiting requests sent to the sessions chosen for them (sessions of their versions joined first), written at
+-- once per session
 function Cached:send()
-  local sess, out = self.sess, {}
+  local out, seen = {}, {}
   for _, s in ipairs(self.active) do
-    if not s.sent and s.version == sess.version then
-      out[#out + 1] = "S " .. cjson.encode { id = s.rid, ids = s.ids, opts = s.opts } .. "\n"
-      s.sent = sess
+    if not s.sent and not s.done then
+      if not seen[s.version] then self:discover(s.version); seen[s.version] = true end
+      local sess = self:choose(s.version)
+      if sess then
+        queue(out, sess, "S " .. cjson.encode { id = s.rid, ids = s.ids, opts = s.opts } .. "\n")
+        s.sent, s.counted, sess.mine = sess, sess, sess.mine + 1
+        self.dict:incr("rows:" .. sess.path, 1)
+      end
     end
   end
-  if #out > 0 and not sess.sock:send(out) then sess.sock:close() end
+  flush(out)
 end
 
 function Cached:loop()
   while not ngx.worker.exiting() or #self.active > 0 do
-    if self.sess and self.sess.ended and self.sess.closed then self:end_session() end
-    -- a worker on its way out (nginx reloads) lets new requests start their own session: this one drains and ends
-    if ngx.worker.exiting() and self.sess and self.sess.key then self.dict:delete(self.sess.key) end
+    for i = #self.sessions, 1, -1 do
+      local sess = self.sessions[i]
+      if sess.ended and sess.closed then self:end_session(sess) end
+    end
+    -- a worker on its way out (nginx reloads) lets new requests start their own sessions: its own drain and end
+    if ngx.worker.exiting() then
+      for _, sess in ipairs(self.sessions) do
+        if not sess.joined and sess.key and self.dict:get(sess.key) == sess.path then self.dict:delete(sess.key) end
+      end
+    end
     self:sweep()
-    if #self.active > 0 and not self.sess then self:start_session() end
-    if self.sess and self.sess.sock and not self.sess.closed then self:send() end
+    self:send()
     self.wake:wait(1)
   end
-  -- the worker exits: the session sees its socket close and ends
-  if self.sess and self.sess.sock then ngx.thread.kill(self.sess.reader); self.sess.sock:close() end
+  -- the worker exits: the sessions see their sockets close and end
+  for _, sess in ipairs(self.sessions) do
+    if sess.sock then ngx.thread.kill(sess.reader); sess.sock:close() end
+  end
 end
 
 return M

@@ -18,6 +18,7 @@ local slots                   -- semaphore: thread VMs free (every ngx.run_worke
 local vms = {}                -- ids of this worker's thread VMs
 local state = {}              -- name -> {current = {ok, version, info | error, vocab}, pending, failed}
 local batchers = {}           -- name -> batcher or generation loop (their queued versions stay loaded)
+local hosted = 0              -- generation sessions running in this worker's pool
 M.ready = false               -- every thread VM has loaded every model (or failed)
 
 -- the model's files now: version (12 hex digits), graph text, vocab table; or nil and why not
@@ -199,7 +200,13 @@ function M.step(name, version, seqs) return M.call("step", name, version, seqs, 
 -- a generation session of the KV-cache step model `name` on `version` in a thread VM, until it has been idle: ok,
 -- true, steps (as compute.session)
 function M.session(name, version, key)
-  return M.call("session", name, version, key, settings[name].max_length, live())
+  hosted = hosted + 1
+  local res = { M.call("session", name, version, key, settings[name].max_length, live()) }
+  hosted = hosted - 1
+  return unpack(res, 1, table.maxn(res))
 end
+
+-- whether this worker's pool may take one more generation session: each other model keeps a thread
+function M.session_room() return hosted < threads - #names + 1 end
 
 return M

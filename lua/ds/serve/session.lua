@@ -116,16 +116,19 @@ end
 -- connected -> steps. Every worker of the server may connect (serve/generate.lua finds the session in the shared
 -- dict ds_generate), so requests of all workers share the model's rows. In, per connection: "S {id, ids, opts}" (a
 -- request: ds.generator:start's prompt and options; id unique on that connection) and "C id" (cancel) lines; out:
--- "id token 0|1" (1: its last token) and "id ! error" lines, one write per connection (all its rows' lines) after a
--- step that ends one of its requests, or leaves none running, else every FLUSH_S. conns (the caller's, empty): the
--- connections, open ones left in it on an error for the caller to close.
+-- "R rows" (written on connecting: its cache rows), "id token 0|1" (1: its last token) and "id ! error" lines, one
+-- write per connection (all its rows' lines) after a step that ends one of its requests, or leaves none running,
+-- else every FLUSH_S. conns (the caller's, empty): the connections, open ones left in it on an error for the caller
+-- to close.
 local function serve(lfd, gen, slots, conns)
   local st = { gen = gen, conns = conns, waiting = {}, running = {} }   -- running: generator id -> request
   local waiting, running, steps = st.waiting, st.running, 0
+  local hello = "R " .. slots .. "\n"   -- each connection's first line: the rows, so a loop can balance sessions
   -- the first connection (the worker that started the session) comes within CONNECT_S
   local first = poll(lfd, conns, CONNECT_S * 1000)[0].revents ~= 0 and C.accept(lfd, nil, nil) or -1
   if first < 0 then error("the event loop did not connect", 0) end
   conns[1] = conn(first)
+  send_all(first, hello)
   local idle_since, gone = ds.clock(), {}
   while #conns > 0 do
     local busy = gen:active() > 0 or #waiting > 0
@@ -143,7 +146,7 @@ local function serve(lfd, gen, slots, conns)
     for i = #gone, 1, -1 do drop(st, gone[i]); gone[i] = nil end
     if accept then
       local fd = C.accept(lfd, nil, nil)
-      if fd >= 0 then conns[#conns + 1] = conn(fd) end
+      if fd >= 0 and send_all(fd, hello) then conns[#conns + 1] = conn(fd) elseif fd >= 0 then C.close(fd) end
     end
     while gen:active() < slots and #waiting > 0 do
       local r = table.remove(waiting, 1)
