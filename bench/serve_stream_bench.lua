@@ -1,15 +1,16 @@
 -- bench/serve_stream_bench.lua: streamed generation from nginx (ds.serve's POST /generate/NAME, Server-Sent Events)
 -- against the same model generating in process: the character GPT of examples/char_gpt.lua (briefly trained),
 -- greedy, 48 new tokens after a 13-character prompt (its block is 64); tokens/s of one stream, of 8 concurrent streams
--- (continuous batching over 8 cache rows), and of ds.generate in process (compiled step per token, and the compiled
--- loop). The client is one LuaJIT process (bench/sse_client.lua: its FFI over socket, poll and recv) that
--- opens every connection, sends the requests back to back and times each stream from its request to its last event
--- (its start-up not in it): a real client runs on another machine, and with curl (a process, or one curl's parallel
--- transfers) on the same 2 cores the client cost as much CPU per token as the server's session, so the bench measured
+-- (continuous batching: the server's 2 sessions of 4 rows, serve.json "sessions"), and of ds.generate in process
+-- (compiled step per token, and the compiled loop). The client is one LuaJIT process (bench/sse_client.lua: its FFI
+-- over socket, poll and recv) that opens every connection, sends the requests back to back and times each stream from
+-- its request to its last event (its start-up not in it): a real client runs on another machine, and with curl (a
+-- process, or one curl's parallel transfers) on the same 2 cores the client cost as much CPU per token as the server's session, so the bench measured
 -- curl. Every streamed answer is checked equal to the one-stream answer (its token events in order, complete, and equal
 -- to its final event), and that to ds.generate's in process. The saved step runs only the running requests' cache
--- rows and takes a short prompt in one call: its time per call (8 rows running, 1, at a stream's mean cache position,
--- and the prompt's; one thread as the server runs it, and two), the ratio of 8 streams to one those allow, and a
+-- rows and takes a short prompt in one call: its time per call (8 rows running, 4, 1, at a stream's mean cache
+-- position, and the prompt's; one thread as the server runs it, and two), the ratios of 8 streams to one those allow
+-- (one session of 8 rows on one core, two of 4 rows on two cores), and a
 -- server whose caches hold one request tell what a stream costs, and the CPU per token (the scheduler's run time) of
 -- the session's thread, of the workers' event loops and of the client where it goes.
 -- usage (repo root): luajit bench/serve_stream_bench.lua [PORT]   (`make serve-stream-bench`)
@@ -93,11 +94,14 @@ local function prompt_ms(threads)
   return ms + (at <= #p and step_ms(1, #p - at + 1, at, threads) or 0)
 end
 local step8, step1, prefill = step_ms(STREAMS, 1, mid, 1), step_ms(1, 1, mid, 1), prompt_ms(1)
+local step4 = step_ms(STREAMS / 2, 1, mid, 1)
 -- the same on two threads (the session steps on one: docs/SERVING.md)
 local step8_2, prefill_2 = step_ms(STREAMS, 1, mid, 2), prompt_ms(2)
 -- the ratio of 8 streams to one the step alone allows: 8 prompts and N steps of 8 rows against a prompt and N steps
 -- of one row
 local cap = (STREAMS * N / (N * step8 + STREAMS * prefill)) / (N / (N * step1 + prefill))
+-- and two sessions of half the rows each stepping on its own core (the server's default: docs/SERVING.md)
+local cap2 = (STREAMS * N / (N * step4 + STREAMS / 2 * prefill)) / (N / (N * step1 + prefill))
 
 -- n streams at once from one client process (bench/sse_client.lua: one LuaJIT process, its FFI over socket, poll and
 -- recv, every connection opened and every request sent back to back): the seconds from the first request to the
@@ -215,6 +219,7 @@ print(string.format("  served, one stream, caches for 1       %8.0f  (%.2fx the 
   one1 / loop_rate))
 print(string.format("  CPU per token (us): one stream: %s; %d streams: %s (after %d warm-up rounds)", cpu1, STREAMS,
   cpu8, rounds))
-print(string.format("  saved step per call, 1 thread, at position %d: %d rows running %.3f ms, 1 row %.3f ms, a prompt "
-  .. "(%d tokens) %.3f ms (a stream: %d steps and its prompt): they allow 8 streams %.2fx one; on 2 threads: %d rows "
-  .. "%.3f ms, a prompt %.3f ms", mid, STREAMS, step8, step1, #p, prefill, N, cap, STREAMS, step8_2, prefill_2))
+print(string.format("  saved step per call, 1 thread, at position %d: %d rows running %.3f ms, %d rows %.3f ms, 1 row "
+  .. "%.3f ms, a prompt (%d tokens) %.3f ms (a stream: %d steps and its prompt): they allow 8 streams %.2fx one in one "
+  .. "session, %.2fx in two on two cores; on 2 threads: %d rows %.3f ms, a prompt %.3f ms", mid, STREAMS, step8,
+  STREAMS / 2, step4, step1, #p, prefill, N, cap, cap2, STREAMS, step8_2, prefill_2))

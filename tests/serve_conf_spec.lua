@@ -56,6 +56,7 @@ describe("ds.serve.config.read", function()
     assert.is_nil(default)
     assert.equal("tensor", s.a.adapter)
     assert.equal(32, s.a.max_batch)
+    assert.equal(2, s.a.sessions)   -- a KV-cache model's sessions at once: one per core of a 2-core host
     dir.write("serve.json", '{"default": "b", "models": {"b": {"max_batch": 4, "labels": ["no", "yes"]},'
       .. ' "c": {"adapter": "text", "vocab": "words.vocab.json"}}}')
     s, names, default = config.read(dir.path)
@@ -74,6 +75,9 @@ describe("ds.serve.config.read", function()
       { '{"models": {"a": {"adapter": "csv"}}}', "models.a.adapter must be \"tensor\", \"image\", \"text\" or a Lua module name" },
       { '{"models": {"a": {"adapter": "text"}}}', "models.a: the text adapter needs a \"vocab\" file" },
       { '{"models": {"a": {"generate": true, "adapter": "image"}}}', "models.a: a generate model takes token ids" },
+      { '{"models": {"a": {"generate": true, "sessions": 2}}}', "models.a: sessions is for kv_cache models" },
+      { '{"models": {"a": {"generate": true, "kv_cache": true, "sessions": 0}}}',
+        "models.a.sessions = 0 is out of range" },
       { '{"default": "z"}', "default model 'z' is not served" },
       { '{"modles": {}}', "unknown field 'modles'" },
       { '[1', "expected {\"default\": name" },
