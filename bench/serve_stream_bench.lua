@@ -1,18 +1,18 @@
 -- bench/serve_stream_bench.lua: streamed generation from nginx (ds.serve's POST /generate/NAME, Server-Sent Events)
--- against the same model generating in process: the character GPT of examples/char_gpt.lua (briefly trained),
--- greedy, 48 new tokens after a 13-character prompt (its block is 64); tokens/s of one stream, of 8 concurrent streams
+-- against the same model generating in process: the character GPT of examples/char_gpt.lua (briefly trained), greedy,
+-- 48 new tokens after a 13-character prompt (its block is 64); tokens/s of one stream, of 8 concurrent streams
 -- (continuous batching: the server's 2 sessions of 4 rows, serve.json "sessions"), and of ds.generate in process
 -- (compiled step per token, and the compiled loop). The client is one LuaJIT process (bench/sse_client.lua: its FFI
 -- over socket, poll and recv) that opens every connection, sends the requests back to back and times each stream from
 -- its request to its last event (its start-up not in it): a real client runs on another machine, and with curl (a
--- process, or one curl's parallel transfers) on the same 2 cores the client cost as much CPU per token as the server's session, so the bench measured
--- curl. Every streamed answer is checked equal to the one-stream answer (its token events in order, complete, and equal
--- to its final event), and that to ds.generate's in process. The saved step runs only the running requests' cache
--- rows and takes a short prompt in one call: its time per call (8 rows running, 4, 1, at a stream's mean cache
--- position, and the prompt's; one thread as the server runs it, and two), the ratios of 8 streams to one those allow
--- (one session of 8 rows on one core, two of 4 rows on two cores), and a
--- server whose caches hold one request tell what a stream costs, and the CPU per token (the scheduler's run time) of
--- the session's thread, of the workers' event loops and of the client where it goes.
+-- process, or one curl's parallel transfers) on the same 2 cores the client cost as much CPU per token as the server's
+-- session, so the bench measured curl. Every streamed answer is checked equal to the one-stream answer (its token
+-- events in order, complete, and equal to its final event), and that to ds.generate's in process. The saved step runs
+-- only the running requests' cache rows and takes a short prompt in one call: its time per call (8 rows running, 4, 1,
+-- at a stream's mean cache position, and the prompt's; one thread as the server runs it, and two), the ratios of 8
+-- streams to one those allow (one session of 8 rows on one core, two of 4 rows on two cores), and a server whose caches
+-- hold one request tell what a stream costs, and the CPU per token (the scheduler's run time) of the sessions' threads,
+-- of the workers' event loops and of the client where it goes.
 -- usage (repo root): luajit bench/serve_stream_bench.lua [PORT]   (`make serve-stream-bench`)
 package.path = "./lua/?.lua;./lua/?/init.lua;./examples/?.lua;./bench/?.lua;" .. package.path
 local ds = require("ds")
