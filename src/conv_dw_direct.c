@@ -125,12 +125,15 @@ __attribute__((always_inline)) static inline void s2_rows(const int nr, const ge
   switch (g->OH - oh0 < DW_ROWS ? g->OH - oh0 : DW_ROWS) { \
     case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; default: CALL(DW_ROWS); }
 
-int conv_dw_direct_f32(const geom *g, const float *x, const float *w, float bias, float *y) {
+int conv_dw_direct_f32(const geom *g, const float *x, const float *w, float bias, float *y, int act) {
   int s1 = g->sh == 1 && g->sw == 1;
   int s2k3 = g->KH == 3 && g->KW == 3 && g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 && g->dh == 1 &&
              g->dw == 1;
   if (!(s1 || s2k3) || g->Wp + 16 >= INT32_MAX) return 0;   /* columns as 32-bit lanes */
-  if (s2k3 && ds_isa() == DS_ISA_AVX512) { conv_dw3x3s2_avx512(g, x, w, bias, y); return 1; }
+  if (s2k3 && ds_isa() == DS_ISA_AVX512) {
+    conv_dw3x3s2_avx512(g, x, w, bias, y, act);
+    return act == CONV_ACT_NONE ? 1 : 2;
+  }
   __m256 bv = _mm256_set1_ps(bias), wk[9];
   /* a small stride-1 plane: the rows and columns its outputs read, copied once with their zero border */
   int64_t prow = g->OH + (g->KH - 1) * g->dh, R = g->OW + (g->KW - 1) * g->dw;

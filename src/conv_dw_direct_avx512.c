@@ -2,7 +2,8 @@
    vector (8 in a ymm for the last 8 columns or fewer: MobileNet's 24- and 6-wide maps), the even and odd input
    columns de-interleaved by two-source permutes, and each input row loaded once for the up to DW2_ROWS output
    rows that read it. The chain per value is the AVX2 kernel's (taps (kh, kw) in
-   order from zero, padding taps times zeros, then + bias), so the same bits on every path. */
+   order from zero, padding taps times zeros, then + bias), so the same bits on every path; then
+   a conv2d_ep's hardswish when act asks for it (el_hardswish_f32's ops, in registers before the store). */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma")
 #include "internal.h"
 #include "nn_conv.h"
@@ -47,9 +48,21 @@ static inline void cols8(const float *x, int64_t H, int64_t W, int64_t h, int64_
   *a = _mm256_castsi256_ps(_mm256_alignr_epi32(_mm256_castps_si256(*c), _mm256_castps_si256(left), 7));
 }
 
+/* el_hardswish_f32 per lane (conv_vec_avx512.h's vhardswish), at 16 and at 8 lanes */
+static inline __m512 hswish16(__m512 x) {
+  const __m512 six = _mm512_set1_ps(6.0f);
+  __m512 y = _mm512_min_ps(six, _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(x, _mm512_set1_ps(3.0f))));
+  return _mm512_div_ps(_mm512_mul_ps(x, y), six);
+}
+static inline __m256 hswish8(__m256 x) {
+  const __m256 six = _mm256_set1_ps(6.0f);
+  __m256 y = _mm256_min_ps(six, _mm256_max_ps(_mm256_setzero_ps(), _mm256_add_ps(x, _mm256_set1_ps(3.0f))));
+  return _mm256_div_ps(_mm256_mul_ps(x, y), six);
+}
+
 /* rows16 for the (at most 8) outputs from ow0, in a ymm */
 __attribute__((always_inline)) static inline void rows8(const int nr, const geom *g, const float *x, const __m512 *wk,
-                                                        __m512 bias, float *y, int64_t oh0, int64_t ow0) {
+                                                        __m512 bias, float *y, int64_t oh0, int64_t ow0, int act) {
   __m256 acc[DW2_ROWS];
   for (int i = 0; i < nr; i++) acc[i] = _mm256_setzero_ps();
 #pragma GCC unroll 9
@@ -66,15 +79,17 @@ __attribute__((always_inline)) static inline void rows8(const int nr, const geom
     }
   }
   __mmask8 m = lanes8(g->OW - ow0);
-  for (int i = 0; i < nr; i++)
-    _mm256_mask_storeu_ps(y + (oh0 + i) * g->OW + ow0, m, _mm256_add_ps(acc[i], _mm512_castps512_ps256(bias)));
+  for (int i = 0; i < nr; i++) {
+    __m256 v = _mm256_add_ps(acc[i], _mm512_castps512_ps256(bias));
+    _mm256_mask_storeu_ps(y + (oh0 + i) * g->OW + ow0, m, act == CONV_ACT_HARDSWISH ? hswish8(v) : v);
+  }
 }
 
 /* output rows [oh0, oh0 + nr), columns [ow0, ow0 + 16): input rows 2 oh0 - 1 + j, j < 2 nr + 1, each loaded once;
    row j is tap row kh = j - 2 i of output row i, so each output sees kh = 0, 1, 2 in order */
 __attribute__((always_inline)) static inline void rows16(const int nr, const geom *g, const float *x,
                                                          const __m512 *wk, __m512 bias, float *y, int64_t oh0,
-                                                         int64_t ow0) {
+                                                         int64_t ow0, int act) {
   __m512 acc[DW2_ROWS];
   for (int i = 0; i < nr; i++) acc[i] = _mm512_setzero_ps();
 #pragma GCC unroll 9
@@ -91,16 +106,20 @@ __attribute__((always_inline)) static inline void rows16(const int nr, const geo
     }
   }
   __mmask16 m = lanes16(g->OW - ow0);
-  for (int i = 0; i < nr; i++) _mm512_mask_storeu_ps(y + (oh0 + i) * g->OW + ow0, m, _mm512_add_ps(acc[i], bias));
+  for (int i = 0; i < nr; i++) {
+    __m512 v = _mm512_add_ps(acc[i], bias);
+    _mm512_mask_storeu_ps(y + (oh0 + i) * g->OW + ow0, m, act == CONV_ACT_HARDSWISH ? hswish16(v) : v);
+  }
 }
 
-void conv_dw3x3s2_avx512(const geom *g, const float *x, const float *w, float bias, float *y) {
+void conv_dw3x3s2_avx512(const geom *g, const float *x, const float *w, float bias, float *y, int act) {
   __m512 bv = _mm512_set1_ps(bias), wk[9];
   for (int k = 0; k < 9; k++) wk[k] = _mm512_set1_ps(w[k]);
   for (int64_t ow0 = 0; ow0 < g->OW; ow0 += 16) {
     int narrow = g->OW - ow0 <= 8;
     for (int64_t oh0 = 0; oh0 < g->OH; oh0 += DW2_ROWS)
-#define R(NR) if (narrow) rows8(NR, g, x, wk, bv, y, oh0, ow0); else rows16(NR, g, x, wk, bv, y, oh0, ow0); break;
+#define R(NR) \
+  if (narrow) rows8(NR, g, x, wk, bv, y, oh0, ow0, act); else rows16(NR, g, x, wk, bv, y, oh0, ow0, act); break;
       switch (g->OH - oh0 < DW2_ROWS ? g->OH - oh0 : DW2_ROWS) {
         case 1: R(1) case 2: R(2) case 3: R(3) default: R(DW2_ROWS)
       }

@@ -64,11 +64,12 @@ int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, 
 int conv_depthwise_forward_f32(const geom *g, const float *x, const float *w, const float *b, float *y,
                                const conv_ep *ep);
 /* one f32 depthwise plane y (OH, OW) from its input plane x (H, W), taps w (KH*KW) and bias, straight from x
-   (conv_dw_direct.c): returns 1, or 0 when it does not take the geometry (strides other than 1, except 3x3 at
-   stride 2 with padding 1 and dilation 1) */
-int conv_dw_direct_f32(const geom *g, const float *x, const float *w, float bias, float *y);
-/* its 3x3 stride-2 padding-1 plane on AVX-512 (conv_dw_direct_avx512.c) */
-void conv_dw3x3s2_avx512(const geom *g, const float *x, const float *w, float bias, float *y);
+   (conv_dw_direct.c): returns 1, or 2 when it also applied the activation act (conv_ep.h's CONV_ACT_*: the AVX-512
+   3x3 stride-2 plane does), or 0 when it does not take the geometry (strides other than 1, except 3x3 at stride 2
+   with padding 1 and dilation 1) */
+int conv_dw_direct_f32(const geom *g, const float *x, const float *w, float bias, float *y, int act);
+/* its 3x3 stride-2 padding-1 plane on AVX-512 (conv_dw_direct_avx512.c), then act */
+void conv_dw3x3s2_avx512(const geom *g, const float *x, const float *w, float bias, float *y, int act);
 /* planes [p, p + np) (np <= DW_SMALL_PLANES) of y (N * OC planes) at once, on AVX-512, for stride-1 planes whose
    outputs read at most 8 padded columns (conv_dw_small_avx512.c): returns 1, or 0 when it does not take them */
 #define DW_SMALL_PLANES 4

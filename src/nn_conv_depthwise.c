@@ -25,12 +25,14 @@ typedef struct {
   int64_t taps, OH, OW, blen, wide;
 } dw_plan;
 
-/* a plane straight from the input plane where conv_dw_direct.c takes the geometry (f32); f64 takes the phase
-   planes */
-static int dw_direct_f32(const geom *g, const float *x, const float *w, float bias, float *y) {
-  return conv_dw_direct_f32(g, x, w, bias, y);
+/* a plane straight from the input plane where conv_dw_direct.c takes the geometry (f32; 2: act applied too); f64
+   takes the phase planes */
+static int dw_direct_f32(const geom *g, const float *x, const float *w, float bias, float *y, int act) {
+  return conv_dw_direct_f32(g, x, w, bias, y, act);
 }
-static int dw_direct_f64(const geom *g, const double *x, const double *w, double bias, double *y) { return 0; }
+static int dw_direct_f64(const geom *g, const double *x, const double *w, double bias, double *y, int act) {
+  return 0;
+}
 /* np small planes from p at once (conv_dw_small_avx512.c, f32 on the AVX-512 path): 1 when done */
 static int dw_small_f32(const geom *g, const float *x, const float *w, const float *b, float *y, int64_t p,
                         int64_t np) {

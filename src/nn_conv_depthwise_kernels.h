@@ -23,22 +23,28 @@ static void FN(depthwise_plane)(const dw_plan *d, const T *buf, const T *w, T bi
     for (int64_t ow = 0; ow < OW; ow++) y[oh * OW + ow] = acc[oh * Wq + ow] + bias;
 }
 
-/* planes [p0, p1) of y (N * OC planes), ep on runs of them within one image */
+/* planes [p0, p1) of y (N * OC planes), ep on runs of them within one image (a plane whose kernel applied ep's
+   activation itself ends the run before it) */
 static void FN(depthwise_planes)(const dw_plan *d, const geom *g, const T *x, const T *w, const T *b, T *y,
                                  const conv_ep *ep, int64_t p0, int64_t p1, T *buf) {
   T *acc = buf + d->blen;
   int64_t filled = -1, run0 = p0;   /* the input plane in buf; the first plane of the run ep has not seen */
   int64_t done = p0;   /* planes before it computed several at once */
+  int act = ep ? ep->act : CONV_ACT_NONE;
   for (int64_t p = p0; p < p1; p++) {
     int64_t n = p / g->OC, oc = p % g->OC, in = n * g->C + oc / g->OCg;
     int64_t np = p1 - p < DW_SMALL_PLANES ? p1 - p : DW_SMALL_PLANES;
+    int direct = 0;   /* 2: the plane's kernel applied act */
     if (p >= done && FN(dw_small)(g, x, w, b, y, p, np)) done = p + np;
-    if (p >= done && !FN(dw_direct)(g, x + in * g->hw, w + oc * d->taps, b[oc], y + p * g->ohw)) {
+    if (p >= done && !(direct = FN(dw_direct)(g, x + in * g->hw, w + oc * d->taps, b[oc], y + p * g->ohw, act))) {
       if (in != filled) FN(conv_phases)(&d->p, x + in * g->hw, buf, d->blen);
       filled = in;
       FN(depthwise_plane)(d, buf, w + oc * d->taps, b[oc], acc, y + p * g->ohw);
     }
-    if (ep && (p + 1 == p1 || (p + 1) % g->OC == 0 || (p + 1 - run0) * g->ohw >= DW_EP_RUN)) {
+    if (ep && direct == 2) {
+      if (p > run0) ep->apply(ep, run0 / g->OC, 1, run0 % g->OC, p - run0);
+      run0 = p + 1;
+    } else if (ep && (p + 1 == p1 || (p + 1) % g->OC == 0 || (p + 1 - run0) * g->ohw >= DW_EP_RUN)) {
       ep->apply(ep, run0 / g->OC, 1, run0 % g->OC, p + 1 - run0);
       run0 = p + 1;
     }

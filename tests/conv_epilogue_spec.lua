@@ -96,6 +96,11 @@ describe("conv2d epilogues", function()
     for i, v in ipairs(vals) do data[2 * i] = v end
     check(function(x_, w_) return F.hardswish(F.conv2d(x_, w_, nil, { stride = 2, padding = 1 })) end,
       { ds.tensor(data):reshape(1, 1, 96, 96), ds.randn(16, 1, 3, 3) }, "special values, stride 2")
+    -- and a depthwise 3x3 stride-2 conv (its AVX-512 planes apply the hardswish): 16 + 4 output columns
+    local dw = (ds.randn(4 * 20 * 40) * 4):totable()
+    for i, v in ipairs(vals) do dw[3 * i] = v; dw[800 + 2 * i] = v end
+    check(function(x_, w_, b_) return F.hardswish(F.conv2d(x_, w_, b_, { stride = 2, padding = 1, groups = 4 })) end,
+      { ds.tensor(dw):reshape(1, 4, 20, 40), ds.randn(4, 1, 3, 3), ds.randn(4) }, "special values, depthwise")
   end)
 
   it("f64 and a conv without bias: the same bits too, the chain shown in the printed IR", function()
