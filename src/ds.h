@@ -127,6 +127,7 @@ int ds_plan_add_loop(ds_plan *p, ds_plan *cond, ds_plan *body, int nvars, int ne
                      int64_t max_trips);
 int ds_plan_run(ds_plan *p);
 int ds_plan_run_range(ds_plan *p, int first, int last);   /* steps [first, last), 0-based */
+int ds_plan_prepare(ds_plan *p);                          /* arena allocated and touched before the first run */
 const ds_tensor *ds_plan_buffer(ds_plan *p, int buffer); /* a buffer as resolved for the current run */
 int64_t ds_plan_arena_bytes(const ds_plan *p);
 int ds_plan_num_steps(const ds_plan *p);
