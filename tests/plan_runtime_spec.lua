@@ -112,3 +112,32 @@ describe("plan runtime: buffer bounds without overflow", function()
     assert.is_true(buffer(p, ARENA, -1, { 0 }, nil, 4096) >= 0)
   end)
 end)
+
+describe("plan runtime: prepare", function()
+  it("readies a plan before its first run: the arena allocated and zeroed, a loop's sub-plans too", function()
+    assert.are_not.equal(0, C.ds_plan_prepare(nil))
+    assert.truthy(dsffi.last_error():find("NULL plan"))
+    local p = plan(4096)
+    local a = buffer(p, ARENA, -1, { 1024 }, nil, 0)
+    assert.equal(0, C.ds_plan_prepare(p))
+    local t = C.ds_plan_buffer(p, a)
+    local v = ffi.cast("float *", t.data)
+    local nonzero = 0
+    for i = 0, 1023 do if v[i] ~= 0 then nonzero = nonzero + 1 end end
+    assert.equal(0, nonzero)
+    assert.equal(0, C.ds_plan_prepare(p))   -- again: nothing left to do
+    -- a compiled while_loop (a loop step with cond and body sub-plans), prepared, then run: as eager
+    local function f(x)
+      local _, h = ds.while_loop(function(k) return k:lt(3) end, function(k, h) return k + 1, h * 2 + 1 end,
+        { ds.tensor(0, { dtype = "i64" }), x })
+      return h
+    end
+    local cg = ds.compile(f, { ds.spec({ 5 }) })
+    local x = ds.rand(5)
+    cg:prepare({ x })
+    assert.equal(1, cg:plan_count())
+    local got, want = cg(x), f(x)
+    assert.same(want:totable(), got:totable())
+    assert.equal(1, cg:plan_count())
+  end)
+end)

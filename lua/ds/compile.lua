@@ -252,10 +252,11 @@ function Compiled:run(args)
   return outs
 end
 
--- build the plan for tensor inputs like args (the graph's input order) without running it: a server warms a new
--- model version this way, so its first request of each shape runs at once
+-- build the plan for tensor inputs like args (the graph's input order) without running it, its arena allocated and
+-- touched: a server warms a new model version this way, so its first request of each shape runs at once
 function Compiled:prepare(args)
-  self:plan_for(sym.bind_inputs(self.label, self.ir.specs, args))
+  local p = self:plan_for(sym.bind_inputs(self.label, self.ir.specs, args))
+  dsffi.check(C.ds_plan_prepare(p.plan), "prepare")
 end
 
 function Compiled:__call(...)
