@@ -217,6 +217,23 @@ describe("compile: dynamic dims and plans", function()
     assert(H.bitwise(s(y), y * 2))
     assert.are.equal(1, s:plan_count())
   end)
+  it("a compiled module follows its train/eval mode call by call, one graph per mode", function()
+    local Probe = ds.nn.Module:extend("ModeProbe")
+    function Probe:forward(x) if self.training then return x * 2 end return x + 1 end
+    local m = Probe()
+    m:eval()
+    local cg = ds.compile(m, { ds.spec({ 3 }, "f32", "x") })
+    local x = t({ 3 })
+    local seen = {}
+    for _, mode in ipairs { "eval", "train", "train", "eval", "train", "eval" } do
+      m[mode](m)
+      assert(H.bitwise(cg(x), mode == "train" and x * 2 or x + 1), mode)
+      local c = cg.current()
+      seen[mode] = seen[mode] or c
+      assert.are.equal(seen[mode], c)
+    end
+    assert.are_not.equal(seen.eval, seen.train)
+  end)
   it("an input updated in place is written back, contiguous or not, call after call", function()
     local f = function(x) x:mul_(2); return x + 1 end
     local cg = ds.compile(f, { ds.spec({ 4, 3 }, "f32", "x") })

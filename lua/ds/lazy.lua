@@ -241,7 +241,15 @@ function M.compile(target, specs_or_opts, opts)
   -- traced with the same specs when the mode is first seen (cg.current() gives the one for now)
   if #modules > 0 then
     local by_mode = { [table.concat(add_modes({}, modules), "|")] = cg }
+    -- each call: the modes of the last call's graph (eval = true), compared without building its key
+    local last, last_c = {}, cg
+    for i, m in ipairs(modules) do last[i] = m[2].training == false end
     local function current()
+      local same = true
+      for i = 1, #modules do
+        if (modules[i][2].training == false) ~= last[i] then same = false; break end
+      end
+      if same then return last_c end
       local key = table.concat(add_modes({}, modules), "|")
       local c = by_mode[key]
       if not c then
@@ -249,6 +257,8 @@ function M.compile(target, specs_or_opts, opts)
         c.current = current
         by_mode[key] = c
       end
+      for i, m in ipairs(modules) do last[i] = m[2].training == false end
+      last_c = c
       return c
     end
     cg.current = current
