@@ -173,8 +173,9 @@ local function fail_bind(what, i)
   dsffi.fail(string.format("compiled graph: %s %s", what, tostring(i)))
 end
 
--- run on the tensor inputs (in the graph's input order); returns the outputs as a list. Inputs that fit the last
--- call's plan reuse it as they are; others are bound (sym.bind_inputs checks them) and get their binding's plan.
+-- run on the tensor inputs (in the graph's input order); returns the outputs as a list. Inputs of the last call's
+-- dtypes and shapes reuse its plan as they are; others are checked against the specs and get the plan of their
+-- binding of the dynamic dims (built once per binding).
 function Compiled:run(args)
   local ir = self.ir
   local refresh = self.refresh -- optimizer hyper-parameters (a scheduler's lr): read now, as an eager step would
