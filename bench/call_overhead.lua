@@ -40,6 +40,7 @@ end
 local rows = {}
 local function measure(label, cg, input)
   if args.only and not label:find(args.only, 1, true) then return end
+  collectgarbage("collect") -- the models measured before (dropped) are not swept in this one's rounds
   -- calls scaled so a round takes a few ms whatever the model
   for _ = 1, 5 do cg(input) end
   local t0 = ds.clock()
@@ -48,6 +49,10 @@ local function measure(label, cg, input)
   local n = math.max(2, math.min(args.n, math.floor(0.02 / math.max(one, 1e-6))))
   if args.smoke then n = 2 end
   local bw, mw, bc, mc = per_call(function() cg(input) end, n, args.rounds)
+  -- the same with the collector stopped (its work on the calls' garbage left out; collected after)
+  collectgarbage("collect"); collectgarbage("stop")
+  local sw = per_call(function() cg(input) end, n, args.rounds)
+  collectgarbage("restart"); collectgarbage("collect")
   -- the C runtime alone: the last call's plan, still bound to its inputs and outputs
   cg(input)
   local p = cg._last_plan
@@ -60,7 +65,7 @@ local function measure(label, cg, input)
     local _, total = cg:profile(n, input)
     ksum = math.min(ksum, total * 1e3)
   end
-  rows[#rows + 1] = { label, nsteps, bw, mw, bc, mc, pw, ksum }
+  rows[#rows + 1] = { label, nsteps, bw, mw, bc, mc, pw, ksum, sw }
   io.stderr:write(string.format("call_overhead: %s done\n", label))
 end
 
@@ -95,12 +100,12 @@ for _, b in ipairs({ 1, 64 }) do
   measure("ds LeNet-5 int8 b" .. b, ds.quantize(net, { ops = { "linear", "conv2d" }, specs = specs }), x)
 end
 
-print(string.format("1 thread, isa %s; us per call: the whole call (wall best/median, CPU best/median), the plan's C "
-  .. "steps run directly (wall best), the sum of cg:profile's steps (best); wrapper = whole - C plan, over = whole - "
-  .. "kernels (best of each; indicative)", ds.info().isa))
-print(string.format("%-24s %5s %17s %17s %9s %9s %8s %8s %6s", "model", "steps", "wall best/med", "cpu best/med",
-  "C plan", "kernels", "wrapper", "over", "over%"))
+print(string.format("1 thread, isa %s; us per call: the whole call (wall best/median, CPU best/median; no GC: wall best "
+  .. "with the collector stopped), the plan's C steps run directly (wall best), the sum of cg:profile's steps (best); "
+  .. "wrapper = whole - C plan, over = whole - kernels (best of each; indicative)", ds.info().isa))
+print(string.format("%-24s %5s %17s %17s %9s %9s %9s %8s %8s %6s", "model", "steps", "wall best/med", "cpu best/med",
+  "no GC", "C plan", "kernels", "wrapper", "over", "over%"))
 for _, r in ipairs(rows) do
-  print(string.format("%-24s %5d %8.1f/%8.1f %8.1f/%8.1f %9.1f %9.1f %8.1f %8.1f %5.0f%%", r[1], r[2], r[3], r[4], r[5],
-    r[6], r[7], r[8], r[3] - r[7], r[3] - r[8], 100 * (r[3] - r[8]) / r[3]))
+  print(string.format("%-24s %5d %8.1f/%8.1f %8.1f/%8.1f %9.1f %9.1f %9.1f %8.1f %8.1f %5.0f%%", r[1], r[2], r[3], r[4],
+    r[5], r[6], r[9], r[7], r[8], r[3] - r[7], r[3] - r[8], 100 * (r[3] - r[8]) / r[3]))
 end
