@@ -210,6 +210,15 @@ describe("compile: dynamic dims and plans", function()
     H.raises(function() cg(x, t({ 2, 3 }, "f64")) end, "y", "f64")
     H.raises(function() cg(x, { _c = y._c, _shape = { 2, 3 }, dtype = "f32" }) end, "y", "must be a tensor")
     H.raises(function() cg(x) end, "expects 2 tensor inputs, got 1")
+    -- shapes called before find their plan again (not only the last call's); others are still checked
+    local x4, y4 = t({ 4, 3 }), t({ 4, 3 })
+    for _ = 1, 2 do
+      assert(H.bitwise(cg(x4, y4), x4 + y4))
+      assert(H.bitwise(cg(x, y), x + y))
+      H.raises(function() cg(x4, t({ 4, 3 }, "f64")) end, "y", "f64")
+      H.raises(function() cg(x4, y) end, "y", "dim 1")
+    end
+    assert.are.equal(2, cg:plan_count())
     local s = ds.compile(function(a) return a * 2 end, { ds.spec({ 2, 3 }, "f32", "a") })
     assert(H.bitwise(s(x), x * 2))
     H.raises(function() s(t({ 3, 2 })) end, "a", "(3,2)")

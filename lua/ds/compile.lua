@@ -169,20 +169,60 @@ local function fits(p, args)
   return true
 end
 
+-- The plans of the input shapes called so far, as a trie over each input's dtype, rank and sizes in turn: a call
+-- whose shapes were bound before finds its plan without sym.bind_inputs (a dynamic batch or length that varies
+-- from call to call). find returns nil for shapes not seen (or inputs that are not concrete tensors).
+local function find(trie, args)
+  local node = trie
+  for i = 1, #args do
+    local t = args[i]
+    if getmetatable(t) ~= "ds.Tensor" or not rawget(t, "_c") then return nil end
+    local shape = t._shape
+    node = node[t.dtype]
+    node = node and node[#shape]
+    for d = 1, #shape do
+      if not node then return nil end
+      node = node[shape[d]]
+    end
+    if not node then return nil end
+  end
+  return node.plan
+end
+
+local function remember(trie, args, p)
+  local node = trie
+  local function at(key)
+    local next_node = node[key] or {}
+    node[key] = next_node
+    node = next_node
+  end
+  for i = 1, #args do
+    local t = args[i]
+    local shape = t._shape
+    at(t.dtype); at(#shape)
+    for d = 1, #shape do at(shape[d]) end
+  end
+  node.plan = p
+end
+
 local function fail_bind(what, i)
   dsffi.fail(string.format("compiled graph: %s %s", what, tostring(i)))
 end
 
--- run on the tensor inputs (in the graph's input order); returns the outputs as a list. Inputs of the last call's
--- dtypes and shapes reuse its plan as they are; others are checked against the specs and get the plan of their
--- binding of the dynamic dims (built once per binding).
+-- run on the tensor inputs (in the graph's input order); returns the outputs as a list. Inputs of the dtypes and
+-- shapes of an earlier call reuse its plan as they are; others are checked against the specs and get the plan of
+-- their binding of the dynamic dims (built once per binding).
 function Compiled:run(args)
   local ir = self.ir
   local refresh = self.refresh -- optimizer hyper-parameters (a scheduler's lr): read now, as an eager step would
   for i = 1, #refresh do refresh[i]() end
   local p = self._last_plan
   if not (p and fits(p, args)) then
-    p = self:plan_for(sym.bind_inputs(self.label, ir.specs, args))
+    p = find(self._by_shape, args)
+    if not p then
+      p = self:plan_for(sym.bind_inputs(self.label, ir.specs, args))
+      remember(self._by_shape, args, p)
+    end
     self._last_plan = p
   end
   local plan = p.plan
@@ -384,7 +424,7 @@ function M.from_ir(ir, opts, owns_state)
   for _, s in ipairs(ir.state) do refresh[#refresh + 1] = hyper.refresh[s.tensor] end
   local base, late, stats = M.optimize(ir, opts, owns_state)
   return setmetatable({ base = base, ir = late, stats = stats, opts = opts or {}, _plans = {}, _nplans = 0,
-                        refresh = refresh, label = "compiled " .. late.name }, Compiled)
+                        refresh = refresh, label = "compiled " .. late.name, _by_shape = {} }, Compiled)
 end
 
 -- ds.compile of a graph: the passes run on a copy, so graph stays as it was (callable, exportable, inlined when the
