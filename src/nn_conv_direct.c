@@ -24,7 +24,9 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
    blocks of SPLIT_NV vectors of columns. Was 1e5; on the 2-vCPU VM (busy host) a PyTorch MobileNet-style export at
    batch 1 ran no faster with its stem (1e6, ~26 us) and 1x1 convs (1.4e5 .. 3.7e5) split than on one thread, in
    the best of 3 passes of 200 calls, and ~6% slower in their median over 15 such runs (a worker late by less than
-   team.c's 1 ms costs every call); LeNet-5 at batch 1 (1.6e5, 2.7e5) the same */
+   team.c's 1 ms costs every call); LeNet-5 at batch 1 (1.6e5, 2.7e5) the same. On the quiet VM (two threads at
+   twice one's FMA peak) splitting was ~5% faster at best (0.071-0.075 vs 0.076-0.079 ms a call) but 0.097 and
+   0.18 ms in 2 of 5 runs: the unsplit model is the steadier */
 #define SPLIT_MIN 2e6
 #define SPLIT_NV 4
 
