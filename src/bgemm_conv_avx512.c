@@ -5,10 +5,11 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
 #include "bgemm.h"
 #include "bgemm_conv.h"
+#include "conv_band_avx512.h"
 #include <immintrin.h>
 
-#define NV 4   /* pixel vectors per tile */
-#define NO 6   /* channels per tile */
+#define NV CONV_BAND_NV
+#define NO CONV_BAND_NO
 
 /* acc += the pairs' products in place (GCC would copy _mm512_dpbf16_ps's accumulators) */
 static inline __m512 dpbf16(__m512 acc, __m512i x, __m512i w) {
@@ -33,10 +34,7 @@ __attribute__((always_inline)) static inline void tile(const int nv, const int n
     }
   }
   __mmask16 m[NV];   /* the pixels of each vector in the band */
-  for (int v = 0; v < nv; v++) {
-    int64_t left = b->n - p0 - 16 * v;
-    m[v] = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-  }
+  CONV_BAND_MASKS(m, nv, b->n, p0)
   const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32((int)BG_NAN));
   float *y = b->y + o0 * b->ldy + p0;
   for (int o = 0; o < no; o++, y += b->ldy) {
@@ -48,23 +46,4 @@ __attribute__((always_inline)) static inline void tile(const int nv, const int n
   }
 }
 
-#define ROW(V) \
-  case V: \
-    switch (no) { \
-      case 6: tile(V, 6, b, p0, o0); break; case 5: tile(V, 5, b, p0, o0); break; \
-      case 4: tile(V, 4, b, p0, o0); break; case 3: tile(V, 3, b, p0, o0); break; \
-      case 2: tile(V, 2, b, p0, o0); break; default: tile(V, 1, b, p0, o0); \
-    } \
-    break;
-void ds_bconv_band_avx512bf16(const bconv_band *b) {
-  for (int64_t p0 = 0; p0 < b->n; p0 += 16 * NV) {
-    int nv = (int)((b->n - p0 + 15) / 16 < NV ? (b->n - p0 + 15) / 16 : NV);
-    for (int64_t o0 = 0; o0 < b->O; o0 += NO) {
-      int no = (int)(b->O - o0 < NO ? b->O - o0 : NO);
-      switch (nv) {
-        ROW(4) ROW(3) ROW(2)
-        default: ROW(1)
-      }
-    }
-  }
-}
+CONV_BAND_KERNEL(ds_bconv_band_avx512bf16, bconv_band)

@@ -4,10 +4,11 @@
    registers, one lane per pixel, stored straight into the channel's output row. */
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
 #include "qconv.h"
+#include "conv_band_avx512.h"
 #include <immintrin.h>
 
-#define NV 4   /* pixel vectors per tile */
-#define NO 6   /* channels per tile */
+#define NV CONV_BAND_NV
+#define NO CONV_BAND_NO
 
 /* acc += x (u8) . w (s8) in place (as qgemm_avx512.c: GCC would copy _mm512_dpbusd_epi32's accumulators) */
 static inline __m512i dpbusd(__m512i acc, __m512i x, __m512i w) {
@@ -33,10 +34,7 @@ __attribute__((always_inline)) static inline void tile(const int nv, const int n
     }
   }
   __mmask16 m[NV];   /* the pixels of each vector in the band, worked out once a tile */
-  for (int v = 0; v < nv; v++) {
-    int64_t left = b->n - p0 - 16 * v;
-    m[v] = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-  }
+  CONV_BAND_MASKS(m, nv, b->n, p0)
   float *y = b->y + o0 * b->ldy + p0;
   for (int o = 0; o < no; o++, y += b->ldy) {
     int64_t c = o0 + o;
@@ -49,23 +47,4 @@ __attribute__((always_inline)) static inline void tile(const int nv, const int n
   }
 }
 
-#define ROW(V) \
-  case V: \
-    switch (no) { \
-      case 6: tile(V, 6, b, p0, o0); break; case 5: tile(V, 5, b, p0, o0); break; \
-      case 4: tile(V, 4, b, p0, o0); break; case 3: tile(V, 3, b, p0, o0); break; \
-      case 2: tile(V, 2, b, p0, o0); break; default: tile(V, 1, b, p0, o0); \
-    } \
-    break;
-void ds_qconv_band_vnni(const qconv_band *b) {
-  for (int64_t p0 = 0; p0 < b->n; p0 += 16 * NV) {
-    int nv = (int)((b->n - p0 + 15) / 16 < NV ? (b->n - p0 + 15) / 16 : NV);
-    for (int64_t o0 = 0; o0 < b->O; o0 += NO) {
-      int no = (int)(b->O - o0 < NO ? b->O - o0 : NO);
-      switch (nv) {
-        ROW(4) ROW(3) ROW(2)
-        default: ROW(1)
-      }
-    }
-  }
-}
+CONV_BAND_KERNEL(ds_qconv_band_vnni, qconv_band)
