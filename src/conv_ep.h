@@ -16,6 +16,15 @@ struct conv_ep {
 };
 #define CONV_ACT_NONE 0
 #define CONV_ACT_HARDSWISH 1   /* el_hardswish_f32: x * min(max(x + 3, 0), 6) / 6 */
+#define CONV_ACT_RELU 2        /* el_relu_f32: x < 0 ? 0 : x (NaN and -0.0 stay) */
+
+/* pooling applied to a conv's output (after its bias and act) before it is stored: conv2d_pool (conv_pool.c).
+   The pool kernels' bits (nn_pool_kernels.h): max starts from the window's first value, takes v when v > m,
+   and a NaN in the window gives the window's last NaN; avg sums the window from +0 in row-major order, then
+   divides by kh * kw (include_pad) or by the count of the window's positions inside the plane. */
+#define CONV_POOL_MAX 1
+#define CONV_POOL_AVG 2
+typedef struct { int kind, include_pad; int64_t kh, kw, sh, sw, ph, pw; } conv_pool;
 
 /* conv2d (t = out, x, w, b; attrs: stride, padding, dilation, groups), calling ep per block when not NULL */
 int ds_conv2d_ep_run_f32(ds_tensor *const *t, const double *attrs, const conv_ep *ep);
