@@ -1,8 +1,8 @@
--- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, rewrite, prune, single_output, fuse, epilogue,
--- prepack) -> one C plan per concrete input-shape binding (memory planned, cached) -> a callable that runs every
--- kernel in C. Pipeline: a copy of the graph (ds.Graph, graph.lua: the one IR, as traced or as read from a file) ->
--- M.optimize (passes/dce, cse, fold, rewrite (idioms, passes/rewrite.lua), prune; then single_output, fuse, epilogue
--- and prepack on a second copy, so ds.save can write the unfused graph)
+-- compile.lua: ds.compile: a traced graph -> passes (dce, cse, fold, rewrite, prune, single_output, fuse, epilogue and
+-- its pooling, prepack) -> one C plan per concrete input-shape binding (memory planned, cached) -> a callable that
+-- runs every kernel in C. Pipeline: a copy of the graph (ds.Graph, graph.lua: the one IR, as traced or as read from a
+-- file) -> M.optimize (passes/dce, cse, fold, rewrite (idioms, passes/rewrite.lua), prune; then single_output,
+-- fuse, epilogue, conv_pool and prepack on a second copy, so ds.save can write the unfused graph)
 -- -> per binding of the symbolic dims: passes/lower.build (steps over buffer layouts) -> passes/memplan (in-place
 -- reuse, arena offsets) -> passes/lower.emit (the C plan of src/runtime.c). A while_loop is one C loop step with
 -- its cond and body as sub-plans (passes/loop.lua) unless it is differentiated or its body holds a cond or print;
@@ -42,6 +42,7 @@ local LATE = {
   { "single_output", require("ds.passes.single_output") },
   { "fuse", require("ds.passes.fuse").run },
   { "epilogue", require("ds.passes.epilogue") },
+  { "conv_pool", require("ds.passes.conv_pool"), option = "epilogue" },   -- pooling in a conv's epilogue
   { "prepack", require("ds.passes.prepack") },
   { "prepack_bf16", autocast.prepack },   -- matmul_bf16's constant weights packed once
 }
@@ -74,7 +75,9 @@ function M.optimize(ir, opts, owns_state)
   end
   local base, late = Graph.copy(ir), Graph.copy(ir)
   for _, p in ipairs(LATE) do
-    if opts[p[1]] ~= false then stats[p[1]] = with_grad_outputs(late, function(x) return p[2](x, opts) end) end
+    if opts[p.option or p[1]] ~= false then
+      stats[p[1]] = with_grad_outputs(late, function(x) return p[2](x, opts) end)
+    end
   end
   return base, late, stats
 end
@@ -399,9 +402,9 @@ function Compiled:__tostring()
   for name, n in pairs(s.rewrite_rules or {}) do rules[#rules + 1] = name .. " " .. n end
   table.sort(rules)
   return string.format("compiled %s (dce %d, cse %d, fold %d, rewrite %d%s, prune %d, fuse %d, epilogue %d, " ..
-    "prepack %d)\n%s%s", self.ir.name, s.dce or 0, s.cse or 0, s.fold or 0, s.rewrite or 0,
+    "conv_pool %d, prepack %d)\n%s%s", self.ir.name, s.dce or 0, s.cse or 0, s.fold or 0, s.rewrite or 0,
     #rules > 0 and " [" .. table.concat(rules, ", ") .. "]" or "", s.prune or 0, s.fuse or 0, s.epilogue or 0,
-    s.prepack or 0, tostring(self.ir), plan)
+    s.conv_pool or 0, s.prepack or 0, tostring(self.ir), plan)
 end
 
 local OPTIONS = { dce = true, cse = true, fold = true, rewrite = true, prune = true, single_output = true, fuse = true,
