@@ -119,3 +119,33 @@ static int not_direct(const geom *g, ...) { return CONV_NOT_DIRECT; }
 /* the kernels, once per float dtype */
 #define KERNELS "nn_conv_kernels.h"
 #include "float_kernels.h"
+
+int ds_conv2d_pool_lanes_f32(ds_tensor *const *t, const double *attrs, int act, const conv_pool *pool) {
+  const char *op = "conv2d_pool";
+  ds_tensor *o = t[0], *x = t[1], *w = t[2], *b = t[3];
+  int rc;
+  if ((rc = check_tensor(o, DS_F32, 4, op, "output")) || (rc = check_tensor(x, DS_F32, 4, op, "input")) ||
+      (rc = check_tensor(w, DS_F32, 4, op, "weight")) || (b && (rc = check_tensor(b, DS_F32, 1, op, "bias"))))
+    return rc;
+  geom g;
+  if ((rc = make_geom(&g, attrs, op, x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[1],
+                      w->shape[2], w->shape[3])))
+    return rc;
+  DS_CHECK(!b || b->shape[0] == g.OC,
+           "%s: bias has %lld values for %lld out channels", op, (long long)b->shape[0], (long long)g.OC);
+  DS_CHECK(act == CONV_ACT_NONE || act == CONV_ACT_RELU || act == CONV_ACT_HARDSWISH, "%s: unknown activation %d",
+           op, act);
+  DS_CHECK(pool && (pool->kind == CONV_POOL_MAX || pool->kind == CONV_POOL_AVG), "%s: unknown pooling", op);
+  DS_CHECK(pool->kh >= 1 && pool->kw >= 1 && pool->sh >= 1 && pool->sw >= 1 && pool->ph >= 0 && pool->pw >= 0 &&
+           2 * pool->ph <= pool->kh && 2 * pool->pw <= pool->kw,
+           "%s: pooling window (%lld,%lld) stride (%lld,%lld) padding (%lld,%lld): expected sizes and strides >= 1, "
+           "padding at most half the window", op, (long long)pool->kh, (long long)pool->kw, (long long)pool->sh,
+           (long long)pool->sw, (long long)pool->ph, (long long)pool->pw);
+  DS_CHECK(pool->kh <= g.OH + 2 * pool->ph && pool->kw <= g.OW + 2 * pool->pw,
+           "%s: pooling window (%lld,%lld) is larger than the padded conv output (%lld,%lld)", op,
+           (long long)pool->kh, (long long)pool->kw, (long long)(g.OH + 2 * pool->ph), (long long)(g.OW + 2 * pool->pw));
+  if ((rc = check_shape4(o, g.N, g.OC, (g.OH + 2 * pool->ph - pool->kh) / pool->sh + 1,
+                         (g.OW + 2 * pool->pw - pool->kw) / pool->sw + 1, op, "output")))
+    return rc;
+  return conv_lanes_forward(&g, x->data, w->data, b ? b->data : NULL, o->data, act, pool, NULL);
+}

@@ -59,6 +59,18 @@ int conv_direct_forward(const geom *g, const float *x, const float *w, const flo
 int conv_direct_backward_input(const geom *g, const float *gy, const float *w, float *gx);
 /* gw (OC,Cg,KH,KW): lane-wise dot products over fixed runs of images, runs added in order, then the lanes */
 int conv_direct_backward_weight(const geom *g, const float *gy, const float *x, float *gw);
+/* The lanes path (conv_lanes.c, f32, N >= 16): 16 images along the lanes of each vector. conv_lanes_takes: 1 when it
+   takes g (from the shapes and N). conv_lanes_forward: y = conv(x, w) + b (b may be NULL; the direct path's FMA
+   chain, so the same bits), then act (CONV_ACT_*), then, when pool is not NULL, that pooling per (image, channel)
+   plane (y (N, OC, PH, PW)); ep (or NULL) is called on each block of images written; CONV_NOT_DIRECT before doing
+   anything when it does not take g */
+int conv_lanes_takes(const geom *g);
+int conv_lanes_forward(const geom *g, const float *x, const float *w, const float *b, float *y, int act,
+                       const conv_pool *pool, const conv_ep *ep);
+/* conv2d (t = out (N, OC, PH, PW) pooled, x, w, b or NULL; attrs conv2d's) + b, then act (CONV_ACT_*), then pool,
+   on the lanes path: CONV_NOT_DIRECT having written nothing when that does not take the geometry, else DS_OK or an
+   error naming conv2d_pool */
+int ds_conv2d_pool_lanes_f32(ds_tensor *const *t, const double *attrs, int act, const conv_pool *pool);
 /* y (N,OC,OH,OW) = conv(x, w) + b for depthwise geometries (Cg == 1, G > 1), any stride: nn_conv_depthwise.c;
    ep (or NULL) is called on each plane written */
 int conv_depthwise_forward_f32(const geom *g, const float *x, const float *w, const float *b, float *y,

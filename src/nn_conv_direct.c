@@ -285,6 +285,9 @@ static int use_columns(const geom *g, int64_t Wq) {
 }
 
 int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y, const conv_ep *ep) {
+  int act = ep ? ep->act : CONV_ACT_NONE, lrc;   /* the lanes path applies act itself, as run_inner does */
+  if ((lrc = conv_lanes_forward(g, x, w, b, y, act, NULL, act == CONV_ACT_NONE ? ep : NULL)) != CONV_NOT_DIRECT)
+    return lrc;
   if (g->H == 1 && g->W == 1 && g->KH == 1 && g->KW == 1 && g->ph == 0 && g->pw == 0 &&
       (double)g->N * (double)g->OC * (double)g->Cg <= DOT_1X1_MAX) {
     conv_1x1_planes(g, x, w, b, y);
