@@ -1,5 +1,6 @@
 /* blas.c: matmul (batched with broadcasting, any strides) and the BLAS-style entry, all on ds's own GEMM. */
 #include "internal.h"
+#include "sgemm_ep.h"
 #include <stdlib.h>
 
 /* byte offsets of batch bi's matrices in a and b (batch strides as, bs over out's batch dims) */
@@ -14,10 +15,10 @@ static void batch_offsets(const ds_tensor *o, int nb, const int64_t *as, const i
   }
 }
 
-/* f32: every batch's product in one ds_sgemm_batch call (threads over batches or inside products) */
+/* f32: every batch's product in one ds_sgemm_batch call (threads over batches or inside products), ep applied */
 static int sgemm_batches(ds_tensor *o, const ds_tensor *a, const ds_tensor *b, int nb, const int64_t *as,
                          const int64_t *bs, int64_t batches, int64_t M, int64_t N, int64_t K, int64_t ars, int64_t acs,
-                         int64_t brs, int64_t bcs) {
+                         int64_t brs, int64_t bcs, const ds_sgemm_ep *ep) {
   const float *one_a, *one_b; float *one_c;
   const float **pa = &one_a, **pb = &one_b; float **pc = &one_c;
   if (batches > 1) {
@@ -31,14 +32,14 @@ static int sgemm_batches(ds_tensor *o, const ds_tensor *a, const ds_tensor *b, i
     batch_offsets(o, nb, as, bs, bi, &ao, &bo);
     pa[bi] = (const float *)a->data + ao; pb[bi] = (const float *)b->data + bo; pc[bi] = (float *)o->data + bi * M * N;
   }
-  int rc = ds_sgemm_batch(batches, pa, pb, pc, M, N, K, ars, acs, brs, bcs, N, 0);
+  int rc = ds_sgemm_batch_ep(batches, pa, pb, pc, M, N, K, ars, acs, brs, bcs, N, 0, ep);
   if (batches > 1) { free(pa); free(pb); free(pc); }
   return rc;
 }
 
 /* out (..., M, N) = a (..., M, K) @ b (..., K, N); batch dims broadcast to out's; operands with any strides
-   are read in place (sgemm.c packs them). */
-static int matmul(ds_tensor *const *t, int dtype) {
+   are read in place (sgemm.c packs them). f32: ep (sgemm_ep.h, or NULL) applied to out. */
+static int matmul(ds_tensor *const *t, int dtype, const ds_sgemm_ep *ep) {
   ds_tensor *o = t[0], *a = t[1], *b = t[2];
   char s1[128], s2[128], s3[128];
   DS_CHECK(o && a && b, "matmul: missing operand");
@@ -73,7 +74,7 @@ static int matmul(ds_tensor *const *t, int dtype) {
   if (folded) { M *= batches; batches = 1; }
   int64_t ars = folded ? K : a->strides[a->ndim - 2], acs = folded ? 1 : a->strides[a->ndim - 1];
   int64_t brs = b->strides[b->ndim - 2], bcs = b->strides[b->ndim - 1];
-  if (dtype == DS_F32) return sgemm_batches(o, a, b, nb, as, bs, batches, M, N, K, ars, acs, brs, bcs);
+  if (dtype == DS_F32) return sgemm_batches(o, a, b, nb, as, bs, batches, M, N, K, ars, acs, brs, bcs, ep);
   for (int64_t bi = 0; bi < batches; bi++) {
     int64_t ao, bo;
     batch_offsets(o, nb, as, bs, bi, &ao, &bo);
@@ -84,8 +85,9 @@ static int matmul(ds_tensor *const *t, int dtype) {
   return DS_OK;
 }
 
-int ds_matmul_f32(ds_tensor *const *t, const double *attrs) { (void)attrs; return matmul(t, DS_F32); }
-int ds_matmul_f64(ds_tensor *const *t, const double *attrs) { (void)attrs; return matmul(t, DS_F64); }
+int ds_matmul_f32(ds_tensor *const *t, const double *attrs) { (void)attrs; return matmul(t, DS_F32, NULL); }
+int ds_matmul_f64(ds_tensor *const *t, const double *attrs) { (void)attrs; return matmul(t, DS_F64, NULL); }
+int ds_matmul_f32_ep(ds_tensor *const *t, const ds_sgemm_ep *ep) { return matmul(t, DS_F32, ep); }
 
 /* bp (ceil(N / 32), K, 32) = b (K, N) in sgemm's strip layout (internal.h's prepacked weights) */
 int ds_pack_weight_f32(ds_tensor *const *t, const double *attrs) {
@@ -101,9 +103,9 @@ int ds_pack_weight_f32(ds_tensor *const *t, const double *attrs) {
 }
 
 /* out (..., M, N) = a (..., M, K) @ W with W prepacked (bp from ds_pack_weight_f32): the same chains, the same
-   bits as matmul with W, without repacking W on every call (compile's prepack pass, for frozen weights) */
-int ds_matmul_packed_f32(ds_tensor *const *t, const double *attrs) {
-  (void)attrs;
+   bits as matmul with W, without repacking W on every call (compile's prepack pass, for frozen weights); ep
+   (sgemm_ep.h, or NULL) applied to out */
+int ds_matmul_packed_f32_ep(ds_tensor *const *t, const ds_sgemm_ep *ep) {
   ds_tensor *o = t[0], *a = t[1], *bp = t[2];
   char s1[128], s2[128], s3[128];
   DS_CHECK(o && a && bp && o->dtype == DS_F32 && a->dtype == DS_F32 && bp->dtype == DS_F32,
@@ -123,7 +125,7 @@ int ds_matmul_packed_f32(ds_tensor *const *t, const double *attrs) {
   if (ds_tensor_is_contiguous(a)) {   /* one product over all rows */
     const float *pa = a->data;
     float *pc = o->data;
-    return ds_sgemm_packed_batch(1, &pa, pb, &pc, M * batches, N, K, K, 1, N, 0);
+    return ds_sgemm_packed_batch_ep(1, &pa, pb, &pc, M * batches, N, K, K, 1, N, 0, ep);
   }
   const float **pa = malloc(sizeof *pa * (size_t)batches);
   float **pc = malloc(sizeof *pc * (size_t)batches);
@@ -135,9 +137,14 @@ int ds_matmul_packed_f32(ds_tensor *const *t, const double *attrs) {
     pa[bi] = (const float *)a->data + ao;
     pc[bi] = (float *)o->data + bi * M * N;
   }
-  int rc = ds_sgemm_packed_batch(batches, pa, pb, pc, M, N, K, a->strides[nb], a->strides[nb + 1], N, 0);
+  int rc = ds_sgemm_packed_batch_ep(batches, pa, pb, pc, M, N, K, a->strides[nb], a->strides[nb + 1], N, 0, ep);
   free(pa); free(pc);
   return rc;
+}
+
+int ds_matmul_packed_f32(ds_tensor *const *t, const double *attrs) {
+  (void)attrs;
+  return ds_matmul_packed_f32_ep(t, NULL);
 }
 
 /* ds_gemm_*: the BLAS-style row-major entry (internal.h) */

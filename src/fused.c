@@ -5,6 +5,7 @@
 #include "elementwise_ops.h"
 #include "elementwise_table.h"
 #include "conv_ep.h"
+#include "sgemm_ep.h"
 #include <omp.h>
 
 /* Program (attrs): nout, nin, nregs, ninstr, outreg[nout], then ninstr x {op, dtype, dst, a, b, c}.
@@ -318,33 +319,59 @@ int ds_fused_bool(ds_tensor *const *t, const double *attrs) { return fused(t, at
 
 /* ds_matmul_ep_<dtype>, ds_matmul_packed_ep_f32: t = out, a, b (prepacked for the second), extra inputs;
    out = matmul(a, b), then the program runs in place over out with input 1 = out itself and inputs 2.. = the
-   extras (bias, ...). Same kernel, same rounding. */
+   extras (bias, ...). Same kernel, same rounding. A f32 chain that is add(out, bias) with one bias value per
+   column, then maybe relu, is the GEMM's own epilogue instead (sgemm_ep.h: on each tile as it is done, no pass
+   over out of its own: frozen relu(x @ W^T + b), 1 thread, 256 x 84 x 10 16.3 -> 10.9 us, 256 x 120 x 84
+   70 -> 66, indicative). */
 int ds_matmul_f32(ds_tensor *const *t, const double *attrs);
 int ds_matmul_f64(ds_tensor *const *t, const double *attrs);
-static int matmul_ep(ds_tensor *const *t, const double *attrs, ds_kernel mm) {
+typedef int (*matmul_ep_fn)(ds_tensor *const *t, const ds_sgemm_ep *ep);
+
+/* *ep = the program over ops (out, out, bias) as the GEMM's epilogue; 0 when it is not one */
+static int as_sgemm_ep(const program *p, ds_tensor *const *ops, ds_sgemm_ep *ep) {
+  if (p->nin != 2 || p->ninstr > 2) return 0;
+  const ds_tensor *o = ops[0], *b = ops[2];
+  if (o->dtype != DS_F32 || b->dtype != DS_F32) return 0;
+  const instr *add = &p->ins[0], *last = &p->ins[p->ninstr - 1];
+  if (add->op != EW_OP_add || add->dt != DS_F32 || add->a != -1 || add->b != -2 || p->outreg[0] != last->dst) return 0;
+  if (p->ninstr == 2 && (last->op != EW_OP_relu || last->dt != DS_F32 || last->a != add->dst)) return 0;
+  int64_t st[DS_MAXDIM];
+  if (!ds_broadcast_strides(o, b, st)) return 0;
+  for (int d = 0; d < o->ndim - 1; d++) if (st[d] != 0) return 0;
+  if (st[o->ndim - 1] != 1 && o->shape[o->ndim - 1] > 1) return 0;
+  ep->bias = b->data;
+  ep->relu = p->ninstr == 2;
+  return 1;
+}
+
+static int matmul_ep(ds_tensor *const *t, const double *attrs, ds_kernel mm, matmul_ep_fn mm_ep) {
   for (int i = 0; i < 4; i++) DS_CHECK(is_int(attrs[i]) && attrs[i] >= 0 && attrs[i] <= MAXINS,
       "matmul epilogue: bad program header");
   int nin = (int)attrs[1];
   DS_CHECK(attrs[0] == 1 && nin >= 1 && nin + 2 <= MAXOPS, "matmul epilogue: bad program header");
   for (int k = 0; k < nin + 2; k++) DS_CHECK(t[k] != NULL,
       "matmul epilogue: program names %d operands, fewer given", nin + 2);
-  int rc = mm(t, NULL);
-  if (rc) return rc;
   ds_tensor *ops[MAXOPS + 1];
   ops[0] = t[0]; ops[1] = t[0];
   for (int k = 1; k < nin; k++) ops[k + 1] = t[k + 2];
   int dt[MAXOPS];
-  rc = tensor_dtypes(ops, nin + 1, dt); if (rc) return rc;
+  int rc = tensor_dtypes(ops, nin + 1, dt); if (rc) return rc;
   program p;
   rc = decode(&p, nin + 1, dt, 4 + 1 + WIDTH * (int)attrs[3], attrs);
   if (rc) return rc;
+  ds_sgemm_ep ep;
+  if (mm_ep && as_sgemm_ep(&p, ops, &ep)) return mm_ep(t, &ep);
+  rc = mm(t, NULL);
+  if (rc) return rc;
   return run_program(&p, ops);
 }
-int ds_matmul_ep_f32(ds_tensor *const *t, const double *attrs) { return matmul_ep(t, attrs, ds_matmul_f32); }
-int ds_matmul_ep_f64(ds_tensor *const *t, const double *attrs) { return matmul_ep(t, attrs, ds_matmul_f64); }
+int ds_matmul_ep_f32(ds_tensor *const *t, const double *attrs) {
+  return matmul_ep(t, attrs, ds_matmul_f32, ds_matmul_f32_ep);
+}
+int ds_matmul_ep_f64(ds_tensor *const *t, const double *attrs) { return matmul_ep(t, attrs, ds_matmul_f64, NULL); }
 int ds_matmul_packed_f32(ds_tensor *const *t, const double *attrs);
 int ds_matmul_packed_ep_f32(ds_tensor *const *t, const double *attrs) {
-  return matmul_ep(t, attrs, ds_matmul_packed_f32);
+  return matmul_ep(t, attrs, ds_matmul_packed_f32, ds_matmul_packed_f32_ep);
 }
 
 /* ds_conv2d_ep_<dtype>: t = out, x, w, b, extra inputs; attrs = conv2d's 7 (stride, padding, dilation, groups),

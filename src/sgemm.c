@@ -2,6 +2,7 @@
    split over threads, on the micro-kernel of the ISA in use (sgemm_avx2.c, sgemm_avx512.c; sgemm.h). */
 #include "internal.h"
 #include "sgemm.h"
+#include "sgemm_ep.h"
 #include <immintrin.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -25,7 +26,30 @@ typedef struct {
   int64_t sstride;                    /* > 0: B is prepacked strips (sgemm.h's layouts), brs = 32, bcs = 1 */
   float *C; int64_t ldc;              /* C (i, n) at C[i * ldc + n] */
   int accumulate;                     /* chains start from C's values instead of +0 */
+  const ds_sgemm_ep *ep;              /* applied to each block of C once its chains are done, or NULL */
 } product;
+
+/* the epilogue (sgemm_ep.h) over m rows x n columns of C from column j (c: that block's first element, row stride
+   ldc), 8 columns at a time: max(0, x) is x < 0 ? 0 : x (vmaxps returns its second operand for NaN and for -0.0) */
+static void apply_ep(const ds_sgemm_ep *ep, float *c, int64_t ldc, int64_t m, int64_t j, int64_t n) {
+  const __m256 zero = _mm256_setzero_ps();
+  const float *bias = ep->bias ? ep->bias + j : NULL;
+  for (int64_t r = 0; r < m; r++, c += ldc) {
+    int64_t q = 0;
+    for (; q + 8 <= n; q += 8) {
+      __m256 x = _mm256_loadu_ps(c + q);
+      if (bias) x = _mm256_add_ps(x, _mm256_loadu_ps(bias + q));
+      if (ep->relu) x = _mm256_max_ps(zero, x);
+      _mm256_storeu_ps(c + q, x);
+    }
+    for (; q < n; q++) {
+      float x = c[q];
+      if (bias) x = x + bias[q];
+      if (ep->relu) x = x < 0 ? 0.0f : x;
+      c[q] = x;
+    }
+  }
+}
 
 /* r[i] (8 floats of row i) -> r[j] (8 floats of column j): an 8 x 8 transpose in registers */
 static inline void transpose8(__m256 r[8]) {
@@ -193,6 +217,7 @@ static void rows_at(const product *p, const sgemm_kernel *kr, int64_t i0, int m,
   }
   if (j1 > js)
     kr->rows(m, j1 - js, p->K, a, p->ars, p->acs, SGEMM_COL(p->B, js, ss), p->brs, ss, c + js, p->ldc, p->accumulate);
+  if (p->ep && j1 > j0) apply_ep(p->ep, c + j0, p->ldc, m, j0, j1 - j0);
 }
 
 /* A product of at most SGEMM_ROWS_MAX rows with B read in place (unit column stride or prepacked): thread tid
@@ -242,9 +267,11 @@ static int rows_t_take(const product *p) {
 static void run_rows_t(const product *p, const sgemm_kernel *kr, int tid, int nth) {
   int64_t units = (p->N + 31) / 32, j0 = tid * units / nth * 32, j1 = (tid + 1) * units / nth * 32;
   if (j1 > p->N) j1 = p->N;
-  if (j0 < j1)
+  if (j0 < j1) {
     kr->rows_t((int)p->M, j1 - j0, p->K, p->A, p->ars, p->acs, p->B + j0 * p->bcs, p->bcs, p->C + j0, p->ldc,
                p->accumulate);
+    if (p->ep) apply_ep(p->ep, p->C + j0, p->ldc, p->M, j0, j1 - j0);
+  }
 }
 
 /* One product by thread tid of the nth threads working on it. Per panel of NC columns and block of KC k's,
@@ -278,6 +305,7 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
     for (int64_t pc = 0; pc < p->K; pc += KC) {
       int64_t kc = p->K - pc < KC ? p->K - pc : KC;
       int load_c = p->accumulate || pc > 0;
+      const ds_sgemm_ep *ep = pc + kc == p->K ? p->ep : NULL;   /* on the last k block's tiles */
       if (packed && !at_use) {
         if (!shared_b) pack_b(bp, p, pc, kc, jc, (lo - jc) / NR, (hi - jc + NR - 1) / NR, NR);
         else {
@@ -296,8 +324,10 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
             /* the next tile: the next A panel's rows, or the block's first rows of the next strip */
             const float *next_c = i + MR < mc ? p->C + (ic + i + MR) * p->ldc + j
                                   : j + NR < hi ? p->C + ic * p->ldc + j + NR : NULL;
-            kr->micro((int)(mc - i < MR ? mc - i : MR), (int)(hi - j < NR ? hi - j : NR), kc, ap + i * kc, b,
-                      packed ? NR : p->brs, p->C + (ic + i) * p->ldc + j, p->ldc, load_c, next_c);
+            int mr = (int)(mc - i < MR ? mc - i : MR), nr = (int)(hi - j < NR ? hi - j : NR);
+            float *c = p->C + (ic + i) * p->ldc + j;
+            kr->micro(mr, nr, kc, ap + i * kc, b, packed ? NR : p->brs, c, p->ldc, load_c, next_c);
+            if (ep) apply_ep(ep, c, p->ldc, mr, j, nr);
           }
         }
       }
@@ -354,12 +384,14 @@ static void run_share(const batch_job *job, int tid, int team) {
    job without entering a parallel region (an inactive one still costs ~1.2 us, as much as an 8 x 8 product). */
 static int sgemm_run(int64_t nbatch, const float *const *A, const float *const *B, float *const *C, int64_t M,
                      int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs, int64_t sstride,
-                     int64_t ldc, int accumulate) {
+                     int64_t ldc, int accumulate, const ds_sgemm_ep *ep) {
   if (M <= 0 || N <= 0 || nbatch <= 0) return DS_OK;
   if (K <= 0) {
-    if (!accumulate)
-      for (int64_t t = 0; t < nbatch; t++)
+    for (int64_t t = 0; t < nbatch; t++) {
+      if (!accumulate)
         for (int64_t i = 0; i < M; i++) memset(C[t] + i * ldc, 0, (size_t)N * sizeof(float));
+      if (ep) apply_ep(ep, C[t], ldc, M, 0, N);
+    }
     return DS_OK;
   }
   const sgemm_kernel *kr = isa_kernel();
@@ -369,7 +401,7 @@ static int sgemm_run(int64_t nbatch, const float *const *A, const float *const *
   size_t a_floats = (size_t)(MC_ROWS + kr->mr) * KC, b_floats = (size_t)KC * NC;
   float *buf = scratch((size_t)nth * (a_floats + (by_batch ? b_floats : 0)) + (by_batch ? 0 : b_floats));
   if (!buf) return ds_fail(DS_ENOMEM, "matmul: out of memory for the packing buffers");
-  batch_job job = { { M, N, K, NULL, ars, acs, NULL, brs, bcs, sstride, NULL, ldc, accumulate }, nbatch, A, B, C,
+  batch_job job = { { M, N, K, NULL, ars, acs, NULL, brs, bcs, sstride, NULL, ldc, accumulate, ep }, nbatch, A, B, C,
                     by_batch, buf, a_floats, b_floats, kr };
   if (nth == 1) run_share(&job, 0, 1);
   else {
@@ -384,9 +416,15 @@ static int sgemm_run(int64_t nbatch, const float *const *A, const float *const *
   return DS_OK;
 }
 
+int ds_sgemm_batch_ep(int64_t nbatch, const float *const *A, const float *const *B, float *const *C, int64_t M,
+                      int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs, int64_t ldc,
+                      int accumulate, const ds_sgemm_ep *ep) {
+  return sgemm_run(nbatch, A, B, C, M, N, K, ars, acs, brs, bcs, 0, ldc, accumulate, ep);
+}
+
 int ds_sgemm_batch(int64_t nbatch, const float *const *A, const float *const *B, float *const *C, int64_t M, int64_t N,
                    int64_t K, int64_t ars, int64_t acs, int64_t brs, int64_t bcs, int64_t ldc, int accumulate) {
-  return sgemm_run(nbatch, A, B, C, M, N, K, ars, acs, brs, bcs, 0, ldc, accumulate);
+  return sgemm_run(nbatch, A, B, C, M, N, K, ars, acs, brs, bcs, 0, ldc, accumulate, NULL);
 }
 
 int ds_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
@@ -400,15 +438,21 @@ void ds_sgemm_pack_b(int64_t K, int64_t N, const float *B, int64_t brs, int64_t 
     pack_strip(bp + s * K * SGEMM_STRIP, &p, 0, K, s * SGEMM_STRIP, SGEMM_STRIP);
 }
 
-int ds_sgemm_packed_batch(int64_t nbatch, const float *const *A, const float *bp, float *const *C, int64_t M,
-                          int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t ldc, int accumulate) {
+int ds_sgemm_packed_batch_ep(int64_t nbatch, const float *const *A, const float *bp, float *const *C, int64_t M,
+                             int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t ldc, int accumulate,
+                             const ds_sgemm_ep *ep) {
   const float *one = bp, **pb = &one;
   if (nbatch > 1) {
     pb = malloc(sizeof *pb * (size_t)nbatch);
     if (!pb) return ds_fail(DS_ENOMEM, "matmul: out of memory");
     for (int64_t t = 0; t < nbatch; t++) pb[t] = bp;
   }
-  int rc = sgemm_run(nbatch, A, pb, C, M, N, K, ars, acs, SGEMM_STRIP, 1, SGEMM_STRIP * K, ldc, accumulate);
+  int rc = sgemm_run(nbatch, A, pb, C, M, N, K, ars, acs, SGEMM_STRIP, 1, SGEMM_STRIP * K, ldc, accumulate, ep);
   if (nbatch > 1) free(pb);
   return rc;
+}
+
+int ds_sgemm_packed_batch(int64_t nbatch, const float *const *A, const float *bp, float *const *C, int64_t M,
+                          int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t ldc, int accumulate) {
+  return ds_sgemm_packed_batch_ep(nbatch, A, bp, C, M, N, K, ars, acs, ldc, accumulate, NULL);
 }
