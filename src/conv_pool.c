@@ -78,5 +78,7 @@ int ds_conv2d_pool_f32(ds_tensor *const *t, const double *attrs) {
            (long long)out->shape[0], (long long)out->shape[1], (long long)out->shape[2], (long long)out->shape[3],
            (long long)x->shape[0], (long long)w->shape[0], (long long)PH, (long long)PW);
   int act = (int)a[7];
+  int rc = ds_conv2d_pool_lanes_f32(t, attrs, act, &pool);
+  if (rc != CONV_NOT_DIRECT) return rc;
   return conv_then_pool(t, attrs, act, pool.kind, attrs + CONV_ATTRS + 2, OH, OW);
 }
