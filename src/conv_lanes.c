@@ -62,6 +62,10 @@ static void window(int64_t o, int64_t s, int64_t p, int64_t k, int64_t n, int64_
   *b = hi > n ? n : hi;
 }
 
+/* half a 16-float pixel as a GCC vector (one ymm at the build's x86-64-v3), its compare masks */
+typedef float hp __attribute__((vector_size(32), aligned(4)));
+typedef int32_t hpi __attribute__((vector_size(32), aligned(4)));
+
 /* dst (PH, PW) pixels = pool's windows over src (OH, OW) pixels, lane by lane: max from the window's first value,
    v taken when v > m or v is NaN (the last NaN wins); avg the window summed from +0 in row-major order / count
    (nn_pool_kernels.h's values) */
@@ -73,57 +77,53 @@ static void pool_lanes(const conv_pool *pl, const float *src, int64_t OH, int64_
     for (int64_t j = 0; j < PW; j++) {
       int64_t w0, w1;
       window(j, pl->sw, pl->pw, pl->kw, OW, &w0, &w1);
-      float a[16];
-      if (pl->kind == CONV_POOL_MAX) {
-        const float *f = src + (h0 * OW + w0) * 16;
-        for (int l = 0; l < 16; l++) a[l] = f[l];
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = h == h0 ? w0 + 1 : w0; w < w1; w++) {
-            const float *v = src + (h * OW + w) * 16;
-            for (int l = 0; l < 16; l++) a[l] = v[l] > a[l] || v[l] != v[l] ? v[l] : a[l];
-          }
-      } else {
-        for (int l = 0; l < 16; l++) a[l] = 0.0f;
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = w0; w < w1; w++) {
-            const float *v = src + (h * OW + w) * 16;
-            for (int l = 0; l < 16; l++) a[l] += v[l];
-          }
-        float cnt = (float)(pl->include_pad ? pl->kh * pl->kw : (h1 - h0) * (w1 - w0));
-        for (int l = 0; l < 16; l++) a[l] /= cnt;
+      for (int e = 0; e < 16; e += 8) {
+        hp a;
+        if (pl->kind == CONV_POOL_MAX) {
+          a = *(const hp *)(src + (h0 * OW + w0) * 16 + e);
+          for (int64_t h = h0; h < h1; h++)
+            for (int64_t w = h == h0 ? w0 + 1 : w0; w < w1; w++) {
+              hp v = *(const hp *)(src + (h * OW + w) * 16 + e);
+              hpi take = (v > a) | (v != v);
+              a = (hp)(((hpi)v & take) | ((hpi)a & ~take));
+            }
+        } else {
+          a = (hp){ 0 };
+          for (int64_t h = h0; h < h1; h++)
+            for (int64_t w = w0; w < w1; w++) a += *(const hp *)(src + (h * OW + w) * 16 + e);
+          a /= (float)(pl->include_pad ? pl->kh * pl->kw : (h1 - h0) * (w1 - w0));
+        }
+        *(hp *)(dst + (i * PW + j) * 16 + e) = a;
       }
-      float *o = dst + (i * PW + j) * 16;
-      for (int l = 0; l < 16; l++) o[l] = a[l];
     }
   }
 }
 
-/* the blocks of 16 images, shared with `omp for` among the threads of the enclosing region (or all on the caller) */
-static void lanes_blocks(const lanes_job *j) {
+/* the (block of 16 images, group, channel tile) items, shared with `omp for` among the threads of the enclosing
+   region (or all on the caller): a thread transposes a block's group in when its previous item had another one */
+static void lanes_items(const lanes_job *j) {
   const geom *g = j->g;
-  int64_t R = j->kr->tile_rows, K = g->ckk, nb = (g->N + 15) / 16;
+  int64_t R = j->kr->tile_rows, K = g->ckk, nitems = (g->N + 15) / 16 * g->G * j->tiles, in = -1;
   int64_t plane = j->pool ? j->PH * j->PW : g->ohw;   /* of the output */
   float *xb = (float *)(j->scratch + j->per * omp_get_thread_num()), *ob = xb + j->xlen, *pb = ob + j->olen;
   memset(xb, 0, (size_t)j->xlen * 4);   /* the borders: put_in writes the same interior every block */
   #pragma omp for schedule(static)
-  for (int64_t bi = 0; bi < nb; bi++) {
-    int64_t n0 = bi * 16;
+  for (int64_t it = 0; it < nitems; it++) {
+    int64_t bg = it / j->tiles, t = it % j->tiles, gi = bg % g->G, n0 = bg / g->G * 16;
     int m = g->N - n0 < 16 ? (int)(g->N - n0) : 16;
-    for (int64_t gi = 0; gi < g->G; gi++) {
-      put_in(j->kr, j->x + n0 * g->C * g->hw + gi * g->Cg * g->hw, g->C * g->hw, m, g->Cg, g->H, g->W, xb, g->Hp, g->Wp,
+    if (bg != in)
+      put_in(j->kr, j->x + (n0 * g->C + gi * g->Cg) * g->hw, g->C * g->hw, m, g->Cg, g->H, g->W, xb, g->Hp, g->Wp,
              g->ph, g->pw);
-      for (int64_t t = 0; t < j->tiles; t++) {
-        int64_t oc0 = gi * g->OCg + t * R, nr = g->OCg - t * R < R ? g->OCg - t * R : R;
-        j->kr->conv(nr, g->ohw, K, j->w + (gi * j->tiles + t) * K * R, xb, j->koff, j->poff, ob, g->ohw * 16,
-                    j->bias ? j->bias + oc0 : NULL, j->act);
-        for (int64_t i = 0; i < nr; i++) {
-          const float *o = ob + i * g->ohw * 16;
-          if (j->pool) { pool_lanes(j->pool, o, g->OH, g->OW, pb, j->PH, j->PW); o = pb; }
-          put_out(j->kr, o, plane, j->y + (n0 * g->OC + oc0 + i) * plane, g->OC * plane, m);
-        }
-      }
-      if (j->ep) j->ep->apply(j->ep, n0, m, gi * g->OCg, g->OCg);
+    in = bg;
+    int64_t oc0 = gi * g->OCg + t * R, nr = g->OCg - t * R < R ? g->OCg - t * R : R;
+    j->kr->conv(nr, g->ohw, K, j->w + (gi * j->tiles + t) * K * R, xb, j->koff, j->poff, ob, g->ohw * 16,
+                j->bias ? j->bias + oc0 : NULL, j->act);
+    for (int64_t i = 0; i < nr; i++) {
+      const float *o = ob + i * g->ohw * 16;
+      if (j->pool) { pool_lanes(j->pool, o, g->OH, g->OW, pb, j->PH, j->PW); o = pb; }
+      put_out(j->kr, o, plane, j->y + (n0 * g->OC + oc0 + i) * plane, g->OC * plane, m);
     }
+    if (j->ep) j->ep->apply(j->ep, n0, m, oc0, nr);
   }
 }
 
@@ -141,7 +141,7 @@ int conv_lanes_forward(const geom *g, const float *x, const float *w, const floa
   j.olen = R * g->ohw * 16;
   j.per = round_up((j.xlen + j.olen + (pool ? j.PH * j.PW * 16 : 0)) * 4, 64);
   int64_t shared = round_up((K + g->ohw) * 8 + g->G * tiles * K * R * 4, 64);
-  int nt = conv_worth_parallel(g) && g->N > 16 ? ds_team() : 1, par = nt > 1;
+  int nt = conv_worth_parallel(g) && (g->N + 15) / 16 * g->G * tiles > 1 ? ds_team() : 1, par = nt > 1;
   int64_t rounded;
   char *base = ds_mem_alloc(shared + j.per * nt, &rounded);
   if (!base) return ds_fail(DS_ENOMEM, "conv2d: out of memory for the image blocks");
@@ -167,10 +167,10 @@ int conv_lanes_forward(const geom *g, const float *x, const float *w, const floa
     #pragma omp parallel num_threads(nt)
     {
       ds_team_arrive(t0);
-      lanes_blocks(&j);
+      lanes_items(&j);
     }
     ds_team_done();
-  } else lanes_blocks(&j);
+  } else lanes_items(&j);
   ds_mem_release(base, rounded);
   return DS_OK;
 }
