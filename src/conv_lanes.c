@@ -6,16 +6,24 @@
 #include "nn_conv.h"
 #include "conv_lanes.h"
 #include <omp.h>
-#include <stdlib.h>
 
 static const lanes_kernel *isa_kernel(void) { return ds_isa() == DS_ISA_AVX512 ? &ds_lanes_avx512 : &ds_lanes_avx2; }
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-/* RULE */
+/* Taken for N >= 16 with at most N/4 unused lanes in the last block, kernels larger than 1x1, output maps larger than
+   16 pixels and a block's input (C/G padded planes x 16 lanes) up to 1 MB. Eager conv2d, lanes / direct time (best
+   of 7 x 20 calls, Zen 4, 2 threads, busy host: indicative): LeNet-5 conv2 (6->16 5x5 on 14x14) 0.73-0.90 at
+   N = 32 .. 256, 0.85-1.06 at 16, 1.01 at 24, 1.31 at 17 (15 of 32 lanes unused); conv1 (1->6 5x5 pad 2, 28x28)
+   1.0-1.1 alone (its 4.8 MB output dominates) but fused with relu + 2x2 max pooling 0.45 against 0.61 ms for the
+   direct conv then the pool at N = 256; 3x3 pad 1: 32->32 on 16x16 0.87-0.96 (N = 16 .. 64), on 8x8 0.84-0.87
+   (1.53 at N = 17, 0.92 at 28), 64->64 on 8x8 0.93-0.96, 128->128 on 8x8 0.69, 64->64 on 4x4 1.06; 3->16 3x3
+   stride 2 on 32x32 0.83-0.86 at N = 32; 1x1 64->64 on 8x8 1.44-1.49 and 16->32 on 16x16 2.15 (the direct path
+   reads those in place: no transposes). */
 int conv_lanes_takes(const geom *g) {
-  if (getenv("DS_LANES_OFF")) return 0;
-  return g->N >= 16 && (double)g->Cg * (double)g->Hp * (double)g->Wp * 64 <= 1 << 20;
+  int64_t unused = (g->N + 15) / 16 * 16 - g->N;
+  return g->N >= 16 && 4 * unused <= g->N && g->KH * g->KW > 1 && g->ohw > 16 &&
+         (double)g->Cg * (double)g->Hp * (double)g->Wp * 64 <= 1 << 20;
 }
 
 typedef struct {
