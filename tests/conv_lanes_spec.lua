@@ -160,7 +160,7 @@ torch.nn.functional.conv2d(x, w, b, stride=%d, padding=%d, dilation=%d, groups=%
         local x, w, b = ds.randn(N, C, Hh, Hh), ds.randn(OC, C / G, K, K), ds.randn(OC)
         local o = { stride = s, padding = p, groups = G }
         hash(ds.conv2d(x, w, b, o))
-        for _, act in ipairs({ F.hardswish, F.relu }) do   -- applied in the kernels' registers
+        for _, act in ipairs({ F.hardswish, F.relu }) do   -- applied in the kernel registers
           local f = ds.compile(function(t) return F.max_pool2d(act(ds.conv2d(t, w, b, o)), 2) end, { x },
             { convert = false })
           hash(f(x))
