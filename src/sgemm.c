@@ -281,6 +281,28 @@ static void run_row_chunks(const product *p, const sgemm_kernel *kr, int tid, in
   }
 }
 
+/* B of one strip (N <= 32) not prepacked, against more rows than rows() takes: read in place when row-major (rows()
+   reads B's rows at any stride), else packed whole into one strip at bp (by thread 0 while the others wait), then
+   in chunks as a prepacked one, instead of packing A and filling the micro-kernel's tiles with a few columns. Zen 4,
+   1 thread, kernel us (indicative): AVX-512 x @ W^T 256 x 84 x 10 9.9 -> 6.7, 1024 x 400 x 10 188 -> 126,
+   128 x 1024 x 32 100 -> 77; x @ W 16 x 1024 x 8 9.9 -> 4.2, 128 x 1024 x 32 100 -> 73; AVX2 x @ W^T 256 x 84 x 10
+   13.7 -> 9.5, 128 x 1024 x 32 107 -> 83. */
+static void run_one_strip(const product *p, const sgemm_kernel *kr, int tid, int nth, float *bp) {
+  product q = *p;
+  const int pack = !p->sstride && p->bcs != 1;
+  if (pack) {
+    if (tid == 0) pack_strip(bp, p, 0, p->K, 0, SGEMM_STRIP);
+    if (nth > 1) {
+#pragma omp barrier
+    }
+    q.B = bp; q.brs = SGEMM_STRIP; q.bcs = 1; q.sstride = SGEMM_STRIP * p->K;
+  }
+  run_row_chunks(&q, kr, tid, nth);
+  if (pack && nth > 1) {   /* the next product of the batch packs into bp again */
+#pragma omp barrier
+  }
+}
+
 /* A product of at most SGEMM_ROWS_MAX rows against a transposed B read in place (B (k, n) at B[n * bcs + k]: x @ W^T
    of a linear layer with W (N, K) not prepacked): thread tid of nth takes its share of the columns (in 32-column
    units) and the kernel's rows_t() runs over them, transposing W in registers. Packing 32-column strips of W for
@@ -315,7 +337,10 @@ static void run_rows_t(const product *p, const sgemm_kernel *kr, int tid, int nt
 static void run_product(const product *p, const sgemm_kernel *kr, int tid, int nth, float *ap, float *bp) {
   if (rows_take(p)) { run_rows(p, kr, tid, nth); return; }
   if (rows_t_take(p)) { run_rows_t(p, kr, tid, nth); return; }
-  if (p->sstride && p->N <= SGEMM_STRIP) { run_row_chunks(p, kr, tid, nth); return; }
+  if (p->N <= SGEMM_STRIP && (p->sstride || p->bcs == 1 || p->K * SGEMM_STRIP <= KC * NC)) {
+    run_one_strip(p, kr, tid, nth, bp);
+    return;
+  }
   const int MR = kr->mr, NR = kr->nr;
   int64_t i0, i1, j0, j1;
   int by_cols = thread_part(p, kr, tid, nth, &i0, &i1, &j0, &j1);

@@ -204,6 +204,24 @@ describe("matmul", function()
     assert.is_true(H.bitwise(one, two))
   end)
 
+  it("one strip of B (N <= 32) against many rows, W^T packed once or W read in place: each matrix's bits in a batch, "
+    .. "1 and 2 threads bitwise", function()
+    local a, w, b = rnd(3, 300, 200), rnd(3, 20, 200), rnd(3, 200, 20)
+    local before = ds.get_num_threads()
+    for _, rhs in ipairs { w:transpose(2, 3), b } do
+      ds.set_num_threads(1)
+      local one = a:matmul(rhs)
+      ds.set_num_threads(2)
+      local two = a:matmul(rhs)
+      ds.set_num_threads(before)
+      assert.is_true(H.bitwise(one, two))
+      for t = 1, 3 do
+        assert.is_true(H.bitwise(one[t], a[t]:matmul(rhs[t])))
+        check(one[t], a[t], rhs[t])
+      end
+    end
+  end)
+
   it("eager x @ W without grad (dispatch's shortcut) gives the general path's bits, shape and dtype", function()
     local cases = { { { 5, 7 }, { 3, 7 } }, { { 2, 4, 9 }, { 33, 9 } }, { { 1, 1 }, { 1, 1 } }, { { 0, 3 }, { 2, 3 } } }
     for _, c in ipairs(cases) do   -- x (..., M, K) @ W^T, W (N, K)
