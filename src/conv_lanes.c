@@ -40,7 +40,7 @@ typedef struct {
   const conv_ep *ep;
   const int64_t *koff, *poff;
   char *scratch;
-  int64_t per, xlen, olen;   /* per thread: bytes; xb and ob floats (then the pooled block) */
+  int64_t per, xlen, olen;   /* per thread: bytes; its input block xb and output tile ob (floats), then pb */
 } lanes_job;
 
 /* xb (C planes (Hp, Wp) of 16-float pixels) at (top, left) = lane l of pixel (c, h, w) from image l's plane c at
@@ -148,7 +148,7 @@ int conv_lanes_forward(const geom *g, const float *x, const float *w, const floa
     j.PH = (g->OH + 2 * pool->ph - pool->kh) / pool->sh + 1;
     j.PW = (g->OW + 2 * pool->pw - pool->kw) / pool->sw + 1;
   }
-  j.xlen = round_up(g->Cg * g->Hp * g->Wp * 16, 16);
+  j.xlen = g->Cg * g->Hp * g->Wp * 16;   /* a multiple of 16: ob and pb 64-byte aligned as xb */
   j.olen = R * g->ohw * 16;
   j.per = round_up((j.xlen + j.olen + (pool ? j.PH * j.PW * 16 : 0)) * 4, 64);
   int64_t shared = round_up((K + g->ohw) * 8 + g->G * tiles * K * R * 4, 64);
