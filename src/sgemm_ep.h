@@ -1,6 +1,7 @@
 /* sgemm_ep.h: the f32 GEMM's own epilogue: a bias per column and a relu, applied by the driver (sgemm.c) to each
-   block of C right after its last k block, on the thread that computed it, while the block is in L1 (fused.c's
-   matmul_ep and matmul_packed_ep take it for a chain that is just that; any other chain stays a pass of its own). */
+   block of C right after its last k block, on the thread that computed it, while the block is in the caches (a
+   micro-kernel tile, in L1; a row kernel's rows) (fused.c's matmul_ep and matmul_packed_ep take it for a chain that
+   is just that; any other chain stays a pass of its own). */
 #ifndef DS_SGEMM_EP_H
 #define DS_SGEMM_EP_H
 #include "ds.h"
