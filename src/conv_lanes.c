@@ -19,14 +19,13 @@ static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
    direct conv then the pool at N = 256; 3x3 pad 1: 32->32 on 16x16 0.87-0.96 (N = 16 .. 64), on 8x8 0.84-0.87
    (1.53 at N = 17, 0.92 at 28), 64->64 on 8x8 0.93-0.96, 128->128 on 8x8 0.69, 64->64 on 4x4 1.06; 3->16 3x3
    stride 2 on 32x32 0.83-0.86 at N = 32; 1x1 64->64 on 8x8 1.44-1.49 and 16->32 on 16x16 2.15 (the direct path
-   reads those in place: no transposes). At least two (block, group, channel tile) items, so that two threads can
-   share them: LeNet-5's conv1 at N = 16 (one item) fused with relu + max pooling took 0.055 ms on the lanes path,
-   0.039 as the direct conv then the pool. */
+   reads those in place: no transposes). Fewer items than twice the threads are split by output rows: at N = 16
+   LeNet-5's conv1 fused with relu + max pooling takes 0.034 ms (0.055 unsplit on one thread; 0.039 for the direct
+   conv then the pool), conv2 0.046 (direct then pool 0.068), eager 3x3 32->32 on 8x8 and 16x16 1.02-1.04. */
 int conv_lanes_takes(const geom *g) {
-  int64_t unused = (g->N + 15) / 16 * 16 - g->N, R = isa_kernel()->tile_rows;
+  int64_t unused = (g->N + 15) / 16 * 16 - g->N;
   return g->N >= 16 && 4 * unused <= g->N && g->KH * g->KW > 1 && g->ohw > 16 &&
-         (double)g->Cg * (double)g->Hp * (double)g->Wp * 64 <= 1 << 20 &&
-         (g->N + 15) / 16 * g->G * ((g->OCg + R - 1) / R) >= 2;
+         (double)g->Cg * (double)g->Hp * (double)g->Wp * 64 <= 1 << 20;
 }
 
 typedef struct {
@@ -35,7 +34,7 @@ typedef struct {
   const float *x, *w, *bias;   /* w: G * tiles blocks of (K, tile_rows) */
   float *y;                    /* (N, OC, OH, OW), or (N, OC, PH, PW) pooled */
   const conv_pool *pool;
-  int64_t PH, PW, tiles;
+  int64_t PH, PW, tiles, segs;   /* segs: parts of each output plane's rows, one item each */
   int act;
   const conv_ep *ep;
   const int64_t *koff, *poff;
@@ -77,12 +76,12 @@ static void window(int64_t o, int64_t s, int64_t p, int64_t k, int64_t n, int64_
 typedef float hp __attribute__((vector_size(32), aligned(4)));
 typedef int32_t hpi __attribute__((vector_size(32), aligned(4)));
 
-/* dst (PH, PW) pixels = pool's windows over src (OH, OW) pixels, lane by lane: max from the window's first value,
+/* rows [r0, r1) of dst (PH, PW) pixels = pool's windows over src (OH, OW) pixels, lane by lane: max from the window's first value,
    v taken when v > m or v is NaN (the last NaN wins); avg the window summed from +0 in row-major order / count
    (nn_pool_kernels.h's values) */
-static void pool_lanes(const conv_pool *pl, const float *src, int64_t OH, int64_t OW, float *dst, int64_t PH,
-                       int64_t PW) {
-  for (int64_t i = 0; i < PH; i++) {
+static void pool_lanes(const conv_pool *pl, const float *src, int64_t OH, int64_t OW, float *dst, int64_t r0,
+                       int64_t r1, int64_t PW) {
+  for (int64_t i = r0; i < r1; i++) {
     int64_t h0, h1;
     window(i, pl->sh, pl->ph, pl->kh, OH, &h0, &h1);
     for (int64_t j = 0; j < PW; j++) {
@@ -110,31 +109,39 @@ static void pool_lanes(const conv_pool *pl, const float *src, int64_t OH, int64_
   }
 }
 
-/* the (block of 16 images, group, channel tile) items, shared with `omp for` among the threads of the enclosing
-   region (or all on the caller): a thread transposes a block's group in when its previous item had another one */
+/* the (block of 16 images, group, channel tile, rows segment) items, shared with `omp for` among the threads of the
+   enclosing region (or all on the caller): a thread transposes a block's group in when its previous item had
+   another one. A segment computes the conv rows its output rows (pooled or not) read. */
 static void lanes_items(const lanes_job *j) {
   const geom *g = j->g;
-  int64_t R = j->kr->tile_rows, K = g->ckk, nitems = (g->N + 15) / 16 * g->G * j->tiles, in = -1;
-  int64_t plane = j->pool ? j->PH * j->PW : g->ohw;   /* of the output */
+  int64_t R = j->kr->tile_rows, K = g->ckk, S = j->segs, nitems = (g->N + 15) / 16 * g->G * j->tiles * S, in = -1;
+  int64_t OR = j->pool ? j->PH : g->OH, OC_ = j->pool ? j->PW : g->OW, plane = OR * OC_;   /* the output plane */
   float *xb = (float *)(j->scratch + j->per * omp_get_thread_num()), *ob = xb + j->xlen, *pb = ob + j->olen;
   memset(xb, 0, (size_t)j->xlen * 4);   /* the borders: put_in writes the same interior every block */
   #pragma omp for schedule(static)
   for (int64_t it = 0; it < nitems; it++) {
-    int64_t bg = it / j->tiles, t = it % j->tiles, gi = bg % g->G, n0 = bg / g->G * 16;
+    int64_t bg = it / S / j->tiles, t = it / S % j->tiles, sg = it % S, gi = bg % g->G, n0 = bg / g->G * 16;
     int m = g->N - n0 < 16 ? (int)(g->N - n0) : 16;
     if (bg != in)
       put_in(j->kr, j->x + (n0 * g->C + gi * g->Cg) * g->hw, g->C * g->hw, m, g->Cg, g->H, g->W, xb, g->Hp, g->Wp,
              g->ph, g->pw);
     in = bg;
+    int64_t r0 = OR * sg / S, r1 = OR * (sg + 1) / S, c0 = r0, c1 = r1;   /* output rows, conv rows */
+    if (r1 == r0) continue;
+    if (j->pool) {
+      c0 = r0 * j->pool->sh - j->pool->ph; c1 = (r1 - 1) * j->pool->sh - j->pool->ph + j->pool->kh;
+      c0 = c0 < 0 ? 0 : c0; c1 = c1 > g->OH ? g->OH : c1;
+    }
     int64_t oc0 = gi * g->OCg + t * R, nr = g->OCg - t * R < R ? g->OCg - t * R : R;
-    j->kr->conv(nr, g->ohw, K, j->w + (gi * j->tiles + t) * K * R, xb, j->koff, j->poff, ob, g->ohw * 16,
-                j->bias ? j->bias + oc0 : NULL, j->act);
+    j->kr->conv(nr, (c1 - c0) * g->OW, K, j->w + (gi * j->tiles + t) * K * R, xb, j->koff, j->poff + c0 * g->OW,
+                ob + c0 * g->OW * 16, g->ohw * 16, j->bias ? j->bias + oc0 : NULL, j->act);
     for (int64_t i = 0; i < nr; i++) {
       const float *o = ob + i * g->ohw * 16;
-      if (j->pool) { pool_lanes(j->pool, o, g->OH, g->OW, pb, j->PH, j->PW); o = pb; }
-      put_out(j->kr, o, plane, j->y + (n0 * g->OC + oc0 + i) * plane, g->OC * plane, m);
+      if (j->pool) { pool_lanes(j->pool, o, g->OH, g->OW, pb, r0, r1, j->PW); o = pb; }
+      put_out(j->kr, o + r0 * OC_ * 16, (r1 - r0) * OC_, j->y + (n0 * g->OC + oc0 + i) * plane + r0 * OC_,
+              g->OC * plane, m);
     }
-    if (j->ep) j->ep->apply(j->ep, n0, m, oc0, nr);
+    if (j->ep) j->ep->apply(j->ep, n0, m, oc0, nr);   /* whole planes: one segment (segs = 1) */
   }
 }
 
@@ -143,7 +150,7 @@ int conv_lanes_forward(const geom *g, const float *x, const float *w, const floa
   if (!conv_lanes_takes(g)) return CONV_NOT_DIRECT;
   const lanes_kernel *kr = isa_kernel();
   int64_t R = kr->tile_rows, K = g->ckk, tiles = (g->OCg + R - 1) / R;
-  lanes_job j = { g, kr, x, NULL, b, y, pool, 0, 0, tiles, act, ep, NULL, NULL, NULL, 0, 0, 0 };
+  lanes_job j = { g, kr, x, NULL, b, y, pool, 0, 0, tiles, 1, act, ep, NULL, NULL, NULL, 0, 0, 0 };
   if (pool) {
     j.PH = (g->OH + 2 * pool->ph - pool->kh) / pool->sh + 1;
     j.PW = (g->OW + 2 * pool->pw - pool->kw) / pool->sw + 1;
@@ -152,7 +159,14 @@ int conv_lanes_forward(const geom *g, const float *x, const float *w, const floa
   j.olen = R * g->ohw * 16;
   j.per = round_up((j.xlen + j.olen + (pool ? j.PH * j.PW * 16 : 0)) * 4, 64);
   int64_t shared = round_up((K + g->ohw) * 8 + g->G * tiles * K * R * 4, 64);
-  int nt = conv_worth_parallel(g) && (g->N + 15) / 16 * g->G * tiles > 1 ? ds_team() : 1, par = nt > 1;
+  int64_t items = (g->N + 15) / 16 * g->G * tiles;
+  int nt = conv_worth_parallel(g) ? ds_team() : 1, par = nt > 1;
+  /* fewer items than twice the threads (and no epilogue, which takes whole planes): each plane's rows in segments */
+  if (par && !ep && items < 2 * nt) {
+    j.segs = (2 * nt + items - 1) / items;
+    int64_t rows = pool ? j.PH : g->OH;
+    if (j.segs > rows) j.segs = rows;
+  }
   int64_t rounded;
   char *base = ds_mem_alloc(shared + j.per * nt, &rounded);
   if (!base) return ds_fail(DS_ENOMEM, "conv2d: out of memory for the image blocks");

@@ -1,14 +1,15 @@
 -- tests/conv_lanes_spec.lua: f32 conv2d of batches with 16 images along the lanes (src/conv_lanes.c; taken from 16
--- images with at most a quarter of the last block's lanes unused, kernels above 1x1, maps above 16 pixels, at least
--- two blocks or channel tiles of 6 to share among threads) equals the same conv run image by image (batch 1: the
--- direct path) bit for bit -- with padding, strides, dilation, groups, no bias, NaN, infinities and -0.0, on 1 and 2
--- threads, on every ISA path, under conv2d_ep's epilogues and conv2d_pool's pooling -- and PyTorch within rounding.
+-- images with at most a quarter of the last block's lanes unused, kernels above 1x1, maps above 16 pixels; planes
+-- split by rows among 2 threads when there are fewer than 4 blocks x channel tiles of 6) equals the same conv run
+-- image by image (batch 1: the direct path) bit for bit -- with padding, strides, dilation, groups, no bias, NaN,
+-- infinities and -0.0, on 1 and 2 threads, on every ISA path, under conv2d_ep's epilogues and conv2d_pool's pooling
+-- -- and PyTorch within rounding.
 local ds = require("ds")
 local H = require("helpers")
 local F = ds.nn.functional
 
 -- { N, C, H, W, OC, K, stride, padding, dilation, groups, bias }: N = 16, 29, 32 and 48 take the lanes path (29: 3
--- unused lanes in its second block), 17 and 33 do not (15 unused lanes), nor 16 images of 6 channels (one item)
+-- unused lanes in its second block; 16 and 32 split by rows), 17 and 33 do not (15 unused lanes)
 local CASES = {
   { 32, 1, 28, 28, 6, 5, 1, 2, 1, 1, true },     -- LeNet-5's conv1
   { 48, 6, 14, 14, 16, 5, 1, 0, 1, 1, true },    -- LeNet-5's conv2
@@ -17,9 +18,9 @@ local CASES = {
   { 48, 4, 10, 10, 6, 3, 1, 1, 1, 2, true },     -- 2 groups
   { 29, 5, 9, 12, 16, 3, 1, 0, 1, 1, false },    -- no bias
   { 16, 2, 12, 9, 7, 3, 2, 1, 2, 1, false },     -- stride and dilation, 7 channels (a 6 + 1 tile)
-  { 17, 6, 14, 14, 16, 5, 1, 0, 1, 1, true },    -- not taken: the per-image paths' bits all the same
+  { 17, 6, 14, 14, 16, 5, 1, 0, 1, 1, true },    -- not taken (17, 33): the per-image paths' bits all the same
   { 33, 1, 28, 28, 6, 5, 1, 2, 1, 1, true },
-  { 16, 1, 28, 28, 6, 5, 1, 2, 1, 1, true },
+  { 16, 1, 28, 28, 6, 5, 1, 2, 1, 1, true },     -- one block, one channel tile: 4 row segments on 2 threads
 }
 
 local function opts(c) return { stride = c[7], padding = c[8], dilation = c[9], groups = c[10] } end
@@ -95,7 +96,8 @@ describe("conv2d with 16 images along the lanes", function()
   it("pools in conv2d_pool as eager's conv, relu and pooling do, NaN included", function()
     ds.manual_seed(45)
     local x, w, b = ds.randn(32, 6, 14, 14), ds.randn(16, 6, 5, 5), ds.randn(16)
-    local x1, w1, b1 = ds.randn(32, 1, 28, 28), ds.randn(6, 1, 5, 5), ds.randn(6)
+    -- 48 images of 6 channels: 3 items in 2 row segments each, a thread starting at a second segment
+    local x1, w1, b1 = ds.randn(48, 1, 28, 28), ds.randn(6, 1, 5, 5), ds.randn(6)
     -- NaN and infinities in some windows (max: the window's last NaN, as the pool kernel)
     for _, t in ipairs({ x, x1 }) do
       local flat = t:reshape(-1)
