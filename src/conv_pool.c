@@ -48,37 +48,21 @@ static int conv_then_pool(ds_tensor *const *t, const double *attrs, int act, int
   return rc;
 }
 
-/* t = out (N, OC, PH, PW), x (N, C, H, W), w (OC, C/groups, KH, KW), b (OC); attrs: NATTRS numbers (above) */
+/* t = out (N, OC, PH, PW), x (N, C, H, W), w (OC, C/groups, KH, KW), b (OC); attrs: NATTRS numbers (above). The
+   lanes entry checks the operands, the conv's geometry and the pooling's before it takes or declines the batch. */
 int ds_conv2d_pool_f32(ds_tensor *const *t, const double *attrs) {
-  const char *op = "conv2d_pool";
-  for (int k = 0; k < 4; k++)
-    DS_CHECK(t[k] && t[k]->dtype == DS_F32 && t[k]->ndim == (k == 3 ? 1 : 4) && ds_tensor_is_contiguous(t[k]),
-             "%s: operand %d must be a contiguous f32 tensor of %d dims", op, k + 1, k == 3 ? 1 : 4);
   int64_t a[NATTRS];
   static const int64_t lo[NATTRS] = { 1, 1, 0, 0, 1, 1, 1, CONV_ACT_NONE, CONV_POOL_MAX, 1, 1, 1, 1, 0, 0, 0 };
   static const int64_t hi[NATTRS] = { 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, CONV_ACT_RELU,
                                       CONV_POOL_AVG, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 };
   for (int i = 0; i < NATTRS; i++)
-    DS_CHECK(attr_int(attrs[i], lo[i], hi[i], &a[i]), "%s: attribute %d is %g, not an integer in [%lld, %lld]", op,
+    DS_CHECK(attr_int(attrs[i], lo[i], hi[i], &a[i]), "conv2d_pool: attribute %d is %g, not an integer in [%lld, %lld]",
              i + 1, attrs[i], (long long)lo[i], (long long)hi[i]);
-  const ds_tensor *x = t[1], *w = t[2], *out = t[0];
-  /* the conv's output plane: the conv kernel checks the rest (channels, groups, bias) */
+  conv_pool pool = { (int)a[8], (int)a[15], a[9], a[10], a[11], a[12], a[13], a[14] };
+  int rc = ds_conv2d_pool_lanes_f32(t, attrs, (int)a[7], &pool);
+  if (rc != CONV_NOT_DIRECT) return rc;
+  const ds_tensor *x = t[1], *w = t[2];
   int64_t OH = (x->shape[2] + 2 * a[2] - a[4] * (w->shape[2] - 1) - 1) / a[0] + 1;
   int64_t OW = (x->shape[3] + 2 * a[3] - a[5] * (w->shape[3] - 1) - 1) / a[1] + 1;
-  DS_CHECK(x->shape[2] + 2 * a[2] >= a[4] * (w->shape[2] - 1) + 1 && x->shape[3] + 2 * a[3] >= a[5] * (w->shape[3] - 1) + 1,
-           "%s: the kernel is larger than the padded input", op);
-  conv_pool pool = { (int)a[8], (int)a[15], a[9], a[10], a[11], a[12], a[13], a[14] };
-  DS_CHECK(2 * pool.ph <= pool.kh && 2 * pool.pw <= pool.kw && pool.kh <= OH + 2 * pool.ph &&
-           pool.kw <= OW + 2 * pool.pw, "%s: pool kernel (%lld,%lld) with padding (%lld,%lld) does not fit the conv's "
-           "%lldx%lld output", op, (long long)pool.kh, (long long)pool.kw, (long long)pool.ph, (long long)pool.pw,
-           (long long)OH, (long long)OW);
-  int64_t PH = (OH + 2 * pool.ph - pool.kh) / pool.sh + 1, PW = (OW + 2 * pool.pw - pool.kw) / pool.sw + 1;
-  DS_CHECK(out->shape[0] == x->shape[0] && out->shape[1] == w->shape[0] && out->shape[2] == PH && out->shape[3] == PW,
-           "%s: output (%lld,%lld,%lld,%lld) is not the pooled conv's (%lld,%lld,%lld,%lld)", op,
-           (long long)out->shape[0], (long long)out->shape[1], (long long)out->shape[2], (long long)out->shape[3],
-           (long long)x->shape[0], (long long)w->shape[0], (long long)PH, (long long)PW);
-  int act = (int)a[7];
-  int rc = ds_conv2d_pool_lanes_f32(t, attrs, act, &pool);
-  if (rc != CONV_NOT_DIRECT) return rc;
-  return conv_then_pool(t, attrs, act, pool.kind, attrs + CONV_ATTRS + 2, OH, OW);
+  return conv_then_pool(t, attrs, (int)a[7], pool.kind, attrs + CONV_ATTRS + 2, OH, OW);
 }

@@ -49,9 +49,10 @@ static inline int conv_worth_parallel(const geom *g) {
 
 /* The direct path (f32; the forward pass at any stride, the gradients at stride 1; wide layouts with at most 50%
    extra columns, K = Cg*KH*KW up to a bound): each kernel returns DS_OK or an error, or
-   CONV_NOT_DIRECT before doing anything when it does not take this geometry (decided from the shapes only,
-   never from N or the thread count, so a geometry always gives the same bits). */
-#define CONV_NOT_DIRECT 1
+   CONV_NOT_DIRECT before doing anything when it does not take this geometry (decided from the shapes, never from
+   the thread count; every path computes each value's same FMA chain, so the choice never changes the bits).
+   Negative: never a ds_status, so an error (DS_EINVAL is 1) is never taken for "not taken". */
+#define CONV_NOT_DIRECT (-1)
 /* y (N,OC,OH,OW) = conv(x, w) + b: the same FMA chain per element as im2col + GEMM, so the same bits; ep (or
    NULL) is called on each (image, group) block written */
 int conv_direct_forward(const geom *g, const float *x, const float *w, const float *b, float *y, const conv_ep *ep);
