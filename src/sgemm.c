@@ -184,43 +184,22 @@ static int64_t largest_part(int64_t n, int64_t u, int nth, int64_t round) {
    where each thread streams all of B, costs no more than half of B per thread */
 #define ROWS_B_MAX (1 << 17)
 
-/* a row-major B (unit column stride) against at most IN_PLACE_ROWS rows is read in place: each strip stays in the
-   caches for the next row panel, and packing it cost more (Zen 4, 1 thread, AVX2, x @ W (K, N), us, indicative:
-   9 x 256 x 256 21.3 -> 13.7, 12 x 256 x 256 33.4 -> 15.9, 16 x 4096 x 256 550 -> 359; AVX-512 16 x 256 x 256
-   32.7 -> 20.9, 16 x 1024 x 1024 527 -> 420) */
-#define IN_PLACE_ROWS 16
-/* whether run_product packs B (else it reads B in place: prepacked, or row-major against few rows) */
-static int packs_b(const product *p) { return !p->sstride && !(p->bcs == 1 && p->M <= IN_PLACE_ROWS); }
-
-/* B packed per call, of at most ROWS_B_MAX floats (one panel, more than a strip: run_one_strip takes one strip): on
-   several threads each packs all of it into a buffer of its own when the rows are split, instead of its share into
-   one both read (thread_part weighs that packing) */
-static int own_b(const product *p, int nth) {
-  return nth > 1 && packs_b(p) && p->K * p->N <= ROWS_B_MAX && p->N > SGEMM_STRIP && p->N <= NC;
-}
-
 /* The C tiles thread tid of nth computes: rows [*i0, *i1), columns [*j0, *j1). The threads split the rows
    (in MR panels) or the columns (in NR strips), whichever leaves the largest part smaller; on a tie the
    columns, so each thread packs the B strips it uses itself and they stay in its own caches (row splits made
    each thread read half of B from the other core: BERT's 128 x 1024 x 256 ran at 220 GFLOP/s on 2 threads
    split by rows, 340 by columns, Zen 5; so did 28 x 1024 x 1024 and 196 x 256 x 1024 here, Zen 4). A prepacked B
    of at most ROWS_B_MAX floats is read in place and packs nothing, so there the parts are weighed by the busiest
-   thread's work instead: its rows x (its columns as its tiles span them + PACK_A_COLS for packing its rows of A);
-   so is a small B each thread packs for itself (own_b), adding PACK_A_COLS x the columns it packs, a row split
-   then winning only by more than 1/32 (unfrozen 196 x 256 x 128, a row split by 2%, ran 4% slower than by columns).
+   thread's work instead: its rows x (its columns as its tiles span them + PACK_A_COLS for packing its rows of A).
    Frozen 256 x 400 x 120 (19 row panels, 3.75 strips) went from a column split, where each thread packed all of A,
-   to a row split: 2 threads 136 -> 124 us; with its own B each, unfrozen 140 -> 130, 256 x 120 x 84 32.2 -> 29.7,
-   x @ W 1024 x 256 x 128 343 -> 322 (Zen 4, indicative). */
+   to a row split: 2 threads 136 -> 124 us (Zen 4, indicative). */
 static int thread_part(const product *p, const sgemm_kernel *kr, int tid, int nth, int64_t *i0, int64_t *i1,
                        int64_t *j0, int64_t *j1) {
   int64_t P = (p->M + kr->mr - 1) / kr->mr, S = (p->N + kr->nr - 1) / kr->nr;
   int64_t by_rows = (P + nth - 1) / nth * S, by_cols = P * ((S + nth - 1) / nth);
-  const int own = own_b(p, nth);
-  if ((p->sstride || own) && p->K * p->N <= ROWS_B_MAX) {
-    int64_t rows = largest_part(p->M, kr->mr, nth, 1), cols = largest_part(p->N, kr->nr, nth, 8);
-    by_rows = rows * ((p->N + 7) / 8 * 8 + PACK_A_COLS) + (own ? PACK_A_COLS * p->N : 0);
-    by_cols = p->M * (cols + PACK_A_COLS) + (own ? PACK_A_COLS * cols : 0);
-    if (own) by_rows += by_rows / 32;   /* a near tie stays a column split */
+  if (p->sstride && p->K * p->N <= ROWS_B_MAX) {
+    by_rows = largest_part(p->M, kr->mr, nth, 1) * ((p->N + 7) / 8 * 8 + PACK_A_COLS);
+    by_cols = p->M * (largest_part(p->N, kr->nr, nth, 8) + PACK_A_COLS);
   }
   *i0 = 0; *i1 = p->M; *j0 = 0; *j1 = p->N;
   if (by_rows < by_cols) {
@@ -350,6 +329,11 @@ static void run_rows_t(const product *p, const sgemm_kernel *kr, int tid, int nt
    computes and no thread waits; otherwise the threads pack all strips together and meet at barriers (the same
    number of times each). Then each thread, per block of its rows (ap, packed once per panel and k block),
    runs strip by strip (in L1) over the block's A panels (in L2). */
+/* a row-major B (unit column stride) against at most IN_PLACE_ROWS rows is read in place: each strip stays in the
+   caches for the next row panel, and packing it cost more (Zen 4, 1 thread, AVX2, x @ W (K, N), us, indicative:
+   9 x 256 x 256 21.3 -> 13.7, 12 x 256 x 256 33.4 -> 15.9, 16 x 4096 x 256 550 -> 359; AVX-512 16 x 256 x 256
+   32.7 -> 20.9, 16 x 1024 x 1024 527 -> 420) */
+#define IN_PLACE_ROWS 16
 static void run_product(const product *p, const sgemm_kernel *kr, int tid, int nth, float *ap, float *bp) {
   if (rows_take(p)) { run_rows(p, kr, tid, nth); return; }
   if (rows_t_take(p)) { run_rows_t(p, kr, tid, nth); return; }
@@ -360,10 +344,10 @@ static void run_product(const product *p, const sgemm_kernel *kr, int tid, int n
   const int MR = kr->mr, NR = kr->nr;
   int64_t i0, i1, j0, j1;
   int by_cols = thread_part(p, kr, tid, nth, &i0, &i1, &j0, &j1);
-  /* one panel split by columns, or a B each thread packs whole: no strip is shared */
-  int shared_b = nth > 1 && !(by_cols && p->N <= NC) && !own_b(p, nth);
+  int shared_b = nth > 1 && !(by_cols && p->N <= NC);   /* one panel split by columns: no strip is shared */
   const int64_t MC = block_rows(i1 - i0, MR);
-  int packed = packs_b(p);
+  /* B read in place when prepacked or row-major with few row panels to reuse a packed copy */
+  int packed = !p->sstride && !(p->bcs == 1 && p->M <= IN_PLACE_ROWS);
   /* a thread with one row panel and its own strips uses each packed strip once: it packs the strip right before
      that use, into the slot of its first strip (in L1), instead of its whole share of the panel first */
   int at_use = packed && !shared_b && i1 - i0 <= MR && p->bcs != 1;
@@ -426,9 +410,7 @@ typedef struct {
   const float *const *A, *const *B;
   float *const *C;
   int by_batch;    /* each thread takes whole products (else the threads share each product) */
-  int own_b;       /* the threads share each product, each packing all of B (own_b()) */
-  float *buf;      /* packing buffers: per thread an A area (and a B panel when by_batch or own_b), else one shared B
-                      panel */
+  float *buf;      /* packing buffers: per thread an A area (and a B panel when by_batch), else one shared B panel */
   size_t a_floats, b_floats;
   const sgemm_kernel *kr;
 } batch_job;
@@ -444,7 +426,6 @@ static void run_share(const batch_job *job, int tid, int team) {
     }
   } else {
     float *bp = job->buf, *ap = job->buf + job->b_floats + (size_t)tid * job->a_floats;
-    if (job->own_b) ap = job->buf + (size_t)tid * (job->a_floats + job->b_floats), bp = ap + job->a_floats;
     for (int64_t t = 0; t < job->nbatch; t++) {
       p.A = job->A[t]; p.B = job->B[t]; p.C = job->C[t];
       run_product(&p, job->kr, tid, team, ap, bp);
@@ -470,12 +451,11 @@ static int sgemm_run(int64_t nbatch, const float *const *A, const float *const *
   double flops = 2.0 * (double)nbatch * (double)M * (double)N * (double)K;
   int nth = omp_in_parallel() || flops < PAR_FLOPS ? 1 : ds_team();
   int by_batch = nth > 1 && (nbatch % nth == 0 || nbatch >= 4 * nth);
-  product shape = { M, N, K, NULL, ars, acs, NULL, brs, bcs, sstride, NULL, ldc, accumulate, ep };
-  int own = !by_batch && own_b(&shape, nth), per_thread_b = by_batch || own;
   size_t a_floats = (size_t)(MC_ROWS + kr->mr) * KC, b_floats = (size_t)KC * NC;
-  float *buf = scratch((size_t)nth * (a_floats + (per_thread_b ? b_floats : 0)) + (per_thread_b ? 0 : b_floats));
+  float *buf = scratch((size_t)nth * (a_floats + (by_batch ? b_floats : 0)) + (by_batch ? 0 : b_floats));
   if (!buf) return ds_fail(DS_ENOMEM, "matmul: out of memory for the packing buffers");
-  batch_job job = { shape, nbatch, A, B, C, by_batch, own, buf, a_floats, b_floats, kr };
+  batch_job job = { { M, N, K, NULL, ars, acs, NULL, brs, bcs, sstride, NULL, ldc, accumulate, ep }, nbatch, A, B, C,
+                    by_batch, buf, a_floats, b_floats, kr };
   if (nth == 1) run_share(&job, 0, 1);
   else {
     double t0 = ds_team_start();
