@@ -164,43 +164,15 @@ static void pack_b(float *bp, const product *p, int64_t k0, int64_t kc, int64_t 
   for (int64_t s = s0; s < s1; s++) pack_strip(bp + s * KC * NR, p, k0, kc, jc + s * NR, NR);
 }
 
-/* The most of n (rows or columns) one of nth threads gets when units of u are shared as thread_part does, each
-   part rounded up to a multiple of round (the columns a partial strip's tile spans: whole 8-column groups) */
-static int64_t largest_part(int64_t n, int64_t u, int nth, int64_t round) {
-  int64_t units = (n + u - 1) / u, most = 0;
-  for (int t = 0; t < nth; t++) {
-    int64_t lo = t * units / nth * u, hi = (t + 1) * units / nth * u;
-    if (hi > n) hi = n;
-    int64_t w = hi > lo ? (hi - lo + round - 1) / round * round : 0;
-    if (w > most) most = w;
-  }
-  return most;
-}
-
-/* Packing an element of A costs about as much time as PACK_A_COLS of its products (Zen 4, AVX-512, 1 thread:
-   packing took 6% of 256 x 400 x 120). A thread of a column split packs all of A for its share of the columns. */
-#define PACK_A_COLS 8
-/* the most floats (K x N) of a prepacked B that thread_part weighs that way: it fits every core's L2, so a row split,
-   where each thread streams all of B, costs no more than half of B per thread */
-#define ROWS_B_MAX (1 << 17)
-
 /* The C tiles thread tid of nth computes: rows [*i0, *i1), columns [*j0, *j1). The threads split the rows
    (in MR panels) or the columns (in NR strips), whichever leaves the largest part smaller; on a tie the
    columns, so each thread packs the B strips it uses itself and they stay in its own caches (row splits made
    each thread read half of B from the other core: BERT's 128 x 1024 x 256 ran at 220 GFLOP/s on 2 threads
-   split by rows, 340 by columns, Zen 5; so did 28 x 1024 x 1024 and 196 x 256 x 1024 here, Zen 4). A prepacked B
-   of at most ROWS_B_MAX floats is read in place and packs nothing, so there the parts are weighed by the busiest
-   thread's work instead: its rows x (its columns as its tiles span them + PACK_A_COLS for packing its rows of A).
-   Frozen 256 x 400 x 120 (19 row panels, 3.75 strips) went from a column split, where each thread packed all of A,
-   to a row split: 2 threads 136 -> 124 us (Zen 4, indicative). */
+   split by rows, 340 by columns, Zen 5). */
 static int thread_part(const product *p, const sgemm_kernel *kr, int tid, int nth, int64_t *i0, int64_t *i1,
                        int64_t *j0, int64_t *j1) {
   int64_t P = (p->M + kr->mr - 1) / kr->mr, S = (p->N + kr->nr - 1) / kr->nr;
   int64_t by_rows = (P + nth - 1) / nth * S, by_cols = P * ((S + nth - 1) / nth);
-  if (p->sstride && p->K * p->N <= ROWS_B_MAX) {
-    by_rows = largest_part(p->M, kr->mr, nth, 1) * ((p->N + 7) / 8 * 8 + PACK_A_COLS);
-    by_cols = p->M * (largest_part(p->N, kr->nr, nth, 8) + PACK_A_COLS);
-  }
   *i0 = 0; *i1 = p->M; *j0 = 0; *j1 = p->N;
   if (by_rows < by_cols) {
     *i0 = tid * P / nth * kr->mr;
