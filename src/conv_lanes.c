@@ -76,9 +76,9 @@ static void window(int64_t o, int64_t s, int64_t p, int64_t k, int64_t n, int64_
 typedef float hp __attribute__((vector_size(32), aligned(4)));
 typedef int32_t hpi __attribute__((vector_size(32), aligned(4)));
 
-/* rows [r0, r1) of dst (PH, PW) pixels = pool's windows over src (OH, OW) pixels, lane by lane: max from the window's first value,
-   v taken when v > m or v is NaN (the last NaN wins); avg the window summed from +0 in row-major order / count
-   (nn_pool_kernels.h's values) */
+/* rows [r0, r1) of dst (PH, PW) pixels = pool's windows over src (OH, OW) pixels, lane by lane: max from the
+   window's first value, v taken when v > m or v is NaN (the last NaN wins); avg the window summed from +0 in
+   row-major order / count (nn_pool_kernels.h's values) */
 static void pool_lanes(const conv_pool *pl, const float *src, int64_t OH, int64_t OW, float *dst, int64_t r0,
                        int64_t r1, int64_t PW) {
   for (int64_t i = r0; i < r1; i++) {

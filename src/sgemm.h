@@ -58,7 +58,8 @@ typedef struct {
    constants, so each instantiation keeps its accumulators in registers. w: the columns the tile spans, NR when
    full, else the multiple of 8 that holds nr (at most NR): a tile computes only the 8-column groups that hold
    columns, so a partial strip costs FMAs for its width instead of NR's (AVX-512: a ymm FMA for an 8-column group
-   costs Zen 4 half a zmm one; frozen 256 x 400 x 120, 1 thread, whose last strip has 24 columns: 247 -> 238 us, indicative).
+   costs Zen 4 half a zmm one; frozen 256 x 400 x 120, 1 thread, whose last strip has 24 columns: 247 -> 238 us,
+   indicative).
    ahead: B is read in place (ldb != NR, a frozen weight streamed from L3 once per call), so tile() prefetches the
    row SGEMM_AHEAD rows on (14 x 1024 @ 1024 x 256 with 48 weights in turn, Zen 5: 1 thread 90 -> 128-139
    GFLOP/s, 2 threads 157-162 -> 179-191; packed strips are in L1/L2 and take no prefetch). */

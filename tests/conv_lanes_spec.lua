@@ -106,7 +106,9 @@ describe("conv2d with 16 images along the lanes", function()
     for i, f in ipairs({
       function(t) return F.max_pool2d(F.relu(ds.conv2d(t, w, b)), 2) end,
       function(t) return F.avg_pool2d(F.relu(ds.conv2d(t, w, b)), 2) end,
-      function(t) return F.max_pool2d(F.relu(ds.conv2d(t, w1, b1, { padding = 2 })), 3, { stride = 2, padding = 1 }) end,
+      function(t)
+        return F.max_pool2d(F.relu(ds.conv2d(t, w1, b1, { padding = 2 })), 3, { stride = 2, padding = 1 })
+      end,
       function(t) return F.avg_pool2d(ds.conv2d(t, w1, b1, { padding = 2 }), 3,
         { stride = 2, padding = 1, count_include_pad = false }) end,
     }) do
