@@ -11,14 +11,7 @@ package.path = "./bench/?.lua;" .. package.path
 local ds = require("ds")
 local ffi = require("ffi")
 
-local C = require("ds.ffi").C
-ffi.cdef [[
-void ds_sgemm_pack_b(int64_t K, int64_t N, const float *B, int64_t brs, int64_t bcs, float *bp);
-int ds_sgemm_packed_batch(int64_t nbatch, const float *const *A, const float *bp, float *const *C, int64_t M,
-                          int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t ldc, int accumulate);
-int ds_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
-             int64_t bcs, float *C, int64_t ldc, int accumulate);
-]]
+local C = require("sgemm_kernels")
 local openblas = require("openblas")
 local blas, ROW_MAJOR, NO_TRANS, TRANS = openblas.lib, openblas.ROW_MAJOR, openblas.NO_TRANS, openblas.TRANS
 
@@ -32,37 +25,7 @@ if arg[2] then   -- a reduced sweep: these K only
 end
 local NS = { 8, 32, 64, 256, 1024 }
 
--- calls per timed batch of fn: enough for `seconds` (~0.5 ms by default)
-local function batch_size(fn, seconds)
-  fn()
-  local t0, n = ds.clock(), 0
-  repeat fn(); n = n + 1 until ds.clock() - t0 > (seconds or 0.0005)
-  return n
-end
-
--- each function's own timing loop (stats.lua: a loop shared by several closures slows the ones timed later)
-local LOOP = "local fn, n = ...; for _ = 1, n do fn() end"
-
--- microseconds per call of each function in fns: ROUNDS rounds, each timing one batch of every function in turn
--- (the order reversed every other round), the best batch of each. Other processes on the host only ever add time
--- to a batch, and both variants face them alike; a median of a few samples per variant, taken one variant after
--- the other, put frozen above unfrozen in ~30 of 425 shapes when a busy host slowed one variant's samples.
-local ROUNDS = 15
-local function us_per_call(fns, rounds, seconds)
-  local n, loops, best = {}, {}, {}
-  for i, fn in ipairs(fns) do
-    n[i], loops[i], best[i] = batch_size(fn, seconds), assert(loadstring(LOOP, "=timing loop")), math.huge
-  end
-  for r = 1, rounds or ROUNDS do
-    for j = 1, #fns do
-      local i = r % 2 == 1 and j or #fns + 1 - j
-      local t0 = ds.clock()
-      loops[i](fns[i], n[i])
-      best[i] = math.min(best[i], (ds.clock() - t0) / n[i] * 1e6)
-    end
-  end
-  return best
-end
+local us_per_call = require("stats").us_per_call
 
 -- A shape where frozen came out slower, timed again (up to RETIMES times, each with both functions compiled afresh:
 -- new plans, new buffers): frozen against unfrozen alone, after a full collection (both start with the same cached

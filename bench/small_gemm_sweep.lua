@@ -8,14 +8,7 @@ package.path = "./bench/?.lua;" .. package.path
 local ds = require("ds")
 local ffi = require("ffi")
 
-local C = require("ds.ffi").C
-ffi.cdef [[
-void ds_sgemm_pack_b(int64_t K, int64_t N, const float *B, int64_t brs, int64_t bcs, float *bp);
-int ds_sgemm_packed_batch(int64_t nbatch, const float *const *A, const float *bp, float *const *C, int64_t M,
-                          int64_t N, int64_t K, int64_t ars, int64_t acs, int64_t ldc, int accumulate);
-int ds_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t acs, const float *B, int64_t brs,
-             int64_t bcs, float *C, int64_t ldc, int accumulate);
-]]
+local C = require("sgemm_kernels")
 local openblas = require("openblas")
 local blas, ROW_MAJOR, NO_TRANS, TRANS = openblas.lib, openblas.ROW_MAJOR, openblas.NO_TRANS, openblas.TRANS
 
@@ -24,29 +17,7 @@ ds.set_num_threads(threads)
 local MS, KS, NS = { 64, 256, 1024 }, { 84, 120, 400 }, { 10, 84, 120 }
 local ROUNDS, SECONDS = 15, 0.002
 
--- each function's own timing loop (stats.lua: a loop shared by several closures slows the ones timed later)
-local LOOP = "local fn, n = ...; for _ = 1, n do fn() end"
-
--- microseconds per call of each of fns: ROUNDS rounds, each timing a batch (~SECONDS) of every function in turn (the
--- order reversed every other round), the best batch of each; other processes only ever add time to a batch
-local function us_per_call(fns)
-  local n, loops, best = {}, {}, {}
-  for i, fn in ipairs(fns) do
-    fn()
-    local t0, calls = ds.clock(), 0
-    repeat fn(); calls = calls + 1 until ds.clock() - t0 > SECONDS
-    n[i], loops[i], best[i] = calls, assert(loadstring(LOOP, "=timing loop")), math.huge
-  end
-  for r = 1, ROUNDS do
-    for j = 1, #fns do
-      local i = r % 2 == 1 and j or #fns + 1 - j
-      local t0 = ds.clock()
-      loops[i](fns[i], n[i])
-      best[i] = math.min(best[i], (ds.clock() - t0) / n[i] * 1e6)
-    end
-  end
-  return best
-end
+local function us_per_call(fns) return require("stats").us_per_call(fns, ROUNDS, SECONDS) end
 
 local info = ds.info()
 print(string.format("# small GEMM sweep, relu(x @ W^T + b), GFLOP/s: ISA %s, %d threads, OpenBLAS core %s", info.isa,
