@@ -37,7 +37,10 @@ static int conv_then_pool(ds_tensor *const *t, const double *attrs, int act, int
   int64_t shape[4] = { x->shape[0], w->shape[0], OH, OW };
   ds_tensor *y = ds_tensor_new(DS_F32, 4, shape);
   if (!y) return ds_fail(DS_ENOMEM, "conv2d_pool: out of memory for the conv's output");
-  act_ep a = { { act_apply, CONV_ACT_NONE }, y->data, shape[1], OH * OW, act };
+  /* hardswish as conv_ep's act, which the direct kernels apply in their registers (the others call act_apply);
+     relu only through act_apply: of the ep->act codes the direct kernels apply hardswish alone */
+  act_ep a = { { act_apply, act == CONV_ACT_HARDSWISH ? CONV_ACT_HARDSWISH : CONV_ACT_NONE }, y->data, shape[1],
+               OH * OW, act };
   ds_tensor *ct[4] = { y, t[1], t[2], t[3] };
   int rc = ds_conv2d_ep_run_f32(ct, attrs, act == CONV_ACT_NONE ? NULL : &a.ep);
   if (!rc) {
