@@ -53,39 +53,29 @@ typedef struct {
                              rest, each a pass over B (the driver runs them so: sgemm.c's rows_at) */
 } sgemm_kernel;
 
-/* A kernel file defines MR, NR and tile(mr, w, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c) (always
-   inline), then SGEMM_MICRO: its micro() calls tile with mr (1 .. MR <= 14), w, full (nr == NR) and ahead as
-   constants, so each instantiation keeps its accumulators in registers. w: the columns the tile spans, NR when
-   full, else the multiple of 8 that holds nr (at most NR): a tile computes only the 8-column groups that hold
-   columns, so a partial strip costs FMAs for its width instead of NR's (AVX-512: a ymm FMA for an 8-column group
-   costs Zen 4 half a zmm one; frozen 256 x 400 x 120, 1 thread, whose last strip has 24 columns: 247 -> 238 us,
-   indicative).
-   ahead: B is read in place (ldb != NR, a frozen weight streamed from L3 once per call), so tile() prefetches the
-   row SGEMM_AHEAD rows on (14 x 1024 @ 1024 x 256 with 48 weights in turn, Zen 5: 1 thread 90 -> 128-139
-   GFLOP/s, 2 threads 157-162 -> 179-191; packed strips are in L1/L2 and take no prefetch). */
+/* A kernel file defines MR, NR and tile(mr, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c) (always
+   inline), then SGEMM_MICRO: its micro() calls tile with mr (1 .. MR <= 14), full (nr == NR) and ahead as
+   constants, so each instantiation keeps its accumulators in registers. ahead: B is read in place (ldb != NR,
+   a frozen weight streamed from L3 once per call), so tile() prefetches the row SGEMM_AHEAD rows on (14 x 1024
+   @ 1024 x 256 with 48 weights in turn, Zen 5: 1 thread 90 -> 128-139 GFLOP/s, 2 threads 157-162 -> 179-191;
+   packed strips are in L1/L2 and take no prefetch). */
 #define SGEMM_AHEAD 8
-#define SGEMM_CASE(R, w, full, ahead) \
-  case R: if (R <= MR) tile(R <= MR ? R : 1, w, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c); break;
-#define SGEMM_SWITCH(w, full, ahead) \
+#define SGEMM_CASE(R, full, ahead) \
+  case R: if (R <= MR) tile(R <= MR ? R : 1, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c); break;
+#define SGEMM_SWITCH(full, ahead) \
   switch (mr) { \
-    SGEMM_CASE(14, w, full, ahead) SGEMM_CASE(13, w, full, ahead) SGEMM_CASE(12, w, full, ahead) \
-    SGEMM_CASE(11, w, full, ahead) SGEMM_CASE(10, w, full, ahead) SGEMM_CASE(9, w, full, ahead) \
-    SGEMM_CASE(8, w, full, ahead) SGEMM_CASE(7, w, full, ahead) SGEMM_CASE(6, w, full, ahead) \
-    SGEMM_CASE(5, w, full, ahead) SGEMM_CASE(4, w, full, ahead) SGEMM_CASE(3, w, full, ahead) \
-    SGEMM_CASE(2, w, full, ahead) \
-    default: tile(1, w, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c); \
+    SGEMM_CASE(14, full, ahead) SGEMM_CASE(13, full, ahead) SGEMM_CASE(12, full, ahead) \
+    SGEMM_CASE(11, full, ahead) SGEMM_CASE(10, full, ahead) SGEMM_CASE(9, full, ahead) SGEMM_CASE(8, full, ahead) \
+    SGEMM_CASE(7, full, ahead) SGEMM_CASE(6, full, ahead) SGEMM_CASE(5, full, ahead) SGEMM_CASE(4, full, ahead) \
+    SGEMM_CASE(3, full, ahead) SGEMM_CASE(2, full, ahead) \
+    default: tile(1, full, ahead, nr, kc, ap, b, ldb, c, ldc, load_c, next_c); \
   }
-/* a partial strip's tile of w columns (none past NR: NR is 16 or 32) */
-#define SGEMM_PART(w) if ((w) <= NR) SGEMM_SWITCH((w) <= NR ? (w) : NR, 0, 0) break;
 #define SGEMM_MICRO \
   static void micro(int mr, int nr, int64_t kc, const float *ap, const float *b, int64_t ldb, float *c, int64_t ldc, \
                     int load_c, const float *next_c) { \
-    if (nr == NR) { \
-      if (ldb != NR) SGEMM_SWITCH(NR, 1, 1) \
-      else SGEMM_SWITCH(NR, 1, 0) \
-    } else switch ((nr + 7) / 8) { \
-      case 1: SGEMM_PART(8) case 2: SGEMM_PART(16) case 3: SGEMM_PART(24) case 4: SGEMM_PART(32) \
-    } \
+    if (nr != NR) SGEMM_SWITCH(0, 0) \
+    else if (ldb != NR) SGEMM_SWITCH(1, 1) \
+    else SGEMM_SWITCH(1, 0) \
   }
 
 /* A kernel file also defines V (floats per vector), ACC (the most vector accumulators a row block holds),

@@ -11,24 +11,18 @@ static inline __m256i lanes(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* one tile; mr, w (8 or 16 columns: acc1 only at 16), full (nr == NR) and ahead (prefetch B) are constants in each
-   instantiation; a partial strip uses masks */
-__attribute__((always_inline)) static inline void tile(const int mr, const int w, const int full, const int ahead,
-                                                       int nr, int64_t kc, const float *ap, const float *b,
-                                                       int64_t ldb, float *c, int64_t ldc, int load_c,
-                                                       const float *next_c) {
-  const int two = w > 8;
+/* one tile; mr, full (nr == NR) and ahead (prefetch B) are constants in each instantiation; a partial strip
+   uses masks */
+__attribute__((always_inline)) static inline void tile(const int mr, const int full, const int ahead, int nr,
+                                                       int64_t kc, const float *ap, const float *b, int64_t ldb,
+                                                       float *c, int64_t ldc, int load_c, const float *next_c) {
   const __m256i m0 = lanes(full ? 8 : nr), m1 = lanes(full ? 8 : nr - 8);
   __m256 acc0[MR], acc1[MR];
 #pragma GCC unroll 6
   for (int r = 0; r < mr; r++) {
-    acc1[r] = _mm256_setzero_ps();
-    if (!load_c) acc0[r] = _mm256_setzero_ps();
+    if (!load_c) { acc0[r] = _mm256_setzero_ps(); acc1[r] = _mm256_setzero_ps(); }
     else if (full) { acc0[r] = _mm256_loadu_ps(c + r * ldc); acc1[r] = _mm256_loadu_ps(c + r * ldc + 8); }
-    else {
-      acc0[r] = _mm256_maskload_ps(c + r * ldc, m0);
-      if (two) acc1[r] = _mm256_maskload_ps(c + r * ldc + 8, m1);
-    }
+    else { acc0[r] = _mm256_maskload_ps(c + r * ldc, m0); acc1[r] = _mm256_maskload_ps(c + r * ldc + 8, m1); }
   }
   for (int64_t k0 = 0; k0 < kc; k0 += SGEMM_CPF_K) {
     if (next_c && k0 / SGEMM_CPF_K < mr) {   /* one row of the next tile per group of k's */
@@ -40,7 +34,7 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int w
 #pragma GCC unroll 8
     for (int64_t k = k0; k < kend; k++) {
       __m256 b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, m0);
-      __m256 b1 = full ? _mm256_loadu_ps(b + 8) : two ? _mm256_maskload_ps(b + 8, m1) : _mm256_setzero_ps();
+      __m256 b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1);
       if (ahead) {
         _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb), _MM_HINT_T0);
       }
@@ -48,7 +42,7 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int w
       for (int r = 0; r < mr; r++) {
         __m256 a = _mm256_broadcast_ss(ap + r);
         acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
-        if (two) acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
+        acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
       }
       ap += MR;
       b += ldb;
@@ -57,10 +51,7 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int w
 #pragma GCC unroll 6
   for (int r = 0; r < mr; r++) {
     if (full) { _mm256_storeu_ps(c + r * ldc, acc0[r]); _mm256_storeu_ps(c + r * ldc + 8, acc1[r]); }
-    else {
-      _mm256_maskstore_ps(c + r * ldc, m0, acc0[r]);
-      if (two) _mm256_maskstore_ps(c + r * ldc + 8, m1, acc1[r]);
-    }
+    else { _mm256_maskstore_ps(c + r * ldc, m0, acc0[r]); _mm256_maskstore_ps(c + r * ldc + 8, m1, acc1[r]); }
   }
 }
 

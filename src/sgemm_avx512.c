@@ -6,27 +6,18 @@
 #define MR 14
 #define NR 32
 
-/* acc + a * b over lanes 0-7 alone when half (a ymm FMA: upper lanes undefined, never stored), else all 16 */
-__attribute__((always_inline)) static inline __m512 fma_part(const int half, __m512 a, __m512 b, __m512 acc) {
-  if (!half) return _mm512_fmadd_ps(a, b, acc);
-  return _mm512_castps256_ps512(_mm256_fmadd_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(b),
-                                                _mm512_castps512_ps256(acc)));
-}
-
-/* one tile; mr, w (8, 16, 24 or 32 columns: acc0 a ymm's 8 or a zmm's 16, acc1 none, 8 or 16), full (nr == NR)
-   and ahead (prefetch B) are constants in each instantiation; a partial strip uses masks */
-__attribute__((always_inline)) static inline void tile(const int mr, const int w, const int full, const int ahead,
-                                                       int nr, int64_t kc, const float *ap, const float *b,
-                                                       int64_t ldb, float *c, int64_t ldc, int load_c,
-                                                       const float *next_c) {
-  const int half0 = w == 8, two = w > 16, half1 = w == 24;
+/* one tile; mr, full (nr == NR) and ahead (prefetch B) are constants in each instantiation; a partial strip
+   uses masks */
+__attribute__((always_inline)) static inline void tile(const int mr, const int full, const int ahead, int nr,
+                                                       int64_t kc, const float *ap, const float *b, int64_t ldb,
+                                                       float *c, int64_t ldc, int load_c, const float *next_c) {
   const __mmask16 m0 = full || nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
   const __mmask16 m1 = full ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
   __m512 acc0[MR], acc1[MR];
 #pragma GCC unroll 14
   for (int r = 0; r < mr; r++) {
     acc0[r] = load_c ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
-    acc1[r] = load_c && two ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
+    acc1[r] = load_c ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
   }
   for (int64_t k0 = 0; k0 < kc; k0 += SGEMM_CPF_K) {
     if (next_c && k0 / SGEMM_CPF_K < mr) {   /* one row of the next tile per group of k's */
@@ -39,7 +30,7 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int w
 #pragma GCC unroll 8
     for (int64_t k = k0; k < kend; k++) {
       __m512 b0 = full ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(m0, b);
-      __m512 b1 = full ? _mm512_loadu_ps(b + 16) : two ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_setzero_ps();
+      __m512 b1 = full ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
       if (ahead) {
         _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb), _MM_HINT_T0);
         _mm_prefetch((const char *)(b + SGEMM_AHEAD * ldb + 16), _MM_HINT_T0);
@@ -47,8 +38,8 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int w
 #pragma GCC unroll 14
       for (int r = 0; r < mr; r++) {
         __m512 a = _mm512_set1_ps(ap[r]);
-        acc0[r] = fma_part(half0, a, b0, acc0[r]);
-        if (two) acc1[r] = fma_part(half1, a, b1, acc1[r]);
+        acc0[r] = _mm512_fmadd_ps(a, b0, acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(a, b1, acc1[r]);
       }
       ap += MR;
       b += ldb;
@@ -57,7 +48,7 @@ __attribute__((always_inline)) static inline void tile(const int mr, const int w
 #pragma GCC unroll 14
   for (int r = 0; r < mr; r++) {
     _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
-    if (two) _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
+    _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
   }
 }
 
